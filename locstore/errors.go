@@ -1,0 +1,46 @@
+package locstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrArgument is matched (errors.Is) by every *ArgumentError.
+var ErrArgument = errors.New("locstore: invalid argument")
+
+// ErrUnavailable is matched by provider failures: the store could not be
+// reached or did not answer in time. After such an error the outcome of a
+// Write is unknown; the caller re-reads the same key (spec §10).
+var ErrUnavailable = errors.New("locstore: store unavailable")
+
+// ArgumentError reports input outside the SPI bounds. Nothing was sent to
+// the store.
+type ArgumentError struct {
+	Op     string // "read", "write", "scan"
+	Field  string // e.g. "key", "mutations[3].value"
+	Reason string
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("locstore %s: invalid %s: %s", e.Op, e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrArgument) true.
+func (e *ArgumentError) Is(target error) bool { return target == ErrArgument }
+
+// ProviderError wraps a provider failure (network, timeout, server error).
+type ProviderError struct {
+	Provider string
+	Op       string
+	Err      error
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("locstore %s %s: %v", e.Provider, e.Op, e.Err)
+}
+
+// Unwrap exposes the cause (for example context.DeadlineExceeded).
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *ProviderError) Is(target error) bool { return target == ErrUnavailable }
