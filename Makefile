@@ -1,0 +1,36 @@
+# meshnode — see README.md.
+GO       ?= go
+BIN      := bin/meshnode
+PKGS     := ./...
+
+.PHONY: all build test demo bench lint vet fmt clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/meshnode
+
+# Installs redis-server / python3-zmq when missing, starts a throwaway Redis,
+# runs go vet and go test -race ./... against it, stops Redis afterwards.
+test:
+	./scripts/test.sh
+
+# The main job on the embedded default (memory stores, three nodes, one process).
+demo: build
+	./$(BIN) demo
+
+# Benchmarks next to their same-run baselines (raw Redis, raw zmq4).
+bench:
+	./benchmarks/run.sh
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin

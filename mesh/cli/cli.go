@@ -1,0 +1,101 @@
+// Package cli is the meshnode command line: subcommand dispatch for run,
+// demo, ctl, wire and version. It is a library entry point so that an
+// application that registers its own factories can ship its own binary with
+// the same commands (cli.Main from its main package).
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the command ran and failed
+	ExitUsage = 2 // bad usage, or a command that has no body yet
+)
+
+// Version is set at build time with -ldflags "-X .../mesh/cli.Version=v1.2.3".
+var Version = "dev"
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run one mesh node from a YAML file and/or MESHNODE_ environment", runNode},
+		{"demo", "run three nodes in one process on loopback with the memory stores", runDemo},
+		{"ctl", "operator tools: key, record, topology, locate, list", runCtl},
+		{"wire", "wire tools: decode <hex>", runWire},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "meshnode: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return ExitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: meshnode <command> [arguments]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
+
+// notYet is the honest answer of a command whose implementation has not
+// landed: it says so and exits non-zero, never printing fake output.
+func notYet(stderr io.Writer, what, issue string) int {
+	fmt.Fprintf(stderr, "meshnode %s: not available in this build yet (tracked in issue %s)\n", what, issue)
+	return ExitUsage
+}
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
+	v := Version
+	goVersion := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	fmt.Fprintf(stdout, "meshnode %s (%s)\n", v, goVersion)
+	return ExitOK
+}
+
+func runNode(_ context.Context, _ []string, _, stderr io.Writer) int {
+	return notYet(stderr, "run", "#5")
+}
+
+func runDemo(_ context.Context, _ []string, _, stderr io.Writer) int {
+	return notYet(stderr, "demo", "#5")
+}
+
+func runCtl(_ context.Context, _ []string, _, stderr io.Writer) int {
+	return notYet(stderr, "ctl", "#3/#5/#6")
+}
+
+func runWire(_ context.Context, _ []string, _, stderr io.Writer) int {
+	return notYet(stderr, "wire", "#4")
+}
