@@ -1,0 +1,107 @@
+// Command ratio reads `go test -bench` output (several -count runs) on stdin,
+// takes the median of every metric per benchmark, and prints each requested
+// subject/baseline pair as a ratio. Machines here are shared and noisy, so a
+// figure is only ever reported as a median and next to a baseline measured
+// in the same run.
+//
+//	go test -run '^$' -bench . -count 5 ./pkg | go run ./benchmarks/ratio 'BenchmarkA=BenchmarkRawA'
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// samples maps benchmark name (without the -GOMAXPROCS suffix) → unit → values.
+type samples map[string]map[string][]float64
+
+func parse(r io.Reader) (samples, []string, error) {
+	s := samples{}
+	var order []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		if _, ok := s[name]; !ok {
+			s[name] = map[string][]float64{}
+			order = append(order, name)
+		}
+		// f[1] is the iteration count; then value/unit pairs.
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			s[name][f[i+1]] = append(s[name][f[i+1]], v)
+		}
+	}
+	return s, order, sc.Err()
+}
+
+func median(v []float64) float64 {
+	c := append([]float64(nil), v...)
+	sort.Float64s(c)
+	n := len(c)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
+
+func main() {
+	s, order, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratio:", err)
+		os.Exit(1)
+	}
+	fmt.Println("medians:")
+	for _, name := range order {
+		units := make([]string, 0, len(s[name]))
+		for u := range s[name] {
+			units = append(units, u)
+		}
+		sort.Strings(units)
+		parts := make([]string, 0, len(units))
+		for _, u := range units {
+			parts = append(parts, fmt.Sprintf("%.4g %s (n=%d)", median(s[name][u]), u, len(s[name][u])))
+		}
+		fmt.Printf("  %-60s %s\n", name, strings.Join(parts, ", "))
+	}
+	if len(os.Args) > 1 {
+		fmt.Println("ratios (subject / same-run baseline, ns/op; >1 means slower than the baseline):")
+	}
+	status := 0
+	for _, pair := range os.Args[1:] {
+		subj, base, ok := strings.Cut(pair, "=")
+		if !ok {
+			fmt.Fprintf(os.Stderr, "ratio: bad pair %q (want subject=baseline)\n", pair)
+			status = 2
+			continue
+		}
+		a, b := s[subj]["ns/op"], s[base]["ns/op"]
+		if len(a) == 0 || len(b) == 0 {
+			fmt.Printf("  %s vs %s: missing samples\n", subj, base)
+			status = 1
+			continue
+		}
+		fmt.Printf("  %s / %s = %.2f\n", subj, base, median(a)/median(b))
+	}
+	os.Exit(status)
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make bench: run every benchmark suite next to its same-run baseline and print
+# medians and ratios. COUNT (default 5) sets -count; BENCHTIME (default 1s).
+# Results are written to benchmarks/results/<date>/ as raw go test output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+count=${COUNT:-5}
+benchtime=${BENCHTIME:-1s}
+out="benchmarks/results/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+
+suite() { # suite NAME PACKAGE PAIRS...
+  local name=$1 pkg=$2; shift 2
+  if ! go list "$pkg" >/dev/null 2>&1; then
+    echo "== $name: package $pkg not present, skipped"; return
+  fi
+  echo "== $name ($pkg, -count $count)"
+  ./scripts/with-redis.sh go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" "$pkg" | tee "$out/$name.txt" >/dev/null
+  go run ./benchmarks/ratio "$@" <"$out/$name.txt"
+}
+
+suite locstore-redis ./locstore/redis \
+  'BenchmarkWrite3KeyCAS=BenchmarkRawLua3KeyCAS'
+suite transport ./router/transport
+echo "raw output in $out"
