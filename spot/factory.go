@@ -1,0 +1,178 @@
+package spot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"unicode/utf8"
+)
+
+// ObjectKind is the kind of object a factory builds (§2, §3.3).
+type ObjectKind uint8
+
+const (
+	KindActor ObjectKind = iota + 1
+	KindUserSpot
+	KindInstanceSpot
+)
+
+func (k ObjectKind) String() string {
+	switch k {
+	case KindActor:
+		return "actor"
+	case KindUserSpot:
+		return "userSpot"
+	case KindInstanceSpot:
+		return "instanceSpot"
+	}
+	return fmt.Sprintf("ObjectKind(%d)", uint8(k))
+}
+
+// Policy is a factory's relocation policy (§2).
+type Policy uint8
+
+const (
+	// PolicyDisabled rejects a cross-node move before capture.
+	PolicyDisabled Policy = iota + 1
+	// PolicyRecreate moves the queue and timers and builds a fresh instance
+	// without application state.
+	PolicyRecreate
+	// PolicyPreserveState moves application state through the factory's
+	// snapshot adapter, plus queue and timers.
+	PolicyPreserveState
+)
+
+func (p Policy) String() string {
+	switch p {
+	case PolicyDisabled:
+		return "disabled"
+	case PolicyRecreate:
+		return "recreate"
+	case PolicyPreserveState:
+		return "snapshot"
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// CreateRequest is what a factory's New receives.
+type CreateRequest struct {
+	ID         string // ActorId or SpotId
+	Generation uint64 // ObjectGeneration, nonzero
+	StableType string
+	// Body is the application's creation request bytes (may be empty).
+	Body []byte
+}
+
+// Declined is returned (wrapped or not) by a factory's New to decline a
+// creation: the framework deletes the Creating record, returns the space
+// and reports Rejected with Reason. Any other error is an exception.
+type Declined struct{ Reason string }
+
+func (d *Declined) Error() string { return "declined: " + d.Reason }
+
+// SnapshotAdapter turns a live instance's application state into bytes and
+// back. It is required exactly for PolicyPreserveState.
+type SnapshotAdapter interface {
+	Snapshot(h Handler) ([]byte, error)
+	Restore(ctx context.Context, req CreateRequest, state []byte) (Handler, error)
+}
+
+// Factory describes one stable type an application registers.
+type Factory struct {
+	StableType string
+	Kind       ObjectKind
+	Policy     Policy
+	Snapshot   SnapshotAdapter
+	// Limit caps live objects of this type on one node; 0 = unlimited.
+	Limit int
+	// New builds an instance. It must tolerate being run again for the same
+	// ID and generation (a process may die mid-creation, §7).
+	New func(ctx context.Context, req CreateRequest) (Handler, error)
+}
+
+// ErrFactory is matched by every factory registration error.
+var ErrFactory = errors.New("spot: invalid factory")
+
+// Validate checks a factory description.
+func (f Factory) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrFactory, f.StableType, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case f.StableType == "" || len(f.StableType) > 255:
+		return bad("stable type must be 1..255 bytes")
+	case !utf8.ValidString(f.StableType):
+		return bad("stable type is not valid UTF-8")
+	case f.Kind < KindActor || f.Kind > KindInstanceSpot:
+		return bad("unknown object kind %d", f.Kind)
+	case f.Policy < PolicyDisabled || f.Policy > PolicyPreserveState:
+		return bad("unknown relocation policy %d", f.Policy)
+	case f.Policy == PolicyPreserveState && f.Snapshot == nil:
+		return bad("policy snapshot (PreserveStateWith) needs a SnapshotAdapter")
+	case f.Policy != PolicyPreserveState && f.Snapshot != nil:
+		return bad("a SnapshotAdapter is only used with policy snapshot")
+	case f.Limit < 0 || int64(f.Limit) > 1<<31-1:
+		return bad("limit %d outside 0..2^31-1", f.Limit)
+	case f.New == nil:
+		return bad("New is nil")
+	}
+	return nil
+}
+
+// Registry holds factories by stable type, like database/sql drivers: an
+// application's package registers its factories, the node reads them.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]Factory{}} }
+
+// Register adds f; a duplicate stable type or an invalid factory is an error.
+func (r *Registry) Register(f Factory) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.m[f.StableType]; dup {
+		return fmt.Errorf("%w %q: already registered", ErrFactory, f.StableType)
+	}
+	r.m[f.StableType] = f
+	return nil
+}
+
+// Lookup returns the factory of a stable type.
+func (r *Registry) Lookup(stableType string) (Factory, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f, ok := r.m[stableType]
+	return f, ok
+}
+
+// All returns every factory sorted by stable type.
+func (r *Registry) All() []Factory {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Factory, 0, len(r.m))
+	for _, f := range r.m {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StableType < out[j].StableType })
+	return out
+}
+
+// Default is the process-wide registry the stock binary and cli.Main use.
+var Default = NewRegistry()
+
+// MustRegister registers f in Default and panics on error. It is meant for
+// package init functions, where a bad factory is a programming error (the
+// same convention as database/sql.Register).
+func MustRegister(f Factory) {
+	if err := Default.Register(f); err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,603 @@
+// Package spot is the object runtime of one node: Actor and Spot instances,
+// an ordered mailbox per object with one application turn at a time, timers
+// that fire as turns, and the factory registry with relocation policies.
+//
+// Design for relocation: a mailbox holds plain-data Envelopes (no
+// closures), so freezing an object is Hold (dispatch closes after the
+// current turn), Capture (queue and timers leave as data, new arrivals keep
+// queuing behind them: the ingress hold), and reopening elsewhere is Open
+// with Restored data and Release. The runtime never interprets bodies or
+// reply routes; mesh/ does.
+//
+// Scale: idle objects cost memory, not goroutines. A fixed pool of workers
+// runs whichever mailboxes have work; an object is on the run queue at most
+// once, and a worker runs a bounded batch per visit so a busy object cannot
+// starve others.
+package spot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// EnvelopeKind says what an Envelope asks of the handler.
+type EnvelopeKind uint8
+
+const (
+	// Send is a one-way application message.
+	Send EnvelopeKind = iota + 1
+	// Request expects exactly one reply through ReplyRoute.
+	Request
+	// Timer is a timer firing; Timer names it.
+	Timer
+)
+
+func (k EnvelopeKind) String() string {
+	switch k {
+	case Send:
+		return "send"
+	case Request:
+		return "request"
+	case Timer:
+		return "timer"
+	}
+	return fmt.Sprintf("EnvelopeKind(%d)", uint8(k))
+}
+
+// Envelope is one unit of work in a mailbox. It is plain data so that a
+// captured queue can travel to another node in order.
+type Envelope struct {
+	Kind  EnvelopeKind
+	Body  []byte
+	Timer string // Timer envelopes only
+	// ReplyRoute is opaque to the runtime; the Replier turns it back into a
+	// destination. Request envelopes only.
+	ReplyRoute []byte
+	// Meta is opaque framework data carried with the message (operation id,
+	// sender, follow hops).
+	Meta []byte
+}
+
+// Handler is an application object. Receive runs inside one turn; the
+// runtime never runs two turns of one object at once.
+type Handler interface {
+	Receive(t *Turn, env Envelope) error
+}
+
+// Replier delivers the reply of a Request envelope. mesh implements it.
+type Replier interface {
+	Reply(route []byte, body []byte, err error)
+}
+
+// Errors of the runtime.
+var (
+	ErrClosed       = errors.New("spot: object closed")
+	ErrMailboxFull  = errors.New("spot: mailbox full")
+	ErrRuntimeDown  = errors.New("spot: runtime closed")
+	ErrNotHeld      = errors.New("spot: object dispatch is not held")
+	ErrDuplicate    = errors.New("spot: object already open")
+	ErrHandlerPanic = errors.New("spot: handler panicked")
+	ErrNoReply      = errors.New("spot: handler returned without replying")
+)
+
+// Options configure a Runtime.
+type Options struct {
+	Workers      int // default 4×GOMAXPROCS
+	MailboxLimit int // queued envelopes per object; default 65536
+	Batch        int // envelopes per worker visit; default 32
+	Clock        Clock
+	Replier      Replier
+	Logger       *slog.Logger
+}
+
+// Runtime runs the objects of one node.
+type Runtime struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	runq    []*Object
+	head    int
+	objects map[Key]*Object
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// Key identifies an object in a runtime: one ID has one authority row per
+// actor/spot segment (§3.4), so Actor and Spot IDs are separate spaces.
+type Key struct {
+	Spot bool
+	ID   string
+}
+
+// New starts a runtime.
+func New(opts Options) *Runtime {
+	if opts.Workers <= 0 {
+		opts.Workers = 4 * runtime.GOMAXPROCS(0)
+	}
+	if opts.MailboxLimit <= 0 {
+		opts.MailboxLimit = 65536
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 32
+	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	rt := &Runtime{opts: opts, log: opts.Logger, objects: map[Key]*Object{}}
+	rt.cond = sync.NewCond(&rt.mu)
+	rt.wg.Add(opts.Workers)
+	for i := 0; i < opts.Workers; i++ {
+		go rt.worker()
+	}
+	return rt
+}
+
+// Close stops the workers after their current turn and closes every object.
+// Queued requests are answered with ErrRuntimeDown. No goroutine survives.
+func (rt *Runtime) Close() {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return
+	}
+	rt.closed = true
+	objs := make([]*Object, 0, len(rt.objects))
+	for _, o := range rt.objects {
+		objs = append(objs, o)
+	}
+	rt.cond.Broadcast()
+	rt.mu.Unlock()
+	rt.wg.Wait()
+	for _, o := range objs {
+		o.close(ErrRuntimeDown)
+	}
+}
+
+// Len returns the number of open objects.
+func (rt *Runtime) Len() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.objects)
+}
+
+// Get returns an open object.
+func (rt *Runtime) Get(k Key) (*Object, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	o, ok := rt.objects[k]
+	return o, ok
+}
+
+// Spec describes an object to open.
+type Spec struct {
+	Key        Key
+	Kind       ObjectKind
+	StableType string
+	Generation uint64
+	Handler    Handler
+	// Held opens the object with dispatch closed: envelopes queue but do not
+	// run until Release (a restored object stays hidden until cutover).
+	Held bool
+	// Restored, when set, pre-fills the queue and re-arms timers.
+	Restored *Captured
+}
+
+// Open registers and returns a new object.
+func (rt *Runtime) Open(s Spec) (*Object, error) {
+	if s.Handler == nil {
+		return nil, fmt.Errorf("spot: open %v: nil handler", s.Key)
+	}
+	o := &Object{rt: rt, key: s.Key, kind: s.Kind, stableType: s.StableType, gen: s.Generation,
+		handler: s.Handler, dispatch: !s.Held, timers: map[string]*timer{}}
+	o.idle = sync.NewCond(&o.mu)
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil, ErrRuntimeDown
+	}
+	if _, dup := rt.objects[s.Key]; dup {
+		rt.mu.Unlock()
+		return nil, fmt.Errorf("%w: %v", ErrDuplicate, s.Key)
+	}
+	rt.objects[s.Key] = o
+	rt.mu.Unlock()
+	if s.Restored != nil {
+		o.mu.Lock()
+		o.queue = append(o.queue, s.Restored.Queue...)
+		for _, ts := range s.Restored.Timers {
+			o.armLocked(ts.Name, ts.Remaining, ts.Period)
+		}
+		o.scheduleLocked()
+		o.mu.Unlock()
+	}
+	return o, nil
+}
+
+func (rt *Runtime) enqueue(o *Object) {
+	rt.mu.Lock()
+	if !rt.closed {
+		rt.runq = append(rt.runq, o)
+		rt.cond.Signal()
+	}
+	rt.mu.Unlock()
+}
+
+func (rt *Runtime) worker() {
+	defer rt.wg.Done()
+	for {
+		rt.mu.Lock()
+		for !rt.closed && rt.head == len(rt.runq) {
+			rt.cond.Wait()
+		}
+		if rt.closed {
+			rt.mu.Unlock()
+			return
+		}
+		o := rt.runq[rt.head]
+		rt.runq[rt.head] = nil
+		rt.head++
+		if rt.head == len(rt.runq) {
+			rt.runq, rt.head = rt.runq[:0], 0
+		} else if rt.head > 1024 && rt.head*2 > len(rt.runq) {
+			n := copy(rt.runq, rt.runq[rt.head:])
+			rt.runq, rt.head = rt.runq[:n], 0
+		}
+		rt.mu.Unlock()
+		o.run(rt.opts.Batch)
+	}
+}
+
+func (rt *Runtime) forget(o *Object) {
+	rt.mu.Lock()
+	if rt.objects[o.key] == o {
+		delete(rt.objects, o.key)
+	}
+	rt.mu.Unlock()
+}
+
+// TimerState is a pending timer in captured form.
+type TimerState struct {
+	Name      string
+	Remaining time.Duration // until the next firing, measured at capture
+	Period    time.Duration // 0 = one-shot
+}
+
+// Captured is an object's not-yet-run work: its queue in order and its
+// pending timers. Application state travels separately (snapshot adapter).
+type Captured struct {
+	Queue  []Envelope
+	Timers []TimerState
+}
+
+type timer struct {
+	due    time.Time
+	period time.Duration
+	stop   func() bool
+}
+
+// Object is one Actor or Spot instance with its mailbox.
+type Object struct {
+	rt         *Runtime
+	key        Key
+	kind       ObjectKind
+	stableType string
+	gen        uint64
+	handler    Handler
+
+	mu        sync.Mutex
+	idle      *sync.Cond
+	queue     []Envelope
+	qhead     int
+	dispatch  bool
+	scheduled bool
+	running   bool
+	closed    bool
+	closeErr  error
+	timers    map[string]*timer
+}
+
+// Key returns the object's key.
+func (o *Object) Key() Key { return o.key }
+
+// Generation returns the ObjectGeneration the instance was opened with.
+func (o *Object) Generation() uint64 { return o.gen }
+
+// StableType returns the factory's stable type.
+func (o *Object) StableType() string { return o.stableType }
+
+// Kind returns the object kind.
+func (o *Object) Kind() ObjectKind { return o.kind }
+
+// Handler returns the application instance (for the snapshot adapter).
+func (o *Object) Handler() Handler { return o.handler }
+
+// Post appends env to the mailbox. It never runs the handler itself.
+func (o *Object) Post(env Envelope) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return o.closeErr
+	}
+	if len(o.queue)-o.qhead >= o.rt.opts.MailboxLimit {
+		return fmt.Errorf("%w: %v has %d queued", ErrMailboxFull, o.key, len(o.queue)-o.qhead)
+	}
+	o.queue = append(o.queue, env)
+	o.scheduleLocked()
+	return nil
+}
+
+// Queued returns the number of envelopes waiting.
+func (o *Object) Queued() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queue) - o.qhead
+}
+
+func (o *Object) scheduleLocked() {
+	if o.dispatch && !o.scheduled && !o.running && !o.closed && len(o.queue) > o.qhead {
+		o.scheduled = true
+		o.rt.enqueue(o)
+	}
+}
+
+// Hold closes dispatch and returns once no turn is running. Envelopes keep
+// queuing. It is the first step of capture (§1.3 step 3).
+func (o *Object) Hold() {
+	o.mu.Lock()
+	o.dispatch = false
+	for o.running {
+		o.idle.Wait()
+	}
+	o.mu.Unlock()
+}
+
+// Release reopens dispatch and schedules queued work.
+func (o *Object) Release() {
+	o.mu.Lock()
+	o.dispatch = true
+	o.scheduleLocked()
+	o.mu.Unlock()
+}
+
+// Capture removes the queue and pending timers of a held object and returns
+// them as data. The object stays held; later arrivals queue behind (the
+// ingress hold) and can be taken with another Capture.
+func (o *Object) Capture() (Captured, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return Captured{}, o.closeErr
+	}
+	if o.dispatch || o.running {
+		return Captured{}, ErrNotHeld
+	}
+	c := Captured{Queue: append([]Envelope(nil), o.queue[o.qhead:]...)}
+	o.queue, o.qhead = nil, 0
+	now := o.rt.opts.Clock.Now()
+	for name, t := range o.timers {
+		t.stop()
+		rem := t.due.Sub(now)
+		if rem < 0 {
+			rem = 0
+		}
+		c.Timers = append(c.Timers, TimerState{Name: name, Remaining: rem, Period: t.period})
+	}
+	o.timers = map[string]*timer{}
+	sortTimers(c.Timers)
+	return c, nil
+}
+
+// Requeue puts captured work back in front of whatever arrived since, in
+// order, and re-arms its timers: the source's path when a move is
+// cancelled before relay-ready (§9.4).
+func (o *Object) Requeue(c Captured) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return o.closeErr
+	}
+	rest := o.queue[o.qhead:]
+	q := make([]Envelope, 0, len(c.Queue)+len(rest))
+	q = append(append(q, c.Queue...), rest...)
+	o.queue, o.qhead = q, 0
+	for _, ts := range c.Timers {
+		o.armLocked(ts.Name, ts.Remaining, ts.Period)
+	}
+	o.scheduleLocked()
+	return nil
+}
+
+// Close closes the object: queued requests are answered with ErrClosed,
+// timers stop, and the runtime forgets it. It waits for a running turn.
+func (o *Object) Close() { o.close(ErrClosed) }
+
+func (o *Object) close(reason error) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.closed, o.closeErr, o.dispatch = true, reason, false
+	for o.running {
+		o.idle.Wait()
+	}
+	pending := o.queue[o.qhead:]
+	o.queue, o.qhead = nil, 0
+	for _, t := range o.timers {
+		t.stop()
+	}
+	o.timers = nil
+	o.mu.Unlock()
+	o.rt.forget(o)
+	for _, env := range pending {
+		if env.Kind == Request {
+			o.reply(env.ReplyRoute, nil, reason)
+		}
+	}
+}
+
+func (o *Object) reply(route, body []byte, err error) {
+	if o.rt.opts.Replier != nil {
+		o.rt.opts.Replier.Reply(route, body, err)
+	}
+}
+
+// SetTimer arms (or re-arms) a named timer on the object. It fires as a
+// Timer envelope, that is as a turn in mailbox order.
+func (o *Object) SetTimer(name string, after, period time.Duration) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return o.closeErr
+	}
+	o.armLocked(name, after, period)
+	return nil
+}
+
+// CancelTimer stops a named timer; it reports whether one was pending.
+func (o *Object) CancelTimer(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, ok := o.timers[name]
+	if ok {
+		t.stop()
+		delete(o.timers, name)
+	}
+	return ok
+}
+
+func (o *Object) armLocked(name string, after, period time.Duration) {
+	if old, ok := o.timers[name]; ok {
+		old.stop()
+	}
+	if after < 0 {
+		after = 0
+	}
+	t := &timer{due: o.rt.opts.Clock.Now().Add(after), period: period}
+	o.timers[name] = t
+	t.stop = o.rt.opts.Clock.AfterFunc(after, func() { o.fire(name, t) })
+}
+
+func (o *Object) fire(name string, t *timer) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || o.timers[name] != t {
+		return // cancelled, re-armed or captured meanwhile
+	}
+	if t.period > 0 {
+		o.armLocked(name, t.period, t.period)
+	} else {
+		delete(o.timers, name)
+	}
+	// A timer firing while held still queues: it is accepted work and is
+	// captured with the queue.
+	o.queue = append(o.queue, Envelope{Kind: Timer, Timer: name})
+	o.scheduleLocked()
+}
+
+func (o *Object) run(batch int) {
+	o.mu.Lock()
+	o.scheduled = false
+	if !o.dispatch || o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.running = true
+	for i := 0; i < batch && o.dispatch && !o.closed && len(o.queue) > o.qhead; i++ {
+		env := o.queue[o.qhead]
+		o.queue[o.qhead] = Envelope{}
+		o.qhead++
+		if o.qhead == len(o.queue) {
+			o.queue, o.qhead = o.queue[:0], 0
+		}
+		o.mu.Unlock()
+		o.turn(env)
+		o.mu.Lock()
+	}
+	o.running = false
+	o.idle.Broadcast()
+	o.scheduleLocked()
+	o.mu.Unlock()
+}
+
+func (o *Object) turn(env Envelope) {
+	t := &Turn{obj: o, env: env}
+	err := o.safeReceive(t, env)
+	if env.Kind == Request && !t.replied {
+		if err == nil {
+			err = ErrNoReply
+		}
+		o.reply(env.ReplyRoute, nil, err)
+	} else if err != nil {
+		o.rt.log.Warn("handler error", "object", o.key.ID, "spot", o.key.Spot, "kind", env.Kind.String(), "err", err)
+	}
+}
+
+func (o *Object) safeReceive(t *Turn, env Envelope) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.rt.log.Error("handler panic", "object", o.key.ID, "spot", o.key.Spot, "panic", r)
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
+		}
+	}()
+	return o.handler.Receive(t, env)
+}
+
+// Turn is the context of one application turn.
+type Turn struct {
+	obj     *Object
+	env     Envelope
+	replied bool
+}
+
+// ID returns the object's ActorId or SpotId.
+func (t *Turn) ID() string { return t.obj.key.ID }
+
+// Generation returns the object's ObjectGeneration.
+func (t *Turn) Generation() uint64 { return t.obj.gen }
+
+// Now returns the runtime clock's time.
+func (t *Turn) Now() time.Time { return t.obj.rt.opts.Clock.Now() }
+
+// Context returns a context for work done inside the turn.
+func (t *Turn) Context() context.Context { return context.Background() }
+
+// Reply answers the current Request envelope. Only the first call counts.
+func (t *Turn) Reply(body []byte) error {
+	if t.env.Kind != Request {
+		return fmt.Errorf("spot: reply outside a request (envelope is %v)", t.env.Kind)
+	}
+	if t.replied {
+		return errors.New("spot: request already replied")
+	}
+	t.replied = true
+	t.obj.reply(t.env.ReplyRoute, body, nil)
+	return nil
+}
+
+// SetTimer arms a named timer on the current object.
+func (t *Turn) SetTimer(name string, after, period time.Duration) error {
+	return t.obj.SetTimer(name, after, period)
+}
+
+// CancelTimer stops a named timer of the current object.
+func (t *Turn) CancelTimer(name string) bool { return t.obj.CancelTimer(name) }
+
+func sortTimers(ts []TimerState) {
+	for i := 1; i < len(ts); i++ {
+		for j := i; j > 0 && (ts[j].Remaining < ts[j-1].Remaining ||
+			ts[j].Remaining == ts[j-1].Remaining && ts[j].Name < ts[j-1].Name); j-- {
+			ts[j], ts[j-1] = ts[j-1], ts[j]
+		}
+	}
+}

@@ -1,0 +1,429 @@
+package spot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// recorder is a Handler that records what it ran and checks that no two
+// turns of one object overlap.
+type recorder struct {
+	mu      sync.Mutex
+	got     []string
+	active  atomic.Int32
+	overlap atomic.Bool
+	onTurn  func(t *Turn, env Envelope) error
+}
+
+func (r *recorder) Receive(t *Turn, env Envelope) error {
+	if r.active.Add(1) > 1 {
+		r.overlap.Store(true)
+	}
+	defer r.active.Add(-1)
+	r.mu.Lock()
+	if env.Kind == Timer {
+		r.got = append(r.got, "timer:"+env.Timer)
+	} else {
+		r.got = append(r.got, string(env.Body))
+	}
+	r.mu.Unlock()
+	if r.onTurn != nil {
+		return r.onTurn(t, env)
+	}
+	return nil
+}
+
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.got...)
+}
+
+type replies struct {
+	mu  sync.Mutex
+	got map[string]reply
+	ch  chan struct{}
+}
+
+type reply struct {
+	body []byte
+	err  error
+}
+
+func newReplies() *replies { return &replies{got: map[string]reply{}, ch: make(chan struct{}, 1<<16)} }
+
+func (r *replies) Reply(route, body []byte, err error) {
+	r.mu.Lock()
+	r.got[string(route)] = reply{body, err}
+	r.mu.Unlock()
+	r.ch <- struct{}{}
+}
+
+func (r *replies) wait(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-r.ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timed out waiting for reply %d of %d", i+1, n)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func send(body string) Envelope { return Envelope{Kind: Send, Body: []byte(body)} }
+
+func TestMailboxOrderAndOneTurnAtATime(t *testing.T) {
+	rt := New(Options{Workers: 8, Batch: 3})
+	defer rt.Close()
+	const objects, msgs = 20, 500
+	recs := make([]*recorder, objects)
+	var wg sync.WaitGroup
+	for i := range recs {
+		recs[i] = &recorder{}
+		o, err := rt.Open(Spec{Key: Key{ID: fmt.Sprint(i)}, Kind: KindActor, Generation: 1, Handler: recs[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := 0; m < msgs; m++ {
+				if err := o.Post(send(strconv.Itoa(m))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, r := range recs {
+		waitFor(t, "all messages", func() bool { return len(r.seen()) == msgs })
+		for m, s := range r.seen() {
+			if s != strconv.Itoa(m) {
+				t.Fatalf("object %d: message %d is %q, out of order", i, m, s)
+			}
+		}
+		if r.overlap.Load() {
+			t.Fatalf("object %d ran two turns at once", i)
+		}
+	}
+}
+
+func TestRequestReplies(t *testing.T) {
+	tests := []struct {
+		name     string
+		onTurn   func(t *Turn, env Envelope) error
+		wantBody string
+		wantErr  error
+	}{
+		{"explicit reply", func(t *Turn, env Envelope) error { return t.Reply([]byte("pong")) }, "pong", nil},
+		{"error without reply", func(*Turn, Envelope) error { return errors.New("boom") }, "", nil},
+		{"no reply at all", func(*Turn, Envelope) error { return nil }, "", ErrNoReply},
+		{"panic", func(*Turn, Envelope) error { panic("bad input") }, "", ErrHandlerPanic},
+		{"reply then error is one reply", func(t *Turn, env Envelope) error {
+			_ = t.Reply([]byte("first"))
+			return errors.New("later")
+		}, "first", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := newReplies()
+			rt := New(Options{Workers: 2, Replier: rep})
+			defer rt.Close()
+			o, err := rt.Open(Spec{Key: Key{ID: "a"}, Kind: KindActor, Generation: 1, Handler: &recorder{onTurn: tc.onTurn}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Post(Envelope{Kind: Request, Body: []byte("ping"), ReplyRoute: []byte("r1")}); err != nil {
+				t.Fatal(err)
+			}
+			rep.wait(t, 1)
+			got := rep.got["r1"]
+			if string(got.body) != tc.wantBody {
+				t.Errorf("body = %q, want %q", got.body, tc.wantBody)
+			}
+			switch {
+			case tc.name == "error without reply":
+				if got.err == nil || got.err.Error() != "boom" {
+					t.Errorf("err = %v, want boom", got.err)
+				}
+			case tc.wantErr != nil:
+				if !errors.Is(got.err, tc.wantErr) {
+					t.Errorf("err = %v, want %v", got.err, tc.wantErr)
+				}
+			case got.err != nil:
+				t.Errorf("err = %v, want nil", got.err)
+			}
+			// The object survives a panic and keeps serving.
+			if err := o.Post(Envelope{Kind: Request, Body: []byte("again"), ReplyRoute: []byte("r2")}); err != nil {
+				t.Fatal(err)
+			}
+			rep.wait(t, 1)
+		})
+	}
+}
+
+func TestTimersFireAsTurnsInOrder(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	rt := New(Options{Workers: 2, Clock: clk})
+	defer rt.Close()
+	rec := &recorder{}
+	o, err := rt.Open(Spec{Key: Key{ID: "t"}, Kind: KindActor, Generation: 1, Handler: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, o.SetTimer("late", 3*time.Second, 0))
+	must(t, o.SetTimer("tick", time.Second, time.Second))
+	must(t, o.SetTimer("cancelled", 2*time.Second, 0))
+	if !o.CancelTimer("cancelled") {
+		t.Fatal("CancelTimer reported nothing pending")
+	}
+	clk.Advance(3500 * time.Millisecond)
+	waitFor(t, "4 timer turns", func() bool { return len(rec.seen()) == 4 })
+	want := []string{"timer:tick", "timer:tick", "timer:late", "timer:tick"}
+	got := rec.seen()
+	// tick@1s, tick@2s, then late@3s and tick@3s are both due at 3s: late
+	// was armed first, so it fires first.
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("timer turns = %v, want %v", got, want)
+		}
+	}
+	o.Close()
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d timers still pending after Close", n)
+	}
+}
+
+func TestHoldCaptureRestoreKeepsOrder(t *testing.T) {
+	clk := NewManualClock(time.Unix(0, 0))
+	rtA := New(Options{Workers: 2, Clock: clk})
+	defer rtA.Close()
+	gate := make(chan struct{})
+	recA := &recorder{onTurn: func(t *Turn, env Envelope) error {
+		if string(env.Body) == "0" {
+			<-gate // the first turn is in progress while we Hold
+		}
+		return nil
+	}}
+	a, err := rtA.Open(Spec{Key: Key{ID: "x"}, Kind: KindActor, Generation: 7, Handler: recA})
+	must(t, err)
+	must(t, a.Post(send("0")))
+	waitFor(t, "first turn started", func() bool { return len(recA.seen()) == 1 })
+	for i := 1; i <= 5; i++ {
+		must(t, a.Post(send(strconv.Itoa(i))))
+	}
+	must(t, a.SetTimer("t", 10*time.Second, 0))
+	held := make(chan struct{})
+	go func() { a.Hold(); close(held) }()
+	select {
+	case <-held:
+		t.Fatal("Hold returned while a turn was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate)
+	<-held
+	first, err := a.Capture()
+	must(t, err)
+	clk.Advance(4 * time.Second)
+	// Arrivals after capture queue behind it: the ingress hold.
+	must(t, a.Post(send("6")))
+	must(t, a.Post(send("7")))
+	time.Sleep(10 * time.Millisecond)
+	if got := recA.seen(); len(got) != 1 {
+		t.Fatalf("held object ran turns: %v", got)
+	}
+	hold, err := a.Capture()
+	must(t, err)
+	if len(first.Queue) != 5 || len(hold.Queue) != 2 || len(first.Timers) != 1 {
+		t.Fatalf("captured %d queued, %d held, %d timers", len(first.Queue), len(hold.Queue), len(first.Timers))
+	}
+	if first.Timers[0] != (TimerState{Name: "t", Remaining: 10 * time.Second}) {
+		t.Fatalf("timer captured as %+v", first.Timers[0])
+	}
+	a.Close()
+
+	// Reopen elsewhere: hidden first, a message arrives, then dispatch opens.
+	rtB := New(Options{Workers: 2, Clock: clk})
+	defer rtB.Close()
+	recB := &recorder{}
+	restored := Captured{Queue: append(first.Queue, hold.Queue...), Timers: first.Timers}
+	b, err := rtB.Open(Spec{Key: Key{ID: "x"}, Kind: KindActor, Generation: 7, Handler: recB, Held: true, Restored: &restored})
+	must(t, err)
+	must(t, b.Post(send("8")))
+	time.Sleep(10 * time.Millisecond)
+	if got := recB.seen(); len(got) != 0 {
+		t.Fatalf("hidden object ran turns: %v", got)
+	}
+	b.Release()
+	waitFor(t, "8 turns", func() bool { return len(recB.seen()) == 8 })
+	clk.Advance(10 * time.Second)
+	waitFor(t, "timer turn", func() bool { return len(recB.seen()) == 9 })
+	want := []string{"1", "2", "3", "4", "5", "6", "7", "8", "timer:t"}
+	got := recB.seen()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("restored order = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestRequeueAfterCancelledMove(t *testing.T) {
+	rt := New(Options{Workers: 2})
+	defer rt.Close()
+	rec := &recorder{}
+	o, err := rt.Open(Spec{Key: Key{ID: "r"}, Kind: KindActor, Generation: 1, Handler: rec, Held: true})
+	must(t, err)
+	must(t, o.Post(send("a")))
+	must(t, o.Post(send("b")))
+	c, err := o.Capture()
+	must(t, err)
+	must(t, o.Post(send("c"))) // arrives during the (cancelled) move
+	must(t, o.Requeue(c))
+	o.Release()
+	waitFor(t, "3 turns", func() bool { return len(rec.seen()) == 3 })
+	if got := rec.seen(); got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("order after requeue = %v", got)
+	}
+}
+
+func TestCaptureRequiresHold(t *testing.T) {
+	rt := New(Options{Workers: 1})
+	defer rt.Close()
+	o, err := rt.Open(Spec{Key: Key{ID: "h"}, Kind: KindActor, Generation: 1, Handler: &recorder{}})
+	must(t, err)
+	if _, err := o.Capture(); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Capture on open object: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestMailboxLimitAndClose(t *testing.T) {
+	rep := newReplies()
+	rt := New(Options{Workers: 1, MailboxLimit: 3, Replier: rep})
+	defer rt.Close()
+	o, err := rt.Open(Spec{Key: Key{ID: "m", Spot: true}, Kind: KindUserSpot, Generation: 1, Handler: &recorder{}, Held: true})
+	must(t, err)
+	for i := 0; i < 3; i++ {
+		must(t, o.Post(Envelope{Kind: Request, ReplyRoute: []byte(strconv.Itoa(i))}))
+	}
+	if err := o.Post(send("overflow")); !errors.Is(err, ErrMailboxFull) {
+		t.Fatalf("4th post: %v, want ErrMailboxFull", err)
+	}
+	o.Close()
+	rep.wait(t, 3)
+	for i := 0; i < 3; i++ {
+		if !errors.Is(rep.got[strconv.Itoa(i)].err, ErrClosed) {
+			t.Fatalf("queued request %d answered %v, want ErrClosed", i, rep.got[strconv.Itoa(i)].err)
+		}
+	}
+	if err := o.Post(send("late")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("post after close: %v", err)
+	}
+	if _, ok := rt.Get(Key{ID: "m", Spot: true}); ok {
+		t.Fatal("closed object still registered")
+	}
+	if _, err := rt.Open(Spec{Key: Key{ID: "m", Spot: true}, Kind: KindUserSpot, Generation: 2, Handler: &recorder{}}); err != nil {
+		t.Fatalf("reopen after close: %v", err)
+	}
+	if _, err := rt.Open(Spec{Key: Key{ID: "m", Spot: true}, Kind: KindUserSpot, Generation: 3, Handler: &recorder{}}); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("duplicate open: %v", err)
+	}
+}
+
+// 100,000 objects must not cost a goroutine each; Close leaves none behind.
+func TestManyObjectsNoGoroutineEach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: 100k objects")
+	}
+	before := runtime.NumGoroutine()
+	rt := New(Options{Workers: 4})
+	var ran atomic.Int64
+	h := handlerFunc(func(*Turn, Envelope) error { ran.Add(1); return nil })
+	const n = 100_000
+	for i := 0; i < n; i++ {
+		o, err := rt.Open(Spec{Key: Key{ID: strconv.Itoa(i)}, Kind: KindActor, Generation: 1, Handler: h})
+		must(t, err)
+		if i%10 == 0 {
+			must(t, o.Post(send("x")))
+		}
+	}
+	waitFor(t, "turns", func() bool { return ran.Load() == n/10 })
+	if g := runtime.NumGoroutine(); g > before+4+5 {
+		t.Fatalf("%d goroutines for %d objects (before: %d)", g, n, before)
+	}
+	if rt.Len() != n {
+		t.Fatalf("Len = %d", rt.Len())
+	}
+	rt.Close()
+	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+type handlerFunc func(*Turn, Envelope) error
+
+func (f handlerFunc) Receive(t *Turn, env Envelope) error { return f(t, env) }
+
+func TestFactoryValidate(t *testing.T) {
+	newH := func(context.Context, CreateRequest) (Handler, error) { return handlerFunc(nil), nil }
+	type snap struct{ SnapshotAdapter }
+	tests := []struct {
+		name string
+		f    Factory
+		ok   bool
+	}{
+		{"valid actor", Factory{StableType: "counter", Kind: KindActor, Policy: PolicyDisabled, New: newH}, true},
+		{"valid snapshot", Factory{StableType: "room", Kind: KindUserSpot, Policy: PolicyPreserveState, Snapshot: snap{}, New: newH}, true},
+		{"empty type", Factory{Kind: KindActor, Policy: PolicyDisabled, New: newH}, false},
+		{"long type", Factory{StableType: string(make([]byte, 256)), Kind: KindActor, Policy: PolicyDisabled, New: newH}, false},
+		{"bad utf8", Factory{StableType: "\xff", Kind: KindActor, Policy: PolicyDisabled, New: newH}, false},
+		{"no kind", Factory{StableType: "a", Policy: PolicyDisabled, New: newH}, false},
+		{"no policy", Factory{StableType: "a", Kind: KindActor, New: newH}, false},
+		{"snapshot without adapter", Factory{StableType: "a", Kind: KindActor, Policy: PolicyPreserveState, New: newH}, false},
+		{"adapter without snapshot", Factory{StableType: "a", Kind: KindActor, Policy: PolicyRecreate, Snapshot: snap{}, New: newH}, false},
+		{"negative limit", Factory{StableType: "a", Kind: KindActor, Policy: PolicyDisabled, Limit: -1, New: newH}, false},
+		{"nil New", Factory{StableType: "a", Kind: KindActor, Policy: PolicyDisabled}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.f.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrFactory) {
+				t.Fatalf("error %v does not match ErrFactory", err)
+			}
+		})
+	}
+	r := NewRegistry()
+	must(t, r.Register(tests[0].f))
+	if err := r.Register(tests[0].f); !errors.Is(err, ErrFactory) {
+		t.Fatalf("duplicate register: %v", err)
+	}
+	if f, ok := r.Lookup("counter"); !ok || f.Kind != KindActor {
+		t.Fatal("lookup failed")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
