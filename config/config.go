@@ -1,0 +1,239 @@
+// Package config turns a node's settings into one typed, validated Config.
+//
+// Settings come from four layers, each overriding the one before it:
+//
+//  1. built-in defaults (Default),
+//  2. an optional YAML file (snake_case keys, durations as Go duration
+//     strings such as "5s"),
+//  3. environment variables with the MESHNODE_ prefix, where a double
+//     underscore separates nesting levels (MESHNODE_LEASE__TTL=20s) and lists
+//     are comma-separated (MESHNODE_LOCATION_STORE__REDIS__ADDRS=a:6379,b:6379),
+//  4. command-line flags registered by Flags, named by the dotted key
+//     (--lease.ttl=20s); only flags the user actually set override.
+//
+// The layers are read and merged with koanf; decoding into Config is done by
+// this package so that every problem names the key and the layer it came
+// from ("in file node.yaml", "from environment variable MESHNODE_…").
+//
+// Load only fails for problems that stop it from reading a source at all (an
+// unreadable file, broken YAML, a bad flag). Everything else — unknown keys,
+// values of the wrong type, and every startup rule of the spec (§2, §4, §5,
+// §7.3) — is reported by Config.Validate, all at once, as a *ValidationError.
+// A node must call Validate before it opens a socket (spec §2: "startup fails
+// with a configuration error before a network socket is opened").
+package config
+
+import (
+	"encoding/hex"
+	"time"
+)
+
+// ObjectRole is a MeshNode's object role (spec §2).
+type ObjectRole string
+
+// Object roles. Client and Server need a Location Store; only Server hosts
+// objects and registers factories.
+const (
+	RoleNone   ObjectRole = "none"
+	RoleClient ObjectRole = "client"
+	RoleServer ObjectRole = "server"
+)
+
+// Store provider names known to the configuration.
+const (
+	ProviderNone   = ""
+	ProviderMemory = "memory"
+	ProviderRedis  = "redis"
+)
+
+// Log formats and levels accepted by LogConfig.
+const (
+	LogText  = "text"
+	LogJSON  = "json"
+	LogDebug = "debug"
+	LogInfo  = "info"
+	LogWarn  = "warn"
+	LogError = "error"
+)
+
+// Bounds that Validate enforces. They come from the spec and the wire schema
+// the project adopts (text fields are length-prefixed with one byte).
+const (
+	MaxWeight       = 10000           // §4: placement weight 0..10000
+	MaxLimit        = 1<<31 - 1       // §4: a positive limit is 1..2^31-1
+	MaxTextBytes    = 255             // mesh name, security identity, stable type
+	MaxRoutingID    = 255             // RID: 1..255 raw bytes
+	MaxEndpoint     = 4096            // endpoint text
+	MinFollowMargin = 5 * time.Second // §7.3: cache age ≤ follow duration - 5s
+)
+
+// Config is the whole configuration of one node.
+type Config struct {
+	Node            NodeConfig      `koanf:"node"`
+	Lease           LeaseConfig     `koanf:"lease"`
+	Routing         RoutingConfig   `koanf:"routing"`
+	Transport       TransportConfig `koanf:"transport"`
+	LocationStore   StoreConfig     `koanf:"location_store"`
+	RelocationStore StoreConfig     `koanf:"relocation_store"`
+	// StoreFailureGrace is how long the node keeps using the last complete
+	// descriptor list (and its connection intents) while the Location Store
+	// is unreachable (§10). It never extends the owner lease.
+	StoreFailureGrace time.Duration `koanf:"store_failure_grace"`
+	// ShutdownDeadline bounds an orderly shutdown (§11); when it passes the
+	// shutdown completes as ForceStopped.
+	ShutdownDeadline time.Duration `koanf:"shutdown_deadline"`
+	Log              LogConfig     `koanf:"log"`
+
+	// loadProblems are the problems Load found while decoding (unknown keys,
+	// values of the wrong type). Validate reports them first so that a user
+	// sees every problem in one run.
+	loadProblems []Problem
+}
+
+// NodeConfig describes the MeshNode itself.
+type NodeConfig struct {
+	MeshName string `koanf:"mesh_name"`
+	// RoutingID is the node's RID as hex; empty means a random RID per run.
+	RoutingID string `koanf:"routing_id"`
+	// Endpoint is where the node's ROUTER binds, tcp://host:port; port 0
+	// picks a free port.
+	Endpoint string `koanf:"endpoint"`
+	// AdvertiseEndpoint is what the descriptor publishes when it differs
+	// from the bound endpoint (NAT, wildcard bind). Empty means the bound
+	// endpoint with the real port.
+	AdvertiseEndpoint  string       `koanf:"advertise_endpoint"`
+	SecurityIdentity   string       `koanf:"security_identity"`
+	ObjectRole         ObjectRole   `koanf:"object_role"`
+	PlacementWeight    int          `koanf:"placement_weight"`
+	ApplicationVersion int64        `koanf:"application_version"`
+	Limits             LimitsConfig `koanf:"limits"`
+}
+
+// LimitsConfig holds a node's capacity limits (§4). 0 means no limit.
+type LimitsConfig struct {
+	Actors int `koanf:"actors"`
+	Spots  int `koanf:"spots"`
+	// SpotTypes limits User/Instance Spots per stable type.
+	SpotTypes map[string]int `koanf:"spot_types"`
+}
+
+// LeaseConfig is the owner lease timing of §5.
+type LeaseConfig struct {
+	RenewInterval time.Duration `koanf:"renew_interval"`
+	TTL           time.Duration `koanf:"ttl"`
+	RenewTimeout  time.Duration `koanf:"renew_timeout"`
+	FencingMargin time.Duration `koanf:"fencing_margin"`
+}
+
+// RoutingConfig is the route cache and Message Follow timing of §7.3.
+// 0 disables the feature.
+type RoutingConfig struct {
+	RouteCacheMaxAge      time.Duration `koanf:"route_cache_max_age"`
+	MessageFollowDuration time.Duration `koanf:"message_follow_duration"`
+}
+
+// TransportConfig tunes the ROUTER/DEALER transport (design WIRE.md).
+type TransportConfig struct {
+	// LivenessInterval is how often a probe is sent to a silent peer.
+	LivenessInterval time.Duration `koanf:"liveness_interval"`
+	// PeerTimeout without any record from a peer marks it down.
+	PeerTimeout time.Duration `koanf:"peer_timeout"`
+	// SendQueueLimit bounds the records queued per peer before sends fail.
+	SendQueueLimit int `koanf:"send_queue_limit"`
+	// RequestTimeout is the default deadline of a request without one.
+	RequestTimeout time.Duration `koanf:"request_timeout"`
+}
+
+// StoreConfig selects one store provider (Location or Relocation Store).
+type StoreConfig struct {
+	// Provider is "", "memory" or "redis". "" means no store configured.
+	Provider string      `koanf:"provider"`
+	Redis    RedisConfig `koanf:"redis"`
+}
+
+// RedisConfig holds the settings of the redis provider.
+type RedisConfig struct {
+	// Addrs are host:port addresses. With MasterName set they are Sentinel
+	// addresses.
+	Addrs      []string `koanf:"addrs"`
+	MasterName string   `koanf:"master_name"`
+	Username   string   `koanf:"username"`
+	Password   string   `koanf:"password"`
+	DB         int      `koanf:"db"`
+	// Namespace prefixes every key so that several meshes (or tests) share
+	// one server without seeing each other.
+	Namespace        string        `koanf:"namespace"`
+	OperationTimeout time.Duration `koanf:"operation_timeout"`
+}
+
+// LogConfig selects the slog handler.
+type LogConfig struct {
+	Format string `koanf:"format"` // text | json
+	Level  string `koanf:"level"`  // debug | info | warn | error
+}
+
+// Default returns the built-in defaults. Note that it does not validate on
+// its own: the default role is server, and a server needs a Location Store,
+// which the framework never invents (spec §2).
+func Default() Config {
+	return Config{
+		Node: NodeConfig{
+			MeshName:        "default",
+			Endpoint:        "tcp://127.0.0.1:0",
+			ObjectRole:      RoleServer,
+			PlacementWeight: 100,
+			Limits:          LimitsConfig{SpotTypes: map[string]int{}},
+		},
+		Lease: LeaseConfig{
+			RenewInterval: 5 * time.Second,
+			TTL:           15 * time.Second,
+			RenewTimeout:  3 * time.Second,
+			FencingMargin: 5 * time.Second,
+		},
+		Routing: RoutingConfig{
+			RouteCacheMaxAge:      15 * time.Second,
+			MessageFollowDuration: 30 * time.Second,
+		},
+		Transport: TransportConfig{
+			LivenessInterval: 5 * time.Second,
+			PeerTimeout:      15 * time.Second,
+			SendQueueLimit:   10000,
+			RequestTimeout:   10 * time.Second,
+		},
+		LocationStore:     StoreConfig{Redis: defaultRedis("meshnode")},
+		RelocationStore:   StoreConfig{Redis: defaultRedis("meshnode-reloc")},
+		StoreFailureGrace: 30 * time.Second,
+		ShutdownDeadline:  30 * time.Second,
+		Log:               LogConfig{Format: LogText, Level: LogInfo},
+	}
+}
+
+func defaultRedis(namespace string) RedisConfig {
+	return RedisConfig{Addrs: []string{}, Namespace: namespace, OperationTimeout: 2 * time.Second}
+}
+
+// RoutingIDBytes returns the configured RID, or nil when the node should
+// pick a random one. Call it on a validated Config; a malformed value
+// returns nil too.
+func (n NodeConfig) RoutingIDBytes() []byte {
+	if n.RoutingID == "" {
+		return nil
+	}
+	b, err := hex.DecodeString(n.RoutingID)
+	if err != nil || len(b) == 0 || len(b) > MaxRoutingID {
+		return nil
+	}
+	return b
+}
+
+// Redacted returns a copy that is safe to log: passwords are replaced.
+func (c Config) Redacted() Config {
+	const mask = "REDACTED"
+	if c.LocationStore.Redis.Password != "" {
+		c.LocationStore.Redis.Password = mask
+	}
+	if c.RelocationStore.Redis.Password != "" {
+		c.RelocationStore.Redis.Password = mask
+	}
+	return c
+}

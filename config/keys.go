@@ -1,0 +1,213 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// EnvPrefix starts every environment variable the config reads.
+const EnvPrefix = "MESHNODE_"
+
+// EnvConfigFile names the environment variable holding the YAML file path.
+const EnvConfigFile = EnvPrefix + "CONFIG"
+
+// FlagConfigFile is the flag holding the YAML file path.
+const FlagConfigFile = "config"
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// KeyInfo describes one configuration key, for flags and documentation.
+type KeyInfo struct {
+	Key     string // dotted key, e.g. "lease.ttl"
+	Env     string // environment variable, e.g. "MESHNODE_LEASE__TTL"
+	Flag    string // flag name without dashes, "" when the key has no flag
+	Default string // default value as a user would write it
+	Help    string // one-line meaning
+}
+
+// keySpec is one leaf of the Config struct.
+type keySpec struct {
+	path  string
+	index []int
+	typ   reflect.Type
+}
+
+// schema lists every leaf key of Config in struct order; sections maps every
+// struct-valued key (and "" for the root) to its child names.
+var schema, sections = buildSchema()
+
+func buildSchema() ([]keySpec, map[string][]string) {
+	var leaves []keySpec
+	secs := map[string][]string{}
+	var walk func(t reflect.Type, prefix string, index []int)
+	walk = func(t reflect.Type, prefix string, index []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := f.Tag.Get("koanf")
+			if name == "" || !f.IsExported() {
+				continue
+			}
+			path := joinKey(prefix, name)
+			idx := append(append([]int{}, index...), i)
+			secs[prefix] = append(secs[prefix], name)
+			if f.Type.Kind() == reflect.Struct {
+				walk(f.Type, path, idx)
+				continue
+			}
+			leaves = append(leaves, keySpec{path: path, index: idx, typ: f.Type})
+		}
+	}
+	walk(reflect.TypeFor[Config](), "", nil)
+	return leaves, secs
+}
+
+func joinKey(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+func lookupLeaf(path string) (keySpec, bool) {
+	for _, k := range schema {
+		if k.path == path {
+			return k, true
+		}
+	}
+	return keySpec{}, false
+}
+
+func isSection(path string) bool {
+	_, ok := sections[path]
+	return ok && path != ""
+}
+
+// EnvName returns the environment variable for a dotted key.
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
+}
+
+// hasFlag reports whether a key gets a command-line flag. Secrets do not:
+// command lines are visible to every local user (ps, /proc).
+func hasFlag(key string) bool { return !strings.HasSuffix(key, ".password") }
+
+// help is the one-line meaning of every key; a test checks it is complete.
+var help = map[string]string{
+	"node.mesh_name":                           "RouteMesh name; nodes admit only peers of the same mesh",
+	"node.routing_id":                          "node routing id (RID) as hex, 1..255 bytes; empty = random per run",
+	"node.endpoint":                            "where the ROUTER binds, tcp://host:port (port 0 = any free port)",
+	"node.advertise_endpoint":                  "endpoint published to peers; empty = bound endpoint with the real port; required for a wildcard bind",
+	"node.security_identity":                   "transport security identity peers must match exactly; empty = none",
+	"node.object_role":                         "object role: none, client or server (spec §2)",
+	"node.placement_weight":                    "placement weight 0..10000; 0 = never chosen for new or relocated objects (spec §4)",
+	"node.application_version":                 "application deployment sequence number, 0..2^63-1",
+	"node.limits.actors":                       "Actor limit; 0 = no limit, else 1..2^31-1 (spec §4)",
+	"node.limits.spots":                        "Spot limit (Entry Spots excluded); 0 = no limit, else 1..2^31-1 (spec §4)",
+	"node.limits.spot_types":                   "per stable type User/Instance Spot limit, type=n; 0 = no limit, else 1..2^31-1 (spec §4)",
+	"lease.renew_interval":                     "owner lease renew interval (spec §5)",
+	"lease.ttl":                                "owner lease TTL (spec §5)",
+	"lease.renew_timeout":                      "timeout of one renew request (spec §5)",
+	"lease.fencing_margin":                     "owner lease fencing margin; renew_interval + renew_timeout < ttl - fencing_margin (spec §5)",
+	"routing.route_cache_max_age":              "how long a Ready location stays cached; 0 disables the cache (spec §7.3)",
+	"routing.message_follow_duration":          "how long a previous owner forwards messages after a move; 0 disables Message Follow (spec §7.3)",
+	"transport.liveness_interval":              "liveness probe interval to a silent peer",
+	"transport.peer_timeout":                   "silence after which a peer is down; must exceed liveness_interval",
+	"transport.send_queue_limit":               "records queued per peer before sends fail, at least 1",
+	"transport.request_timeout":                "deadline of a request that carries none",
+	"location_store.provider":                  "Location Store provider: memory or redis; empty = none (client and server need one, spec §2)",
+	"location_store.redis.addrs":               "Redis host:port list (Sentinel addresses when master_name is set)",
+	"location_store.redis.master_name":         "Redis Sentinel master name; empty = no Sentinel",
+	"location_store.redis.username":            "Redis ACL user name",
+	"location_store.redis.password":            "Redis password (no flag: command lines are visible to other users)",
+	"location_store.redis.db":                  "Redis database number, 0 or more",
+	"location_store.redis.namespace":           "prefix of every Location Store key",
+	"location_store.redis.operation_timeout":   "timeout of one Redis operation",
+	"relocation_store.provider":                "Relocation Store provider: memory or redis; empty = none (required by Recreate/PreserveState policies and Instance Spots, spec §2)",
+	"relocation_store.redis.addrs":             "Redis host:port list (Sentinel addresses when master_name is set)",
+	"relocation_store.redis.master_name":       "Redis Sentinel master name; empty = no Sentinel",
+	"relocation_store.redis.username":          "Redis ACL user name",
+	"relocation_store.redis.password":          "Redis password (no flag: command lines are visible to other users)",
+	"relocation_store.redis.db":                "Redis database number, 0 or more",
+	"relocation_store.redis.namespace":         "prefix of every Relocation Store key",
+	"relocation_store.redis.operation_timeout": "timeout of one Redis operation",
+	"store_failure_grace":                      "how long the last full descriptor list is kept while the Location Store is unreachable; 0 = no grace (spec §10)",
+	"shutdown_deadline":                        "deadline of an orderly shutdown, after which it completes as ForceStopped (spec §11)",
+	"log.format":                               "log format: text or json",
+	"log.level":                                "log level: debug, info, warn or error",
+}
+
+// Keys describes every configuration key, in the order of the Config struct.
+func Keys() []KeyInfo {
+	def := reflect.ValueOf(Default())
+	out := make([]KeyInfo, 0, len(schema))
+	for _, k := range schema {
+		info := KeyInfo{Key: k.path, Env: EnvName(k.path), Help: help[k.path]}
+		if hasFlag(k.path) {
+			info.Flag = k.path
+		}
+		info.Default = formatDefault(def.FieldByIndex(k.index))
+		out = append(out, info)
+	}
+	return out
+}
+
+// formatDefault renders a value the way a user would write it in YAML.
+func formatDefault(v reflect.Value) string {
+	switch {
+	case v.Type() == durationType:
+		return time.Duration(v.Int()).String()
+	case v.Kind() == reflect.String:
+		return fmt.Sprintf("%q", v.String())
+	case v.Kind() == reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = fmt.Sprint(v.Index(i).Interface())
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case v.Kind() == reflect.Map:
+		keys := make([]string, 0, v.Len())
+		for _, mk := range v.MapKeys() {
+			keys = append(keys, fmt.Sprintf("%s: %v", mk.String(), v.MapIndex(mk).Interface()))
+		}
+		sort.Strings(keys)
+		return "{" + strings.Join(keys, ", ") + "}"
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// Flags registers --config and one flag per key (named by the dotted key,
+// secrets excepted) on fs, with the built-in defaults as shown defaults.
+// Only flags the user sets override lower layers. A flag name fs already
+// holds is left alone, so a command may define its own variant first.
+func Flags(fs *pflag.FlagSet) {
+	if fs.Lookup(FlagConfigFile) == nil {
+		fs.String(FlagConfigFile, "", "path to a YAML config file (also "+EnvConfigFile+")")
+	}
+	def := reflect.ValueOf(Default())
+	for _, k := range schema {
+		if !hasFlag(k.path) || fs.Lookup(k.path) != nil {
+			continue
+		}
+		v := def.FieldByIndex(k.index)
+		usage := help[k.path]
+		switch {
+		case k.typ == durationType:
+			fs.Duration(k.path, time.Duration(v.Int()), usage)
+		case k.typ.Kind() == reflect.String:
+			fs.String(k.path, v.String(), usage)
+		case k.typ.Kind() == reflect.Int:
+			fs.Int(k.path, int(v.Int()), usage)
+		case k.typ.Kind() == reflect.Int64:
+			fs.Int64(k.path, v.Int(), usage)
+		case k.typ.Kind() == reflect.Slice:
+			fs.StringSlice(k.path, v.Interface().([]string), usage)
+		case k.typ.Kind() == reflect.Map:
+			fs.StringToInt(k.path, v.Interface().(map[string]int), usage)
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// LoadOptions tunes Load.
+type LoadOptions struct {
+	// File is the YAML file to read; "" means none. MESHNODE_CONFIG and the
+	// --config flag override it, in that order.
+	File string
+	// Environ replaces the process environment (os.Environ) when non-nil;
+	// tests inject variables through it. Pass an empty, non-nil slice for
+	// "no environment".
+	Environ []string
+}
+
+// LoadError reports a source Load could not read at all: an unreadable or
+// malformed file, or bad command-line arguments. Problems inside readable
+// sources are not LoadErrors; Validate reports them.
+type LoadError struct {
+	Source string // file path, "flags"
+	Err    error
+}
+
+func (e *LoadError) Error() string { return fmt.Sprintf("config: %s: %v", e.Source, e.Err) }
+
+// Unwrap exposes the cause, e.g. fs.ErrNotExist or pflag.ErrHelp.
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// Load parses args with a flag set built by Flags, then layers defaults,
+// the YAML file, the environment and the flags into one Config. It does
+// not validate: call Config.Validate.
+func Load(args []string, opts LoadOptions) (Config, error) {
+	fs := pflag.NewFlagSet("meshnode", pflag.ContinueOnError)
+	// The caller decides how to show usage; Load only returns the error.
+	fs.SetOutput(io.Discard)
+	Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, &LoadError{Source: "flags", Err: err}
+	}
+	if fs.NArg() > 0 {
+		return Config{}, &LoadError{Source: "flags", Err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return LoadFlagSet(fs, opts)
+}
+
+// LoadFlagSet is Load for a command that parsed its own flag set (usually
+// after calling Flags on it). Only flags named by a configuration key, and
+// only those the user set, are taken; the command's other flags are ignored.
+func LoadFlagSet(fs *pflag.FlagSet, opts LoadOptions) (Config, error) {
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	path := opts.File
+	for _, kv := range environ {
+		if name, val, ok := strings.Cut(kv, "="); ok && name == EnvConfigFile && val != "" {
+			path = val
+		}
+	}
+	if f := fs.Lookup(FlagConfigFile); f != nil && f.Changed {
+		path = f.Value.String()
+	}
+
+	merged := koanf.New(".")
+	if err := merged.Load(confmap.Provider(defaultsMap(), "."), nil); err != nil {
+		return Config{}, &LoadError{Source: "defaults", Err: err}
+	}
+	var problems []Problem
+	var err error
+	if path != "" {
+		kf := koanf.New(".")
+		if err := kf.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return Config{}, &LoadError{Source: path, Err: err}
+		}
+		if problems, err = layer(merged, kf, fileSource(path), problems); err != nil {
+			return Config{}, &LoadError{Source: path, Err: err}
+		}
+	}
+
+	names := envSource{}
+	var envProblems []Problem
+	ke := koanf.New(".")
+	err = ke.Load(env.Provider(".", env.Opt{
+		Prefix:        EnvPrefix,
+		EnvironFunc:   func() []string { return environ },
+		TransformFunc: envTransform(names, &envProblems),
+	}), nil)
+	if err != nil {
+		return Config{}, &LoadError{Source: "environment", Err: err}
+	}
+	problems = append(problems, envProblems...)
+	if problems, err = layer(merged, ke, names, problems); err != nil {
+		return Config{}, &LoadError{Source: "environment", Err: err}
+	}
+
+	kp := koanf.New(".")
+	if err := kp.Load(posflag.ProviderWithFlag(fs, ".", nil, flagValue(fs)), nil); err != nil {
+		return Config{}, &LoadError{Source: "flags", Err: err}
+	}
+	if problems, err = layer(merged, kp, flagSource{}, problems); err != nil {
+		return Config{}, &LoadError{Source: "flags", Err: err}
+	}
+
+	// Decode onto the defaults (not a zero Config): an empty YAML section
+	// replaces the defaults' map in the merge, and must not zero its keys.
+	cfg := Default()
+	decode(&cfg, merged.Raw(), nil)
+	cfg.loadProblems = problems
+	return cfg, nil
+}
+
+// layer checks one source's map on its own, so that each problem names the
+// source it came from and a later layer cannot hide it, then merges it.
+func layer(merged, k *koanf.Koanf, src source, problems []Problem) ([]Problem, error) {
+	scratch := Default()
+	problems = append(problems, decode(&scratch, k.Raw(), src)...)
+	return problems, merged.Merge(k)
+}
+
+// defaultsMap flattens Default() for the confmap provider.
+func defaultsMap() map[string]any {
+	def := reflect.ValueOf(Default())
+	out := make(map[string]any, len(schema))
+	for _, k := range schema {
+		v := def.FieldByIndex(k.index)
+		switch x := v.Interface().(type) {
+		case []string:
+			out[k.path] = append([]string{}, x...)
+		case map[string]int:
+			m := make(map[string]any, len(x))
+			for name, n := range x {
+				m[name] = n
+			}
+			out[k.path] = m
+		default:
+			out[k.path] = x
+		}
+	}
+	return out
+}
+
+// envTransform maps MESHNODE_A__B_C=v to key "a.b_c". Variables whose first
+// segment names no configuration key are not ours (the project's own test
+// helpers use MESHNODE_TEST_…) and are ignored, except for the likely typo
+// of a single underscore after a section name, which is reported. An empty
+// value means "not set".
+func envTransform(names envSource, problems *[]Problem) func(string, string) (string, any) {
+	top := map[string]bool{}
+	for _, n := range sections[""] {
+		top[n] = true
+	}
+	return func(name, val string) (string, any) {
+		if name == EnvConfigFile || val == "" {
+			return "", nil
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
+		first, _, _ := strings.Cut(key, ".")
+		if !top[first] {
+			if p, ok := envTypo(name, key); ok {
+				*problems = append(*problems, p)
+			}
+			return "", nil
+		}
+		names[key] = name
+		if key == "node.limits.spot_types" {
+			// A map merges entry by entry with the file's map; a value that
+			// does not parse stays a string and is reported by decode.
+			if m, ok := parsePairs(val); ok {
+				return key, m
+			}
+		}
+		return key, val
+	}
+}
+
+// envTypo recognizes MESHNODE_LEASE_TTL meant as MESHNODE_LEASE__TTL.
+func envTypo(name, key string) (Problem, bool) {
+	for _, sec := range sections[""] {
+		if !isSection(sec) || !strings.HasPrefix(key, sec+"_") {
+			continue
+		}
+		for _, k := range schema {
+			if strings.ReplaceAll(k.path, ".", "_") == key {
+				return Problem{Key: k.path, Message: fmt.Sprintf(
+					"unknown environment variable %s: nested keys are separated by a double underscore; did you mean %s?",
+					name, EnvName(k.path))}, true
+			}
+		}
+		return Problem{Key: key, Message: fmt.Sprintf(
+			"unknown environment variable %s: nested keys are separated by a double underscore, e.g. %s",
+			name, EnvName(sec+".<key>"))}, true
+	}
+	return Problem{}, false
+}
+
+// flagValue keeps only flags named by a configuration key.
+func flagValue(fs *pflag.FlagSet) func(*pflag.Flag) (string, any) {
+	return func(f *pflag.Flag) (string, any) {
+		if _, ok := lookupLeaf(f.Name); !ok {
+			return "", nil
+		}
+		val := posflag.FlagVal(fs, f)
+		if m, ok := val.(map[string]int); ok {
+			// koanf merges nested map[string]any entry by entry; other
+			// map types would replace the file's map wholesale.
+			out := make(map[string]any, len(m))
+			for k, n := range m {
+				out[k] = n
+			}
+			return f.Name, out
+		}
+		return f.Name, val
+	}
+}

@@ -1,0 +1,398 @@
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ErrInvalid is matched (errors.Is) by every *ValidationError.
+var ErrInvalid = errors.New("config: invalid configuration")
+
+// Problem is one configuration problem. Key is the dotted key it concerns
+// (for a rule spanning several keys, their common section).
+type Problem struct {
+	Key     string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Key == "" {
+		return p.Message
+	}
+	return p.Key + ": " + p.Message
+}
+
+// ValidationError lists every problem of a configuration.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error lists the problems one per line, each naming its key.
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "config: " + p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// FactoryKind is what a registered factory creates.
+type FactoryKind uint8
+
+// Factory kinds. The zero value is invalid so that a forgotten field is
+// caught rather than read as "actor".
+const (
+	KindActor FactoryKind = iota + 1
+	KindUserSpot
+	KindInstanceSpot
+)
+
+func (k FactoryKind) String() string {
+	switch k {
+	case KindActor:
+		return "actor"
+	case KindUserSpot:
+		return "user spot"
+	case KindInstanceSpot:
+		return "instance spot"
+	}
+	return fmt.Sprintf("FactoryKind(%d)", uint8(k))
+}
+
+// RelocationPolicy is a factory's relocation policy (spec §2).
+type RelocationPolicy uint8
+
+// Relocation policies; the zero value is DisableRelocation.
+const (
+	PolicyDisable       RelocationPolicy = iota // DisableRelocation
+	PolicyRecreate                              // RecreateOnRelocation
+	PolicyPreserveState                         // PreserveStateWith
+)
+
+func (p RelocationPolicy) String() string {
+	switch p {
+	case PolicyDisable:
+		return "DisableRelocation"
+	case PolicyRecreate:
+		return "RecreateOnRelocation"
+	case PolicyPreserveState:
+		return "PreserveStateWith"
+	}
+	return fmt.Sprintf("RelocationPolicy(%d)", uint8(p))
+}
+
+// FactoryPolicy is what Validate needs to know of one registered factory.
+type FactoryPolicy struct {
+	StableType string
+	Kind       FactoryKind
+	Policy     RelocationPolicy
+}
+
+// NeedsRelocationStore reports whether this factory alone makes a
+// Relocation Store mandatory (spec §2).
+func (f FactoryPolicy) NeedsRelocationStore() bool {
+	return f.Kind == KindInstanceSpot || f.Policy == PolicyRecreate || f.Policy == PolicyPreserveState
+}
+
+func (f FactoryPolicy) describe() string {
+	if f.Policy == PolicyDisable {
+		return f.Kind.String()
+	}
+	return f.Kind.String() + ", " + f.Policy.String()
+}
+
+type problems []Problem
+
+func (ps *problems) add(key, format string, args ...any) {
+	*ps = append(*ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// Validate checks every startup rule and returns nil or a *ValidationError
+// holding all problems at once: first those Load found (unknown keys, values
+// of the wrong type), then the rules, in key order. factories lists the
+// factories the node registers (nil for none).
+func (c Config) Validate(factories []FactoryPolicy) error {
+	ps := problems(slices.Clone(c.loadProblems))
+	c.Node.validate(&ps)
+	c.Lease.validate(&ps)
+	c.Routing.validate(&ps)
+	c.Transport.validate(&ps)
+	c.LocationStore.validate(&ps, "location_store")
+	c.RelocationStore.validate(&ps, "relocation_store")
+	c.validateStorePair(&ps)
+	if c.StoreFailureGrace < 0 {
+		ps.add("store_failure_grace", "must not be negative (0 = no grace), got %s", c.StoreFailureGrace)
+	}
+	positive(&ps, "shutdown_deadline", c.ShutdownDeadline)
+	c.Log.validate(&ps)
+	c.validateRoles(&ps, factories)
+	if len(ps) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: ps}
+}
+
+func (n NodeConfig) validate(ps *problems) {
+	text(ps, "node.mesh_name", n.MeshName, true)
+	if n.RoutingID != "" {
+		b, err := hex.DecodeString(n.RoutingID)
+		switch {
+		case err != nil:
+			ps.add("node.routing_id", "must be hex digits (e.g. \"a1b2c3\"), got %q", n.RoutingID)
+		case len(b) > MaxRoutingID:
+			ps.add("node.routing_id", "must be 1..%d bytes, got %d bytes", MaxRoutingID, len(b))
+		}
+	}
+	bindHost, bindOK := endpoint(ps, "node.endpoint", n.Endpoint, false)
+	if n.AdvertiseEndpoint != "" {
+		endpoint(ps, "node.advertise_endpoint", n.AdvertiseEndpoint, true)
+	} else if bindOK && wildcard(bindHost) {
+		ps.add("node.advertise_endpoint", "required when node.endpoint binds a wildcard address (%q): peers cannot dial it", n.Endpoint)
+	}
+	text(ps, "node.security_identity", n.SecurityIdentity, false)
+	switch n.ObjectRole {
+	case RoleNone, RoleClient, RoleServer:
+	default:
+		ps.add("node.object_role", "must be one of none, client, server, got %q", string(n.ObjectRole))
+	}
+	if n.PlacementWeight < 0 || n.PlacementWeight > MaxWeight {
+		ps.add("node.placement_weight", "must be 0..%d, got %d", MaxWeight, n.PlacementWeight)
+	}
+	if n.ApplicationVersion < 0 {
+		ps.add("node.application_version", "must be 0..9223372036854775807, got %d", n.ApplicationVersion)
+	}
+	limit(ps, "node.limits.actors", n.Limits.Actors)
+	limit(ps, "node.limits.spots", n.Limits.Spots)
+	names := make([]string, 0, len(n.Limits.SpotTypes))
+	for name := range n.Limits.SpotTypes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		switch {
+		case name == "":
+			ps.add("node.limits.spot_types", "stable type name must not be empty")
+		case len(name) > MaxTextBytes || !utf8.ValidString(name) || strings.ContainsRune(name, 0):
+			ps.add("node.limits.spot_types", "stable type name %q must be 1..%d bytes of UTF-8 text without NUL", name, MaxTextBytes)
+		}
+		limit(ps, "node.limits.spot_types."+name, n.Limits.SpotTypes[name])
+	}
+}
+
+func (l LeaseConfig) validate(ps *problems) {
+	ok := positive(ps, "lease.renew_interval", l.RenewInterval)
+	ok = positive(ps, "lease.ttl", l.TTL) && ok
+	ok = positive(ps, "lease.renew_timeout", l.RenewTimeout) && ok
+	ok = positive(ps, "lease.fencing_margin", l.FencingMargin) && ok
+	if !ok {
+		return
+	}
+	// §5: a host must be able to notice a failed renewal before its local
+	// admission deadline, or it could accept work beside the next owner.
+	if used, budget := l.RenewInterval+l.RenewTimeout, l.TTL-l.FencingMargin; used >= budget {
+		ps.add("lease", "renew_interval + renew_timeout must be less than ttl - fencing_margin (spec §5): %s + %s = %s is not less than %s - %s = %s",
+			l.RenewInterval, l.RenewTimeout, used, l.TTL, l.FencingMargin, budget)
+	}
+}
+
+func (r RoutingConfig) validate(ps *problems) {
+	if r.RouteCacheMaxAge < 0 {
+		ps.add("routing.route_cache_max_age", "must not be negative (0 disables the route cache), got %s", r.RouteCacheMaxAge)
+	}
+	if r.MessageFollowDuration < 0 {
+		ps.add("routing.message_follow_duration", "must not be negative (0 disables Message Follow), got %s", r.MessageFollowDuration)
+	}
+	// §7.3: a sender must drop its cached route before the previous owner
+	// stops forwarding, or its messages would reach an owner that neither
+	// hosts nor follows the object.
+	if r.RouteCacheMaxAge > 0 && r.MessageFollowDuration > 0 && r.MessageFollowDuration-r.RouteCacheMaxAge < MinFollowMargin {
+		ps.add("routing.route_cache_max_age", "must be at least %s shorter than routing.message_follow_duration (spec §7.3): %s is not at most %s - %s = %s",
+			MinFollowMargin, r.RouteCacheMaxAge, r.MessageFollowDuration, MinFollowMargin, r.MessageFollowDuration-MinFollowMargin)
+	}
+}
+
+func (t TransportConfig) validate(ps *problems) {
+	okI := positive(ps, "transport.liveness_interval", t.LivenessInterval)
+	okT := positive(ps, "transport.peer_timeout", t.PeerTimeout)
+	if okI && okT && t.PeerTimeout <= t.LivenessInterval {
+		ps.add("transport.peer_timeout", "must be greater than transport.liveness_interval (%s), got %s", t.LivenessInterval, t.PeerTimeout)
+	}
+	if t.SendQueueLimit < 1 {
+		ps.add("transport.send_queue_limit", "must be at least 1, got %d", t.SendQueueLimit)
+	}
+	positive(ps, "transport.request_timeout", t.RequestTimeout)
+}
+
+func (s StoreConfig) validate(ps *problems, prefix string) {
+	switch s.Provider {
+	case ProviderNone, ProviderMemory:
+	case ProviderRedis:
+		r := s.Redis
+		if len(r.Addrs) == 0 {
+			ps.add(prefix+".redis.addrs", "must list at least one host:port when provider is redis")
+		}
+		for i, a := range r.Addrs {
+			if !hostPort(a) {
+				ps.add(prefix+".redis.addrs", "entry %d must be host:port, got %q", i+1, a)
+			}
+		}
+		if r.DB < 0 {
+			ps.add(prefix+".redis.db", "must not be negative, got %d", r.DB)
+		}
+		if r.Namespace == "" {
+			ps.add(prefix+".redis.namespace", "must not be empty when provider is redis")
+		}
+	default:
+		ps.add(prefix+".provider", "unknown provider %q (known: memory, redis)", s.Provider)
+	}
+	positive(ps, prefix+".redis.operation_timeout", s.Redis.OperationTimeout)
+}
+
+// validateStorePair rejects two redis stores whose keys could collide: same
+// namespace and database on a shared server.
+func (c Config) validateStorePair(ps *problems) {
+	l, r := c.LocationStore, c.RelocationStore
+	if l.Provider != ProviderRedis || r.Provider != ProviderRedis || l.Redis.Namespace == "" ||
+		l.Redis.Namespace != r.Redis.Namespace || l.Redis.DB != r.Redis.DB {
+		return
+	}
+	for _, a := range r.Redis.Addrs {
+		if slices.Contains(l.Redis.Addrs, a) {
+			ps.add("relocation_store.redis.namespace", "must differ from location_store.redis.namespace (%q) on the same Redis server and db, or the two stores' keys could collide", l.Redis.Namespace)
+			return
+		}
+	}
+}
+
+func (l LogConfig) validate(ps *problems) {
+	switch strings.ToLower(l.Format) {
+	case LogText, LogJSON:
+	default:
+		ps.add("log.format", "must be text or json, got %q", l.Format)
+	}
+	if _, ok := parseLevel(l.Level); !ok {
+		ps.add("log.level", "must be one of debug, info, warn, error, got %q", l.Level)
+	}
+}
+
+// validateRoles applies spec §2: which roles need which stores, and who may
+// register factories.
+func (c Config) validateRoles(ps *problems, factories []FactoryPolicy) {
+	type kindType struct {
+		kind FactoryKind
+		typ  string
+	}
+	seen := map[kindType]bool{}
+	for i, f := range factories {
+		switch {
+		case f.StableType == "":
+			ps.add("factories", "entry %d: stable type must not be empty", i+1)
+		case f.Kind < KindActor || f.Kind > KindInstanceSpot:
+			ps.add("factories", "factory %q: unknown kind %d", f.StableType, uint8(f.Kind))
+		case f.Policy > PolicyPreserveState:
+			ps.add("factories", "factory %q: unknown relocation policy %d", f.StableType, uint8(f.Policy))
+		case seen[kindType{f.Kind, f.StableType}]:
+			ps.add("factories", "%s factory %q is registered twice", f.Kind, f.StableType)
+		}
+		seen[kindType{f.Kind, f.StableType}] = true
+	}
+
+	role := c.Node.ObjectRole
+	if (role == RoleClient || role == RoleServer) && c.LocationStore.Provider == ProviderNone {
+		ps.add("location_store.provider", "object_role=%s requires location_store.provider (the framework never invents a store)", role)
+	}
+	if (role == RoleNone || role == RoleClient) && len(factories) > 0 {
+		ps.add("node.object_role", "object_role=%s cannot register factories, only server hosts objects (%d registered, first %q)",
+			role, len(factories), factories[0].StableType)
+	}
+	if c.RelocationStore.Provider == ProviderNone {
+		for _, f := range factories {
+			if f.NeedsRelocationStore() {
+				ps.add("relocation_store.provider", "factory %q (%s) requires a Relocation Store (spec §2); set relocation_store.provider",
+					f.StableType, f.describe())
+				break
+			}
+		}
+	}
+}
+
+func positive(ps *problems, key string, d time.Duration) bool {
+	if d <= 0 {
+		ps.add(key, "must be positive, got %s", d)
+		return false
+	}
+	return true
+}
+
+func limit(ps *problems, key string, n int) {
+	if n < 0 || n > MaxLimit {
+		ps.add(key, "must be 0 (no limit) or 1..%d, got %d", MaxLimit, n)
+	}
+}
+
+// text checks a wire text field: UTF-8, no NUL, one length byte.
+func text(ps *problems, key, s string, required bool) {
+	switch {
+	case s == "" && required:
+		ps.add(key, "must not be empty")
+	case len(s) > MaxTextBytes:
+		ps.add(key, "must be at most %d bytes, got %d", MaxTextBytes, len(s))
+	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+		ps.add(key, "must be UTF-8 text without NUL bytes")
+	}
+}
+
+// endpoint checks tcp://host:port and returns the host. An advertised
+// endpoint is dialed by peers, so it needs a real port and host.
+func endpoint(ps *problems, key, s string, advertised bool) (string, bool) {
+	if len(s) > MaxEndpoint {
+		ps.add(key, "must be at most %d bytes, got %d", MaxEndpoint, len(s))
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(s, "tcp://")
+	host, portText, err := net.SplitHostPort(rest)
+	port, perr := strconv.Atoi(portText)
+	if !ok || err != nil || host == "" || perr != nil || port < 0 || port > 65535 || strings.TrimLeft(portText, "0123456789") != "" {
+		if advertised {
+			ps.add(key, "must be tcp://host:port, got %q", s)
+		} else {
+			ps.add(key, "must be tcp://host:port (port 0 = any free port), got %q", s)
+		}
+		return "", false
+	}
+	if advertised {
+		if port == 0 {
+			ps.add(key, "port must be 1..65535 because peers dial it, got %q", s)
+			return host, false
+		}
+		if wildcard(host) {
+			ps.add(key, "host must be an address peers can dial, not %q", host)
+			return host, false
+		}
+	}
+	return host, true
+}
+
+func wildcard(host string) bool {
+	return host == "*" || host == "0.0.0.0" || host == "::"
+}
+
+func hostPort(s string) bool {
+	host, portText, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return false
+	}
+	port, err := strconv.Atoi(portText)
+	return err == nil && port >= 1 && port <= 65535 && strings.TrimLeft(portText, "0123456789") == ""
+}
