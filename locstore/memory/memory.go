@@ -357,7 +357,12 @@ func (s *Store) sweepLocked(now time.Time) {
 
 // Scan returns one page of a snapshot. The first request (no cursor) copies
 // the matching live entries into a sorted list; later requests page through
-// that list only, whatever was written since.
+// that list only, whatever was written since. A cursor names a position in
+// its snapshot, so re-sending one (after a lost response) returns the same
+// page again. A snapshot lives SnapshotTTL after its last page was served
+// (an idle timeout, so a long scan that keeps reading does not expire), is
+// released once its last page is served, and the least recently used one is
+// evicted when MaxSnapshots are open.
 func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
 	const op = "scan"
 	if err := req.Validate(); err != nil {
