@@ -1,0 +1,593 @@
+// Package redis is the production Relocation Store provider, on Redis through
+// github.com/redis/go-redis/v9 (a UniversalClient: standalone, Sentinel or
+// Cluster).
+//
+// It implements the relocstore SPI with the semantics of the contract suite
+// (relocstore/storetest) and the key/storage format documented in
+// docs/store-relocation.md (format version 1): per reference a meta hash
+// (reference, length, SHA-256, state, expiry, tombstone-until) and a data
+// string holding exactly the stored bytes. All keys of a namespace share one
+// hash tag, so every script touches one Cluster slot.
+//
+// Design points, each for a reason:
+//   - Lua scripts make each change one atomic step; they compare payloads by
+//     length + SHA-256 computed once in Go, so a 64 MiB payload is never
+//     shipped into Lua and compared byte by byte.
+//   - A large payload is first probed by digest (a retry of the same bytes
+//     is answered without sending them again) and otherwise SET under a
+//     staging key and RENAMEd into place by the script, which moves it
+//     without copying.
+//   - Expiry is judged by the server's TIME only; Redis' own key expiry is
+//     set to the same instants so memory is reclaimed.
+//   - Every operation runs under its own deadline (Options.OperationTimeout)
+//     covering connection acquisition and the command; any failure is a
+//     *relocstore.ProviderError (errors.Is(err, relocstore.ErrUnavailable)).
+package redis
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/meshnode/meshnode/relocstore"
+)
+
+// ProviderName is the name configuration uses to select this provider.
+const ProviderName = "redis"
+
+// FormatVersion is the version of the key/storage format this provider
+// reads and writes (the "rs1" key segment and the meta field v).
+const FormatVersion = 1
+
+// DefaultOperationTimeout bounds one operation when Options.OperationTimeout
+// is zero.
+const DefaultOperationTimeout = 2 * time.Second
+
+// MaxNamespaceBytes bounds Options.Namespace.
+const MaxNamespaceBytes = 256
+
+const (
+	// inlineMax is the largest payload passed to the put script as an
+	// argument. Larger payloads are probed by digest first and then staged,
+	// so Lua never holds a copy of them.
+	inlineMax = 256 << 10
+	// stagingTTL bounds how long a staged payload can outlive a client that
+	// died between SET and the committing script (they are pipelined, so
+	// normally the script runs right after the SET).
+	stagingTTL = 5 * time.Minute
+	// readAttempts bounds how often Read retries when the data key vanished
+	// (or did not match) between the meta script and the GET pipelined
+	// behind it, which only a concurrent Delete or expiry explains.
+	readAttempts = 3
+)
+
+// ErrClosed is the cause of the provider error returned by every operation
+// after Close.
+var ErrClosed = errors.New("redis relocation store is closed")
+
+// ErrFormat is the cause when a record in the namespace is not in a format
+// version this provider understands, or is malformed.
+var ErrFormat = errors.New("redis relocation store: unsupported or malformed record")
+
+// ErrIntegrity is the cause when the stored bytes do not match the length or
+// digest recorded at Put. The bytes are not returned.
+var ErrIntegrity = errors.New("redis relocation store: stored bytes do not match their digest")
+
+// Options configures New. Only Namespace is required besides an address.
+type Options struct {
+	// Addrs is one address (standalone), a Sentinel list (with MasterName)
+	// or Cluster seed addresses (more than one address).
+	Addrs      []string
+	MasterName string
+	Username   string
+	Password   string
+	DB         int
+	// Namespace isolates this store's keys: every key is "{Namespace}:rs1:…".
+	// 1..MaxNamespaceBytes printable ASCII bytes without '{' or '}' (the
+	// braces delimit the Cluster hash tag).
+	Namespace string
+	// OperationTimeout bounds each operation, including waiting for a pooled
+	// connection, dialling, and the command itself (default
+	// DefaultOperationTimeout). A 64 MiB Put over a slow link needs more.
+	OperationTimeout time.Duration
+	// TombstoneRetention is how long a deleted or expired reference keeps
+	// the digest of its bytes, refusing other bytes (default
+	// relocstore.DefaultRetention; bounds 1ms..relocstore.MaxRetention).
+	TombstoneRetention time.Duration
+	// Logger receives diagnostic events (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Store is the Redis Relocation Store. It is safe for concurrent use.
+type Store struct {
+	c          goredis.UniversalClient
+	ownsClient bool
+	prefix     string // "{ns}:rs1:"
+	opTimeout  time.Duration
+	tombMs     int64
+	log        *slog.Logger
+	closed     atomic.Bool
+	// skewMs is added to the server's TIME by every script. It is always 0
+	// except in this package's tests, which advance the provider clock with
+	// it instead of sleeping.
+	skewMs atomic.Int64
+}
+
+var _ relocstore.Store = (*Store)(nil)
+
+// New connects to Redis, checks the server answers within the operation
+// timeout, and returns a store that owns (and on Close closes) its client.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "addrs", Reason: "no Redis address"}
+	}
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.c = goredis.NewUniversalClient(&goredis.UniversalOptions{
+		Addrs:      opts.Addrs,
+		MasterName: opts.MasterName,
+		Username:   opts.Username,
+		Password:   opts.Password,
+		DB:         opts.DB,
+		// Without this go-redis ignores context deadlines for socket I/O and
+		// the operation timeout would not bound a silent server.
+		ContextTimeoutEnabled: true,
+		// The fixed timeouts are only a backstop equal to the operation
+		// timeout; the per-operation deadline is what bounds a call.
+		DialTimeout:  s.opTimeout,
+		ReadTimeout:  s.opTimeout,
+		WriteTimeout: s.opTimeout,
+		PoolTimeout:  s.opTimeout,
+		// No hidden client retries: a failed call reports "outcome unknown"
+		// at once and the framework re-reads or re-Puts (spec §10), which
+		// is safe for every operation of this store.
+		MaxRetries: -1,
+	})
+	s.ownsClient = true
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	if err := s.c.Ping(octx).Err(); err != nil {
+		_ = s.c.Close()
+		return nil, s.fail(octx, "new", err)
+	}
+	return s, nil
+}
+
+// NewWithClient returns a store on an existing client, for instance one
+// shared with the Location Store. The connection fields of opts are ignored.
+// Close does not close the client: its owner does. The client must have
+// ContextTimeoutEnabled, or the operation timeout could not bound network
+// I/O; a *redis.Client, *redis.ClusterClient or *redis.Ring without it is
+// rejected.
+func NewWithClient(client goredis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "client", Reason: "nil client"}
+	}
+	enabled := true
+	switch c := client.(type) {
+	case *goredis.Client:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		enabled = c.Options().ContextTimeoutEnabled
+	}
+	if !enabled {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "client",
+			Reason: "ContextTimeoutEnabled is false, so the operation timeout could not bound network I/O"}
+	}
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.c = client
+	return s, nil
+}
+
+func newStore(opts Options) (*Store, error) {
+	if err := validateNamespace(opts.Namespace); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		prefix:    "{" + opts.Namespace + "}:rs" + strconv.Itoa(FormatVersion) + ":",
+		opTimeout: opts.OperationTimeout,
+		log:       opts.Logger,
+	}
+	switch {
+	case s.opTimeout == 0:
+		s.opTimeout = DefaultOperationTimeout
+	case s.opTimeout < 0:
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "operation timeout", Reason: fmt.Sprintf("%v is negative", s.opTimeout)}
+	}
+	tomb := opts.TombstoneRetention
+	if tomb == 0 {
+		tomb = relocstore.DefaultRetention
+	}
+	if tomb < time.Millisecond || tomb > relocstore.MaxRetention {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "tombstone retention",
+			Reason: fmt.Sprintf("%v outside 1ms..%v", tomb, relocstore.MaxRetention)}
+	}
+	s.tombMs = ceilMs(tomb)
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = s.log.With("provider", ProviderName, "store", "relocation", "namespace", opts.Namespace)
+	return s, nil
+}
+
+func validateNamespace(ns string) error {
+	if ns == "" || len(ns) > MaxNamespaceBytes {
+		return &relocstore.ArgumentError{Op: "new", Field: "namespace",
+			Reason: fmt.Sprintf("namespace is %d bytes, want 1..%d", len(ns), MaxNamespaceBytes)}
+	}
+	for i := 0; i < len(ns); i++ {
+		if c := ns[i]; c < 0x21 || c > 0x7e || c == '{' || c == '}' {
+			return &relocstore.ArgumentError{Op: "new", Field: "namespace",
+				Reason: fmt.Sprintf("byte %#x at %d: only printable ASCII without '{' and '}'", c, i)}
+		}
+	}
+	return nil
+}
+
+// ceilMs converts to whole milliseconds, rounding up so a retention is never
+// shortened by the server's millisecond resolution.
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// keys returns the meta and data keys of ref. The key holds the SHA-256 of
+// the reference, not the reference itself, so a 4096-byte reference costs a
+// fixed-size key; the meta hash keeps the reference for the exact compare.
+func (s *Store) keys(ref string) (meta, data string) {
+	sum := sha256.Sum256([]byte(ref))
+	h := hex.EncodeToString(sum[:])
+	return s.prefix + "m:" + h, s.prefix + "d:" + h
+}
+
+// stagingKey is unique per Put, so concurrent Puts of one reference never
+// overwrite each other's staged bytes.
+func (s *Store) stagingKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (aborts the program instead)
+	return s.prefix + "s:" + hex.EncodeToString(b[:])
+}
+
+// begin checks the store is open and the caller has not given up, and
+// returns the context bounded by the operation timeout.
+func (s *Store) begin(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if s.closed.Load() {
+		return nil, nil, s.fail(ctx, op, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, s.fail(ctx, op, err)
+	}
+	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	return octx, cancel, nil
+}
+
+// fail wraps a failure as a provider error. When the operation's context
+// ended, its error is wrapped too (go-redis reports a deadline as an I/O
+// timeout), so errors.Is(err, context.DeadlineExceeded) holds.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		// The socket deadline (set from the context's) can fire a moment
+		// before the context's own timer marks it done.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	switch {
+	case goredis.HasErrorPrefix(err, "RSFORMAT"):
+		err = fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	return &relocstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
+}
+
+// reply is a parsed script answer: {kind, now, [exp], [extra...]}.
+type reply struct {
+	kind  string
+	now   time.Time
+	exp   time.Time
+	extra []string
+}
+
+func parseReply(v any) (reply, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		return reply{}, fmt.Errorf("unexpected script reply %T %v", v, v)
+	}
+	strs := make([]string, len(arr))
+	for i, x := range arr {
+		s, ok := x.(string)
+		if !ok {
+			return reply{}, fmt.Errorf("unexpected script reply element %T %v", x, x)
+		}
+		strs[i] = s
+	}
+	r := reply{kind: strs[0]}
+	now, err := strconv.ParseInt(strs[1], 10, 64)
+	if err != nil {
+		return reply{}, fmt.Errorf("script reply time %q: %w", strs[1], err)
+	}
+	r.now = time.UnixMilli(now)
+	if len(strs) > 2 {
+		exp, err := strconv.ParseInt(strs[2], 10, 64)
+		if err != nil {
+			return reply{}, fmt.Errorf("script reply expiry %q: %w", strs[2], err)
+		}
+		r.exp = time.UnixMilli(exp)
+		r.extra = strs[3:]
+	}
+	return r, nil
+}
+
+// run executes a script (EVALSHA, falling back to EVAL when the server's
+// script cache lacks it) and parses the reply.
+func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (reply, error) {
+	v, err := sc.Run(ctx, s.c, keys, args...).Result()
+	if err != nil {
+		return reply{}, err
+	}
+	return parseReply(v)
+}
+
+// Put implements relocstore.Store.
+func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention time.Duration) (relocstore.PutResult, error) {
+	const op = "put"
+	if err := relocstore.ValidateRef(op, ref); err != nil {
+		return relocstore.PutResult{}, err
+	}
+	if err := relocstore.ValidatePayload(payload); err != nil {
+		return relocstore.PutResult{}, err
+	}
+	ret, err := relocstore.EffectiveRetention(op, retention)
+	if err != nil {
+		return relocstore.PutResult{}, err
+	}
+	ctx, cancel, err := s.begin(ctx, op)
+	if err != nil {
+		return relocstore.PutResult{}, err
+	}
+	defer cancel()
+
+	sum := sha256.Sum256(payload)
+	dg := hex.EncodeToString(sum[:])
+	meta, data := s.keys(ref)
+	args := func(mode string) []any {
+		return []any{s.skewMs.Load(), ref, mode, len(payload), dg, ceilMs(ret), s.tombMs}
+	}
+
+	if len(payload) <= inlineMax {
+		r, err := s.run(ctx, putScript, []string{meta, data}, append(args("inline"), payload)...)
+		if err != nil {
+			return relocstore.PutResult{}, s.fail(ctx, op, err)
+		}
+		return putResult(r)
+	}
+
+	staging := s.stagingKey()
+	keys := []string{meta, data, staging}
+	// Probe first: a retry of bytes already stored, or a Conflict, is
+	// answered without sending the payload.
+	r, err := s.run(ctx, putScript, keys, args("probe")...)
+	if err != nil {
+		return relocstore.PutResult{}, s.fail(ctx, op, err)
+	}
+	if r.kind != "need" {
+		return putResult(r)
+	}
+	// Stage and commit in one round trip. The script re-checks everything:
+	// another Put may have won in between.
+	pipe := s.c.Pipeline()
+	setCmd := pipe.Set(ctx, staging, payload, stagingTTL)
+	evalCmd := pipe.EvalSha(ctx, putScript.Hash(), keys, args("staged")...)
+	_, _ = pipe.Exec(ctx) // errors are inspected per command below
+	if err := setCmd.Err(); err != nil {
+		return relocstore.PutResult{}, s.fail(ctx, op, err)
+	}
+	v, err := evalCmd.Result()
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The script cache was flushed between probe and commit; the staged
+		// bytes are still there.
+		v, err = putScript.Eval(ctx, s.c, keys, args("staged")...).Result()
+	}
+	if err != nil {
+		return relocstore.PutResult{}, s.fail(ctx, op, err)
+	}
+	if r, err = parseReply(v); err != nil {
+		return relocstore.PutResult{}, s.fail(ctx, op, err)
+	}
+	if r.kind == "need" {
+		return relocstore.PutResult{}, s.fail(ctx, op, errors.New("put script asked for the payload in staged mode"))
+	}
+	return putResult(r)
+}
+
+func putResult(r reply) (relocstore.PutResult, error) {
+	switch r.kind {
+	case "stored":
+		return relocstore.PutResult{Outcome: relocstore.Stored, ExpiresAt: r.exp, StoreNow: r.now}, nil
+	case "already":
+		return relocstore.PutResult{Outcome: relocstore.AlreadyStored, ExpiresAt: r.exp, StoreNow: r.now}, nil
+	case "conflict":
+		return relocstore.PutResult{Outcome: relocstore.Conflict, StoreNow: r.now}, nil
+	}
+	return relocstore.PutResult{}, &relocstore.ProviderError{Provider: ProviderName, Op: "put",
+		Err: fmt.Errorf("unexpected put script answer %q", r.kind)}
+}
+
+// Read implements relocstore.Store. The returned slice is freshly allocated
+// by the client for this reply and referenced by nothing else.
+func (s *Store) Read(ctx context.Context, ref string) (relocstore.ReadResult, error) {
+	const op = "read"
+	if err := relocstore.ValidateRef(op, ref); err != nil {
+		return relocstore.ReadResult{}, err
+	}
+	ctx, cancel, err := s.begin(ctx, op)
+	if err != nil {
+		return relocstore.ReadResult{}, err
+	}
+	defer cancel()
+	meta, data := s.keys(ref)
+
+	var (
+		last    reply
+		lastErr error
+	)
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		// The meta script decides Found/Missing on the server clock; the GET
+		// behind it in the same round trip fetches the bytes without passing
+		// them through Lua.
+		pipe := s.c.Pipeline()
+		metaCmd := pipe.EvalSha(ctx, readScript.Hash(), []string{meta}, s.skewMs.Load(), ref)
+		dataCmd := pipe.Get(ctx, data)
+		_, _ = pipe.Exec(ctx) // errors are inspected per command below
+		v, err := metaCmd.Result()
+		if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			if err := readScript.Load(ctx, s.c).Err(); err != nil {
+				return relocstore.ReadResult{}, s.fail(ctx, op, err)
+			}
+			lastErr = err
+			continue
+		}
+		if err != nil {
+			return relocstore.ReadResult{}, s.fail(ctx, op, err)
+		}
+		if last, err = parseReply(v); err != nil {
+			return relocstore.ReadResult{}, s.fail(ctx, op, err)
+		}
+		if last.kind == "missing" {
+			return relocstore.ReadResult{StoreNow: last.now}, nil
+		}
+		if last.kind != "found" || len(last.extra) != 2 {
+			return relocstore.ReadResult{}, s.fail(ctx, op, fmt.Errorf("unexpected read script answer %v", v))
+		}
+		b, err := dataCmd.Bytes()
+		if errors.Is(err, goredis.Nil) {
+			// Deleted or expired between the two commands; look again.
+			lastErr = goredis.Nil
+			continue
+		}
+		if err != nil {
+			return relocstore.ReadResult{}, s.fail(ctx, op, err)
+		}
+		if err := verify(b, last.extra[0], last.extra[1]); err != nil {
+			lastErr = err
+			continue
+		}
+		if b == nil {
+			b = []byte{} // Found with an empty payload is never a nil slice
+		}
+		return relocstore.ReadResult{Found: true, Bytes: b, ExpiresAt: last.exp, StoreNow: last.now}, nil
+	}
+	if errors.Is(lastErr, goredis.Nil) {
+		// The meta record says live but the bytes are gone (evicted under
+		// maxmemory, or removed by something other than this provider).
+		// Missing is the truth the framework can act on (DataLost, §10);
+		// the tombstone stays, so the reference is not reused.
+		s.log.Warn("relocation payload missing although its record is live", "ref_key", meta)
+		return relocstore.ReadResult{StoreNow: last.now}, nil
+	}
+	if errors.Is(lastErr, ErrIntegrity) {
+		s.log.Error("relocation payload does not match its digest", "ref_key", meta, "err", lastErr)
+	}
+	return relocstore.ReadResult{}, s.fail(ctx, op, lastErr)
+}
+
+// verify checks the bytes against the length and digest recorded at Put
+// (the read script answers them in that order).
+func verify(b []byte, length, digestHex string) error {
+	n, err := strconv.Atoi(length)
+	if err != nil || n != len(b) {
+		return fmt.Errorf("%w: length %d, recorded %q", ErrIntegrity, len(b), length)
+	}
+	want, err := hex.DecodeString(digestHex)
+	sum := sha256.Sum256(b)
+	if err != nil || !bytes.Equal(sum[:], want) {
+		return fmt.Errorf("%w: SHA-256 differs", ErrIntegrity)
+	}
+	return nil
+}
+
+// Renew implements relocstore.Store. It extends the expiry to
+// StoreNow+retention and never shortens it.
+func (s *Store) Renew(ctx context.Context, ref string, retention time.Duration) (relocstore.RenewResult, error) {
+	const op = "renew"
+	if err := relocstore.ValidateRef(op, ref); err != nil {
+		return relocstore.RenewResult{}, err
+	}
+	ret, err := relocstore.EffectiveRetention(op, retention)
+	if err != nil {
+		return relocstore.RenewResult{}, err
+	}
+	ctx, cancel, err := s.begin(ctx, op)
+	if err != nil {
+		return relocstore.RenewResult{}, err
+	}
+	defer cancel()
+	meta, data := s.keys(ref)
+	r, err := s.run(ctx, renewScript, []string{meta, data}, s.skewMs.Load(), ref, ceilMs(ret), s.tombMs)
+	if err != nil {
+		return relocstore.RenewResult{}, s.fail(ctx, op, err)
+	}
+	switch r.kind {
+	case "renewed":
+		return relocstore.RenewResult{Renewed: true, ExpiresAt: r.exp, StoreNow: r.now}, nil
+	case "missing":
+		return relocstore.RenewResult{StoreNow: r.now}, nil
+	}
+	return relocstore.RenewResult{}, s.fail(ctx, op, fmt.Errorf("unexpected renew script answer %q", r.kind))
+}
+
+// Delete implements relocstore.Store. The bytes go at once; the record stays
+// as a tombstone for the tombstone retention so the reference is never
+// reused for other bytes.
+func (s *Store) Delete(ctx context.Context, ref string) error {
+	const op = "delete"
+	if err := relocstore.ValidateRef(op, ref); err != nil {
+		return err
+	}
+	ctx, cancel, err := s.begin(ctx, op)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	meta, data := s.keys(ref)
+	r, err := s.run(ctx, deleteScript, []string{meta, data}, s.skewMs.Load(), ref, s.tombMs)
+	if err != nil {
+		return s.fail(ctx, op, err)
+	}
+	if r.kind != "ok" {
+		return s.fail(ctx, op, fmt.Errorf("unexpected delete script answer %q", r.kind))
+	}
+	return nil
+}
+
+// Close implements relocstore.Store. It closes the client only if New
+// created it; later operations fail with ErrClosed. A second Close is a
+// no-op.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.ownsClient {
+		if err := s.c.Close(); err != nil {
+			return &relocstore.ProviderError{Provider: ProviderName, Op: "close", Err: err}
+		}
+	}
+	return nil
+}
