@@ -1,0 +1,673 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/gen"
+)
+
+// Errors of the manager (the gate's own are in gate.go).
+var (
+	// ErrInvalidConfig reports a Config that cannot work (missing store,
+	// bad timing); it wraps the *TimingError values when timing is
+	// the cause.
+	ErrInvalidConfig = errors.New("lease: invalid configuration")
+	// ErrOwnerIDInUse reports that the freshly generated OwnerId already has
+	// an owner-lease record written by someone else. With 128 random bits
+	// this means a broken random source or foreign data; acquisition stops
+	// rather than guessing.
+	ErrOwnerIDInUse = errors.New("lease: owner id already has a foreign owner-lease record")
+	// ErrRenewTimeout is the cause a store call is cancelled with when it
+	// exceeds Timing.RenewTimeout.
+	ErrRenewTimeout = errors.New("lease: store call exceeded the renew timeout")
+	// ErrManagerStopped is the cause in-flight store calls are cancelled with
+	// by Release and Close.
+	ErrManagerStopped = errors.New("lease: manager stopped")
+)
+
+// Config configures Acquire.
+type Config struct {
+	// Store is the Location Store. Required. The manager never closes it.
+	Store locstore.Store
+	// Timing is the §5 configuration; the zero value means DefaultTiming().
+	Timing Timing
+	// Clock is the local monotonic clock; nil means SystemClock().
+	Clock Clock
+	// Logger receives structured logs (keys: owner, gen, deadline,
+	// remaining, err); nil means slog.Default().
+	Logger *slog.Logger
+	// OnEvent, if set, is called synchronously for every lease event (from
+	// the renew goroutine, a clock timer or the caller of Acquire/Release).
+	// It must return quickly and must not call Release or Close.
+	OnEvent func(Event)
+}
+
+// EventKind classifies an Event.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// EventAcquired: the lease was acquired; the gate is open until Deadline.
+	EventAcquired EventKind = iota + 1
+	// EventRenewed: a renew applied; Deadline is the refreshed deadline.
+	EventRenewed
+	// EventRenewFailed: a renew attempt timed out or failed; the deadline
+	// was not extended (Err says why).
+	EventRenewFailed
+	// EventReconstructed: a lost result was settled by re-reading the
+	// record, which is still ours; Deadline comes from that read.
+	EventReconstructed
+	// EventExpired: the gate closed because the deadline passed.
+	EventExpired
+	// EventLost: the lease is lost for good (Err says why).
+	EventLost
+	// EventReleased: the lease was released or the manager closed.
+	EventReleased
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventAcquired:
+		return "acquired"
+	case EventRenewed:
+		return "renewed"
+	case EventRenewFailed:
+		return "renew-failed"
+	case EventReconstructed:
+		return "reconstructed"
+	case EventExpired:
+		return "expired"
+	case EventLost:
+		return "lost"
+	case EventReleased:
+		return "released"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event reports a change of the lease.
+type Event struct {
+	Kind       EventKind
+	OwnerID    string
+	Generation uint64
+	// Deadline is the gate's local admission deadline after the event (a
+	// reading of the manager's Clock).
+	Deadline time.Duration
+	Err      error
+}
+
+// Manager holds one host's owner lease (§3.1, §5): it acquires a new
+// LeaseGeneration, renews the owner-lease record every renew interval,
+// drives the admission Gate, and releases the record at shutdown (§11).
+//
+// Exactly one goroutine (the renew loop) runs between Acquire and
+// Release/Close; Close waits for it, and for every timer, to finish.
+type Manager struct {
+	store   locstore.Store
+	timing  Timing
+	clock   Clock
+	log     *slog.Logger
+	onEvent func(Event)
+
+	ownerID string
+	key     string // owner-lease record key
+	gate    *Gate
+
+	mu           sync.Mutex
+	gen          uint64    // set once by acquire
+	acquiredAt   time.Time // store time the generation was planned (record field)
+	lastStoreNow time.Time // latest StoreNow observed (the record's updatedAt)
+	version      string    // last known version of our record
+	uncertain    bool      // a write's outcome is unknown: re-read before writing
+	lost         bool
+	lastStart    time.Duration // t0 of the last successful acquire/renew; the first tick is due at lastStart + interval
+
+	cancelLoop context.CancelCauseFunc
+	loopDone   chan struct{}
+	stopOnce   sync.Once
+
+	releaseOnce sync.Once
+	releaseErr  error
+	closeOnce   sync.Once
+}
+
+// NewOwnerID returns a fresh OwnerId: 128 bits from crypto/rand as 32
+// lowercase hex characters. OwnerIds are never reused (§3.1) because nothing
+// ever derives one from configuration or persists it: each Acquire makes a
+// new one, and a collision of 128 random bits is not a practical event (it is
+// still detected, see ErrOwnerIDInUse).
+func NewOwnerID() string {
+	var b [16]byte
+	// crypto/rand.Read never returns an error (it aborts the program if the
+	// system source fails).
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Acquire creates a new OwnerId, issues a new LeaseGeneration and writes the
+// owner-lease record, all in one conditional batch:
+//
+//	conditions: counter unchanged (IfVersion, or IfMissing when absent),
+//	            owner-lease key IfMissing
+//	mutations:  Put counter = next, PutExpiring owner-lease record (TTL)
+//
+// A Conflict (another host took the next generation first) re-reads the
+// counter and tries again until ctx ends. A lost result is settled by reading
+// the owner-lease key (§10). A counter that cannot issue (§3.2) returns an
+// error matching gen.ErrGenerationExhausted and writes nothing.
+//
+// On success the renew loop runs until Release or Close. ctx bounds only the
+// acquisition.
+func Acquire(ctx context.Context, cfg Config) (*Manager, error) {
+	m, err := newManager(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.acquire(ctx); err != nil {
+		m.gate.shut(ErrLeaseReleased)
+		m.gate.stop()
+		return nil, err
+	}
+	loopCtx, cancel := context.WithCancelCause(context.Background())
+	m.cancelLoop = cancel
+	m.loopDone = make(chan struct{})
+	go m.run(loopCtx)
+	return m, nil
+}
+
+func newManager(cfg Config) (*Manager, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: no Location Store", ErrInvalidConfig)
+	}
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming()
+	}
+	if err := cfg.Timing.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ownerID := NewOwnerID()
+	key, err := ownerLeaseKey(ownerID)
+	if err != nil {
+		return nil, fmt.Errorf("lease: owner-lease key: %w", err)
+	}
+	m := &Manager{
+		store:   cfg.Store,
+		timing:  cfg.Timing,
+		clock:   cfg.Clock,
+		log:     cfg.Logger.With("owner", ownerID),
+		onEvent: cfg.OnEvent,
+		ownerID: ownerID,
+		key:     key,
+	}
+	m.gate = newGate(cfg.Clock, m.onGateClose)
+	return m, nil
+}
+
+// OwnerID returns this host run's OwnerId.
+func (m *Manager) OwnerID() string { return m.ownerID }
+
+// Generation returns this host run's LeaseGeneration.
+func (m *Manager) Generation() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen
+}
+
+// Gate returns the admission gate every §5 blocked target consults.
+func (m *Manager) Gate() *Gate { return m.gate }
+
+// Timing returns the validated timing in use.
+func (m *Manager) Timing() Timing { return m.timing }
+
+// callContext bounds one store call (or one renew attempt) by RenewTimeout
+// on the manager's Clock, so that a fake clock controls timeouts in tests as
+// it controls ticks.
+func (m *Manager) callContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := m.clock.AfterFunc(m.timing.RenewTimeout, func() { cancel(ErrRenewTimeout) })
+	return ctx, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// annotate adds the cancellation cause (ErrRenewTimeout, ErrManagerStopped)
+// to a store error, so that logs and errors.Is can tell a timeout from a
+// store failure.
+func annotate(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
+}
+
+func (m *Manager) read(ctx context.Context, key string) (locstore.ReadResult, Observation, error) {
+	cctx, done := m.callContext(ctx)
+	defer done()
+	t0 := m.clock.Now()
+	rr, err := m.store.Read(cctx, key)
+	t1 := m.clock.Now()
+	return rr, Observation{SentAt: t0, ReceivedAt: t1, StoreNow: rr.StoreNow, ExpiresAt: rr.ExpiresAt}, annotate(cctx, err)
+}
+
+func (m *Manager) acquire(ctx context.Context) error {
+	counterKey, err := leaseCounterKey()
+	if err != nil {
+		return fmt.Errorf("lease: acquire: counter key: %w", err)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("lease: acquire: %w", context.Cause(ctx))
+		}
+		done, err := m.acquireOnce(ctx, counterKey)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// acquireOnce makes one attempt. It returns done=false to ask for another
+// attempt (Conflict, or a lost result that did not apply).
+func (m *Manager) acquireOnce(ctx context.Context, counterKey string) (bool, error) {
+	cr, _, err := m.read(ctx, counterKey)
+	if err != nil {
+		return false, fmt.Errorf("lease: acquire: read LeaseGeneration counter: %w", err)
+	}
+	var current uint64
+	if cr.Found {
+		if current, err = decodeCounter(cr.Value); err != nil {
+			return false, fmt.Errorf("lease: acquire: %w: %w", gen.ErrInvalidCounter, err)
+		}
+	}
+	next, err := gen.Next(current, cr.Found)
+	if err != nil {
+		m.log.Error("cannot issue a LeaseGeneration", "counter", current, "err", err)
+		return false, fmt.Errorf("lease: acquire: %w", err)
+	}
+	rec, err := encodeOwnerLease(m.ownerID, next, cr.StoreNow, cr.StoreNow)
+	if err != nil {
+		return false, fmt.Errorf("lease: acquire: encode owner lease: %w", err)
+	}
+	cval, err := encodeCounter(next)
+	if err != nil {
+		return false, fmt.Errorf("lease: acquire: encode counter: %w", err)
+	}
+	counterCond := locstore.IfMissing(counterKey)
+	if cr.Found {
+		counterCond = locstore.IfVersion(counterKey, cr.Version)
+	}
+	req := locstore.WriteRequest{
+		Conditions: []locstore.Condition{counterCond, locstore.IfMissing(m.key)},
+		Mutations: []locstore.Mutation{
+			locstore.Put(counterKey, cval),
+			locstore.PutExpiring(m.key, rec, m.timing.TTL),
+		},
+	}
+	cctx, done := m.callContext(ctx)
+	t0 := m.clock.Now()
+	wr, err := m.store.Write(cctx, req)
+	t1 := m.clock.Now()
+	err = annotate(cctx, err)
+	done()
+
+	switch {
+	case err != nil && errors.Is(err, locstore.ErrArgument):
+		return false, fmt.Errorf("lease: acquire: %w", err)
+	case err == nil && wr.Applied && len(wr.Versions) == 2 && wr.Versions[1] != "":
+		m.mu.Lock()
+		m.gen, m.version, m.lastStart = next, wr.Versions[1], t0
+		m.acquiredAt, m.lastStoreNow = cr.StoreNow, wr.StoreNow
+		m.mu.Unlock()
+		obs := Observation{SentAt: t0, ReceivedAt: t1, StoreNow: wr.StoreNow, ExpiresAt: WriteExpiry(wr.StoreNow, m.timing.TTL)}
+		return true, m.opened(obs, EventAcquired)
+	}
+	// Conflict, a lost result, or an applied result without the version we
+	// need: only our own key can say whether we hold a lease now (§10).
+	// Another host bumping the counter is the ordinary Conflict; then the key
+	// is missing and we try again with a fresh counter read.
+	if err != nil {
+		m.log.Warn("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
+	}
+	rr, obs, rerr := m.read(ctx, m.key)
+	if rerr != nil {
+		if err == nil {
+			err = errors.New("conflict")
+		}
+		return false, fmt.Errorf("lease: acquire: outcome unknown: %w", errors.Join(err, rerr))
+	}
+	if !rr.Found {
+		return false, nil
+	}
+	l, derr := decodeOwnerLease(rr.Value)
+	if derr != nil || l.OwnerID != m.ownerID || !gen.Valid(uint64(l.LeaseGeneration)) {
+		return false, fmt.Errorf("%w: key %s (decode error: %v)", ErrOwnerIDInUse, m.key, derr)
+	}
+	// Our own record: a write of ours applied (possibly an earlier attempt's
+	// that we had given up on). Whatever generation it carries was issued to
+	// us by the counter in the same batch, so we adopt it.
+	m.mu.Lock()
+	m.gen, m.version, m.lastStart = uint64(l.LeaseGeneration), rr.Version, obs.SentAt
+	m.acquiredAt, m.lastStoreNow = l.AcquiredAt.Time(), rr.StoreNow
+	m.mu.Unlock()
+	return true, m.opened(obs, EventAcquired)
+}
+
+// opened applies the first observation after acquisition.
+func (m *Manager) opened(obs Observation, kind EventKind) error {
+	deadline, err := AdmissionDeadline(obs, m.timing.FencingMargin)
+	if err != nil {
+		return fmt.Errorf("lease: acquire: %w", err)
+	}
+	m.log = m.log.With("gen", m.Generation())
+	m.gate.extend(deadline)
+	m.log.Info("owner lease acquired", "deadline", deadline, "remaining", deadline-m.clock.Now())
+	m.emit(kind, deadline, nil)
+	return nil
+}
+
+func (m *Manager) emit(kind EventKind, deadline time.Duration, err error) {
+	if m.onEvent == nil {
+		return
+	}
+	m.onEvent(Event{Kind: kind, OwnerID: m.ownerID, Generation: m.Generation(), Deadline: deadline, Err: err})
+}
+
+// onGateClose is the gate's closing callback. Lost and released are logged
+// where they happen; expiry is only observable here.
+func (m *Manager) onGateClose(reason error) {
+	if !errors.Is(reason, ErrLeaseExpired) {
+		return
+	}
+	d := m.gate.Deadline()
+	m.log.Warn("admission gate closed: local admission deadline passed without a successful renew", "deadline", d)
+	m.emit(EventExpired, d, reason)
+}
+
+// run is the renew loop: one attempt every RenewInterval, measured from the
+// start of the previous attempt (the first from the acquiring write's t0), so
+// that a healthy host renews before its deadline (see Timing.Validate). An
+// attempt longer than the interval delays the next one; attempts never
+// overlap.
+func (m *Manager) run(ctx context.Context) {
+	defer close(m.loopDone)
+	m.mu.Lock()
+	next := m.lastStart + m.timing.RenewInterval
+	m.mu.Unlock()
+	for {
+		if !m.waitUntil(ctx, next) {
+			return
+		}
+		start := m.clock.Now()
+		if !m.tick(ctx) {
+			return
+		}
+		next = start + m.timing.RenewInterval
+	}
+}
+
+// waitUntil blocks until the clock reads at least at, or ctx ends (false).
+func (m *Manager) waitUntil(ctx context.Context, at time.Duration) bool {
+	if d := at - m.clock.Now(); d > 0 {
+		fired := make(chan struct{})
+		t := m.clock.AfterFunc(d, func() { close(fired) })
+		select {
+		case <-fired:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// tick runs one renew attempt bounded by RenewTimeout. It returns false when
+// the loop must end (lease lost, or the manager is stopping).
+func (m *Manager) tick(parent context.Context) bool {
+	ctx, done := m.callContext(parent)
+	defer done()
+
+	m.mu.Lock()
+	uncertain := m.uncertain
+	m.mu.Unlock()
+	if uncertain {
+		ok, cont := m.reconstruct(ctx)
+		if !cont {
+			return false
+		}
+		if !ok {
+			return parent.Err() == nil
+		}
+	}
+	if ctx.Err() != nil {
+		// The reconstruction used up the attempt; the next tick writes.
+		return parent.Err() == nil
+	}
+	return m.renew(ctx, parent)
+}
+
+// renew writes the same record under the last known version with a fresh
+// TTL. Applied refreshes the deadline; Conflict means the store no longer
+// holds our record at that version (expired, deleted or replaced): lost.
+func (m *Manager) renew(ctx, parent context.Context) bool {
+	m.mu.Lock()
+	version := m.version
+	rec, err := encodeOwnerLease(m.ownerID, m.gen, m.acquiredAt, m.lastStoreNow)
+	m.mu.Unlock()
+	if err != nil {
+		// Cannot happen for values acquire already encoded; never write a
+		// record we could not build.
+		m.failed(fmt.Errorf("encode owner lease: %w", err))
+		return true
+	}
+	req := locstore.WriteRequest{
+		Conditions: []locstore.Condition{locstore.IfVersion(m.key, version)},
+		Mutations:  []locstore.Mutation{locstore.PutExpiring(m.key, rec, m.timing.TTL)},
+	}
+	t0 := m.clock.Now()
+	wr, err := m.store.Write(ctx, req)
+	t1 := m.clock.Now()
+	err = annotate(ctx, err)
+	switch {
+	case err != nil:
+		if !errors.Is(err, locstore.ErrArgument) {
+			// The request may have been applied: settle it by a read before
+			// the next write (§10); never assume either outcome.
+			m.mu.Lock()
+			m.uncertain = true
+			m.mu.Unlock()
+		}
+		if parent.Err() != nil {
+			return false
+		}
+		m.failed(err)
+		return true
+	case !wr.Applied:
+		m.markLost(errors.New("renew conflict: the owner-lease record expired or changed"))
+		return false
+	case len(wr.Versions) != 1 || wr.Versions[0] == "":
+		m.mu.Lock()
+		m.uncertain = true
+		m.mu.Unlock()
+		m.failed(fmt.Errorf("store applied the renew without reporting a version (%d versions)", len(wr.Versions)))
+		return true
+	}
+	obs := Observation{SentAt: t0, ReceivedAt: t1, StoreNow: wr.StoreNow, ExpiresAt: WriteExpiry(wr.StoreNow, m.timing.TTL)}
+	deadline, derr := AdmissionDeadline(obs, m.timing.FencingMargin)
+	m.mu.Lock()
+	m.version, m.lastStart, m.lastStoreNow = wr.Versions[0], t0, wr.StoreNow
+	m.mu.Unlock()
+	if derr != nil {
+		// The record is renewed but the answer cannot justify a deadline
+		// (e.g. no StoreNow): keep the old one.
+		m.failed(derr)
+		return true
+	}
+	m.gate.extend(deadline)
+	m.log.Debug("owner lease renewed", "deadline", deadline, "remaining", deadline-t1)
+	m.emit(EventRenewed, deadline, nil)
+	return true
+}
+
+// reconstruct settles a lost write by reading our key (§10). ok reports a
+// fresh, valid observation of our record (the deadline is refreshed from the
+// read itself); cont=false means the loop must end.
+func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
+	t0 := m.clock.Now()
+	rr, err := m.store.Read(ctx, m.key)
+	t1 := m.clock.Now()
+	if err = annotate(ctx, err); err != nil {
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrManagerStopped) {
+			return false, false
+		}
+		m.failed(fmt.Errorf("re-read after a lost renew result: %w", err))
+		return false, true
+	}
+	if !rr.Found {
+		m.markLost(errors.New("owner-lease record missing on re-read: expired or deleted"))
+		return false, false
+	}
+	l, derr := decodeOwnerLease(rr.Value)
+	if derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
+		m.markLost(fmt.Errorf("owner-lease record holds (%q, %d), not ours (decode error: %v)", l.OwnerID, l.LeaseGeneration, derr))
+		return false, false
+	}
+	deadline, derr := AdmissionDeadline(Observation{SentAt: t0, ReceivedAt: t1, StoreNow: rr.StoreNow, ExpiresAt: rr.ExpiresAt}, m.timing.FencingMargin)
+	if derr != nil {
+		// Our identity, but no expiry: not a record this package wrote.
+		m.markLost(fmt.Errorf("owner-lease record unusable: %w", derr))
+		return false, false
+	}
+	m.mu.Lock()
+	applied := rr.Version != m.version
+	m.version, m.uncertain, m.lastStoreNow = rr.Version, false, rr.StoreNow
+	m.mu.Unlock()
+	m.gate.extend(deadline)
+	m.log.Info("lost renew result settled by re-read", "applied", applied, "deadline", deadline, "remaining", deadline-t1)
+	m.emit(EventReconstructed, deadline, nil)
+	return true, true
+}
+
+func (m *Manager) failed(err error) {
+	d := m.gate.Deadline()
+	m.log.Warn("owner lease renew failed; deadline not extended", "deadline", d, "remaining", d-m.clock.Now(), "err", err)
+	m.emit(EventRenewFailed, d, err)
+}
+
+func (m *Manager) markLost(reason error) {
+	m.mu.Lock()
+	m.lost = true
+	m.mu.Unlock()
+	m.gate.shut(ErrLeaseLost)
+	err := fmt.Errorf("%w: %w", ErrLeaseLost, reason)
+	m.log.Error("owner lease lost; new work refused until the process restarts", "deadline", m.gate.Deadline(), "err", reason)
+	m.emit(EventLost, m.gate.Deadline(), err)
+}
+
+// stopLoop cancels an in-flight renew and waits for the loop to end.
+func (m *Manager) stopLoop() {
+	m.stopOnce.Do(func() {
+		if m.cancelLoop == nil {
+			return
+		}
+		m.cancelLoop(ErrManagerStopped)
+		<-m.loopDone
+	})
+}
+
+// Release closes the gate, stops renewing and deletes the owner-lease record
+// under its last known version (§11), so other hosts see this host gone
+// without waiting for the TTL. It runs once; later calls return the first
+// call's result. A record that is no longer ours (expired, lost) is left
+// alone and Release returns nil. A store failure is returned (the record
+// then expires after at most the TTL); the gate stays closed either way.
+func (m *Manager) Release(ctx context.Context) error {
+	m.releaseOnce.Do(func() { m.releaseErr = m.release(ctx) })
+	return m.releaseErr
+}
+
+func (m *Manager) release(ctx context.Context) error {
+	// Close the gate before anything else: no new work may start while the
+	// record is going away.
+	m.gate.shut(ErrLeaseReleased)
+	m.stopLoop()
+	m.gate.stop()
+
+	m.mu.Lock()
+	lost, uncertain, version := m.lost, m.uncertain, m.version
+	m.mu.Unlock()
+	if lost {
+		m.log.Info("owner lease release: lease already lost, nothing to delete")
+		m.emit(EventReleased, m.gate.Deadline(), nil)
+		return nil
+	}
+	if uncertain {
+		rr, _, err := m.read(ctx, m.key)
+		if err != nil {
+			return fmt.Errorf("lease: release: re-read after a lost renew result: %w", err)
+		}
+		if !rr.Found {
+			m.log.Info("owner lease release: record already gone, nothing to delete")
+			m.emit(EventReleased, m.gate.Deadline(), nil)
+			return nil
+		}
+		if l, derr := decodeOwnerLease(rr.Value); derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
+			m.log.Info("owner lease release: record not ours, nothing to delete")
+			m.emit(EventReleased, m.gate.Deadline(), nil)
+			return nil
+		}
+		version = rr.Version
+	}
+	cctx, done := m.callContext(ctx)
+	wr, err := m.store.Write(cctx, locstore.WriteRequest{
+		Conditions: []locstore.Condition{locstore.IfVersion(m.key, version)},
+		Mutations:  []locstore.Mutation{locstore.Delete(m.key)},
+	})
+	err = annotate(cctx, err)
+	done()
+	if err != nil {
+		m.log.Warn("owner lease release failed; the record expires by its TTL", "err", err)
+		return fmt.Errorf("lease: release: %w", err)
+	}
+	if !wr.Applied {
+		m.log.Info("owner lease release: record already expired or changed, nothing deleted")
+	} else {
+		m.log.Info("owner lease released")
+	}
+	m.emit(EventReleased, m.gate.Deadline(), nil)
+	return nil
+}
+
+// Close stops the renew loop and every timer without touching the store; the
+// gate closes with ErrLeaseReleased (the lease is no longer maintained, and
+// the record expires by its TTL). It waits for an in-flight store call,
+// which it cancels, so no goroutine or timer of the manager outlives it. Use
+// Release first for a clean shutdown. Close is idempotent and returns nil.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() {
+		changed := m.gate.shut(ErrLeaseReleased)
+		m.stopLoop()
+		m.gate.stop()
+		if changed {
+			m.log.Info("owner lease manager closed without release; the record expires by its TTL")
+			m.emit(EventReleased, m.gate.Deadline(), nil)
+		}
+	})
+	return nil
+}
