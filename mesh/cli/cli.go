@@ -92,10 +92,4 @@ func runDemo(_ context.Context, _ []string, _, stderr io.Writer) int {
 	return notYet(stderr, "demo", "#5")
 }
 
-func runCtl(_ context.Context, _ []string, _, stderr io.Writer) int {
-	return notYet(stderr, "ctl", "#3/#5/#6")
-}
 
-func runWire(_ context.Context, _ []string, _, stderr io.Writer) int {
-	return notYet(stderr, "wire", "#4")
-}
