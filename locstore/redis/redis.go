@@ -1,0 +1,758 @@
+// Package redis is the production Location Store provider (locstore.Store)
+// on Redis, through a go-redis UniversalClient: one address is a standalone
+// server, several are a Cluster, and a MasterName selects Sentinel.
+//
+// Every SPI operation is one Lua script call (EVALSHA, falling back to EVAL
+// when the server does not have the script cached), so a Write batch is
+// checked and applied atomically and StoreNow is the server's TIME read
+// inside that same call. Redis 5.0 or newer is required (scripts that read
+// TIME and then write); the provider is tested against Redis 7.
+//
+// # Key layout
+//
+// Every Redis key of a namespace starts with the hash tag "{<namespace>}:",
+// so all keys of a namespace live in one Cluster slot and a batch is a
+// single-slot script call. For a namespace ns:
+//
+//	{ns}:k:<key>      HASH  the record of SPI key <key>: v = value bytes
+//	                        verbatim, s = version (decimal commit sequence),
+//	                        x = expiresAt in epoch ms (absent when durable)
+//	{ns}:seq          STRING  commit sequence; versions are drawn from it
+//	{ns}:idx          ZSET  every key with a record or history, score 0, so
+//	                        ZRANGEBYLEX walks keys in byte order
+//	{ns}:snaps        ZSET  registry of open scan snapshots (id by seq)
+//	{ns}:snap:<id>    HASH  one open scan snapshot (seq, StoreNow, prefix)
+//	{ns}:h:<key>      ZSET  superseded records an open snapshot may need
+//	{ns}:hv:<seq>     STRING  the value of the superseded record <seq>
+//
+// The framework's own records use keys that are lowercase hex SHA-256
+// digests (spec §3.4), so such a record lives at "{ns}:k:" + hex, and its
+// value bytes are in field v exactly as the framework encoded them: another
+// runtime can read them with HGET.
+//
+// # Versions
+//
+// A version is the decimal commit sequence number the mutation drew from
+// {ns}:seq. The sequence only grows, so a version is never reused within the
+// namespace, also after a key is deleted and recreated.
+//
+// # Snapshot scans
+//
+// Scan keeps a snapshot by multi-versioning on the commit sequence: the first
+// page fixes the current sequence S and StoreNow T0; later pages resolve each
+// indexed key as it was at S (the current record when its sequence is at most
+// S, otherwise the history entry live at S) and judge expiry at T0. Writes
+// keep history of a record only while an open snapshot can see it; a
+// snapshot is released by its last page or expires after
+// Options.SnapshotTTL, and history goes with it. Cursors are opaque and
+// never expose a Redis SCAN cursor; each script call examines a bounded
+// number of index entries.
+//
+// # Failures
+//
+// Each operation runs under a deadline of Options.OperationTimeout covering
+// connection acquisition and the command. Any failure is a
+// *locstore.ProviderError (errors.Is(err, locstore.ErrUnavailable)); the
+// script calls are never retried by the client, because a retried Write whose
+// first attempt applied would report a Conflict that did not happen (spec
+// §10: the caller re-reads instead).
+//
+// docs/store-redis.md describes the scripts, limits and failure behaviour in
+// full.
+package redis
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/meshnode/meshnode/locstore"
+)
+
+// ProviderName is the name the provider is registered and configured under.
+const ProviderName = "redis"
+
+// Defaults of Options.
+const (
+	DefaultOperationTimeout = 2 * time.Second
+	DefaultSnapshotTTL      = 5 * time.Minute
+	// MaxNamespaceBytes bounds Options.Namespace.
+	MaxNamespaceBytes = 256
+)
+
+// Scan work bounds. Each script call examines at most examineBudget index
+// entries so that no call blocks the server for long; one Scan page is
+// assembled from at most maxCallsPerPage calls, after which a short page
+// (possibly empty) is returned with a cursor.
+const (
+	examineBudget   = 1024
+	maxCallsPerPage = 16
+)
+
+// ErrClosed is the cause of the ProviderError returned after Close.
+var ErrClosed = errors.New("locstore/redis: store closed")
+
+// Options configures New.
+type Options struct {
+	// Addrs: one address is a standalone server, several are Cluster seed
+	// nodes; with MasterName they are Sentinel addresses.
+	Addrs      []string
+	MasterName string
+	Username   string
+	Password   string
+	// DB selects the database of a standalone or Sentinel-managed server
+	// (a Cluster has only database 0).
+	DB int
+	// Namespace prefixes every Redis key as the hash tag "{Namespace}:".
+	// Required; must not contain '{' or '}'.
+	Namespace string
+	// OperationTimeout bounds each operation: connection acquisition plus
+	// the command (default 2s).
+	OperationTimeout time.Duration
+	// SnapshotTTL is how long an unfinished scan snapshot stays readable
+	// after its first page (default 5 min); a scan that reaches its last
+	// page releases it at once. Processes sharing a namespace should use the
+	// same value: an expiring value stays physically readable for the
+	// writer's SnapshotTTL past its expiry, for snapshots taken before it.
+	SnapshotTTL time.Duration
+	// PoolSize is the go-redis pool size per node (0 = go-redis default).
+	PoolSize int
+}
+
+// Store is the Redis Location Store. It is safe for concurrent use.
+type Store struct {
+	client goredis.UniversalClient
+	owned  bool
+	ns     string
+	prefix string // "{ns}:"
+	// The namespace's fixed keys (see the package doc).
+	seqK, registryK, indexK string
+	timeout                 time.Duration
+	snapTTL                 time.Duration
+	// cursorKey authenticates the cursors this Store issues, so an edited,
+	// truncated or foreign cursor is Expired instead of resuming elsewhere.
+	cursorKey [32]byte
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ locstore.Store = (*Store)(nil)
+
+// New connects to Redis as opts describes and checks the connection with a
+// PING bounded by ctx and the operation timeout. The Store owns the client:
+// Close closes it.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "addrs", Reason: "no Redis address"}
+	}
+	if opts.PoolSize < 0 {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "poolSize", Reason: "negative"}
+	}
+	if opts.DB < 0 {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "db", Reason: "negative"}
+	}
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.client = goredis.NewUniversalClient(&goredis.UniversalOptions{
+		Addrs:      opts.Addrs,
+		MasterName: opts.MasterName,
+		Username:   opts.Username,
+		Password:   opts.Password,
+		DB:         opts.DB,
+		// No client retries: see the package doc (Failures).
+		MaxRetries: -1,
+		// The per-operation context deadline bounds dial, pool wait and I/O;
+		// the fixed timeouts are a backstop equal to it.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           s.timeout,
+		ReadTimeout:           s.timeout,
+		WriteTimeout:          s.timeout,
+		PoolTimeout:           s.timeout,
+		PoolSize:              opts.PoolSize,
+	})
+	s.owned = true
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.client.Ping(pctx).Err(); err != nil {
+		_ = s.client.Close()
+		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: err}
+	}
+	return s, nil
+}
+
+// NewWithClient uses a client the caller built and keeps owning: Close does
+// not close it, the caller does after closing the Store. Only Namespace,
+// OperationTimeout and SnapshotTTL of opts are used. The client must have
+// ContextTimeoutEnabled, or the operation timeout could not bound socket
+// I/O: a *redis.Client, *redis.ClusterClient or *redis.Ring without it is
+// rejected. The client's MaxRetries does not matter: the provider's script
+// calls opt out of client retries.
+func NewWithClient(client goredis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "client", Reason: "nil client"}
+	}
+	if !contextTimeoutEnabled(client) {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "client",
+			Reason: "ContextTimeoutEnabled is false, so the operation timeout could not bound network I/O"}
+	}
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.client = client
+	return s, nil
+}
+
+func contextTimeoutEnabled(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true // another implementation: nothing to check
+}
+
+func newStore(opts Options) (*Store, error) {
+	if err := ValidateNamespace(opts.Namespace); err != nil {
+		return nil, err
+	}
+	if opts.OperationTimeout < 0 {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "operationTimeout", Reason: "negative"}
+	}
+	if opts.SnapshotTTL < 0 {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "snapshotTTL", Reason: "negative"}
+	}
+	if opts.SnapshotTTL > 0 && opts.SnapshotTTL < time.Millisecond {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "snapshotTTL", Reason: "below 1ms"}
+	}
+	s := &Store{
+		ns:      opts.Namespace,
+		prefix:  "{" + opts.Namespace + "}:",
+		timeout: opts.OperationTimeout,
+		snapTTL: opts.SnapshotTTL,
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultOperationTimeout
+	}
+	if s.snapTTL == 0 {
+		s.snapTTL = DefaultSnapshotTTL
+	}
+	s.seqK, s.registryK, s.indexK = s.prefix+"seq", s.prefix+"snaps", s.prefix+"idx"
+	_, _ = rand.Read(s.cursorKey[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return s, nil
+}
+
+// ValidateNamespace checks a namespace: 1..MaxNamespaceBytes bytes of UTF-8
+// without '{' or '}' (which would change the Cluster hash tag).
+func ValidateNamespace(ns string) error {
+	field := "namespace"
+	switch {
+	case ns == "":
+		return &locstore.ArgumentError{Op: "open", Field: field, Reason: "empty namespace"}
+	case len(ns) > MaxNamespaceBytes:
+		return &locstore.ArgumentError{Op: "open", Field: field, Reason: fmt.Sprintf("namespace is %d bytes, limit %d", len(ns), MaxNamespaceBytes)}
+	case !utf8.ValidString(ns):
+		return &locstore.ArgumentError{Op: "open", Field: field, Reason: "namespace is not valid UTF-8"}
+	case strings.ContainsAny(ns, "{}"):
+		return &locstore.ArgumentError{Op: "open", Field: field, Reason: "namespace contains '{' or '}'"}
+	}
+	return nil
+}
+
+// Namespace returns the store's namespace.
+func (s *Store) Namespace() string { return s.ns }
+
+// Close marks the store closed and closes the client if New created it.
+// It is idempotent; operations after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.owned {
+			s.closeErr = s.client.Close()
+		}
+	})
+	return s.closeErr
+}
+
+func (s *Store) dataKey(k string) string { return s.prefix + "k:" + k }
+func (s *Store) histKey(k string) string { return s.prefix + "h:" + k }
+func (s *Store) snapKey(id [snapIDBytes]byte) string {
+	return s.prefix + "snap:" + hex.EncodeToString(id[:])
+}
+
+func (s *Store) fail(op string, err error) error {
+	return &locstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
+}
+
+// opContext applies the operation timeout. It fails when the store is
+// closed.
+func (s *Store) opContext(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+	if s.closed.Load() {
+		return nil, nil, s.fail(op, ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+// noRetryCmd marks a script call as not retryable by go-redis, whatever the
+// client's MaxRetries: the call may have run before the connection failed.
+type noRetryCmd struct{ *goredis.Cmd }
+
+func (noRetryCmd) NoRetry() bool { return true }
+
+// call is the argument list of one script call: three reserved slots for
+// the command name, the script and the key count, then the keys, then the
+// other arguments. Building it once avoids copying (and re-boxing) keys and
+// arguments on the hot path.
+type call struct {
+	args  []any
+	nkeys int
+}
+
+func newCall(nkeys, nargs int) *call {
+	return &call{args: make([]any, 3, 3+nkeys+nargs)}
+}
+
+func (c *call) key(k string) { c.args = append(c.args, k); c.nkeys++ }
+func (c *call) arg(a ...any) { c.args = append(c.args, a...) }
+
+// eval runs sc with EVALSHA and falls back to EVAL when the server answers
+// NOSCRIPT (the script was never loaded or the cache was flushed). NOSCRIPT
+// means the script did not run, so the fallback cannot apply anything twice.
+func (s *Store) eval(ctx context.Context, sc *script, c *call) ([]any, error) {
+	c.args[2] = c.nkeys
+	v, err := s.run(ctx, "evalsha", sc.sha, c.args)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = s.run(ctx, "eval", sc.src, c.args)
+	}
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return nil, fmt.Errorf("unexpected script reply %T", v)
+	}
+	return arr, nil
+}
+
+func (s *Store) run(ctx context.Context, name, payload string, args []any) (any, error) {
+	args[0], args[1] = name, payload
+	cmd := goredis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3) // Cluster routing: the first key decides the slot
+	_ = s.client.Process(ctx, noRetryCmd{cmd})
+	return cmd.Result()
+}
+
+// Read implements locstore.Store.
+func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	const op = "read"
+	if err := locstore.ValidateKey(op, "key", key); err != nil {
+		return locstore.ReadResult{}, err
+	}
+	ctx, cancel, err := s.opContext(ctx, op)
+	if err != nil {
+		return locstore.ReadResult{}, err
+	}
+	defer cancel()
+	c := newCall(1, 0)
+	c.key(s.dataKey(key))
+	r, err := s.eval(ctx, readScript, c)
+	if err != nil {
+		return locstore.ReadResult{}, s.fail(op, err)
+	}
+	now, err := replyInt(r[0])
+	if err != nil {
+		return locstore.ReadResult{}, s.fail(op, err)
+	}
+	res := locstore.ReadResult{StoreNow: time.UnixMilli(now)}
+	if len(r) == 1 {
+		return res, nil
+	}
+	if len(r) != 4 {
+		return locstore.ReadResult{}, s.fail(op, fmt.Errorf("read reply has %d elements", len(r)))
+	}
+	v, ver, x, err := replyStrings3(r[1], r[2], r[3])
+	if err != nil {
+		return locstore.ReadResult{}, s.fail(op, err)
+	}
+	exp, err := parseExpiresAt(x)
+	if err != nil {
+		return locstore.ReadResult{}, s.fail(op, err)
+	}
+	res.Found = true
+	res.Value = []byte(v)
+	res.Version = ver
+	res.ExpiresAt = exp
+	return res, nil
+}
+
+// Write implements locstore.Store.
+func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	const op = "write"
+	if err := req.Validate(); err != nil {
+		return locstore.WriteResult{}, err
+	}
+	c := s.writeCall(req)
+	ctx, cancel, err := s.opContext(ctx, op)
+	if err != nil {
+		return locstore.WriteResult{}, err
+	}
+	defer cancel()
+	r, err := s.eval(ctx, writeScript, c)
+	if err != nil {
+		return locstore.WriteResult{}, s.fail(op, err)
+	}
+	if len(r) < 2 {
+		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply has %d elements", len(r)))
+	}
+	applied, err := replyInt(r[0])
+	if err != nil {
+		return locstore.WriteResult{}, s.fail(op, err)
+	}
+	now, err := replyInt(r[1])
+	if err != nil {
+		return locstore.WriteResult{}, s.fail(op, err)
+	}
+	res := locstore.WriteResult{StoreNow: time.UnixMilli(now)}
+	switch applied {
+	case 0:
+		return res, nil
+	case 1:
+	default:
+		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply status %d", applied))
+	}
+	if len(r)-2 != len(req.Mutations) {
+		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply has %d versions for %d mutations", len(r)-2, len(req.Mutations)))
+	}
+	res.Applied = true
+	res.Versions = make([]string, len(req.Mutations))
+	for i := range req.Mutations {
+		v, ok := r[2+i].(string)
+		if !ok {
+			return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply version %d is %T", i, r[2+i]))
+		}
+		res.Versions[i] = v
+	}
+	return res, nil
+}
+
+// writeCall lays out a validated request for writeSrc: mutation keys first
+// in mutation order, then keys that only carry a condition.
+func (s *Store) writeCall(req locstore.WriteRequest) *call {
+	type slot struct {
+		key, cond, expected, mut string
+		retentionMS              int64
+		value                    []byte
+	}
+	slots := make([]slot, 0, len(req.Mutations)+len(req.Conditions))
+	for _, m := range req.Mutations {
+		sl := slot{key: m.Key, mut: "d"}
+		if m.Kind == locstore.MutPut {
+			sl.mut = "p"
+			sl.value = m.Value
+			// Round up: a value never expires before the retention asked.
+			sl.retentionMS = int64((m.Retention + time.Millisecond - 1) / time.Millisecond)
+		}
+		slots = append(slots, sl)
+	}
+	// Small batches find a condition's slot by a linear search; large ones
+	// through a map.
+	var at map[string]int
+	if len(slots) > 16 {
+		at = make(map[string]int, len(slots))
+		for i, sl := range slots {
+			at[sl.key] = i
+		}
+	}
+	find := func(k string) int {
+		if at != nil {
+			if i, ok := at[k]; ok {
+				return i
+			}
+			return -1
+		}
+		for i := range slots {
+			if slots[i].key == k {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, cond := range req.Conditions {
+		i := find(cond.Key)
+		if i < 0 {
+			i = len(slots)
+			slots = append(slots, slot{key: cond.Key})
+			if at != nil {
+				at[cond.Key] = i
+			}
+		}
+		if cond.Kind == locstore.CondMissing {
+			slots[i].cond = "m"
+		} else {
+			slots[i].cond = "v"
+			slots[i].expected = cond.Version
+		}
+	}
+	c := newCall(3+2*len(slots), 4+6*len(slots))
+	c.key(s.seqK)
+	c.key(s.registryK)
+	c.key(s.indexK)
+	for _, sl := range slots {
+		c.key(s.dataKey(sl.key))
+		c.key(s.histKey(sl.key))
+	}
+	c.arg(len(slots), len(req.Mutations), s.prefix, s.snapTTL.Milliseconds())
+	for _, sl := range slots {
+		value := sl.value
+		if value == nil {
+			value = emptyValue
+		}
+		c.arg(sl.key, sl.cond, sl.expected, sl.mut, sl.retentionMS, value)
+	}
+	return c
+}
+
+// emptyValue stands for the value of a slot without a Put.
+var emptyValue = []byte{}
+
+// Scan implements locstore.Store.
+func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
+	const op = "scan"
+	if err := req.Validate(); err != nil {
+		return locstore.ScanPage{}, err
+	}
+	ctx, cancel, err := s.opContext(ctx, op)
+	if err != nil {
+		return locstore.ScanPage{}, err
+	}
+	defer cancel()
+
+	mode := "new"
+	var id [snapIDBytes]byte
+	after := ""
+	if req.Cursor != "" {
+		var ok bool
+		id, after, ok = s.decodeCursor(req.Cursor, req.Prefix)
+		if !ok {
+			return s.expiredPage(ctx)
+		}
+		mode = "cont"
+	} else {
+		_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	}
+
+	snapK := s.snapKey(id)
+	page := locstore.ScanPage{}
+	items, bytes := req.Limit, locstore.MaxPageBytes
+	for call := 1; ; call++ {
+		c := newCall(4, 8)
+		c.key(s.indexK)
+		c.key(s.seqK)
+		c.key(s.registryK)
+		c.key(snapK)
+		c.arg(mode, req.Prefix, after, items, bytes, examineBudget, s.snapTTL.Milliseconds(), s.prefix)
+		r, err := s.eval(ctx, scanScript, c)
+		if err != nil {
+			return locstore.ScanPage{}, s.fail(op, err)
+		}
+		part, err := parseScanReply(r)
+		if err != nil {
+			return locstore.ScanPage{}, s.fail(op, err)
+		}
+		page.StoreNow = part.now
+		if part.expired {
+			return locstore.ScanPage{Expired: true, StoreNow: part.now}, nil
+		}
+		page.Items = append(page.Items, part.items...)
+		for _, it := range part.items {
+			items--
+			bytes -= it.EncodedSize()
+		}
+		switch {
+		case part.state == scanExhausted:
+			return page, nil
+		case part.pos == "":
+			// Cannot happen with a well-formed reply (a call that stops early
+			// has examined at least one entry); refuse rather than loop.
+			return locstore.ScanPage{}, s.fail(op, errors.New("scan reply without a position"))
+		case part.state == scanFull || call >= maxCallsPerPage || items == 0:
+			page.Next = s.encodeCursor(id, req.Prefix, part.pos)
+			return page, nil
+		}
+		// Budget ran out with room left on the page: go on with the
+		// snapshot the first call registered.
+		mode, after = "cont", part.pos
+	}
+}
+
+// expiredPage answers an undecodable cursor. It still reads the server
+// clock, because every result carries StoreNow.
+func (s *Store) expiredPage(ctx context.Context) (locstore.ScanPage, error) {
+	t, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return locstore.ScanPage{}, s.fail("scan", err)
+	}
+	return locstore.ScanPage{Expired: true, StoreNow: time.UnixMilli(t.UnixMilli())}, nil
+}
+
+const (
+	scanExhausted = 0
+	scanFull      = 1
+	scanBudget    = 2
+)
+
+type scanPart struct {
+	now     time.Time
+	expired bool
+	state   int64
+	pos     string
+	items   []locstore.Item
+}
+
+func parseScanReply(r []any) (scanPart, error) {
+	var p scanPart
+	if len(r) < 2 {
+		return p, fmt.Errorf("scan reply has %d elements", len(r))
+	}
+	status, err := replyInt(r[0])
+	if err != nil {
+		return p, err
+	}
+	now, err := replyInt(r[1])
+	if err != nil {
+		return p, err
+	}
+	p.now = time.UnixMilli(now)
+	if status == 0 {
+		p.expired = true
+		return p, nil
+	}
+	if len(r) < 4 || (len(r)-4)%4 != 0 {
+		return p, fmt.Errorf("scan reply has %d elements", len(r))
+	}
+	if p.state, err = replyInt(r[2]); err != nil {
+		return p, err
+	}
+	if p.state < scanExhausted || p.state > scanBudget {
+		return p, fmt.Errorf("scan reply state %d", p.state)
+	}
+	var ok bool
+	if p.pos, ok = r[3].(string); !ok {
+		return p, fmt.Errorf("scan reply position is %T", r[3])
+	}
+	p.items = make([]locstore.Item, 0, (len(r)-4)/4)
+	for i := 4; i < len(r); i += 4 {
+		k, ok := r[i].(string)
+		if !ok {
+			return p, fmt.Errorf("scan reply key is %T", r[i])
+		}
+		v, ver, x, err := replyStrings3(r[i+1], r[i+2], r[i+3])
+		if err != nil {
+			return p, err
+		}
+		exp, err := parseExpiresAt(x)
+		if err != nil {
+			return p, err
+		}
+		p.items = append(p.items, locstore.Item{Key: k, Value: []byte(v), Version: ver, ExpiresAt: exp})
+	}
+	return p, nil
+}
+
+func replyInt(v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("unexpected script reply element %T, want integer", v)
+	}
+	return n, nil
+}
+
+func replyStrings3(a, b, c any) (string, string, string, error) {
+	x, ok1 := a.(string)
+	y, ok2 := b.(string)
+	z, ok3 := c.(string)
+	if !ok1 || !ok2 || !ok3 {
+		return "", "", "", fmt.Errorf("unexpected script reply elements %T, %T, %T", a, b, c)
+	}
+	return x, y, z, nil
+}
+
+func parseExpiresAt(x string) (time.Time, error) {
+	if x == "" {
+		return time.Time{}, nil
+	}
+	ms, err := strconv.ParseInt(x, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored expiresAt %q: %w", x, err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// Cursor: base64url (no padding) of version byte 1, the 16-byte snapshot
+// id, a 16-byte HMAC-SHA256 tag and the last index entry processed. The tag
+// covers the id, the scan prefix and the position under a key private to the
+// Store, so only this Store instance accepts its cursors, and only for the
+// same prefix. With keys of at most 1024 bytes a cursor is at most 1,410
+// characters, under the 4,096 the SPI allows.
+const (
+	cursorVersion = 1
+	snapIDBytes   = 16
+	cursorTagLen  = 16
+)
+
+func (s *Store) cursorTag(id [snapIDBytes]byte, prefix, pos string) []byte {
+	m := hmac.New(sha256.New, s.cursorKey[:])
+	m.Write([]byte{cursorVersion})
+	m.Write(id[:])
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(prefix)))
+	m.Write(n[:])
+	m.Write([]byte(prefix))
+	m.Write([]byte(pos))
+	return m.Sum(nil)[:cursorTagLen]
+}
+
+func (s *Store) encodeCursor(id [snapIDBytes]byte, prefix, pos string) string {
+	b := make([]byte, 0, 1+snapIDBytes+cursorTagLen+len(pos))
+	b = append(b, cursorVersion)
+	b = append(b, id[:]...)
+	b = append(b, s.cursorTag(id, prefix, pos)...)
+	b = append(b, pos...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (s *Store) decodeCursor(c, prefix string) (id [snapIDBytes]byte, pos string, ok bool) {
+	const head = 1 + snapIDBytes + cursorTagLen
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) <= head || b[0] != cursorVersion {
+		return id, "", false
+	}
+	copy(id[:], b[1:1+snapIDBytes])
+	pos = string(b[head:])
+	if !hmac.Equal(b[1+snapIDBytes:head], s.cursorTag(id, prefix, pos)) {
+		return id, "", false
+	}
+	return id, pos, true
+}

@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/stores"
+)
+
+const ctlUsage = `usage: meshnode ctl <command> [arguments]
+
+  key <record-kind> <fields...> [--namespace NS]
+        print a record's logical key preimage (escaped), store key and Redis key:
+          key mesh-node <MeshName> <RoutingIdHex>
+          key owner-lease <OwnerId>
+          key client-server <ChannelName> <RoutingIdHex>
+          key fanout-publisher <ChannelName> <RoutingIdHex>
+          key authority <actor|spot> <Id>
+          key counter <object-generation|lease-generation|descriptor-change:<kind>>
+  record <key> [--config FILE] [config flags]
+        read one record from the configured Location Store and pretty-print it;
+        <key> is a store key (authority:<hex>) or a full Redis key ({ns}:k:authority:<hex>)
+  topology   list MeshNodes of the configured store
+  locate     look up an object's location
+  list       list objects by kind`
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, ctlUsage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "key":
+		return ctlKey(args[1:], stdout, stderr)
+	case "record":
+		return ctlRecord(ctx, args[1:], stdout, stderr)
+	case "topology":
+		return notYet(stderr, "ctl topology", "#5")
+	case "locate", "list":
+		return notYet(stderr, "ctl "+args[0], "#6")
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, ctlUsage)
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "meshnode ctl: unknown command %q\n\n%s\n", args[0], ctlUsage)
+	return ExitUsage
+}
+
+func ctlKey(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("ctl key", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ns := fs.String("namespace", config.Default().LocationStore.Redis.Namespace, "Redis key namespace of the Location Store")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	pre, err := preimageFor(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl key: %v\n\n%s\n", err, ctlUsage)
+		return ExitUsage
+	}
+	fmt.Fprintf(stdout, "preimage:     %s\n", escapePreimage(pre))
+	fmt.Fprintf(stdout, "preimage hex: %s\n", hex.EncodeToString(pre))
+	fmt.Fprintf(stdout, "store key:    %s\n", record.Key(pre))
+	fmt.Fprintf(stdout, "redis key:    %s\n", record.RedisKey(*ns, pre))
+	return ExitOK
+}
+
+// preimageFor builds a logical key preimage from command-line fields.
+func preimageFor(a []string) ([]byte, error) {
+	want := func(n int, form string) error {
+		if len(a) != n+1 {
+			return fmt.Errorf("%s takes %d field(s): %s", a[0], n, form)
+		}
+		return nil
+	}
+	rid := func(s string) ([]byte, error) {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("routing id %q is not hex: %w", s, err)
+		}
+		return b, nil
+	}
+	if len(a) == 0 {
+		return nil, errors.New("missing record kind")
+	}
+	switch record.Kind(a[0]) {
+	case record.KindMeshNode, record.KindClientServer, record.KindFanoutPublisher:
+		if err := want(2, "<name> <RoutingIdHex>"); err != nil {
+			return nil, err
+		}
+		r, err := rid(a[2])
+		if err != nil {
+			return nil, err
+		}
+		switch record.Kind(a[0]) {
+		case record.KindMeshNode:
+			return record.MeshNodePreimage(a[1], r)
+		case record.KindClientServer:
+			return record.ClientServerPreimage(a[1], r)
+		}
+		return record.FanoutPublisherPreimage(a[1], r)
+	case record.KindOwnerLease:
+		if err := want(1, "<OwnerId>"); err != nil {
+			return nil, err
+		}
+		return record.OwnerLeasePreimage(a[1])
+	case record.KindAuthority:
+		if err := want(2, "<actor|spot> <Id>"); err != nil {
+			return nil, err
+		}
+		return record.AuthorityPreimage(record.IdentityKind(a[1]), a[2])
+	case record.KindCounter:
+		if err := want(1, "<counter name>"); err != nil {
+			return nil, err
+		}
+		name := strings.ReplaceAll(a[1], ":", "\x00")
+		return record.CounterPreimage(record.CounterName(name))
+	}
+	return nil, fmt.Errorf("unknown record kind %q", a[0])
+}
+
+// escapePreimage shows a preimage with its NUL separators visible.
+func escapePreimage(p []byte) string {
+	q := strconv.Quote(string(p))
+	return strings.ReplaceAll(q, `\x00`, `\0`)
+}
+
+func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("ctl record", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "meshnode ctl record: want exactly one key\n\n%s\n", ctlUsage)
+		return ExitUsage
+	}
+	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
+		return ExitUsage
+	}
+	if cfg.LocationStore.Provider == "" {
+		fmt.Fprintln(stderr, "meshnode ctl record: no location_store.provider configured (use --config or MESHNODE_LOCATION_STORE__PROVIDER)")
+		return ExitUsage
+	}
+	key := storeKeyOf(fs.Arg(0))
+	log := cfg.Logger(stderr)
+	st, err := stores.OpenLocation(ctx, cfg.LocationStore, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
+		return ExitError
+	}
+	defer st.Close()
+	res, err := st.Read(ctx, key)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl record: read %s: %v\n", key, err)
+		return ExitError
+	}
+	if !res.Found {
+		fmt.Fprintf(stderr, "meshnode ctl record: %s: missing (store time %s)\n", key, res.StoreNow.UTC().Format(time.RFC3339Nano))
+		return ExitError
+	}
+	fmt.Fprint(stdout, describeRecord(key, res))
+	return ExitOK
+}
+
+// storeKeyOf accepts a store key or a full Redis key ({ns}:k:<store key>).
+func storeKeyOf(k string) string {
+	if strings.HasPrefix(k, "{") {
+		if i := strings.Index(k, "}:k:"); i > 0 {
+			return k[i+len("}:k:"):]
+		}
+	}
+	return k
+}
+
+// describeRecord renders a stored record: its store facts, whether it
+// decodes as its kind, and the canonical JSON indented.
+func describeRecord(key string, res locstore.ReadResult) string {
+	var b strings.Builder
+	kind, _, _ := strings.Cut(key, ":")
+	fmt.Fprintf(&b, "key:        %s\nkind:       %s\nversion:    %s\n", key, kind, res.Version)
+	if res.ExpiresAt.IsZero() {
+		fmt.Fprintf(&b, "expires:    never (durable)\n")
+	} else {
+		fmt.Fprintf(&b, "expires:    %s (in %s by store time)\n", res.ExpiresAt.UTC().Format(time.RFC3339Nano), res.ExpiresAt.Sub(res.StoreNow).Round(time.Millisecond))
+	}
+	if err := decodeAs(record.Kind(kind), res.Value); err != nil {
+		fmt.Fprintf(&b, "decode:     FAILED: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "decode:     ok (recordVersion %d)\n", record.RecordVersion)
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, res.Value, "", "  ") == nil {
+		fmt.Fprintf(&b, "%s\n", pretty.String())
+	} else {
+		fmt.Fprintf(&b, "raw (%d bytes): %q\n", len(res.Value), res.Value)
+	}
+	return b.String()
+}
+
+func decodeAs(kind record.Kind, v []byte) error {
+	var err error
+	switch kind {
+	case record.KindMeshNode:
+		_, err = record.DecodeMeshNode(v)
+	case record.KindOwnerLease:
+		_, err = record.DecodeOwnerLease(v)
+	case record.KindClientServer:
+		_, err = record.DecodeClientServer(v)
+	case record.KindFanoutPublisher:
+		_, err = record.DecodeFanoutPublisher(v)
+	case record.KindAuthority:
+		_, err = record.DecodeAuthority(v)
+	case record.KindCounter:
+		_, err = record.DecodeCounter(v)
+	default:
+		err = fmt.Errorf("not a framework record kind %q", kind)
+	}
+	return err
+}

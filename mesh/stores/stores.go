@@ -1,0 +1,132 @@
+// Package stores opens the Location Store and Relocation Store a node's
+// configuration names. Providers register by name, like database/sql
+// drivers; "memory" and "redis" are registered here. The framework never
+// invents a store: an empty provider name opens nothing (§2).
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	locmemory "github.com/meshnode/meshnode/locstore/memory"
+	locredis "github.com/meshnode/meshnode/locstore/redis"
+	"github.com/meshnode/meshnode/relocstore"
+	relmemory "github.com/meshnode/meshnode/relocstore/memory"
+	relredis "github.com/meshnode/meshnode/relocstore/redis"
+)
+
+// ErrUnknownProvider is returned for a provider name nobody registered.
+var ErrUnknownProvider = errors.New("stores: unknown provider")
+
+// LocationOpener opens a Location Store from its configuration.
+type LocationOpener func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error)
+
+// RelocationOpener opens a Relocation Store from its configuration.
+type RelocationOpener func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (relocstore.Store, error)
+
+var (
+	mu         sync.RWMutex
+	locations  = map[string]LocationOpener{}
+	relocation = map[string]RelocationOpener{}
+)
+
+// RegisterLocation registers a Location Store provider under name.
+func RegisterLocation(name string, open LocationOpener) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := locations[name]; dup || name == "" || open == nil {
+		return fmt.Errorf("stores: cannot register location provider %q (empty, nil or duplicate)", name)
+	}
+	locations[name] = open
+	return nil
+}
+
+// RegisterRelocation registers a Relocation Store provider under name.
+func RegisterRelocation(name string, open RelocationOpener) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := relocation[name]; dup || name == "" || open == nil {
+		return fmt.Errorf("stores: cannot register relocation provider %q (empty, nil or duplicate)", name)
+	}
+	relocation[name] = open
+	return nil
+}
+
+// LocationProviders lists the registered Location Store provider names.
+func LocationProviders() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(locations))
+	for n := range locations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// OpenLocation opens the configured Location Store, or returns nil, nil when
+// no provider is configured.
+func OpenLocation(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
+	if cfg.Provider == "" {
+		return nil, nil
+	}
+	mu.RLock()
+	open, ok := locations[cfg.Provider]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: location store %q (registered: %v)", ErrUnknownProvider, cfg.Provider, LocationProviders())
+	}
+	s, err := open(ctx, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("open location store %q: %w", cfg.Provider, err)
+	}
+	return s, nil
+}
+
+// OpenRelocation opens the configured Relocation Store, or nil, nil.
+func OpenRelocation(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (relocstore.Store, error) {
+	if cfg.Provider == "" {
+		return nil, nil
+	}
+	mu.RLock()
+	open, ok := relocation[cfg.Provider]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: relocation store %q", ErrUnknownProvider, cfg.Provider)
+	}
+	s, err := open(ctx, cfg, log)
+	if err != nil {
+		return nil, fmt.Errorf("open relocation store %q: %w", cfg.Provider, err)
+	}
+	return s, nil
+}
+
+func init() {
+	must := func(err error) {
+		if err != nil {
+			panic(err) // only on a duplicate built-in name: a programming error
+		}
+	}
+	must(RegisterLocation(locmemory.ProviderName, func(_ context.Context, _ config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
+		return locmemory.New(locmemory.WithLogger(log))
+	}))
+	must(RegisterLocation(locredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, _ *slog.Logger) (locstore.Store, error) {
+		r := cfg.Redis
+		return locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
+			Password: r.Password, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout})
+	}))
+	must(RegisterRelocation(relmemory.ProviderName, func(_ context.Context, _ config.StoreConfig, _ *slog.Logger) (relocstore.Store, error) {
+		return relmemory.New()
+	}))
+	must(RegisterRelocation(relredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (relocstore.Store, error) {
+		r := cfg.Redis
+		return relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
+			Password: r.Password, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log})
+	}))
+}
