@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// Sentinel errors. Every error the Node returns wraps exactly one of them
+// (plus the cause), so callers branch with errors.Is.
+var (
+	// ErrBackpressure: the peer's bounded send queue is full (records or
+	// bytes). Nothing was queued; the caller decides whether to retry, shed
+	// or fail. A slow or dead peer never makes Send block or grow memory.
+	ErrBackpressure = errors.New("transport: backpressure")
+
+	// ErrPeerDown: the connection a request or record was on has gone: the
+	// peer missed its liveness deadline, the TCP connection closed, the peer
+	// restarted with a new lifecycle generation, or it was disconnected.
+	ErrPeerDown = errors.New("transport: peer down")
+
+	// ErrNotAdmitted: there is a link to the peer but it is not (yet, or no
+	// longer) admitted; records are only sent over admitted connections.
+	ErrNotAdmitted = errors.New("transport: peer not admitted")
+
+	// ErrUnknownPeer: no link to this peer was configured with Connect.
+	ErrUnknownPeer = errors.New("transport: unknown peer")
+
+	// ErrDeadlineExceeded: a request's deadline passed before its reply.
+	// Errors carrying it also match context.DeadlineExceeded.
+	ErrDeadlineExceeded = errors.New("transport: deadline exceeded")
+
+	// ErrRejected: the peer answered our hello with reject (see *RejectError
+	// for the reason), or we refused its admit (mesh or security identity
+	// mismatch).
+	ErrRejected = errors.New("transport: admission rejected")
+
+	// ErrIdentityMismatch: the ROUTER we reached announced a ZMTP identity
+	// other than the RID we dialled; it is another node (for example one
+	// that restarted with a fresh random RID on the same port).
+	ErrIdentityMismatch = errors.New("transport: peer identity mismatch")
+
+	// ErrClosed: the Node is closed.
+	ErrClosed = errors.New("transport: node closed")
+
+	// ErrInvalidRecord: the record cannot be sent as asked (encode failure,
+	// request without a correlation field, reply without correlation). The
+	// codec's *router.ProtocolError is wrapped as well.
+	ErrInvalidRecord = errors.New("transport: invalid record")
+
+	// ErrConfig: the Config is invalid.
+	ErrConfig = errors.New("transport: invalid config")
+)
+
+// RejectError reports a refused admission with the schema's reject reason.
+// Local is true when this node refused the peer's admit (the peer answered
+// from another mesh or security identity); otherwise the peer sent reject.
+type RejectError struct {
+	Peer   RID
+	Reason router.RejectReason
+	Local  bool
+}
+
+func (e *RejectError) Error() string {
+	who := "peer"
+	if e.Local {
+		who = "local"
+	}
+	return fmt.Sprintf("transport: admission of %s rejected (%s): %s", e.Peer, who, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrRejected) true.
+func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+
+// deadlineErr builds the error of a request whose deadline passed; it matches
+// both ErrDeadlineExceeded and context.DeadlineExceeded.
+func deadlineErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrDeadlineExceeded, context.DeadlineExceeded, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,233 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// testLogger discards logs unless MESHNODE_TEST_LOG is set: the garbage
+// tests log on purpose.
+func testLogger() *slog.Logger {
+	if os.Getenv("MESHNODE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testConfig is a loopback node config with short real-time intervals.
+func testConfig(name string, gen uint64) Config {
+	return Config{
+		RID:                 RID("node-" + name),
+		Endpoint:            "tcp://127.0.0.1:0",
+		MeshName:            "mesh-test",
+		SecurityIdentity:    "sec-test",
+		LifecycleGeneration: gen,
+		DescriptorRevision:  1,
+		ProbeInterval:       200 * time.Millisecond,
+		// Generous real-time limits: a shared CI machine can starve the
+		// process for seconds. Tests of the timing itself use ManualClock
+		// or set their own values.
+		PeerTimeout:      10 * time.Second,
+		RequestTimeout:   30 * time.Second,
+		HandshakeTimeout: 5 * time.Second,
+		ReconnectMin:     20 * time.Millisecond,
+		ReconnectMax:     200 * time.Millisecond,
+		Logger:           testLogger(),
+	}
+}
+
+func startNode(t testing.TB, cfg Config) *Node {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%s): %v", cfg.RID, err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// connectAndWait links a to b and waits for admission.
+func connectAndWait(t testing.TB, a, b *Node) PeerInfo {
+	t.Helper()
+	if err := a.Connect(b.RID(), b.Endpoint()); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := a.WaitAdmitted(ctx, b.RID())
+	if err != nil {
+		t.Fatalf("WaitAdmitted %s→%s: %v", a.RID(), b.RID(), err)
+	}
+	return info
+}
+
+func spotFence(target RID) router.SpotRouteFence {
+	return router.SpotRouteFence{
+		Spot:                             router.SpotRef{SpotID: "spot-1", ObjectGeneration: 1},
+		TargetNodeRID:                    target,
+		TargetNodeGeneration:             1,
+		ExpectedAuthorityOwnerGeneration: 1,
+		ExpectedOwnerLeaseGeneration:     1,
+	}
+}
+
+func payload(data []byte) *router.Payload {
+	return &router.Payload{PacketName: "test.Packet", ContentType: "application/octet-stream", Data: data}
+}
+
+// seqSend is a spotSend whose operation id carries a sequence number.
+func seqSend(target RID, seq uint64, data []byte) *router.Record {
+	return router.NewRecord(&router.SpotSend{
+		Operation:    router.OperationID{High: 1, Low: seq},
+		SourceSpotID: "src",
+		TargetSpot:   spotFence(target),
+	}, nil, payload(data))
+}
+
+func seqOf(rec *router.Record) uint64 {
+	switch b := rec.Body.(type) {
+	case *router.SpotSend:
+		return b.Operation.Low
+	case *router.SpotRequest:
+		return b.Operation.Low
+	}
+	return 0
+}
+
+func spotRequest(target RID, seq uint64, data []byte) *router.Record {
+	return router.NewRecord(&router.SpotRequest{
+		Operation:    router.OperationID{High: 2, Low: seq},
+		SourceSpotID: "src",
+		TargetSpot:   spotFence(target),
+	}, nil, payload(data))
+}
+
+func okReply(req *router.Record, data []byte) *router.Record {
+	corr, _ := RequestCorrelation(req)
+	var p *router.Payload
+	if data != nil {
+		p = payload(data)
+	}
+	return router.NewRecord(&router.Reply{Correlation: corr, Result: router.ResultOK, FailureCode: router.FailNone}, nil, p)
+}
+
+// echoHandler answers every request with its payload and passes one-way
+// records to sink (if not nil).
+func echoHandler(sink func(PeerInfo, *router.Record)) Handler {
+	return func(ctx context.Context, from PeerInfo, rec *router.Record, reply func(*router.Record) error) {
+		if _, ok := RequestCorrelation(rec); ok {
+			var data []byte
+			if rec.Payload != nil {
+				data = rec.Payload.Data
+			}
+			_ = reply(okReply(rec, data))
+			return
+		}
+		if sink != nil {
+			sink(from, rec)
+		}
+	}
+}
+
+// eventLog records events for assertions.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []Event
+	ch  chan Event
+}
+
+func newEventLog() *eventLog { return &eventLog{ch: make(chan Event, 1024)} }
+
+func (e *eventLog) on(ev Event) {
+	e.mu.Lock()
+	e.evs = append(e.evs, ev)
+	e.mu.Unlock()
+	select {
+	case e.ch <- ev:
+	default:
+	}
+}
+
+// wait returns the next event of kind within d.
+func (e *eventLog) wait(t testing.TB, kind EventKind, d time.Duration) Event {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within %s", kind, d)
+			return Event{}
+		}
+	}
+}
+
+// waitFor polls cond until it holds or d passes (real time). It is used
+// only to wait for asynchronous effects, never to assert speed.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkNoLeak fails if goroutines started during the test are still
+// running after a settle period.
+func checkNoLeak(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= before {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("goroutine leak: %d before, %d after\n%s", before, n, buf)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func errIs(err error, targets ...error) bool {
+	for _, t := range targets {
+		if !errors.Is(err, t) {
+			return false
+		}
+	}
+	return err != nil
+}
+
+// rawFrame builds a ZMTP message frame header + body.
+func rawFrame(more bool, body []byte) []byte {
+	var flag byte
+	if more {
+		flag |= flagMore
+	}
+	if len(body) > 255 {
+		flag |= flagLong
+		h := make([]byte, 9)
+		h[0] = flag
+		binary.BigEndian.PutUint64(h[1:], uint64(len(body)))
+		return append(h, body...)
+	}
+	return append([]byte{flag, byte(len(body))}, body...)
+}

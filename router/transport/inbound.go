@@ -1,0 +1,239 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// This file is the node's side of the ROUTER: admission of peers' hellos,
+// liveness acks, and delivery of their records to the Handler.
+
+const logEvery = time.Second
+
+// maxSeenPeers bounds the table of admitted (generation, revision) per RID
+// used for the stale checks; past it, new RIDs are admitted without one.
+const maxSeenPeers = 1 << 16
+
+func (n *Node) onInboundOpen(ic *inConn) {
+	ic.lastSeen.Store(n.clock.Now().UnixNano())
+	ic.pc.counters = n.stats.peer(ic.ident)
+}
+
+func (n *Node) onInboundClose(ic *inConn, cause error) {
+	ic.mu.Lock()
+	admitted, info := ic.admitted, ic.info
+	ic.admitted = false
+	ic.mu.Unlock()
+	if admitted {
+		n.log.Info("transport: inbound connection closed", "peer", info.RID.String(), "remote", ic.remote, "cause", cause)
+		n.emit(Event{Kind: EventInboundClosed, Peer: info, Err: cause})
+	}
+}
+
+// onInboundBad counts a connection-level failure (handshake or ZMTP framing)
+// from a peer whose RID we may not know.
+func (n *Node) onInboundBad(remote, ident string, err error) {
+	if errors.Is(err, ErrFraming) || errors.Is(err, errZMTPPanic) {
+		n.stats.protocolErrors.Add(1)
+		if ident != "" {
+			n.stats.peer(ident).protocolErrors.Add(1)
+		}
+	} else {
+		n.stats.handshakeFailures.Add(1)
+	}
+	n.log.Warn("transport: inbound connection failed", "remote", remote, "peer", RID(ident).String(), "err", err)
+}
+
+// protocolError drops one bad record from ic: counted (node and peer) and
+// logged at most once per second per connection.
+func (n *Node) protocolError(ic *inConn, what string, err error) {
+	n.stats.protocolErrors.Add(1)
+	if c := ic.pc.counters; c != nil {
+		c.protocolErrors.Add(1)
+	}
+	if ok, suppressed := ic.logLimit.allow(n.clock.Now(), logEvery); ok {
+		n.log.Warn("transport: dropped record", "peer", RID(ic.ident).String(), "remote", ic.remote,
+			"what", what, "err", err, "suppressed", suppressed)
+	}
+}
+
+func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
+	ic.lastSeen.Store(n.clock.Now().UnixNano())
+	rec, err := router.Decode(frames)
+	if err != nil {
+		n.protocolError(ic, "malformed record", err)
+		return
+	}
+	n.stats.recordsIn.Add(1)
+	if c := ic.pc.counters; c != nil {
+		c.recordsIn.Add(1)
+	}
+	ic.mu.Lock()
+	admitted, info := ic.admitted, ic.info
+	ic.mu.Unlock()
+
+	switch rec.Command {
+	case router.CmdHello:
+		if admitted {
+			n.protocolError(ic, "hello on an admitted connection", errUnexpected(rec.Command))
+			return
+		}
+		n.admitInbound(ic, rec.Body.(*router.Hello))
+		return
+	case router.CmdAdmit, router.CmdReject, router.CmdLivenessAck:
+		// These travel ROUTER→DEALER only; on our ROUTER they are misrouted.
+		n.protocolError(ic, "record in the wrong direction", errUnexpected(rec.Command))
+		return
+	}
+	if !admitted {
+		n.stats.notAdmitted.Add(1)
+		if ok, suppressed := ic.logLimit.allow(n.clock.Now(), logEvery); ok {
+			n.log.Warn("transport: dropped record from unadmitted connection", "peer", RID(ic.ident).String(),
+				"remote", ic.remote, "command", rec.Command.String(), "suppressed", suppressed)
+		}
+		return
+	}
+	switch rec.Command {
+	case router.CmdLivenessProbe:
+		id := rec.Body.(*router.LivenessProbe).ProbeID
+		frames, err := encodeInfra(&router.LivenessAck{ProbeID: id})
+		if err == nil {
+			err = ic.pc.enqueuePriority(frames)
+		}
+		if err != nil {
+			n.stats.backpressure.Add(1)
+			n.log.Debug("transport: liveness ack not sent", "peer", info.RID.String(), "err", err)
+		}
+		return
+	case router.CmdReply, router.CmdRelocationReady:
+		// Replies normally come back on our DEALER; a peer may also answer
+		// on its own DEALER, which lands here. Match it the same way.
+		n.deliverReplyFrom(ic.ident, rec)
+		return
+	}
+	if n.cfg.Handler == nil {
+		n.stats.unhandled.Add(1)
+		return
+	}
+	n.cfg.Handler(n.ctx, info, rec, func(r *router.Record) error { return n.replyOn(ic, r) })
+}
+
+// replyOn sends r back to the sender of an inbound record, on the same
+// connection (ROUTER to the sender's identity).
+func (n *Node) replyOn(ic *inConn, r *router.Record) error {
+	if r != nil && isInfrastructure(r.Command) {
+		return fmt.Errorf("%w: %s is sent by the transport itself", ErrInvalidRecord, r.Command)
+	}
+	frames, err := router.Encode(r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if ic.superseed.Load() {
+		// The identity reconnected; the reply belongs to a request sent on
+		// the old connection, whose sender has already failed it.
+		return fmt.Errorf("%w: connection of %s was superseded", ErrPeerDown, RID(ic.ident))
+	}
+	if err := ic.pc.enqueue(outItem{frames: frames, size: framesSize(frames)}); err != nil {
+		return n.sendFailed(ic.pc.counters, err)
+	}
+	return nil
+}
+
+// sendFailed counts backpressure and maps a closed connection to
+// ErrPeerDown.
+func (n *Node) sendFailed(c *peerCounters, err error) error {
+	if errors.Is(err, ErrBackpressure) {
+		n.stats.backpressure.Add(1)
+		if c != nil {
+			c.backpressure.Add(1)
+		}
+		return err
+	}
+	if errors.Is(err, ErrPeerDown) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrPeerDown, err)
+}
+
+// admitInbound decides a peer's hello. Mapping to the schema's reasons:
+// another topology or mesh name → topologyMismatch; another security
+// identity → securityIdentityMismatch; a hello using our own RID →
+// identityMismatch; a lifecycle generation below one already admitted for
+// that RID → lifecycleGenerationStale; the same generation with a lower
+// descriptor revision → descriptorRevisionStale; node closing →
+// runtimeNotServing.
+func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
+	rm := h.Admission.RouteMesh
+	reason := router.RejectReason(0)
+	detail := ""
+	n.mu.Lock()
+	prev, seen := n.seen[ic.ident]
+	closed := n.closed
+	ours := n.admission
+	switch {
+	case closed:
+		reason, detail = router.RejectRuntimeNotServing, "node closing"
+	case h.Admission.Topology != router.TopologyRouteMesh || rm == nil:
+		reason, detail = router.RejectTopologyMismatch, "not a route-mesh admission"
+	case rm.MeshName != ours.MeshName:
+		reason, detail = router.RejectTopologyMismatch, fmt.Sprintf("mesh %q, ours %q", rm.MeshName, ours.MeshName)
+	case rm.SecurityIdentity != ours.SecurityIdentity:
+		reason, detail = router.RejectSecurityIdentityMismatch, "security identity differs"
+	case ic.ident == string(n.cfg.RID):
+		reason, detail = router.RejectIdentityMismatch, "peer uses our own RID"
+	case seen && rm.LifecycleGeneration < prev.gen:
+		reason, detail = router.RejectLifecycleGenerationStale, fmt.Sprintf("generation %d, already admitted %d", rm.LifecycleGeneration, prev.gen)
+	case seen && rm.LifecycleGeneration == prev.gen && rm.DescriptorRevision < prev.rev:
+		reason, detail = router.RejectDescriptorRevisionStale, fmt.Sprintf("revision %d, already admitted %d", rm.DescriptorRevision, prev.rev)
+	}
+	if reason == 0 {
+		if _, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
+			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision}
+		}
+	}
+	l := n.links[ic.ident]
+	n.mu.Unlock()
+
+	if reason != 0 {
+		n.stats.rejected.Add(1)
+		n.log.Warn("transport: rejecting hello", "peer", RID(ic.ident).String(), "remote", ic.remote,
+			"reason", reason.String(), "detail", detail)
+		if frames, err := encodeInfra(&router.Reject{Reason: reason}); err == nil {
+			// Close once the reject is flushed: the peer must hello again
+			// on a new connection.
+			_ = ic.pc.enqueue(outItem{frames: frames, size: framesSize(frames), closeAfter: true})
+		}
+		return
+	}
+	info := peerInfoFrom([]byte(ic.ident), ic.remote, rm)
+	frames, err := encodeInfra(&router.Admit{Admission: n.currentAdmission()})
+	if err != nil {
+		n.log.Error("transport: cannot encode admit", "err", err)
+		return
+	}
+	if err := ic.pc.enqueuePriority(frames); err != nil {
+		n.log.Warn("transport: admit not sent", "peer", info.RID.String(), "err", err)
+		return
+	}
+	ic.mu.Lock()
+	ic.admitted, ic.info = true, info
+	ic.mu.Unlock()
+	n.rt.promote(ic)
+	n.log.Info("transport: admitted inbound peer", "peer", info.RID.String(), "remote", ic.remote,
+		"peer_gen", info.LifecycleGeneration, "peer_rev", info.DescriptorRevision)
+	if l != nil {
+		// A hello with a newer lifecycle generation proves the peer
+		// restarted: our link's session belongs to the previous run.
+		l.peerGeneration(info.LifecycleGeneration)
+	}
+	n.emit(Event{Kind: EventInboundAdmitted, Peer: info})
+}
+
+type unexpectedError struct{ cmd router.Command }
+
+func (e unexpectedError) Error() string { return "transport: unexpected " + e.cmd.String() }
+
+func errUnexpected(c router.Command) error { return unexpectedError{c} }

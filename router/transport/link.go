@@ -1,0 +1,328 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// This file is the link layer: the node's one ROUTER (our own accept loop
+// and per-connection goroutines over zmq4's ZMTP Conn) and the dialling half
+// of each per-peer DEALER. It moves frames only; admission, liveness and
+// correlation live in node.go.
+
+// splitEndpoint turns "tcp://host:port" into "host:port". "*" as host means
+// every interface, as in ZeroMQ.
+func splitEndpoint(ep string) (string, error) {
+	addr, ok := strings.CutPrefix(ep, "tcp://")
+	if !ok || addr == "" {
+		return "", fmt.Errorf("%w: endpoint %q: want tcp://host:port", ErrConfig, ep)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%w: endpoint %q: %v", ErrConfig, ep, err)
+	}
+	if host == "*" {
+		host = ""
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// linkParams are the link-layer knobs taken from Config.
+type linkParams struct {
+	localID          []byte
+	lim              frameLimits
+	bufSize          int
+	handshakeTimeout time.Duration
+	writeTimeout     time.Duration
+	queueRecords     int
+	queueBytes       int64
+	maxInbound       int
+}
+
+func (c *Config) linkParams() linkParams {
+	return linkParams{
+		localID:          c.RID,
+		lim:              c.limits(),
+		bufSize:          c.IOBufferBytes,
+		handshakeTimeout: c.HandshakeTimeout,
+		writeTimeout:     c.WriteTimeout,
+		queueRecords:     c.SendQueueRecords,
+		queueBytes:       c.SendQueueBytes,
+		maxInbound:       c.MaxInboundConns,
+	}
+}
+
+// inConn is one inbound connection accepted on the ROUTER.
+type inConn struct {
+	pc     *peerConn
+	ident  string // peer's ZMTP identity = its RID
+	remote string
+
+	// Admission state, owned by the node layer (mu guards it).
+	mu       sync.Mutex
+	admitted bool
+	info     PeerInfo
+
+	lastSeen  atomic.Int64 // clock UnixNano of the last record received
+	logLimit  logLimiter
+	superseed atomic.Bool // replaced by a newer connection with the same identity
+}
+
+// routerSock is the node's ROUTER: one listener, any number of inbound
+// connections, at most one current connection per identity.
+type routerSock struct {
+	p   linkParams
+	log *slog.Logger
+	ln  net.Listener
+
+	// callbacks into the node layer; called from the connection goroutine
+	onOpen   func(ic *inConn)
+	onFrames func(ic *inConn, frames [][]byte)
+	onClose  func(ic *inConn, cause error)
+	onBad    func(remote, ident string, err error) // handshake failure or framing violation (ident may be "")
+
+	mu     sync.Mutex
+	conns  map[*inConn]struct{}
+	byID   map[string]*inConn
+	n      int // live connections including handshaking ones
+	closed bool
+	done   chan struct{} // closed by close()
+	wg     sync.WaitGroup
+
+	refusedFull atomic.Uint64
+}
+
+func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock, error) {
+	addr, err := splitEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen %s: %w", endpoint, err)
+	}
+	return &routerSock{
+		p:     p,
+		log:   log,
+		ln:    ln,
+		conns: make(map[*inConn]struct{}),
+		byID:  make(map[string]*inConn),
+		done:  make(chan struct{}),
+	}, nil
+}
+
+func (r *routerSock) start() {
+	r.wg.Add(1)
+	go r.acceptLoop()
+}
+
+func (r *routerSock) acceptLoop() {
+	defer r.wg.Done()
+	backoff := time.Duration(0)
+	for {
+		raw, err := r.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// zmq4's accept loop retries immediately on any error, spinning
+			// a core on EMFILE; back off instead.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff < time.Second {
+				backoff *= 2
+			}
+			r.log.Warn("transport: accept failed", "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-r.done:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			_ = raw.Close()
+			return
+		}
+		if r.n >= r.p.maxInbound {
+			r.mu.Unlock()
+			r.refusedFull.Add(1)
+			_ = raw.Close()
+			continue
+		}
+		r.n++
+		r.wg.Add(1)
+		r.mu.Unlock()
+		go r.serve(raw)
+	}
+}
+
+// serve runs the handshake and then the read loop of one inbound connection.
+// The handshake happens here, not in the accept loop, with a deadline.
+func (r *routerSock) serve(raw net.Conn) {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		r.n--
+		r.mu.Unlock()
+	}()
+	remote := raw.RemoteAddr().String()
+	zc, err := openZMTP(raw, zmq4.Router, r.p.localID, true, r.p.lim, r.p.bufSize, r.p.handshakeTimeout)
+	if err != nil {
+		r.onBad(remote, "", err)
+		return
+	}
+	if err := validRID(zc.ident); err != nil {
+		// Without a usable identity replies could not be routed back; our
+		// peers always set their RID as identity.
+		_ = zc.close()
+		r.onBad(remote, "", fmt.Errorf("%w: peer identity: %v", ErrFraming, err))
+		return
+	}
+	ic := &inConn{
+		pc:     newPeerConn(zc, r.p.queueRecords, r.p.queueBytes, r.p.writeTimeout),
+		ident:  string(zc.ident),
+		remote: remote,
+	}
+	r.onOpen(ic)
+	ic.pc.start()
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		ic.pc.close(ErrClosed)
+		ic.pc.wait()
+		return
+	}
+	r.conns[ic] = struct{}{}
+	r.mu.Unlock()
+
+	var cause error
+	for {
+		frames, err := zc.recv()
+		if err != nil {
+			cause = err
+			break
+		}
+		r.onFrames(ic, frames)
+	}
+	ic.pc.close(cause)
+	ic.pc.wait()
+	if errors.Is(cause, ErrFraming) || errors.Is(cause, errZMTPPanic) {
+		r.onBad(remote, ic.ident, cause)
+	}
+	r.mu.Lock()
+	delete(r.conns, ic)
+	if r.byID[ic.ident] == ic {
+		delete(r.byID, ic.ident)
+	}
+	r.mu.Unlock()
+	r.onClose(ic, ic.pc.closedErr())
+}
+
+// promote makes ic the connection of its identity once the node layer has
+// admitted it, closing the one it replaces. Handover: the newest admitted
+// connection of an identity wins (libzmq's ROUTER_HANDOVER); a restarted
+// peer reconnects before its old TCP connection is noticed dead, and keeping
+// the old one would strand the peer (libzmq #2019; zmq4 keeps both and
+// writes replies to each). Promotion waits for admission so that a
+// displaced older run, whose hello is refused as stale, cannot knock the
+// newer run's connection off by merely connecting.
+func (r *routerSock) promote(ic *inConn) {
+	r.mu.Lock()
+	old := r.byID[ic.ident]
+	r.byID[ic.ident] = ic
+	r.mu.Unlock()
+	if old != nil && old != ic {
+		old.superseed.Store(true)
+		old.pc.close(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown))
+	}
+}
+
+func (r *routerSock) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns)
+}
+
+// close stops accepting, closes every connection and waits for every
+// goroutine of the ROUTER to exit.
+func (r *routerSock) close() {
+	r.mu.Lock()
+	if !r.closed {
+		close(r.done)
+	}
+	r.closed = true
+	conns := make([]*inConn, 0, len(r.conns))
+	for ic := range r.conns {
+		conns = append(conns, ic)
+	}
+	r.mu.Unlock()
+	_ = r.ln.Close()
+	for _, ic := range conns {
+		ic.pc.close(ErrClosed)
+	}
+	r.wg.Wait()
+}
+
+// dialDealer opens the DEALER half of a peer link: TCP connect, ZMTP
+// handshake as DEALER with our RID as identity, and a check that the ROUTER
+// we reached is the peer we meant (when it announces an identity).
+func dialDealer(ctx context.Context, endpoint string, want []byte, p linkParams) (*zconn, error) {
+	addr, err := splitEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	d := net.Dialer{Timeout: p.handshakeTimeout}
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: dial %s: %w", endpoint, err)
+	}
+	// Closing raw when ctx ends aborts a handshake stuck on a silent peer
+	// even before its deadline.
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	defer stop()
+	zc, err := openZMTP(raw, zmq4.Dealer, p.localID, false, p.lim, p.bufSize, p.handshakeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if len(zc.ident) > 0 && string(zc.ident) != string(want) {
+		_ = zc.close()
+		return nil, fmt.Errorf("%w: dialled %s expecting RID %s, it announced %s", ErrIdentityMismatch, endpoint, RID(want), RID(zc.ident))
+	}
+	return zc, nil
+}
+
+// logLimiter lets one log line through per interval and counts the rest, so
+// a peer streaming garbage cannot flood the log.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *logLimiter) allow(now time.Time, every time.Duration) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < every {
+		l.suppressed++
+		return false, 0
+	}
+	s := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, s
+}

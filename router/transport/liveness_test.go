@@ -1,0 +1,167 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// outstandingProbe reads the current session's outstanding probe id.
+func outstandingProbe(n *Node, peer RID) (uint64, bool) {
+	l, err := n.link(peer)
+	if err != nil {
+		return 0, false
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s == nil {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.outstanding, true
+}
+
+func admitted(n *Node, peer RID) bool {
+	_, ok := n.Peer(peer)
+	return ok
+}
+
+// TestLivenessManualClock steps the schema's liveness profile on an
+// injected clock: probe every 5 s independent of traffic, at most one
+// outstanding id, retransmission of the same id, exact echo refreshes the
+// 15 s deadline, anything else does not, and the deadline fails pending
+// requests with ErrPeerDown.
+func TestLivenessManualClock(t *testing.T) {
+	clk := NewManualClock(time.Unix(5000, 0))
+	fake := newFakePeer(t, "fake", 9)
+	ev := newEventLog()
+	cfg := testConfig("a", 1)
+	cfg.Clock = clk
+	cfg.ProbeInterval = 5 * time.Second
+	cfg.PeerTimeout = 15 * time.Second
+	cfg.RequestTimeout = time.Hour
+	cfg.OnEvent = ev.on
+	a := startNode(t, cfg)
+	if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := a.WaitAdmitted(ctx, fake.rid)
+	if err != nil || info.LifecycleGeneration != 9 {
+		t.Fatalf("WaitAdmitted = %+v, %v", info, err)
+	}
+	const quiet = 100 * time.Millisecond
+
+	// Nothing before the first interval.
+	clk.Advance(4 * time.Second)
+	fake.none(router.CmdLivenessProbe, quiet)
+	// t=5s: first probe, a fresh nonzero id.
+	clk.Advance(time.Second)
+	p1 := fake.next(router.CmdLivenessProbe, 5*time.Second)
+	id1 := p1.rec.Body.(*router.LivenessProbe).ProbeID
+	if id1 == 0 {
+		t.Fatal("probe id 0")
+	}
+	// t=10s: not acked → the same id again, no second outstanding probe.
+	clk.Advance(5 * time.Second)
+	if got := fake.next(router.CmdLivenessProbe, 5*time.Second).rec.Body.(*router.LivenessProbe).ProbeID; got != id1 {
+		t.Fatalf("retransmitted probe id %d, want %d", got, id1)
+	}
+	// A wrong id is ignored (counted), it does not refresh the deadline.
+	fake.send(p1.ic, &router.LivenessAck{ProbeID: id1 + 1})
+	waitFor(t, 5*time.Second, "stale ack counted", func() bool { return a.Stats().StaleAcks == 1 })
+	// The exact echo refreshes the deadline: it now runs to t=10+15=25s.
+	fake.send(p1.ic, &router.LivenessAck{ProbeID: id1})
+	waitFor(t, 5*time.Second, "ack processed", func() bool { o, ok := outstandingProbe(a, fake.rid); return ok && o == 0 })
+	// A duplicate of the already-acked id is stale.
+	fake.send(p1.ic, &router.LivenessAck{ProbeID: id1})
+	waitFor(t, 5*time.Second, "duplicate ack counted", func() bool { return a.Stats().StaleAcks == 2 })
+
+	// t=15s: new id (the previous one was acked).
+	clk.Advance(5 * time.Second)
+	id2 := fake.next(router.CmdLivenessProbe, 5*time.Second).rec.Body.(*router.LivenessProbe).ProbeID
+	if id2 == id1 || id2 == 0 {
+		t.Fatalf("second probe id %d (first %d)", id2, id1)
+	}
+	// A request pending when the peer goes down fails with ErrPeerDown.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Request(context.Background(), fake.rid, spotRequest(fake.rid, 1, nil))
+		errc <- err
+	}()
+	fake.next(router.CmdSpotRequest, 5*time.Second)
+	// Other traffic (a reply to nothing) never refreshes the deadline.
+	fake.send(p1.ic, &router.Reply{Correlation: 999999, Result: router.ResultOK})
+	// t=20s: retransmit id2; t=24.9s: still admitted.
+	clk.Advance(5 * time.Second)
+	fake.next(router.CmdLivenessProbe, 5*time.Second)
+	clk.Advance(4900 * time.Millisecond)
+	if !admitted(a, fake.rid) {
+		t.Fatal("peer down before its deadline")
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("request ended early: %v", err)
+	default:
+	}
+	// t=25s: 15 s after the last matching ack → down.
+	clk.Advance(100 * time.Millisecond)
+	e := ev.wait(t, EventDown, 5*time.Second)
+	if !errors.Is(e.Err, ErrPeerDown) || e.Peer.LifecycleGeneration != 9 {
+		t.Fatalf("down event %+v", e)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrPeerDown) {
+			t.Fatalf("pending request err = %v, want ErrPeerDown", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pending request not failed at peer down")
+	}
+	st := a.Stats()
+	if st.LivenessTimeouts != 1 || st.LateReplies != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The link redials (real-time backoff) and is admitted again on a new
+	// connection, whose probe ids start afresh.
+	ev.wait(t, EventAdmitted, 5*time.Second)
+}
+
+// TestLivenessRealTime runs the liveness machinery on the real clock with
+// short intervals: two real nodes stay admitted across many probe rounds,
+// and a peer whose process stops answering (simulated by a fake that stops
+// acking) is declared down after the timeout.
+func TestLivenessRealTime(t *testing.T) {
+	b := startNode(t, testConfig("b", 1))
+	cfg := testConfig("a", 1)
+	cfg.ProbeInterval = 20 * time.Millisecond
+	cfg.PeerTimeout = 2 * time.Second
+	ev := newEventLog()
+	cfg.OnEvent = ev.on
+	a := startNode(t, cfg)
+	connectAndWait(t, a, b)
+	// Many probe rounds, each answered by the exact echo.
+	waitFor(t, 20*time.Second, "30 liveness rounds", func() bool { return a.Stats().LivenessAcks >= 30 })
+	if !admitted(a, b.RID()) || a.Stats().LivenessTimeouts != 0 {
+		t.Fatalf("healthy peer declared down: %+v", a.Stats())
+	}
+
+	fake := newFakePeer(t, "mute", 1) // admits, never acks
+	if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, EventAdmitted, 5*time.Second)
+	e := ev.wait(t, EventDown, 5*time.Second)
+	if !e.Peer.RID.Equal(fake.rid) || !errors.Is(e.Err, ErrPeerDown) {
+		t.Fatalf("down event %+v", e)
+	}
+	if !admitted(a, b.RID()) {
+		t.Fatal("the healthy peer went down too")
+	}
+}

@@ -1,0 +1,565 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// PeerInfo describes an admitted peer: its RID and the route-mesh admission
+// it presented (hello on our ROUTER, or admit on our DEALER).
+type PeerInfo struct {
+	RID                 RID
+	MeshName            string
+	SecurityIdentity    string
+	LifecycleGeneration uint64
+	DescriptorRevision  uint64
+	Endpoint            string // advertised endpoint
+	Remote              string // TCP address of this connection
+	// Admission is the full route-mesh admission (channels, descriptor
+	// extension) as received.
+	Admission *router.RouteMeshAdmission
+}
+
+// EventKind says what changed about a peer.
+type EventKind uint8
+
+// Peer events.
+const (
+	// EventAdmitted: our link (DEALER) to the peer was admitted; Send and
+	// Request to it work from now on. Peer is the peer's admit.
+	EventAdmitted EventKind = iota + 1
+	// EventDown: our admitted link to the peer is gone (liveness timeout,
+	// connection loss, restart with a new lifecycle generation, Disconnect,
+	// Close). Err says why; pending requests failed with ErrPeerDown.
+	EventDown
+	// EventRejected: the peer rejected our hello, or we refused its admit.
+	// Err is a *RejectError. The link keeps retrying with backoff.
+	EventRejected
+	// EventInboundAdmitted: a peer's hello on our ROUTER was admitted.
+	EventInboundAdmitted
+	// EventInboundClosed: an admitted inbound connection closed.
+	EventInboundClosed
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventAdmitted:
+		return "admitted"
+	case EventDown:
+		return "down"
+	case EventRejected:
+		return "rejected"
+	case EventInboundAdmitted:
+		return "inbound-admitted"
+	case EventInboundClosed:
+		return "inbound-closed"
+	}
+	return "event(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is a peer state change.
+type Event struct {
+	Kind EventKind
+	Peer PeerInfo
+	Err  error
+}
+
+// Node is one meshnode's transport: a ROUTER bound at its endpoint and one
+// DEALER link per peer it talks to. It carries bytes only; it knows nothing
+// of owners or objects.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	clock    Clock
+	rt       *routerSock
+	endpoint string // bound, with the real port
+	adv      string // advertised
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	links     map[string]*link
+	seen      map[string]genRev // highest admitted (generation, revision) per inbound RID
+	admission router.RouteMeshAdmission
+	closed    bool
+	sweepT    Timer
+	linkWG    sync.WaitGroup
+
+	corr  atomic.Uint64
+	stats stats
+}
+
+type genRev struct{ gen, rev uint64 }
+
+// New binds the ROUTER and returns a running Node.
+func New(cfg Config) (*Node, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := c.Logger.With("rid", c.RID.String(), "mesh", c.MeshName, "gen", c.LifecycleGeneration)
+	rt, err := listenRouter(c.Endpoint, c.linkParams(), log)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:   c,
+		log:   log,
+		clock: c.Clock,
+		rt:    rt,
+		links: make(map[string]*link),
+		seen:  make(map[string]genRev),
+	}
+	n.stats.init()
+	n.endpoint = boundEndpoint(c.Endpoint, rt.ln.Addr())
+	n.adv = c.AdvertisedEndpoint
+	if n.adv == "" {
+		n.adv = n.endpoint
+	}
+	n.admission = defaultAdmission(&c, n.adv)
+	if _, err := encodeInfra(&router.Hello{Admission: n.currentAdmissionLocked()}); err != nil {
+		_ = rt.ln.Close()
+		return nil, fmt.Errorf("%w: admission: %w", ErrConfig, err)
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	rt.onOpen = n.onInboundOpen
+	rt.onFrames = n.onInboundFrames
+	rt.onClose = n.onInboundClose
+	rt.onBad = n.onInboundBad
+	rt.start()
+	n.mu.Lock()
+	n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
+	n.mu.Unlock()
+	n.log.Info("transport: listening", "endpoint", n.endpoint, "advertised", n.adv)
+	return n, nil
+}
+
+// boundEndpoint renders the listener address as tcp://host:port, keeping the
+// configured host (so "localhost" stays "localhost") but the real port.
+func boundEndpoint(configured string, a net.Addr) string {
+	addr, _ := splitEndpoint(configured)
+	host, _, _ := net.SplitHostPort(addr)
+	_, port, _ := net.SplitHostPort(a.String())
+	if host == "" {
+		if ta, ok := a.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+			host = ta.IP.String()
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "tcp://" + net.JoinHostPort(host, port)
+}
+
+// defaultAdmission is the route-mesh admission this node presents. The
+// descriptor extension fields the transport does not own get neutral values
+// (serving, server role, no capacity limit) unless Config.Admission sets
+// them; the mesh layer supplies the real descriptor there.
+func defaultAdmission(c *Config, adv string) router.RouteMeshAdmission {
+	var a router.RouteMeshAdmission
+	if c.Admission != nil {
+		a = *c.Admission
+	} else {
+		a.Extension = router.DescriptorExtension{
+			RuntimeState:         router.RuntimeServing,
+			ProtocolCapabilities: []string{router.RequiredProtocolCapability},
+			ObjectRole:           router.ObjectRoleServer,
+			PlacementWeight:      router.WeightMax,
+			ActiveCapacityLimit:  router.ObjectTypeCapacityMaximum,
+		}
+	}
+	a.MeshName = c.MeshName
+	a.SecurityIdentity = c.SecurityIdentity
+	a.LifecycleGeneration = c.LifecycleGeneration
+	a.DescriptorRevision = c.DescriptorRevision
+	a.AdvertisedEndpoint = adv
+	return a
+}
+
+// RID returns this node's RoutingId.
+func (n *Node) RID() RID { return append(RID(nil), n.cfg.RID...) }
+
+// Endpoint returns the bound endpoint with its real port.
+func (n *Node) Endpoint() string { return n.endpoint }
+
+// AdvertisedEndpoint returns the endpoint presented in hello/admit.
+func (n *Node) AdvertisedEndpoint() string { return n.adv }
+
+// LifecycleGeneration returns this node run's generation.
+func (n *Node) LifecycleGeneration() uint64 { return n.cfg.LifecycleGeneration }
+
+// SetDescriptorRevision updates the revision (and optionally the descriptor
+// extension) presented in hello/admit from now on. Established admissions
+// are not renegotiated (command 4 update is not spoken yet).
+func (n *Node) SetDescriptorRevision(rev uint64, ext *router.DescriptorExtension) error {
+	if rev == 0 || rev > router.MaxGeneration {
+		return fmt.Errorf("%w: descriptor revision must be 1..2^63-1", ErrConfig)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if rev < n.admission.DescriptorRevision {
+		return fmt.Errorf("%w: descriptor revision %d is below the current %d", ErrConfig, rev, n.admission.DescriptorRevision)
+	}
+	next := n.admission
+	next.DescriptorRevision = rev
+	if ext != nil {
+		next.Extension = *ext
+	}
+	if _, err := encodeInfra(&router.Hello{Admission: router.ServiceAdmission{Topology: router.TopologyRouteMesh, RouteMesh: &next}}); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	n.admission = next
+	return nil
+}
+
+func (n *Node) currentAdmission() router.ServiceAdmission {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.currentAdmissionLocked()
+}
+
+func (n *Node) currentAdmissionLocked() router.ServiceAdmission {
+	a := n.admission
+	return router.ServiceAdmission{Topology: router.TopologyRouteMesh, RouteMesh: &a}
+}
+
+func (n *Node) emit(ev Event) {
+	if n.cfg.OnEvent != nil {
+		n.cfg.OnEvent(ev)
+	}
+}
+
+// Connect creates the link to a peer: a DEALER that dials endpoint, says
+// hello and, once admitted, carries every record this node originates to
+// that peer. It returns at once; the link connects, reconnects and
+// re-admits in the background until Disconnect or Close. Use WaitAdmitted
+// or OnEvent to learn when the peer is usable. Calling Connect again for a
+// known peer only updates the endpoint used by the next dial.
+func (n *Node) Connect(peer RID, endpoint string) error {
+	if err := validRID(peer); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if _, err := splitEndpoint(endpoint); err != nil {
+		return err
+	}
+	if peer.Equal(n.cfg.RID) {
+		return fmt.Errorf("%w: cannot connect to our own RID", ErrConfig)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	if l := n.links[string(peer)]; l != nil {
+		l.setEndpoint(endpoint)
+		return nil
+	}
+	l := newLink(n, append(RID(nil), peer...), endpoint)
+	n.links[string(peer)] = l
+	n.linkWG.Add(1)
+	go func() {
+		defer n.linkWG.Done()
+		l.run()
+	}()
+	return nil
+}
+
+// Disconnect tears down the link to a peer: its pending requests have
+// failed with ErrPeerDown when it returns, and queued records are dropped.
+// The link's goroutines finish in the background (Close waits for them), so
+// Disconnect may be called from OnEvent.
+func (n *Node) Disconnect(peer RID) error {
+	n.mu.Lock()
+	l := n.links[string(peer)]
+	delete(n.links, string(peer))
+	n.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownPeer, peer)
+	}
+	l.shutdown(fmt.Errorf("%w: disconnected", ErrPeerDown))
+	return nil
+}
+
+// Peers lists the peers whose links are admitted now.
+func (n *Node) Peers() []PeerInfo {
+	n.mu.Lock()
+	links := make([]*link, 0, len(n.links))
+	for _, l := range n.links {
+		links = append(links, l)
+	}
+	n.mu.Unlock()
+	var out []PeerInfo
+	for _, l := range links {
+		l.mu.Lock()
+		if l.sess != nil {
+			out = append(out, l.sess.info)
+		}
+		l.mu.Unlock()
+	}
+	return out
+}
+
+// WaitAdmitted blocks until the link to peer is admitted (returning the
+// peer's admission) or ctx ends. After a rejection it keeps waiting (the
+// link retries); the last rejection is wrapped into the ctx error.
+func (n *Node) WaitAdmitted(ctx context.Context, peer RID) (PeerInfo, error) {
+	l, err := n.link(peer)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	for {
+		l.mu.Lock()
+		s, ch, last, stopped := l.sess, l.change, l.lastErr, l.stopped
+		l.mu.Unlock()
+		if s != nil {
+			return s.info, nil
+		}
+		if stopped {
+			return PeerInfo{}, fmt.Errorf("%w: link to %s stopped", ErrPeerDown, peer)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if last != nil {
+				return PeerInfo{}, fmt.Errorf("%w (last attempt: %w)", ctx.Err(), last)
+			}
+			return PeerInfo{}, ctx.Err()
+		}
+	}
+}
+
+// Peer returns the admitted state of the link to peer.
+func (n *Node) Peer(peer RID) (PeerInfo, bool) {
+	l, err := n.link(peer)
+	if err != nil {
+		return PeerInfo{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess == nil {
+		return PeerInfo{}, false
+	}
+	return l.sess.info, true
+}
+
+func (n *Node) link(peer RID) (*link, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, ErrClosed
+	}
+	l := n.links[string(peer)]
+	if l == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownPeer, peer)
+	}
+	return l, nil
+}
+
+// session returns the admitted session of the link to peer.
+func (n *Node) session(peer RID) (*session, error) {
+	l, err := n.link(peer)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	s, last := l.sess, l.lastErr
+	l.mu.Unlock()
+	if s == nil {
+		if last != nil {
+			return nil, fmt.Errorf("%w: %s (%w)", ErrNotAdmitted, peer, last)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNotAdmitted, peer)
+	}
+	return s, nil
+}
+
+// Send queues rec for peer on the ordered A→B connection. It never blocks:
+// a full queue fails at once with ErrBackpressure; a link that is not
+// admitted fails with ErrNotAdmitted. A nil error means queued, not
+// delivered: records still queued when the connection dies are dropped.
+func (n *Node) Send(ctx context.Context, peer RID, rec *router.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if rec != nil && isInfrastructure(rec.Command) {
+		return fmt.Errorf("%w: %s is sent by the transport itself", ErrInvalidRecord, rec.Command)
+	}
+	frames, err := router.Encode(rec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	s, err := n.session(peer)
+	if err != nil {
+		return err
+	}
+	return s.send(frames)
+}
+
+// Request sends rec (a command whose body carries a correlation field) and
+// waits for the reply record (command 20) with the same correlation. The
+// transport assigns the correlation — a node-wide nonzero u64 — by writing
+// it into rec's body. The wait ends at ctx's deadline or, without one,
+// after Config.RequestTimeout (ErrDeadlineExceeded, also matching
+// context.DeadlineExceeded), or with ErrPeerDown as soon as the connection
+// the request went out on is lost or the peer restarts.
+func (n *Node) Request(ctx context.Context, peer RID, rec *router.Record) (*router.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Body == nil {
+		return nil, fmt.Errorf("%w: request without body", ErrInvalidRecord)
+	}
+	s, err := n.session(peer)
+	if err != nil {
+		return nil, err
+	}
+	corr := n.nextCorrelation()
+	if !setCorrelation(rec.Body, corr) {
+		return nil, fmt.Errorf("%w: %s carries no correlation; it is not a request", ErrInvalidRecord, rec.Body.Command())
+	}
+	frames, err := router.Encode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	pr := &pendingReq{ch: make(chan reqResult, 1)}
+	if err := s.addPending(corr, pr); err != nil {
+		return nil, err
+	}
+	if err := s.send(frames); err != nil {
+		s.takePending(corr)
+		return nil, err
+	}
+	var expired chan struct{}
+	if _, ok := ctx.Deadline(); !ok {
+		expired = make(chan struct{})
+		t := n.clock.AfterFunc(n.cfg.RequestTimeout, func() { close(expired) })
+		defer t.Stop()
+	}
+	select {
+	case res := <-pr.ch:
+		return res.rec, res.err
+	case <-ctx.Done():
+		s.takePending(corr)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, deadlineErr("request %d to %s", corr, peer)
+		}
+		return nil, fmt.Errorf("transport: request %d to %s: %w", corr, peer, ctx.Err())
+	case <-expired:
+		s.takePending(corr)
+		return nil, deadlineErr("request %d to %s: no reply within %s", corr, peer, n.cfg.RequestTimeout)
+	}
+}
+
+// nextCorrelation returns a node-wide nonzero correlation in 1..2^63-1.
+func (n *Node) nextCorrelation() uint64 {
+	for {
+		c := n.corr.Add(1) & router.MaxGeneration
+		if c != 0 {
+			return c
+		}
+	}
+}
+
+// Close stops every goroutine, timer and socket of the node. Pending
+// requests fail with ErrPeerDown (wrapping ErrClosed). Handlers see their
+// context cancelled and must return for Close to complete.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	links := make([]*link, 0, len(n.links))
+	for _, l := range n.links {
+		links = append(links, l)
+	}
+	n.links = map[string]*link{}
+	if n.sweepT != nil {
+		n.sweepT.Stop()
+	}
+	n.mu.Unlock()
+	n.cancel()
+	for _, l := range links {
+		l.shutdown(fmt.Errorf("%w: %w", ErrPeerDown, ErrClosed))
+	}
+	n.rt.close()
+	n.linkWG.Wait()
+	n.log.Info("transport: closed")
+	return nil
+}
+
+// sweep closes inbound connections that went silent: an admitted peer
+// probes every ProbeInterval, so PeerTimeout without any record means its
+// process or network is gone even if TCP has not noticed; an unadmitted
+// connection that has not said hello within PeerTimeout is dropped too.
+func (n *Node) sweep() {
+	now := n.clock.Now().UnixNano()
+	n.rt.mu.Lock()
+	var idle []*inConn
+	for ic := range n.rt.conns {
+		if time.Duration(now-ic.lastSeen.Load()) >= n.cfg.PeerTimeout {
+			idle = append(idle, ic)
+		}
+	}
+	n.rt.mu.Unlock()
+	for _, ic := range idle {
+		n.log.Info("transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
+		ic.pc.close(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout))
+	}
+	n.mu.Lock()
+	if !n.closed {
+		n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
+	}
+	n.mu.Unlock()
+}
+
+// isInfrastructure reports the commands only the transport sends.
+func isInfrastructure(c router.Command) bool {
+	switch c {
+	case router.CmdHello, router.CmdAdmit, router.CmdReject, router.CmdLivenessProbe, router.CmdLivenessAck:
+		return true
+	}
+	return false
+}
+
+// encodeInfra encodes a record the transport builds itself. Its inputs are
+// validated at New (the admission) or are counters, so an error here is a
+// bug; it is returned, never panicked.
+func encodeInfra(body router.Body) ([][]byte, error) {
+	frames, err := router.Encode(router.NewRecord(body, nil, nil))
+	if err != nil {
+		return nil, fmt.Errorf("transport: encoding own %s: %w", body.Command(), err)
+	}
+	return frames, nil
+}
+
+func framesSize(frames [][]byte) int64 {
+	var n int64
+	for _, f := range frames {
+		n += int64(len(f))
+	}
+	return n
+}
+
+func peerInfoFrom(rid []byte, remote string, a *router.RouteMeshAdmission) PeerInfo {
+	return PeerInfo{
+		RID:                 append(RID(nil), rid...),
+		MeshName:            a.MeshName,
+		SecurityIdentity:    a.SecurityIdentity,
+		LifecycleGeneration: a.LifecycleGeneration,
+		DescriptorRevision:  a.DescriptorRevision,
+		Endpoint:            a.AdvertisedEndpoint,
+		Remote:              remote,
+		Admission:           a,
+	}
+}

@@ -1,0 +1,490 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// link is this node's DEALER side towards one peer. Its run goroutine dials,
+// says hello, waits for admit, then reads the connection (admit/reject,
+// liveness acks, replies) until the session ends, and starts over with
+// backoff. Every record this node originates to the peer goes through the
+// current session's single queue and writer, so A→B records stay in order.
+type link struct {
+	n   *Node
+	rid RID
+
+	mu       sync.Mutex
+	endpoint string
+	sess     *session      // admitted session, nil otherwise
+	lastErr  error         // why the last attempt or session ended
+	change   chan struct{} // closed and replaced on every state change
+	stopped  bool
+	stopErr  error
+	ctx      context.Context // ends on shutdown; aborts dials and admission
+	cancel   context.CancelFunc
+	done     chan struct{}
+	peerGen  uint64 // highest lifecycle generation seen from this peer
+	counters *peerCounters
+	logLimit logLimiter
+}
+
+func newLink(n *Node, rid RID, endpoint string) *link {
+	l := &link{
+		n:        n,
+		rid:      rid,
+		endpoint: endpoint,
+		change:   make(chan struct{}),
+		done:     make(chan struct{}),
+		counters: n.stats.peer(string(rid)),
+	}
+	l.ctx, l.cancel = context.WithCancel(n.ctx)
+	return l
+}
+
+func (l *link) setEndpoint(ep string) {
+	l.mu.Lock()
+	l.endpoint = ep
+	l.mu.Unlock()
+}
+
+// notifyLocked wakes WaitAdmitted callers; l.mu must be held.
+func (l *link) notifyLocked() {
+	close(l.change)
+	l.change = make(chan struct{})
+}
+
+// shutdown stops the link for good: the current session ends with cause.
+func (l *link) shutdown(cause error) {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.stopped, l.stopErr = true, cause
+	s := l.sess
+	l.cancel()
+	l.notifyLocked()
+	l.mu.Unlock()
+	if s != nil {
+		s.end(cause)
+	}
+}
+
+// peerGeneration is told the lifecycle generation of a hello the peer sent
+// to our ROUTER. A newer generation than the one our session was admitted
+// with means the peer restarted: the session (and its pending requests)
+// belongs to the old run and ends now, before its TCP connection or
+// liveness would notice.
+func (l *link) peerGeneration(gen uint64) {
+	l.mu.Lock()
+	if gen > l.peerGen {
+		l.peerGen = gen
+	}
+	s := l.sess
+	l.mu.Unlock()
+	if s != nil && gen > s.info.LifecycleGeneration {
+		s.end(fmt.Errorf("%w: peer %s restarted (lifecycle generation %d → %d)", ErrPeerDown, l.rid, s.info.LifecycleGeneration, gen))
+	}
+}
+
+func (l *link) run() {
+	defer close(l.done)
+	n := l.n
+	backoff := n.cfg.ReconnectMin
+	failures := 0 // consecutive failed attempts: only the first is logged above debug
+	for {
+		l.mu.Lock()
+		ep, stopped := l.endpoint, l.stopped
+		l.mu.Unlock()
+		if stopped {
+			return
+		}
+		s, err := l.connect(ep)
+		if err != nil {
+			l.mu.Lock()
+			l.lastErr = err
+			l.notifyLocked()
+			stopped = l.stopped
+			l.mu.Unlock()
+			if stopped {
+				return
+			}
+			var rej *RejectError
+			if errors.As(err, &rej) {
+				n.emit(Event{Kind: EventRejected, Peer: PeerInfo{RID: l.rid}, Err: err})
+			}
+			level := slog.LevelDebug
+			if failures == 0 {
+				level = slog.LevelWarn
+			}
+			failures++
+			n.log.Log(n.ctx, level, "transport: link attempt failed", "peer", l.rid.String(), "endpoint", ep,
+				"err", err, "retry_in", backoff, "attempts", failures)
+			if !l.sleep(backoff) {
+				return
+			}
+			backoff = min(2*backoff, n.cfg.ReconnectMax)
+			continue
+		}
+		backoff, failures = n.cfg.ReconnectMin, 0
+		cause := s.serve()
+		l.mu.Lock()
+		if l.sess == s {
+			l.sess = nil
+		}
+		l.lastErr = cause
+		l.notifyLocked()
+		l.mu.Unlock()
+		n.log.Info("transport: peer down", "peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "cause", cause)
+		n.emit(Event{Kind: EventDown, Peer: s.info, Err: cause})
+		// A short pause before redialling a peer that just went away keeps
+		// a crash-looping peer from turning into a busy loop.
+		if !l.sleep(n.cfg.ReconnectMin) {
+			return
+		}
+	}
+}
+
+// sleep waits d (real time: reconnect pacing is not liveness) unless the
+// link stops first.
+func (l *link) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.ctx.Done():
+		return false
+	}
+}
+
+// connect dials and runs admission. On success the session is installed
+// and announced.
+func (l *link) connect(ep string) (*session, error) {
+	n := l.n
+	ctx := l.ctx
+	zc, err := dialDealer(ctx, ep, l.rid, n.cfg.linkParams())
+	if err != nil {
+		return nil, err
+	}
+	pc := newPeerConn(zc, n.cfg.SendQueueRecords, n.cfg.SendQueueBytes, n.cfg.WriteTimeout)
+	pc.counters = l.counters
+	pc.start()
+	fail := func(err error) (*session, error) {
+		pc.close(err)
+		pc.wait()
+		return nil, err
+	}
+	hello, err := encodeInfra(&router.Hello{Admission: n.currentAdmission()})
+	if err != nil {
+		return fail(err)
+	}
+	if err := pc.enqueuePriority(hello); err != nil {
+		return fail(err)
+	}
+	// Admission must complete within the handshake timeout; closing the
+	// connection on ctx end (Disconnect/Close) unblocks the read too.
+	_ = zc.raw.SetReadDeadline(time.Now().Add(n.cfg.HandshakeTimeout))
+	stop := context.AfterFunc(ctx, func() { pc.close(ErrClosed) })
+	defer stop()
+	for {
+		frames, err := zc.recv()
+		if err != nil {
+			return fail(fmt.Errorf("transport: waiting for admit from %s: %w", l.rid, err))
+		}
+		rec, err := router.Decode(frames)
+		if err != nil {
+			l.protocolError("malformed record before admit", err)
+			continue
+		}
+		l.counters.recordsIn.Add(1)
+		n.stats.recordsIn.Add(1)
+		switch rec.Command {
+		case router.CmdReject:
+			n.stats.rejectedByPeer.Add(1)
+			return fail(&RejectError{Peer: l.rid, Reason: rec.Body.(*router.Reject).Reason})
+		case router.CmdAdmit:
+		default:
+			l.protocolError("record before admit", errUnexpected(rec.Command))
+			continue
+		}
+		adm := rec.Body.(*router.Admit).Admission
+		rm := adm.RouteMesh
+		ours := n.currentAdmission().RouteMesh
+		var reason router.RejectReason
+		switch {
+		case adm.Topology != router.TopologyRouteMesh || rm == nil || rm.MeshName != ours.MeshName:
+			reason = router.RejectTopologyMismatch
+		case rm.SecurityIdentity != ours.SecurityIdentity:
+			reason = router.RejectSecurityIdentityMismatch
+		}
+		if reason == 0 {
+			l.mu.Lock()
+			if rm.LifecycleGeneration < l.peerGen {
+				reason = router.RejectLifecycleGenerationStale
+			}
+			l.mu.Unlock()
+		}
+		if reason != 0 {
+			// The peer admitted us but is not a peer of our mesh; we refuse
+			// to use the connection.
+			n.stats.rejectedByPeer.Add(1)
+			return fail(&RejectError{Peer: l.rid, Reason: reason, Local: true})
+		}
+		_ = zc.raw.SetReadDeadline(time.Time{})
+		s := &session{
+			l:       l,
+			pc:      pc,
+			info:    peerInfoFrom(l.rid, zc.raw.RemoteAddr().String(), rm),
+			pending: make(map[uint64]*pendingReq),
+		}
+		l.mu.Lock()
+		if l.stopped {
+			l.mu.Unlock()
+			return fail(l.stopErr)
+		}
+		if rm.LifecycleGeneration > l.peerGen {
+			l.peerGen = rm.LifecycleGeneration
+		}
+		l.sess = s
+		l.lastErr = nil
+		l.notifyLocked()
+		s.startLiveness()
+		l.mu.Unlock()
+		n.log.Info("transport: peer admitted", "peer", l.rid.String(), "endpoint", ep,
+			"peer_gen", s.info.LifecycleGeneration, "peer_rev", s.info.DescriptorRevision)
+		n.emit(Event{Kind: EventAdmitted, Peer: s.info})
+		return s, nil
+	}
+}
+
+func (l *link) protocolError(what string, err error) {
+	l.n.stats.protocolErrors.Add(1)
+	l.counters.protocolErrors.Add(1)
+	if ok, suppressed := l.logLimit.allow(l.n.clock.Now(), logEvery); ok {
+		l.n.log.Warn("transport: dropped record from peer", "peer", l.rid.String(), "what", what, "err", err, "suppressed", suppressed)
+	}
+}
+
+// session is one admitted physical connection of a link.
+type session struct {
+	l    *link
+	pc   *peerConn
+	info PeerInfo
+
+	mu          sync.Mutex
+	ended       bool
+	endErr      error
+	pending     map[uint64]*pendingReq
+	outstanding uint64 // probe id awaiting its ack, 0 if none
+	lastProbe   uint64
+	probeT      Timer
+	deadT       Timer
+	deadGen     uint64
+}
+
+type pendingReq struct{ ch chan reqResult }
+
+type reqResult struct {
+	rec *router.Record
+	err error
+}
+
+// serve reads the admitted connection until it fails or the session is
+// ended, then tears it down. It returns the cause.
+func (s *session) serve() error {
+	n := s.l.n
+	for {
+		frames, err := s.pc.zc.recv()
+		if err != nil {
+			s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
+			break
+		}
+		rec, err := router.Decode(frames)
+		if err != nil {
+			s.l.protocolError("malformed record", err)
+			continue
+		}
+		s.l.counters.recordsIn.Add(1)
+		n.stats.recordsIn.Add(1)
+		switch rec.Command {
+		case router.CmdLivenessAck:
+			s.onAck(rec.Body.(*router.LivenessAck).ProbeID)
+		case router.CmdReply, router.CmdRelocationReady:
+			s.deliverReply(rec)
+		default:
+			// Peers originate records on their own DEALER; a ROUTER sends
+			// us only admit/reject, acks and replies.
+			s.l.protocolError("unexpected record on our DEALER", errUnexpected(rec.Command))
+		}
+	}
+	s.pc.wait()
+	s.mu.Lock()
+	cause := s.endErr
+	s.mu.Unlock()
+	return cause
+}
+
+// send queues frames on the session's connection.
+func (s *session) send(frames [][]byte) error {
+	if err := s.pc.enqueue(outItem{frames: frames, size: framesSize(frames)}); err != nil {
+		return s.l.n.sendFailed(s.l.counters, err)
+	}
+	return nil
+}
+
+// end terminates the session once: timers stop, the connection closes,
+// pending requests fail with cause (which wraps ErrPeerDown).
+func (s *session) end(cause error) {
+	if !errors.Is(cause, ErrPeerDown) {
+		cause = fmt.Errorf("%w: %w", ErrPeerDown, cause)
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended, s.endErr = true, cause
+	if s.probeT != nil {
+		s.probeT.Stop()
+	}
+	if s.deadT != nil {
+		s.deadT.Stop()
+	}
+	pend := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	s.pc.close(cause)
+	for _, pr := range pend {
+		pr.ch <- reqResult{err: cause}
+	}
+}
+
+// Liveness (schema livenessProfile). Admission starts the peer-timeout
+// deadline. Every ProbeInterval, independent of traffic, a probe goes out:
+// a new connection-local id when none is outstanding, otherwise the same
+// id again (at most one outstanding). Only an ack echoing the outstanding
+// id refreshes the deadline; other acks and all other traffic do not.
+
+// startLiveness arms the timers; the caller holds l.mu (not s.mu).
+func (s *session) startLiveness() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armDeadlineLocked()
+	s.probeT = s.l.n.clock.AfterFunc(s.l.n.cfg.ProbeInterval, s.tick)
+}
+
+func (s *session) armDeadlineLocked() {
+	if s.deadT != nil {
+		s.deadT.Stop()
+	}
+	s.deadGen++
+	gen := s.deadGen
+	s.deadT = s.l.n.clock.AfterFunc(s.l.n.cfg.PeerTimeout, func() { s.deadline(gen) })
+}
+
+func (s *session) deadline(gen uint64) {
+	s.mu.Lock()
+	stale := s.ended || gen != s.deadGen
+	s.mu.Unlock()
+	if stale {
+		return
+	}
+	s.l.n.stats.livenessTimeouts.Add(1)
+	s.end(fmt.Errorf("%w: no liveness ack from %s within %s", ErrPeerDown, s.l.rid, s.l.n.cfg.PeerTimeout))
+}
+
+func (s *session) tick() {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	if s.outstanding == 0 {
+		s.lastProbe++
+		if s.lastProbe > router.MaxGeneration {
+			s.lastProbe = 1
+		}
+		s.outstanding = s.lastProbe
+	}
+	id := s.outstanding
+	s.probeT = s.l.n.clock.AfterFunc(s.l.n.cfg.ProbeInterval, s.tick)
+	s.mu.Unlock()
+	frames, err := encodeInfra(&router.LivenessProbe{ProbeID: id})
+	if err == nil {
+		err = s.pc.enqueuePriority(frames)
+	}
+	if err != nil {
+		s.l.n.log.Debug("transport: probe not queued", "peer", s.l.rid.String(), "err", err)
+	}
+}
+
+func (s *session) onAck(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || s.outstanding == 0 || id != s.outstanding {
+		s.l.n.stats.staleAcks.Add(1)
+		return
+	}
+	s.outstanding = 0
+	s.l.n.stats.livenessAcks.Add(1)
+	s.armDeadlineLocked()
+}
+
+func (s *session) addPending(corr uint64, pr *pendingReq) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return s.endErr
+	}
+	s.pending[corr] = pr
+	return nil
+}
+
+func (s *session) takePending(corr uint64) *pendingReq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.pending[corr]
+	delete(s.pending, corr)
+	return pr
+}
+
+func (s *session) deliverReply(rec *router.Record) {
+	corr, ok := replyCorrelation(rec)
+	if !ok {
+		s.l.protocolError("reply without correlation", errUnexpected(rec.Command))
+		return
+	}
+	pr := s.takePending(corr)
+	if pr == nil {
+		s.l.n.stats.lateReplies.Add(1)
+		return
+	}
+	pr.ch <- reqResult{rec: rec}
+}
+
+// deliverReplyFrom matches a reply that arrived on our ROUTER from ident.
+func (n *Node) deliverReplyFrom(ident string, rec *router.Record) {
+	n.mu.Lock()
+	l := n.links[ident]
+	n.mu.Unlock()
+	if l == nil {
+		n.stats.lateReplies.Add(1)
+		return
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s == nil {
+		n.stats.lateReplies.Add(1)
+		return
+	}
+	s.deliverReply(rec)
+}

@@ -1,0 +1,241 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// outItem is one encoded record waiting for the writer.
+type outItem struct {
+	frames     [][]byte
+	size       int64
+	closeAfter bool // close the connection once this record is flushed (reject)
+}
+
+// peerConn is one admitted-or-admitting physical connection in either
+// direction, with its bounded send queue and its single writer goroutine.
+//
+// Design notes (why not zmq4's sockets): zmq4's Socket.Send writes to the
+// TCP connection synchronously while holding the socket-wide writer mutex,
+// so one peer that stops reading stalls every send of the socket and, through
+// addConn, the accept loop as well (see docs/TRANSPORT.md). Here every
+// connection has its own queue and writer, enqueueing never blocks, and a
+// stalled flush is bounded by a socket write deadline.
+type peerConn struct {
+	zc *zconn
+
+	q        chan outItem  // data records, bounded in count
+	prio     chan [][]byte // liveness probe/ack: never waits behind data
+	qBytes   atomic.Int64  // bytes of records in q
+	maxBytes int64
+
+	pongMu sync.Mutex
+	pong   []byte
+	hasPng bool
+	wake   chan struct{}
+
+	writeTimeout time.Duration
+
+	done      chan struct{}
+	closeOnce sync.Once
+	errMu     sync.Mutex
+	err       error
+	writerWG  sync.WaitGroup
+
+	counters *peerCounters // per-peer stats; set before start
+}
+
+func newPeerConn(zc *zconn, queueRecords int, queueBytes int64, writeTimeout time.Duration) *peerConn {
+	pc := &peerConn{
+		zc:           zc,
+		q:            make(chan outItem, queueRecords),
+		prio:         make(chan [][]byte, 4),
+		maxBytes:     queueBytes,
+		wake:         make(chan struct{}, 1),
+		writeTimeout: writeTimeout,
+		done:         make(chan struct{}),
+	}
+	zc.g.onPing = pc.queuePong
+	return pc
+}
+
+// start launches the writer goroutine.
+func (pc *peerConn) start() {
+	pc.writerWG.Add(1)
+	go pc.writer()
+}
+
+// errQueueClosed is returned when enqueueing on a connection already torn down.
+var errQueueClosed = errors.New("transport: connection closed")
+
+// enqueue adds a record without ever blocking: a full queue (records or
+// bytes) is backpressure, reported to the caller at once.
+func (pc *peerConn) enqueue(it outItem) error {
+	select {
+	case <-pc.done:
+		return pc.closedErr()
+	default:
+	}
+	if pc.maxBytes > 0 {
+		for {
+			cur := pc.qBytes.Load()
+			// One record larger than the byte budget may still go alone.
+			if cur > 0 && cur+it.size > pc.maxBytes {
+				return fmt.Errorf("%w: %d bytes queued (limit %d)", ErrBackpressure, cur, pc.maxBytes)
+			}
+			if pc.qBytes.CompareAndSwap(cur, cur+it.size) {
+				break
+			}
+		}
+	}
+	select {
+	case pc.q <- it:
+		return nil
+	default:
+		pc.qBytes.Add(-it.size)
+		return fmt.Errorf("%w: %d records queued (limit %d)", ErrBackpressure, cap(pc.q), cap(pc.q))
+	}
+}
+
+// enqueuePriority queues a liveness record ahead of data. The channel is
+// small: at most one probe is outstanding per connection, so only a peer
+// flooding probes can fill it, and its extra acks are dropped.
+func (pc *peerConn) enqueuePriority(frames [][]byte) error {
+	select {
+	case <-pc.done:
+		return pc.closedErr()
+	case pc.prio <- frames:
+		return nil
+	default:
+		return fmt.Errorf("%w: liveness queue full", ErrBackpressure)
+	}
+}
+
+func (pc *peerConn) queuePong(ctx []byte) {
+	pc.pongMu.Lock()
+	pc.pong, pc.hasPng = ctx, true
+	pc.pongMu.Unlock()
+	select {
+	case pc.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (pc *peerConn) takePong() ([]byte, bool) {
+	pc.pongMu.Lock()
+	defer pc.pongMu.Unlock()
+	p, ok := pc.pong, pc.hasPng
+	pc.pong, pc.hasPng = nil, false
+	return p, ok
+}
+
+// maxBatch bounds how many records are coalesced before a flush, so that the
+// peer sees a steady stream rather than one burst per drained queue.
+const maxBatch = 256
+
+func (pc *peerConn) writer() {
+	defer pc.writerWG.Done()
+	for {
+		var first outItem
+		var firstPrio [][]byte
+		select {
+		case <-pc.done:
+			return
+		case firstPrio = <-pc.prio:
+		case first = <-pc.q:
+		case <-pc.wake:
+		}
+		// The deadline covers every write of this batch, including the
+		// implicit flushes bufio does when its buffer fills.
+		if pc.writeTimeout > 0 {
+			_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
+		}
+		closeAfter := false
+		write := func(frames [][]byte) bool {
+			if err := pc.zc.write(frames); err != nil {
+				pc.close(fmt.Errorf("transport: write: %w", err))
+				return false
+			}
+			if c := pc.counters; c != nil {
+				c.recordsOut.Add(1)
+				c.node.recordsOut.Add(1)
+			}
+			return true
+		}
+		if firstPrio != nil && !write(firstPrio) {
+			return
+		}
+		if first.frames != nil {
+			pc.qBytes.Add(-first.size)
+			if !write(first.frames) {
+				return
+			}
+			closeAfter = first.closeAfter
+		}
+	batch:
+		for n := 0; n < maxBatch && !closeAfter; n++ {
+			if ctx, ok := pc.takePong(); ok {
+				if err := pc.zc.pong(ctx); err != nil {
+					pc.close(fmt.Errorf("transport: write pong: %w", err))
+					return
+				}
+			}
+			select {
+			case fr := <-pc.prio:
+				if !write(fr) {
+					return
+				}
+				continue
+			default:
+			}
+			select {
+			case it := <-pc.q:
+				pc.qBytes.Add(-it.size)
+				if !write(it.frames) {
+					return
+				}
+				closeAfter = it.closeAfter
+			default:
+				break batch
+			}
+		}
+		if err := pc.zc.g.flush(pc.writeTimeout); err != nil {
+			pc.close(fmt.Errorf("transport: flush: %w", err))
+			return
+		}
+		if closeAfter {
+			pc.close(nil)
+			return
+		}
+	}
+}
+
+// close tears the connection down once: the socket is closed (which unblocks
+// the reader and any blocked write) and the queue is abandoned.
+func (pc *peerConn) close(cause error) {
+	pc.closeOnce.Do(func() {
+		if cause == nil {
+			cause = errQueueClosed
+		}
+		pc.errMu.Lock()
+		pc.err = cause
+		pc.errMu.Unlock()
+		close(pc.done)
+		_ = pc.zc.close()
+	})
+}
+
+func (pc *peerConn) closedErr() error {
+	pc.errMu.Lock()
+	defer pc.errMu.Unlock()
+	if pc.err == nil {
+		return errQueueClosed
+	}
+	return pc.err
+}
+
+// wait blocks until the writer goroutine has exited (after close).
+func (pc *peerConn) wait() { pc.writerWG.Wait() }

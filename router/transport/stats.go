@@ -1,0 +1,113 @@
+package transport
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// maxPeerStats bounds the per-peer counter table: identities are chosen by
+// remote peers, so an unbounded map would let a stream of short-lived
+// connections with fresh identities grow memory. Beyond the bound only the
+// node totals count.
+const maxPeerStats = 4096
+
+// Stats is a snapshot of the node's counters.
+type Stats struct {
+	RecordsIn         uint64 // well-formed records received (all commands)
+	RecordsOut        uint64 // records written to a socket (all commands)
+	ProtocolErrors    uint64 // malformed records, misrouted commands, ZMTP framing violations
+	NotAdmitted       uint64 // records dropped because their connection was not admitted
+	Rejected          uint64 // hellos this node rejected
+	RejectedByPeer    uint64 // our hellos a peer rejected (or admits we refused)
+	Backpressure      uint64 // sends refused because a queue was full
+	LateReplies       uint64 // replies whose request had already ended
+	LivenessAcks      uint64 // liveness acks matching the outstanding probe
+	StaleAcks         uint64 // liveness acks not matching the outstanding probe
+	LivenessTimeouts  uint64 // links declared down for missing acks
+	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out
+	Unhandled         uint64 // records dropped because no Handler is set
+	InboundConns      int    // current inbound connections
+	RefusedInbound    uint64 // inbound connections refused at MaxInboundConns
+	Peers             map[string]PeerStats
+}
+
+// PeerStats are the counters of one peer RID (hex key in Stats.Peers), both
+// directions together.
+type PeerStats struct {
+	RecordsIn      uint64
+	RecordsOut     uint64
+	ProtocolErrors uint64
+	Backpressure   uint64
+}
+
+type peerCounters struct {
+	node           *stats
+	recordsIn      atomic.Uint64
+	recordsOut     atomic.Uint64
+	protocolErrors atomic.Uint64
+	backpressure   atomic.Uint64
+}
+
+type stats struct {
+	recordsIn, recordsOut                atomic.Uint64
+	protocolErrors, notAdmitted          atomic.Uint64
+	rejected, rejectedByPeer             atomic.Uint64
+	backpressure, lateReplies, staleAcks atomic.Uint64
+	livenessAcks                         atomic.Uint64
+	livenessTimeouts, handshakeFailures  atomic.Uint64
+	unhandled                            atomic.Uint64
+
+	mu    sync.Mutex
+	peers map[string]*peerCounters
+}
+
+func (s *stats) init() { s.peers = make(map[string]*peerCounters) }
+
+// peer returns the counters of a RID, or a detached set (counted only in
+// the node totals) once the table is full.
+func (s *stats) peer(rid string) *peerCounters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.peers[rid]; c != nil {
+		return c
+	}
+	c := &peerCounters{node: s}
+	if len(s.peers) < maxPeerStats {
+		s.peers[rid] = c
+	}
+	return c
+}
+
+// Stats returns a snapshot of the counters.
+func (n *Node) Stats() Stats {
+	s := &n.stats
+	out := Stats{
+		RecordsIn:         s.recordsIn.Load(),
+		RecordsOut:        s.recordsOut.Load(),
+		ProtocolErrors:    s.protocolErrors.Load(),
+		NotAdmitted:       s.notAdmitted.Load(),
+		Rejected:          s.rejected.Load(),
+		RejectedByPeer:    s.rejectedByPeer.Load(),
+		Backpressure:      s.backpressure.Load(),
+		LateReplies:       s.lateReplies.Load(),
+		LivenessAcks:      s.livenessAcks.Load(),
+		StaleAcks:         s.staleAcks.Load(),
+		LivenessTimeouts:  s.livenessTimeouts.Load(),
+		HandshakeFailures: s.handshakeFailures.Load(),
+		Unhandled:         s.unhandled.Load(),
+		InboundConns:      n.rt.count(),
+		RefusedInbound:    n.rt.refusedFull.Load(),
+		Peers:             make(map[string]PeerStats),
+	}
+	s.mu.Lock()
+	for rid, c := range s.peers {
+		out.Peers[RID(rid).String()] = PeerStats{
+			RecordsIn:      c.recordsIn.Load(),
+			RecordsOut:     c.recordsOut.Load(),
+			ProtocolErrors: c.protocolErrors.Load(),
+			Backpressure:   c.backpressure.Load(),
+		}
+	}
+	s.mu.Unlock()
+	return out
+}

@@ -1,0 +1,239 @@
+package transport
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// ErrFraming is matched by every ZMTP framing violation the guard detects
+// (oversized frame, too many frames, reserved flag bits, bad command). Such a
+// stream cannot be resynchronised, so the connection is closed; it is counted
+// as a protocol error of the peer.
+var ErrFraming = errors.New("transport: ZMTP framing violation")
+
+// zmtpGreetingLen is the fixed ZMTP 3.x greeting size.
+const zmtpGreetingLen = 64
+
+// ZMTP frame flag bits (RFC 23).
+const (
+	flagMore    = 0x01
+	flagLong    = 0x02
+	flagCommand = 0x04
+	flagReserve = 0xF8
+)
+
+// frameLimits bounds what a peer may make us allocate. zmq4's Conn.read does
+// make([]byte, size) with the peer-declared 64-bit size (only capped at
+// MaxInt64), which panics in a zmq4 goroutine or exhausts memory; the guard
+// checks the size before zmq4 ever sees the header.
+type frameLimits struct {
+	maxFrame   uint64 // one message frame
+	maxMessage uint64 // all frames of one message
+	maxFrames  int    // frames per message
+	maxCommand uint64 // one ZMTP command frame (READY metadata, PING, ...)
+}
+
+// guardConn is the net.Conn handed to zmq4.Open. It sits between zmq4's ZMTP
+// code and the socket and
+//   - reads through a bufio.Reader (zmq4 issues one read per header and per
+//     body, i.e. several syscalls per frame otherwise),
+//   - validates every frame header before zmq4 allocates the body,
+//   - strips ZMTP PING commands and reports them to onPing: zmq4 answers a
+//     PING by writing a PONG from the reading goroutine, concurrently with the
+//     writer goroutine, which can interleave bytes of two frames on the wire;
+//     our writer sends the PONG instead,
+//   - after the handshake, buffers writes so that the single writer goroutine
+//     can coalesce records and flush once per batch.
+type guardConn struct {
+	net.Conn
+	lim frameLimits
+
+	br *bufio.Reader
+	// read state (only the reading goroutine touches it)
+	greetLeft int    // greeting bytes still to pass through
+	bodyLeft  uint64 // message-frame body bytes still to pass through
+	out       []byte // header (and buffered command) bytes zmq4 has not read yet
+	nFrames   int
+	msgBytes  uint64
+	hdr       [9]byte
+
+	onPing func(context []byte)
+
+	wmu      sync.Mutex
+	bw       *bufio.Writer
+	buffered atomic.Bool
+}
+
+func newGuardConn(c net.Conn, lim frameLimits, bufSize int) *guardConn {
+	return &guardConn{
+		Conn:      c,
+		lim:       lim,
+		br:        bufio.NewReaderSize(c, bufSize),
+		bw:        bufio.NewWriterSize(c, bufSize),
+		greetLeft: zmtpGreetingLen,
+	}
+}
+
+func (g *guardConn) fail(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFraming, fmt.Sprintf(format, args...))
+}
+
+// Read implements io.Reader for zmq4. It never returns n > 0 together with a
+// framing error: io.ReadFull would then report success for a full buffer and
+// hand zmq4 the bad header.
+func (g *guardConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if len(g.out) > 0 {
+			n := copy(p, g.out)
+			g.out = g.out[n:]
+			return n, nil
+		}
+		if g.greetLeft > 0 {
+			// The greeting itself is validated by zmq4 (signature, version,
+			// mechanism); it has a fixed size, so nothing here can overflow.
+			if len(p) > g.greetLeft {
+				p = p[:g.greetLeft]
+			}
+			n, err := g.br.Read(p)
+			g.greetLeft -= n
+			return n, err
+		}
+		if g.bodyLeft > 0 {
+			if uint64(len(p)) > g.bodyLeft {
+				p = p[:g.bodyLeft]
+			}
+			n, err := g.br.Read(p)
+			g.bodyLeft -= uint64(n)
+			return n, err
+		}
+		if err := g.nextHeader(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// nextHeader reads and validates one frame header. Message frames queue the
+// header in g.out and stream the body; command frames are read whole (they
+// are small by construction) so that PING can be removed from the stream.
+func (g *guardConn) nextHeader() error {
+	flag, err := g.br.ReadByte()
+	if err != nil {
+		return err
+	}
+	if flag&flagReserve != 0 {
+		return g.fail("reserved flag bits 0x%02x", flag)
+	}
+	g.hdr[0] = flag
+	hlen := 2
+	var size uint64
+	if flag&flagLong != 0 {
+		hlen = 9
+		if _, err := io.ReadFull(g.br, g.hdr[1:9]); err != nil {
+			return err
+		}
+		size = binary.BigEndian.Uint64(g.hdr[1:9])
+	} else {
+		b, err := g.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		g.hdr[1] = b
+		size = uint64(b)
+	}
+	if flag&flagCommand != 0 {
+		if flag&flagMore != 0 {
+			return g.fail("command frame with MORE flag")
+		}
+		if g.nFrames != 0 {
+			return g.fail("command frame inside a multipart message")
+		}
+		if size > g.lim.maxCommand {
+			return g.fail("command frame of %d bytes (limit %d)", size, g.lim.maxCommand)
+		}
+		buf := make([]byte, hlen+int(size))
+		copy(buf, g.hdr[:hlen])
+		if _, err := io.ReadFull(g.br, buf[hlen:]); err != nil {
+			return err
+		}
+		body := buf[hlen:]
+		if ctx, ok := pingContext(body); ok {
+			if g.onPing != nil {
+				g.onPing(ctx)
+			}
+			return nil // dropped: zmq4 never sees it, so never writes a PONG itself
+		}
+		g.out = buf
+		return nil
+	}
+	if size > g.lim.maxFrame {
+		return g.fail("frame of %d bytes (limit %d)", size, g.lim.maxFrame)
+	}
+	g.nFrames++
+	g.msgBytes += size
+	if g.nFrames > g.lim.maxFrames {
+		return g.fail("more than %d frames in one message", g.lim.maxFrames)
+	}
+	if g.msgBytes > g.lim.maxMessage {
+		return g.fail("message of more than %d bytes", g.lim.maxMessage)
+	}
+	if flag&flagMore == 0 {
+		g.nFrames, g.msgBytes = 0, 0
+	}
+	g.out = append(g.out[:0], g.hdr[:hlen]...)
+	g.bodyLeft = size
+	return nil
+}
+
+// pingContext recognises a ZMTP 3.1 PING command body: name length 4, "PING",
+// a 16-bit TTL, then up to 16 context bytes echoed by PONG.
+func pingContext(body []byte) ([]byte, bool) {
+	if len(body) < 1+4+2 || body[0] != 4 || string(body[1:5]) != zmq4.CmdPing {
+		return nil, false
+	}
+	ctx := body[7:]
+	if len(ctx) > 16 {
+		ctx = ctx[:16]
+	}
+	return append([]byte(nil), ctx...), true
+}
+
+// Write is used by zmq4 for the handshake (write-through, it waits for the
+// peer's answer) and afterwards, from the single writer goroutine, for
+// records (buffered until flush).
+func (g *guardConn) Write(p []byte) (int, error) {
+	if !g.buffered.Load() {
+		return g.Conn.Write(p)
+	}
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	return g.bw.Write(p)
+}
+
+// startBuffering switches writes to the buffer once the handshake is done.
+func (g *guardConn) startBuffering() { g.buffered.Store(true) }
+
+// flush writes buffered bytes, bounded by a real-time write deadline so that
+// a peer that stopped reading cannot hold the writer forever.
+func (g *guardConn) flush(timeout time.Duration) error {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	if g.bw.Buffered() == 0 {
+		return nil
+	}
+	if timeout > 0 {
+		_ = g.Conn.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	return g.bw.Flush()
+}
