@@ -102,7 +102,7 @@ var help = map[string]string{
 	"node.routing_id":                          "node routing id (RID) as hex, 1..255 bytes; empty = random per run",
 	"node.endpoint":                            "where the ROUTER binds, tcp://host:port (port 0 = any free port)",
 	"node.advertise_endpoint":                  "endpoint published to peers; empty = bound endpoint with the real port; required for a wildcard bind",
-	"node.security_identity":                   "transport security identity peers must match exactly; empty = none",
+	"node.security_identity":                   "transport security identity peers must match exactly; empty = none (sent as `anonymous` on the wire, whose admission text is 1..255 bytes)",
 	"node.object_role":                         "object role: none, client or server (spec §2)",
 	"node.placement_weight":                    "placement weight 0..10000; 0 = never chosen for new or relocated objects (spec §4)",
 	"node.application_version":                 "application deployment sequence number, 0..2^63-1",

@@ -83,13 +83,3 @@ func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
 	fmt.Fprintf(stdout, "meshnode %s (%s)\n", v, goVersion)
 	return ExitOK
 }
-
-func runNode(_ context.Context, _ []string, _, stderr io.Writer) int {
-	return notYet(stderr, "run", "#5")
-}
-
-func runDemo(_ context.Context, _ []string, _, stderr io.Writer) int {
-	return notYet(stderr, "demo", "#5")
-}
-
-

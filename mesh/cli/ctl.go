@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/stores"
 )
@@ -33,7 +34,9 @@ const ctlUsage = `usage: meshnode ctl <command> [arguments]
   record <key> [--config FILE] [config flags]
         read one record from the configured Location Store and pretty-print it;
         <key> is a store key (authority:<hex>) or a full Redis key ({ns}:k:authority:<hex>)
-  topology   list MeshNodes of the configured store
+  topology [--mesh NAME] [--config FILE] [config flags]
+        one row per MeshNode descriptor in the configured Location Store
+        (mesh, RID, endpoint, state, role, weight, capacity, lease expiry)
   locate     look up an object's location
   list       list objects by kind`
 
@@ -48,7 +51,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "record":
 		return ctlRecord(ctx, args[1:], stdout, stderr)
 	case "topology":
-		return notYet(stderr, "ctl topology", "#5")
+		return ctlTopology(ctx, args[1:], stdout, stderr)
 	case "locate", "list":
 		return notYet(stderr, "ctl "+args[0], "#6")
 	case "-h", "--help", "help":
@@ -233,4 +236,36 @@ func decodeAs(kind record.Kind, v []byte) error {
 		err = fmt.Errorf("not a framework record kind %q", kind)
 	}
 	return err
+}
+
+func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("ctl topology", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config.Flags(fs)
+	meshName := fs.String("mesh", "", "only this mesh (default: every mesh)")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
+		return ExitUsage
+	}
+	log := cfg.Logger(stderr)
+	st, err := openLocation(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
+		return ExitError
+	}
+	defer st.Close()
+	snap, err := directory.Lister{Store: st, PageSize: 1000, Logger: log}.List(ctx, *meshName)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
+		return ExitError
+	}
+	if err := directory.RenderTable(stdout, directory.Rows(snap)); err != nil {
+		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
 }

@@ -233,6 +233,24 @@ func (m *Manager) Gate() *Gate { return m.gate }
 // Timing returns the validated timing in use.
 func (m *Manager) Timing() Timing { return m.timing }
 
+// Fence returns the owner-lease record's key and its version as of the
+// latest successful acquire, renew or re-read. A store change that may only
+// happen while this host run holds its lease (descriptor publishing) puts
+// locstore.IfVersion(key, version) into its batch, so the batch conflicts
+// once the record expired, was deleted or replaced.
+//
+// version is empty once the lease is lost. After a renew whose answer was
+// lost it may be stale until the next tick re-reads the record; a batch
+// fenced on it then conflicts, and the caller re-reads the key itself.
+func (m *Manager) Fence() (key, version string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lost {
+		return m.key, ""
+	}
+	return m.key, m.version
+}
+
 // callContext bounds one store call (or one renew attempt) by RenewTimeout
 // on the manager's Clock, so that a fake clock controls timeouts in tests as
 // it controls ticks.

@@ -1,0 +1,271 @@
+package follow
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Move is the source→target information a previous owner records when a move
+// of one of its objects completes (spec §7.3). The source is the recording
+// node itself.
+type Move struct {
+	Key              Key
+	ObjectGeneration uint64 // unchanged by the move
+	// PreviousAuthorityOwnerGeneration is the owner generation under which
+	// this node owned the object until the move.
+	PreviousAuthorityOwnerGeneration uint64
+	// AuthorityOwnerGeneration is the new owner's generation; it must be
+	// greater than PreviousAuthorityOwnerGeneration.
+	AuthorityOwnerGeneration uint64
+	// Owner is the new owner's lease, the ExpectedOwnerLeaseGeneration of
+	// the forwarded message's route fence.
+	Owner Owner
+	// Route reaches the new owner's node run.
+	Route Route
+}
+
+func (m Move) validate() error {
+	if err := m.Key.validate(); err != nil {
+		return err
+	}
+	if err := validGeneration("ObjectGeneration", m.ObjectGeneration); err != nil {
+		return err
+	}
+	if err := validGeneration("previous AuthorityOwnerGeneration", m.PreviousAuthorityOwnerGeneration); err != nil {
+		return err
+	}
+	if err := validGeneration("AuthorityOwnerGeneration", m.AuthorityOwnerGeneration); err != nil {
+		return err
+	}
+	if m.AuthorityOwnerGeneration <= m.PreviousAuthorityOwnerGeneration {
+		return fmt.Errorf("%w: %s moved to owner generation %d, not greater than the previous %d",
+			ErrInvalidOperation, m.Key, m.AuthorityOwnerGeneration, m.PreviousAuthorityOwnerGeneration)
+	}
+	if err := m.Owner.validate(); err != nil {
+		return err
+	}
+	return m.Route.validate()
+}
+
+func (m Move) equal(o Move) bool {
+	return m.Key == o.Key && m.ObjectGeneration == o.ObjectGeneration &&
+		m.PreviousAuthorityOwnerGeneration == o.PreviousAuthorityOwnerGeneration &&
+		m.AuthorityOwnerGeneration == o.AuthorityOwnerGeneration && m.Owner == o.Owner &&
+		string(m.Route.NodeRID) == string(o.Route.NodeRID) &&
+		m.Route.NodeGeneration == o.Route.NodeGeneration && m.Route.Endpoint == o.Route.Endpoint
+}
+
+// Inbound describes a message that arrived for an object this node no longer
+// owns.
+type Inbound struct {
+	Key Key
+	// ObjectGeneration is the generation of the ActorRef/SpotRef the
+	// message targets.
+	ObjectGeneration uint64
+	// AuthorityOwnerGeneration is the ExpectedAuthorityOwnerGeneration of
+	// the message's route fence: the owner generation it was addressed to.
+	AuthorityOwnerGeneration uint64
+	// Hop is the message's MessageFollowHopCount as received, 0..MaxHops.
+	Hop int
+}
+
+// Forwarding is Forward's answer: send the message, otherwise unchanged, to
+// Target with hop count Hop and a route fence built from Target
+// (TargetNodeRID, TargetNodeGeneration, ExpectedAuthorityOwnerGeneration =
+// Target.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration =
+// Target.Owner.LeaseGeneration).
+type Forwarding struct {
+	Target Move // Target.Route.NodeRID is shared with the table: read-only
+	Hop    int  // 1..MaxHops
+}
+
+// Table is the Message Follow table of one node. It is safe for concurrent
+// use; the zero value is not usable, call NewTable.
+//
+// Entries are per object, not per message: any number of messages can be
+// forwarded through one recorded move (spec §7.3 sets no cap on the amount
+// retained per move), and the table grows only with the number of objects
+// that moved away within the last MessageFollowDuration. Expired entries are
+// reclaimed in order of expiry by every Record, Forward and Len, so no
+// background sweep is needed.
+type Table struct {
+	clock    Clock
+	duration time.Duration
+
+	mu sync.Mutex
+	m  map[Key]*list.Element // of *tableEntry
+	// byExpiry orders entries by expiresAt: the duration is fixed and the
+	// clock monotonic, so recording order is expiry order, and a replaced
+	// entry moves to the back.
+	byExpiry list.List
+}
+
+type tableEntry struct {
+	move      Move
+	expiresAt time.Duration
+}
+
+// NewTable returns an empty Message Follow table whose entries are followed
+// for duration (MessageFollowDuration) after their move is recorded.
+// duration 0 disables Message Follow: Record stores nothing and Forward is
+// always ErrNotFound. Negative is invalid. Package config validates it
+// against RouteCacheMaxAge; the default (30 s) lives there too.
+func NewTable(clock Clock, duration time.Duration) (*Table, error) {
+	if clock == nil {
+		return nil, fmt.Errorf("%w: nil Clock", ErrInvalidArgument)
+	}
+	if duration < 0 {
+		return nil, fmt.Errorf("%w: negative message follow duration %v", ErrInvalidArgument, duration)
+	}
+	return &Table{clock: clock, duration: duration, m: make(map[Key]*list.Element)}, nil
+}
+
+// Enabled reports whether Message Follow is on (duration > 0).
+func (t *Table) Enabled() bool { return t.duration > 0 }
+
+// Record keeps m for MessageFollowDuration from now and reports whether it
+// did (false, nil when Message Follow is disabled). A move of the same object
+// replaces the one kept if it is later — a higher ObjectGeneration, or the
+// same one with a higher new owner generation — and restarts the period,
+// because it is a new move. Recording the identical move again changes
+// nothing. A move that is not later than the one kept, but differs from it,
+// is ErrInvalidOperation: moves of one object complete in generation order,
+// so it can only be a stale or conflicting report. Malformed m is
+// ErrInvalidArgument; a new owner generation not greater than the previous
+// is ErrInvalidOperation.
+func (t *Table) Record(m Move) (bool, error) {
+	if err := m.validate(); err != nil {
+		return false, err
+	}
+	if !t.Enabled() {
+		return false, nil
+	}
+	now := t.clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.purgeLocked(now)
+	if el := t.m[m.Key]; el != nil {
+		old := el.Value.(*tableEntry).move
+		if old.equal(m) {
+			return true, nil
+		}
+		if !newer(m.ObjectGeneration, m.AuthorityOwnerGeneration, old.ObjectGeneration, old.AuthorityOwnerGeneration) {
+			return false, fmt.Errorf("%w: %s move to owner generation %d (object generation %d) is not later than the kept move to %d (object generation %d)",
+				ErrInvalidOperation, m.Key, m.AuthorityOwnerGeneration, m.ObjectGeneration, old.AuthorityOwnerGeneration, old.ObjectGeneration)
+		}
+		t.byExpiry.Remove(el)
+	}
+	m.Route = m.Route.clone()
+	t.m[m.Key] = t.byExpiry.PushBack(&tableEntry{move: m, expiresAt: addSat(now, t.duration)})
+	return true, nil
+}
+
+// Remove forgets key's move and reports whether one was kept. The caller
+// removes it when this node becomes the object's owner again or the object
+// is destroyed, so that the node never forwards messages for an object it
+// hosts.
+func (t *Table) Remove(key Key) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	el := t.m[key]
+	if el != nil {
+		t.byExpiry.Remove(el)
+		delete(t.m, key)
+	}
+	return el != nil
+}
+
+// Forward decides what to do with a message that arrived for an object that
+// moved away from this node. The checks, in order:
+//
+//   - malformed in (bad key, generation out of range, negative hop) is
+//     ErrInvalidArgument;
+//   - no move kept for the key, the move expired (at recorded +
+//     MessageFollowDuration and later) or Message Follow disabled:
+//     ErrNotFound;
+//   - in.ObjectGeneration differs from the moved object's generation:
+//     ErrGenerationMismatch (ErrInvalidOperation);
+//   - forwarding would be hop in.Hop+1 > MaxHops: ErrHopLimit
+//     (ErrUnavailable);
+//   - the message was addressed to an owner generation not lower than the
+//     new owner's: ErrCycle (ErrUnavailable).
+//
+// Why the last rule detects cycles: the forwarded message carries the new
+// owner's AuthorityOwnerGeneration in its route fence, and every node
+// forwards only to a strictly higher generation than the one the message
+// carries. The generation carried therefore strictly increases along any
+// follow path, so no path can come back to a (node, generation) it has
+// passed; a loop formed by stale follow records (A says B, B says A) is cut
+// at the first hop that would not increase it. The wire carries no visited
+// set, only the hop count and the fence, which is why a visited set is not
+// used. The hop limit bounds the legitimate chains of consecutive moves.
+func (t *Table) Forward(in Inbound) (Forwarding, error) {
+	if err := in.Key.validate(); err != nil {
+		return Forwarding{}, err
+	}
+	if err := validGeneration("ObjectGeneration", in.ObjectGeneration); err != nil {
+		return Forwarding{}, err
+	}
+	if err := validGeneration("AuthorityOwnerGeneration", in.AuthorityOwnerGeneration); err != nil {
+		return Forwarding{}, err
+	}
+	if in.Hop < 0 {
+		return Forwarding{}, fmt.Errorf("%w: negative hop count %d", ErrInvalidArgument, in.Hop)
+	}
+	if !t.Enabled() {
+		return Forwarding{}, fmt.Errorf("%w: %s: Message Follow is disabled", ErrNotFound, in.Key)
+	}
+	now := t.clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.purgeLocked(now)
+	el := t.m[in.Key]
+	if el == nil {
+		return Forwarding{}, fmt.Errorf("%w: %s", ErrNotFound, in.Key)
+	}
+	e := el.Value.(*tableEntry)
+	if now >= e.expiresAt {
+		t.byExpiry.Remove(el)
+		delete(t.m, in.Key)
+		return Forwarding{}, fmt.Errorf("%w: %s", ErrNotFound, in.Key)
+	}
+	mv := e.move
+	switch {
+	case in.ObjectGeneration != mv.ObjectGeneration:
+		return Forwarding{}, fmt.Errorf("%w: %s message for object generation %d, moved generation is %d",
+			ErrGenerationMismatch, in.Key, in.ObjectGeneration, mv.ObjectGeneration)
+	case in.Hop >= MaxHops:
+		return Forwarding{}, fmt.Errorf("%w: %s message already followed %d hops, at most %d",
+			ErrHopLimit, in.Key, in.Hop, MaxHops)
+	case in.AuthorityOwnerGeneration >= mv.AuthorityOwnerGeneration:
+		return Forwarding{}, fmt.Errorf("%w: %s message addressed to owner generation %d, follow route leads to %d",
+			ErrCycle, in.Key, in.AuthorityOwnerGeneration, mv.AuthorityOwnerGeneration)
+	}
+	return Forwarding{Target: mv, Hop: in.Hop + 1}, nil
+}
+
+// Len returns the number of moves kept (expired ones are reclaimed first).
+func (t *Table) Len() int {
+	now := t.clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.purgeLocked(now)
+	return len(t.m)
+}
+
+// purgeLocked drops expired entries from the front of byExpiry. Were the
+// clock ever to run backwards, the order could break and the walk stop early;
+// that only delays reclamation, because Forward also checks the expiry of the
+// entry it uses.
+func (t *Table) purgeLocked(now time.Duration) {
+	for el := t.byExpiry.Front(); el != nil; el = t.byExpiry.Front() {
+		e := el.Value.(*tableEntry)
+		if now < e.expiresAt {
+			return
+		}
+		t.byExpiry.Remove(el)
+		delete(t.m, e.move.Key)
+	}
+}

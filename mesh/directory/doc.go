@@ -1,0 +1,27 @@
+// Package directory is the Location Store side of MeshNode descriptors and
+// automatic discovery (spec §4, §6.2, §10, §11): a host publishes its own
+// descriptor, every host lists the descriptors of its mesh, and a pure
+// planner turns complete lists into connection intents.
+//
+//   - Publisher writes one host run's descriptor: one conditional batch per
+//     publish that is fenced on the host's owner lease, bumps the MeshNode
+//     descriptor change counter and puts the descriptor. It issues the
+//     descriptor revisions, reports replays as Ignored, takes over a routing
+//     id whose previous owner lease is gone and refuses one whose owner is
+//     alive (ErrRoutingIDInUse).
+//   - List reads every MeshNode descriptor as a same-point-in-time list: the
+//     change counter before and after a paged scan must match. Each host's
+//     owner lease is then read directly; a descriptor whose lease is gone is
+//     returned with LeaseValid false and never used for connecting.
+//   - Reclaim deletes descriptors whose owner lease has been gone for long,
+//     so that the store does not grow without bound; descriptors are
+//     otherwise durable and replaced by takeover (spec §11: never by the
+//     owner sweep).
+//   - Planner (no I/O, injected monotonic time) keeps the last complete list
+//     and the connection intents derived from it, and holds them unchanged
+//     through a store failure (StoreFailureGrace, §10).
+//   - Rows and RenderTable turn a Snapshot into the topology table printed
+//     by "meshnode ctl topology".
+//
+// See docs/DISCOVERY.md for the batch layouts, the rules and their reasons.
+package directory

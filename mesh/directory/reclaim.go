@@ -1,0 +1,191 @@
+package directory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/lease"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// ReclaimOptions configures Reclaim. The zero value uses the defaults.
+type ReclaimOptions struct {
+	// MinAge: a descriptor whose owner lease is gone is deleted only when
+	// the store's time is more than MinAge past its updatedAtEpochMs. 0
+	// means DefaultReclaimAge.
+	MinAge time.Duration
+	// PageSize is the scan page size, 1..1000; 0 means DefaultPageSize.
+	PageSize int
+	// Gate, if set, is consulted before every delete: a host whose own
+	// lease is in doubt changes nothing.
+	Gate lease.Admitter
+	// MaxAttempts bounds the retries of one delete that conflicted on the
+	// change counter only; 0 means 8.
+	MaxAttempts int
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// ReclaimResult counts what Reclaim saw and did.
+type ReclaimResult struct {
+	Scanned     int // descriptors in the scan snapshot
+	Deleted     int
+	Live        int // owner lease valid (or present but unreadable: not provably gone)
+	Young       int // lease gone, but updated within MinAge
+	Changed     int // the descriptor changed after the scan (left alone)
+	Undecodable int // skipped: never delete what cannot be read
+}
+
+// Reclaim deletes MeshNode descriptors whose owner lease is gone and whose
+// last publish (updatedAtEpochMs) is more than MinAge old by the store's
+// clock. Descriptors are durable and are otherwise only replaced by a
+// takeover (spec §11); without this, routing ids that are never reused
+// would accumulate. Discovery calls it occasionally; it is not urgent,
+// because readers already ignore descriptors without a valid lease.
+//
+// Candidates come from one scan snapshot (spec §11: a same-point-in-time
+// list); each delete is one batch conditioned on the descriptor version
+// the scan saw and on the owner lease still being in the state observed
+// (absent, or the same other-generation record), and it bumps the change
+// counter so that a concurrent List reads again. A store failure stops the
+// run and is returned with the counts so far.
+func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (ReclaimResult, error) {
+	var res ReclaimResult
+	if store == nil {
+		return res, fmt.Errorf("%w: reclaim: no Location Store", ErrInvalidArgument)
+	}
+	switch {
+	case opts.MinAge < 0:
+		return res, fmt.Errorf("%w: reclaim: MinAge %v is negative", ErrInvalidArgument, opts.MinAge)
+	case opts.MaxAttempts < 0:
+		return res, fmt.Errorf("%w: reclaim: MaxAttempts %d is negative", ErrInvalidArgument, opts.MaxAttempts)
+	}
+	if opts.MinAge == 0 {
+		opts.MinAge = DefaultReclaimAge
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if err := validPageSize(opts.PageSize); err != nil {
+		return res, err
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 8
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	counterKey, err := changeCounterKey()
+	if err != nil {
+		return res, err
+	}
+	var items []locstore.Item
+	for restarts := 0; ; restarts++ {
+		var expired bool
+		items, expired, err = scanAll(ctx, store, descriptorPrefix, opts.PageSize)
+		if err != nil {
+			return res, fmt.Errorf("directory: reclaim: %w", err)
+		}
+		if !expired {
+			break
+		}
+		if restarts+1 >= DefaultListAttempts {
+			return res, fmt.Errorf("directory: reclaim: %w", ErrScanExpired)
+		}
+	}
+	res.Scanned = len(items)
+	for _, it := range items {
+		d, err := decodeItem(it)
+		if err != nil {
+			res.Undecodable++
+			log.Warn("undecodable MeshNode descriptor left in place", "key", it.Key, "err", err)
+			continue
+		}
+		verdict, err := reclaimOne(ctx, store, opts, counterKey, it, d)
+		if err != nil {
+			return res, fmt.Errorf("directory: reclaim %s: %w", it.Key, err)
+		}
+		switch verdict {
+		case reclaimDeleted:
+			res.Deleted++
+			log.Info("reclaimed MeshNode descriptor of a gone host run",
+				"mesh", d.MeshName, "rid", fmt.Sprintf("%x", d.RoutingID), "owner", d.OwnerID, "gen", d.LeaseGeneration,
+				"updated_at", d.UpdatedAt.Time())
+		case reclaimLive:
+			res.Live++
+		case reclaimYoung:
+			res.Young++
+		case reclaimChanged:
+			res.Changed++
+		}
+	}
+	return res, nil
+}
+
+type reclaimVerdict uint8
+
+const (
+	reclaimDeleted reclaimVerdict = iota + 1
+	reclaimLive
+	reclaimYoung
+	reclaimChanged
+)
+
+func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, counterKey string, it locstore.Item, d record.MeshNodeDescriptor) (reclaimVerdict, error) {
+	for attempt := 1; attempt <= opts.MaxAttempts; attempt++ {
+		lc, err := checkLease(ctx, store, d.OwnerID, d.LeaseGeneration)
+		if err != nil {
+			return 0, err
+		}
+		if lc.Valid || lc.Unreadable {
+			return reclaimLive, nil
+		}
+		if lc.StoreNow.Sub(d.UpdatedAt.Time()) <= opts.MinAge {
+			return reclaimYoung, nil
+		}
+		if opts.Gate != nil {
+			if err := opts.Gate.Admit(); err != nil {
+				return 0, fmt.Errorf("not admitted: %w", err)
+			}
+		}
+		cs, err := readCounter(ctx, store, counterKey)
+		if err != nil {
+			return 0, err
+		}
+		bump, err := cs.bump(counterKey)
+		if err != nil {
+			return 0, err
+		}
+		wr, err := store.Write(ctx, locstore.WriteRequest{
+			Conditions: []locstore.Condition{locstore.IfVersion(it.Key, it.Version), lc.condition(), cs.condition(counterKey)},
+			Mutations:  []locstore.Mutation{locstore.Delete(it.Key), bump},
+		})
+		if err != nil && errors.Is(err, locstore.ErrArgument) {
+			return 0, err
+		}
+		if err == nil && wr.Applied {
+			return reclaimDeleted, nil
+		}
+		// Conflict or unknown outcome: our key says which (§10).
+		rr, rerr := store.Read(ctx, it.Key)
+		if rerr != nil {
+			return 0, errors.Join(err, rerr)
+		}
+		if !rr.Found {
+			if err != nil {
+				return reclaimDeleted, nil // the lost delete applied
+			}
+			return reclaimChanged, nil // someone else deleted it
+		}
+		if rr.Version != it.Version {
+			return reclaimChanged, nil
+		}
+		// Only the counter (or the lease) moved: look again.
+	}
+	return 0, fmt.Errorf("%w: delete gave up after %d attempts", ErrContention, opts.MaxAttempts)
+}

@@ -1,0 +1,155 @@
+package directory
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// Row is one MeshNode of the topology table ("meshnode ctl topology", the
+// demo). Text fields are ready to print; LeaseValid and LeaseExpiresAt keep
+// the raw verdict for machine output.
+type Row struct {
+	Mesh     string
+	RID      string // lowercase hex
+	Endpoint string
+	State    string
+	Role     string
+	Weight   int
+	// Capacity is "actors A[+R]/L spots A[+R]/L" (+R: reserved, shown when
+	// non-zero; L: limit, "∞" when 0 = unlimited), plus " types N" when the
+	// descriptor lists per-type Spot usage.
+	Capacity string
+	// Lease is "in 14.2s" (time left when the list was read, by the store's
+	// clock) or "expired" (missing, expired or another generation).
+	Lease          string
+	LeaseValid     bool
+	LeaseExpiresAt time.Time
+}
+
+// Rows turns a snapshot into table rows ordered by mesh, then routing id.
+func Rows(s Snapshot) []Row {
+	rows := make([]Row, 0, len(s.Entries))
+	for _, e := range s.Entries {
+		d := e.Descriptor
+		r := Row{
+			Mesh:     d.MeshName,
+			RID:      hex.EncodeToString(d.RoutingID),
+			Endpoint: d.Endpoint,
+			State:    string(d.State),
+			Role:     string(d.ObjectRole),
+			Weight:   d.PlacementWeight,
+			Capacity: capacitySummary(d.Capacity),
+			Lease:    "expired",
+		}
+		if e.LeaseValid {
+			r.LeaseValid, r.LeaseExpiresAt = true, e.LeaseExpiresAt
+			r.Lease = leaseLeft(e.LeaseExpiresAt, e.LeaseCheckedAt)
+		}
+		rows = append(rows, r)
+	}
+	// Lowercase hex keeps byte order digit by digit and keeps prefixes, so
+	// comparing the hex strings compares the routing id bytes.
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].Mesh != rows[j].Mesh {
+			return rows[i].Mesh < rows[j].Mesh
+		}
+		return rows[i].RID < rows[j].RID
+	})
+	return rows
+}
+
+func leaseLeft(expires, checked time.Time) string {
+	if expires.IsZero() {
+		return "no expiry"
+	}
+	left := expires.Sub(checked)
+	if left <= 0 {
+		return "expired"
+	}
+	return "in " + left.Round(100*time.Millisecond).String()
+}
+
+func capacitySummary(c record.NodeCapacity) string {
+	s := "actors " + slots(c.Actors) + " spots " + slots(c.Spots)
+	if n := len(c.SpotTypes); n > 0 {
+		s += " types " + strconv.Itoa(n)
+	}
+	return s
+}
+
+func slots(u record.SlotUsage) string {
+	s := strconv.Itoa(u.Active)
+	if u.Reserved > 0 {
+		s += "+" + strconv.Itoa(u.Reserved)
+	}
+	if u.Limit == 0 {
+		return s + "/∞"
+	}
+	return s + "/" + strconv.Itoa(u.Limit)
+}
+
+// tableHeader is the header line's cells.
+var tableHeader = []string{"MESH", "RID", "ENDPOINT", "STATE", "ROLE", "WEIGHT", "CAPACITY", "LEASE"}
+
+// RenderTable writes rows as a plain-text table: a header line, then one
+// line per row, in the given order, columns left-aligned and separated by
+// two spaces, no trailing spaces. Widths count runes. Control and other
+// non-printable characters in a cell (names may contain them) are written
+// escaped, Go-style, so that a cell can never break the layout.
+func RenderTable(w io.Writer, rows []Row) error {
+	lines := make([][]string, 0, len(rows)+1)
+	lines = append(lines, tableHeader)
+	for _, r := range rows {
+		lines = append(lines, []string{
+			cell(r.Mesh), cell(r.RID), cell(r.Endpoint), cell(r.State), cell(r.Role),
+			strconv.Itoa(r.Weight), cell(r.Capacity), cell(r.Lease),
+		})
+	}
+	widths := make([]int, len(tableHeader))
+	for _, l := range lines {
+		for i, c := range l {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		for i, c := range l {
+			b.WriteString(c)
+			if i < len(l)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("directory: render topology: %w", err)
+	}
+	return nil
+}
+
+// cell escapes what would break a table line.
+func cell(s string) string {
+	clean := utf8.ValidString(s)
+	if clean {
+		for _, r := range s {
+			if !unicode.IsPrint(r) {
+				clean = false
+				break
+			}
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
+}

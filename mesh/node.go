@@ -1,0 +1,491 @@
+// Package mesh is the MeshNode: one node run's owner lease and admission
+// gate, its MeshNode descriptor, discovery of the other nodes of its mesh
+// and the transport links to them, and (later) the Manager API over the
+// objects it hosts.
+//
+// A Node is built by Start, which follows the startup order of the spec:
+// every configuration problem is reported before a socket or store is
+// opened (§2, §5); the owner lease is acquired before anything is published
+// (§3.1); the whole descriptor is built and validated before the first
+// publish (§4). Close undoes it in the order of §11.
+package mesh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/lease"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/stores"
+	"github.com/meshnode/meshnode/relocstore"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Errors of the node lifecycle.
+var (
+	// ErrStartup is matched by every startup failure.
+	ErrStartup = errors.New("mesh: startup failed")
+	// ErrClosed is returned by operations on a closed node.
+	ErrClosed = errors.New("mesh: node closed")
+)
+
+// Options configure Start.
+type Options struct {
+	// Config is the node's configuration; Start validates it.
+	Config config.Config
+	// Factories are the application factories; nil means spot.Default.
+	Factories *spot.Registry
+	// Location and Relocation, when set, are used instead of opening the
+	// configured providers (the one-process demo shares one memory store
+	// between its nodes). The node does not close stores it did not open.
+	Location   locstore.Store
+	Relocation relocstore.Store
+	// Logger; nil means Config.Log applied to stderr.
+	Logger *slog.Logger
+	// DiscoveryInterval is the time between discovery rounds; 0 means the
+	// lease renew interval.
+	DiscoveryInterval time.Duration
+}
+
+// Node is one running MeshNode.
+type Node struct {
+	cfg       config.Config
+	log       *slog.Logger
+	factories []spot.Factory
+	clock     lease.Clock
+
+	loc                locstore.Store
+	reloc              relocstore.Store
+	ownsLoc, ownsReloc bool
+	lease              *lease.Manager
+	tr                 *transport.Node
+	pub                *directory.Publisher
+	run                hostRun
+	discoveryEvery     time.Duration
+	discoverMu         sync.Mutex // one discovery round at a time
+	planner            *directory.Planner
+	lastSnap           directory.Snapshot
+	haveSnap           bool
+
+	mu         sync.Mutex
+	state      record.State
+	descriptor record.MeshNodeDescriptor
+	closed     bool
+	closeErr   error
+	done       chan struct{}
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// Start validates the configuration, opens the stores, acquires the owner
+// lease, binds the transport, publishes the descriptor and starts discovery.
+// On any failure everything already opened is closed again.
+func Start(ctx context.Context, opts Options) (_ *Node, err error) {
+	reg := opts.Factories
+	if reg == nil {
+		reg = spot.Default
+	}
+	cfg := opts.Config
+	log := opts.Logger
+	if log == nil {
+		log = cfg.Logger(os.Stderr)
+	}
+	n := &Node{cfg: cfg, log: log, factories: reg.All(), clock: lease.SystemClock(),
+		done: make(chan struct{}), stop: make(chan struct{}), state: record.StatePreparing}
+	n.discoveryEvery = opts.DiscoveryInterval
+	if n.discoveryEvery <= 0 {
+		n.discoveryEvery = cfg.Lease.RenewInterval
+	}
+
+	// §2, §5: every configuration problem before any socket or store.
+	if err := cfg.Validate(factoryPolicies(n.factories)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	defer func() {
+		if err != nil {
+			n.teardown(context.Background())
+		}
+	}()
+
+	if n.loc = opts.Location; n.loc == nil {
+		if n.loc, err = stores.OpenLocation(ctx, cfg.LocationStore, log); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrStartup, err)
+		}
+		n.ownsLoc = n.loc != nil
+	}
+	if n.reloc = opts.Relocation; n.reloc == nil {
+		if n.reloc, err = stores.OpenRelocation(ctx, cfg.RelocationStore, log); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrStartup, err)
+		}
+		n.ownsReloc = n.reloc != nil
+	}
+	if n.loc == nil {
+		// Role none without a store: the node can neither publish nor
+		// discover; it is still a valid (if lonely) configuration.
+		return nil, fmt.Errorf("%w: meshnode needs a Location Store to join a mesh (location_store.provider)", ErrStartup)
+	}
+
+	rid := transport.RID(cfg.Node.RoutingIDBytes())
+	if rid == nil {
+		if rid, err = transport.NewRandomRID(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrStartup, err)
+		}
+	}
+	n.run.rid = rid
+	n.run.lifecycleGeneration = newLifecycleGeneration()
+	n.log = log.With("mesh", cfg.Node.MeshName, "rid", hex.EncodeToString(rid))
+
+	// §3.1: the host run's (OwnerId, LeaseGeneration) before anything else
+	// is written.
+	n.lease, err = lease.Acquire(ctx, lease.Config{
+		Store: n.loc,
+		Timing: lease.Timing{RenewInterval: cfg.Lease.RenewInterval, TTL: cfg.Lease.TTL,
+			RenewTimeout: cfg.Lease.RenewTimeout, FencingMargin: cfg.Lease.FencingMargin},
+		Clock:   n.clock,
+		Logger:  n.log,
+		OnEvent: n.onLeaseEvent,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: owner lease: %w", ErrStartup, err)
+	}
+	n.run.ownerID, n.run.leaseGeneration = n.lease.OwnerID(), n.lease.Generation()
+	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.leaseGeneration)
+
+	n.tr, err = transport.New(transport.Config{
+		RID:                 rid,
+		Endpoint:            cfg.Node.Endpoint,
+		AdvertisedEndpoint:  cfg.Node.AdvertiseEndpoint,
+		MeshName:            cfg.Node.MeshName,
+		SecurityIdentity:    wireSecurityIdentity(cfg.Node.SecurityIdentity),
+		LifecycleGeneration: n.run.lifecycleGeneration,
+		DescriptorRevision:  1,
+		ProbeInterval:       cfg.Transport.LivenessInterval,
+		PeerTimeout:         cfg.Transport.PeerTimeout,
+		RequestTimeout:      cfg.Transport.RequestTimeout,
+		SendQueueRecords:    cfg.Transport.SendQueueLimit,
+		OnEvent:             n.onPeerEvent,
+		Logger:              n.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: transport: %w", ErrStartup, err)
+	}
+	n.run.endpoint = n.tr.AdvertisedEndpoint()
+
+	// §4: the whole descriptor, validated, before the first publish.
+	if n.descriptor, err = buildDescriptor(cfg, n.factories, n.run, record.StatePreparing); err != nil {
+		return nil, err
+	}
+	if n.pub, err = directory.NewPublisher(directory.PublisherConfig{
+		Store: n.loc, Lease: n.lease, Gate: n.lease.Gate(),
+		MeshName: cfg.Node.MeshName, RoutingID: rid, Logger: n.log,
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	if n.planner, err = directory.NewPlanner(directory.PlannerConfig{
+		MeshName: cfg.Node.MeshName, Self: rid, Grace: cfg.StoreFailureGrace,
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
+	}
+	if err := n.publish(ctx, record.StatePreparing); err != nil {
+		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
+	}
+	if err := n.publish(ctx, record.StateServing); err != nil {
+		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
+	}
+	n.log.Info("node serving", "endpoint", n.run.endpoint, "lifecycle", n.run.lifecycleGeneration,
+		"role", cfg.Node.ObjectRole, "revision", uint64(n.pub.Revision()))
+
+	n.wg.Add(1)
+	go n.loop()
+	return n, nil
+}
+
+// AnonymousIdentity is the security identity sent in admission when
+// node.security_identity is empty: the wire's admission text is 1..255
+// bytes, so "no identity" needs a spelling. Peers still compare it exactly.
+const AnonymousIdentity = "anonymous"
+
+func wireSecurityIdentity(s string) string {
+	if s == "" {
+		return AnonymousIdentity
+	}
+	return s
+}
+
+// newLifecycleGeneration is a random nonzero 63-bit run generation: a
+// restarted node must present a different one (§3.1), and no store round
+// trip is needed to get it.
+func newLifecycleGeneration() uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(fmt.Sprintf("mesh: crypto/rand failed: %v", err)) // the platform RNG is broken
+		}
+		if g := binary.BigEndian.Uint64(b[:]) >> 1; g != 0 {
+			return g
+		}
+	}
+}
+
+// publish writes the descriptor with the given state. A replay at an
+// unchanged revision is harmless (Ignored).
+func (n *Node) publish(ctx context.Context, state record.State) error {
+	n.mu.Lock()
+	d := n.descriptor
+	d.State = state
+	n.mu.Unlock()
+	res, err := n.pub.Publish(ctx, d)
+	if err != nil {
+		if n.pub.Exhausted() {
+			// §4: past 2^63-1 the host switches to Error and stops publishing.
+			n.setState(record.StateError)
+		}
+		return err
+	}
+	n.mu.Lock()
+	n.state, n.descriptor.State = state, state
+	n.mu.Unlock()
+	if res.Takeover {
+		n.log.Info("descriptor taken over from an expired run", "previous_owner", res.PreviousOwnerID,
+			"previous_gen", uint64(res.PreviousLeaseGeneration))
+	}
+	if err := n.tr.SetDescriptorRevision(uint64(res.Revision), nil); err != nil {
+		n.log.Warn("transport descriptor revision", "err", err)
+	}
+	return nil
+}
+
+func (n *Node) setState(s record.State) {
+	n.mu.Lock()
+	n.state = s
+	n.mu.Unlock()
+}
+
+func (n *Node) onLeaseEvent(ev lease.Event) {
+	switch ev.Kind {
+	case lease.EventLost:
+		// The lease cannot come back; this run can do nothing safely. The
+		// gate is already closed for every §5 target.
+		n.log.Error("owner lease lost: node stops accepting work", "err", ev.Err)
+		n.setState(record.StateError)
+	case lease.EventExpired:
+		n.log.Warn("admission deadline passed: new work refused until a renew succeeds")
+	case lease.EventRenewFailed:
+		n.log.Warn("owner lease renew failed", "err", ev.Err)
+	}
+}
+
+func (n *Node) onPeerEvent(ev transport.Event) {
+	switch ev.Kind {
+	case transport.EventAdmitted:
+		n.log.Info("peer admitted", "peer", ev.Peer.RID.String(), "endpoint", ev.Peer.Endpoint)
+	case transport.EventDown:
+		n.log.Info("peer down", "peer", ev.Peer.RID.String(), "err", ev.Err)
+	case transport.EventRejected:
+		n.log.Warn("peer rejected", "peer", ev.Peer.RID.String(), "err", ev.Err)
+	}
+}
+
+// loop runs discovery every interval until Close.
+func (n *Node) loop() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(n.discoveryEvery)
+	defer t.Stop()
+	n.Discover(ctx)
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.Discover(ctx)
+		}
+	}
+}
+
+// Discover runs one discovery round: read the whole descriptor list as one
+// same-point-in-time list, check each host's owner lease, and connect to
+// (or drop) peers accordingly. During a store failure the last complete
+// list and its connection intents are kept and nothing new is connected
+// (§10). It returns the round's error, if any.
+func (n *Node) Discover(ctx context.Context) error {
+	n.discoverMu.Lock()
+	defer n.discoverMu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, n.cfg.Lease.RenewInterval+n.cfg.LocationStore.Redis.OperationTimeout)
+	defer cancel()
+	snap, err := directory.Lister{Store: n.loc, PageSize: 1000, Logger: n.log}.List(rctx, n.cfg.Node.MeshName)
+	now := n.clock.Now()
+	if err != nil && ctx.Err() != nil {
+		return err // stopping: not a store failure
+	}
+	if err != nil {
+		st := n.planner.ObserveFailure(now, err)
+		n.log.Warn("discovery: store failure, keeping the last complete list",
+			"err", err, "in_grace", st.InGrace, "grace_elapsed", st.GraceElapsed)
+		return err
+	}
+	actions, err := n.planner.Observe(now, snap)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.lastSnap, n.haveSnap = snap, true
+	n.mu.Unlock()
+	for _, a := range actions {
+		peer := transport.RID(a.RoutingID)
+		switch a.Kind {
+		case directory.Connect:
+			err = n.tr.Connect(peer, a.Endpoint)
+		case directory.Disconnect:
+			err = n.tr.Disconnect(peer)
+		case directory.Reconnect:
+			_ = n.tr.Disconnect(peer)
+			err = n.tr.Connect(peer, a.Endpoint)
+		}
+		n.log.Info("discovery", "action", a.Kind.String(), "peer", peer.String(), "endpoint", a.Endpoint, "reason", a.Reason)
+		if err != nil && !errors.Is(err, transport.ErrUnknownPeer) {
+			n.log.Warn("discovery action failed", "action", a.Kind.String(), "peer", peer.String(), "err", err)
+		}
+	}
+	return nil
+}
+
+// WaitPeers waits until this node has admitted links to at least count
+// peers, or ctx ends.
+func (n *Node) WaitPeers(ctx context.Context, count int) error {
+	for {
+		if len(n.tr.Peers()) >= count {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("mesh: %d of %d peers admitted: %w", len(n.tr.Peers()), count, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Peers returns the peers this node's links are admitted to.
+func (n *Node) Peers() []transport.PeerInfo { return n.tr.Peers() }
+
+// RID returns the node's RoutingId.
+func (n *Node) RID() []byte { return append([]byte(nil), n.run.rid...) }
+
+// Endpoint returns the advertised endpoint.
+func (n *Node) Endpoint() string { return n.run.endpoint }
+
+// LifecycleGeneration returns this run's lifecycle generation.
+func (n *Node) LifecycleGeneration() uint64 { return n.run.lifecycleGeneration }
+
+// Owner returns this run's (OwnerId, LeaseGeneration).
+func (n *Node) Owner() (string, uint64) { return n.run.ownerID, n.run.leaseGeneration }
+
+// State returns the node's descriptor state.
+func (n *Node) State() record.State {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// Gate is the node's admission gate (§5): every new piece of work asks it.
+func (n *Node) Gate() *lease.Gate { return n.lease.Gate() }
+
+// Transport exposes the node's transport (for tests and tools).
+func (n *Node) Transport() *transport.Node { return n.tr }
+
+// LastSnapshot returns the latest complete descriptor list discovery used.
+func (n *Node) LastSnapshot() (directory.Snapshot, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastSnap, n.haveSnap
+}
+
+// Close shuts the node down in the order of §11: stop accepting work
+// (draining), stop discovery, publish stopped, release the owner lease,
+// close the transport and the stores the node opened. It completes exactly
+// once; later calls return the first result. ctx bounds the store work; when
+// it ends first the remaining steps still run (ForceStopped) and every
+// goroutine, timer and socket is gone when Close returns.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		<-n.done
+		return n.closeErr
+	}
+	n.closed = true
+	n.mu.Unlock()
+	deadline := n.cfg.ShutdownDeadline
+	if deadline <= 0 {
+		deadline = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	var errs []error
+	if n.lease.Gate().Open() {
+		if err := n.publish(ctx, record.StateDraining); err != nil {
+			errs = append(errs, fmt.Errorf("publish draining: %w", err))
+		}
+	}
+	close(n.stop)
+	n.wg.Wait()
+	// Authority rows of this host run are swept here once objects exist
+	// (the Objects issue); descriptors are never swept (§11).
+	if n.lease.Gate().Open() {
+		if err := n.publish(ctx, record.StateStopped); err != nil {
+			errs = append(errs, fmt.Errorf("publish stopped: %w", err))
+		}
+	}
+	n.closeErr = errors.Join(append(errs, n.teardown(ctx))...)
+	if ctx.Err() != nil {
+		n.log.Warn("shutdown deadline passed: force-stopped", "err", n.closeErr)
+	} else {
+		n.log.Info("node stopped")
+	}
+	close(n.done)
+	return n.closeErr
+}
+
+// teardown releases the lease and closes transport and owned stores; it is
+// also the cleanup of a failed Start.
+func (n *Node) teardown(ctx context.Context) error {
+	var errs []error
+	if n.lease != nil {
+		if err := n.lease.Release(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("release lease: %w", err))
+		}
+		n.lease.Close()
+	}
+	if n.tr != nil {
+		if err := n.tr.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close transport: %w", err))
+		}
+	}
+	if n.ownsReloc && n.reloc != nil {
+		errs = append(errs, n.reloc.Close())
+	}
+	if n.ownsLoc && n.loc != nil {
+		errs = append(errs, n.loc.Close())
+	}
+	return errors.Join(errs...)
+}
