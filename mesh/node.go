@@ -12,8 +12,6 @@ package mesh
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -144,7 +142,6 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		}
 	}
 	n.run.rid = rid
-	n.run.lifecycleGeneration = newLifecycleGeneration()
 	n.log = log.With("mesh", cfg.Node.MeshName, "rid", hex.EncodeToString(rid))
 
 	// §3.1: the host run's (OwnerId, LeaseGeneration) before anything else
@@ -161,6 +158,12 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: owner lease: %w", ErrStartup, err)
 	}
 	n.run.ownerID, n.run.leaseGeneration = n.lease.OwnerID(), n.lease.Generation()
+	// The lifecycle generation must grow across restarts of one RID: peers
+	// refuse a hello whose generation is below the one they admitted (a
+	// late hello of a dead run). The LeaseGeneration comes from a durable,
+	// store-wide increasing counter and is new for every run, so it is the
+	// run's lifecycle generation too; no second counter is needed.
+	n.run.lifecycleGeneration = n.run.leaseGeneration
 	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.leaseGeneration)
 
 	n.tr, err = transport.New(transport.Config{
@@ -222,21 +225,6 @@ func wireSecurityIdentity(s string) string {
 		return AnonymousIdentity
 	}
 	return s
-}
-
-// newLifecycleGeneration is a random nonzero 63-bit run generation: a
-// restarted node must present a different one (§3.1), and no store round
-// trip is needed to get it.
-func newLifecycleGeneration() uint64 {
-	var b [8]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			panic(fmt.Sprintf("mesh: crypto/rand failed: %v", err)) // the platform RNG is broken
-		}
-		if g := binary.BigEndian.Uint64(b[:]) >> 1; g != 0 {
-			return g
-		}
-	}
 }
 
 // publish writes the descriptor with the given state. A replay at an

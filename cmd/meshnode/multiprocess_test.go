@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/internal/testredis"
+	locredis "github.com/meshnode/meshnode/locstore/redis"
+	"github.com/meshnode/meshnode/mesh/directory"
+)
+
+// proc is one meshnode process whose JSON log lines are collected.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs []map[string]any
+	done chan struct{}
+}
+
+func (p *proc) collect(r io.Reader) {
+	defer close(p.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		p.mu.Lock()
+		p.logs = append(p.logs, m)
+		p.mu.Unlock()
+	}
+}
+
+// seen reports whether a log line has msg and every key=value given.
+func (p *proc) seen(msg string, kv ...string) bool { return p.count(msg, kv...) > 0 }
+
+// count returns how many log lines have msg and every key=value given.
+func (p *proc) count(msg string, kv ...string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.logs {
+		if m["msg"] != msg {
+			continue
+		}
+		ok := true
+		for i := 0; i+1 < len(kv); i += 2 {
+			if fmt.Sprint(m[kv[i]]) != kv[i+1] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *proc) dump(t *testing.T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.logs {
+		b, _ := json.Marshal(m)
+		t.Logf("%s: %s", p.name, b)
+	}
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool, procs ...*proc) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			for _, p := range procs {
+				p.dump(t)
+			}
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The built binary, three processes, a real Redis: they find each other;
+// kill -9 one and the others drop it once its lease expires; restart it and
+// it returns with a new lifecycle generation and LeaseGeneration.
+func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
+	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+	bin := filepath.Join(t.TempDir(), "meshnode")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	env := func(rid string) []string {
+		return append(os.Environ(),
+			"MESHNODE_NODE__MESH_NAME=mp",
+			"MESHNODE_NODE__ROUTING_ID="+rid,
+			"MESHNODE_NODE__ENDPOINT=tcp://127.0.0.1:0",
+			"MESHNODE_LOCATION_STORE__PROVIDER=redis",
+			"MESHNODE_LOCATION_STORE__REDIS__ADDRS="+addr,
+			"MESHNODE_LOCATION_STORE__REDIS__NAMESPACE="+ns,
+			"MESHNODE_RELOCATION_STORE__PROVIDER=redis",
+			"MESHNODE_RELOCATION_STORE__REDIS__ADDRS="+addr,
+			"MESHNODE_RELOCATION_STORE__REDIS__NAMESPACE="+ns+"-reloc",
+			// 300ms + 200ms < 2s - 500ms (§5)
+			"MESHNODE_LEASE__RENEW_INTERVAL=300ms",
+			"MESHNODE_LEASE__RENEW_TIMEOUT=200ms",
+			"MESHNODE_LEASE__TTL=2s",
+			"MESHNODE_LEASE__FENCING_MARGIN=500ms",
+			"MESHNODE_LOG__FORMAT=json",
+			"MESHNODE_LOG__LEVEL=info",
+		)
+	}
+	start := func(name, rid string) *proc {
+		p := &proc{name: name, done: make(chan struct{})}
+		p.cmd = exec.Command(bin, "run")
+		p.cmd.Env = env(rid)
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		stderr, err := p.cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go p.collect(stderr)
+		t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done; _ = p.cmd.Wait() })
+		return p
+	}
+	rids := []string{"0a0001", "0a0002", "0a0003"}
+	procs := []*proc{start("n1", rids[0]), start("n2", rids[1]), start("n3", rids[2])}
+	admittedAll := func(ps []*proc) func() bool {
+		return func() bool {
+			for i, p := range ps {
+				for j := range ps {
+					if i != j && !p.seen("peer admitted", "peer", rids[j]) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	waitUntil(t, 20*time.Second, "every process to admit the other two", admittedAll(procs), procs...)
+
+	ctx := context.Background()
+	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entry := func(rid string) (directory.Entry, bool) {
+		snap, err := directory.List(ctx, st, "mp", 100)
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		for _, e := range snap.Entries {
+			if hex.EncodeToString(e.Descriptor.RoutingID) == rid {
+				return e, true
+			}
+		}
+		return directory.Entry{}, false
+	}
+	before, ok := entry(rids[2])
+	if !ok || !before.LeaseValid {
+		t.Fatalf("n3 not listed with a valid lease: %+v", before)
+	}
+
+	// kill -9: no shutdown, the lease record stays until it expires.
+	if err := procs[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-procs[2].done
+	_ = procs[2].cmd.Wait()
+	killedAt := time.Now()
+	dropped := func() bool {
+		return procs[0].seen("discovery", "action", "disconnect", "peer", rids[2]) &&
+			procs[1].seen("discovery", "action", "disconnect", "peer", rids[2])
+	}
+	waitUntil(t, 15*time.Second, "n1 and n2 to drop n3 after its lease expired", dropped, procs[:2]...)
+	t.Logf("n3 dropped %v after kill -9 (lease TTL 2s)", time.Since(killedAt).Round(10*time.Millisecond))
+	if e, _ := entry(rids[2]); e.LeaseValid {
+		t.Fatal("store still shows n3's lease valid after the others dropped it")
+	}
+
+	// Restart with the same RID: takeover of its descriptor, new generations.
+	n3 := start("n3b", rids[2])
+	waitUntil(t, 20*time.Second, "the restarted n3 and the others to admit each other", func() bool {
+		return n3.seen("peer admitted", "peer", rids[0]) && n3.seen("peer admitted", "peer", rids[1]) &&
+			procs[0].count("peer admitted", "peer", rids[2]) >= 2 && procs[1].count("peer admitted", "peer", rids[2]) >= 2
+	}, procs[0], procs[1], n3)
+	after, ok := entry(rids[2])
+	if !ok || !after.LeaseValid {
+		t.Fatalf("restarted n3 not listed with a valid lease: %+v", after)
+	}
+	if after.Descriptor.LifecycleGeneration == before.Descriptor.LifecycleGeneration ||
+		after.Descriptor.LeaseGeneration == before.Descriptor.LeaseGeneration ||
+		after.Descriptor.OwnerID == before.Descriptor.OwnerID {
+		t.Fatalf("restart kept its run identity: before %+v after %+v", before.Descriptor, after.Descriptor)
+	}
+
+	// ctl topology through the binary shows the three live nodes.
+	ctl := exec.Command(bin, "ctl", "topology", "--mesh", "mp")
+	ctl.Env = env("")
+	out, err := ctl.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctl topology: %v\n%s", err, out)
+	}
+	for _, rid := range rids {
+		if !strings.Contains(string(out), rid) {
+			t.Fatalf("ctl topology lacks %s:\n%s", rid, out)
+		}
+	}
+	t.Logf("ctl topology:\n%s", out)
+
+	// SIGTERM: orderly shutdown, exit status 0.
+	for _, p := range []*proc{procs[0], procs[1], n3} {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		if err := p.cmd.Wait(); err != nil {
+			p.dump(t)
+			t.Fatalf("%s exited with %v after SIGTERM", p.name, err)
+		}
+	}
+}

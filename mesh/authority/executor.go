@@ -1,0 +1,448 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// Executor is the I/O around the planners: for one operation it reads the
+// rows the planner needs, plans, writes the batch, and
+//   - on Conflict (the batch did not apply because a row changed since it
+//     was read) reads again and plans again — the planner re-checks the
+//     caller's intent against the fresh rows, so a retry can only succeed
+//     where the first attempt would have, or end with the decisive error;
+//   - on a lost result (a provider error after the request may have
+//     reached the store) reads again and lets the rows decide whether the
+//     batch applied (Plan.Observed, and the final result when the plan
+//     recorded one), as §10 requires; it never guesses.
+//
+// A capacity-only batch (SecureCapacity, ReleaseCapacity) whose result is
+// lost is not retried: counters are shared, so no re-read can tell whether
+// it applied, and retrying could reserve twice. That outcome is reported as
+// unknown (the provider error, matching locstore.ErrUnavailable).
+type Executor struct {
+	store       locstore.Store
+	log         *slog.Logger
+	maxAttempts int
+	backoff     func(attempt int) time.Duration
+}
+
+// ExecutorOption configures NewExecutor.
+type ExecutorOption func(*Executor) error
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) ExecutorOption {
+	return func(e *Executor) error {
+		if l == nil {
+			return errors.New("authority: WithLogger: nil logger")
+		}
+		e.log = l
+		return nil
+	}
+}
+
+// DefaultMaxAttempts bounds the write attempts of one operation. Every
+// Conflict means another batch applied, so the system as a whole makes
+// progress; the bound only stops one caller that keeps losing.
+const DefaultMaxAttempts = 256
+
+// WithMaxAttempts sets the attempt bound; 0 means until the context ends.
+func WithMaxAttempts(n int) ExecutorOption {
+	return func(e *Executor) error {
+		if n < 0 {
+			return fmt.Errorf("authority: WithMaxAttempts: %d is negative", n)
+		}
+		e.maxAttempts = n
+		return nil
+	}
+}
+
+// WithBackoff sets the pause before attempt n+1 after attempt n conflicted
+// (default: a random pause of up to min(n, 8) milliseconds, which spreads
+// contending writers).
+func WithBackoff(f func(attempt int) time.Duration) ExecutorOption {
+	return func(e *Executor) error {
+		if f == nil {
+			return errors.New("authority: WithBackoff: nil function")
+		}
+		e.backoff = f
+		return nil
+	}
+}
+
+func defaultBackoff(attempt int) time.Duration {
+	return time.Duration(rand.Int64N(int64(min(attempt, 8)) * int64(time.Millisecond)))
+}
+
+// NewExecutor returns an Executor over store.
+func NewExecutor(store locstore.Store, opts ...ExecutorOption) (*Executor, error) {
+	if store == nil {
+		return nil, errors.New("authority: NewExecutor: nil store")
+	}
+	e := &Executor{store: store, log: slog.Default(), maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff}
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Result is an applied operation.
+type Result struct {
+	// Plan is the plan that applied.
+	Plan Plan
+	// Version is the authority row's StoreVersion after the batch ("" when
+	// the batch deleted it or did not touch it).
+	Version string
+	// StoreNow is the store time of the write (or of the confirming read).
+	StoreNow time.Time
+	// Recovered reports that the write's answer was lost and a re-read
+	// showed that the batch applied.
+	Recovered bool
+	// Attempts is the number of batches sent.
+	Attempts int
+}
+
+// Reserve runs PlanReserve. A Reserve that finds the record present ends
+// with the planner's ErrConflict or ErrTypeMismatch carrying the current
+// row (*Error.Current), which the caller follows (§7).
+func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, err
+	}
+	key, _ := req.Object.Key()
+	counterKey, err := record.CounterKey(record.CounterObjectGeneration)
+	if err != nil {
+		return Result{}, invalidCause(OpReserve, err, "ObjectGeneration counter key")
+	}
+	var ids []CounterID
+	if b, err := BundleFor(req.Object.Kind, req.Object.StableType); err == nil {
+		ids = CountersFor(req.Target.Node, b)
+	}
+	read := func(ctx context.Context) (Snapshot, error) {
+		s, err := e.readAuthority(ctx, OpReserve, key)
+		if err != nil || s.Authority.Found {
+			return s, err
+		}
+		if s.ObjectGeneration, err = e.readCounter(ctx, OpReserve, counterKey); err != nil {
+			return s, err
+		}
+		if s.TargetLease, err = e.readLease(ctx, OpReserve, req.Target.Owner.ID); err != nil {
+			return s, err
+		}
+		s.Capacity, err = e.readCapacity(ctx, OpReserve, ids)
+		return s, err
+	}
+	return e.run(ctx, OpReserve, req.Object, read, func(s Snapshot) (Plan, error) { return PlanReserve(req, s) })
+}
+
+// Commit runs PlanCommit.
+func (e *Executor) Commit(ctx context.Context, req CommitRequest) (Result, error) {
+	read := e.existingReader(OpCommit, req.Object, &req.Owner, false, nil)
+	return e.run(ctx, OpCommit, req.Object, read, func(s Snapshot) (Plan, error) { return PlanCommit(req, s) })
+}
+
+// Abort runs PlanAbort.
+func (e *Executor) Abort(ctx context.Context, req AbortRequest) (Result, error) {
+	read := e.existingReader(OpAbort, req.Object, req.Owner, false, nil)
+	return e.run(ctx, OpAbort, req.Object, read, func(s Snapshot) (Plan, error) { return PlanAbort(req, s) })
+}
+
+// Preserve runs PlanPreserve.
+func (e *Executor) Preserve(ctx context.Context, req PreserveRequest) (Result, error) {
+	read := e.existingReader(OpPreserve, req.Object, &req.Owner, true, nil)
+	return e.run(ctx, OpPreserve, req.Object, read, func(s Snapshot) (Plan, error) { return PlanPreserve(req, s) })
+}
+
+// NewOwner runs PlanNewOwner.
+func (e *Executor) NewOwner(ctx context.Context, req NewOwnerRequest) (Result, error) {
+	read := e.existingReader(OpNewOwner, req.Object, nil, false, &req.Target)
+	return e.run(ctx, OpNewOwner, req.Object, read, func(s Snapshot) (Plan, error) { return PlanNewOwner(req, s) })
+}
+
+// Delete runs PlanDelete.
+func (e *Executor) Delete(ctx context.Context, req DeleteRequest) (Result, error) {
+	read := e.existingReader(OpDelete, req.Object, &req.Owner, false, nil)
+	return e.run(ctx, OpDelete, req.Object, read, func(s Snapshot) (Plan, error) { return PlanDelete(req, s) })
+}
+
+// SecureCapacity runs PlanSecureCapacity. A lost result is reported as
+// unknown, not retried (see Executor).
+func (e *Executor) SecureCapacity(ctx context.Context, req CapacityRequest) (Result, error) {
+	return e.capacityOnly(ctx, OpSecureCapacity, req, true, PlanSecureCapacity)
+}
+
+// ReleaseCapacity runs PlanReleaseCapacity. A lost result is reported as
+// unknown, not retried (see Executor).
+func (e *Executor) ReleaseCapacity(ctx context.Context, req CapacityRequest) (Result, error) {
+	return e.capacityOnly(ctx, OpReleaseCapacity, req, false, PlanReleaseCapacity)
+}
+
+func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest, lease bool, plan func(CapacityRequest, Snapshot) (Plan, error)) (Result, error) {
+	ids := CountersFor(req.Target.Node, req.Bundle)
+	read := func(ctx context.Context) (Snapshot, error) {
+		var s Snapshot
+		var err error
+		if lease {
+			if s.TargetLease, err = e.readLease(ctx, op, req.Target.Owner.ID); err != nil {
+				return s, err
+			}
+		}
+		s.Capacity, err = e.readCapacity(ctx, op, ids)
+		return s, err
+	}
+	return e.run(ctx, op, Object{}, read, func(s Snapshot) (Plan, error) { return plan(req, s) })
+}
+
+// LookupTerminal reads the stored final result of a creation request
+// (§7: checked before creating; only the same request can read it). Missing
+// is ErrNotFound.
+func (e *Executor) LookupTerminal(ctx context.Context, op OperationRef, requestSHA256 [32]byte) (TerminalRecord, error) {
+	key, err := TerminalKey(op)
+	if err != nil {
+		return TerminalRecord{}, invalidCause("terminalLookup", err, "operation")
+	}
+	rr, err := e.store.Read(ctx, key)
+	if err != nil {
+		return TerminalRecord{}, fmt.Errorf("authority: read final result: %w", err)
+	}
+	return CheckTerminal(op, requestSHA256, rr)
+}
+
+// existingReader reads the rows of an operation on an existing record: the
+// authority row, then (when it exists) the lease of owner, the target's
+// lease, and the capacity counters of the record's node and the target's.
+func (e *Executor) existingReader(op Op, obj Object, owner *Owner, leaseOnly bool, target *Target) func(context.Context) (Snapshot, error) {
+	return func(ctx context.Context) (Snapshot, error) {
+		key, err := obj.Key()
+		if err != nil {
+			return Snapshot{}, invalidCause(op, err, "object")
+		}
+		s, err := e.readAuthority(ctx, op, key)
+		if err != nil || !s.Authority.Found {
+			return s, err
+		}
+		if owner != nil && owner.ID != "" {
+			if s.OwnerLease, err = e.readLease(ctx, op, owner.ID); err != nil {
+				return s, err
+			}
+		}
+		if target != nil && target.Owner.ID != "" {
+			if s.TargetLease, err = e.readLease(ctx, op, target.Owner.ID); err != nil {
+				return s, err
+			}
+		}
+		if leaseOnly {
+			return s, nil
+		}
+		bun := s.Authority.Record.Allocation.Capacity
+		ids := CountersFor(NodeOf(s.Authority.Record), bun)
+		if target != nil {
+			for _, id := range CountersFor(target.Node, bun) {
+				if !containsCounter(ids, id) {
+					ids = append(ids, id)
+				}
+			}
+		}
+		s.Capacity, err = e.readCapacity(ctx, op, ids)
+		return s, err
+	}
+}
+
+func containsCounter(ids []CounterID, id CounterID) bool {
+	for _, x := range ids {
+		if x.equal(id) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Executor) readAuthority(ctx context.Context, op Op, key string) (Snapshot, error) {
+	rr, err := e.store.Read(ctx, key)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("authority %s: read authority: %w", op, err)
+	}
+	row, err := AuthorityRowOf(key, rr)
+	if err != nil {
+		return Snapshot{}, withOp(op, err)
+	}
+	return Snapshot{StoreNow: rr.StoreNow, Authority: row}, nil
+}
+
+func (e *Executor) readCounter(ctx context.Context, op Op, key string) (CounterRow, error) {
+	rr, err := e.store.Read(ctx, key)
+	if err != nil {
+		return CounterRow{}, fmt.Errorf("authority %s: read ObjectGeneration counter: %w", op, err)
+	}
+	row, err := CounterRowOf(key, rr)
+	return row, withOp(op, err)
+}
+
+func (e *Executor) readLease(ctx context.Context, op Op, ownerID string) (LeaseRow, error) {
+	key, err := record.OwnerLeaseKey(ownerID)
+	if err != nil {
+		return LeaseRow{}, invalidCause(op, err, "owner id")
+	}
+	rr, err := e.store.Read(ctx, key)
+	if err != nil {
+		return LeaseRow{}, fmt.Errorf("authority %s: read owner lease: %w", op, err)
+	}
+	row, err := LeaseRowOf(key, rr)
+	return row, withOp(op, err)
+}
+
+func (e *Executor) readCapacity(ctx context.Context, op Op, ids []CounterID) ([]CapacityRow, error) {
+	rows := make([]CapacityRow, 0, len(ids))
+	for _, id := range ids {
+		key, err := CapacityKey(id)
+		if err != nil {
+			return nil, invalidCause(op, err, "capacity counter %s", id)
+		}
+		rr, err := e.store.Read(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("authority %s: read capacity counter %s: %w", op, id, err)
+		}
+		row, err := CapacityRowOf(id, rr)
+		if err != nil {
+			return nil, withOp(op, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func withOp(op Op, err error) error {
+	var ae *Error
+	if errors.As(err, &ae) && ae.Op == "" {
+		ae.Op = op
+	}
+	return err
+}
+
+// run is the read-plan-write loop shared by every operation.
+func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context.Context) (Snapshot, error), plan func(Snapshot) (Plan, error)) (Result, error) {
+	log := e.log.With("op", string(op))
+	if obj.ID != "" {
+		log = log.With("object", obj.ID, "kind", string(obj.Kind))
+	}
+	// unknown holds the plans whose write result was lost; each later read
+	// first asks whether one of them applied.
+	var unknown []Plan
+	var lost error
+	for attempt := 1; ; attempt++ {
+		snap, err := read(ctx)
+		if err != nil {
+			if len(unknown) > 0 {
+				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
+			}
+			return Result{}, err
+		}
+		if len(unknown) > 0 {
+			res, ok, err := e.confirm(ctx, snap, unknown)
+			if err != nil {
+				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
+			}
+			if ok {
+				res.Attempts = attempt - 1
+				log.Info("lost write result resolved by re-read: the batch applied", "attempts", res.Attempts)
+				return res, nil
+			}
+		}
+		p, err := plan(snap)
+		if err != nil {
+			return Result{}, err
+		}
+		if p.TerminalSkipped {
+			log.Warn("final result not recorded: its retention (deadline + 5 min) had passed by store time")
+		}
+		wr, werr := e.store.Write(ctx, p.Request)
+		switch {
+		case werr == nil && wr.Applied:
+			res := Result{Plan: p, StoreNow: wr.StoreNow, Attempts: attempt}
+			if p.Record != nil && p.AuthorityMutation >= 0 && p.AuthorityMutation < len(wr.Versions) {
+				res.Version = wr.Versions[p.AuthorityMutation]
+			}
+			return res, nil
+		case werr != nil && errors.Is(werr, locstore.ErrArgument):
+			return Result{}, invalidCause(op, werr, "the store refused the planned batch")
+		case werr != nil && p.AuthorityMutation < 0:
+			return Result{}, fmt.Errorf("authority %s: outcome unknown (a capacity-only batch cannot be confirmed by re-reading): %w", op, werr)
+		case werr != nil:
+			log.Warn("write result lost; re-reading to decide", "attempt", attempt, "err", werr)
+			unknown = append(unknown, p)
+			lost = werr
+			if ctx.Err() != nil {
+				// The re-read still runs with ctx: it fails at once and the
+				// outcome is reported as unknown rather than guessed.
+				continue
+			}
+		}
+		if e.maxAttempts > 0 && attempt >= e.maxAttempts {
+			if len(unknown) > 0 {
+				return Result{}, fmt.Errorf("authority %s: outcome unknown after %d attempts: %w", op, attempt, lost)
+			}
+			return Result{}, newErr(op, ErrConflict, "rows kept changing: no batch applied in %d attempts", attempt)
+		}
+		if werr == nil {
+			if err := sleep(ctx, e.backoff(attempt)); err != nil {
+				return Result{}, fmt.Errorf("authority %s: %w", op, err)
+			}
+		}
+	}
+}
+
+// confirm decides from a fresh snapshot whether one of the plans whose
+// result was lost applied. A plan that recorded a final result is decided
+// by that result (written only by a batch of the same operation with the
+// same outcome); the others by Plan.Observed.
+func (e *Executor) confirm(ctx context.Context, snap Snapshot, unknown []Plan) (Result, bool, error) {
+	for _, p := range unknown {
+		applied := false
+		if p.Terminal != nil {
+			rr, err := e.store.Read(ctx, p.TerminalKey)
+			if err != nil {
+				return Result{}, false, err
+			}
+			if rr.Found {
+				t, err := DecodeTerminal(rr.Value)
+				applied = err == nil && t.Operation.OperationID == p.Terminal.Operation.OperationID &&
+					t.RequestSHA256 == p.Terminal.RequestSHA256 && t.Outcome == p.Terminal.Outcome
+			}
+		} else {
+			applied = p.Observed(snap.Authority)
+		}
+		if applied {
+			res := Result{Plan: p, StoreNow: snap.StoreNow, Recovered: true}
+			// The current version, when the row still shows this plan's
+			// effect (a later change of the row may have moved it on).
+			if p.Record != nil && p.Observed(snap.Authority) {
+				res.Version = snap.Authority.Version
+			}
+			return res, true, nil
+		}
+	}
+	return Result{}, false, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

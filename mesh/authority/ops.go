@@ -1,0 +1,702 @@
+package authority
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/gen"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// The planners of spec §6.1. Each takes the operation's request and the
+// Snapshot the framework read, and returns the Plan of one batch or an
+// *Error decided before any store call. docs/AUTHORITY.md lists, per
+// operation, the rows read, the checks in order, and the exact conditions
+// and mutations.
+
+// ReserveRequest asks for Missing → Reserved (§6.1, §7).
+type ReserveRequest struct {
+	// Object: Id, kind and stable type of the object to create.
+	Object Object
+	// Target: the node run whose capacity is reserved and the host run that
+	// will own the record (its lease is verified).
+	Target Target
+	// Creation is the creation-in-progress state; its ReservationID names
+	// this reservation for Commit and Abort.
+	Creation record.PendingCreation
+	// Payload is the framework-internal data stored with the record.
+	Payload []byte
+	// Fences are extra rows that must be unchanged (e.g. the requester's own
+	// lease, the target descriptor).
+	Fences []Fence
+}
+
+// CommitRequest asks for that reservation's Reserved → Active (§6.1, §7
+// "Approved").
+type CommitRequest struct {
+	Object        Object
+	ReservationID string
+	// ObjectGeneration, when non-zero, must be the record's (from Reserve).
+	ObjectGeneration uint64
+	// Owner is the committing host run; it must own the record and hold a
+	// valid lease (§5: confirming a factory result needs owner eligibility).
+	Owner Owner
+	// IfVersion, when set, is the StoreVersion Reserve returned; another
+	// version is Conflict (§7: "StoreVersion all match").
+	IfVersion string
+	Payload   PayloadUpdate
+	// KeepPendingCreation keeps pendingCreation on the Active record: an
+	// Instance Spot keeps its recovery reference until the first message's
+	// completion is recorded (§7.1), then clears it with Preserve.
+	KeepPendingCreation bool
+	// Terminal, when set, records the final result (Outcome must be
+	// OutcomeCreated) in the same batch.
+	Terminal *TerminalResult
+	Fences   []Fence
+}
+
+// AbortRequest asks for that reservation's Reserved → Missing (§6.1; §7
+// "Application decline", "Exception", "Framework processing failure").
+type AbortRequest struct {
+	Object           Object
+	ReservationID    string
+	ObjectGeneration uint64 // optional, as in CommitRequest
+	IfVersion        string // optional, as in CommitRequest
+	// Owner, when set, must own the record and hold a valid lease. Recovery
+	// of a dead host's reservation aborts without it.
+	Owner *Owner
+	// Terminal records Rejected or Failed in the same batch; nil for a
+	// framework failure before the callback (no final application result).
+	Terminal *TerminalResult
+	Fences   []Fence
+}
+
+// PreserveRequest keeps the Active owner, generations and capacity and
+// changes only framework-internal data (§6.1). It carries no target: a
+// regular Preserve has no relocation target information.
+type PreserveRequest struct {
+	Object Object
+	// ObjectGeneration is the caller's ref generation (required).
+	ObjectGeneration uint64
+	// Owner is the current owner; its lease is verified.
+	Owner                Owner
+	IfVersion            string
+	Payload              PayloadUpdate
+	ClearPendingCreation bool
+	Fences               []Fence
+}
+
+// NewOwnerRequest changes an Active record to the target owner (§6.1).
+type NewOwnerRequest struct {
+	Object           Object
+	ObjectGeneration uint64 // required
+	// IfVersion is the StoreVersion the relocation first read (§8: the CAS
+	// is "only if the version first read is unchanged").
+	IfVersion string
+	Target    Target
+	// PreSecured: the target's slots were reserved beforehand with
+	// SecureCapacity and are converted to active here; otherwise the
+	// target's active usage grows under the target's limits in this batch.
+	PreSecured bool
+	Payload    PayloadUpdate
+	Fences     []Fence
+}
+
+// DeleteRequest removes the Active record and its capacity (§6.1, §11).
+type DeleteRequest struct {
+	Object           Object
+	ObjectGeneration uint64 // required: only the caller's generation is deleted (§7.2)
+	Owner            Owner  // the current owner; its lease is verified
+	IfVersion        string
+	Fences           []Fence
+}
+
+// CapacityRequest pre-secures (SecureCapacity) or returns (ReleaseCapacity)
+// target capacity for a relocation (§8.1 "Securing target space", §9.4
+// step 4), without touching any authority record.
+type CapacityRequest struct {
+	Target Target
+	Bundle Bundle
+	// Fences: typically the authority rows of the objects being moved at
+	// their first-read StoreVersion (§8.1: securing space fixes the object's
+	// StoreVersion together with the capacity).
+	Fences []Fence
+}
+
+func (r ReserveRequest) validate() error {
+	const op = OpReserve
+	if _, err := r.Object.Key(); err != nil {
+		return invalidCause(op, err, "object")
+	}
+	if err := record.ValidateStableType(r.Object.StableType); err != nil {
+		return invalidCause(op, err, "stable type")
+	}
+	if err := r.Target.validate(); err != nil {
+		return invalidCause(op, err, "target")
+	}
+	return nil
+}
+
+// PlanReserve plans Missing → Reserved: it issues the next ObjectGeneration
+// from the store-wide counter (gen.Next), sets AuthorityOwnerGeneration to
+// the first value gen.Next issues (1), reserves the object's bundle on the
+// target node's counters under its limits, and records pendingCreation.
+//
+// Rows used: Authority, ObjectGeneration, TargetLease, Capacity (target).
+func PlanReserve(req ReserveRequest, snap Snapshot) (Plan, error) {
+	const op = OpReserve
+	if err := req.validate(); err != nil {
+		return Plan{}, err
+	}
+	key, _ := req.Object.Key()
+	row := snap.Authority
+	if row.Key != key {
+		return Plan{}, invalid(op, "snapshot's authority row is key %q, need %q", row.Key, key)
+	}
+	if row.Found {
+		cur := row.Record.Allocation
+		if cur.ObjectKind != req.Object.Kind || cur.StableType != req.Object.StableType {
+			return Plan{}, conflictWith(op, ErrTypeMismatch, row, "%s exists as %s %q, asked for %s %q",
+				req.Object.ID, cur.ObjectKind, cur.StableType, req.Object.Kind, req.Object.StableType)
+		}
+		return Plan{}, conflictWith(op, ErrConflict, row, "%s already has a %s record (ObjectGeneration %d)",
+			req.Object.ID, cur.State, row.Record.ObjectGeneration)
+	}
+	counterKey, err := record.CounterKey(record.CounterObjectGeneration)
+	if err != nil {
+		return Plan{}, invalidCause(op, err, "ObjectGeneration counter key")
+	}
+	ctr := snap.ObjectGeneration
+	if ctr.Key != counterKey {
+		return Plan{}, invalid(op, "snapshot's ObjectGeneration counter row is key %q, need %q", ctr.Key, counterKey)
+	}
+	objGen, err := gen.Next(ctr.Value, ctr.Found)
+	if err != nil {
+		kind := ErrCorruptRecord
+		if errors.Is(err, gen.ErrGenerationExhausted) {
+			kind = ErrGenerationExhausted
+		}
+		return Plan{}, &Error{Op: op, Kind: kind, Reason: "ObjectGeneration counter", Err: err}
+	}
+	ownerGen, err := gen.Next(0, false) // the first AuthorityOwnerGeneration, by the same rule
+	if err != nil {
+		return Plan{}, &Error{Op: op, Kind: ErrInvalidOperation, Reason: "first AuthorityOwnerGeneration", Err: err}
+	}
+	bundle, err := BundleFor(req.Object.Kind, req.Object.StableType)
+	if err != nil {
+		return Plan{}, invalidCause(op, err, "capacity bundle")
+	}
+	creation := req.Creation
+	rec := record.Authority{
+		Payload:                  cloneBytes(req.Payload),
+		ObjectGeneration:         record.Generation(objGen),
+		AuthorityOwnerGeneration: record.Generation(ownerGen),
+		OwnerID:                  req.Target.Owner.ID,
+		OwnerLeaseGeneration:     record.Generation(req.Target.Owner.LeaseGeneration),
+		Allocation: record.Allocation{
+			State:                         record.AllocationReserved,
+			ObjectKind:                    req.Object.Kind,
+			StableType:                    req.Object.StableType,
+			Descriptor:                    record.DescriptorRef{MeshName: req.Target.Node.MeshName, RoutingID: cloneBytes(req.Target.Node.RoutingID)},
+			DescriptorLifecycleGeneration: record.Generation(req.Target.Node.LifecycleGeneration),
+			Capacity:                      bundle,
+		},
+		PendingCreation: &creation,
+	}
+	value, err := rec.Encode()
+	if err != nil {
+		return Plan{}, invalidCause(op, err, "authority record")
+	}
+	leaseCond, err := verifyLease(op, snap.TargetLease, req.Target.Owner, "target")
+	if err != nil {
+		return Plan{}, err
+	}
+	b := newBatch(op)
+	p := Plan{Op: op, Key: key, Record: &rec, Value: value, from: row}
+	if err := b.cond(locstore.IfMissing(key)); err != nil {
+		return Plan{}, err
+	}
+	if ctr.Found {
+		err = b.cond(locstore.IfVersion(counterKey, ctr.Version))
+	} else {
+		err = b.cond(locstore.IfMissing(counterKey))
+	}
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := b.cond(leaseCond); err != nil {
+		return Plan{}, err
+	}
+	if err := b.fences(req.Fences); err != nil {
+		return Plan{}, err
+	}
+	p.AuthorityMutation = b.mut(locstore.Put(key, value))
+	cv, err := record.Counter{Value: record.Generation(objGen)}.Encode()
+	if err != nil {
+		return Plan{}, invalidCause(op, err, "ObjectGeneration counter")
+	}
+	b.mut(locstore.Put(counterKey, cv))
+	limits := req.Target.Limits
+	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, bundle, 1, 0, &limits)); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// existing runs the checks shared by every operation on an existing record,
+// in the documented order: key, Missing (ErrNotFound), kind and stable type
+// (ErrTypeMismatch), ObjectGeneration (ErrStaleGeneration), IfVersion and
+// allocation state (ErrConflict).
+func existing(op Op, obj Object, objGen uint64, ifVersion string, want record.AllocationState, row AuthorityRow) (string, error) {
+	key, err := obj.Key()
+	if err != nil {
+		return "", invalidCause(op, err, "object")
+	}
+	if obj.StableType != "" {
+		if err := record.ValidateStableType(obj.StableType); err != nil {
+			return "", invalidCause(op, err, "stable type")
+		}
+	}
+	if row.Key != key {
+		return "", invalid(op, "snapshot's authority row is key %q, need %q", row.Key, key)
+	}
+	if !row.Found {
+		return "", newErr(op, ErrNotFound, "%s %s has no authority record", obj.Kind.IdentityKind(), obj.ID)
+	}
+	al := row.Record.Allocation
+	if al.ObjectKind != obj.Kind || (obj.StableType != "" && al.StableType != obj.StableType) {
+		return "", conflictWith(op, ErrTypeMismatch, row, "%s is %s %q, asked for %s %q", obj.ID, al.ObjectKind, al.StableType, obj.Kind, obj.StableType)
+	}
+	if objGen != 0 && uint64(row.Record.ObjectGeneration) != objGen {
+		return "", conflictWith(op, ErrStaleGeneration, row, "%s holds ObjectGeneration %d, not %d", obj.ID, row.Record.ObjectGeneration, objGen)
+	}
+	if ifVersion != "" && row.Version != ifVersion {
+		return "", conflictWith(op, ErrConflict, row, "record changed since it was first read (version %q, expected %q)", row.Version, ifVersion)
+	}
+	if al.State != want {
+		return "", conflictWith(op, ErrConflict, row, "%s is %s; %s needs a %s record", obj.ID, al.State, op, want)
+	}
+	return key, nil
+}
+
+func requireGeneration(op Op, g uint64) error {
+	if !record.Generation(g).Valid() {
+		return invalid(op, "the caller's ObjectGeneration %d is not a generation (1..2^63-1 required)", g)
+	}
+	return nil
+}
+
+// PlanCommit plans that reservation's Reserved → Active: reserved slots
+// become active on the record's node, pendingCreation is cleared (unless
+// KeepPendingCreation), and the Created final result is recorded in the
+// same batch when Terminal is set.
+//
+// Rows used: Authority, OwnerLease (of req.Owner), Capacity (record's node).
+func PlanCommit(req CommitRequest, snap Snapshot) (Plan, error) {
+	const op = OpCommit
+	if err := req.Owner.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "owner")
+	}
+	if req.ReservationID == "" {
+		return Plan{}, invalid(op, "no reservation id")
+	}
+	if req.Terminal != nil && req.Terminal.Outcome != OutcomeCreated {
+		return Plan{}, invalid(op, "a Commit records only a created result, not %q", req.Terminal.Outcome)
+	}
+	row := snap.Authority
+	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationReserved, row)
+	if err != nil {
+		return Plan{}, err
+	}
+	cur := row.Record
+	if pc := cur.PendingCreation; pc == nil || pc.ReservationID != req.ReservationID {
+		return Plan{}, conflictWith(op, ErrConflict, row, "the reservation is not %q", req.ReservationID)
+	}
+	if OwnerOf(cur) != req.Owner {
+		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
+			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
+	}
+	leaseCond, err := verifyLease(op, snap.OwnerLease, req.Owner, "current")
+	if err != nil {
+		return Plan{}, err
+	}
+	next := cloneAuthority(cur)
+	next.Allocation.State = record.AllocationActive
+	if !req.KeepPendingCreation {
+		next.PendingCreation = nil
+	}
+	if req.Payload.Set {
+		next.Payload = cloneBytes(req.Payload.Value)
+	}
+	b := newBatch(op)
+	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
+	if err != nil {
+		return Plan{}, err
+	}
+	node, bun := NodeOf(cur), cur.Allocation.Capacity
+	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(node, bun, -1, 1, nil)); err != nil {
+		return Plan{}, err
+	}
+	if err := addTerminal(b, &p, req.Terminal, next, req.Object.ID, snap.StoreNow); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// putExisting starts the batch of a change to an existing record:
+// IfVersion on the authority row, the lease condition (if any), the fences,
+// and the authority Put.
+func putExisting(b *batch, op Op, key string, row AuthorityRow, next record.Authority, leaseCond locstore.Condition, fences []Fence) (Plan, error) {
+	value, err := next.Encode()
+	if err != nil {
+		return Plan{}, invalidCause(op, err, "authority record")
+	}
+	p := Plan{Op: op, Key: key, Record: &next, Value: value, from: row}
+	if err := b.cond(locstore.IfVersion(key, row.Version)); err != nil {
+		return Plan{}, err
+	}
+	if leaseCond.Key != "" {
+		if err := b.cond(leaseCond); err != nil {
+			return Plan{}, err
+		}
+	}
+	if err := b.fences(fences); err != nil {
+		return Plan{}, err
+	}
+	p.AuthorityMutation = b.mut(locstore.Put(key, value))
+	return p, nil
+}
+
+// deleteExisting is putExisting for a batch that deletes the record.
+func deleteExisting(b *batch, op Op, key string, row AuthorityRow, leaseCond locstore.Condition, fences []Fence) (Plan, error) {
+	p := Plan{Op: op, Key: key, from: row}
+	if err := b.cond(locstore.IfVersion(key, row.Version)); err != nil {
+		return Plan{}, err
+	}
+	if leaseCond.Key != "" {
+		if err := b.cond(leaseCond); err != nil {
+			return Plan{}, err
+		}
+	}
+	if err := b.fences(fences); err != nil {
+		return Plan{}, err
+	}
+	p.AuthorityMutation = b.mut(locstore.Delete(key))
+	return p, nil
+}
+
+// PlanAbort plans that reservation's Reserved → Missing: the record is
+// deleted, its reserved slots are returned, and a Rejected or Failed final
+// result is recorded in the same batch when Terminal is set.
+//
+// Rows used: Authority, Capacity (record's node), OwnerLease when Owner is
+// set.
+func PlanAbort(req AbortRequest, snap Snapshot) (Plan, error) {
+	const op = OpAbort
+	if req.ReservationID == "" {
+		return Plan{}, invalid(op, "no reservation id")
+	}
+	if req.Owner != nil {
+		if err := req.Owner.validate(); err != nil {
+			return Plan{}, invalidCause(op, err, "owner")
+		}
+	}
+	if t := req.Terminal; t != nil && t.Outcome != OutcomeRejected && t.Outcome != OutcomeFailed {
+		return Plan{}, invalid(op, "an Abort records only a rejected or failed result, not %q", t.Outcome)
+	}
+	row := snap.Authority
+	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationReserved, row)
+	if err != nil {
+		return Plan{}, err
+	}
+	cur := row.Record
+	if pc := cur.PendingCreation; pc == nil || pc.ReservationID != req.ReservationID {
+		return Plan{}, conflictWith(op, ErrConflict, row, "the reservation is not %q", req.ReservationID)
+	}
+	var leaseCond locstore.Condition
+	if req.Owner != nil {
+		if OwnerOf(cur) != *req.Owner {
+			return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
+				cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
+		}
+		if leaseCond, err = verifyLease(op, snap.OwnerLease, *req.Owner, "current"); err != nil {
+			return Plan{}, err
+		}
+	}
+	b := newBatch(op)
+	p, err := deleteExisting(b, op, key, row, leaseCond, req.Fences)
+	if err != nil {
+		return Plan{}, err
+	}
+	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(NodeOf(cur), cur.Allocation.Capacity, -1, 0, nil)); err != nil {
+		return Plan{}, err
+	}
+	if err := addTerminal(b, &p, req.Terminal, cur, req.Object.ID, snap.StoreNow); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// PlanPreserve plans a change of framework-internal data only (payload,
+// clearing pendingCreation) on an Active record whose owner's lease is
+// valid. Owner, generations, allocation and capacity are kept.
+//
+// Rows used: Authority, OwnerLease (of req.Owner).
+func PlanPreserve(req PreserveRequest, snap Snapshot) (Plan, error) {
+	const op = OpPreserve
+	if err := req.Owner.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "owner")
+	}
+	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
+		return Plan{}, err
+	}
+	row := snap.Authority
+	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
+	if err != nil {
+		return Plan{}, err
+	}
+	cur := row.Record
+	if OwnerOf(cur) != req.Owner {
+		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
+			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
+	}
+	leaseCond, err := verifyLease(op, snap.OwnerLease, req.Owner, "current")
+	if err != nil {
+		return Plan{}, err
+	}
+	next := cloneAuthority(cur)
+	if req.Payload.Set {
+		next.Payload = cloneBytes(req.Payload.Value)
+	}
+	if req.ClearPendingCreation {
+		next.PendingCreation = nil
+	}
+	b := newBatch(op)
+	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// PlanNewOwner plans an Active record's change to the target owner: the
+// ObjectGeneration is kept, AuthorityOwnerGeneration takes its next value
+// (gen.Next), the allocation moves to the target node, the source node's
+// active slots are released and the target's are taken — from its
+// pre-secured reservation (PreSecured) or under its limits. The target's
+// lease is verified; the source's is not (the target performs the CAS, and
+// recovery replaces the owner of a dead host, §3.3, §8).
+//
+// An invalid target combination (the target is the current owner on the
+// current node, or the target's node is the current node under another
+// owner — a node run has exactly one host run) is ErrInvalidOperation.
+// A record still holding pendingCreation (an Instance Spot whose first
+// message is not yet recorded, §7.1) is Conflict: no owner change is
+// allowed before that.
+//
+// Rows used: Authority, TargetLease, Capacity (record's node and target node).
+func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
+	const op = OpNewOwner
+	if err := req.Target.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "target")
+	}
+	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
+		return Plan{}, err
+	}
+	row := snap.Authority
+	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
+	if err != nil {
+		return Plan{}, err
+	}
+	cur := row.Record
+	srcNode, srcOwner := NodeOf(cur), OwnerOf(cur)
+	switch {
+	case srcNode.Equal(req.Target.Node) && srcOwner == req.Target.Owner:
+		return Plan{}, invalid(op, "target %s on %s is already the owner", req.Target.Owner.ID, srcNode)
+	case srcNode.Equal(req.Target.Node):
+		return Plan{}, invalid(op, "target node %s is the current node but the target owner %s/%d is not its owner %s/%d",
+			srcNode, req.Target.Owner.ID, req.Target.Owner.LeaseGeneration, srcOwner.ID, srcOwner.LeaseGeneration)
+	}
+	if cur.PendingCreation != nil {
+		return Plan{}, conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", req.Object.ID, cur.PendingCreation.ReservationID)
+	}
+	leaseCond, err := verifyLease(op, snap.TargetLease, req.Target.Owner, "target")
+	if err != nil {
+		return Plan{}, err
+	}
+	ownerGen, err := gen.Next(uint64(cur.AuthorityOwnerGeneration), true)
+	if err != nil {
+		kind := ErrCorruptRecord
+		if errors.Is(err, gen.ErrGenerationExhausted) {
+			kind = ErrGenerationExhausted
+		}
+		return Plan{}, &Error{Op: op, Kind: kind, Reason: "AuthorityOwnerGeneration", Err: err, Current: &row}
+	}
+	next := cloneAuthority(cur)
+	next.AuthorityOwnerGeneration = record.Generation(ownerGen)
+	next.OwnerID = req.Target.Owner.ID
+	next.OwnerLeaseGeneration = record.Generation(req.Target.Owner.LeaseGeneration)
+	next.Allocation.Descriptor = record.DescriptorRef{MeshName: req.Target.Node.MeshName, RoutingID: cloneBytes(req.Target.Node.RoutingID)}
+	next.Allocation.DescriptorLifecycleGeneration = record.Generation(req.Target.Node.LifecycleGeneration)
+	if req.Payload.Set {
+		next.Payload = cloneBytes(req.Payload.Value)
+	}
+	b := newBatch(op)
+	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
+	if err != nil {
+		return Plan{}, err
+	}
+	bun := cur.Allocation.Capacity
+	deltas := bundleDeltas(srcNode, bun, 0, -1, nil)
+	if req.PreSecured {
+		for _, s := range slotsOf(req.Target.Node, bun) {
+			r, ok := snap.capacity(s.id)
+			if ok && (!r.Found || r.Usage.Reserved < s.slots) {
+				id := s.id
+				reserved := 0
+				if r.Found {
+					reserved = r.Usage.Reserved
+				}
+				return Plan{}, &Error{Op: op, Kind: ErrConflict, Counter: &id,
+					Reason: fmt.Sprintf("target counter %s holds %d reserved slots, the pre-secured bundle needs %d", id, reserved, s.slots)}
+			}
+		}
+		deltas = append(deltas, bundleDeltas(req.Target.Node, bun, -1, 1, nil)...)
+	} else {
+		limits := req.Target.Limits
+		deltas = append(deltas, bundleDeltas(req.Target.Node, bun, 0, 1, &limits)...)
+	}
+	if p.Capacity, err = applyCapacity(b, snap, deltas); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// PlanDelete plans the removal of the Active record of the caller's
+// generation, owned by req.Owner with a valid lease, together with its
+// active slots (§6.1, §11). There is no separate lookup index to remove:
+// the operational list scans the "authority:" key prefix.
+//
+// Rows used: Authority, OwnerLease (of req.Owner), Capacity (record's node).
+func PlanDelete(req DeleteRequest, snap Snapshot) (Plan, error) {
+	const op = OpDelete
+	if err := req.Owner.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "owner")
+	}
+	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
+		return Plan{}, err
+	}
+	row := snap.Authority
+	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
+	if err != nil {
+		return Plan{}, err
+	}
+	cur := row.Record
+	if OwnerOf(cur) != req.Owner {
+		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
+			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
+	}
+	leaseCond, err := verifyLease(op, snap.OwnerLease, req.Owner, "current")
+	if err != nil {
+		return Plan{}, err
+	}
+	b := newBatch(op)
+	p, err := deleteExisting(b, op, key, row, leaseCond, req.Fences)
+	if err != nil {
+		return Plan{}, err
+	}
+	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(NodeOf(cur), cur.Allocation.Capacity, 0, -1, nil)); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// PlanSecureCapacity plans reserving a bundle on the target node for a
+// relocation (§1.3 step 2, §8.1), under the target's limits, with the
+// target's lease verified. It changes no authority record.
+//
+// Rows used: TargetLease, Capacity (target node).
+func PlanSecureCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
+	const op = OpSecureCapacity
+	if err := req.Target.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "target")
+	}
+	if err := validateBundle(req.Bundle); err != nil {
+		return Plan{}, invalidCause(op, err, "bundle")
+	}
+	leaseCond, err := verifyLease(op, snap.TargetLease, req.Target.Owner, "target")
+	if err != nil {
+		return Plan{}, err
+	}
+	b := newBatch(op)
+	p := Plan{Op: op, AuthorityMutation: -1}
+	if err := b.cond(leaseCond); err != nil {
+		return Plan{}, err
+	}
+	if err := b.fences(req.Fences); err != nil {
+		return Plan{}, err
+	}
+	limits := req.Target.Limits
+	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, 1, 0, &limits)); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// PlanReleaseCapacity plans returning a bundle SecureCapacity reserved on
+// the target node (relocation cancelled, §9.4 step 4). It verifies no lease:
+// returning slots cannot overfill a node, and the target run may be gone.
+// Target.Owner and Target.Limits are not used.
+//
+// Rows used: Capacity (target node).
+func PlanReleaseCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
+	const op = OpReleaseCapacity
+	if err := req.Target.Node.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "target node")
+	}
+	if err := validateBundle(req.Bundle); err != nil {
+		return Plan{}, invalidCause(op, err, "bundle")
+	}
+	b := newBatch(op)
+	p := Plan{Op: op, AuthorityMutation: -1}
+	if err := b.fences(req.Fences); err != nil {
+		return Plan{}, err
+	}
+	var err error
+	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, -1, 0, nil)); err != nil {
+		return Plan{}, err
+	}
+	if err := b.finish(&p); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

@@ -1,0 +1,443 @@
+package authority
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// Object names the Actor or Spot an operation is about. Kind selects the
+// authority key (actor, or spot for both Spot kinds) and must match the
+// record's allocation.objectKind. StableType is required by Reserve; for
+// the other operations it is optional and, when set, must match.
+type Object struct {
+	ID         string
+	Kind       record.ObjectKind
+	StableType string
+}
+
+// Key is the object's authority store key.
+func (o Object) Key() (string, error) {
+	switch o.Kind {
+	case record.ObjectActor, record.ObjectUserSpot, record.ObjectInstanceSpot:
+	default:
+		return "", fmt.Errorf("object kind %q is not actor, userSpot or instanceSpot (an Entry Spot has no authority allocation; its Actors are actors)", o.Kind)
+	}
+	return record.AuthorityKey(o.Kind.IdentityKind(), o.ID)
+}
+
+// Owner is a host run: (OwnerId, LeaseGeneration) (§3.1).
+type Owner struct {
+	ID              string
+	LeaseGeneration uint64
+}
+
+func (o Owner) validate() error {
+	if err := record.ValidateOwnerID(o.ID); err != nil {
+		return err
+	}
+	if !record.Generation(o.LeaseGeneration).Valid() {
+		return fmt.Errorf("lease generation %d outside 1..2^63-1", o.LeaseGeneration)
+	}
+	return nil
+}
+
+// OwnerOf returns the owner an authority record names.
+func OwnerOf(a record.Authority) Owner {
+	return Owner{ID: a.OwnerID, LeaseGeneration: uint64(a.OwnerLeaseGeneration)}
+}
+
+// Target is where Reserve places and NewOwner moves an object: the node run
+// whose capacity is used, the host run that will own the record, and the
+// node's limits for the object's counters (from its descriptor, §4).
+type Target struct {
+	Node   Node
+	Owner  Owner
+	Limits Limits
+}
+
+func (t Target) validate() error {
+	if err := t.Node.validate(); err != nil {
+		return fmt.Errorf("target node: %w", err)
+	}
+	if err := t.Owner.validate(); err != nil {
+		return fmt.Errorf("target owner: %w", err)
+	}
+	if err := t.Limits.validate(); err != nil {
+		return fmt.Errorf("target limits: %w", err)
+	}
+	return nil
+}
+
+// PayloadUpdate replaces the record's framework-internal payload when Set;
+// otherwise the payload is kept.
+type PayloadUpdate struct {
+	Set   bool
+	Value []byte
+}
+
+// SetPayload is PayloadUpdate{Set: true, Value: b}.
+func SetPayload(b []byte) PayloadUpdate { return PayloadUpdate{Set: true, Value: b} }
+
+// CapacityChange reports what a plan does to one capacity counter.
+type CapacityChange struct {
+	ID      CounterID
+	Key     string
+	Before  Usage
+	After   Usage
+	Deleted bool // After is zero usage: the row is deleted (a missing row reads as zero)
+}
+
+// Plan is one planned Location Store batch and what it leaves behind.
+type Plan struct {
+	Op Op
+	// Key is the authority key ("" for the capacity-only operations).
+	Key     string
+	Request locstore.WriteRequest
+	// Record is the authority record after the batch (Reserve, Commit,
+	// Preserve, NewOwner); nil when the batch deletes it (Abort, Delete) or
+	// does not touch it (capacity-only operations). Value is its bytes.
+	Record *record.Authority
+	Value  []byte
+	// AuthorityMutation is the index in Request.Mutations of the authority
+	// Put or Delete (its new version is WriteResult.Versions at that index),
+	// or -1.
+	AuthorityMutation int
+	// Capacity lists the counters the batch changes, in key order.
+	Capacity []CapacityChange
+	// Terminal is the creation final result recorded in the same batch
+	// under TerminalKey, nil if none.
+	Terminal    *TerminalRecord
+	TerminalKey string
+	// TerminalSkipped reports that a final result was asked for but its
+	// retention (original deadline + 5 min) had already passed by the read's
+	// StoreNow, so no reader could ever see it and none is written.
+	TerminalSkipped bool
+
+	from AuthorityRow
+}
+
+// Observed reports whether row (a later read of the authority key) shows
+// this plan's effect. The Executor uses it after a lost write result (§10):
+// the batch is atomic, so the authority row alone tells whether it applied.
+//   - Reserve: the row holds this plan's ObjectGeneration and reservation.
+//   - Commit: the row is Active with this plan's ObjectGeneration, owner and
+//     AuthorityOwnerGeneration (only that reservation's Commit makes it so).
+//   - Preserve: the row is byte for byte this plan's record.
+//   - NewOwner: the row has this plan's ObjectGeneration,
+//     AuthorityOwnerGeneration, owner and node.
+//   - Abort, Delete: the row is missing or holds another ObjectGeneration.
+//     (Another party's Abort or Delete of the same record has the same
+//     effect; Executor additionally checks the final result when the plan
+//     records one.)
+//   - Capacity-only operations: never (counters are shared; see
+//     docs/AUTHORITY.md on lost SecureCapacity results).
+func (p Plan) Observed(row AuthorityRow) bool {
+	switch p.Op {
+	case OpReserve:
+		pc := row.Record.PendingCreation
+		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
+			pc != nil && pc.ReservationID == p.Record.PendingCreation.ReservationID
+	case OpCommit:
+		return row.Found && row.Record.Allocation.State == record.AllocationActive &&
+			row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
+			row.Record.AuthorityOwnerGeneration == p.Record.AuthorityOwnerGeneration &&
+			OwnerOf(row.Record) == OwnerOf(*p.Record)
+	case OpPreserve:
+		if !row.Found {
+			return false
+		}
+		v, err := row.Record.Encode()
+		return err == nil && bytes.Equal(v, p.Value)
+	case OpNewOwner:
+		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
+			row.Record.AuthorityOwnerGeneration == p.Record.AuthorityOwnerGeneration &&
+			OwnerOf(row.Record) == OwnerOf(*p.Record) && NodeOf(row.Record).Equal(NodeOf(*p.Record))
+	case OpAbort, OpDelete:
+		return !row.Found || row.Record.ObjectGeneration != p.from.Record.ObjectGeneration
+	}
+	return false
+}
+
+// batch accumulates one plan's conditions and mutations in the documented
+// order and refuses a key conditioned twice (a framework bug the store
+// would refuse too, but later and less clearly).
+type batch struct {
+	op    Op
+	conds []locstore.Condition
+	muts  []locstore.Mutation
+	keys  map[string]bool
+	// terminal is the final-result Put, appended last by finish.
+	terminal *locstore.Mutation
+}
+
+func newBatch(op Op) *batch { return &batch{op: op, keys: map[string]bool{}} }
+
+func (b *batch) cond(c locstore.Condition) error {
+	if b.keys[c.Key] {
+		return invalid(b.op, "key %s would be conditioned twice in one batch", c.Key)
+	}
+	b.keys[c.Key] = true
+	b.conds = append(b.conds, c)
+	return nil
+}
+
+func (b *batch) fences(fs []Fence) error {
+	for i, f := range fs {
+		if err := locstore.ValidateKey("write", "fence.key", f.Key); err != nil || f.Version == "" {
+			return invalid(b.op, "fence %d: needs a valid key and a version", i)
+		}
+		if err := b.cond(locstore.IfVersion(f.Key, f.Version)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *batch) mut(m locstore.Mutation) int {
+	b.muts = append(b.muts, m)
+	return len(b.muts) - 1
+}
+
+func (b *batch) request() locstore.WriteRequest {
+	return locstore.WriteRequest{Conditions: b.conds, Mutations: b.muts}
+}
+
+// capDelta is one contribution to a counter: slots added to (or, negative,
+// taken from) reserved and active. limit is checked when the contribution
+// comes from a target (an increase).
+type capDelta struct {
+	id               CounterID
+	reserved, active int
+	limit            int
+	checkLimit       bool
+}
+
+// applyCapacity merges the contributions per counter, checks each result
+// against the snapshot row, the limits and the slot range, and adds the
+// conditions and mutations in key order. Contributions that cancel out
+// leave the counter untouched (no condition, no write).
+func applyCapacity(b *batch, snap Snapshot, deltas []capDelta) ([]CapacityChange, error) {
+	type merged struct {
+		capDelta
+		key string
+	}
+	var order []string
+	byKey := map[string]*merged{}
+	for _, d := range deltas {
+		key, err := CapacityKey(d.id)
+		if err != nil {
+			return nil, invalidCause(b.op, err, "capacity counter %s", d.id)
+		}
+		m, ok := byKey[key]
+		if !ok {
+			m = &merged{capDelta: capDelta{id: d.id}, key: key}
+			byKey[key] = m
+			order = append(order, key)
+		}
+		m.reserved += d.reserved
+		m.active += d.active
+		if d.checkLimit {
+			m.checkLimit, m.limit = true, d.limit
+		}
+	}
+	slices.Sort(order)
+	var changes []CapacityChange
+	for _, key := range order {
+		m := byKey[key]
+		if m.reserved == 0 && m.active == 0 {
+			continue
+		}
+		row, ok := snap.capacity(m.id)
+		if !ok {
+			return nil, invalid(b.op, "snapshot lacks capacity counter %s", m.id)
+		}
+		before := Usage{}
+		if row.Found {
+			before = row.Usage
+		}
+		after := Usage{Reserved: before.Reserved + m.reserved, Active: before.Active + m.active}
+		if after.Reserved < 0 || after.Active < 0 {
+			id := m.id
+			return nil, &Error{Op: b.op, Kind: ErrCorruptRecord, Counter: &id,
+				Reason: fmt.Sprintf("counter %s holds reserved=%d active=%d, fewer than the record's slots being released (reserved %+d, active %+d)",
+					m.id, before.Reserved, before.Active, m.reserved, m.active)}
+		}
+		grows := after.Total() > before.Total()
+		overRange := after.Reserved > record.MaxSlots || after.Active > record.MaxSlots || after.Total() > record.MaxSlots
+		overLimit := grows && m.checkLimit && m.limit > 0 && after.Total() > m.limit
+		if overRange || overLimit {
+			id := m.id
+			return nil, &Error{Op: b.op, Kind: ErrCapacityExhausted, Counter: &id,
+				Reason: fmt.Sprintf("counter %s: reserved=%d active=%d, limit %s, needs %d more",
+					m.id, before.Reserved, before.Active, limitText(m.limit, m.checkLimit), after.Total()-before.Total())}
+		}
+		if row.Found {
+			if err := b.cond(locstore.IfVersion(key, row.Version)); err != nil {
+				return nil, err
+			}
+		} else if err := b.cond(locstore.IfMissing(key)); err != nil {
+			return nil, err
+		}
+		ch := CapacityChange{ID: m.id, Key: key, Before: before, After: after}
+		if after == (Usage{}) {
+			ch.Deleted = true
+			b.mut(locstore.Delete(key))
+		} else {
+			v, err := EncodeCapacity(m.id, after)
+			if err != nil {
+				return nil, invalidCause(b.op, err, "capacity counter %s", m.id)
+			}
+			b.mut(locstore.Put(key, v))
+		}
+		changes = append(changes, ch)
+	}
+	return changes, nil
+}
+
+func limitText(limit int, checked bool) string {
+	if !checked || limit == 0 {
+		return "unlimited (slot range 2^31-1)"
+	}
+	return fmt.Sprint(limit)
+}
+
+// reserveDeltas / releaseDeltas / ... turn a bundle on a node into counter
+// contributions.
+func bundleDeltas(n Node, bun Bundle, reserved, active int, limits *Limits) []capDelta {
+	var out []capDelta
+	for _, s := range slotsOf(n, bun) {
+		d := capDelta{id: s.id, reserved: reserved * s.slots, active: active * s.slots}
+		if limits != nil {
+			d.checkLimit, d.limit = true, limits.of(s.id.Class)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// verifyLease checks that row is owner's lease, present (unexpired) and of
+// owner's generation, and returns the IfVersion condition that keeps it so
+// until the batch commits (§6.1: a stale lease is Conflict).
+func verifyLease(op Op, row LeaseRow, owner Owner, role string) (locstore.Condition, error) {
+	key, err := record.OwnerLeaseKey(owner.ID)
+	if err != nil {
+		return locstore.Condition{}, invalidCause(op, err, "%s owner id", role)
+	}
+	if row.Key != key {
+		return locstore.Condition{}, invalid(op, "snapshot's %s lease row is key %q, need %q (the lease of %s)", role, row.Key, key, owner.ID)
+	}
+	if !row.Found {
+		return locstore.Condition{}, newErr(op, ErrConflict, "%s owner lease of %s is missing or expired", role, owner.ID)
+	}
+	if row.Lease.OwnerID != owner.ID {
+		return locstore.Condition{}, newErr(op, ErrCorruptRecord, "owner-lease row %s holds owner %q", key, row.Lease.OwnerID)
+	}
+	if uint64(row.Lease.LeaseGeneration) != owner.LeaseGeneration {
+		return locstore.Condition{}, newErr(op, ErrConflict, "%s owner %s holds lease generation %d, not %d (stale host run)",
+			role, owner.ID, row.Lease.LeaseGeneration, owner.LeaseGeneration)
+	}
+	return locstore.IfVersion(key, row.Version), nil
+}
+
+// addTerminal builds the final result for an authority record and adds its
+// IfMissing condition and PutExpiring mutation, unless its retention has
+// already passed.
+func addTerminal(b *batch, p *Plan, t *TerminalResult, a record.Authority, id string, storeNow time.Time) error {
+	if t == nil {
+		return nil
+	}
+	if err := t.Operation.validate(); err != nil {
+		return invalidCause(b.op, err, "terminal result operation")
+	}
+	if storeNow.IsZero() || t.Deadline.IsZero() {
+		return invalid(b.op, "a terminal result needs the snapshot's StoreNow and the request's deadline")
+	}
+	key, err := TerminalKey(t.Operation)
+	if err != nil {
+		return invalidCause(b.op, err, "terminal result key")
+	}
+	rec := TerminalRecord{
+		Operation:     t.Operation,
+		RequestSHA256: t.RequestSHA256,
+		ID:            id,
+		ObjectKind:    a.Allocation.ObjectKind,
+		StableType:    a.Allocation.StableType,
+		Outcome:       t.Outcome,
+		Failure:       t.Failure,
+		Reply:         t.Reply,
+		Deadline:      record.EpochMillisOf(t.Deadline),
+		RecordedAt:    record.EpochMillisOf(storeNow),
+	}
+	switch t.Outcome {
+	case OutcomeCreated:
+		if t.Reason != "" {
+			return invalid(b.op, "a created result carries no rejection reason")
+		}
+		rec.Ref = &CreatedRef{
+			ObjectGeneration:         uint64(a.ObjectGeneration),
+			AuthorityOwnerGeneration: uint64(a.AuthorityOwnerGeneration),
+			MeshName:                 a.Allocation.Descriptor.MeshName,
+			RoutingID:                a.Allocation.Descriptor.RoutingID,
+		}
+	case OutcomeRejected:
+		r := t.Reason
+		rec.Reason = &r
+	case OutcomeFailed:
+		if t.Reason != "" {
+			return invalid(b.op, "a failed result carries its cause in Failure, not Reason")
+		}
+	}
+	v, err := rec.Encode()
+	if err != nil {
+		return invalidCause(b.op, err, "terminal result")
+	}
+	retention := terminalRetention(t.Deadline, storeNow)
+	if retention <= 0 {
+		p.TerminalSkipped = true
+		return nil
+	}
+	if retention > locstore.MaxRetention {
+		return invalid(b.op, "terminal result deadline %v is beyond the store's retention bound", t.Deadline)
+	}
+	if err := b.cond(locstore.IfMissing(key)); err != nil {
+		return err
+	}
+	m := locstore.PutExpiring(key, v, retention)
+	b.terminal = &m
+	p.Terminal, p.TerminalKey = &rec, key
+	return nil
+}
+
+// finish appends the deferred terminal mutation (always last) and validates
+// the whole request against the SPI bounds, so that a plan the store would
+// refuse is refused here, before any write.
+func (b *batch) finish(p *Plan) error {
+	if b.terminal != nil {
+		b.mut(*b.terminal)
+	}
+	p.Request = b.request()
+	if err := p.Request.Validate(); err != nil {
+		return invalidCause(b.op, err, "planned batch")
+	}
+	return nil
+}
+
+func cloneAuthority(a record.Authority) record.Authority {
+	c := a
+	c.Payload = slices.Clone(a.Payload)
+	c.Allocation.Descriptor.RoutingID = slices.Clone(a.Allocation.Descriptor.RoutingID)
+	if st := a.Allocation.Capacity.SpotType; st != nil {
+		s := *st
+		c.Allocation.Capacity.SpotType = &s
+	}
+	if pc := a.PendingCreation; pc != nil {
+		p := *pc
+		c.PendingCreation = &p
+	}
+	return c
+}

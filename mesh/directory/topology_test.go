@@ -1,0 +1,102 @@
+package directory_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+func topologySnapshot() directory.Snapshot {
+	one := descriptor("a", []byte{0x01}, "tcp://h1:1")
+	one.State, one.ObjectRole, one.PlacementWeight = record.StateServing, record.RoleServer, 100
+	entry := "entry:1"
+	one.EntrySpotID = &entry
+	one.Capacity = record.NodeCapacity{
+		Actors: record.SlotUsage{Active: 3, Reserved: 1, Limit: 100},
+		Spots:  record.SlotUsage{Active: 2},
+		SpotTypes: []record.SpotTypeUsage{
+			{ObjectKind: record.ObjectUserSpot, StableType: "Room"},
+			{ObjectKind: record.ObjectInstanceSpot, StableType: "Match"},
+		},
+	}
+	two := descriptor("a", []byte{0x02, 0x00}, "tcp://host-two:5555")
+	two.State, two.PlacementWeight, two.Capacity = record.StateDraining, 0, record.NodeCapacity{}
+	three := descriptor("b\tx", []byte{0xff}, "tcp://h3:1")
+	three.State, three.ObjectRole, three.PlacementWeight, three.Capacity = record.StatePreparing, record.RoleNone, 10000, record.NodeCapacity{}
+	checked := storeBase.Add(2500 * time.Millisecond)
+	return directory.Snapshot{Complete: true, Entries: []directory.Entry{
+		{Descriptor: three, LeaseValid: false, LeaseCheckedAt: checked},
+		{Descriptor: two, LeaseValid: false, LeaseCheckedAt: checked},
+		{Descriptor: one, LeaseValid: true, LeaseExpiresAt: storeBase.Add(15 * time.Second), LeaseCheckedAt: checked},
+	}}
+}
+
+func TestRows(t *testing.T) {
+	rows := directory.Rows(topologySnapshot())
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	r := rows[0]
+	want := directory.Row{
+		Mesh: "a", RID: "01", Endpoint: "tcp://h1:1", State: "serving", Role: "server", Weight: 100,
+		Capacity: "actors 3+1/100 spots 2/∞ types 2", Lease: "in 12.5s",
+		LeaseValid: true, LeaseExpiresAt: storeBase.Add(15 * time.Second),
+	}
+	if r != want {
+		t.Fatalf("row 0 = %+v\nwant    %+v", r, want)
+	}
+	if rows[1].RID != "0200" || rows[1].Lease != "expired" || rows[1].LeaseValid || rows[2].Mesh != "b\tx" {
+		t.Fatalf("rows 1, 2: %+v %+v", rows[1], rows[2])
+	}
+}
+
+func TestRenderTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := directory.RenderTable(&b, directory.Rows(topologySnapshot())); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"MESH  RID   ENDPOINT             STATE      ROLE    WEIGHT  CAPACITY                          LEASE\n" +
+		"a     01    tcp://h1:1           serving    server  100     actors 3+1/100 spots 2/∞ types 2  in 12.5s\n" +
+		"a     0200  tcp://host-two:5555  draining   client  0       actors 0/∞ spots 0/∞              expired\n" +
+		`b\tx  ff    tcp://h3:1           preparing  none    10000   actors 0/∞ spots 0/∞              expired` + "\n"
+	if b.String() != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	// Every column starts at the same rune offset on every line.
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, col := range []string{"RID", "ENDPOINT", "CAPACITY", "LEASE"} {
+		at := strings.Index(lines[0], col)
+		for _, l := range lines[1:] {
+			runes := []rune(l)
+			if at >= len(runes) || runes[at-1] != ' ' || runes[at] == ' ' {
+				t.Fatalf("column %s not aligned in %q", col, l)
+			}
+		}
+	}
+	for _, l := range lines {
+		if strings.HasSuffix(l, " ") || !utf8.ValidString(l) {
+			t.Fatalf("line %q", l)
+		}
+	}
+
+	// Header only for an empty topology.
+	b.Reset()
+	if err := directory.RenderTable(&b, nil); err != nil || strings.Count(b.String(), "\n") != 1 || !strings.HasPrefix(b.String(), "MESH") {
+		t.Fatalf("empty table %q, %v", b.String(), err)
+	}
+	// A failing writer is reported.
+	if err := directory.RenderTable(failWriter{}, nil); err == nil {
+		t.Fatal("write error not returned")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
