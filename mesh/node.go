@@ -179,7 +179,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		RequestTimeout:      cfg.Transport.RequestTimeout,
 		SendQueueRecords:    cfg.Transport.SendQueueLimit,
 		OnEvent:             n.onPeerEvent,
-		Logger:              n.log,
+		Logger:              log, // the transport adds its own rid, mesh and gen
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: transport: %w", ErrStartup, err)
