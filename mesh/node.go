@@ -301,13 +301,34 @@ func (n *Node) loop() {
 	t := time.NewTicker(n.discoveryEvery)
 	defer t.Stop()
 	n.Discover(ctx)
-	for {
+	for round := 1; ; round++ {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 			n.Discover(ctx)
 		}
+		if round%reclaimEvery == 0 {
+			n.reclaim(ctx)
+		}
+	}
+}
+
+// reclaimEvery is how many discovery rounds pass between two reclaim
+// sweeps of dead runs' descriptors (about 10 minutes at the default 5 s).
+const reclaimEvery = 120
+
+// reclaim deletes descriptors whose owner lease has been gone for a long
+// time, so random RIDs do not accumulate (docs/DISCOVERY.md). It is the
+// descriptor's own expiry path; the §11 owner sweep never touches them.
+func (n *Node) reclaim(ctx context.Context) {
+	res, err := directory.Reclaim(ctx, n.loc, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log})
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("descriptor reclaim failed", "err", err)
+		return
+	}
+	if res.Deleted > 0 {
+		n.log.Info("reclaimed descriptors of dead runs", "deleted", res.Deleted, "scanned", res.Scanned)
 	}
 }
 
