@@ -20,6 +20,9 @@ suite() { # suite NAME PACKAGE PAIRS...
 }
 
 suite locstore-redis ./locstore/redis \
-  'BenchmarkWrite3KeyCAS=BenchmarkRawLua3KeyCAS'
-suite transport ./router/transport
+  'BenchmarkWrite3KeyCAS=BenchmarkRawLua3KeyCAS' \
+  'BenchmarkWrite3KeyCASParallel=BenchmarkRawLua3KeyCASParallel'
+suite transport ./router/transport \
+  'BenchmarkTransportOneWay=BenchmarkRawZmq4OneWay' \
+  'BenchmarkTransportRequestReply=BenchmarkRawZmq4RequestReply'
 echo "raw output in $out"
