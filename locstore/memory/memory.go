@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/storeclock"
 	"github.com/meshnode/meshnode/locstore"
 )
 
@@ -54,44 +55,17 @@ var ErrClosed = errors.New("memory location store is closed")
 
 // Clock is the provider clock: StoreNow of every result and the only clock
 // expiry (of values and of scan snapshots) is judged by.
-type Clock interface {
-	Now() time.Time
-}
+type Clock = storeclock.Clock
 
-// SystemClock is the default Clock: the host's time (with its monotonic
-// reading, so expiry is immune to wall-clock steps within the process).
-type SystemClock struct{}
+// SystemClock is the default Clock: the host's time.
+type SystemClock = storeclock.System
 
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// ManualClock is a Clock that only moves when told to, for deterministic
-// tests of expiry. It is safe for concurrent use.
-type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// ManualClock is a Clock that only moves when told to (Advance), for
+// deterministic tests of expiry.
+type ManualClock = storeclock.Manual
 
 // NewManualClock returns a ManualClock reading start.
-func NewManualClock(start time.Time) *ManualClock { return &ManualClock{now: start} }
-
-// Now returns the current manual time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d. A negative d is ignored: the
-// provider clock never runs backwards, which the expiry rules rely on.
-func (c *ManualClock) Advance(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func NewManualClock(start time.Time) *ManualClock { return storeclock.NewManual(start) }
 
 // Option configures New.
 type Option func(*options) error
