@@ -63,6 +63,8 @@ const (
 	OpDelete          Op = "delete"
 	OpSecureCapacity  Op = "secureCapacity"
 	OpReleaseCapacity Op = "releaseCapacity"
+	// OpTerminalLookup reads a creation's stored final result.
+	OpTerminalLookup Op = "terminalLookup"
 )
 
 // Error is the error every planner returns.
@@ -83,7 +85,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := fmt.Sprintf("authority %s: %v", e.Op, e.Kind)
+	s := "authority: "
+	if e.Op != "" {
+		s = "authority " + string(e.Op) + ": "
+	}
+	s += e.Kind.Error()
 	if e.Reason != "" {
 		s += ": " + e.Reason
 	}

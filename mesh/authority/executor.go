@@ -208,7 +208,7 @@ func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest,
 func (e *Executor) LookupTerminal(ctx context.Context, op OperationRef, requestSHA256 [32]byte) (TerminalRecord, error) {
 	key, err := TerminalKey(op)
 	if err != nil {
-		return TerminalRecord{}, invalidCause("terminalLookup", err, "operation")
+		return TerminalRecord{}, invalidCause(OpTerminalLookup, err, "operation")
 	}
 	rr, err := e.store.Read(ctx, key)
 	if err != nil {

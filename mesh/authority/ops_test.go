@@ -349,13 +349,13 @@ func TestCapacityTable(t *testing.T) {
 		}
 		keys := sortedKeys(capKey(t, actorsOf(nodeB)), capKey(t, spotsOf(nodeB)), capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room")))
 		vals := map[string][]byte{
-			capKey(t, actorsOf(nodeB)): capValue(t, actorsOf(nodeB), 3, 10),
-			capKey(t, spotsOf(nodeB)):  capValue(t, spotsOf(nodeB), 1, 0),
+			capKey(t, actorsOf(nodeB)):                                  capValue(t, actorsOf(nodeB), 3, 10),
+			capKey(t, spotsOf(nodeB)):                                   capValue(t, spotsOf(nodeB), 1, 0),
 			capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room")): capValue(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room"), 1, 0),
 		}
 		conds := map[string]locstore.Condition{
-			capKey(t, actorsOf(nodeB)): locstore.IfVersion(capKey(t, actorsOf(nodeB)), "a"),
-			capKey(t, spotsOf(nodeB)):  locstore.IfMissing(capKey(t, spotsOf(nodeB))),
+			capKey(t, actorsOf(nodeB)):                                  locstore.IfVersion(capKey(t, actorsOf(nodeB)), "a"),
+			capKey(t, spotsOf(nodeB)):                                   locstore.IfMissing(capKey(t, spotsOf(nodeB))),
 			capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room")): locstore.IfMissing(capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room"))),
 		}
 		want := locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion(leaseKey(t, ownerB.ID), "lB")}}

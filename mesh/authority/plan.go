@@ -306,8 +306,9 @@ func limitText(limit int, checked bool) string {
 	return fmt.Sprint(limit)
 }
 
-// reserveDeltas / releaseDeltas / ... turn a bundle on a node into counter
-// contributions.
+// bundleDeltas turns a bundle on node n into counter contributions: each
+// slot count times reserved (+1, -1 or 0) and active. limits, when given,
+// are checked on the increases (the target's).
 func bundleDeltas(n Node, bun Bundle, reserved, active int, limits *Limits) []capDelta {
 	var out []capDelta
 	for _, s := range slotsOf(n, bun) {

@@ -380,7 +380,7 @@ func terminalRetention(deadline, storeNow time.Time) time.Duration {
 // request hash) is ErrInvalidOperation, because an OperationId is never
 // reused within a source host run.
 func CheckTerminal(op OperationRef, requestSHA256 [32]byte, rr locstore.ReadResult) (TerminalRecord, error) {
-	const o Op = "terminalLookup"
+	const o = OpTerminalLookup
 	if !rr.Found {
 		return TerminalRecord{}, newErr(o, ErrNotFound, "no stored final result for this operation")
 	}
