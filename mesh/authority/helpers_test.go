@@ -128,6 +128,7 @@ func authority(o Object, n Node, owner Owner, state record.AllocationState, objG
 		panic(err)
 	}
 	return record.Authority{
+		ObjectID:                 o.ID,
 		ObjectGeneration:         record.Generation(objGen),
 		AuthorityOwnerGeneration: record.Generation(ownerGen),
 		OwnerID:                  owner.ID,

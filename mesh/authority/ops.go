@@ -189,6 +189,7 @@ func PlanReserve(req ReserveRequest, snap Snapshot) (Plan, error) {
 	}
 	creation := req.Creation
 	rec := record.Authority{
+		ObjectID:                 req.Object.ID,
 		Payload:                  cloneBytes(req.Payload),
 		ObjectGeneration:         record.Generation(objGen),
 		AuthorityOwnerGeneration: record.Generation(ownerGen),

@@ -338,7 +338,8 @@ func buildRecord(t testing.TB, kind string, raw []byte) caseRecord {
 		strict(t, raw, &f)
 		al := f.Allocation
 		r := record.Authority{
-			Payload: c.hex(f.PayloadHex), ObjectGeneration: c.gen(f.ObjectGeneration),
+			ObjectID: f.ID,
+			Payload:  c.hex(f.PayloadHex), ObjectGeneration: c.gen(f.ObjectGeneration),
 			AuthorityOwnerGeneration: c.gen(f.AuthorityOwnerGeneration), OwnerID: f.OwnerID,
 			OwnerLeaseGeneration: c.gen(f.OwnerLeaseGeneration),
 			Allocation: record.Allocation{

@@ -36,7 +36,7 @@ func validMeshNode() record.MeshNodeDescriptor {
 
 func validAuthority() record.Authority {
 	return record.Authority{
-		Payload: []byte{1, 2, 3}, ObjectGeneration: 10, AuthorityOwnerGeneration: 2, OwnerID: "owner-1", OwnerLeaseGeneration: 2,
+		ObjectID: "room:1", Payload: []byte{1, 2, 3}, ObjectGeneration: 10, AuthorityOwnerGeneration: 2, OwnerID: "owner-1", OwnerLeaseGeneration: 2,
 		Allocation: record.Allocation{
 			State: record.AllocationActive, ObjectKind: record.ObjectUserSpot, StableType: "Room",
 			Descriptor:                    record.DescriptorRef{MeshName: "game", RoutingID: []byte{0xab, 0x01}},
@@ -200,6 +200,9 @@ func TestAuthorityValidation(t *testing.T) {
 		limit  string
 	}{
 		{"valid", func(*record.Authority) {}, "", ""},
+		{"object id empty", func(a *record.Authority) { a.ObjectID = "" }, "objectId", ""},
+		{"object id with NUL", func(a *record.Authority) { a.ObjectID = "a\x00b" }, "objectId", ""},
+		{"object id 256 bytes", func(a *record.Authority) { a.ObjectID = strings.Repeat("x", 256) }, "objectId", ""},
 		{"object generation 0", func(a *record.Authority) { a.ObjectGeneration = 0 }, "objectGeneration", ""},
 		{"object generation sentinel is storable", func(a *record.Authority) { a.ObjectGeneration = record.MaxGeneration }, "", ""},
 		{"owner generation 0", func(a *record.Authority) { a.AuthorityOwnerGeneration = 0 }, "authorityOwnerGeneration", ""},
@@ -350,7 +353,7 @@ func TestHandWrittenCanonicalValues(t *testing.T) {
 			`{"descriptor":{"channelName":"p","descriptorRevision":"2","endpoint":"tcp://h:1","leaseGeneration":"3","lifecycleGeneration":"1","ownerId":"o",` +
 				`"publisherRoutingIdHex":"ff00","securityIdentity":"","state":"draining","updatedAtEpochMs":"4"},"descriptorRevision":"2","leaseGeneration":"3","ownerId":"o","recordVersion":1}`},
 		{"authority actor",
-			record.Authority{Payload: []byte("hi!"), ObjectGeneration: 9, AuthorityOwnerGeneration: 1, OwnerID: "o", OwnerLeaseGeneration: 3,
+			record.Authority{ObjectID: "a:1", Payload: []byte("hi!"), ObjectGeneration: 9, AuthorityOwnerGeneration: 1, OwnerID: "o", OwnerLeaseGeneration: 3,
 				Allocation: record.Allocation{State: record.AllocationReserved, ObjectKind: record.ObjectActor, StableType: "P",
 					Descriptor: record.DescriptorRef{MeshName: "m", RoutingID: []byte{0x0a}}, DescriptorLifecycleGeneration: 2,
 					Capacity: record.AllocationCapacity{Actors: 1}},
@@ -358,7 +361,7 @@ func TestHandWrittenCanonicalValues(t *testing.T) {
 			}.Encode,
 			`{"allocation":{"capacity":{"actors":"1","spotType":null,"spots":"0"},"descriptor":{"meshName":"m","routingIdHex":"0a"},` +
 				`"descriptorLifecycleGeneration":"2","objectKind":"actor","stableType":"P","state":"reserved"},"authorityOwnerGeneration":"1",` +
-				`"objectGeneration":"9","ownerId":"o","ownerLeaseGeneration":"3","payload":"aGkh","pendingCreation":{"requestContentReference":"c",` +
+				`"objectGeneration":"9","objectId":"a:1","ownerId":"o","ownerLeaseGeneration":"3","payload":"aGkh","pendingCreation":{"requestContentReference":"c",` +
 				`"requestEncodedSize":"5","requestSha256":"ab` + strings.Repeat("00", 31) + `","reservationId":"r"},"recordVersion":1}`},
 		{"mesh node minimal client",
 			record.MeshNodeDescriptor{MeshName: "m", RoutingID: []byte{1}, LifecycleGeneration: 1, DescriptorRevision: 1, Endpoint: "e",
