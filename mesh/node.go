@@ -458,8 +458,13 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	close(n.stop)
 	n.wg.Wait()
-	// Authority rows of this host run are swept here once objects exist
-	// (the Objects issue); descriptors are never swept (§11).
+	// §11: sweep this host run's authority rows (never descriptors) while
+	// the lease still proves ownership, then publish stopped.
+	if n.lease.Gate().Open() {
+		if _, err := n.sweepAuthority(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if n.lease.Gate().Open() {
 		if err := n.publish(ctx, record.StateStopped); err != nil {
 			errs = append(errs, fmt.Errorf("publish stopped: %w", err))
