@@ -74,6 +74,12 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "meshnode run: factories: %v\n", err)
 		return ExitError
 	}
+	if cfg.Node.ObjectRole != config.RoleServer {
+		// Only a server hosts objects (§2). The stock binary's demo
+		// factories are its own, not the operator's: a client or none node
+		// simply runs without them instead of failing validation.
+		reg = spot.NewRegistry()
+	}
 	log := cfg.Logger(stderr)
 	node, err := mesh.Start(ctx, mesh.Options{Config: cfg, Factories: reg, Logger: log})
 	if err != nil {
