@@ -64,13 +64,6 @@ func usage(w io.Writer) {
 	}
 }
 
-// notYet is the honest answer of a command whose implementation has not
-// landed: it says so and exits non-zero, never printing fake output.
-func notYet(stderr io.Writer, what, issue string) int {
-	fmt.Fprintf(stderr, "meshnode %s: not available in this build yet (tracked in issue %s)\n", what, issue)
-	return ExitUsage
-}
-
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
 	v := Version
 	goVersion := ""

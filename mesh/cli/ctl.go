@@ -18,7 +18,6 @@ import (
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
-	"github.com/meshnode/meshnode/mesh/stores"
 )
 
 const ctlUsage = `usage: meshnode ctl <command> [arguments]
@@ -37,8 +36,10 @@ const ctlUsage = `usage: meshnode ctl <command> [arguments]
   topology [--mesh NAME] [--config FILE] [config flags]
         one row per MeshNode descriptor in the configured Location Store
         (mesh, RID, endpoint, state, role, weight, capacity, lease expiry)
-  locate     look up an object's location
-  list       list objects by kind`
+  locate <actor|spot> <id> [config flags]
+        where an object is: generation, state (Creating, Ready, Unavailable), type, mesh, node, owner
+  list --kind actor|userSpot|instanceSpot [--type T] [--mesh M] [--limit N] [--all]
+        paged operational list (§7.4); --all follows continuations in this process`
 
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -53,7 +54,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "topology":
 		return ctlTopology(ctx, args[1:], stdout, stderr)
 	case "locate", "list":
-		return notYet(stderr, "ctl "+args[0], "#6")
+		return ctlQuery(ctx, args, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, ctlUsage)
 		return ExitOK
@@ -157,13 +158,8 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
 		return ExitUsage
 	}
-	if cfg.LocationStore.Provider == "" {
-		fmt.Fprintln(stderr, "meshnode ctl record: no location_store.provider configured (use --config or MESHNODE_LOCATION_STORE__PROVIDER)")
-		return ExitUsage
-	}
 	key := storeKeyOf(fs.Arg(0))
-	log := cfg.Logger(stderr)
-	st, err := stores.OpenLocation(ctx, cfg.LocationStore, log)
+	st, err := openLocation(ctx, cfg, cfg.Logger(stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
 		return ExitError

@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/internal/testredis"
+	"github.com/meshnode/meshnode/locstore"
+	locredis "github.com/meshnode/meshnode/locstore/redis"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// queryObj is one authority row for the ctl query tests.
+type queryObj struct {
+	id    string
+	kind  record.ObjectKind
+	state record.AllocationState
+	typ   string
+	owner string
+}
+
+func seedQueryRows(t *testing.T, st locstore.Store, objs []queryObj, leases map[string]record.Generation) {
+	t.Helper()
+	var muts []locstore.Mutation
+	for _, o := range objs {
+		c := record.AllocationCapacity{Actors: 1}
+		if o.kind != record.ObjectActor {
+			c = record.AllocationCapacity{Spots: 1, SpotType: &record.SpotTypeSlots{ObjectKind: o.kind, StableType: o.typ, Count: 1}}
+		}
+		a := record.Authority{
+			ObjectID: o.id, ObjectGeneration: 101, AuthorityOwnerGeneration: 2, OwnerID: o.owner, OwnerLeaseGeneration: 5,
+			Allocation: record.Allocation{
+				State: o.state, ObjectKind: o.kind, StableType: o.typ,
+				Descriptor:                    record.DescriptorRef{MeshName: "game", RoutingID: []byte{0x0a, 0x01}},
+				DescriptorLifecycleGeneration: 3, Capacity: c,
+			},
+		}
+		if o.state == record.AllocationReserved {
+			a.PendingCreation = &record.PendingCreation{ReservationID: "r1", RequestContentReference: "inline", RequestEncodedSize: 1}
+		}
+		v, err := a.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := a.Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, locstore.Put(key, v))
+	}
+	for owner, gen := range leases {
+		v, err := record.OwnerLease{OwnerID: owner, LeaseGeneration: gen, AcquiredAt: 1, UpdatedAt: 1}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := record.OwnerLeaseKey(owner)
+		muts = append(muts, locstore.Put(key, v))
+	}
+	if res, err := st.Write(context.Background(), locstore.WriteRequest{Mutations: muts}); err != nil || !res.Applied {
+		t.Fatalf("seed: %+v %v", res, err)
+	}
+}
+
+// TestCtlQueryRedis runs "ctl locate" and "ctl list" through Main against a
+// real Redis Location Store, one row per §7.4 state.
+func TestCtlQueryRedis(t *testing.T) {
+	ctx := context.Background()
+	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	objs := []queryObj{
+		{"user:ready", record.ObjectActor, record.AllocationActive, "Player", "node-1"},
+		{"user:creating", record.ObjectActor, record.AllocationReserved, "Player", "node-1"},
+		{"user:orphan", record.ObjectActor, record.AllocationActive, "Player", "node-gone"},
+		{"user:restarted", record.ObjectActor, record.AllocationActive, "Npc", "node-2"},
+		{"room:1", record.ObjectUserSpot, record.AllocationActive, "Room", "node-1"},
+	}
+	for i := range 5 {
+		objs = append(objs, queryObj{fmt.Sprintf("user:%d", i), record.ObjectActor, record.AllocationActive, "Player", "node-1"})
+	}
+	// node-2's lease is of another run (generation 6): its objects are
+	// unavailable too.
+	seedQueryRows(t, st, objs, map[string]record.Generation{"node-1": 5, "node-2": 6})
+	flags := []string{"--location_store.provider", "redis", "--location_store.redis.addrs", addr, "--location_store.redis.namespace", ns}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(ctx, append(append([]string{"ctl"}, args...), flags...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	locate := []struct {
+		name string
+		args []string
+		code int
+		out  []string // lines or fragments of stdout
+		err  string
+	}{
+		{"ready", []string{"locate", "actor", "user:ready"}, ExitOK, []string{
+			"ID          KIND   GEN  STATE  TYPE    MESH  NODE RID  OWNER     OWNER GEN  KEY",
+			"user:ready  actor  101  ready  Player  game  0a01      node-1@5  2          authority:",
+		}, ""},
+		{"creating", []string{"locate", "actor", "user:creating"}, ExitOK, []string{" creating "}, ""},
+		{"unavailable: lease missing", []string{"locate", "actor", "user:orphan"}, ExitOK, []string{" unavailable ", "node-gone@5"}, ""},
+		{"unavailable: other generation", []string{"locate", "actor", "user:restarted"}, ExitOK, []string{" unavailable "}, ""},
+		{"spot", []string{"locate", "spot", "room:1"}, ExitOK, []string{"room:1  userSpot  101  ready"}, ""},
+		{"no record", []string{"locate", "actor", "room:1"}, ExitError, nil, `actor "room:1": no record`},
+		{"bad kind", []string{"locate", "userSpot", "room:1"}, ExitUsage, nil, "want actor or spot"},
+		{"bad id", []string{"locate", "actor", strings.Repeat("x", 256)}, ExitUsage, nil, "limit 255"},
+		{"arity", []string{"locate", "actor"}, ExitUsage, nil, "want <actor|spot> <Id>"},
+	}
+	for _, tc := range locate {
+		t.Run("locate "+tc.name, func(t *testing.T) {
+			code, out, errs := run(tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tc.code, out, errs)
+			}
+			for _, w := range tc.out {
+				if !strings.Contains(out, w) {
+					t.Fatalf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			if !strings.Contains(errs, tc.err) {
+				t.Fatalf("stderr lacks %q:\n%s", tc.err, errs)
+			}
+		})
+	}
+
+	t.Run("locate independent of the configured mesh", func(t *testing.T) {
+		_, a, _ := run("locate", "actor", "user:ready", "--node.mesh_name", "east")
+		_, b, _ := run("locate", "actor", "user:ready", "--node.mesh_name", "west")
+		if a != b || !strings.Contains(a, "user:ready") {
+			t.Fatalf("answers differ by mesh:\n%s\n%s", a, b)
+		}
+	})
+
+	actors := []string{"user:ready", "user:creating", "user:orphan", "user:restarted", "user:0", "user:4"}
+	t.Run("list all", func(t *testing.T) {
+		code, out, errs := run("list", "--kind", "actor", "--limit", "3", "--all")
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		for _, id := range actors {
+			if strings.Count(out, "\n"+id+" ") != 1 {
+				t.Fatalf("%s not listed exactly once:\n%s", id, out)
+			}
+		}
+		if strings.Contains(out, "room:1") || !strings.Contains(out, "9 entries in 3 page(s), complete") || !strings.Contains(out, "page 3: 3 entries") {
+			t.Fatalf("output:\n%s", out)
+		}
+	})
+	t.Run("list filters", func(t *testing.T) {
+		_, out, _ := run("list", "--kind", "actor", "--type", "Npc")
+		if !strings.Contains(out, "user:restarted") || strings.Contains(out, "user:ready") || !strings.Contains(out, "1 entries in 1 page(s)") {
+			t.Fatalf("type filter:\n%s", out)
+		}
+		_, out, _ = run("list", "--kind", "userSpot", "--mesh", "game")
+		if !strings.Contains(out, "room:1") {
+			t.Fatalf("spot list:\n%s", out)
+		}
+		_, out, _ = run("list", "--kind", "instanceSpot")
+		if !strings.HasPrefix(out, "ID  KIND") || !strings.Contains(out, "0 entries in 1 page(s)") {
+			t.Fatalf("empty list:\n%s", out)
+		}
+	})
+	t.Run("continuation in a second invocation", func(t *testing.T) {
+		code, out, errs := run("list", "--kind", "actor", "--limit", "2")
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		m := regexp.MustCompile(`(?m)^continue: (\S+)$`).FindStringSubmatch(out)
+		if m == nil || !strings.Contains(out, "2 entries on page 1, more remain") || !strings.Contains(errs, "use --all") {
+			t.Fatalf("no continuation:\n%s\n%s", out, errs)
+		}
+		// A new process opens a new Store instance: the Redis cursor inside
+		// the token is not valid there.
+		code, out, errs = run("list", "--kind", "actor", "--limit", "2", "--continue", m[1])
+		if code != ExitError || !strings.Contains(errs, "the listing snapshot expired; restart from the first page") || strings.Contains(out, "user:") {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
+		}
+		// The same token for another filter is refused as a bad token.
+		code, _, errs = run("list", "--kind", "actor", "--type", "Npc", "--continue", m[1])
+		if code != ExitUsage || !strings.Contains(errs, "invalid continuation") {
+			t.Fatalf("other filter: exit %d %s", code, errs)
+		}
+	})
+	bad := []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"no kind", []string{"list"}, "--kind is required"},
+		{"bad kind", []string{"list", "--kind", "entrySpot"}, "unknown object kind"},
+		{"bad limit", []string{"list", "--kind", "actor", "--limit", "1001"}, "limit 1001 outside 1..1000"},
+		{"garbage token", []string{"list", "--kind", "actor", "--continue", "%%%"}, "invalid continuation"},
+		{"stray argument", []string{"list", "--kind", "actor", "extra"}, "unexpected argument"},
+	}
+	for _, tc := range bad {
+		t.Run("list "+tc.name, func(t *testing.T) {
+			code, _, errs := run(tc.args...)
+			if code != ExitUsage || !strings.Contains(errs, tc.err) {
+				t.Fatalf("exit %d, stderr %s", code, errs)
+			}
+		})
+	}
+}
+
+// TestCtlQueryStoreDown: with the store unreachable both commands fail
+// with exit 1 and print no table.
+func TestCtlQueryStoreDown(t *testing.T) {
+	srv := testredis.NewServer(t)
+	srv.Stop()
+	flags := []string{"--location_store.provider", "redis", "--location_store.redis.addrs", srv.Addr,
+		"--location_store.redis.operation_timeout", "500ms"}
+	for _, args := range [][]string{{"ctl", "locate", "actor", "x"}, {"ctl", "list", "--kind", "actor"}} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), append(args, flags...), &out, &errb)
+		if code != ExitError || out.Len() != 0 || errb.Len() == 0 {
+			t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, out.String(), errb.String())
+		}
+	}
+}
+
+func TestCtlQueryHelp(t *testing.T) {
+	for _, cmd := range []string{"locate", "list"} {
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), []string{"ctl", cmd, "--help"}, &out, &errb); code != ExitOK || !strings.Contains(out.String(), "usage: meshnode ctl "+cmd) {
+			t.Fatalf("%s --help: exit %d %s %s", cmd, code, out.String(), errb.String())
+		}
+	}
+}
