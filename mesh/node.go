@@ -1,6 +1,6 @@
 // Package mesh is the MeshNode: one node run's owner lease and admission
 // gate, its MeshNode descriptor, discovery of the other nodes of its mesh
-// and the transport links to them, and (later) the Manager API over the
+// and the transport links to them, and the Manager API (manager.go) over the
 // objects it hosts.
 //
 // A Node is built by Start, which follows the startup order of the spec:
@@ -76,6 +76,9 @@ type Node struct {
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
 	haveSnap           bool
+	// obj hosts this node's Actors and Spots and serves the Manager
+	// (objects.go; the Objects issue).
+	obj *objects
 
 	mu         sync.Mutex
 	state      record.State
@@ -166,6 +169,13 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.run.lifecycleGeneration = n.run.leaseGeneration
 	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.leaseGeneration)
 
+	// Objects: the spot runtime and the inbound object dispatch exist
+	// before the transport, so that its Handler never sees a half-built
+	// node (objects.go).
+	if n.obj, err = newObjects(n); err != nil {
+		return nil, fmt.Errorf("%w: objects: %w", ErrStartup, err)
+	}
+
 	n.tr, err = transport.New(transport.Config{
 		RID:                 rid,
 		Endpoint:            cfg.Node.Endpoint,
@@ -179,7 +189,8 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		RequestTimeout:      cfg.Transport.RequestTimeout,
 		SendQueueRecords:    cfg.Transport.SendQueueLimit,
 		OnEvent:             n.onPeerEvent,
-		Logger:              log, // the transport adds its own rid, mesh and gen
+		Handler:             n.obj.handleRecord, // object commands (objects.go)
+		Logger:              log,                // the transport adds its own rid, mesh and gen
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: transport: %w", ErrStartup, err)
@@ -203,6 +214,10 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	if err := n.publish(ctx, record.StatePreparing); err != nil {
 		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
+	}
+	// A Server node's Entry Spot exists before the node says Serving.
+	if err := n.obj.openEntrySpot(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
 	}
 	if err := n.publish(ctx, record.StateServing); err != nil {
 		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
@@ -456,6 +471,9 @@ func (n *Node) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("publish draining: %w", err))
 		}
 	}
+	// §11: stop accepting object work; orders in flight finish and queued
+	// requests are answered while the transport is still up (objects.go).
+	n.obj.stop()
 	close(n.stop)
 	n.wg.Wait()
 	// §11: sweep this host run's authority rows (never descriptors) while
@@ -484,6 +502,9 @@ func (n *Node) Close(ctx context.Context) error {
 // also the cleanup of a failed Start.
 func (n *Node) teardown(ctx context.Context) error {
 	var errs []error
+	if n.obj != nil {
+		n.obj.stop() // no runtime goroutine outlives a failed Start (objects.go)
+	}
 	if n.lease != nil {
 		if err := n.lease.Release(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("release lease: %w", err))

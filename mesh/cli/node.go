@@ -104,8 +104,11 @@ const demoUsage = `usage: meshnode demo [--nodes N] [--log-level LEVEL]
 
 Starts N (default 3) nodes in this process on loopback TCP with the
 in-memory Location and Relocation Stores, waits until every node has
-discovered and admitted every other, prints the topology, and shuts them
-down in order.`
+discovered and admitted every other, prints the topology, then creates
+counter Actors and chat-room User Spots through the Manager of different
+nodes (placement spreads them by weight), exchanges sends and requests
+across the nodes, prints who owns what and every reply, destroys and closes
+some objects, and shuts the nodes down in order.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
@@ -201,7 +204,126 @@ func demo(ctx context.Context, count int, level string, timeout time.Duration, s
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "admitted links (row node -> column node):")
 	printLinks(stdout, nodes)
+	if err := demoObjects(wctx, nodes, stdout); err != nil {
+		return fmt.Errorf("objects: %w", err)
+	}
 	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released)")
+	return nil
+}
+
+// demoObjects creates demo objects through the Managers of the nodes in
+// turn and exchanges messages with them; everything printed is what the
+// calls returned.
+func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
+	nodeOf := func(rid []byte) string {
+		for i, n := range nodes {
+			if string(n.RID()) == string(rid) {
+				return fmt.Sprintf("node %d", i+1)
+			}
+		}
+		return fmt.Sprintf("rid %x", rid)
+	}
+	mgr := func(i int) *mesh.Manager { return nodes[i%len(nodes)].Manager() }
+
+	fmt.Fprintln(w, "\nobjects (created through the Manager of the node named; placed by weight among serving nodes):")
+	var counters []mesh.ActorRef
+	for i := 0; i < 2*len(nodes); i++ {
+		id := fmt.Sprintf("counter-%d", i+1)
+		cr, err := mgr(i).GetOrCreateActor(ctx, id, demoapp.CounterType, mesh.WithBody([]byte(fmt.Sprint(10*(i+1)))))
+		if err != nil {
+			return fmt.Errorf("create %s: %w", id, err)
+		}
+		counters = append(counters, cr.Ref)
+		fmt.Fprintf(w, "  node %d GetOrCreateActor(%s, %s, initial %d) -> %s, generation %d, owned by %s\n",
+			i%len(nodes)+1, id, demoapp.CounterType, 10*(i+1), cr.Outcome, cr.Ref.ObjectGeneration, nodeOf(cr.Ref.NodeRID))
+	}
+	again, err := mgr(1).GetOrCreateActor(ctx, "counter-1", demoapp.CounterType)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  node 2 GetOrCreateActor(counter-1) again -> %s, generation %d, owned by %s\n",
+		again.Outcome, again.Ref.ObjectGeneration, nodeOf(again.Ref.NodeRID))
+	if _, err := mgr(2).CreateActor(ctx, "counter-1", demoapp.CounterType); err != nil {
+		fmt.Fprintf(w, "  node 3 CreateActor(counter-1) -> error: %v\n", err)
+	}
+	var rooms []mesh.SpotRef
+	for i := 0; i < len(nodes); i++ {
+		ref, err := mgr(i).CreateUserSpot(ctx, demoapp.ChatRoomType)
+		if err != nil {
+			return fmt.Errorf("create room: %w", err)
+		}
+		rooms = append(rooms, ref)
+		fmt.Fprintf(w, "  node %d CreateUserSpot(%s) -> spot %s, generation %d, owned by %s\n",
+			i+1, demoapp.ChatRoomType, ref.SpotID, ref.ObjectGeneration, nodeOf(ref.NodeRID))
+	}
+	lobby, err := mgr(0).GetOrCreateUserSpot(ctx, "lobby", demoapp.ChatRoomType)
+	if err != nil {
+		return err
+	}
+	rooms = append(rooms, lobby.Ref)
+	fmt.Fprintf(w, "  node 1 GetOrCreateUserSpot(lobby) -> %s, generation %d, owned by %s\n",
+		lobby.Outcome, lobby.Ref.ObjectGeneration, nodeOf(lobby.Ref.NodeRID))
+
+	fmt.Fprintln(w, "\nmessages (one-way sends keep their order per sender, so each sender's own request is a barrier")
+	fmt.Fprintln(w, "behind its sends; the value printed is the answer to the last sender's request):")
+	for i := range nodes {
+		for _, c := range counters {
+			if err := mgr(i).SendActor(ctx, c, []byte(fmt.Sprintf("add %d", i+1))); err != nil {
+				return fmt.Errorf("node %d send to %s: %w", i+1, c.ActorID, err)
+			}
+		}
+	}
+	for _, c := range counters {
+		var got []byte
+		for i := range nodes {
+			if got, err = mgr(i).RequestActor(ctx, c, []byte("get")); err != nil {
+				return fmt.Errorf("node %d request %s: %w", i+1, c.ActorID, err)
+			}
+		}
+		fmt.Fprintf(w, "  every node sent \"add <its number>\" to %s (on %s); node %d request \"get\" -> %q\n",
+			c.ActorID, nodeOf(c.NodeRID), len(nodes), got)
+	}
+	for i := range nodes {
+		for k, r := range rooms {
+			line := fmt.Sprintf("hello from node %d", i+1)
+			if err := mgr(i).SendSpot(ctx, r, []byte(line)); err != nil {
+				return fmt.Errorf("node %d post to room %d: %w", i+1, k+1, err)
+			}
+		}
+	}
+	for _, r := range rooms {
+		var got []byte
+		for i := range nodes {
+			if got, err = mgr(i).RequestSpot(ctx, r, []byte("history")); err != nil {
+				return fmt.Errorf("node %d history of %s: %w", i+1, r.SpotID, err)
+			}
+		}
+		fmt.Fprintf(w, "  every node posted to room %s (on %s); node %d request \"history\" -> %q\n",
+			r.SpotID, nodeOf(r.NodeRID), len(nodes), got)
+	}
+
+	fmt.Fprintln(w, "\nhosting (objects per node, Entry Spot included; route cache hits/misses of the sender side):")
+	for i, n := range nodes {
+		st := n.ObjectStats()
+		fmt.Fprintf(w, "  node %d: hosts %d objects, delivered %d messages, route cache %d hits / %d misses\n",
+			i+1, st.Hosted, st.Delivered, st.RouteCacheHits, st.RouteCacheMisses)
+	}
+
+	fmt.Fprintln(w, "\nending objects (exact generation only):")
+	c := counters[0]
+	ok, err := mgr(len(nodes)-1).Destroy(ctx, c)
+	fmt.Fprintf(w, "  node %d Destroy(%s generation %d) -> %v, %v\n", len(nodes), c.ActorID, c.ObjectGeneration, ok, err)
+	ok, err = mgr(len(nodes)-1).Destroy(ctx, c)
+	fmt.Fprintf(w, "  node %d Destroy(%s generation %d) again -> %v, %v\n", len(nodes), c.ActorID, c.ObjectGeneration, ok, err)
+	if _, err := mgr(0).FindActor(ctx, c.ActorID); err != nil {
+		fmt.Fprintf(w, "  node 1 FindActor(%s) -> %v\n", c.ActorID, err)
+	}
+	r := rooms[0]
+	ok, err = mgr(1).Close(ctx, r)
+	fmt.Fprintf(w, "  node 2 Close(room %s on %s) -> %v, %v\n", r.SpotID, nodeOf(r.NodeRID), ok, err)
+	if _, err := mgr(0).RequestSpot(ctx, r, []byte("history")); err != nil {
+		fmt.Fprintf(w, "  node 1 RequestSpot(closed room) -> %v\n", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,385 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Destroy and Close (spec §7.2) act only on the exact generation the caller
+// passes: false when no record exists, ErrStaleGeneration when another
+// generation of the id exists, ErrMoving when the object is moving. The
+// owner does the work: it stops admitting messages to the object, deletes
+// the authority record together with its capacity (one batch verifying its
+// own lease, §6.1 Delete), then closes the instance (queued requests are
+// answered with a closed failure). A remote owner is asked with command 48
+// (User Spot) or, for an Actor, with the project's destroy control request
+// (docs/OBJECTS.md: the service wire has no Actor destroy command).
+
+// Destroy destroys the Actor generation ref names.
+func (m *Manager) Destroy(ctx context.Context, ref ActorRef) (bool, error) {
+	return m.o.end(ctx, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+}
+
+// Close closes the User Spot generation ref names.
+func (m *Manager) Close(ctx context.Context, ref SpotRef) (bool, error) {
+	return m.o.end(ctx, record.ObjectUserSpot, ref.SpotID, ref.ObjectGeneration)
+}
+
+// controlKey/controlDestroy are the metadata entry that turns a command 25
+// actorRequest into the owner-side Destroy of its fenced Actor.
+const (
+	controlKey     = "meshnode.control"
+	controlDestroy = "destroy"
+)
+
+// Destroy control answers (ok payload).
+const (
+	destroyClosed   = "closed"
+	destroyMissing  = "missing"
+	destroyStale    = "stale"
+	destroyMoving   = "moving"
+	destroyNotOwner = "notOwner"
+)
+
+func (o *objects) end(ctx context.Context, kind record.ObjectKind, id string, gen uint64) (bool, error) {
+	if _, err := resolveMesh(o.role(), o.n.cfg.Node.MeshName, nil); err != nil {
+		return false, err
+	}
+	if err := record.ValidateObjectID(id); err != nil {
+		return false, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)
+	}
+	if !record.Generation(gen).Valid() {
+		return false, fmt.Errorf("%w: ObjectGeneration %d", ErrInvalidOperation, gen)
+	}
+	ctx, done, err := o.call(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCreateTimeout)
+		defer cancel()
+	}
+	var last error
+	for attempt := 0; attempt < 2; attempt++ {
+		closed, err := o.endOnce(ctx, kind, id, gen)
+		if err == nil || !errors.Is(err, errRouteStale) {
+			return closed, classify(ctx, err, "end "+id)
+		}
+		last = err // the owner changed under us: read the record again once
+	}
+	return false, classify(ctx, last, "end "+id)
+}
+
+func (o *objects) endOnce(ctx context.Context, kind record.ObjectKind, id string, gen uint64) (bool, error) {
+	row, storeNow, err := o.readAuthorityAt(ctx, kind, id)
+	if err != nil {
+		return false, err
+	}
+	if done, closed, err := checkEndRow(row, kind, id, gen); done {
+		return closed, err
+	}
+	a := row.Record
+	self, lg := o.n.Owner()
+	node := authority.NodeOf(a)
+	if a.OwnerID == self && uint64(a.OwnerLeaseGeneration) == lg && bytes.Equal(node.RoutingID, o.n.run.rid) &&
+		node.LifecycleGeneration == o.n.run.lifecycleGeneration {
+		return o.closeLocal(ctx, kind, id, gen, 0, "")
+	}
+	peer, ok := o.n.tr.Peer(transport.RID(node.RoutingID))
+	if !ok || peer.LifecycleGeneration != node.LifecycleGeneration {
+		return false, fmt.Errorf("%w: owner node %s of %s is not reachable", ErrUnavailable, node, id)
+	}
+	if kind == record.ObjectActor {
+		return o.remoteDestroy(ctx, id, gen, a)
+	}
+	dl, _ := ctx.Deadline()
+	rec := router.NewRecord(&router.UserSpotClose{
+		Operation: opIDOf(NewOperationID()), SourceNodeRID: o.n.run.rid, SourceNodeGeneration: o.n.run.lifecycleGeneration,
+		Target: router.UserSpotCloseFence{Spot: router.SpotRef{SpotID: id, ObjectGeneration: gen},
+			TargetNodeRID: node.RoutingID, TargetNodeGeneration: node.LifecycleGeneration,
+			ExpectedAuthorityOwnerGeneration: uint64(a.AuthorityOwnerGeneration), ExpectedStoreVersion: row.Version},
+		DeadlineUnixMs: uint64(storeNow.Add(time.Until(dl)).UnixMilli()),
+	}, nil, nil)
+	resp, err := o.n.tr.Request(ctx, node.RoutingID, rec)
+	if err != nil {
+		if errorsIsAny(err, errNotSent...) {
+			return false, wrapErr(ErrUnavailable, err, "close %s", id)
+		}
+		// The answer is lost: the close may have happened. §7.2: the result
+		// comes only from command 20, so report Unavailable; the caller may
+		// Close again (false once the record is gone).
+		return false, wrapErr(ErrUnavailable, err, "close %s: no answer from the owner", id)
+	}
+	rep, ok := resp.Body.(*router.Reply)
+	if !ok {
+		return false, fmt.Errorf("%w: close answered with %s", ErrUnavailable, resp.Command)
+	}
+	if rep.Result != router.ResultOK {
+		return false, replyError(familySpot, rep, "close")
+	}
+	if err := resp.ResolveReplyTail(router.OpUserSpotClose); err != nil {
+		return false, fmt.Errorf("%w: close answer: %w", ErrUnavailable, err)
+	}
+	t, ok := rep.Tail.(*router.UserSpotCloseTail)
+	if !ok {
+		return false, fmt.Errorf("%w: close answer without a close tail", ErrUnavailable)
+	}
+	return t.Closed, nil
+}
+
+// checkEndRow applies §7.2 to the record read: done with (closed, err), or
+// not done (the generation is Ready: go on).
+func checkEndRow(row authority.AuthorityRow, kind record.ObjectKind, id string, gen uint64) (bool, bool, error) {
+	if !row.Found {
+		return true, false, nil
+	}
+	a := row.Record
+	switch {
+	case a.Allocation.ObjectKind != kind:
+		return true, false, fmt.Errorf("%w: %q is a %s", ErrTypeMismatch, id, a.Allocation.ObjectKind)
+	case uint64(a.ObjectGeneration) != gen:
+		return true, false, fmt.Errorf("%w: %s holds ObjectGeneration %d, the ref has %d", ErrStaleGeneration, id, a.ObjectGeneration, gen)
+	case a.Allocation.State != record.AllocationActive:
+		return true, false, fmt.Errorf("%w: %s generation %d is still being created", ErrInvalidOperation, id, gen)
+	}
+	return false, false, nil
+}
+
+// closeLocal is the owner's Destroy/Close of (kind, id, gen). ownerGen and
+// version, when set, are the remote caller's fence (§7.2: "only changes to
+// Closing if the current record ... match").
+func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id string, gen, ownerGen uint64, version string) (bool, error) {
+	row, err := o.readAuthority(ctx, kind, id)
+	if err != nil {
+		return false, err
+	}
+	if done, closed, err := checkEndRow(row, kind, id, gen); done {
+		return closed, err
+	}
+	a := row.Record
+	self, lg := o.n.Owner()
+	owner := authority.Owner{ID: self, LeaseGeneration: lg}
+	node := authority.NodeOf(a)
+	switch {
+	case authority.OwnerOf(a) != owner || !bytes.Equal(node.RoutingID, o.n.run.rid) || node.LifecycleGeneration != o.n.run.lifecycleGeneration:
+		return false, fmt.Errorf("%w: %s is owned by %s/%d", errRouteStale, id, a.OwnerID, a.OwnerLeaseGeneration)
+	case ownerGen != 0 && uint64(a.AuthorityOwnerGeneration) != ownerGen, version != "" && row.Version != version:
+		return false, fmt.Errorf("%w: %s changed since the caller read it", errRouteStale, id)
+	}
+	key := spot.Key{Spot: kind != record.ObjectActor, ID: id}
+	o.mu.Lock()
+	h, hostedHere := o.hosted[key]
+	if hostedHere && h.objectGeneration != gen {
+		hostedHere = false // an older instance; the record is authoritative
+	}
+	if hostedHere {
+		if h.moving {
+			o.mu.Unlock()
+			return false, fmt.Errorf("%w: %s", ErrMoving, id)
+		}
+		if h.closing {
+			o.mu.Unlock()
+			return false, fmt.Errorf("%w: %s is already closing", ErrUnavailable, id)
+		}
+		h.closing = true // the fence now refuses new messages
+	}
+	o.mu.Unlock()
+	reopen := func() {
+		if hostedHere {
+			o.mu.Lock()
+			h.closing = false
+			o.mu.Unlock()
+		}
+	}
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		reopen()
+		return false, wrapErr(ErrUnavailable, err, "owner lease")
+	}
+	_, err = o.exec.Delete(ctx, authority.DeleteRequest{Object: authority.Object{ID: id, Kind: kind},
+		ObjectGeneration: gen, Owner: owner, IfVersion: row.Version})
+	closed := err == nil
+	switch {
+	case err == nil:
+	case errors.Is(err, authority.ErrNotFound):
+		// Deleted meanwhile by someone else; the instance goes too.
+	default:
+		reopen()
+		if errors.Is(err, authority.ErrConflict) && !errors.Is(err, authority.ErrStaleGeneration) {
+			return false, fmt.Errorf("%w: %w", errRouteStale, err)
+		}
+		return false, err
+	}
+	if hostedHere {
+		o.mu.Lock()
+		if o.hosted[key] == h {
+			delete(o.hosted, key)
+		}
+		o.mu.Unlock()
+		// Close waits for a running turn, so an object must not end itself
+		// from its own turn (docs/OBJECTS.md §8). Queued requests are
+		// answered with a closed failure.
+		h.obj.Close()
+	}
+	o.cache.Drop(msgTarget{fam: famOf(kind), id: id}.cacheKey())
+	o.log.Debug("object ended", "object", id, "kind", string(kind), "gen", gen, "deleted", closed)
+	return closed, nil
+}
+
+func famOf(kind record.ObjectKind) opFamily {
+	if kind == record.ObjectActor {
+		return familyActor
+	}
+	return familySpot
+}
+
+func opIDOf(id [16]byte) router.OperationID {
+	return router.OperationID{High: beUint64(id[:8]), Low: beUint64(id[8:])}
+}
+
+// inboundClose handles command 48 on the owner: the source and target
+// fences first, then closeLocal on its own goroutine, answered by exactly
+// one command 20 (closed true/false, or the failure).
+func (o *objects) inboundClose(ctx context.Context, from transport.PeerInfo, b *router.UserSpotClose, reply func(*router.Record) error) {
+	fail := func(err error) { o.sendReply(reply, replyRecord(familySpot, b.Correlation, nil, err)) }
+	if !bytes.Equal(from.RID, b.SourceNodeRID) || from.LifecycleGeneration != b.SourceNodeGeneration {
+		fail(fmt.Errorf("%w: source run is not the sending peer", errRouteStale))
+		return
+	}
+	f := b.Target
+	if !bytes.Equal(f.TargetNodeRID, o.n.run.rid) || f.TargetNodeGeneration != o.n.run.lifecycleGeneration {
+		fail(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, f.TargetNodeRID, f.TargetNodeGeneration))
+		return
+	}
+	if err := o.begin(); err != nil {
+		fail(wrapErr(ErrUnavailable, err, "node closing"))
+		return
+	}
+	go func() {
+		defer o.work.Done()
+		cctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
+		defer cancel()
+		closed, err := o.closeLocal(cctx, record.ObjectUserSpot, f.Spot.SpotID, f.Spot.ObjectGeneration,
+			f.ExpectedAuthorityOwnerGeneration, f.ExpectedStoreVersion)
+		if err != nil {
+			fail(classifyTarget(err))
+			return
+		}
+		o.sendReply(reply, router.NewRecord(&router.Reply{Correlation: b.Correlation, Result: router.ResultOK,
+			Tail: &router.UserSpotCloseTail{Closed: closed}}, nil, nil))
+	}()
+}
+
+// classifyTarget keeps the fence outcome of a target-side error and maps
+// the rest into the vocabulary for the wire.
+func classifyTarget(err error) error {
+	if errors.Is(err, errRouteStale) {
+		return err
+	}
+	return classify(nil, err, "owner")
+}
+
+// remoteDestroy asks the Actor's owner to destroy it: a command 25
+// actorRequest carrying the route fence and the metadata entry
+// meshnode.control=destroy; the owner answers ok with a status word.
+func (o *objects) remoteDestroy(ctx context.Context, id string, gen uint64, a record.Authority) (bool, error) {
+	meta, err := router.EncodeMetadata([]router.MetadataEntry{{Key: controlKey, Value: controlDestroy}})
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	fence := router.ActorRouteFence{Actor: router.ActorRef{ActorID: id, ObjectGeneration: gen},
+		TargetNodeRID: a.Allocation.Descriptor.RoutingID, TargetNodeGeneration: uint64(a.Allocation.DescriptorLifecycleGeneration),
+		ExpectedAuthorityOwnerGeneration: uint64(a.AuthorityOwnerGeneration), ExpectedOwnerLeaseGeneration: uint64(a.OwnerLeaseGeneration)}
+	rec := router.NewRecord(&router.ActorRequest{Operation: opIDOf(NewOperationID()), TargetActor: fence}, meta,
+		&router.Payload{PacketName: PacketName, ContentType: ContentType})
+	resp, err := o.n.tr.Request(ctx, fence.TargetNodeRID, rec)
+	if err != nil {
+		return false, wrapErr(ErrUnavailable, err, "destroy %s", id)
+	}
+	rep, ok := resp.Body.(*router.Reply)
+	if !ok {
+		return false, fmt.Errorf("%w: destroy answered with %s", ErrUnavailable, resp.Command)
+	}
+	if rep.Result != router.ResultOK {
+		return false, replyError(familyActor, rep, "destroy")
+	}
+	if err := resp.ResolveReplyTail(router.OpActorRequest); err != nil || resp.Payload == nil {
+		return false, fmt.Errorf("%w: destroy answer: %v", ErrUnavailable, err)
+	}
+	switch string(resp.Payload.Data) {
+	case destroyClosed:
+		return true, nil
+	case destroyMissing:
+		return false, nil
+	case destroyStale:
+		return false, fmt.Errorf("%w: %s generation %d", ErrStaleGeneration, id, gen)
+	case destroyMoving:
+		return false, fmt.Errorf("%w: %s", ErrMoving, id)
+	case destroyNotOwner:
+		return false, fmt.Errorf("%w: the addressed node no longer owns %s", errRouteStale, id)
+	}
+	return false, fmt.Errorf("%w: destroy answer %q", ErrUnavailable, resp.Payload.Data)
+}
+
+func isDestroyControl(rec *router.Record) bool {
+	if rec.Metadata == nil {
+		return false
+	}
+	entries, err := router.DecodeMetadata(rec.Metadata)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Key == controlKey && e.Value == controlDestroy {
+			return true
+		}
+	}
+	return false
+}
+
+// inboundDestroy is the owner side of remoteDestroy.
+func (o *objects) inboundDestroy(from transport.PeerInfo, f router.ActorRouteFence, corr uint64, reply func(*router.Record) error) {
+	answer := func(status string) {
+		o.sendReply(reply, router.NewRecord(&router.Reply{Correlation: corr, Result: router.ResultOK}, nil,
+			&router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte(status)}))
+	}
+	if _, lg := o.n.Owner(); !bytes.Equal(f.TargetNodeRID, o.n.run.rid) || f.TargetNodeGeneration != o.n.run.lifecycleGeneration ||
+		f.ExpectedOwnerLeaseGeneration != lg {
+		answer(destroyNotOwner)
+		return
+	}
+	if err := o.begin(); err != nil {
+		o.sendReply(reply, replyRecord(familyActor, corr, nil, wrapErr(ErrUnavailable, err, "node closing")))
+		return
+	}
+	go func() {
+		defer o.work.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		closed, err := o.closeLocal(ctx, record.ObjectActor, f.Actor.ActorID, f.Actor.ObjectGeneration, f.ExpectedAuthorityOwnerGeneration, "")
+		switch {
+		case err == nil && closed:
+			answer(destroyClosed)
+		case err == nil:
+			answer(destroyMissing)
+		case errors.Is(err, ErrStaleGeneration):
+			answer(destroyStale)
+		case errors.Is(err, ErrMoving):
+			answer(destroyMoving)
+		case errors.Is(err, errRouteStale):
+			answer(destroyNotOwner)
+		default:
+			o.sendReply(reply, replyRecord(familyActor, corr, nil, classifyTarget(err)))
+		}
+	}()
+}

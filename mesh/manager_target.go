@@ -1,0 +1,361 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Creation of Actors and User Spots (spec §7), target side: the node the
+// source reserved runs the factory and records the result. Local creation
+// (the target is the source itself) runs the same code without the wire.
+
+// createOrder is what a target is asked to create: the object, the
+// operation, and the reservation the source made (every field the target
+// checks before running the factory).
+type createOrder struct {
+	kind          record.ObjectKind
+	id            string
+	stableType    string
+	op            authority.OperationRef
+	reservationID string
+	version       string // StoreVersion of the Reserved record
+	objGen        uint64
+	ownerGen      uint64
+	deadline      time.Time // store clock
+	sourceRID     []byte
+	sourceGen     uint64
+	targetRID     []byte
+	targetGen     uint64
+	targetOwner   authority.Owner
+	delta         uint32 // pendingCapacityDelta: slots of the bundle
+	meshName      string
+}
+
+func (ord createOrder) mesh() string { return ord.meshName }
+
+func createOrderFromWire(kind record.ObjectKind, id, stableType string, op router.OperationID, srcRID []byte, srcGen uint64,
+	f router.ObjectReservationFence, deadlineMs uint64) createOrder {
+	ref := authority.OperationRef{SourceRoutingID: append([]byte(nil), srcRID...), SourceRunGeneration: srcGen}
+	putUint64(ref.OperationID[:8], op.High)
+	putUint64(ref.OperationID[8:], op.Low)
+	return createOrder{kind: kind, id: id, stableType: stableType, op: ref, reservationID: f.ReservationID,
+		version: f.ExpectedStoreVersion, objGen: f.ObjectGeneration, ownerGen: f.AuthorityOwnerGeneration,
+		deadline: time.UnixMilli(int64(min(deadlineMs, uint64(1<<62)))), sourceRID: ref.SourceRoutingID, sourceGen: srcGen,
+		targetRID: append([]byte(nil), f.TargetNodeRID...), targetGen: f.TargetNodeGeneration,
+		targetOwner: authority.Owner{ID: f.TargetOwnerID, LeaseGeneration: f.TargetOwnerLeaseGeneration},
+		delta:       f.PendingCapacityDelta}
+}
+
+// targetOutcome is a target's answer: a creation result (Created, Existing,
+// Rejected), a typed Failed (err is a *CreateFailedError), or a framework
+// failure before the callback (framework; no final application result).
+type targetOutcome struct {
+	result    router.CreateResult
+	gen       uint64
+	ownerGen  uint64
+	mesh      string
+	rid       []byte
+	reason    string
+	err       error
+	framework bool
+	// pending: no answer arrived and the store shows the reservation still
+	// open — the target may yet commit or abort it, so the source must not.
+	pending bool
+}
+
+// storeWriteTimeout bounds the Commit/Abort a target makes after the
+// factory: it must be able to record the result (or return the space) even
+// when the call's deadline is what ended the wait.
+const storeWriteTimeout = 5 * time.Second
+
+// inboundCreate handles command 47/49: the work runs on its own goroutine
+// (store I/O and the factory must not hold the peer's connection), and the
+// one command 20 answer goes back on the ROUTER.
+func (o *objects) inboundCreate(ctx context.Context, from transport.PeerInfo, corr uint64, reply func(*router.Record) error, ord createOrder) {
+	ord.meshName = o.n.cfg.Node.MeshName
+	fam := familyActor
+	if ord.kind != record.ObjectActor {
+		fam = familySpot
+	}
+	if err := o.begin(); err != nil {
+		o.sendCreateReply(fam, corr, ord, targetOutcome{framework: true, err: wrapErr(ErrUnavailable, err, "node closing")}, reply)
+		return
+	}
+	go func() {
+		defer o.work.Done()
+		local := time.Until(ord.deadline) // the store clock is the shared one; this only bounds local waiting
+		if local <= 0 {
+			local = time.Millisecond
+		}
+		cctx, cancel := context.WithTimeout(ctx, local)
+		defer cancel()
+		defer context.AfterFunc(o.halt, cancel)() // the node stops: do not wait for the deadline
+		out := o.createOnTarget(cctx, ord, &from)
+		if h := o.hook().dropCreateReply; h != nil && h(ord.id) {
+			o.log.Warn("test hook: creation answer dropped", "object", ord.id)
+			return
+		}
+		o.sendCreateReply(fam, corr, ord, out, reply)
+	}()
+}
+
+func (o *objects) sendCreateReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome, reply func(*router.Record) error) {
+	if err := reply(createReply(fam, corr, ord, out)); err != nil {
+		o.log.Warn("creation answer not sent", "object", ord.id, "err", err)
+	}
+}
+
+// createReply builds the command 20 answering 47/49 (§7: Existing |
+// Created | Rejected with the exact ref, or a failure).
+func createReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome) *router.Record {
+	if out.err != nil || out.result == 0 {
+		err := out.err
+		if err == nil {
+			err = fmt.Errorf("%w: no result", ErrUnavailable)
+		}
+		res, code := wireFailure(fam, err)
+		return router.NewRecord(&router.Reply{Correlation: corr, Result: res, FailureCode: code}, nil, nil)
+	}
+	var tail router.ReplyTail
+	if ord.kind == record.ObjectActor {
+		t := &router.ActorCreateTail{Result: out.result}
+		if out.result != router.CreateRejected {
+			t.Actor = &router.ActorRef{ActorID: ord.id, ObjectGeneration: out.gen}
+		}
+		tail = t
+	} else {
+		tail = &router.UserSpotCreateTail{Result: out.result, Spot: router.SpotRef{SpotID: ord.id, ObjectGeneration: ord.objGen}}
+	}
+	return router.NewRecord(&router.Reply{Correlation: corr, Result: router.ResultOK, Tail: tail}, nil, nil)
+}
+
+// createOnTarget checks every fence of the order (source and target run,
+// id, type, reservation, StoreVersion), runs the factory and records the
+// outcome together with the final result (§7 callback table):
+//
+//	approved  → Commit (Ready, reserved → active slots) + Created
+//	declined  → Abort (record deleted, slots returned) + Rejected
+//	exception → Abort + typed Failed
+//	framework failure before the callback → Abort without a final result
+//	  (when the reservation is verified ours; otherwise nothing is changed
+//	  and the source returns it).
+func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *transport.PeerInfo) targetOutcome {
+	n := o.n
+	fw := func(err error) targetOutcome { return targetOutcome{framework: true, err: err} }
+	if ord.meshName == "" {
+		ord.meshName = n.cfg.Node.MeshName
+	}
+	if from != nil && (!bytes.Equal(from.RID, ord.sourceRID) || from.LifecycleGeneration != ord.sourceGen) {
+		return fw(fmt.Errorf("%w: source run %x/%d is not the sending peer %s/%d", errRouteStale, ord.sourceRID,
+			ord.sourceGen, from.RID, from.LifecycleGeneration))
+	}
+	ownerID, leaseGen := n.Owner()
+	self := authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}
+	if !bytes.Equal(ord.targetRID, n.run.rid) || ord.targetGen != n.run.lifecycleGeneration || ord.targetOwner != self {
+		return fw(fmt.Errorf("%w: the reservation names target %x/%d owner %s/%d, this is %x/%d owner %s/%d",
+			errRouteStale, ord.targetRID, ord.targetGen, ord.targetOwner.ID, ord.targetOwner.LeaseGeneration,
+			n.run.rid, n.run.lifecycleGeneration, self.ID, self.LeaseGeneration))
+	}
+	if st := n.State(); st != record.StateServing {
+		return fw(fmt.Errorf("%w: node is %s, not serving", ErrUnavailable, st))
+	}
+	if ord.delta != bundleSlots(ord.kind, ord.stableType) {
+		return fw(fmt.Errorf("%w: pendingCapacityDelta %d does not match the %s bundle", ErrInvalidOperation, ord.delta, ord.kind))
+	}
+	gate := n.lease.Gate()
+	if err := gate.Admit(); err != nil {
+		return fw(wrapErr(ErrUnavailable, err, "owner lease"))
+	}
+	row, storeNow, err := o.readAuthorityAt(ctx, ord.kind, ord.id)
+	if err != nil {
+		return fw(classify(ctx, err, "target read"))
+	}
+	key := spot.Key{Spot: ord.kind != record.ObjectActor, ID: ord.id}
+	obj := authority.Object{ID: ord.id, Kind: ord.kind, StableType: ord.stableType}
+	if row.Found && row.Record.Allocation.State == record.AllocationActive &&
+		uint64(row.Record.ObjectGeneration) == ord.objGen && authority.OwnerOf(row.Record) == self {
+		if h, ok := o.hostedFor(key); ok && h.objectGeneration == ord.objGen {
+			// A repeated order for what this node already created.
+			return targetOutcome{result: router.CreateExisting, gen: ord.objGen, ownerGen: h.ownerGeneration,
+				mesh: ord.meshName, rid: n.run.rid}
+		}
+	}
+	pc := row.Record.PendingCreation
+	switch {
+	case !row.Found:
+		return fw(fmt.Errorf("%w: %s has no record (the reservation is gone)", ErrStaleGeneration, ord.id))
+	case row.Record.Allocation.ObjectKind != ord.kind || row.Record.Allocation.StableType != ord.stableType:
+		return fw(fmt.Errorf("%w: %s is %s %q", ErrTypeMismatch, ord.id, row.Record.Allocation.ObjectKind, row.Record.Allocation.StableType))
+	case uint64(row.Record.ObjectGeneration) != ord.objGen || uint64(row.Record.AuthorityOwnerGeneration) != ord.ownerGen,
+		row.Record.Allocation.State != record.AllocationReserved, pc == nil, pc.ReservationID != ord.reservationID,
+		row.Version != ord.version, authority.OwnerOf(row.Record) != self,
+		!authority.NodeOf(row.Record).Equal(authority.Node{MeshName: ord.meshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration}):
+		return fw(fmt.Errorf("%w: the record of %s no longer matches the reservation", ErrStaleGeneration, ord.id))
+	}
+	abort := func(t *authority.TerminalResult) error {
+		actx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		_, err := o.exec.Abort(actx, authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
+			ObjectGeneration: ord.objGen, IfVersion: ord.version, Owner: &self, Terminal: t})
+		return err
+	}
+	failBefore := func(err error) targetOutcome {
+		if aerr := abort(nil); aerr != nil {
+			o.log.Warn("reservation not returned after a framework failure", "object", ord.id, "err", aerr)
+		}
+		return fw(err)
+	}
+	if !storeNow.Before(ord.deadline) {
+		return failBefore(deadlineErr("creation of %s: deadline passed before the factory", ord.id))
+	}
+	f, ok := o.registry[ord.stableType]
+	if !ok || objectKind(f.Kind) != ord.kind {
+		return failBefore(fmt.Errorf("%w: no %s factory %q on this node", ErrUnavailable, ord.kind, ord.stableType))
+	}
+	body, err := o.readContent(ctx, pc, ord)
+	if err != nil {
+		return failBefore(err)
+	}
+	if h := o.hook().beforeFactory; h != nil {
+		if err := h(ord.id); err != nil {
+			return failBefore(wrapErr(ErrUnavailable, err, "before the factory"))
+		}
+	}
+	terminal := &authority.TerminalResult{Operation: ord.op, RequestSHA256: pc.RequestSHA256, Deadline: ord.deadline}
+	handler, ferr := runFactory(ctx, f, spot.CreateRequest{ID: ord.id, Generation: ord.objGen, StableType: ord.stableType, Body: body})
+	var declined *spot.Declined
+	switch {
+	case ferr != nil && ctx.Err() != nil:
+		// The call's deadline passed or the node is stopping while the
+		// factory ran: not the application's verdict. The reservation is
+		// returned without a final result; the factory may run again later
+		// for the same id (§7).
+		return failBefore(classify(ctx, ferr, "factory interrupted"))
+	case errors.As(ferr, &declined):
+		terminal.Outcome, terminal.Reason = authority.OutcomeRejected, validText(declined.Reason)
+		if err := gate.Admit(); err != nil {
+			return fw(wrapErr(ErrUnavailable, err, "owner lease: rejection not recorded"))
+		}
+		if err := abort(terminal); err != nil {
+			return fw(classify(nil, err, "record rejection"))
+		}
+		o.log.Info("creation rejected by the factory", "object", ord.id, "reason", declined.Reason)
+		return targetOutcome{result: router.CreateRejected, gen: ord.objGen, reason: declined.Reason}
+	case ferr != nil:
+		typ := "factoryError"
+		if errors.Is(ferr, errFactoryPanic) {
+			typ = "factoryPanic"
+		}
+		msg := validText(ferr.Error())
+		terminal.Outcome, terminal.Failure = authority.OutcomeFailed, &authority.Failure{Type: typ, Message: msg}
+		if err := gate.Admit(); err != nil {
+			return fw(wrapErr(ErrUnavailable, err, "owner lease: failure not recorded"))
+		}
+		if err := abort(terminal); err != nil {
+			return fw(classify(nil, err, "record failure"))
+		}
+		o.log.Warn("creation failed in the factory", "object", ord.id, "type", typ, "err", ferr)
+		return targetOutcome{err: &CreateFailedError{ID: ord.id, Type: typ, Message: msg}}
+	}
+	// Open held: the instance exists (its fence is registered) but runs
+	// nothing until the store says Ready.
+	sobj, err := o.rt.Open(spot.Spec{Key: key, Kind: f.Kind, StableType: ord.stableType, Generation: ord.objGen,
+		Handler: gated{h: handler, gate: gate}, Held: true})
+	if err != nil {
+		return failBefore(wrapErr(ErrUnavailable, err, "open instance"))
+	}
+	hs := &hosted{obj: sobj, kind: ord.kind, stableType: ord.stableType, objectGeneration: ord.objGen, ownerGeneration: ord.ownerGen}
+	o.mu.Lock()
+	o.hosted[key] = hs
+	o.mu.Unlock()
+	unhost := func() {
+		o.mu.Lock()
+		if o.hosted[key] == hs {
+			delete(o.hosted, key)
+		}
+		o.mu.Unlock()
+		sobj.Close()
+	}
+	terminal.Outcome = authority.OutcomeCreated
+	if err := gate.Admit(); err != nil {
+		unhost()
+		return fw(wrapErr(ErrUnavailable, err, "owner lease: Ready not recorded"))
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	res, err := o.exec.Commit(cctx, authority.CommitRequest{Object: obj, ReservationID: ord.reservationID,
+		ObjectGeneration: ord.objGen, Owner: self, IfVersion: ord.version, Terminal: terminal})
+	if err != nil {
+		unhost()
+		return fw(classify(nil, err, "record Ready"))
+	}
+	o.mu.Lock()
+	hs.storeVersion = res.Version
+	o.mu.Unlock()
+	sobj.Release()
+	o.log.Debug("object created", "object", ord.id, "kind", string(ord.kind), "type", ord.stableType, "gen", ord.objGen)
+	return targetOutcome{result: router.CreateCreated, gen: ord.objGen, ownerGen: ord.ownerGen, mesh: ord.meshName,
+		rid: append([]byte(nil), n.run.rid...)}
+}
+
+// readContent reads the stored creation request the record references and
+// checks it is the request the reservation was made for (size, SHA-256,
+// kind, type).
+func (o *objects) readContent(ctx context.Context, pc *record.PendingCreation, ord createOrder) ([]byte, error) {
+	rr, err := o.n.loc.Read(ctx, pc.RequestContentReference)
+	if err != nil {
+		return nil, classify(ctx, err, "read creation request")
+	}
+	if !rr.Found {
+		return nil, fmt.Errorf("%w: creation request of %s is gone", ErrUnavailable, ord.id)
+	}
+	if len(rr.Value) != pc.RequestEncodedSize || sha256.Sum256(rr.Value) != pc.RequestSHA256 {
+		return nil, fmt.Errorf("%w: creation request of %s does not match its size or SHA-256", ErrUnavailable, ord.id)
+	}
+	req, err := decodeCreationRequest(rr.Value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if req.kind != ord.kind || req.stableType != ord.stableType || (req.callerID != "" && req.callerID != ord.id) {
+		return nil, fmt.Errorf("%w: creation request is for %s %q %q", ErrUnavailable, req.kind, req.callerID, req.stableType)
+	}
+	return req.body, nil
+}
+
+var errFactoryPanic = errors.New("factory panicked")
+
+// runFactory calls the factory, turning a panic into an error (§7: an
+// exception is a typed Failed, not a crash).
+func runFactory(ctx context.Context, f spot.Factory, req spot.CreateRequest) (h spot.Handler, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h, err = nil, fmt.Errorf("%w: %v", errFactoryPanic, r)
+		}
+	}()
+	h, err = f.New(ctx, req)
+	if err == nil && h == nil {
+		err = errors.New("factory returned no handler")
+	}
+	return h, err
+}
+
+// validText makes an application string storable in the final result:
+// valid UTF-8, at most 4 KiB.
+func validText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > 4096 {
+		s = strings.ToValidUTF8(s[:4096], "")
+	}
+	return s
+}

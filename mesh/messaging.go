@@ -1,0 +1,450 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/lease"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Messaging (spec §7.2, §7.3): Send and Request to an ActorRef or SpotRef.
+// The route is resolved from the authority record (Ready only) or the route
+// cache, and every message carries the route fence — target node RID and
+// run generation, expected AuthorityOwnerGeneration, expected owner
+// LeaseGeneration — which the target checks before the message enters a
+// mailbox. A refused fence means "not delivered", so the sender drops its
+// cached route, re-resolves from the store once and tries again.
+
+// SendActor sends body one-way to the Actor (command 24). nil means the
+// message left this node (remote) or entered the mailbox (local); a one-way
+// message the target refuses is dropped there and counted.
+func (m *Manager) SendActor(ctx context.Context, ref ActorRef, body []byte) error {
+	_, err := m.o.deliver(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, body, false)
+	return err
+}
+
+// RequestActor sends body to the Actor (command 25) and returns its reply
+// (command 20 payload).
+func (m *Manager) RequestActor(ctx context.Context, ref ActorRef, body []byte) ([]byte, error) {
+	return m.o.deliver(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, body, true)
+}
+
+// SendSpot sends body one-way to the User Spot (command 21).
+func (m *Manager) SendSpot(ctx context.Context, ref SpotRef, body []byte) error {
+	_, err := m.o.deliver(ctx, msgTarget{fam: familySpot, id: ref.SpotID, gen: ref.ObjectGeneration}, body, false)
+	return err
+}
+
+// RequestSpot sends body to the User Spot (command 22) and returns its
+// reply.
+func (m *Manager) RequestSpot(ctx context.Context, ref SpotRef, body []byte) ([]byte, error) {
+	return m.o.deliver(ctx, msgTarget{fam: familySpot, id: ref.SpotID, gen: ref.ObjectGeneration}, body, true)
+}
+
+// msgTarget is the object a message is for: family, id and the caller's
+// ObjectGeneration.
+type msgTarget struct {
+	fam opFamily
+	id  string
+	gen uint64
+}
+
+func (t msgTarget) cacheKey() follow.Key {
+	if t.fam == familySpot {
+		return follow.Key{Kind: follow.KindSpot, ID: t.id}
+	}
+	return follow.Key{Kind: follow.KindActor, ID: t.id}
+}
+
+func (t msgTarget) spotKey() spot.Key { return spot.Key{Spot: t.fam == familySpot, ID: t.id} }
+
+func (t msgTarget) kind() record.ObjectKind {
+	if t.fam == familySpot {
+		return record.ObjectUserSpot
+	}
+	return record.ObjectActor
+}
+
+// errNotSent are transport errors raised before a record left this node.
+var errNotSent = []error{transport.ErrNotAdmitted, transport.ErrUnknownPeer, transport.ErrBackpressure, transport.ErrInvalidRecord}
+
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver resolves the route and delivers, with one retry after a refusal
+// that guarantees the message was not delivered (a refused fence, a link
+// that never took the record).
+func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request bool) ([]byte, error) {
+	if _, err := resolveMesh(o.role(), o.n.cfg.Node.MeshName, nil); err != nil {
+		return nil, err
+	}
+	if err := record.ValidateObjectID(t.id); err != nil {
+		return nil, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)
+	}
+	if !record.Generation(t.gen).Valid() {
+		return nil, fmt.Errorf("%w: ObjectGeneration %d", ErrInvalidOperation, t.gen)
+	}
+	var last error
+	for attempt := 0; attempt < 2; attempt++ {
+		r, err := o.resolve(ctx, t, attempt > 0)
+		if err != nil {
+			return nil, classify(ctx, err, "resolve "+t.id)
+		}
+		var reply []byte
+		if bytes.Equal(r.Route.NodeRID, o.n.run.rid) && r.Route.NodeGeneration == o.n.run.lifecycleGeneration {
+			reply, err = o.deliverLocal(ctx, t, r, body, request)
+		} else {
+			reply, err = o.deliverRemote(ctx, t, r, body, request)
+		}
+		if err == nil {
+			return reply, nil
+		}
+		if notDelivered(err) {
+			// §7.3: a failed delivery drops the cached route; the next try
+			// reads the store.
+			o.cache.Drop(t.cacheKey())
+			last = err
+			continue
+		}
+		if errorsIsAny(err, transport.ErrPeerDown) {
+			o.cache.Drop(t.cacheKey())
+		}
+		return nil, classify(ctx, err, "deliver to "+t.id)
+	}
+	return nil, classify(ctx, last, "deliver to "+t.id)
+}
+
+// notDelivered reports an outcome after which the message certainly did not
+// reach a mailbox.
+func notDelivered(err error) bool {
+	return errorsIsAny(err, errRouteStale, ErrNotFound, ErrStaleGeneration) || errorsIsAny(err, errNotSent...)
+}
+
+// resolve returns the Ready route of t: the route cache when it holds t's
+// generation (and fresh is false), else the authority record read from the
+// store, bounded by the owner's admission deadline and then cached (§7.3).
+// Missing, Creating and store errors are never cached.
+func (o *objects) resolve(ctx context.Context, t msgTarget, fresh bool) (follow.Ready, error) {
+	key := t.cacheKey()
+	if !fresh {
+		if r, ok := o.cache.Get(key); ok {
+			switch {
+			case r.ObjectGeneration == t.gen:
+				o.stats.cacheHits.Add(1)
+				return r, nil
+			case r.ObjectGeneration > t.gen:
+				o.stats.cacheHits.Add(1)
+				return follow.Ready{}, fmt.Errorf("%w: %s holds ObjectGeneration %d, the ref has %d", ErrStaleGeneration, t.id, r.ObjectGeneration, t.gen)
+			}
+		}
+	}
+	o.stats.cacheMisses.Add(1)
+	row, err := o.readAuthority(ctx, t.kind(), t.id)
+	if err != nil {
+		return follow.Ready{}, err
+	}
+	if !row.Found {
+		o.cache.Drop(key)
+		return follow.Ready{}, fmt.Errorf("%w: no %s %q", ErrNotFound, t.kind(), t.id)
+	}
+	a := row.Record
+	o.cache.Observe(key, follow.Version{ObjectGeneration: uint64(a.ObjectGeneration),
+		AuthorityOwnerGeneration: uint64(a.AuthorityOwnerGeneration), StoreVersion: row.Version})
+	if a.Allocation.ObjectKind != t.kind() {
+		return follow.Ready{}, fmt.Errorf("%w: %q is a %s", ErrTypeMismatch, t.id, a.Allocation.ObjectKind)
+	}
+	if uint64(a.ObjectGeneration) != t.gen {
+		return follow.Ready{}, fmt.Errorf("%w: %s holds ObjectGeneration %d, the ref has %d", ErrStaleGeneration, t.id, a.ObjectGeneration, t.gen)
+	}
+	if a.Allocation.State != record.AllocationActive {
+		return follow.Ready{}, fmt.Errorf("%w: %s %q is not Ready (Creating)", ErrNotFound, t.kind(), t.id)
+	}
+	r := follow.Ready{Key: key, ObjectGeneration: uint64(a.ObjectGeneration), AuthorityOwnerGeneration: uint64(a.AuthorityOwnerGeneration),
+		StoreVersion: row.Version, Owner: follow.Owner{ID: a.OwnerID, LeaseGeneration: uint64(a.OwnerLeaseGeneration)},
+		Route: follow.Route{NodeRID: a.Allocation.Descriptor.RoutingID, NodeGeneration: uint64(a.Allocation.DescriptorLifecycleGeneration)}}
+	if r.ValidUntil, err = o.ownerDeadline(ctx, r.Owner); err != nil {
+		return follow.Ready{}, err
+	}
+	if _, err := o.cache.Put(r); err != nil {
+		o.log.Warn("route not cached", "object", t.id, "err", err)
+	}
+	return r, nil
+}
+
+// ownerDeadline is the owner's local admission deadline as this node can
+// know it, on this node's monotonic clock: its own gate deadline when it is
+// the owner, else derived from the owner-lease record exactly as the owner
+// derives its own (lease.AdmissionDeadline: t0 + ExpiresAt − StoreNow −
+// fencing margin). The fencing margin is this node's configuration — the
+// nodes of a mesh share lease timing. A missing or replaced lease means the
+// owner is gone: Unavailable, nothing cached.
+func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.Duration, error) {
+	self, gen := o.n.Owner()
+	if owner.ID == self && owner.LeaseGeneration == gen {
+		return o.n.lease.Gate().Deadline(), nil
+	}
+	key, err := record.OwnerLeaseKey(owner.ID)
+	if err != nil {
+		return 0, fmt.Errorf("%w: owner id: %w", ErrUnavailable, err)
+	}
+	t0 := o.n.clock.Now()
+	rr, err := o.n.loc.Read(ctx, key)
+	t1 := o.n.clock.Now()
+	if err != nil {
+		return 0, fmt.Errorf("read owner lease: %w", err)
+	}
+	if !rr.Found {
+		o.cache.DropOwner(owner.ID, 0)
+		return 0, fmt.Errorf("%w: owner %s has no lease (the owner is gone)", ErrUnavailable, owner.ID)
+	}
+	l, err := record.DecodeOwnerLease(rr.Value)
+	if err != nil {
+		return 0, fmt.Errorf("%w: owner lease: %w", ErrUnavailable, err)
+	}
+	if uint64(l.LeaseGeneration) != owner.LeaseGeneration {
+		o.cache.DropOwner(owner.ID, owner.LeaseGeneration)
+		return 0, fmt.Errorf("%w: owner %s runs lease generation %d, the record names %d", ErrUnavailable, owner.ID, l.LeaseGeneration, owner.LeaseGeneration)
+	}
+	d, err := lease.AdmissionDeadline(lease.Observation{SentAt: t0, ReceivedAt: t1, StoreNow: rr.StoreNow, ExpiresAt: rr.ExpiresAt},
+		o.n.cfg.Lease.FencingMargin)
+	if err != nil {
+		return 0, fmt.Errorf("%w: owner lease: %w", ErrUnavailable, err)
+	}
+	if d <= t1 {
+		return 0, fmt.Errorf("%w: owner %s is past its admission deadline", ErrUnavailable, owner.ID)
+	}
+	return d, nil
+}
+
+// deliverLocal checks the same fence a remote target would and posts to the
+// mailbox directly.
+func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
+	obj, err := o.admitMessage(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration)
+	if err != nil {
+		return nil, err
+	}
+	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...)}
+	o.stats.delivered.Add(1) // before Post, as in inbound
+	if !request {
+		if err := obj.Post(env); err != nil {
+			o.stats.delivered.Add(^uint64(0))
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return nil, nil
+	}
+	ch := make(chan localReply, 1)
+	o.mu.Lock()
+	id := o.newRouteID()
+	o.waiters[id] = ch
+	o.mu.Unlock()
+	env.Kind, env.ReplyRoute = spot.Request, encodeRoute(routeLocal, id)
+	if err := obj.Post(env); err != nil {
+		o.stats.delivered.Add(^uint64(0))
+		o.mu.Lock()
+		delete(o.waiters, id)
+		o.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	select {
+	case rep := <-ch:
+		if rep.err != nil {
+			return nil, localReplyError(t.fam, rep.err)
+		}
+		return rep.body, nil
+	case <-ctx.Done():
+		o.mu.Lock()
+		delete(o.waiters, id)
+		o.mu.Unlock()
+		return nil, ctxErr(ctx, "request to %s", t.id)
+	}
+}
+
+// localReplyError gives a local request's failure the same vocabulary as a
+// remote one (the wire mapping round trip), keeping the handler's error.
+func localReplyError(fam opFamily, err error) error {
+	if isVocabulary(err) {
+		return err
+	}
+	res, code := wireFailure(fam, err)
+	return fmt.Errorf("%w: %w", replyError(fam, &router.Reply{Result: res, FailureCode: code}, "request"), err)
+}
+
+// deliverRemote sends command 24/25 (Actor) or 21/22 (Spot) with the route
+// fence.
+func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
+	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: body}
+	var b router.Body
+	kind := router.OpActorRequest
+	op := NewOperationID()
+	opID := router.OperationID{High: beUint64(op[:8]), Low: beUint64(op[8:])}
+	source := entrySpotID(o.n.run)
+	if t.fam == familyActor {
+		fence := router.ActorRouteFence{Actor: router.ActorRef{ActorID: t.id, ObjectGeneration: t.gen},
+			TargetNodeRID: r.Route.NodeRID, TargetNodeGeneration: r.Route.NodeGeneration,
+			ExpectedAuthorityOwnerGeneration: r.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration: r.Owner.LeaseGeneration}
+		if request {
+			b = &router.ActorRequest{Operation: opID, TargetActor: fence}
+		} else {
+			b = &router.ActorSend{TargetActor: fence}
+		}
+	} else {
+		kind = router.OpSpotRequest
+		fence := router.SpotRouteFence{Spot: router.SpotRef{SpotID: t.id, ObjectGeneration: t.gen},
+			TargetNodeRID: r.Route.NodeRID, TargetNodeGeneration: r.Route.NodeGeneration,
+			ExpectedAuthorityOwnerGeneration: r.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration: r.Owner.LeaseGeneration}
+		if request {
+			b = &router.SpotRequest{Operation: opID, SourceSpotID: source, TargetSpot: fence}
+		} else {
+			b = &router.SpotSend{SourceSpotID: source, TargetSpot: fence}
+		}
+	}
+	rec := router.NewRecord(b, nil, payload)
+	if !request {
+		if err := o.n.tr.Send(ctx, r.Route.NodeRID, rec); err != nil {
+			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
+		}
+		return nil, nil
+	}
+	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, deadlineErr("request to %s: %v", t.id, err)
+		}
+		return nil, wrapErr(ErrUnavailable, err, "request to %s", t.id)
+	}
+	rep, ok := resp.Body.(*router.Reply)
+	if !ok {
+		return nil, fmt.Errorf("%w: request answered with %s", ErrUnavailable, resp.Command)
+	}
+	if rep.Result != router.ResultOK {
+		return nil, replyError(t.fam, rep, "request")
+	}
+	if err := resp.ResolveReplyTail(kind); err != nil {
+		return nil, fmt.Errorf("%w: reply: %w", ErrUnavailable, err)
+	}
+	if resp.Payload == nil {
+		return nil, nil
+	}
+	return append([]byte(nil), resp.Payload.Data...), nil
+}
+
+// admitMessage is the target's route fence check (§7.3), shared by local
+// and remote delivery: this node run and its owner lease generation, the
+// object hosted with the ref's ObjectGeneration and the expected
+// AuthorityOwnerGeneration, not moving or closing, and the admission gate
+// open (§5). A refusal is never delivered.
+func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64) (*spot.Object, error) {
+	refuse := func(err error) (*spot.Object, error) {
+		o.stats.fenceRefused.Add(1)
+		return nil, err
+	}
+	if !bytes.Equal(nodeRID, o.n.run.rid) || nodeGen != o.n.run.lifecycleGeneration {
+		return refuse(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, nodeRID, nodeGen))
+	}
+	if _, lg := o.n.Owner(); lg != leaseGen {
+		return refuse(fmt.Errorf("%w: addressed to owner lease generation %d, this run holds %d", errRouteStale, leaseGen, lg))
+	}
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		return refuse(wrapErr(ErrUnavailable, err, "owner lease"))
+	}
+	key := spot.Key{Spot: fam == familySpot, ID: id}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closing {
+		o.stats.fenceRefused.Add(1)
+		return nil, wrapErr(ErrUnavailable, ErrClosed, "node closing")
+	}
+	h, ok := o.hosted[key]
+	switch {
+	case !ok || h.entry || h.closing:
+		o.stats.fenceRefused.Add(1)
+		return nil, errNotHosted(id)
+	case h.objectGeneration != gen:
+		o.stats.fenceRefused.Add(1)
+		return nil, fmt.Errorf("%w: %s is hosted at ObjectGeneration %d, the message is for %d", ErrStaleGeneration, id, h.objectGeneration, gen)
+	case h.ownerGeneration != ownerGen:
+		o.stats.fenceRefused.Add(1)
+		return nil, fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen)
+	case h.moving:
+		o.stats.fenceRefused.Add(1)
+		return nil, fmt.Errorf("%w: %s", ErrMoving, id)
+	}
+	return h.obj, nil
+}
+
+func (o *objects) inboundActor(from transport.PeerInfo, f router.ActorRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
+	if corr != 0 && isDestroyControl(rec) {
+		o.inboundDestroy(from, f, corr, reply)
+		return
+	}
+	o.inbound(familyActor, f.Actor.ActorID, f.Actor.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
+		f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
+}
+
+func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
+	o.inbound(familySpot, f.Spot.SpotID, f.Spot.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
+		f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
+}
+
+// inbound delivers a remote message after the fence check. corr is 0 for a
+// one-way message; a refused one-way message is dropped (there is no reply
+// to carry the refusal) and counted.
+func (o *objects) inbound(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
+	corr uint64, rec *router.Record, reply func(*router.Record) error) {
+	obj, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
+	if err != nil {
+		if corr != 0 {
+			o.sendReply(reply, replyRecord(fam, corr, nil, err))
+		} else {
+			o.log.Debug("one-way message refused by the route fence", "object", id, "err", err)
+		}
+		return
+	}
+	var body []byte
+	if rec.Payload != nil {
+		body = append([]byte(nil), rec.Payload.Data...)
+	}
+	env := spot.Envelope{Kind: spot.Send, Body: body}
+	var rid uint64
+	if corr != 0 {
+		o.mu.Lock()
+		rid = o.newRouteID()
+		o.remotes[rid] = remoteReply{fam: fam, corr: corr, reply: reply}
+		o.mu.Unlock()
+		env.Kind, env.ReplyRoute = spot.Request, encodeRoute(routeRemote, rid)
+	}
+	// Counted before Post: the turn (and its reply) may run before Post
+	// returns, and a reader of the counter must see it by then.
+	o.stats.delivered.Add(1)
+	if err := obj.Post(env); err != nil {
+		o.stats.delivered.Add(^uint64(0))
+		if corr != 0 {
+			o.mu.Lock()
+			delete(o.remotes, rid)
+			o.mu.Unlock()
+			o.sendReply(reply, replyRecord(fam, corr, nil, err))
+		}
+		o.log.Debug("message not queued", "object", id, "err", err)
+		return
+	}
+}
+
+func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {
+	if err := reply(rec); err != nil {
+		o.log.Warn("reply not sent", "err", err)
+	}
+}

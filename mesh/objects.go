@@ -1,0 +1,391 @@
+package mesh
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// objects is the object side of a Node: the spot runtime hosting this node's
+// Actors and Spots, the table of what it hosts under which authority, the
+// reply routes of requests in flight, the route cache, and the inbound
+// dispatch of object commands. One per Node; the Manager is its API.
+type objects struct {
+	n        *Node
+	log      *slog.Logger
+	rt       *spot.Runtime
+	exec     *authority.Executor
+	cache    *follow.Cache
+	registry map[string]spot.Factory
+
+	mu      sync.Mutex
+	hosted  map[spot.Key]*hosted
+	waiters map[uint64]chan localReply // local requests waiting for a reply
+	remotes map[uint64]remoteReply     // remote requests waiting for a reply
+	nextID  uint64                     // reply route ids (non-zero, never reused in this run)
+	closing bool                       // no new object work (Close began)
+	work    sync.WaitGroup             // creation and close orders in flight
+	entry   *spot.Object               // the Entry Spot of a Server node
+	stats   objectStats
+	hooks   atomic.Pointer[testHooks]
+	stopped chan struct{}
+	// halt ends the calls in flight (creations waiting, closes) when the
+	// node stops, so that Close does not wait for their deadlines.
+	halt     context.Context
+	haltCall context.CancelFunc
+}
+
+// objectStats counts what the route cache and the fences did; tests and
+// operators read them (ObjectStats).
+type objectStats struct {
+	cacheHits, cacheMisses, authorityReads atomic.Uint64
+	fenceRefused, delivered                atomic.Uint64
+	lostRecovered                          atomic.Uint64 // creations decided from the store after a lost answer
+}
+
+// ObjectStats is a snapshot of a node's object counters.
+type ObjectStats struct {
+	// RouteCacheHits/Misses count route resolutions answered by the route
+	// cache or by a Location Store read.
+	RouteCacheHits, RouteCacheMisses uint64
+	// AuthorityReads counts authority rows read for routing.
+	AuthorityReads uint64
+	// FenceRefused counts inbound messages this node refused because the
+	// route fence did not match what it hosts (never delivered).
+	FenceRefused uint64
+	// Delivered counts messages this node put into a hosted object's mailbox.
+	Delivered uint64
+	// LostAnswersRecovered counts creations whose 47/49 answer was lost and
+	// whose outcome this node read from the store instead.
+	LostAnswersRecovered uint64
+	// Hosted is the number of objects this node hosts (Entry Spot included).
+	Hosted int
+}
+
+// testHooks let tests inject the failures the spec's result tables name.
+// They are nil in production.
+type testHooks struct {
+	// beforeFactory runs on the target after every framework check and
+	// before the factory; a non-nil error is a framework failure before the
+	// callback.
+	beforeFactory func(id string) error
+	// dropCreateReply, when true for an id, makes the target swallow the
+	// command 20 answering its 47/49 (a lost reply).
+	dropCreateReply func(id string) bool
+}
+
+// hook returns the test hooks (zero in production).
+func (o *objects) hook() testHooks {
+	if h := o.hooks.Load(); h != nil {
+		return *h
+	}
+	return testHooks{}
+}
+
+// hosted is one object this node owns: the authority it was created or
+// restored under, which every inbound route fence is checked against.
+type hosted struct {
+	obj              *spot.Object
+	kind             record.ObjectKind
+	stableType       string
+	objectGeneration uint64
+	ownerGeneration  uint64 // AuthorityOwnerGeneration
+	storeVersion     string // the authority StoreVersion after the last change this node made
+	entry            bool   // the Entry Spot (no authority row)
+	moving           bool   // set by relocation; Destroy/Close and messages refuse it
+	closing          bool   // Destroy/Close in progress
+}
+
+type localReply struct {
+	body []byte
+	err  error
+}
+
+type remoteReply struct {
+	fam   opFamily
+	corr  uint64
+	reply func(*router.Record) error
+}
+
+// Reply route encoding: the spot runtime carries it opaquely.
+const (
+	routeLocal  byte = 'L'
+	routeRemote byte = 'R'
+)
+
+func encodeRoute(kind byte, id uint64) []byte {
+	b := make([]byte, 9)
+	b[0] = kind
+	binary.BigEndian.PutUint64(b[1:], id)
+	return b
+}
+
+func decodeRoute(b []byte) (byte, uint64, bool) {
+	if len(b) != 9 {
+		return 0, 0, false
+	}
+	return b[0], binary.BigEndian.Uint64(b[1:]), true
+}
+
+// Default packet name and content type of the application payload envelope
+// (the wire requires both, 1..255 bytes; the Manager carries bytes only).
+const (
+	PacketName  = "meshnode.message"
+	ContentType = "application/octet-stream"
+)
+
+// entryStableType is the stable type the Entry Spot is opened with in the
+// spot runtime, which has no Entry kind of its own. It is never placed and
+// has no authority row (§3.4: an Entry Spot has no allocation).
+const entryStableType = "meshnode.entry-spot"
+
+// entrySpotPrefix starts every Entry Spot id (entrySpotID); User Spot ids
+// may not use it.
+const entrySpotPrefix = "entry:"
+
+func newObjects(n *Node) (*objects, error) {
+	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[uint64]chan localReply{},
+		remotes: map[uint64]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{})}
+	o.halt, o.haltCall = context.WithCancel(context.Background())
+	for _, f := range n.factories {
+		o.registry[f.StableType] = f
+	}
+	var err error
+	if o.exec, err = authority.NewExecutor(n.loc, authority.WithLogger(n.log)); err != nil {
+		return nil, err
+	}
+	if o.cache, err = follow.NewCache(n.clock, follow.CacheOptions{MaxAge: n.cfg.Routing.RouteCacheMaxAge}); err != nil {
+		return nil, err
+	}
+	o.rt = spot.New(spot.Options{Replier: o, Logger: n.log})
+	return o, nil
+}
+
+// objectRole reports whether this node takes part in objects at all.
+func (o *objects) role() config.ObjectRole { return o.n.cfg.Node.ObjectRole }
+
+// openEntrySpot opens the Entry Spot of a Server node (§1: created as the
+// server entry point when the framework starts). Its id is framework-issued
+// (entrySpotID); it has no authority row.
+func (o *objects) openEntrySpot() error {
+	if o.role() != config.RoleServer {
+		return nil
+	}
+	id := entrySpotID(o.n.run)
+	key := spot.Key{Spot: true, ID: id}
+	obj, err := o.rt.Open(spot.Spec{Key: key, Kind: spot.KindUserSpot, StableType: entryStableType, Generation: 1,
+		Handler: gated{h: &entrySpot{o: o}, gate: o.n.lease.Gate()}})
+	if err != nil {
+		return fmt.Errorf("open Entry Spot: %w", err)
+	}
+	o.mu.Lock()
+	o.entry = obj
+	o.hosted[key] = &hosted{obj: obj, stableType: entryStableType, objectGeneration: 1, ownerGeneration: 1, entry: true}
+	o.mu.Unlock()
+	return nil
+}
+
+// entrySpot is the Entry Spot's handler: Actors created on this node belong
+// to it (§1). It answers a request with a one-line summary of the node.
+type entrySpot struct{ o *objects }
+
+func (e *entrySpot) Receive(t *spot.Turn, env spot.Envelope) error {
+	if env.Kind != spot.Request {
+		return nil
+	}
+	return t.Reply([]byte("entry spot " + t.ID() + " hosts " + strconv.Itoa(e.o.rt.Len()-1) + " objects"))
+}
+
+// gated asks the admission gate before every application turn (§5: starting
+// Actor/Spot messages and timer callbacks is a blocked target). A refused
+// turn does not run; a refused request is answered with the refusal.
+type gated struct {
+	h    spot.Handler
+	gate interface{ Admit() error }
+}
+
+func (g gated) Receive(t *spot.Turn, env spot.Envelope) error {
+	if err := g.gate.Admit(); err != nil {
+		return wrapErr(ErrUnavailable, err, "owner lease: turn not started")
+	}
+	return g.h.Receive(t, env)
+}
+
+// stop ends object work (§11 first step): new creations, closes and
+// messages are refused, orders in flight finish, then the runtime closes —
+// queued requests are answered with ErrRuntimeDown while the transport is
+// still up. Idempotent.
+func (o *objects) stop() {
+	o.mu.Lock()
+	if o.closing {
+		o.mu.Unlock()
+		<-o.stopped
+		return
+	}
+	o.closing = true
+	o.mu.Unlock()
+	o.haltCall()
+	o.work.Wait()
+	o.rt.Close()
+	o.mu.Lock()
+	o.hosted = map[spot.Key]*hosted{}
+	for id, ch := range o.waiters {
+		ch <- localReply{err: wrapErr(ErrUnavailable, ErrClosed, "node closing")}
+		delete(o.waiters, id)
+	}
+	o.mu.Unlock()
+	close(o.stopped)
+}
+
+// begin registers one order (creation, close) so that stop waits for it; it
+// fails once stop began.
+func (o *objects) begin() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closing {
+		return ErrClosed
+	}
+	o.work.Add(1)
+	return nil
+}
+
+// call is begin for a Manager call: it also returns ctx cancelled when the
+// node stops. done must be called when the call ends.
+func (o *objects) call(ctx context.Context) (context.Context, func(), error) {
+	if err := o.begin(); err != nil {
+		return ctx, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(o.halt, cancel)
+	return ctx, func() { stop(); cancel(); o.work.Done() }, nil
+}
+
+func (o *objects) newRouteID() uint64 {
+	o.nextID++
+	if o.nextID == 0 {
+		o.nextID++
+	}
+	return o.nextID
+}
+
+// Reply implements spot.Replier: it turns a reply route back into the local
+// waiter or the remote requester (command 20 with the request's
+// correlation). The runtime calls it exactly once per Request envelope.
+func (o *objects) Reply(route []byte, body []byte, err error) {
+	kind, id, ok := decodeRoute(route)
+	if !ok {
+		o.log.Error("reply with a malformed route", "len", len(route))
+		return
+	}
+	o.mu.Lock()
+	switch kind {
+	case routeLocal:
+		ch, ok := o.waiters[id]
+		delete(o.waiters, id)
+		o.mu.Unlock()
+		if ok {
+			ch <- localReply{body: body, err: err}
+		}
+	case routeRemote:
+		rr, ok := o.remotes[id]
+		delete(o.remotes, id)
+		o.mu.Unlock()
+		if !ok {
+			return
+		}
+		rec := replyRecord(rr.fam, rr.corr, body, err)
+		if serr := rr.reply(rec); serr != nil {
+			o.log.Warn("request reply not sent", "err", serr)
+		}
+	default:
+		o.mu.Unlock()
+		o.log.Error("reply with an unknown route kind", "kind", kind)
+	}
+}
+
+// replyRecord builds the command 20 answering a request: ok with the
+// application payload, or the mapped failure.
+func replyRecord(fam opFamily, corr uint64, body []byte, err error) *router.Record {
+	if err != nil {
+		res, code := wireFailure(fam, err)
+		return router.NewRecord(&router.Reply{Correlation: corr, Result: res, FailureCode: code}, nil, nil)
+	}
+	return router.NewRecord(&router.Reply{Correlation: corr, Result: router.ResultOK}, nil,
+		&router.Payload{PacketName: PacketName, ContentType: ContentType, Data: body})
+}
+
+// handleRecord is the transport Handler: inbound object commands by command
+// id. It runs on the peer's connection goroutine, so anything that reads
+// the store or runs a factory is handed to its own goroutine; mailbox
+// delivery is quick and stays inline, which keeps one sender's messages in
+// order.
+func (o *objects) handleRecord(ctx context.Context, from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error) {
+	switch b := rec.Body.(type) {
+	case *router.ActorSend:
+		o.inboundActor(from, b.TargetActor, 0, rec, nil)
+	case *router.ActorRequest:
+		o.inboundActor(from, b.TargetActor, b.Correlation, rec, reply)
+	case *router.SpotSend:
+		o.inboundSpot(from, b.TargetSpot, 0, rec, nil)
+	case *router.SpotRequest:
+		o.inboundSpot(from, b.TargetSpot, b.Correlation, rec, reply)
+	case *router.ActorCreate:
+		o.inboundCreate(ctx, from, b.Correlation, reply, createOrderFromWire(record.ObjectActor, b.ActorID, b.StableType,
+			b.Operation, b.SourceNodeRID, b.SourceNodeGeneration, b.Reservation, b.DeadlineUnixMs))
+	case *router.UserSpotCreate:
+		o.inboundCreate(ctx, from, b.Correlation, reply, createOrderFromWire(record.ObjectUserSpot, b.SpotID, b.StableType,
+			b.Operation, b.SourceNodeRID, b.SourceNodeGeneration, b.Reservation, b.DeadlineUnixMs))
+	case *router.UserSpotClose:
+		o.inboundClose(ctx, from, b, reply)
+	case *router.MessageFollow:
+		// §7.3: a previous owner passed one of our messages on; the route
+		// we cached for that object is stale.
+		if r := b.Route.Source; r.Actor != nil {
+			o.cache.Drop(follow.Key{Kind: follow.KindActor, ID: r.Actor.Actor.ActorID})
+		} else if r.Spot != nil {
+			o.cache.Drop(follow.Key{Kind: follow.KindSpot, ID: r.Spot.Spot.SpotID})
+		}
+	default:
+		o.log.Debug("object command not handled", "command", rec.Command.String(), "peer", from.RID.String())
+	}
+}
+
+// stats returns the counters.
+func (o *objects) snapshotStats() ObjectStats {
+	o.mu.Lock()
+	h := len(o.hosted)
+	o.mu.Unlock()
+	return ObjectStats{
+		RouteCacheHits: o.stats.cacheHits.Load(), RouteCacheMisses: o.stats.cacheMisses.Load(),
+		AuthorityReads: o.stats.authorityReads.Load(), FenceRefused: o.stats.fenceRefused.Load(),
+		Delivered: o.stats.delivered.Load(), LostAnswersRecovered: o.stats.lostRecovered.Load(), Hosted: h,
+	}
+}
+
+// ObjectStats returns the node's object counters.
+func (n *Node) ObjectStats() ObjectStats { return n.obj.snapshotStats() }
+
+// errNotHosted is the fence outcome for an object this node does not host.
+func errNotHosted(id string) error {
+	return fmt.Errorf("%w: %s is not hosted here", ErrNotFound, id)
+}
+
+// hostedFor returns the hosted object of key when it exists.
+func (o *objects) hostedFor(key spot.Key) (*hosted, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.hosted[key]
+	return h, ok
+}

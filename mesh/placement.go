@@ -1,0 +1,224 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// candidate is one node run a new object may be placed on (spec §4, §7).
+type candidate struct {
+	node   authority.Node
+	owner  authority.Owner
+	limits authority.Limits
+	weight int
+	local  bool
+}
+
+func (c candidate) key() string { return c.node.String() }
+
+// candidateFilter is what placement needs to know besides the descriptor
+// list: which node run is this one, and which peers are admitted now with
+// which lifecycle generation (a descriptor alone does not mean a message
+// can be sent, §4).
+type candidateFilter struct {
+	mesh       string
+	kind       record.ObjectKind
+	stableType string
+	selfRID    []byte
+	selfGen    uint64
+	admitted   map[string]uint64    // RID bytes → admitted lifecycle generation
+	excluded   map[string]exclusion // candidate keys excluded by earlier failures
+}
+
+// exclusion says why a call excluded a node run from its placement.
+type exclusion uint8
+
+const (
+	excludedFull   exclusion = iota + 1 // the Reserve batch found no capacity
+	excludedFailed                      // its lease changed or it failed before the callback
+)
+
+// candidatesOf lists the placement candidates of a complete descriptor list
+// (§4, §7): Serving Object Server nodes of the mesh with a valid owner
+// lease, a placement weight above 0, the stable type registered for the
+// object kind, and a usable link (this node itself, or a peer admitted at
+// the descriptor's lifecycle generation); minus the excluded node runs.
+// Capacity is checked afterwards against the store counters.
+func candidatesOf(snap directory.Snapshot, f candidateFilter) []candidate {
+	var out []candidate
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if d.MeshName != f.mesh || !e.LeaseValid || d.State != record.StateServing ||
+			d.ObjectRole != record.RoleServer || d.PlacementWeight <= 0 {
+			continue
+		}
+		capLimit, ok := capabilityLimit(d, f.kind, f.stableType)
+		if !ok {
+			continue
+		}
+		local := bytes.Equal(d.RoutingID, f.selfRID) && uint64(d.LifecycleGeneration) == f.selfGen
+		if !local {
+			gen, admitted := f.admitted[string(d.RoutingID)]
+			if !admitted || gen != uint64(d.LifecycleGeneration) {
+				continue
+			}
+		}
+		c := candidate{
+			node:   authority.Node{MeshName: d.MeshName, RoutingID: d.RoutingID, LifecycleGeneration: uint64(d.LifecycleGeneration)},
+			owner:  authority.Owner{ID: d.OwnerID, LeaseGeneration: uint64(d.LeaseGeneration)},
+			limits: authority.Limits{Actors: d.Capacity.Actors.Limit, Spots: d.Capacity.Spots.Limit, SpotType: capLimit},
+			weight: d.PlacementWeight,
+			local:  local,
+		}
+		if f.excluded[c.key()] != 0 {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// capabilityLimit finds the (kind, stable type) capability of a descriptor
+// and returns its per-type limit (0 = unlimited).
+func capabilityLimit(d record.MeshNodeDescriptor, kind record.ObjectKind, stableType string) (int, bool) {
+	for _, c := range d.ObjectCapabilities {
+		if c.ObjectKind == kind && c.StableType == stableType {
+			return c.Limit, true
+		}
+	}
+	return 0, false
+}
+
+// pickWeighted returns the index of the candidate a uniform draw r in
+// [0,1) selects, each candidate with probability weight/total (§4: a larger
+// weight is chosen proportionally more often). -1 when there is none.
+func pickWeighted(cands []candidate, r float64) int {
+	total := 0
+	for _, c := range cands {
+		total += c.weight
+	}
+	if total <= 0 {
+		return -1
+	}
+	x := int(r * float64(total))
+	for i, c := range cands {
+		if x < c.weight {
+			return i
+		}
+		x -= c.weight
+	}
+	return len(cands) - 1
+}
+
+// hasRoom reports whether usage rows leave room for one more object of the
+// bundle under the limits (0 = unlimited): the same rule the Reserve batch
+// enforces atomically, used here only to skip nodes already known full.
+func hasRoom(rows []authority.CapacityRow, limits authority.Limits, bun authority.Bundle) bool {
+	for _, r := range rows {
+		var limit, need int
+		switch r.ID.Class {
+		case authority.SlotActors:
+			limit, need = limits.Actors, bun.Actors
+		case authority.SlotSpots:
+			limit, need = limits.Spots, bun.Spots
+		case authority.SlotSpotType:
+			limit = limits.SpotType
+			if bun.SpotType != nil {
+				need = bun.SpotType.Count
+			}
+		}
+		if limit > 0 && r.Usage.Total()+need > limit {
+			return false
+		}
+	}
+	return true
+}
+
+// place chooses the node run for a new object: the candidates of the latest
+// complete descriptor list, minus those whose store counters show no room,
+// picked by weight. The Reserve batch re-checks capacity atomically; a
+// failure there excludes the node run and the caller asks again (§7).
+func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType, mesh string, excluded map[string]exclusion) (candidate, error) {
+	snap, ok := o.n.LastSnapshot()
+	if !ok {
+		if err := o.n.Discover(ctx); err != nil {
+			return candidate{}, classify(ctx, err, "discovery before placement")
+		}
+		if snap, ok = o.n.LastSnapshot(); !ok {
+			return candidate{}, fmt.Errorf("%w: no descriptor list yet", ErrUnavailable)
+		}
+	}
+	f := candidateFilter{mesh: mesh, kind: kind, stableType: stableType, selfRID: o.n.run.rid,
+		selfGen: o.n.run.lifecycleGeneration, admitted: map[string]uint64{}, excluded: excluded}
+	for _, p := range o.n.tr.Peers() {
+		f.admitted[string(p.RID)] = p.LifecycleGeneration
+	}
+	cands := candidatesOf(snap, f)
+	bun, err := authority.BundleFor(kind, stableType)
+	if err != nil {
+		return candidate{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
+	}
+	full := 0
+	roomy := cands[:0:0]
+	for _, c := range cands {
+		if c.limits.Actors > 0 || c.limits.Spots > 0 || c.limits.SpotType > 0 {
+			rows, err := o.readCapacity(ctx, c.node, bun)
+			if err != nil {
+				return candidate{}, classify(ctx, err, "read capacity of "+c.key())
+			}
+			if !hasRoom(rows, c.limits, bun) {
+				full++
+				continue
+			}
+		}
+		roomy = append(roomy, c)
+	}
+	i := pickWeighted(roomy, rand.Float64())
+	if i < 0 {
+		failed := 0
+		for _, why := range excluded {
+			if why == excludedFull {
+				full++
+			} else {
+				failed++
+			}
+		}
+		if full > 0 {
+			return candidate{}, fmt.Errorf("%w: no Serving node of mesh %q with %s %q has capacity left (%d full, %d failed): %w",
+				ErrUnavailable, mesh, kind, stableType, full, failed, ErrCapacityExhausted)
+		}
+		if failed > 0 {
+			return candidate{}, fmt.Errorf("%w: every node of mesh %q able to host %s %q failed this creation (%d)",
+				ErrUnavailable, mesh, kind, stableType, failed)
+		}
+		return candidate{}, fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link",
+			ErrUnavailable, mesh, kind, stableType)
+	}
+	return roomy[i], nil
+}
+
+func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun authority.Bundle) ([]authority.CapacityRow, error) {
+	var rows []authority.CapacityRow
+	for _, id := range authority.CountersFor(node, bun) {
+		key, err := authority.CapacityKey(id)
+		if err != nil {
+			return nil, err
+		}
+		rr, err := o.n.loc.Read(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		row, err := authority.CapacityRowOf(id, rr)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
