@@ -322,6 +322,7 @@ func (n *Node) loop() {
 			return
 		case <-t.C:
 			n.Discover(ctx)
+			n.RefreshCapacityCopy(ctx)
 		}
 		if round%reclaimEvery == 0 {
 			n.reclaim(ctx)

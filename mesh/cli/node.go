@@ -324,7 +324,17 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	if _, err := mgr(0).RequestSpot(ctx, r, []byte("history")); err != nil {
 		fmt.Fprintf(w, "  node 1 RequestSpot(closed room) -> %v\n", err)
 	}
-	return nil
+
+	// The descriptors' capacity copy, refreshed from the store counters.
+	for _, n := range nodes {
+		n.RefreshCapacityCopy(ctx)
+	}
+	if err := nodes[0].Discover(ctx); err != nil {
+		return err
+	}
+	snap, _ := nodes[0].LastSnapshot()
+	fmt.Fprintln(w, "\ntopology with the descriptors' capacity copy (active[+reserved]/limit):")
+	return directory.RenderTable(w, directory.Rows(snap))
 }
 
 func printLinks(w io.Writer, nodes []*mesh.Node) {
