@@ -264,7 +264,13 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			if done {
 				return res, err
 			}
-			// GetOrCreate on Creating: wait for that creation's result.
+			// GetOrCreate on Creating: wait for that creation's result,
+			// unless its creator is gone for good (manager_recovery.go).
+			if aborted, err := o.recoverAbandoned(ctx, row); err != nil {
+				return createResult{}, err
+			} else if aborted {
+				continue
+			}
 			if err := wait.sleep(ctx); err != nil {
 				return createResult{}, ctxErr(ctx, "%s %s: waiting for the creation in progress", c.mode, c.id)
 			}
