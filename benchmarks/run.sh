@@ -25,4 +25,16 @@ suite locstore-redis ./locstore/redis \
 suite transport ./router/transport \
   'BenchmarkTransportOneWay=BenchmarkRawZmq4OneWay' \
   'BenchmarkTransportRequestReply=BenchmarkRawZmq4RequestReply'
+suite objects ./benchmarks/objects \
+  'BenchmarkCreateActor=BenchmarkTransportCreateRoundTrip' \
+  'BenchmarkCreateActor=BenchmarkStore3KeyBatch' \
+  'BenchmarkCreateActorParallel=BenchmarkTransportCreateRoundTripParallel' \
+  'BenchmarkCreateActorRedis=BenchmarkTransportCreateRoundTrip' \
+  'BenchmarkCreateActorRedis=BenchmarkRedisStore3KeyBatch' \
+  'BenchmarkCreateActorRedis=BenchmarkRedisStoreRead' \
+  'BenchmarkCreateActorRedisParallel=BenchmarkTransportCreateRoundTripParallel' \
+  'BenchmarkCreateActorRedisParallel=BenchmarkCreateActorRedis' \
+  'BenchmarkRequestActor=BenchmarkTransportActorRequest' \
+  'BenchmarkRequestActorParallel=BenchmarkTransportActorRequestParallel' \
+  'BenchmarkSendActor=BenchmarkTransportActorSend'
 echo "raw output in $out"
