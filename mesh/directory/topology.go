@@ -6,11 +6,9 @@ import (
 	"io"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/meshnode/meshnode/internal/textable"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -106,50 +104,18 @@ var tableHeader = []string{"MESH", "RID", "ENDPOINT", "STATE", "ROLE", "WEIGHT",
 // non-printable characters in a cell (names may contain them) are written
 // escaped, Go-style, so that a cell can never break the layout.
 func RenderTable(w io.Writer, rows []Row) error {
-	lines := make([][]string, 0, len(rows)+1)
-	lines = append(lines, tableHeader)
+	lines := make([][]string, 0, len(rows))
 	for _, r := range rows {
 		lines = append(lines, []string{
 			cell(r.Mesh), cell(r.RID), cell(r.Endpoint), cell(r.State), cell(r.Role),
 			strconv.Itoa(r.Weight), cell(r.Capacity), cell(r.Lease),
 		})
 	}
-	widths := make([]int, len(tableHeader))
-	for _, l := range lines {
-		for i, c := range l {
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for _, l := range lines {
-		for i, c := range l {
-			b.WriteString(c)
-			if i < len(l)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+2))
-			}
-		}
-		b.WriteByte('\n')
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
+	if err := textable.Write(w, tableHeader, lines); err != nil {
 		return fmt.Errorf("directory: render topology: %w", err)
 	}
 	return nil
 }
 
 // cell escapes what would break a table line.
-func cell(s string) string {
-	clean := utf8.ValidString(s)
-	if clean {
-		for _, r := range s {
-			if !unicode.IsPrint(r) {
-				clean = false
-				break
-			}
-		}
-	}
-	if clean {
-		return s
-	}
-	q := strconv.QuoteToGraphic(s)
-	return q[1 : len(q)-1]
-}
+func cell(s string) string { return textable.Cell(s) }
