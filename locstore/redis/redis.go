@@ -80,6 +80,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/locstore"
 )
 
@@ -171,23 +172,10 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.client = goredis.NewUniversalClient(&goredis.UniversalOptions{
-		Addrs:      opts.Addrs,
-		MasterName: opts.MasterName,
-		Username:   opts.Username,
-		Password:   opts.Password,
-		DB:         opts.DB,
-		// No client retries: see the package doc (Failures).
-		MaxRetries: -1,
-		// The per-operation context deadline bounds dial, pool wait and I/O;
-		// the fixed timeouts are a backstop equal to it.
-		ContextTimeoutEnabled: true,
-		DialTimeout:           s.timeout,
-		ReadTimeout:           s.timeout,
-		WriteTimeout:          s.timeout,
-		PoolTimeout:           s.timeout,
-		PoolSize:              opts.PoolSize,
-	})
+	// No client retries (see the package doc, Failures); the operation
+	// timeout bounds dial, pool wait and I/O (internal/redisconn).
+	s.client = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
+		Username: opts.Username, Password: opts.Password, DB: opts.DB, PoolSize: opts.PoolSize}, s.timeout)
 	s.owned = true
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -221,17 +209,7 @@ func NewWithClient(client goredis.UniversalClient, opts Options) (*Store, error)
 	return s, nil
 }
 
-func contextTimeoutEnabled(c goredis.UniversalClient) bool {
-	switch c := c.(type) {
-	case *goredis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *goredis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *goredis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true // another implementation: nothing to check
-}
+func contextTimeoutEnabled(c goredis.UniversalClient) bool { return redisconn.ContextTimeoutEnabled(c) }
 
 func newStore(opts Options) (*Store, error) {
 	if err := ValidateNamespace(opts.Namespace); err != nil {

@@ -39,6 +39,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/relocstore"
 )
 
@@ -135,26 +136,11 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.c = goredis.NewUniversalClient(&goredis.UniversalOptions{
-		Addrs:      opts.Addrs,
-		MasterName: opts.MasterName,
-		Username:   opts.Username,
-		Password:   opts.Password,
-		DB:         opts.DB,
-		// Without this go-redis ignores context deadlines for socket I/O and
-		// the operation timeout would not bound a silent server.
-		ContextTimeoutEnabled: true,
-		// The fixed timeouts are only a backstop equal to the operation
-		// timeout; the per-operation deadline is what bounds a call.
-		DialTimeout:  s.opTimeout,
-		ReadTimeout:  s.opTimeout,
-		WriteTimeout: s.opTimeout,
-		PoolTimeout:  s.opTimeout,
-		// No hidden client retries: a failed call reports "outcome unknown"
-		// at once and the framework re-reads or re-Puts (spec §10), which
-		// is safe for every operation of this store.
-		MaxRetries: -1,
-	})
+	// No hidden client retries: a failed call reports "outcome unknown" at
+	// once and the framework re-reads or re-Puts (spec §10), which is safe
+	// for every operation of this store (internal/redisconn).
+	s.c = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
+		Username: opts.Username, Password: opts.Password, DB: opts.DB}, s.opTimeout)
 	s.ownsClient = true
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
@@ -175,15 +161,7 @@ func NewWithClient(client goredis.UniversalClient, opts Options) (*Store, error)
 	if client == nil {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "client", Reason: "nil client"}
 	}
-	enabled := true
-	switch c := client.(type) {
-	case *goredis.Client:
-		enabled = c.Options().ContextTimeoutEnabled
-	case *goredis.ClusterClient:
-		enabled = c.Options().ContextTimeoutEnabled
-	case *goredis.Ring:
-		enabled = c.Options().ContextTimeoutEnabled
-	}
+	enabled := redisconn.ContextTimeoutEnabled(client)
 	if !enabled {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "client",
 			Reason: "ContextTimeoutEnabled is false, so the operation timeout could not bound network I/O"}
