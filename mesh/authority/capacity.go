@@ -196,28 +196,183 @@ func EncodeCapacity(c CounterID, u Usage) ([]byte, error) {
 	if u.Reserved < 0 || u.Active < 0 || u.Reserved > record.MaxSlots || u.Active > record.MaxSlots || u.Total() > record.MaxSlots {
 		return nil, fmt.Errorf("usage reserved=%d active=%d outside 0..2^31-1", u.Reserved, u.Active)
 	}
-	var kind, stable *string
+	return appendCapacity(make([]byte, 0, 160+len(c.Node.MeshName)+2*len(c.Node.RoutingID)+len(c.StableType)), c, u), nil
+}
+
+// appendCapacity writes the canonical value of a valid counter and usage.
+// The members are written in their canonical (sorted) order by hand, so
+// that encoding, and the canonical check of decoding, build no
+// intermediate values.
+func appendCapacity(b []byte, c CounterID, u Usage) []byte {
+	b = append(b, `{"active":`...)
+	b = strconv.AppendUint(b, uint64(u.Active), 10)
+	b = append(b, `,"class":`...)
+	b = appendJSONString(b, string(c.Class))
+	b = append(b, `,"lifecycleGeneration":"`...)
+	b = strconv.AppendUint(b, c.Node.LifecycleGeneration, 10)
+	b = append(b, `","meshName":`...)
+	b = appendJSONString(b, c.Node.MeshName)
+	b = append(b, `,"objectKind":`...)
 	if c.Class == SlotSpotType {
-		k, s := string(c.SpotKind), c.StableType
-		kind, stable = &k, &s
+		b = appendJSONString(b, string(c.SpotKind))
+	} else {
+		b = append(b, "null"...)
 	}
-	return jsonObject(
-		jsonMember{"active", jsonNumber(uint64(u.Active))},
-		jsonMember{"class", jsonString(string(c.Class))},
-		jsonMember{"lifecycleGeneration", jsonDecString(c.Node.LifecycleGeneration)},
-		jsonMember{"meshName", jsonString(c.Node.MeshName)},
-		jsonMember{"objectKind", jsonNullableString(kind)},
-		jsonMember{"recordVersion", jsonNumber(record.RecordVersion)},
-		jsonMember{"reserved", jsonNumber(uint64(u.Reserved))},
-		jsonMember{"routingIdHex", jsonString(hex.EncodeToString(c.Node.RoutingID))},
-		jsonMember{"stableType", jsonNullableString(stable)},
-	), nil
+	b = append(b, `,"recordVersion":`...)
+	b = strconv.AppendUint(b, record.RecordVersion, 10)
+	b = append(b, `,"reserved":`...)
+	b = strconv.AppendUint(b, uint64(u.Reserved), 10)
+	b = append(b, `,"routingIdHex":"`...)
+	b = hex.AppendEncode(b, c.Node.RoutingID)
+	b = append(b, `","stableType":`...)
+	if c.Class == SlotSpotType {
+		b = appendJSONString(b, c.StableType)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, '}')
+}
+
+// decodeCanonicalCapacity is DecodeCapacity's fast path: it reads value
+// as laid out by appendCapacity (strings without escapes only) and accepts
+// it only if the counter and usage read are valid and encode back to
+// exactly value. Such a value is one DecodeCapacity's strict path accepts
+// with the same result; anything else (escapes, other spellings, every
+// error) goes to that path, which also words the errors.
+func decodeCanonicalCapacity(value []byte) (CounterID, Usage, bool) {
+	r := capReader{in: value}
+	var id CounterID
+	var u Usage
+	r.lit(`{"active":`)
+	u.Active = r.num()
+	r.lit(`,"class":`)
+	class := r.str()
+	r.lit(`,"lifecycleGeneration":"`)
+	id.Node.LifecycleGeneration = uint64(r.num())
+	r.lit(`","meshName":`)
+	mesh := r.str()
+	r.lit(`,"objectKind":`)
+	kind, hasKind := r.nullStr()
+	r.lit(`,"recordVersion":1,"reserved":`)
+	u.Reserved = r.num()
+	r.lit(`,"routingIdHex":`)
+	ridHex := r.str()
+	r.lit(`,"stableType":`)
+	stable, hasStable := r.nullStr()
+	r.lit(`}`)
+	if r.bad || r.pos != len(value) || hasKind != hasStable {
+		return CounterID{}, Usage{}, false
+	}
+	switch class {
+	case string(SlotActors):
+		id.Class = SlotActors
+	case string(SlotSpots):
+		id.Class = SlotSpots
+	case string(SlotSpotType):
+		id.Class = SlotSpotType
+	default:
+		return CounterID{}, Usage{}, false
+	}
+	switch kind {
+	case "":
+	case string(record.ObjectUserSpot):
+		id.SpotKind = record.ObjectUserSpot
+	case string(record.ObjectInstanceSpot):
+		id.SpotKind = record.ObjectInstanceSpot
+	default:
+		return CounterID{}, Usage{}, false
+	}
+	rid, err := hex.DecodeString(ridHex)
+	if err != nil {
+		return CounterID{}, Usage{}, false
+	}
+	id.Node.MeshName, id.Node.RoutingID, id.StableType = mesh, rid, stable
+	if id.validate() != nil || u.Reserved > record.MaxSlots || u.Active > record.MaxSlots || u.Total() > record.MaxSlots {
+		return CounterID{}, Usage{}, false
+	}
+	var buf [256]byte
+	if !bytes.Equal(appendCapacity(buf[:0], id, u), value) {
+		return CounterID{}, Usage{}, false
+	}
+	return id, u, true
+}
+
+// capReader reads the pieces of a canonical capacity value; any surprise
+// sets bad, after which every read is a no-op.
+type capReader struct {
+	in  []byte
+	pos int
+	bad bool
+}
+
+func (r *capReader) lit(s string) {
+	if r.bad || len(r.in)-r.pos < len(s) || string(r.in[r.pos:r.pos+len(s)]) != s {
+		r.bad = true
+		return
+	}
+	r.pos += len(s)
+}
+
+// num reads 1 to 18 digits, which cannot overflow (a longer number takes
+// the strict path); the re-encoding check then pins what was read to its
+// canonical form.
+func (r *capReader) num() int {
+	start, n := r.pos, 0
+	for !r.bad && r.pos < len(r.in) && r.pos-start < 18 && r.in[r.pos] >= '0' && r.in[r.pos] <= '9' {
+		n = n*10 + int(r.in[r.pos]-'0')
+		r.pos++
+	}
+	if r.pos == start {
+		r.bad = true
+	}
+	return n
+}
+
+// str reads a JSON string without escapes and returns a copy.
+func (r *capReader) str() string {
+	r.lit(`"`)
+	start := r.pos
+	for !r.bad && r.pos < len(r.in) {
+		switch c := r.in[r.pos]; {
+		case c == '"':
+			s := string(r.in[start:r.pos])
+			r.pos++
+			return s
+		case c == '\\' || c < 0x20:
+			r.bad = true
+		default:
+			r.pos++
+		}
+	}
+	r.bad = true
+	return ""
+}
+
+// nullStr reads null or a string; ok is false for null.
+func (r *capReader) nullStr() (string, bool) {
+	if !r.bad && len(r.in)-r.pos >= 4 && string(r.in[r.pos:r.pos+4]) == "null" {
+		r.pos += 4
+		return "", false
+	}
+	return r.str(), true
 }
 
 // DecodeCapacity reads a capacity counter value and returns the counter it
 // names and its usage. Only the canonical bytes are accepted (our writers
 // only write those, and every write is a whole-value CAS).
 func DecodeCapacity(value []byte) (CounterID, Usage, error) {
+	if len(value) <= record.MaxValueBytes {
+		if id, u, ok := decodeCanonicalCapacity(value); ok {
+			return id, u, nil
+		}
+	}
+	return decodeCapacityStrict(value)
+}
+
+// decodeCapacityStrict is DecodeCapacity by encoding/json and a canonical
+// re-encoding check: the reference behaviour, and the path that words the
+// errors.
+func decodeCapacityStrict(value []byte) (CounterID, Usage, error) {
 	var j capacityJSON
 	var id CounterID
 	var u Usage

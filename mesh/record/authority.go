@@ -186,8 +186,14 @@ func (a Authority) Encode() ([]byte, error) {
 		)),
 		mem("pendingCreation", pending),
 	)
-	return finish(KindAuthority, appendCanonical(nil, root))
+	return finish(KindAuthority, encodeCanonical(root))
 }
+
+// The enumerations' values, for obj.sym.
+var (
+	allocationStates = []string{string(AllocationReserved), string(AllocationActive)}
+	objectKinds      = []string{string(ObjectActor), string(ObjectUserSpot), string(ObjectInstanceSpot)}
+)
 
 // DecodeAuthority reads an authority value.
 func DecodeAuthority(value []byte) (Authority, error) {
@@ -203,8 +209,8 @@ func DecodeAuthority(value []byte) (Authority, error) {
 	a.OwnerID = o.str("ownerId")
 	a.OwnerLeaseGeneration = o.gen("ownerLeaseGeneration")
 	al := o.child("allocation")
-	a.Allocation.State = AllocationState(al.str("state"))
-	a.Allocation.ObjectKind = ObjectKind(al.str("objectKind"))
+	a.Allocation.State = AllocationState(al.sym("state", allocationStates))
+	a.Allocation.ObjectKind = ObjectKind(al.sym("objectKind", objectKinds))
 	a.Allocation.StableType = al.str("stableType")
 	ref := al.child("descriptor")
 	a.Allocation.Descriptor = DescriptorRef{MeshName: ref.str("meshName"), RoutingID: ref.hexBytes("routingIdHex")}
@@ -215,7 +221,7 @@ func DecodeAuthority(value []byte) (Authority, error) {
 	a.Allocation.Capacity.Spots = c.decimalInt("spots")
 	if st := c.nullChild("spotType"); st != nil {
 		a.Allocation.Capacity.SpotType = &SpotTypeSlots{
-			ObjectKind: ObjectKind(st.str("objectKind")),
+			ObjectKind: ObjectKind(st.sym("objectKind", objectKinds)),
 			StableType: st.str("stableType"),
 			Count:      st.decimalInt("count"),
 		}

@@ -93,7 +93,7 @@ func (c *channelDescriptor) encode() ([]byte, error) {
 		ms = append(ms, mem("weight", jUintV(uint64(*c.weight))))
 	}
 	root := descriptorEnvelope(c.ownerID, c.leaseGeneration, c.descriptorRevision, jObjV(ms...))
-	return finish(c.kind, appendCanonical(nil, root))
+	return finish(c.kind, encodeCanonical(root))
 }
 
 func decodeChannel(kind Kind, ridField string, withWeight bool, value []byte) (channelDescriptor, error) {

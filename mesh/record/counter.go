@@ -25,7 +25,7 @@ func (c Counter) Encode() ([]byte, error) {
 		mem("recordVersion", jUintV(RecordVersion)),
 		mem("value", jDecStrV(uint64(c.Value))),
 	)
-	return finish(KindCounter, appendCanonical(nil, root))
+	return finish(KindCounter, encodeCanonical(root))
 }
 
 // DecodeCounter reads a counter value.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -17,6 +18,16 @@ import (
 type dec struct {
 	kind Kind
 	err  error
+	objs []obj // see newObj
+	// objBuf is the first store of objs: enough for an authority record.
+	objBuf [8]obj
+}
+
+// newDec returns a decoder for a record of kind.
+func newDec(kind Kind) *dec {
+	d := &dec{kind: kind}
+	d.objs = d.objBuf[:0]
+	return d
 }
 
 func (d *dec) setErr(err error) {
@@ -42,25 +53,89 @@ func indexPath(parent string, i int) string { return parent + "[" + strconv.Itoa
 // that were never asked for: unknown members are an error because a reader
 // that dropped them and wrote the record back (every CAS rewrites the whole
 // value) would silently lose data a newer writer put there.
+//
+// An obj's path is only needed for an error, so it is kept as its parts
+// (parent and member name, or a base and an array index) and joined only
+// when an error is reported.
 type obj struct {
 	d       *dec
-	path    string
+	parent  *obj   // nil: the path is base, or base[index]
+	name    string // member name in parent
+	base    string
+	index   int // -1: none
 	members []jmember
-	used    []bool
+	ok      bool   // the value was an object (members may be empty)
+	used    uint64 // members[i] asked for, i < 64
+	usedBig []bool // the same beyond 64 members
+}
+
+// path is the dotted path of o, as FieldError.Field reports it.
+func (o *obj) path() string {
+	switch {
+	case o.parent != nil:
+		return joinPath(o.parent.path(), o.name)
+	case o.index >= 0:
+		return indexPath(o.base, o.index)
+	}
+	return o.base
+}
+
+// newObj returns a zeroed obj from the decoder's store: a record has a
+// handful of objects, and carving them from one array keeps them to one
+// allocation with the decoder itself.
+func (d *dec) newObj() *obj {
+	if len(d.objs) == cap(d.objs) {
+		d.objs = make([]obj, 0, 2*cap(d.objs))
+	}
+	d.objs = d.objs[:len(d.objs)+1]
+	o := &d.objs[len(d.objs)-1]
+	o.d, o.index = d, -1
+	return o
 }
 
 func (d *dec) object(path string, v *jvalue) *obj {
-	o := &obj{d: d, path: path}
+	o := d.newObj()
+	o.base = path
+	d.load(o, v)
+	return o
+}
+
+// element is d.object for element i of the array at path parent.
+func (d *dec) element(parent string, i int, v *jvalue) *obj {
+	o := d.newObj()
+	o.base, o.index = parent, i
+	d.load(o, v)
+	return o
+}
+
+func (d *dec) load(o *obj, v *jvalue) {
 	if d.err != nil || v == nil {
-		return o
+		return
 	}
 	if v.t != jObject {
-		d.fieldErr(pathOrRoot(path), "must be an object, got "+v.t.String())
-		return o
+		d.fieldErr(pathOrRoot(o.path()), "must be an object, got "+v.t.String())
+		return
 	}
 	o.members = v.obj
-	o.used = make([]bool, len(v.obj))
-	return o
+	o.ok = true
+	if len(v.obj) > 64 {
+		o.usedBig = make([]bool, len(v.obj))
+	}
+}
+
+func (o *obj) mark(i int) {
+	if o.usedBig != nil {
+		o.usedBig[i] = true
+		return
+	}
+	o.used |= 1 << uint(i)
+}
+
+func (o *obj) isUsed(i int) bool {
+	if o.usedBig != nil {
+		return o.usedBig[i]
+	}
+	return o.used&(1<<uint(i)) != 0
 }
 
 func pathOrRoot(p string) string {
@@ -72,16 +147,16 @@ func pathOrRoot(p string) string {
 
 // get returns the member's value, or nil (with an error) when absent.
 func (o *obj) get(name string) *jvalue {
-	if o.d.err != nil || o.used == nil {
+	if o.d.err != nil || !o.ok {
 		return nil
 	}
-	for i, m := range o.members {
-		if m.name == name {
-			o.used[i] = true
-			return m.val
+	for i := range o.members {
+		if o.members[i].name == name {
+			o.mark(i)
+			return &o.members[i].val
 		}
 	}
-	o.d.fieldErr(joinPath(o.path, name), "missing")
+	o.d.fieldErr(joinPath(o.path(), name), "missing")
 	return nil
 }
 
@@ -98,29 +173,47 @@ func (o *obj) typed(name string, t jtype, nullable bool) *jvalue {
 		if nullable {
 			want += " or null"
 		}
-		o.d.fieldErr(joinPath(o.path, name), "must be a "+want+", got "+v.t.String())
+		o.d.fieldErr(joinPath(o.path(), name), "must be a "+want+", got "+v.t.String())
 		return nil
 	}
 	return v
 }
 
 func (o *obj) end() {
-	if o.d.err != nil || o.used == nil {
+	if o.d.err != nil || !o.ok {
 		return
 	}
-	for i, m := range o.members {
-		if !o.used[i] {
-			o.d.fieldErr(joinPath(o.path, m.name), "unknown member")
+	for i := range o.members {
+		if !o.isUsed(i) {
+			o.d.fieldErr(joinPath(o.path(), o.members[i].name), "unknown member")
 			return
 		}
 	}
 }
 
+// str returns a copy of the string: the parsed text is a substring of the
+// whole input, which a decoded record must not keep alive.
 func (o *obj) str(name string) string {
 	if v := o.typed(name, jString, false); v != nil {
-		return v.s
+		return strings.Clone(v.s)
 	}
 	return ""
+}
+
+// sym is str for an enumerated field: a known value is returned as the
+// package's own constant (no copy); anything else is copied for the
+// validator to reject.
+func (o *obj) sym(name string, known []string) string {
+	v := o.typed(name, jString, false)
+	if v == nil {
+		return ""
+	}
+	for _, k := range known {
+		if v.s == k {
+			return k
+		}
+	}
+	return strings.Clone(v.s)
 }
 
 // nullStr returns nil for JSON null.
@@ -129,7 +222,7 @@ func (o *obj) nullStr(name string) *string {
 	if v == nil || v.t == jNull {
 		return nil
 	}
-	s := v.s
+	s := strings.Clone(v.s)
 	return &s
 }
 
@@ -141,7 +234,11 @@ func (o *obj) boolean(name string) bool {
 }
 
 func (o *obj) child(name string) *obj {
-	return o.d.object(joinPath(o.path, name), o.typed(name, jObject, false))
+	v := o.typed(name, jObject, false)
+	c := o.d.newObj()
+	c.parent, c.name = o, name
+	o.d.load(c, v)
+	return c
 }
 
 // nullChild returns nil for JSON null.
@@ -150,10 +247,13 @@ func (o *obj) nullChild(name string) *obj {
 	if v == nil || v.t == jNull {
 		return nil
 	}
-	return o.d.object(joinPath(o.path, name), v)
+	c := o.d.newObj()
+	c.parent, c.name = o, name
+	o.d.load(c, v)
+	return c
 }
 
-func (o *obj) array(name string) []*jvalue {
+func (o *obj) array(name string) []jvalue {
 	if v := o.typed(name, jArray, false); v != nil {
 		return v.arr
 	}
@@ -171,7 +271,7 @@ func (o *obj) decimalString(name string) uint64 {
 	}
 	u, reason := parseCanonicalUint(v.s)
 	if reason != "" {
-		o.d.fieldErr(joinPath(o.path, name), "decimal string "+quote(v.s)+": "+reason)
+		o.d.fieldErr(joinPath(o.path(), name), "decimal string "+quote(v.s)+": "+reason)
 	}
 	return u
 }
@@ -181,7 +281,7 @@ func (o *obj) gen(name string) Generation { return Generation(o.decimalString(na
 func (o *obj) millis(name string) EpochMillis {
 	u := o.decimalString(name)
 	if u > uint64(MaxGeneration) {
-		o.d.fieldErr(joinPath(o.path, name), "timestamp beyond 2^63-1")
+		o.d.fieldErr(joinPath(o.path(), name), "timestamp beyond 2^63-1")
 		return 0
 	}
 	return EpochMillis(u)
@@ -192,7 +292,7 @@ func (o *obj) millis(name string) EpochMillis {
 func (o *obj) decimalInt(name string) int {
 	u := o.decimalString(name)
 	if u > uint64(MaxGeneration) {
-		o.d.fieldErr(joinPath(o.path, name), "out of range")
+		o.d.fieldErr(joinPath(o.path(), name), "out of range")
 		return 0
 	}
 	return int(u)
@@ -205,7 +305,23 @@ func (o *obj) number(name string) int {
 	if v == nil {
 		return 0
 	}
-	return o.d.numberValue(joinPath(o.path, name), v)
+	if n, ok := plainNumber(v); ok {
+		return n
+	}
+	return o.d.numberValue(joinPath(o.path(), name), v)
+}
+
+// plainNumber is numberValue's accepting case, for callers that build the
+// error path only when it is needed.
+func plainNumber(v *jvalue) (int, bool) {
+	if v.t != jNumber {
+		return 0, false
+	}
+	u, reason := parseCanonicalUint(v.s)
+	if reason != "" || u > uint64(MaxGeneration) {
+		return 0, false
+	}
+	return int(u), true
 }
 
 func (d *dec) numberValue(path string, v *jvalue) int {
@@ -233,7 +349,7 @@ func (o *obj) hexBytes(name string) []byte {
 	}
 	b, reason := parseLowerHex(v.s)
 	if reason != "" {
-		o.d.fieldErr(joinPath(o.path, name), reason)
+		o.d.fieldErr(joinPath(o.path(), name), reason)
 	}
 	return b
 }
@@ -246,15 +362,36 @@ func (o *obj) base64Bytes(name string) []byte {
 	if v == nil {
 		return nil
 	}
-	b, err := base64.StdEncoding.Strict().DecodeString(v.s)
-	if err != nil || base64.StdEncoding.EncodeToString(b) != v.s {
-		o.d.fieldErr(joinPath(o.path, name), "not canonical standard base64 with padding")
+	b, ok := decodeCanonicalBase64(v.s)
+	if !ok {
+		o.d.fieldErr(joinPath(o.path(), name), "not canonical standard base64 with padding")
 		return nil
 	}
 	if len(b) == 0 {
 		return nil
 	}
 	return b
+}
+
+// strictBase64 is the standard alphabet with padding, refusing non-zero pad
+// bits. (Strict returns a copy of the encoding, so it is made once.)
+var strictBase64 = base64.StdEncoding.Strict()
+
+// decodeCanonicalBase64 decodes s if it is the canonical standard base64
+// of the bytes it decodes to, that is if encoding them gives back s. The
+// strict decoder already refuses everything else except line breaks, which
+// it skips wherever they are; so refusing '\r' and '\n' first makes
+// strict decoding exactly the canonical check, without encoding again.
+// The length comparison restates that equivalence cheaply.
+func decodeCanonicalBase64(s string) ([]byte, bool) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, false
+	}
+	b, err := strictBase64.DecodeString(s)
+	if err != nil || base64.StdEncoding.EncodedLen(len(b)) != len(s) {
+		return nil, false
+	}
+	return b, true
 }
 
 func parseCanonicalUint(s string) (uint64, string) {
@@ -326,10 +463,12 @@ func (v *val) millis(path string, e EpochMillis) {
 }
 
 func (v *val) rng(path string, n, lo, hi int) {
-	if n < lo || n > hi {
+	if !inRange(n, lo, hi) {
 		v.fail(path, strconv.Itoa(n)+" outside "+strconv.Itoa(lo)+".."+strconv.Itoa(hi))
 	}
 }
+
+func inRange(n, lo, hi int) bool { return n >= lo && n <= hi }
 
 func (v *val) routingID(path string, rid []byte) {
 	if r := checkRoutingID(rid); r != "" {
@@ -362,8 +501,8 @@ func begin(kind Kind, value []byte) (*dec, *obj, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	d := &dec{kind: kind}
-	o := d.object("", root)
+	d := newDec(kind)
+	o := d.object("", &root)
 	if d.err != nil {
 		return nil, nil, d.err
 	}
@@ -372,7 +511,7 @@ func begin(kind Kind, value []byte) (*dec, *obj, error) {
 		return nil, nil, d.err
 	}
 	if v.t != jNumber || v.s != strconv.Itoa(RecordVersion) {
-		return nil, nil, &UnknownVersionError{Kind: kind, Version: shorten(string(appendCanonical(nil, v)))}
+		return nil, nil, &UnknownVersionError{Kind: kind, Version: shorten(string(appendCanonical(nil, *v)))}
 	}
 	return d, o, nil
 }

@@ -1,7 +1,7 @@
 package record
 
 import (
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -31,38 +31,58 @@ func (t jtype) String() string {
 
 // jvalue is one JSON value. For jNumber, s holds the number's text exactly
 // as written (the parser checks the JSON grammar; fields check the form).
+// Values are held inline (arrays and members are slices of values, not of
+// pointers): a record is a few dozen small values, and one allocation per
+// value used to be most of the cost of decoding one.
 type jvalue struct {
 	t   jtype
 	b   bool
 	s   string
-	arr []*jvalue
+	arr []jvalue
 	obj []jmember
 	off int // byte offset in the parsed input, for errors
 }
 
 type jmember struct {
 	name string
-	val  *jvalue
+	val  jvalue
 }
 
-func jNullV() *jvalue                 { return &jvalue{t: jNull} }
-func jBoolV(b bool) *jvalue           { return &jvalue{t: jBool, b: b} }
-func jStrV(s string) *jvalue          { return &jvalue{t: jString, s: s} }
-func jUintV(u uint64) *jvalue         { return &jvalue{t: jNumber, s: strconv.FormatUint(u, 10)} }
-func jDecStrV(u uint64) *jvalue       { return jStrV(strconv.FormatUint(u, 10)) }
-func jArrV(a []*jvalue) *jvalue       { return &jvalue{t: jArray, arr: a} }
-func jObjV(m ...jmember) *jvalue      { return &jvalue{t: jObject, obj: m} }
-func mem(n string, v *jvalue) jmember { return jmember{name: n, val: v} }
+func jNullV() jvalue                 { return jvalue{t: jNull} }
+func jBoolV(b bool) jvalue           { return jvalue{t: jBool, b: b} }
+func jStrV(s string) jvalue          { return jvalue{t: jString, s: s} }
+func jUintV(u uint64) jvalue         { return jvalue{t: jNumber, s: strconv.FormatUint(u, 10)} }
+func jDecStrV(u uint64) jvalue       { return jStrV(strconv.FormatUint(u, 10)) }
+func jArrV(a []jvalue) jvalue        { return jvalue{t: jArray, arr: a} }
+func jObjV(m ...jmember) jvalue      { return jvalue{t: jObject, obj: m} }
+func mem(n string, v jvalue) jmember { return jmember{name: n, val: v} }
 
 // maxDepth bounds nesting; records nest at most 5 deep, and the bound keeps
 // a hostile value from exhausting the stack.
 const maxDepth = 32
 
+// linearDupLimit is the member count up to which duplicate names are found
+// by scanning the members read so far; larger objects (only a hostile or
+// unusual value has them) switch to a map so that the check stays linear.
+const linearDupLimit = 32
+
+// localMembers is how many members an object collects on the stack before
+// spilling to the heap: more than any record's object has.
+const localMembers = 24
+
 type parser struct {
-	kind  Kind
-	in    []byte
+	kind Kind
+	in   []byte
+	// src is in as one string, copied once: strings without escapes (member
+	// names, numbers, most values) are substrings of it instead of one
+	// allocation each. Decoders copy the strings a record keeps (see
+	// obj.str), so a decoded record does not pin the whole input.
+	src   string
 	pos   int
 	depth int
+	// mstore is where closed objects' members live: carved from chunks so
+	// that a whole record costs one or two allocations, not one per object.
+	mstore []jmember
 }
 
 func (p *parser) fail(off int, reason string) error {
@@ -71,7 +91,7 @@ func (p *parser) fail(off int, reason string) error {
 
 // parseJSON parses exactly one JSON value (RFC 8259) surrounded by optional
 // whitespace. A byte-order mark is not whitespace and is rejected.
-func parseJSON(kind Kind, in []byte) (*jvalue, error) {
+func parseJSON(kind Kind, in []byte) (jvalue, error) {
 	if !utf8.Valid(in) {
 		off := 0
 		for off < len(in) {
@@ -81,19 +101,36 @@ func parseJSON(kind Kind, in []byte) (*jvalue, error) {
 			}
 			off += n
 		}
-		return nil, &SyntaxError{Kind: kind, Offset: off, Reason: "not valid UTF-8"}
+		return jvalue{}, &SyntaxError{Kind: kind, Offset: off, Reason: "not valid UTF-8"}
 	}
-	p := &parser{kind: kind, in: in}
+	p := &parser{kind: kind, in: in, src: string(in)}
 	p.ws()
 	v, err := p.value()
 	if err != nil {
-		return nil, err
+		return jvalue{}, err
 	}
 	p.ws()
 	if p.pos != len(p.in) {
-		return nil, p.fail(p.pos, "data after the JSON value")
+		return jvalue{}, p.fail(p.pos, "data after the JSON value")
 	}
 	return v, nil
+}
+
+// storeMembers copies ms (an object's members, collected on the stack) to
+// stable storage and returns the copy, with its capacity clipped so that no append can reach
+// a neighbour's members.
+func (p *parser) storeMembers(ms []jmember) []jmember {
+	n := len(ms)
+	if cap(p.mstore)-len(p.mstore) < n {
+		// The first chunk is sized for the whole input at about one member
+		// per 16 bytes (records have fewer), capped so that a large value
+		// of few members does not reserve much; later chunks double.
+		size := max(n, 2*cap(p.mstore), min(max(len(p.in)/16, 8), 64))
+		p.mstore = make([]jmember, 0, size)
+	}
+	start := len(p.mstore)
+	p.mstore = append(p.mstore, ms...)
+	return p.mstore[start : start+n : start+n]
 }
 
 func (p *parser) ws() {
@@ -107,9 +144,9 @@ func (p *parser) ws() {
 	}
 }
 
-func (p *parser) value() (*jvalue, error) {
+func (p *parser) value() (jvalue, error) {
 	if p.pos >= len(p.in) {
-		return nil, p.fail(p.pos, "unexpected end of input")
+		return jvalue{}, p.fail(p.pos, "unexpected end of input")
 	}
 	start := p.pos
 	switch c := p.in[p.pos]; {
@@ -120,19 +157,19 @@ func (p *parser) value() (*jvalue, error) {
 	case c == '"':
 		s, err := p.str()
 		if err != nil {
-			return nil, err
+			return jvalue{}, err
 		}
-		return &jvalue{t: jString, s: s, off: start}, nil
+		return jvalue{t: jString, s: s, off: start}, nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	case p.lit("true"):
-		return &jvalue{t: jBool, b: true, off: start}, nil
+		return jvalue{t: jBool, b: true, off: start}, nil
 	case p.lit("false"):
-		return &jvalue{t: jBool, off: start}, nil
+		return jvalue{t: jBool, off: start}, nil
 	case p.lit("null"):
-		return &jvalue{t: jNull, off: start}, nil
+		return jvalue{t: jNull, off: start}, nil
 	}
-	return nil, p.fail(p.pos, "unexpected character "+strconv.QuoteRune(rune(p.in[p.pos])))
+	return jvalue{}, p.fail(p.pos, "unexpected character "+strconv.QuoteRune(rune(p.in[p.pos])))
 }
 
 func (p *parser) lit(word string) bool {
@@ -151,10 +188,10 @@ func (p *parser) enter() error {
 	return nil
 }
 
-func (p *parser) object() (*jvalue, error) {
-	v := &jvalue{t: jObject, off: p.pos}
+func (p *parser) object() (jvalue, error) {
+	v := jvalue{t: jObject, off: p.pos}
 	if err := p.enter(); err != nil {
-		return nil, err
+		return jvalue{}, err
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // {
@@ -163,54 +200,83 @@ func (p *parser) object() (*jvalue, error) {
 		p.pos++
 		return v, nil
 	}
-	seen := make(map[string]struct{})
+	// Members are collected in a stack array (records' objects have at
+	// most a dozen; a larger one spills to the heap) and copied to p.mstore
+	// when the object closes.
+	var local [localMembers]jmember
+	ms := local[:0]
+	var seen map[string]struct{} // nil while the object is small
 	for {
 		p.ws()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
-			return nil, p.fail(p.pos, "expected a member name")
+			return jvalue{}, p.fail(p.pos, "expected a member name")
 		}
 		nameOff := p.pos
 		name, err := p.str()
 		if err != nil {
-			return nil, err
+			return jvalue{}, err
 		}
 		// Duplicates are compared after unescaping: "a" and "\u0061" are
 		// the same name.
-		if _, dup := seen[name]; dup {
-			return nil, p.fail(nameOff, "duplicate member "+quote(name))
+		if duplicate(ms, &seen, name) {
+			return jvalue{}, p.fail(nameOff, "duplicate member "+quote(name))
 		}
-		seen[name] = struct{}{}
 		p.ws()
 		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-			return nil, p.fail(p.pos, "expected ':'")
+			return jvalue{}, p.fail(p.pos, "expected ':'")
 		}
 		p.pos++
 		p.ws()
 		val, err := p.value()
 		if err != nil {
-			return nil, err
+			return jvalue{}, err
 		}
-		v.obj = append(v.obj, jmember{name: name, val: val})
+		ms = append(ms, jmember{name: name, val: val})
 		p.ws()
 		if p.pos >= len(p.in) {
-			return nil, p.fail(p.pos, "unexpected end of input in object")
+			return jvalue{}, p.fail(p.pos, "unexpected end of input in object")
 		}
 		switch p.in[p.pos] {
 		case ',':
 			p.pos++
 		case '}':
 			p.pos++
+			v.obj = p.storeMembers(ms)
 			return v, nil
 		default:
-			return nil, p.fail(p.pos, "expected ',' or '}'")
+			return jvalue{}, p.fail(p.pos, "expected ',' or '}'")
 		}
 	}
 }
 
-func (p *parser) array() (*jvalue, error) {
-	v := &jvalue{t: jArray, off: p.pos}
+// duplicate reports whether name is among ms, the members of an object
+// read so far, keeping *seen (all of ms) once ms is large.
+func duplicate(ms []jmember, seen *map[string]struct{}, name string) bool {
+	if *seen == nil && len(ms) < linearDupLimit {
+		for i := range ms {
+			if ms[i].name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if *seen == nil {
+		*seen = make(map[string]struct{}, 2*len(ms))
+		for i := range ms {
+			(*seen)[ms[i].name] = struct{}{}
+		}
+	}
+	if _, dup := (*seen)[name]; dup {
+		return true
+	}
+	(*seen)[name] = struct{}{}
+	return false
+}
+
+func (p *parser) array() (jvalue, error) {
+	v := jvalue{t: jArray, off: p.pos}
 	if err := p.enter(); err != nil {
-		return nil, err
+		return jvalue{}, err
 	}
 	defer func() { p.depth-- }()
 	p.pos++ // [
@@ -223,12 +289,12 @@ func (p *parser) array() (*jvalue, error) {
 		p.ws()
 		el, err := p.value()
 		if err != nil {
-			return nil, err
+			return jvalue{}, err
 		}
 		v.arr = append(v.arr, el)
 		p.ws()
 		if p.pos >= len(p.in) {
-			return nil, p.fail(p.pos, "unexpected end of input in array")
+			return jvalue{}, p.fail(p.pos, "unexpected end of input in array")
 		}
 		switch p.in[p.pos] {
 		case ',':
@@ -237,13 +303,13 @@ func (p *parser) array() (*jvalue, error) {
 			p.pos++
 			return v, nil
 		default:
-			return nil, p.fail(p.pos, "expected ',' or ']'")
+			return jvalue{}, p.fail(p.pos, "expected ',' or ']'")
 		}
 	}
 }
 
 // number checks the RFC 8259 number grammar and keeps the text.
-func (p *parser) number() (*jvalue, error) {
+func (p *parser) number() (jvalue, error) {
 	start := p.pos
 	if p.in[p.pos] == '-' {
 		p.pos++
@@ -258,15 +324,15 @@ func (p *parser) number() (*jvalue, error) {
 	}
 	intStart := p.pos
 	if digits() == 0 {
-		return nil, p.fail(p.pos, "invalid number")
+		return jvalue{}, p.fail(p.pos, "invalid number")
 	}
 	if p.in[intStart] == '0' && p.pos-intStart > 1 {
-		return nil, p.fail(intStart, "number with a leading zero")
+		return jvalue{}, p.fail(intStart, "number with a leading zero")
 	}
 	if p.pos < len(p.in) && p.in[p.pos] == '.' {
 		p.pos++
 		if digits() == 0 {
-			return nil, p.fail(p.pos, "invalid number fraction")
+			return jvalue{}, p.fail(p.pos, "invalid number fraction")
 		}
 	}
 	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
@@ -275,15 +341,16 @@ func (p *parser) number() (*jvalue, error) {
 			p.pos++
 		}
 		if digits() == 0 {
-			return nil, p.fail(p.pos, "invalid number exponent")
+			return jvalue{}, p.fail(p.pos, "invalid number exponent")
 		}
 	}
-	return &jvalue{t: jNumber, s: string(p.in[start:p.pos]), off: start}, nil
+	return jvalue{t: jNumber, s: p.src[start:p.pos], off: start}, nil
 }
 
 // str parses a string starting at the opening quote. The input is already
 // known to be valid UTF-8; raw control characters are not allowed, and a
-// \u escape of a surrogate must form a pair.
+// \u escape of a surrogate must form a pair. A string without escapes is a
+// substring of p.src.
 func (p *parser) str() (string, error) {
 	p.pos++ // opening quote
 	start := p.pos
@@ -291,7 +358,7 @@ func (p *parser) str() (string, error) {
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		if c == '"' {
-			s := string(p.in[start:p.pos])
+			s := p.src[start:p.pos]
 			p.pos++
 			return s, nil
 		}
@@ -390,7 +457,15 @@ func (p *parser) hex4() (rune, bool) {
 // sorted by their names' UTF-16 code units, strings escaped as appendString
 // does, numbers exactly as held (records only build non-negative integers
 // below 2^53, whose JCS form is their plain decimal text).
-func appendCanonical(b []byte, v *jvalue) []byte {
+func appendCanonical(b []byte, v jvalue) []byte { return appendCanonicalAt(b, &v) }
+
+// encodeCanonical is appendCanonical into a buffer of exactly the encoded
+// length, so that encoding a record allocates its bytes once.
+func encodeCanonical(v jvalue) []byte {
+	return appendCanonicalAt(make([]byte, 0, canonicalLen(&v)), &v)
+}
+
+func appendCanonicalAt(b []byte, v *jvalue) []byte {
 	switch v.t {
 	case jNull:
 		return append(b, "null"...)
@@ -405,33 +480,77 @@ func appendCanonical(b []byte, v *jvalue) []byte {
 		return appendString(b, v.s)
 	case jArray:
 		b = append(b, '[')
-		for i, el := range v.arr {
+		for i := range v.arr {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonical(b, el)
+			b = appendCanonicalAt(b, &v.arr[i])
 		}
 		return append(b, ']')
 	default:
-		ms := sortedMembers(v.obj)
-		b = append(b, '{')
-		for i, m := range ms {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, m.name)
-			b = append(b, ':')
-			b = appendCanonical(b, m.val)
-		}
-		return append(b, '}')
+		return appendObject(b, v.obj)
 	}
 }
 
-func sortedMembers(ms []jmember) []jmember {
-	out := append([]jmember(nil), ms...)
-	sort.Slice(out, func(i, j int) bool { return compareUTF16(out[i].name, out[j].name) < 0 })
-	return out
+// appendObject writes an object's members in canonical order. Out of order
+// members are sorted in a copy on the stack (the caller's members are left
+// as they are); an object of more than sortBuf members sorts on the heap.
+func appendObject(b []byte, ms []jmember) []byte {
+	if !slices.IsSortedFunc(ms, compareMembers) {
+		var buf [sortBuf]jmember
+		ms = append(buf[:0], ms...)
+		slices.SortFunc(ms, compareMembers)
+	}
+	b = append(b, '{')
+	for i := range ms {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, ms[i].name)
+		b = append(b, ':')
+		b = appendCanonicalAt(b, &ms[i].val)
+	}
+	return append(b, '}')
 }
+
+// sortBuf bounds the members appendObject sorts on the stack: more than
+// any record's object has.
+const sortBuf = 24
+
+// canonicalLen is the length appendCanonical writes for v. It only sizes a
+// buffer: were it ever wrong, the append would grow the buffer, not change
+// the bytes.
+func canonicalLen(v *jvalue) int {
+	switch v.t {
+	case jNull:
+		return len("null")
+	case jBool:
+		if v.b {
+			return len("true")
+		}
+		return len("false")
+	case jNumber:
+		return len(v.s)
+	case jString:
+		return stringLen(v.s)
+	case jArray:
+		n := 2 + max(len(v.arr)-1, 0)
+		for i := range v.arr {
+			n += canonicalLen(&v.arr[i])
+		}
+		return n
+	default:
+		n := 2 + max(len(v.obj)-1, 0)
+		for i := range v.obj {
+			n += stringLen(v.obj[i].name) + 1 + canonicalLen(&v.obj[i].val)
+		}
+		return n
+	}
+}
+
+// compareMembers orders members by name (RFC 8785). The names of one
+// object are distinct, so the order is total and an unstable sort exact.
+func compareMembers(a, b jmember) int { return compareUTF16(a.name, b.name) }
 
 // compareUTF16 orders strings by their UTF-16 code units, as RFC 8785 §3.2.3
 // requires. It differs from byte (code point) order only when a character
@@ -513,6 +632,20 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// stringLen is the length appendString writes for s.
+func stringLen(s string) int {
+	n := 2 + len(s)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\b' || c == '\t' || c == '\n' || c == '\f' || c == '\r':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	return n
 }
 
 func quote(s string) string { return strconv.Quote(s) }

@@ -46,7 +46,7 @@ func (l OwnerLease) Encode() ([]byte, error) {
 		mem("acquiredAtEpochMs", jDecStrV(uint64(l.AcquiredAt))),
 		mem("updatedAtEpochMs", jDecStrV(uint64(l.UpdatedAt))),
 	)
-	return finish(KindOwnerLease, appendCanonical(nil, root))
+	return finish(KindOwnerLease, encodeCanonical(root))
 }
 
 // Preimage is OwnerLeasePreimage(l.OwnerID).

@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/hex"
 	"sort"
+	"strings"
 )
 
 // MeshNodeDescriptor is the MeshNode descriptor record (spec §3.4, §4),
@@ -98,10 +99,21 @@ func (d *MeshNodeDescriptor) validate() error {
 	case d.EntrySpotID != nil:
 		v.text(p+"entrySpotId", *d.EntrySpotID, 1, MaxIDBytes, true)
 	}
-	for _, name := range sortedKeys(d.ChannelWeights) {
-		path := p + "channelWeights[" + quote(name) + "]"
-		v.name(path, name)
-		v.rng(path, d.ChannelWeights[name], 0, MaxWeight)
+	// Entry paths are built only when an entry fails: each entry is first
+	// checked with an empty path, and only then are the entries walked in
+	// their sorted order (so the first error is the same) with real paths.
+	weightsOK := true
+	for name, w := range d.ChannelWeights {
+		probe := val{kind: v.kind}
+		if probe.weight("", name, w); probe.err != nil {
+			weightsOK = false
+			break
+		}
+	}
+	if !weightsOK {
+		for _, name := range sortedKeys(d.ChannelWeights) {
+			v.weight(p+"channelWeights["+quote(name)+"]", name, d.ChannelWeights[name])
+		}
 	}
 	if d.ApplicationVersion > uint64(MaxGeneration) {
 		v.fail(p+"applicationVersion", "beyond 2^63-1")
@@ -111,16 +123,16 @@ func (d *MeshNodeDescriptor) validate() error {
 	}
 	seen := make(map[[2]string]bool, len(d.ObjectCapabilities))
 	for i, c := range d.ObjectCapabilities {
-		path := indexPath(p+"objectCapabilities", i)
-		v.enum(path+".objectKind", string(c.ObjectKind), c.ObjectKind.valid())
-		v.name(path+".stableType", c.StableType)
-		v.enum(path+".policy", string(c.Policy), c.Policy.valid())
-		v.rng(path+".limit", c.Limit, 0, MaxSlots)
 		k := [2]string{string(c.ObjectKind), c.StableType}
-		if seen[k] {
-			v.fail(path, "duplicate capability "+string(c.ObjectKind)+" "+quote(c.StableType))
-		}
+		dup := seen[k]
 		seen[k] = true
+		// Check with an empty path first, so that a valid entry costs no
+		// path strings; only a failing one is checked again with its path.
+		if probe := (val{kind: v.kind}); v.err == nil {
+			if probe.capability("", c, dup); probe.err != nil {
+				v.capability(indexPath(p+"objectCapabilities", i), c, dup)
+			}
+		}
 	}
 	v.rng(p+"placementWeight", d.PlacementWeight, 0, MaxWeight)
 	v.slots(p+"capacity.actors", d.Capacity.Actors)
@@ -130,15 +142,14 @@ func (d *MeshNodeDescriptor) validate() error {
 	}
 	seen = make(map[[2]string]bool, len(d.Capacity.SpotTypes))
 	for i, s := range d.Capacity.SpotTypes {
-		path := indexPath(p+"capacity.spotTypes", i)
-		v.enum(path+".objectKind", string(s.ObjectKind), s.ObjectKind.isSpot())
-		v.name(path+".stableType", s.StableType)
-		v.slots(path, SlotUsage{Active: s.Active, Reserved: s.Reserved, Limit: s.Limit})
 		k := [2]string{string(s.ObjectKind), s.StableType}
-		if seen[k] {
-			v.fail(path, "duplicate spot type "+string(s.ObjectKind)+" "+quote(s.StableType))
-		}
+		dup := seen[k]
 		seen[k] = true
+		if probe := (val{kind: v.kind}); v.err == nil {
+			if probe.spotType("", s, dup); probe.err != nil {
+				v.spotType(indexPath(p+"capacity.spotTypes", i), s, dup)
+			}
+		}
 	}
 	v.rng(p+"activationConcurrency.active", d.ActivationConcurrency.Active, 0, MaxSlots)
 	v.rng(p+"activationConcurrency.limit", d.ActivationConcurrency.Limit, 0, MaxSlots)
@@ -153,7 +164,39 @@ func (d *MeshNodeDescriptor) validate() error {
 	return v.err
 }
 
+// weight checks one channelWeights entry.
+func (v *val) weight(path, name string, w int) {
+	v.name(path, name)
+	v.rng(path, w, 0, MaxWeight)
+}
+
+// capability checks objectCapabilities entry c at path; dup: an earlier
+// entry has the same (objectKind, stableType). The checks do not depend on
+// path, which only names the error.
+func (v *val) capability(path string, c ObjectCapability, dup bool) {
+	v.enum(path+".objectKind", string(c.ObjectKind), c.ObjectKind.valid())
+	v.name(path+".stableType", c.StableType)
+	v.enum(path+".policy", string(c.Policy), c.Policy.valid())
+	v.rng(path+".limit", c.Limit, 0, MaxSlots)
+	if dup {
+		v.fail(path, "duplicate capability "+string(c.ObjectKind)+" "+quote(c.StableType))
+	}
+}
+
+// spotType checks capacity.spotTypes entry s at path, like capability.
+func (v *val) spotType(path string, s SpotTypeUsage, dup bool) {
+	v.enum(path+".objectKind", string(s.ObjectKind), s.ObjectKind.isSpot())
+	v.name(path+".stableType", s.StableType)
+	v.slots(path, SlotUsage{Active: s.Active, Reserved: s.Reserved, Limit: s.Limit})
+	if dup {
+		v.fail(path, "duplicate spot type "+string(s.ObjectKind)+" "+quote(s.StableType))
+	}
+}
+
 func (v *val) slots(path string, s SlotUsage) {
+	if inRange(s.Active, 0, MaxSlots) && inRange(s.Reserved, 0, MaxSlots) && inRange(s.Limit, 0, MaxSlots) {
+		return // nothing to report: spare the path strings
+	}
 	v.rng(path+".active", s.Active, 0, MaxSlots)
 	v.rng(path+".reserved", s.Reserved, 0, MaxSlots)
 	v.rng(path+".limit", s.Limit, 0, MaxSlots)
@@ -181,7 +224,7 @@ func (d MeshNodeDescriptor) Encode() ([]byte, error) {
 	sort.Slice(caps, func(i, j int) bool {
 		return lessKindType(caps[i].ObjectKind, caps[i].StableType, caps[j].ObjectKind, caps[j].StableType)
 	})
-	capVals := make([]*jvalue, len(caps))
+	capVals := make([]jvalue, len(caps))
 	for i, c := range caps {
 		capVals[i] = jObjV(
 			mem("objectKind", jStrV(string(c.ObjectKind))),
@@ -195,7 +238,7 @@ func (d MeshNodeDescriptor) Encode() ([]byte, error) {
 	sort.Slice(types, func(i, j int) bool {
 		return lessKindType(types[i].ObjectKind, types[i].StableType, types[j].ObjectKind, types[j].StableType)
 	})
-	typeVals := make([]*jvalue, len(types))
+	typeVals := make([]jvalue, len(types))
 	for i, s := range types {
 		typeVals[i] = jObjV(
 			mem("objectKind", jStrV(string(s.ObjectKind))),
@@ -237,7 +280,7 @@ func (d MeshNodeDescriptor) Encode() ([]byte, error) {
 		mem("leaseGeneration", jDecStrV(uint64(d.LeaseGeneration))),
 		mem("updatedAtEpochMs", jDecStrV(uint64(d.UpdatedAt))),
 	)
-	return finish(KindMeshNode, appendCanonical(nil, descriptorEnvelope(d.OwnerID, d.LeaseGeneration, d.DescriptorRevision, desc)))
+	return finish(KindMeshNode, encodeCanonical(descriptorEnvelope(d.OwnerID, d.LeaseGeneration, d.DescriptorRevision, desc)))
 }
 
 // DecodeMeshNode reads a MeshNode descriptor value, checking that the
@@ -255,12 +298,18 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	r.Endpoint = o.str("endpoint")
 	r.EntrySpotID = o.nullStr("entrySpotId")
 	if w := o.child("channelWeights"); d.err == nil {
-		for i, m := range w.members {
-			w.used[i] = true
+		for i := range w.members {
+			m := &w.members[i]
+			w.mark(i)
 			if r.ChannelWeights == nil {
 				r.ChannelWeights = make(map[string]int, len(w.members))
 			}
-			r.ChannelWeights[m.name] = d.numberValue("descriptor.channelWeights["+quote(m.name)+"]", m.val)
+			n, ok := plainNumber(&m.val)
+			if !ok {
+				n = d.numberValue("descriptor.channelWeights["+quote(m.name)+"]", &m.val)
+			}
+			// The name is a substring of the whole input: copy it.
+			r.ChannelWeights[strings.Clone(m.name)] = n
 		}
 	}
 	r.ApplicationVersion = o.decimalString("applicationVersion")
@@ -268,8 +317,11 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	if d.err == nil && len(caps) > MaxCapabilities {
 		return MeshNodeDescriptor{}, &LimitError{Kind: KindMeshNode, What: "descriptor.objectCapabilities entries", Limit: MaxCapabilities, Actual: len(caps)}
 	}
-	for i, cv := range caps {
-		c := d.object(indexPath("descriptor.objectCapabilities", i), cv)
+	if len(caps) > 0 && d.err == nil {
+		r.ObjectCapabilities = make([]ObjectCapability, 0, len(caps))
+	}
+	for i := range caps {
+		c := d.element("descriptor.objectCapabilities", i, &caps[i])
 		r.ObjectCapabilities = append(r.ObjectCapabilities, ObjectCapability{
 			ObjectKind:         ObjectKind(c.str("objectKind")),
 			StableType:         c.str("stableType"),
@@ -288,8 +340,11 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	if d.err == nil && len(types) > MaxSpotTypes {
 		return MeshNodeDescriptor{}, &LimitError{Kind: KindMeshNode, What: "descriptor.capacity.spotTypes entries", Limit: MaxSpotTypes, Actual: len(types)}
 	}
-	for i, tv := range types {
-		t := d.object(indexPath("descriptor.capacity.spotTypes", i), tv)
+	if len(types) > 0 && d.err == nil {
+		r.Capacity.SpotTypes = make([]SpotTypeUsage, 0, len(types))
+	}
+	for i := range types {
+		t := d.element("descriptor.capacity.spotTypes", i, &types[i])
 		r.Capacity.SpotTypes = append(r.Capacity.SpotTypes, SpotTypeUsage{
 			ObjectKind: ObjectKind(t.str("objectKind")),
 			StableType: t.str("stableType"),
@@ -328,7 +383,7 @@ func readSlots(o *obj) SlotUsage {
 // --- shared by the three descriptor records -----------------------------
 
 // descriptorEnvelope is the top level of a descriptor record.
-func descriptorEnvelope(ownerID string, lease, revision Generation, desc *jvalue) *jvalue {
+func descriptorEnvelope(ownerID string, lease, revision Generation, desc jvalue) jvalue {
 	return jObjV(
 		mem("recordVersion", jUintV(RecordVersion)),
 		mem("ownerId", jStrV(ownerID)),
@@ -360,7 +415,7 @@ func readCopies(d *dec, top, desc *obj) (string, Generation, Generation) {
 	return owner, lease, rev
 }
 
-func slotsValue(s SlotUsage) *jvalue {
+func slotsValue(s SlotUsage) jvalue {
 	return jObjV(
 		mem("active", jUintV(uint64(s.Active))),
 		mem("reserved", jUintV(uint64(s.Reserved))),
@@ -368,7 +423,7 @@ func slotsValue(s SlotUsage) *jvalue {
 	)
 }
 
-func nullableStr(s *string) *jvalue {
+func nullableStr(s *string) jvalue {
 	if s == nil {
 		return jNullV()
 	}

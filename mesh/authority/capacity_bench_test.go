@@ -1,0 +1,75 @@
+package authority
+
+import (
+	"testing"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// BenchmarkDecodeCapacity decodes the capacity rows a creation reads: the
+// node-wide actors counter and a per-(Spot kind, stable type) counter.
+func BenchmarkDecodeCapacity(b *testing.B) {
+	node := Node{MeshName: "game", RoutingID: []byte{0x00, 0x6b, 0x8b, 0x45, 0x67}, LifecycleGeneration: 1}
+	cases := []struct {
+		name string
+		id   CounterID
+	}{
+		{"actors", actorsOf(node)},
+		{"spotType", spotTypeOf(node, record.ObjectUserSpot, "Room")},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			v, err := EncodeCapacity(c.id, Usage{Reserved: 3, Active: 1207})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(v)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := DecodeCapacity(v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestCapacityFastPathAgrees pins DecodeCapacity's fast path to the strict
+// one: it takes the canonical values, and whatever it accepts (among
+// single-byte edits of them) the strict path accepts with the same result.
+func TestCapacityFastPathAgrees(t *testing.T) {
+	node := Node{MeshName: "game", RoutingID: []byte{0x0a, 0x01}, LifecycleGeneration: 3}
+	ids := []CounterID{actorsOf(node), spotsOf(node), spotTypeOf(node, record.ObjectInstanceSpot, "Room"),
+		spotTypeOf(Node{MeshName: "é", RoutingID: []byte{0xff}, LifecycleGeneration: 1<<63 - 1}, record.ObjectUserSpot, "a\"b")}
+	edits := []byte{'0', '1', '9', 'a', 'A', '"', '\\', ' ', 'n', ':', ',', '}', 0x00, 0xff}
+	for _, id := range ids {
+		for _, u := range []Usage{{0, 0}, {3, 1207}, {record.MaxSlots, 0}} {
+			want, err := EncodeCapacity(id, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain := id.StableType != "a\"b" && id.Node.LifecycleGeneration < 1e18
+			if _, _, ok := decodeCanonicalCapacity(want); ok != plain {
+				t.Errorf("fast path on %s: ok=%v, want %v", want, ok, plain)
+			}
+			for i := range want {
+				for _, e := range append(edits, 0) { // 0 with i: delete byte i
+					v := append([]byte(nil), want...)
+					if e == 0 {
+						v = append(v[:i], v[i+1:]...)
+					} else {
+						v[i] = e
+					}
+					fid, fu, ok := decodeCanonicalCapacity(v)
+					if !ok {
+						continue
+					}
+					sid, su, err := decodeCapacityStrict(v)
+					if err != nil || !sid.equal(fid) || su != fu {
+						t.Fatalf("%s: fast path %v %v, strict path %v %v %v", v, fid, fu, sid, su, err)
+					}
+				}
+			}
+		}
+	}
+}
