@@ -98,6 +98,9 @@ func TestLivenessManualClock(t *testing.T) {
 	fake.next(router.CmdSpotRequest, 5*time.Second)
 	// Other traffic (a reply to nothing) never refreshes the deadline.
 	fake.send(p1.ic, &router.Reply{Correlation: 999999, Result: router.ResultOK})
+	// It is read asynchronously: wait until it was counted, so the deadline
+	// check below really runs after that traffic arrived.
+	waitFor(t, 5*time.Second, "late reply counted", func() bool { return a.Stats().LateReplies == 1 })
 	// t=20s: retransmit id2; t=24.9s: still admitted.
 	clk.Advance(5 * time.Second)
 	fake.next(router.CmdLivenessProbe, 5*time.Second)
