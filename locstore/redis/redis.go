@@ -21,6 +21,7 @@
 //	{ns}:idx          ZSET  every key with a record or history, score 0, so
 //	                        ZRANGEBYLEX walks keys in byte order
 //	{ns}:snaps        ZSET  registry of open scan snapshots (id by seq)
+//	{ns}:cursorkey    STRING the namespace's 32-byte cursor HMAC key
 //	{ns}:snap:<id>    HASH  one open scan snapshot (seq, StoreNow, prefix)
 //	{ns}:h:<key>      ZSET  superseded records an open snapshot may need
 //	{ns}:hv:<seq>     STRING  the value of the superseded record <seq>
@@ -144,9 +145,15 @@ type Store struct {
 	seqK, registryK, indexK string
 	timeout                 time.Duration
 	snapTTL                 time.Duration
-	// cursorKey authenticates the cursors this Store issues, so an edited,
+	// cursorKey authenticates the cursors of this namespace, so an edited,
 	// truncated or foreign cursor is Expired instead of resuming elsewhere.
-	cursorKey [32]byte
+	// It is one random value per namespace, kept in Redis ({ns}:cursorkey)
+	// and loaded at the first Scan, so that every Store instance on the
+	// namespace — another process, a later "ctl list" — accepts the
+	// cursors of the others (the snapshots themselves live in Redis too).
+	cursorMu     sync.Mutex
+	cursorLoaded bool
+	cursorKey    [32]byte
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -237,8 +244,33 @@ func newStore(opts Options) (*Store, error) {
 		s.snapTTL = DefaultSnapshotTTL
 	}
 	s.seqK, s.registryK, s.indexK = s.prefix+"seq", s.prefix+"snaps", s.prefix+"idx"
-	_, _ = rand.Read(s.cursorKey[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return s, nil
+}
+
+// loadCursorKey reads (or, the first time anyone scans the namespace,
+// creates with SET NX) the namespace's cursor key.
+func (s *Store) loadCursorKey(ctx context.Context) error {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	if s.cursorLoaded {
+		return nil
+	}
+	var fresh [32]byte
+	_, _ = rand.Read(fresh[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	k := s.prefix + "cursorkey"
+	if err := s.client.SetNX(ctx, k, fresh[:], 0).Err(); err != nil {
+		return err
+	}
+	v, err := s.client.Get(ctx, k).Bytes()
+	if err != nil {
+		return err
+	}
+	if len(v) != len(s.cursorKey) {
+		return fmt.Errorf("%s holds %d bytes, want %d", k, len(v), len(s.cursorKey))
+	}
+	copy(s.cursorKey[:], v)
+	s.cursorLoaded = true
+	return nil
 }
 
 // ValidateNamespace checks a namespace: 1..MaxNamespaceBytes bytes of UTF-8
@@ -526,6 +558,9 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 		return locstore.ScanPage{}, err
 	}
 	defer cancel()
+	if err := s.loadCursorKey(ctx); err != nil {
+		return locstore.ScanPage{}, s.fail(op, err)
+	}
 
 	mode := "new"
 	var id [snapIDBytes]byte
@@ -691,9 +726,10 @@ func parseExpiresAt(x string) (time.Time, error) {
 // Cursor: base64url (no padding) of version byte 1, the 16-byte snapshot
 // id, a 16-byte HMAC-SHA256 tag and the last index entry processed. The tag
 // covers the id, the scan prefix and the position under a key private to the
-// Store, so only this Store instance accepts its cursors, and only for the
-// same prefix. With keys of at most 1024 bytes a cursor is at most 1,410
-// characters, under the 4,096 the SPI allows.
+// namespace (kept in Redis, see cursorKey), so every Store instance on the
+// namespace accepts its cursors, and only for the same prefix. With keys of
+// at most 1024 bytes a cursor is at most 1,410 characters, under the 4,096
+// the SPI allows.
 const (
 	cursorVersion = 1
 	snapIDBytes   = 16

@@ -1087,3 +1087,44 @@ func TestFinishedScanReleasesSnapshot(t *testing.T) {
 	}
 	finish(c2)
 }
+
+// The cursor key is per namespace and kept in Redis: another Store instance
+// on the same namespace (another process) continues a scan; an instance on
+// another namespace gets Expired.
+func TestCursorAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+	a := openStore(t, addr, ns, nil)
+	var muts []locstore.Mutation
+	for i := 0; i < 25; i++ {
+		muts = append(muts, locstore.Put(fmt.Sprintf("x:%02d", i), []byte("v")))
+	}
+	if res, err := a.Write(ctx, locstore.WriteRequest{Mutations: muts}); err != nil || !res.Applied {
+		t.Fatalf("seed: %+v %v", res, err)
+	}
+	first, err := a.Scan(ctx, locstore.ScanRequest{Prefix: "x:", Limit: 10})
+	if err != nil || first.Next == "" || len(first.Items) != 10 {
+		t.Fatalf("first page: %d items, next %q, %v", len(first.Items), first.Next, err)
+	}
+	b := openStore(t, addr, ns, nil)
+	seen := len(first.Items)
+	for cur := first.Next; cur != ""; {
+		p, err := b.Scan(ctx, locstore.ScanRequest{Prefix: "x:", Limit: 10, Cursor: cur})
+		if err != nil || p.Expired {
+			t.Fatalf("continuation on another instance: expired %v, %v", p.Expired, err)
+		}
+		seen += len(p.Items)
+		cur = p.Next
+	}
+	if seen != 25 {
+		t.Fatalf("saw %d keys across two instances, want 25", seen)
+	}
+	second, err := a.Scan(ctx, locstore.ScanRequest{Prefix: "x:", Limit: 10})
+	if err != nil || second.Next == "" {
+		t.Fatal(err)
+	}
+	other := openStore(t, addr, ns+"-other", nil)
+	if p, err := other.Scan(ctx, locstore.ScanRequest{Prefix: "x:", Limit: 10, Cursor: second.Next}); err != nil || !p.Expired {
+		t.Fatalf("cursor on another namespace: expired %v, %v; want Expired", p.Expired, err)
+	}
+}

@@ -36,9 +36,9 @@ in a listing. Without --all one page is printed, followed by a "continue:"
 line when more remain; --all follows the continuations in this process and
 prints every page.
 A continuation is valid only for the same --kind/--type/--mesh and only while
-its snapshot lives; with the redis provider only in the process that started
-the listing, so a --continue in a new invocation reports that the snapshot
-expired: list again from the first page, or use --all.`
+its snapshot lives (5 minutes by default, judged by the store); with the redis
+provider it works from any process on the same store namespace. When the
+snapshot expired, list again from the first page.`
 
 // ctlQuery dispatches "ctl locate" and "ctl list" (args[0] is the command).
 func ctlQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -174,9 +174,6 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if !*all {
 			fmt.Fprintf(stdout, "%d entries on page %d, more remain (snapshot %s)\n", len(p.Entries), p.Number, stamp(p.SnapshotAt))
 			fmt.Fprintf(stdout, "continue: %s\n", p.Next)
-			if cfg.LocationStore.Provider == "redis" {
-				fmt.Fprintf(stderr, "%s: note: a redis continuation is valid only in the process that issued it; use --all to read every page\n", name)
-			}
 			break
 		}
 		fmt.Fprintln(stdout)

@@ -27,8 +27,8 @@ var (
 	// The caller restarts from the first page (empty Continuation).
 	ErrInvalidContinuation = errors.New("query: invalid continuation token; restart from the first page")
 	// ErrScanExpired: the store no longer has the snapshot the continuation
-	// belongs to (it expired, was evicted, was released, or the cursor was
-	// issued by another Store instance — with Redis, another process). The
+	// belongs to (it expired, was evicted or was released, or the cursor
+	// belongs to another store namespace). The
 	// entries already returned stay valid for their snapshot; the caller
 	// restarts from the first page to read a new cycle.
 	ErrScanExpired = errors.New("query: the listing snapshot expired; restart from the first page")
