@@ -113,6 +113,13 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 		if err == nil {
 			return reply, nil
 		}
+		if errors.Is(err, transport.ErrBackpressure) {
+			// The route is right; the link is full. Dropping the cached
+			// route would add store reads exactly when the node is
+			// overloaded, and retrying at once would meet the same full
+			// queue: the caller gets the backpressure error (not sent).
+			return nil, classify(ctx, err, "deliver to "+t.id)
+		}
 		if notDelivered(err) {
 			// §7.3: a failed delivery drops the cached route; the next try
 			// reads the store.
