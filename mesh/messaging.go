@@ -320,6 +320,11 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		}
 	}
 	rec := router.NewRecord(b, nil, payload)
+	if h := o.hook().beforeRemoteSend; h != nil {
+		if err := h(t.id); err != nil {
+			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
+		}
+	}
 	if !request {
 		if err := o.n.tr.Send(ctx, r.Route.NodeRID, rec); err != nil {
 			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)

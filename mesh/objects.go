@@ -84,6 +84,9 @@ type testHooks struct {
 	// dropCreateReply, when true for an id, makes the target swallow the
 	// command 20 answering its 47/49 (a lost reply).
 	dropCreateReply func(id string) bool
+	// beforeRemoteSend, when it returns an error, stands for the
+	// transport's answer to sending a message to id (e.g. backpressure).
+	beforeRemoteSend func(id string) error
 }
 
 // hook returns the test hooks (zero in production).
