@@ -291,7 +291,9 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 		rsv := NewOperationID()
 		reservationID := hex.EncodeToString(rsv[:])
+		known := row // Missing, read just above: spare the executor a second read
 		res, err := o.exec.Reserve(ctx, authority.ReserveRequest{
+			Known:  &known,
 			Object: authority.Object{ID: c.id, Kind: c.kind, StableType: c.stableType},
 			Target: authority.Target{Node: cand.node, Owner: cand.owner, Limits: cand.limits},
 			Creation: record.PendingCreation{ReservationID: reservationID, RequestContentReference: c.contentKey,

@@ -127,10 +127,17 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 	if b, err := BundleFor(req.Object.Kind, req.Object.StableType); err == nil {
 		ids = CountersFor(req.Target.Node, b)
 	}
+	known := req.Known
 	read := func(ctx context.Context) (Snapshot, error) {
-		s, err := e.readAuthority(ctx, OpReserve, key)
-		if err != nil || s.Authority.Found {
+		var s Snapshot
+		var err error
+		if known != nil && known.Key == key {
+			s.Authority, known = *known, nil // first attempt only
+		} else if s, err = e.readAuthority(ctx, OpReserve, key); err != nil {
 			return s, err
+		}
+		if s.Authority.Found {
+			return s, nil
 		}
 		if s.ObjectGeneration, err = e.readCounter(ctx, OpReserve, counterKey); err != nil {
 			return s, err
