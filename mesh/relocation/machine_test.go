@@ -1,0 +1,232 @@
+package relocation
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// src abbreviates the source's action lists in the tables.
+type sa = []SourceAction
+type ta = []TargetAction
+
+// TestSourceTable walks the source machine through the spec's paths: the
+// normal order (§1.3 steps 2–8), the §9.1 failure points and the §9.4
+// cancellation order.
+func TestSourceTable(t *testing.T) {
+	happy := []SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted}
+	cancelTail := sa{ActRequeue, ActSessionAbort, ActForgetProgress, ActReopen}
+	tests := []struct {
+		name   string
+		policy Policy
+		events []SourceEvent
+		acts   sa // every action returned, in order
+		final  SourceState
+		reason Reason
+	}{
+		{"normal move §1.3", Preserve, happy,
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+		{"recreate moves the same way (state is the caller's business)", Recreate, happy,
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+		{"DisableRelocation refused before capture and before any store change", Disable,
+			[]SourceEvent{EvBegin}, nil, SrcRefused, ReasonDisabled},
+		{"no capacity: nothing held", Preserve, []SourceEvent{EvBegin, EvSecureFailed},
+			sa{ActSecureCapacity}, SrcRefused, ReasonCapacity},
+		{"deadline while securing: the reservation is released, nothing held", Preserve,
+			[]SourceEvent{EvBegin, EvDeadline, EvReleased},
+			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
+		{"§9.1 source object gone during capture", Preserve, []SourceEvent{EvBegin, EvSecured, EvCaptureFailed, EvReleased},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonObjectGone},
+		{"§9.1 required information disappears right before Captured", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecordRefused, EvReleased},
+			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity}, cancelTail...),
+			SrcReopened, ReasonRecordChanged},
+		{"§9.1 target explicit failure before relay-ready (§9.4 order)", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased},
+			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity}, cancelTail...),
+			SrcReopened, ReasonTargetFailed},
+		{"stream failure before relay-ready", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvStreamFailed, EvReleased},
+			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity}, cancelTail...),
+			SrcReopened, ReasonStreamFailed},
+		{"explicit cancellation before relay-ready", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvCancel, EvReleased},
+			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity}, cancelTail...),
+			SrcReopened, ReasonCancelled},
+		{"deadline before relay-ready, release races a commit the target won", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvDeadline, EvReservationGone, EvOwnerIsTarget},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
+				ActReadOwner, ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+		{"deadline before relay-ready, reservation gone but the source still owns", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvDeadline, EvReservationGone, EvOwnerIsSource},
+			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
+				ActReadOwner}, cancelTail...), SrcReopened, ReasonDeadline},
+		{"after relay-ready the source never reopens (§9.4 last paragraph)", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvDeadline, EvCancel, EvTargetFailed, EvCutoverSubmitted},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewSource(tc.policy)
+			var got sa
+			for _, ev := range tc.events {
+				acts, err := m.Step(ev)
+				if err != nil && !errors.Is(err, ErrUnexpected) {
+					t.Fatalf("%s: %v", ev, err)
+				}
+				got = append(got, acts...)
+			}
+			if !reflect.DeepEqual(got, tc.acts) {
+				t.Errorf("actions\n got %v\nwant %v", got, tc.acts)
+			}
+			if m.State() != tc.final || m.Reason() != tc.reason {
+				t.Errorf("end %s/%s, want %s/%s", m.State(), m.Reason(), tc.final, tc.reason)
+			}
+		})
+	}
+}
+
+// TestSourceFinalIgnoresLateEvents: once a move ended, no late answer —
+// relay-ready, a store result — changes it (§9.4, §10).
+func TestSourceFinalIgnoresLateEvents(t *testing.T) {
+	ends := map[string][]SourceEvent{
+		"moved":    {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted},
+		"reopened": {EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased},
+		"refused":  {EvBegin, EvSecureFailed},
+	}
+	for name, evs := range ends {
+		m := NewSource(Preserve)
+		for _, ev := range evs {
+			if _, err := m.Step(ev); err != nil {
+				t.Fatalf("%s: %s: %v", name, ev, err)
+			}
+		}
+		if !m.State().Final() {
+			t.Fatalf("%s: %s is not final", name, m.State())
+		}
+		before := *m
+		for ev := EvBegin; ev <= EvOwnerIsSource; ev++ {
+			acts, err := m.Step(ev)
+			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
+				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
+			}
+		}
+	}
+}
+
+// TestTargetTable walks the target machine: §1.3 steps 5–7, §9.1 (checks
+// before any factory call, checksum failure, conflicts), §9.2, §10 (CAS
+// retried until the Restore deadline, then location_update_failed).
+func TestTargetTable(t *testing.T) {
+	prep := ta{ActRegisterTemp, ActBeginAssembly, ActReadAuthority}
+	tests := []struct {
+		name    string
+		events  []TargetEvent
+		acts    ta
+		final   TargetState
+		failure TargetFailure
+	}{
+		{"normal: cutover then CAS then open", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"authority read before the last chunk", []TargetEvent{EvPrepare, EvAuthorityMatched, EvAssembled, EvRestored, EvCutover, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"no cutover: CAS after the grace", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvGraceElapsed, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"grace then a late cutover: one CAS", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvGraceElapsed, EvCutover, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"§9.1 record missing or other generation: no factory", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMismatch},
+			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailAuthority},
+		{"§9.1 checksum mismatch: never restored from a partial payload", []TargetEvent{EvPrepare, EvAuthorityMatched, EvAssemblyFailed},
+			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailAssembly},
+		{"restore failed", []TargetEvent{EvPrepare, EvAuthorityMatched, EvAssembled, EvRestoreFailed},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyFailed, ActRemove), TgtFailed, TgtFailRestore},
+		{"§9.4 cancel before relay-ready discards the temporary queue", []TargetEvent{EvPrepare, EvAssembled, EvCancelled},
+			append(append(ta{}, prep...), ActRemove), TgtCancelled, TgtFailNone},
+		{"cancel while restoring", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvCancelled},
+			append(append(ta{}, prep...), ActBuildHidden, ActRemove), TgtCancelled, TgtFailNone},
+		{"CAS conflict: removed, never dispatched", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvConflict},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRemove), TgtFailed, TgtFailConflict},
+		{"§10 unanswered CAS re-read until it converges", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvUnknown, EvUnknown, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRetryCAS, ActRetryCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"§10 unanswered CAS past the deadline: location_update_failed", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvUnknown, EvExpired, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRetryCAS, ActRemove), TgtFailed, TgtFailLocationUpdate},
+		{"relayed records differ from the cutover's count/digest", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutoverMismatch},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove), TgtFailed, TgtFailRelayMismatch},
+		{"deadline before relay-ready", []TargetEvent{EvPrepare, EvExpired},
+			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailDeadline},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewTarget()
+			var got ta
+			for _, ev := range tc.events {
+				acts, err := m.Step(ev)
+				if err != nil && !errors.Is(err, ErrUnexpected) {
+					t.Fatalf("%s: %v", ev, err)
+				}
+				got = append(got, acts...)
+			}
+			if !reflect.DeepEqual(got, tc.acts) {
+				t.Errorf("actions\n got %v\nwant %v", got, tc.acts)
+			}
+			if m.State() != tc.final || m.Failure() != tc.failure {
+				t.Errorf("end %s/%s, want %s/%s", m.State(), m.Failure(), tc.final, tc.failure)
+			}
+		})
+	}
+}
+
+// TestTargetFinalIgnoresLateEvents: a late store answer never reactivates
+// a terminal attempt (§10), a late cutover never runs a second CAS.
+func TestTargetFinalIgnoresLateEvents(t *testing.T) {
+	ends := map[string][]TargetEvent{
+		"owner":     {EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvCommitted},
+		"failed":    {EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvExpired},
+		"cancelled": {EvPrepare, EvCancelled},
+	}
+	for name, evs := range ends {
+		m := NewTarget()
+		for _, ev := range evs {
+			if _, err := m.Step(ev); err != nil {
+				t.Fatalf("%s: %s: %v", name, ev, err)
+			}
+		}
+		if !m.State().Final() {
+			t.Fatalf("%s: %s is not final", name, m.State())
+		}
+		before := *m
+		for ev := EvPrepare; ev <= EvExpired; ev++ {
+			acts, err := m.Step(ev)
+			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
+				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
+			}
+		}
+	}
+}
+
+// TestNames keeps every enum printable (logs use them).
+func TestNames(t *testing.T) {
+	for s := SrcStart; s <= SrcRefused; s++ {
+		if s.String() == "" || s.String()[0] == 'S' {
+			t.Errorf("source state %d unnamed", s)
+		}
+	}
+	for a := ActSecureCapacity; a <= ActReopen; a++ {
+		if a.String()[0] == 'S' {
+			t.Errorf("source action %d unnamed", a)
+		}
+	}
+	for s := TgtStart; s <= TgtCancelled; s++ {
+		if s.String()[0] == 'T' {
+			t.Errorf("target state %d unnamed", s)
+		}
+	}
+	for a := ActRegisterTemp; a <= ActRemove; a++ {
+		if a.String()[0] == 'T' {
+			t.Errorf("target action %d unnamed", a)
+		}
+	}
+}

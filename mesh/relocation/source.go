@@ -1,0 +1,388 @@
+package relocation
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnexpected reports an event that does not belong to the machine's
+// current state. The machine is unchanged; the caller logs and drops it.
+var ErrUnexpected = errors.New("relocation: event not expected in this state")
+
+// Policy is the moving object's relocation policy (§2), as far as the
+// source machine cares.
+type Policy uint8
+
+// Policies.
+const (
+	// Disable: the object never moves across nodes; refused before capture.
+	Disable Policy = iota + 1
+	// Recreate: queue and timers move, application state does not.
+	Recreate
+	// Preserve: state moves through the snapshot adapter with queue and timers.
+	Preserve
+)
+
+// SourceState is where one move stands on the source node.
+type SourceState uint8
+
+// Source states. Refused, Reopened and Moved are final.
+const (
+	SrcStart SourceState = iota
+	// SrcSecuring: target capacity is being secured (§1.3 step 2).
+	SrcSecuring
+	// SrcCapturing: dispatch closed (reception goes on into the ingress
+	// hold), waiting for the current turn, then capture (§1.3 step 3).
+	SrcCapturing
+	// SrcRecording: the Captured stage is being written (§1.3 step 3).
+	SrcRecording
+	// SrcStreaming: the Restore request and its chunks are sent on the
+	// ordered connection; waiting for relay-ready (§1.3 step 4–5).
+	SrcStreaming
+	// SrcRelaying: relay-ready accepted; the hold is relayed in order and the
+	// cutover sent. The source never reopens from here on (§9.4 last
+	// paragraph).
+	SrcRelaying
+	// SrcCancelling: §9.4 cleanup; the target's reservation is being
+	// released.
+	SrcCancelling
+	// SrcConfirming: the release found no reservation: the target may have
+	// committed already. The authority row decides (see ReservationGone).
+	SrcConfirming
+	// SrcMoved: cutover submitted (or the target's commit confirmed); the
+	// source keeps Message Follow (§1.3 step 8). Final.
+	SrcMoved
+	// SrcReopened: the move was cancelled; the source kept ownership and
+	// reopened its queue in original order (§9.4). Final.
+	SrcReopened
+	// SrcRefused: refused before anything was held or written beyond a
+	// released reservation (DisableRelocation, no capacity, object gone).
+	// Final.
+	SrcRefused
+)
+
+var sourceStateNames = [...]string{"start", "securing", "capturing", "recording", "streaming", "relaying",
+	"cancelling", "confirming", "moved", "reopened", "refused"}
+
+func (s SourceState) String() string {
+	if int(s) < len(sourceStateNames) {
+		return sourceStateNames[s]
+	}
+	return fmt.Sprintf("SourceState(%d)", uint8(s))
+}
+
+// Final reports whether no event changes s any more.
+func (s SourceState) Final() bool { return s == SrcMoved || s == SrcReopened || s == SrcRefused }
+
+// SourceEvent is what happened, fed to Source.Step.
+type SourceEvent uint8
+
+// Source events.
+const (
+	// EvBegin starts the move (the policy is the Source's).
+	EvBegin SourceEvent = iota + 1
+	// EvSecured: the target capacity reservation is confirmed (written, or
+	// the same reservation was found on a re-read after a lost answer).
+	EvSecured
+	// EvSecureFailed: no capacity, target lease stale, store unavailable.
+	EvSecureFailed
+	// EvCaptured: the turn ended and queue, timers (and state) are in memory.
+	EvCaptured
+	// EvCaptureFailed: the object closed or the snapshot adapter failed.
+	EvCaptureFailed
+	// EvRecorded: the Captured stage is in the store.
+	EvRecorded
+	// EvRecordRefused: the record changed or vanished before Captured (§9.1
+	// "Required information disappears right before Captured").
+	EvRecordRefused
+	// EvRelayReady: the target answered relay-ready.
+	EvRelayReady
+	// EvTargetFailed: the target answered an explicit failure (checksum,
+	// authority mismatch, restore failed…) before relay-ready.
+	EvTargetFailed
+	// EvStreamFailed: the Restore stream could not be sent (peer down).
+	EvStreamFailed
+	// EvDeadline: the move's deadline passed.
+	EvDeadline
+	// EvCancel: the caller cancelled the move.
+	EvCancel
+	// EvCutoverSubmitted: relay and cutover were handed to the ordered
+	// connection (or failed to be: the source does not reopen either way).
+	EvCutoverSubmitted
+	// EvReleased: the reservation was released (or had been already by
+	// this move), so the target can no longer commit (its owner CAS needs
+	// the reservation row).
+	EvReleased
+	// EvReservationGone: the release found no reservation row: the target's
+	// owner CAS may have consumed it.
+	EvReservationGone
+	// EvOwnerIsTarget: the authority row names the target under this move.
+	EvOwnerIsTarget
+	// EvOwnerIsSource: the authority row still names the source.
+	EvOwnerIsSource
+)
+
+var sourceEventNames = [...]string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
+	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
+	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource"}
+
+func (e SourceEvent) String() string {
+	if int(e) < len(sourceEventNames) && e != 0 {
+		return sourceEventNames[e]
+	}
+	return fmt.Sprintf("SourceEvent(%d)", uint8(e))
+}
+
+// SourceAction is one step the caller performs, in the order returned.
+type SourceAction uint8
+
+// Source actions.
+const (
+	// ActSecureCapacity: secure the target's capacity under this move's
+	// Reservation ID (§8.1); answer EvSecured / EvSecureFailed.
+	ActSecureCapacity SourceAction = iota + 1
+	// ActHoldAndCapture: close dispatch (reception continues into the
+	// ingress hold), wait for the running turn, capture queue, timers and —
+	// for Preserve — state; answer EvCaptured / EvCaptureFailed.
+	ActHoldAndCapture
+	// ActRecordCaptured: write the Captured stage with the target linked;
+	// answer EvRecorded / EvRecordRefused.
+	ActRecordCaptured
+	// ActStreamRestore: send the Restore request (40) and its chunks (52) on
+	// the ordered connection; answer EvRelayReady / EvTargetFailed /
+	// EvStreamFailed (or EvDeadline / EvCancel).
+	ActStreamRestore
+	// ActRelayHold: relay the ingress hold in arrival order on the same
+	// connection, then ActSendCutover.
+	ActRelayHold
+	// ActSendCutover: send the cutover (54) one-way with the relayed count
+	// and digest; answer EvCutoverSubmitted. Nobody waits for a reply.
+	ActSendCutover
+	// ActKeepFollow: record source→target for Message Follow (§7.3) and
+	// route what still arrives to the target.
+	ActKeepFollow
+	// ActFreePayload: drop the captured payload kept in memory (§1.3 step 8).
+	ActFreePayload
+	// ActSendCancel: tell the target (55) to discard its temporary queue and
+	// assembly staging of this binding (§9.4 steps 2 and 4).
+	ActSendCancel
+	// ActReleaseCapacity: release the reservation; answer EvReleased /
+	// EvReservationGone.
+	ActReleaseCapacity
+	// ActReadOwner: re-read the authority row; answer EvOwnerIsTarget /
+	// EvOwnerIsSource.
+	ActReadOwner
+	// ActRequeue: put the captured work back in front of the ingress hold,
+	// in original order, and re-arm the timers (§9.4 step 2).
+	ActRequeue
+	// ActSessionAbort: send command 44 abort one-way to a bound Session's
+	// owner, if any (§9.4 step 3). Nobody waits for an apply reply.
+	ActSessionAbort
+	// ActForgetProgress: drop the move's in-memory progress (§9.4 step 5).
+	ActForgetProgress
+	// ActReopen: reopen dispatch (§9.4 step 6).
+	ActReopen
+)
+
+var sourceActionNames = [...]string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
+	"relayHold", "sendCutover", "keepFollow", "freePayload", "sendCancel", "releaseCapacity", "readOwner",
+	"requeue", "sessionAbort", "forgetProgress", "reopen"}
+
+func (a SourceAction) String() string {
+	if int(a) < len(sourceActionNames) && a != 0 {
+		return sourceActionNames[a]
+	}
+	return fmt.Sprintf("SourceAction(%d)", uint8(a))
+}
+
+// Reason says why a move did not end Moved.
+type Reason uint8
+
+// Reasons.
+const (
+	ReasonNone Reason = iota
+	// ReasonDisabled: the object's policy is DisableRelocation (§1.3 table).
+	ReasonDisabled
+	// ReasonCapacity: the target capacity could not be secured.
+	ReasonCapacity
+	// ReasonObjectGone: the object closed before capture finished.
+	ReasonObjectGone
+	// ReasonRecordChanged: the authority record changed before Captured.
+	ReasonRecordChanged
+	// ReasonTargetFailed: the target answered an explicit failure.
+	ReasonTargetFailed
+	// ReasonStreamFailed: the Restore stream could not be delivered.
+	ReasonStreamFailed
+	// ReasonDeadline: the move's deadline passed before relay-ready.
+	ReasonDeadline
+	// ReasonCancelled: the caller cancelled before relay-ready.
+	ReasonCancelled
+)
+
+var reasonNames = [...]string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
+	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled"}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Source is one move on the source node. The zero value is not usable;
+// use NewSource.
+type Source struct {
+	policy Policy
+	state  SourceState
+	reason Reason
+	// captured: the queue was taken out of the object, so a cancellation
+	// must put it back; sent: the target may hold staging for this binding.
+	captured, sent bool
+}
+
+// NewSource returns the machine of one move of an object with policy p.
+func NewSource(p Policy) *Source { return &Source{policy: p} }
+
+// State returns where the move stands.
+func (s *Source) State() SourceState { return s.state }
+
+// Reason returns why the move did not end Moved (ReasonNone while running
+// or once moved).
+func (s *Source) Reason() Reason { return s.reason }
+
+// Step applies one event and returns the actions to perform, in order.
+func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
+	switch s.state {
+	case SrcStart:
+		if ev != EvBegin {
+			break
+		}
+		if s.policy == Disable {
+			// §1.3: a DisableRelocation cross-node move is rejected before
+			// Capture — and before any store change.
+			return s.refuse(ReasonDisabled)
+		}
+		s.state = SrcSecuring
+		return []SourceAction{ActSecureCapacity}, nil
+	case SrcSecuring:
+		switch ev {
+		case EvSecured:
+			s.state = SrcCapturing
+			return []SourceAction{ActHoldAndCapture}, nil
+		case EvSecureFailed:
+			return s.refuse(ReasonCapacity)
+		case EvDeadline, EvCancel:
+			// The reservation may or may not have been written: release it
+			// (a missing row is nothing to do). Nothing was held.
+			return s.cancel(reasonOf(ev))
+		}
+	case SrcCapturing:
+		switch ev {
+		case EvCaptured:
+			s.captured = true
+			s.state = SrcRecording
+			return []SourceAction{ActRecordCaptured}, nil
+		case EvCaptureFailed:
+			return s.cancel(ReasonObjectGone)
+		}
+	case SrcRecording:
+		switch ev {
+		case EvRecorded:
+			s.sent = true
+			s.state = SrcStreaming
+			return []SourceAction{ActStreamRestore}, nil
+		case EvRecordRefused:
+			return s.cancel(ReasonRecordChanged)
+		case EvDeadline, EvCancel:
+			return s.cancel(reasonOf(ev))
+		}
+	case SrcStreaming:
+		switch ev {
+		case EvRelayReady:
+			s.state = SrcRelaying
+			return []SourceAction{ActRelayHold, ActSendCutover}, nil
+		case EvTargetFailed:
+			return s.cancel(ReasonTargetFailed)
+		case EvStreamFailed:
+			return s.cancel(ReasonStreamFailed)
+		case EvDeadline, EvCancel:
+			return s.cancel(reasonOf(ev))
+		}
+	case SrcRelaying:
+		if ev == EvCutoverSubmitted {
+			s.state = SrcMoved
+			return []SourceAction{ActKeepFollow, ActFreePayload}, nil
+		}
+		// Deadline, cancel or a target failure after relay-ready change
+		// nothing: the source never reopens once relay-ready was accepted.
+	case SrcCancelling:
+		switch ev {
+		case EvReleased:
+			return s.reopen()
+		case EvReservationGone:
+			if !s.sent {
+				// The target never saw a Restore, so it cannot have
+				// committed: the reservation was never written.
+				return s.reopen()
+			}
+			s.state = SrcConfirming
+			return []SourceAction{ActReadOwner}, nil
+		}
+	case SrcConfirming:
+		switch ev {
+		case EvOwnerIsTarget:
+			// The target's CAS won the race with the release: the move
+			// happened. The captured work is the target's now; whatever
+			// arrived since follows it.
+			s.state, s.reason = SrcMoved, ReasonNone
+			return []SourceAction{ActKeepFollow, ActFreePayload}, nil
+		case EvOwnerIsSource:
+			return s.reopen()
+		}
+	}
+	return nil, fmt.Errorf("%w: %s in %s", ErrUnexpected, ev, s.state)
+}
+
+func reasonOf(ev SourceEvent) Reason {
+	if ev == EvDeadline {
+		return ReasonDeadline
+	}
+	return ReasonCancelled
+}
+
+func (s *Source) refuse(r Reason) ([]SourceAction, error) {
+	s.state, s.reason = SrcRefused, r
+	return nil, nil
+}
+
+// cancel starts the §9.4 cleanup. The release comes before the queue is
+// put back: the target's owner CAS needs the reservation row, so once the
+// release is confirmed the target can no longer commit, and only then is it
+// safe to reopen. If the release finds the row gone, the authority row says
+// whether the target committed (see SrcConfirming).
+func (s *Source) cancel(r Reason) ([]SourceAction, error) {
+	s.state, s.reason = SrcCancelling, r
+	var acts []SourceAction
+	if s.sent {
+		acts = append(acts, ActSendCancel)
+	}
+	return append(acts, ActReleaseCapacity), nil
+}
+
+// reopen finishes the §9.4 cleanup in the spec's order: captured work back
+// in front of the hold, the Session told (abort, one-way), progress
+// forgotten, dispatch reopened — never before the others.
+func (s *Source) reopen() ([]SourceAction, error) {
+	var acts []SourceAction
+	if s.captured {
+		acts = append(acts, ActRequeue, ActSessionAbort)
+	}
+	acts = append(acts, ActForgetProgress, ActReopen)
+	s.state = SrcReopened
+	if !s.captured {
+		// Nothing was held: the object never stopped; Reopen is a no-op
+		// for the runtime but ends the move.
+		s.state = SrcRefused
+	}
+	return acts, nil
+}
