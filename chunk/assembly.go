@@ -3,7 +3,8 @@ package chunk
 import (
 	"bytes"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/meshnode/meshnode/router"
 )
 
 // Progress is an assembly's state as seen by the coordinator.
@@ -125,7 +126,7 @@ func (a *Assembly) Add(index uint32, data []byte) (Progress, error) {
 		a.buf = make([]byte, 0, d.Length)
 	}
 	a.buf = append(a.buf, data...)
-	a.crc = crc32.Update(a.crc, castagnoli, data)
+	a.crc = router.UpdateCRC32C(a.crc, data)
 	a.next++
 	return a.Progress(), nil
 }

@@ -1,8 +1,9 @@
 package chunk
 
 import (
-	"hash/crc32"
 	"testing"
+
+	"github.com/meshnode/meshnode/router"
 )
 
 // BenchmarkCodec compares storing the body raw with zstd on realistic
@@ -87,7 +88,7 @@ func BenchmarkHandoff(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			var sink uint32
 			for b.Loop() {
-				sink += crc32.Checksum(raw, castagnoli)
+				sink += router.CRC32C(raw)
 				copy(dst, raw)
 			}
 			_ = sink

@@ -3,19 +3,14 @@ package chunk
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/router"
 )
 
-// RelocationID is the nonzero 128-bit random identity of one move (§8.1).
-// It has the same shape as router.RelocationID, so the two convert with a
-// plain type conversion.
-type RelocationID struct {
-	High, Low uint64
-}
-
-// IsZero reports whether both halves are zero.
-func (r RelocationID) IsZero() bool { return r.High == 0 && r.Low == 0 }
-
-func (r RelocationID) String() string { return fmt.Sprintf("%016x%016x", r.High, r.Low) }
+// RelocationID is the nonzero 128-bit random identity of one move (§8.1):
+// the wire's type, so one vocabulary serves the codec, the registry and the
+// coordinator.
+type RelocationID = router.RelocationID
 
 // SourceFence identifies the exact source owner and process run that sends
 // a Restore: the wire's request-source-fence (docs/PROTOCOL.md), which every
@@ -88,4 +83,19 @@ func checkText8(s string) string {
 		}
 	}
 	return ""
+}
+
+// BindingOf converts the wire's binding (records 40, 52, 54, 55) to the
+// registry's comparable key.
+func BindingOf(w router.RelocationBinding) Binding {
+	return Binding{Relocation: w.Relocation, TargetAttempt: w.TargetAttempt, Source: SourceFence{
+		OwnerID: w.Source.SourceOwnerID, LeaseGeneration: w.Source.SourceOwnerLeaseGeneration,
+		NodeRID: string(w.Source.SourceNodeRID), NodeGeneration: w.Source.SourceNodeGeneration}}
+}
+
+// Wire converts the binding to the wire's form.
+func (b Binding) Wire() router.RelocationBinding {
+	return router.RelocationBinding{Relocation: b.Relocation, TargetAttempt: b.TargetAttempt, Source: router.SourceFence{
+		SourceOwnerID: b.Source.OwnerID, SourceOwnerLeaseGeneration: b.Source.LeaseGeneration,
+		SourceNodeRID: []byte(b.Source.NodeRID), SourceNodeGeneration: b.Source.NodeGeneration}}
 }

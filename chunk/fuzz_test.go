@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -151,8 +152,8 @@ func FuzzAssembler(f *testing.F) {
 					break
 				}
 				d := declared[b]
-				if uint64(len(out)) != d.Length || CRC32C(out) != d.CRC32C {
-					t.Fatalf("unverified payload handed out: %d bytes crc %08x, declared %+v", len(out), CRC32C(out), d)
+				if uint64(len(out)) != d.Length || router.CRC32C(out) != d.CRC32C {
+					t.Fatalf("unverified payload handed out: %d bytes crc %08x, declared %+v", len(out), router.CRC32C(out), d)
 				}
 				if !tainted[b] && !bytes.Equal(out, payload) {
 					t.Fatal("only true chunks were linked but the payload differs")

@@ -21,23 +21,24 @@ func TestBoundsMatchTheWire(t *testing.T) {
 		t.Errorf("MaxPayloadBound %d above the wire's %d", MaxPayloadBound, router.RelocationLogicalBytes)
 	}
 	b := randBytes(newRand(1), 10000)
-	if CRC32C(b) != router.CRC32C(b) {
-		t.Error("CRC32C differs from router.CRC32C")
+	if router.UpdateCRC32C(router.CRC32C(b[:3000]), b[3000:]) != router.CRC32C(b) {
+		t.Error("UpdateCRC32C does not extend CRC32C")
 	}
 }
 
-// bindingOf is the conversion the relocation coordinator does from a
-// decoded record 40 / 52 / 55 to a registry key.
-func bindingOf(rb router.RelocationBinding) Binding {
-	return Binding{
-		Relocation:    RelocationID(rb.Relocation),
-		TargetAttempt: rb.TargetAttempt,
-		Source: SourceFence{
-			OwnerID:         rb.Source.SourceOwnerID,
-			LeaseGeneration: rb.Source.SourceOwnerLeaseGeneration,
-			NodeRID:         string(rb.Source.SourceNodeRID),
-			NodeGeneration:  rb.Source.SourceNodeGeneration,
-		},
+// TestBindingWireRoundTrip: BindingOf and Wire are inverse.
+func TestBindingWireRoundTrip(t *testing.T) {
+	rb := router.RelocationBinding{Relocation: router.RelocationID{High: 1, Low: 2}, TargetAttempt: 3,
+		Source: router.SourceFence{SourceOwnerID: "o", SourceOwnerLeaseGeneration: 4, SourceNodeRID: []byte{9}, SourceNodeGeneration: 5}}
+	b := BindingOf(rb)
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	back := b.Wire()
+	if back.Relocation != rb.Relocation || back.TargetAttempt != rb.TargetAttempt || back.Source.SourceOwnerID != "o" ||
+		!bytes.Equal(back.Source.SourceNodeRID, rb.Source.SourceNodeRID) || back.Source.SourceNodeGeneration != 5 ||
+		back.Source.SourceOwnerLeaseGeneration != 4 || BindingOf(back) != b {
+		t.Fatalf("round trip: %+v -> %+v -> %+v", rb, b, back)
 	}
 }
 
@@ -84,14 +85,14 @@ func TestHandoffThroughWireRecords(t *testing.T) {
 	}).(*router.RelocationPrepare)
 
 	reg := newReg(t, Limits{})
-	b := bindingOf(req.Binding)
+	b := BindingOf(req.Binding)
 	if _, err := reg.Begin(b, Declaration{Length: req.TotalLength, Count: req.ChunkCount, CRC32C: req.CRC32C}); err != nil {
 		t.Fatal(err)
 	}
 	var progress Progress
 	for i, c := range tr.Chunks {
 		st := send(&router.RelocationState{Binding: rb, ChunkIndex: uint32(i), Data: c}).(*router.RelocationState)
-		if progress, err = reg.Add(bindingOf(st.Binding), st.ChunkIndex, st.Data); err != nil {
+		if progress, err = reg.Add(BindingOf(st.Binding), st.ChunkIndex, st.Data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +109,7 @@ func TestHandoffThroughWireRecords(t *testing.T) {
 	}
 	equalPayload(t, p, got)
 	cancel := send(&router.RelocationCancel{Binding: rb}).(*router.RelocationCancel)
-	reg.Abort(bindingOf(cancel.Binding))
+	reg.Abort(BindingOf(cancel.Binding))
 	if _, err := reg.Begin(b, Declaration{Length: req.TotalLength, Count: req.ChunkCount, CRC32C: req.CRC32C}); err == nil {
 		t.Fatal("a cancelled binding was restarted")
 	}

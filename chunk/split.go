@@ -2,14 +2,9 @@ package chunk
 
 import (
 	"fmt"
-	"hash/crc32"
+
+	"github.com/meshnode/meshnode/router"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC32C returns the CRC-32C (Castagnoli) of b: the checksum a Restore
-// request declares for the whole payload. It equals router.CRC32C.
-func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // Declaration is what a Restore request declares about the payload that
 // follows it in chunks (§1.3 step 4, §9.1): record 40's totalLength,
@@ -70,7 +65,7 @@ func Split(payload []byte, chunkSize int) (Transfer, error) {
 	if count > MaxChunkCount {
 		return Transfer{}, fmt.Errorf("%w: %d bytes in chunks of %d need %d chunks, at most %d", ErrTooLarge, len(payload), chunkSize, count, MaxChunkCount)
 	}
-	t := Transfer{Declaration: Declaration{Length: uint64(len(payload)), Count: uint32(count), CRC32C: CRC32C(payload)}}
+	t := Transfer{Declaration: Declaration{Length: uint64(len(payload)), Count: uint32(count), CRC32C: router.CRC32C(payload)}}
 	if count > 0 {
 		t.Chunks = make([][]byte, 0, count)
 	}

@@ -38,16 +38,6 @@ func factoryPolicies(fs []spot.Factory) []config.FactoryPolicy {
 	return out
 }
 
-func objectKind(k spot.ObjectKind) record.ObjectKind {
-	switch k {
-	case spot.KindUserSpot:
-		return record.ObjectUserSpot
-	case spot.KindInstanceSpot:
-		return record.ObjectInstanceSpot
-	}
-	return record.ObjectActor
-}
-
 func relocationPolicy(p spot.Policy) record.RelocationPolicy {
 	switch p {
 	case spot.PolicyDisabled:

@@ -313,6 +313,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // RelocationPrepare declares for the whole handoff payload.
 func CRC32C(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// UpdateCRC32C extends a running CRC-32C with p (CRC32C(a+b) ==
+// UpdateCRC32C(CRC32C(a), b)), for checksums computed chunk by chunk.
+func UpdateCRC32C(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+
 // RelayDigest accumulates the relayed-record checksum of a RelocationCutover:
 // CRC-32C over, for each relayed record in send order, its frame count (u32
 // big-endian) then each frame as u32 big-endian length followed by its

@@ -1,5 +1,10 @@
 package router
 
+import (
+	"encoding/binary"
+	"encoding/hex"
+)
+
 // Shared structures of service wire v1 (schema "types"). Each has a code
 // method walking its fields in wire order; see codec.go.
 
@@ -12,6 +17,17 @@ type OperationID struct {
 
 // IsZero reports whether both halves are zero.
 func (o OperationID) IsZero() bool { return o.High == 0 && o.Low == 0 }
+
+// String renders the id as 32 lowercase hex digits.
+func (o OperationID) String() string { return hex128(o.High, o.Low) }
+
+// hex128 renders a 128-bit id as 32 lowercase hex digits, high half first.
+func hex128(high, low uint64) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], high)
+	binary.BigEndian.PutUint64(b[8:], low)
+	return hex.EncodeToString(b[:])
+}
 
 func (o *OperationID) code(c *codec, name string) {
 	c.obj(name, func() {
@@ -35,6 +51,9 @@ type RelocationID struct {
 
 // IsZero reports whether both halves are zero.
 func (r RelocationID) IsZero() bool { return r.High == 0 && r.Low == 0 }
+
+// String renders the id as 32 lowercase hex digits (logs, store records).
+func (r RelocationID) String() string { return hex128(r.High, r.Low) }
 
 func (r *RelocationID) code(c *codec, name string) {
 	c.obj(name, func() {
