@@ -1,0 +1,54 @@
+package mesh
+
+import (
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// A command with no dispatch entry is a protocol error: a request gets a
+// typed command 20 at once (its sender does not wait for its deadline), a
+// one-way record is dropped, both are counted, and the node keeps serving.
+func TestUnhandledCommandGetsProtocolError(t *testing.T) {
+	c := clientAndServer(t)
+	ctx := ctxT(t, 20*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "dispatch", testActorType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := c.nodes[1]
+	// Stand for a command this node does not speak: drop two entries.
+	delete(target.obj.dispatch, router.CmdActorRequest)
+	delete(target.obj.dispatch, router.CmdActorSend)
+	before := target.obj.stats.unhandled.Load()
+
+	h, _ := target.obj.hostedFor(actorKey("dispatch"))
+	_, leaseGen := target.Owner()
+	fence := router.ActorRouteFence{Actor: router.ActorRef{ActorID: "dispatch", ObjectGeneration: ref.ObjectGeneration},
+		TargetNodeRID: target.RID(), TargetNodeGeneration: target.LifecycleGeneration(),
+		ExpectedAuthorityOwnerGeneration: h.ownerGeneration, ExpectedOwnerLeaseGeneration: leaseGen}
+	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte("count")}
+	if err := c.nodes[0].Transport().Send(ctx, transport.RID(target.RID()), router.NewRecord(&router.ActorSend{TargetActor: fence}, nil, payload)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.nodes[0].Transport().Request(ctx, transport.RID(target.RID()),
+		router.NewRecord(&router.ActorRequest{Operation: opIDOf(NewOperationID()), TargetActor: fence}, nil, payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, ok := resp.Body.(*router.Reply)
+	if !ok || rep.Result != router.ResultProtocolError || rep.FailureCode != router.FailRequestProtocolError {
+		t.Fatalf("answer %v, want protocolError/requestProtocolError", resp.Body)
+	}
+	// The one-way record went first on the same ordered connection, so it
+	// was counted before the request was answered.
+	if got := target.obj.stats.unhandled.Load() - before; got != 2 {
+		t.Fatalf("unhandled counted %d, want 2", got)
+	}
+	// Other traffic goes on: a Spot create still works on that node.
+	if _, err := c.m(0).CreateUserSpot(ctx, testSpotType); err != nil {
+		t.Fatalf("node stopped serving: %v", err)
+	}
+}
