@@ -7,7 +7,7 @@
 // afresh on every call (§7.4 last bullet).
 //
 // Both read the Location Store only (authority rows and owner leases) and
-// write nothing. Every answer is one of the §7.4 states:
+// write nothing, except List's rare kept continuation state (kept.go). Every answer is one of the §7.4 states:
 //
 //	stored state                      Locate                 List
 //	no record                         found == false         no entry
@@ -26,9 +26,12 @@
 // key prefix, so a cycle (first page to the page whose Next is empty) sees
 // every row as it was when the first page was read, each key once: no ID is
 // returned twice, and a change completed during the cycle shows up in the
-// next cycle (§6.2, §7.4). The continuation token wraps the store's scan
-// cursor; see Continuation in docs/OPERATIONS.md ("Object queries") for its
-// format, bounds and expiry rules.
+// next cycle (§6.2, §7.4). Every page holds 1..Limit entries (only a
+// listing in which nothing matches is one empty page), and its continuation
+// token is at most 4,096 bytes (§12): it wraps the store's scan cursor, or
+// names state kept in the store when that does not fit. See "Paging,
+// snapshots and continuations" in docs/OPERATIONS.md for the format,
+// bounds and expiry rules.
 //
 // The store key of an authority row is a SHA-256 digest (docs/RECORDS.md
 // §1.3), so List takes each entry's ID from the record's objectId member

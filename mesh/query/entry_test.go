@@ -2,6 +2,7 @@ package query
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"math/rand/v2"
@@ -10,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -74,8 +74,17 @@ func TestEntryJSON(t *testing.T) {
 func TestTokenRoundTrip(t *testing.T) {
 	req := ListRequest{Kind: record.ObjectUserSpot, StableType: "Room", MeshName: "east", Limit: 5}
 	fp := fingerprint(req)
-	for _, cursor := range []string{"c", "AQID_-", strings.Repeat("z", locstore.MaxCursorBytes)} {
-		in := token{fingerprint: fp, snapshotAt: time.UnixMilli(1752000000123).UTC(), page: 7, cursor: cursor}
+	at := time.UnixMilli(1752000000123).UTC()
+	digest := sha256.Sum256([]byte("kept"))
+	tokens := []token{
+		{format: tokenKeptCursor, digest: digest},
+		{format: tokenKeptRows, digest: digest, next: 1<<32 - 1},
+	}
+	for _, cursor := range []string{"c", "AQID_-", strings.Repeat("z", maxInlineCursor)} {
+		tokens = append(tokens, token{format: tokenCursor, cursor: cursor})
+	}
+	for _, in := range tokens {
+		in.fingerprint, in.snapshotAt, in.page = fp, at, 7
 		s := in.encode()
 		if len(s) > MaxContinuationBytes {
 			t.Fatalf("token of %d bytes > %d", len(s), MaxContinuationBytes)
@@ -85,8 +94,13 @@ func TestTokenRoundTrip(t *testing.T) {
 			t.Fatalf("round trip: %+v %v, want %+v", out, err, in)
 		}
 	}
-	if n := base64.RawURLEncoding.EncodedLen(tokenHeaderBytes + locstore.MaxCursorBytes + checksumBytes); n != MaxContinuationBytes {
-		t.Fatalf("MaxContinuationBytes %d, encoded length of the largest token %d", MaxContinuationBytes, n)
+	// The longest inline cursor fills the bound exactly; one byte more
+	// would cross it (List keeps such a cursor in the store instead).
+	if n := base64.RawURLEncoding.EncodedLen(tokenHeaderBytes + maxInlineCursor + checksumBytes); n != MaxContinuationBytes {
+		t.Fatalf("longest inline token %d bytes, want %d", n, MaxContinuationBytes)
+	}
+	if n := base64.RawURLEncoding.EncodedLen(tokenHeaderBytes + maxInlineCursor + 1 + checksumBytes); n <= MaxContinuationBytes {
+		t.Fatalf("maxInlineCursor is not the longest: %d more fits", n)
 	}
 	// Filters are told apart, including which one an empty string is.
 	a := fingerprint(ListRequest{Kind: record.ObjectActor, StableType: "x"})

@@ -28,7 +28,8 @@ var (
 	ErrInvalidContinuation = errors.New("query: invalid continuation token; restart from the first page")
 	// ErrScanExpired: the store no longer has the snapshot the continuation
 	// belongs to (it expired, was evicted or was released, or the cursor
-	// belongs to another store namespace). The
+	// belongs to another store namespace), or the continuation state List
+	// kept in the store is gone or altered (KeptRetention). The
 	// entries already returned stay valid for their snapshot; the caller
 	// restarts from the first page to read a new cycle.
 	ErrScanExpired = errors.New("query: the listing snapshot expired; restart from the first page")

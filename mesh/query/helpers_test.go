@@ -253,6 +253,7 @@ type faultyStore struct {
 	failScan  func(n int, req locstore.ScanRequest) bool // n is 1-based
 	expire    func(n int, req locstore.ScanRequest) bool
 	failRead  func(n int, key string) bool
+	failWrite func(req locstore.WriteRequest) bool
 	readKeys  []string
 	scanLimit []int
 	// firstScans counts cursor-less scans: snapshot starts.
@@ -277,6 +278,13 @@ func (f *faultyStore) Scan(ctx context.Context, req locstore.ScanRequest) (locst
 		return locstore.ScanPage{Expired: true, StoreNow: t0}, nil
 	}
 	return f.Store.Scan(ctx, req)
+}
+
+func (f *faultyStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if f.failWrite != nil && f.failWrite(req) {
+		return locstore.WriteResult{}, &locstore.ProviderError{Provider: "faulty", Op: "write", Err: errInjected}
+	}
+	return f.Store.Write(ctx, req)
 }
 
 func (f *faultyStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {

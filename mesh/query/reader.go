@@ -132,11 +132,11 @@ func readLease(ctx context.Context, store locstore.Store, ownerID string) (lease
 // Only a committed (Active) row can be Unavailable: a Reserved row is
 // Creating whatever its owner's lease says, because the spec's third row is
 // "current owner unavailable after commit".
-func stateOf(a record.Authority, lv leaseView) State {
-	if a.Allocation.State != record.AllocationActive {
+func stateOf(active bool, ownerLeaseGeneration record.Generation, lv leaseView) State {
+	if !active {
 		return StateCreating
 	}
-	if lv.live && lv.generation == a.OwnerLeaseGeneration {
+	if lv.live && lv.generation == ownerLeaseGeneration {
 		return StateReady
 	}
 	return StateUnavailable
@@ -150,7 +150,7 @@ func entryOf(key string, a record.Authority, lv leaseView) Entry {
 		ObjectGeneration:         a.ObjectGeneration,
 		MeshName:                 a.Allocation.Descriptor.MeshName,
 		NodeRID:                  a.Allocation.Descriptor.RoutingID,
-		State:                    stateOf(a, lv),
+		State:                    stateOf(a.Allocation.State == record.AllocationActive, a.OwnerLeaseGeneration, lv),
 		StableType:               a.Allocation.StableType,
 		AuthorityOwnerGeneration: a.AuthorityOwnerGeneration,
 		OwnerID:                  a.OwnerID,
