@@ -176,9 +176,8 @@ func applyOptions(opts []CreateOption) (createOptions, error) {
 // resolveMesh applies §7's InMesh rules for a node that belongs to exactly
 // one mesh (its own): role none has no object-role mesh (NotConfigured); an
 // omitted InMesh is the node's own mesh; a named mesh other than its own is
-// NotFound — this node neither knows nor reaches it. (The "two or more
-// object-role meshes" InvalidOperation case cannot arise: a MeshNode joins
-// one RouteMesh.)
+// errOtherMesh, with that name. (The "two or more object-role meshes"
+// InvalidOperation case cannot arise: a MeshNode joins one RouteMesh.)
 func resolveMesh(role config.ObjectRole, own string, inMesh *string) (string, error) {
 	if role != config.RoleClient && role != config.RoleServer {
 		return "", fmt.Errorf("%w: object role %q offers no object create, find or message", ErrNotConfigured, role)
@@ -187,7 +186,8 @@ func resolveMesh(role config.ObjectRole, own string, inMesh *string) (string, er
 		return own, nil
 	}
 	if *inMesh != own {
-		return "", fmt.Errorf("%w: mesh %q (this node is a member of %q only)", ErrNotFound, *inMesh, own)
+		// Whether that mesh exists is for the store to say (otherMesh).
+		return *inMesh, fmt.Errorf("%w: mesh %q (this node is a member of %q only)", errOtherMesh, *inMesh, own)
 	}
 	return own, nil
 }

@@ -73,11 +73,17 @@ const (
 	modeGetOrCreate
 )
 
+// The modes' names in the stored creation request.
+const (
+	modeCreateName      = "create"
+	modeGetOrCreateName = "getOrCreate"
+)
+
 func (m createMode) String() string {
 	if m == modeCreate {
-		return "create"
+		return modeCreateName
 	}
-	return "getOrCreate"
+	return modeGetOrCreateName
 }
 
 // createCall is one Create/GetOrCreate call in progress.
@@ -123,9 +129,18 @@ const creationRequestFormat = "creation-request-v1"
 // creation requests. Project-specific.
 const KindCreationRequest record.Kind = "creation-request"
 
-// MaxCreationBody is the largest creation body: the stored request
-// (format header plus body) is at most 1 MiB (§7).
-const MaxCreationBody = record.MaxCreationRequestBytes - 512
+// maxCreationHeader is the longest header encodeCreationRequest writes: the
+// format, the longer mode, the longer object kind a Manager creates (User
+// Spot; Instance Spots are not created through this request), a maximal id
+// and a maximal stable type, each followed by NUL.
+const maxCreationHeader = len(creationRequestFormat) + 1 + max(len(modeCreateName), len(modeGetOrCreateName)) + 1 +
+	max(len(record.ObjectActor), len(record.ObjectUserSpot)) + 1 + record.MaxIDBytes + 1 + record.MaxNameBytes + 1
+
+// MaxCreationBody is the largest creation body (1,048,023 bytes): the stored
+// request — header plus body, one store value — is at most 1 MiB (§7), and
+// the header can take maxCreationHeader bytes. A larger body is
+// ErrInvalidOperation before anything is written.
+const MaxCreationBody = record.MaxCreationRequestBytes - maxCreationHeader
 
 func encodeCreationRequest(mode createMode, kind record.ObjectKind, callerID, stableType string, body []byte) []byte {
 	var b []byte
@@ -176,7 +191,12 @@ func (m *Manager) create(ctx context.Context, mode createMode, kind record.Objec
 		return createResult{}, err
 	}
 	mesh, err := resolveMesh(o.role(), o.n.cfg.Node.MeshName, co.inMesh)
-	if err != nil {
+	other := errors.Is(err, errOtherMesh) // answered from the store below
+	if other {
+		if err := record.ValidateMeshName(mesh); err != nil {
+			return createResult{}, fmt.Errorf("%w: InMesh: %w", ErrInvalidOperation, err)
+		}
+	} else if err != nil {
 		return createResult{}, err
 	}
 	issue := id == "" && kind == record.ObjectUserSpot && mode == modeCreate // §7: the framework issues the SpotId
@@ -205,6 +225,9 @@ func (m *Manager) create(ctx context.Context, mode createMode, kind record.Objec
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultCreateTimeout)
 		defer cancel()
+	}
+	if other {
+		return createResult{}, o.otherMesh(ctx, mesh)
 	}
 	dl, _ := ctx.Deadline()
 	c := &createCall{mode: mode, kind: kind, id: id, callerID: id, stableType: stableType, mesh: mesh, body: co.body,
@@ -246,7 +269,6 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 	}
 	excluded := map[string]exclusion{}
-	contentWritten := false
 	wait := newBackoff()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -280,11 +302,9 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		if err != nil {
 			return createResult{}, err
 		}
-		if !contentWritten {
-			if err := o.writeContent(ctx, c, storeNow); err != nil {
-				return createResult{}, err
-			}
-			contentWritten = true
+		retention, err := contentRetention(c, storeNow)
+		if err != nil {
+			return createResult{}, err
 		}
 		if err := o.n.lease.Gate().Admit(); err != nil {
 			return createResult{}, wrapErr(ErrUnavailable, err, "owner lease: no capacity reservation")
@@ -298,6 +318,10 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			Target: authority.Target{Node: cand.node, Owner: cand.owner, Limits: cand.limits},
 			Creation: record.PendingCreation{ReservationID: reservationID, RequestContentReference: c.contentKey,
 				RequestSHA256: c.sha, RequestEncodedSize: len(c.content)},
+			// The request is written with the Creating record, never
+			// before it: a Reserve the store refuses (GenerationExhausted,
+			// capacity, a conflict) leaves nothing behind (§3.2, §12).
+			Content: &authority.CreationContent{Value: c.content, Retention: retention},
 		})
 		if err != nil {
 			var ae *authority.Error
@@ -419,29 +443,18 @@ func (o *objects) readAuthorityAt(ctx context.Context, kind record.ObjectKind, i
 	return row, rr.StoreNow, err
 }
 
-// writeContent stores the creation request under its operation key, kept
-// until 5 minutes past the deadline like the final result (§7: the request
-// is stored with the in-progress creation record, at most 1 MiB).
-func (o *objects) writeContent(ctx context.Context, c *createCall, storeNow time.Time) error {
+// contentRetention is how long the creation request is kept: until 5
+// minutes past the deadline, like the final result (§7), counted from the
+// store time of the read the Reserve is planned from.
+func contentRetention(c *createCall, storeNow time.Time) (time.Duration, error) {
 	retention := c.storeDeadline.Add(authority.TerminalRetentionAfterDeadline).Sub(storeNow)
 	if retention <= 0 {
-		return deadlineErr("%s %s: deadline already passed", c.mode, c.id)
+		return 0, deadlineErr("%s %s: deadline already passed", c.mode, c.id)
 	}
 	if retention > locstore.MaxRetention {
-		return fmt.Errorf("%w: deadline too far in the future", ErrInvalidOperation)
+		return 0, fmt.Errorf("%w: deadline too far in the future", ErrInvalidOperation)
 	}
-	if err := o.n.lease.Gate().Admit(); err != nil {
-		return wrapErr(ErrUnavailable, err, "owner lease: creation request not stored")
-	}
-	wr, err := o.n.loc.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{
-		locstore.PutExpiring(c.contentKey, c.content, retention)}})
-	if err != nil {
-		return fmt.Errorf("store creation request: %w", err)
-	}
-	if !wr.Applied {
-		return fmt.Errorf("%w: store creation request: not applied", ErrUnavailable)
-	}
-	return nil
+	return retention, nil
 }
 
 // abortIfOurs returns the reservation when it is still ours after a

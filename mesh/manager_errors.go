@@ -25,7 +25,8 @@ var (
 	// OperationId (§7).
 	ErrInvalidOperation = errors.New("mesh: invalid operation")
 	// ErrNotFound: no Ready object (Find, messaging), or InMesh names a mesh
-	// this node does not know (§7).
+	// that does not exist: no MeshNode of that name holds a live owner lease
+	// (§7).
 	ErrNotFound = errors.New("mesh: not found")
 	// ErrAlreadyExists: Create found a Ready or Creating object of the same
 	// type under the id (§7 result table).
@@ -48,6 +49,12 @@ var (
 	// match too), the owner's lease is gone, the target refused new work, or
 	// the Location Store failed (locstore.ErrUnavailable is wrapped).
 	ErrUnavailable = errors.New("mesh: unavailable")
+	// ErrNotMember: InMesh names a mesh that exists (a MeshNode of it holds
+	// a live owner lease) but that this node is not a member of. A node
+	// joins one RouteMesh and reaches only its members, so it cannot place
+	// there; create from a node of that mesh. Errors carrying it also match
+	// ErrUnavailable.
+	ErrNotMember = errors.New("mesh: this node is not a member of that mesh")
 	// ErrRejected: the factory declined the creation (spot.Declined); see
 	// *RejectedError for the reason. Nothing was created.
 	ErrRejected = errors.New("mesh: creation rejected")
@@ -138,7 +145,7 @@ func classify(ctx context.Context, err error, what string) error {
 func isVocabulary(err error) bool {
 	for _, k := range []error{ErrNotConfigured, ErrInvalidOperation, ErrNotFound, ErrAlreadyExists, ErrTypeMismatch,
 		ErrStaleGeneration, ErrMoving, ErrDeadlineExceeded, ErrUnavailable, ErrRejected, ErrCreateFailed,
-		ErrRequestFailed, ErrCapacityExhausted, ErrGenerationExhausted, ErrClosed} {
+		ErrRequestFailed, ErrCapacityExhausted, ErrGenerationExhausted, ErrNotMember, ErrClosed} {
 		if errors.Is(err, k) {
 			return true
 		}
@@ -154,6 +161,11 @@ const (
 	familyActor opFamily = iota + 1
 	familySpot
 )
+
+// errOtherMesh is resolveMesh's answer for an InMesh naming a mesh other
+// than the node's own; the caller asks the store whether it exists
+// (otherMesh: NotFound, or ErrNotMember).
+var errOtherMesh = errors.New("mesh: InMesh names another mesh")
 
 // errRouteStale is the internal outcome of a route fence the target refused
 // because it is not (or no longer) the addressed node run or owner: the

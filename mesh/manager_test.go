@@ -312,7 +312,7 @@ func TestResolveMeshRules(t *testing.T) {
 		{config.RoleClient, nil, "m", nil},
 		{config.RoleServer, nil, "m", nil},
 		{config.RoleServer, str("m"), "m", nil},
-		{config.RoleServer, str("other"), "", ErrNotFound},
+		{config.RoleServer, str("other"), "other", errOtherMesh},
 	}
 	for _, tc := range tests {
 		got, err := resolveMesh(tc.role, "m", tc.inMesh)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -221,4 +222,31 @@ func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun aut
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// otherMesh answers a creation whose InMesh names a mesh this node is not a
+// member of (§7: "if the specified Mesh doesn't exist, NotFound"). The store
+// decides: with no MeshNode descriptor of that mesh whose owner lease is
+// live, the mesh does not exist (ErrNotFound); with one, it exists but this
+// node cannot place there — a node joins one RouteMesh and reaches only its
+// members (§4: a descriptor alone is no usable link) — so ErrNotMember, with
+// ErrUnavailable. It reads that mesh's complete descriptor list the way
+// discovery reads its own, writes nothing, and never returns nil.
+func (o *objects) otherMesh(ctx context.Context, mesh string) error {
+	snap, err := directory.Lister{Store: o.n.loc, PageSize: locstore.MaxPageItems, Logger: o.log}.List(ctx, mesh)
+	if err != nil {
+		return classify(ctx, err, "list the MeshNodes of mesh "+mesh)
+	}
+	live := 0
+	for _, e := range snap.Entries {
+		if e.LeaseValid {
+			live++
+		}
+	}
+	own := o.n.cfg.Node.MeshName
+	if live == 0 {
+		return fmt.Errorf("%w: mesh %q: no MeshNode with a live owner lease (this node is a member of %q)", ErrNotFound, mesh, own)
+	}
+	return fmt.Errorf("%w: %w: mesh %q has %d live MeshNode(s); this node is a member of %q and places objects only there",
+		ErrUnavailable, ErrNotMember, mesh, live, own)
 }

@@ -1,8 +1,10 @@
 package authority
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/gen"
@@ -35,6 +37,21 @@ type ReserveRequest struct {
 	// reading the row again. It is only a starting point — the batch still
 	// conditions on it (IfMissing), and every later attempt re-reads.
 	Known *AuthorityRow
+	// Content, when set, is the creation request Creation references,
+	// written in the same batch (§7: the request is stored with the
+	// in-progress creation record; §12: the Creating record is one Store
+	// request). So a Reserve that is refused — GenerationExhausted, no
+	// capacity, a conflict — writes no request either.
+	Content *CreationContent
+}
+
+// CreationContent is the creation request row a Reserve writes under
+// Creation.RequestContentReference. Value must be Creation.RequestEncodedSize
+// bytes with SHA-256 Creation.RequestSHA256; Retention is counted from the
+// batch's commit (0: durable).
+type CreationContent struct {
+	Value     []byte
+	Retention time.Duration
 }
 
 // CommitRequest asks for that reservation's Reserved → Active (§6.1, §7
@@ -140,6 +157,16 @@ func (r ReserveRequest) validate() error {
 	if err := r.Target.validate(); err != nil {
 		return invalidCause(op, err, "target")
 	}
+	if c := r.Content; c != nil {
+		pc := r.Creation
+		if len(c.Value) != pc.RequestEncodedSize || sha256.Sum256(c.Value) != pc.RequestSHA256 {
+			return invalid(op, "creation content (%d bytes) is not the request pendingCreation names (%d bytes, SHA-256 %x)",
+				len(c.Value), pc.RequestEncodedSize, pc.RequestSHA256)
+		}
+		if err := locstore.ValidateKey("write", "content.key", pc.RequestContentReference); err != nil {
+			return invalidCause(op, err, "creation content reference")
+		}
+	}
 	return nil
 }
 
@@ -147,6 +174,8 @@ func (r ReserveRequest) validate() error {
 // from the store-wide counter (gen.Next), sets AuthorityOwnerGeneration to
 // the first value gen.Next issues (1), reserves the object's bundle on the
 // target node's counters under its limits, and records pendingCreation.
+//
+// With Content it also writes the creation request pendingCreation names.
 //
 // Rows used: Authority, ObjectGeneration, TargetLease, Capacity (target).
 func PlanReserve(req ReserveRequest, snap Snapshot) (Plan, error) {
@@ -246,6 +275,11 @@ func PlanReserve(req ReserveRequest, snap Snapshot) (Plan, error) {
 	limits := req.Target.Limits
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, bundle, 1, 0, &limits)); err != nil {
 		return Plan{}, err
+	}
+	if c := req.Content; c != nil {
+		// Not copied: the request can be 1 MiB and the caller does not
+		// change it (the store copies what it keeps).
+		b.mut(locstore.PutExpiring(creation.RequestContentReference, c.Value, c.Retention))
 	}
 	if err := b.finish(&p); err != nil {
 		return Plan{}, err

@@ -2,6 +2,7 @@ package authority
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"testing"
 	"time"
@@ -104,12 +105,56 @@ func TestPlanReserve(t *testing.T) {
 		}
 	})
 
+	// withContent is reserveActor carrying the creation request its
+	// pendingCreation names (§7, §12: written in the Reserve batch).
+	withContent := func() ReserveRequest {
+		r := reserveActor
+		body := []byte("the creation request")
+		r.Creation.RequestSHA256, r.Creation.RequestEncodedSize = sha256.Sum256(body), len(body)
+		r.Content = &CreationContent{Value: body, Retention: 7 * time.Minute}
+		return r
+	}
+	t.Run("content is written in the same batch", func(t *testing.T) {
+		req := withContent()
+		p, err := PlanReserve(req, baseSnap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The batch of the same request without content (its exact form is
+		// checked above), plus the content Put.
+		bare := req
+		bare.Content = nil
+		want, err := PlanReserve(bare, baseSnap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Request.Mutations = append(want.Request.Mutations,
+			locstore.PutExpiring(req.Creation.RequestContentReference, req.Content.Value, 7*time.Minute))
+		wantRequest(t, p.Request, want.Request)
+	})
+
 	errCases := []struct {
 		name  string
 		req   func() ReserveRequest
 		snap  func() Snapshot
 		kinds []error
 	}{
+		{"with content, ObjectGeneration counter at the sentinel", withContent,
+			func() Snapshot {
+				s := baseSnap()
+				s.ObjectGeneration.Value = gen.Sentinel
+				return s
+			}, []error{ErrGenerationExhausted}},
+		{"content other than the request pendingCreation names", func() ReserveRequest {
+			r := withContent()
+			r.Content.Value = []byte("the creation request, changed")
+			return r
+		}, baseSnap, []error{ErrInvalidOperation}},
+		{"content with an invalid reference", func() ReserveRequest {
+			r := withContent()
+			r.Creation.RequestContentReference = ""
+			return r
+		}, baseSnap, []error{ErrInvalidOperation}},
 		{"record exists with the same type", func() ReserveRequest { return reserveActor },
 			func() Snapshot {
 				s := baseSnap()
