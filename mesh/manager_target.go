@@ -150,6 +150,10 @@ func createReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome) 
 //	framework failure before the callback → Abort without a final result
 //	  (when the reservation is verified ours; otherwise nothing is changed
 //	  and the source returns it).
+//
+// Every store change it makes asks the admission gate first (§5: no new
+// store change with expired owner eligibility), the Abort of a framework
+// failure included.
 func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *transport.PeerInfo) targetOutcome {
 	n := o.n
 	fw := func(err error) targetOutcome { return targetOutcome{framework: true, err: err} }
@@ -203,15 +207,30 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		!authority.NodeOf(row.Record).Equal(authority.Node{MeshName: ord.meshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration}):
 		return fw(fmt.Errorf("%w: the record of %s no longer matches the reservation", ErrStaleGeneration, ord.id))
 	}
-	abort := func(t *authority.TerminalResult) error {
-		actx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	// write makes one of this order's store changes: only while the gate
+	// admits (§5), and on its own bounded context so that a result can be
+	// recorded (or the space returned) even when the call's deadline is
+	// what ended the wait.
+	write := func(what string, change func(context.Context) error) error {
+		if err := gate.Admit(); err != nil {
+			return wrapErr(ErrUnavailable, err, "owner lease: %s not recorded", what)
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		_, err := o.exec.Abort(actx, authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
-			ObjectGeneration: ord.objGen, IfVersion: ord.version, Owner: &self, Terminal: t})
-		return err
+		if err := change(wctx); err != nil {
+			return classify(nil, err, "record "+what)
+		}
+		return nil
+	}
+	abort := func(what string, t *authority.TerminalResult) error {
+		return write(what, func(ctx context.Context) error {
+			_, err := o.exec.Abort(ctx, authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
+				ObjectGeneration: ord.objGen, IfVersion: ord.version, Owner: &self, Terminal: t})
+			return err
+		})
 	}
 	failBefore := func(err error) targetOutcome {
-		if aerr := abort(nil); aerr != nil {
+		if aerr := abort("reservation return", nil); aerr != nil {
 			o.log.Warn("reservation not returned after a framework failure", "object", ord.id, "err", aerr)
 		}
 		return fw(err)
@@ -244,11 +263,8 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		return failBefore(classify(ctx, ferr, "factory interrupted"))
 	case errors.As(ferr, &declined):
 		terminal.Outcome, terminal.Reason = authority.OutcomeRejected, validText(declined.Reason)
-		if err := gate.Admit(); err != nil {
-			return fw(wrapErr(ErrUnavailable, err, "owner lease: rejection not recorded"))
-		}
-		if err := abort(terminal); err != nil {
-			return fw(classify(nil, err, "record rejection"))
+		if err := abort("rejection", terminal); err != nil {
+			return fw(err)
 		}
 		o.log.Info("creation rejected by the factory", "object", ord.id, "reason", declined.Reason)
 		return targetOutcome{result: router.CreateRejected, gen: ord.objGen, reason: declined.Reason}
@@ -259,11 +275,8 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		}
 		msg := validText(ferr.Error())
 		terminal.Outcome, terminal.Failure = authority.OutcomeFailed, &authority.Failure{Type: typ, Message: msg}
-		if err := gate.Admit(); err != nil {
-			return fw(wrapErr(ErrUnavailable, err, "owner lease: failure not recorded"))
-		}
-		if err := abort(terminal); err != nil {
-			return fw(classify(nil, err, "record failure"))
+		if err := abort("failure", terminal); err != nil {
+			return fw(err)
 		}
 		o.log.Warn("creation failed in the factory", "object", ord.id, "type", typ, "err", ferr)
 		return targetOutcome{err: &CreateFailedError{ID: ord.id, Type: typ, Message: msg}}
@@ -288,17 +301,14 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		sobj.Close()
 	}
 	terminal.Outcome = authority.OutcomeCreated
-	if err := gate.Admit(); err != nil {
+	var res authority.Result
+	if err := write("Ready", func(ctx context.Context) (err error) {
+		res, err = o.exec.Commit(ctx, authority.CommitRequest{Object: obj, ReservationID: ord.reservationID,
+			ObjectGeneration: ord.objGen, Owner: self, IfVersion: ord.version, Terminal: terminal})
+		return err
+	}); err != nil {
 		unhost()
-		return fw(wrapErr(ErrUnavailable, err, "owner lease: Ready not recorded"))
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	res, err := o.exec.Commit(cctx, authority.CommitRequest{Object: obj, ReservationID: ord.reservationID,
-		ObjectGeneration: ord.objGen, Owner: self, IfVersion: ord.version, Terminal: terminal})
-	if err != nil {
-		unhost()
-		return fw(classify(nil, err, "record Ready"))
+		return fw(err)
 	}
 	o.mu.Lock()
 	hs.storeVersion = res.Version
