@@ -225,6 +225,18 @@ func opKindOf(kind record.ObjectKind) router.MeshOperationKind {
 	return router.OpUserSpotCreate
 }
 
+// §12 Creation: "Commands 47/48 verify source and target run generation,
+// OperationId, the creation record, StoreVersion, and object generation,
+// and command 20's result is returned exactly once." Each fixed field of a
+// 49 (Actor) and a 47 (User Spot) is made wrong in turn: the order is
+// refused with its typed failure on exactly one command 20, the factory
+// does not run and the store does not change. Each wrong order is a
+// request of its own (a fresh OperationId, except where the OperationId is
+// the wrong field); the expected failure pins the check that refused it.
+// The unchanged order is then still accepted (the refusals left the
+// reservation as it was).
+func TestCreateOrderFenceMismatchRefused(t *testing.T) { onBothStores(t, runCreateOrderFences) }
+
 // clientRole0 makes node 0 a client: it creates and closes, node 1 hosts.
 func clientRole0(i int, cfg *config.Config) {
 	if i == 0 {
@@ -239,6 +251,149 @@ func onBothStores(t *testing.T, fn func(*testing.T, *cluster)) {
 	t.Run("redis", func(t *testing.T) {
 		fn(t, newClusterOn(t, newFixture(t), newRedisLocation(t), 2, clientRole0))
 	})
+}
+
+func runCreateOrderFences(t *testing.T, c *cluster) {
+	src, tgt := c.nodes[0], c.nodes[1]
+	const (
+		stale     = router.ResultConflict
+		routeGone = router.ResultInvalidState
+		invalid   = router.ResultInvalidArgument
+	)
+	tests := []struct {
+		name string
+		edit func(*createOrder)
+		res  router.TerminalResult
+		// actor, spot failure codes
+		actorCode, spotCode router.FrameworkErrorCode
+	}{
+		{"source RID", func(o *createOrder) { o.sourceRID = tgt.run.rid }, routeGone, router.FailNone, router.FailNone},
+		{"source run generation", func(o *createOrder) { o.sourceGen++ }, routeGone, router.FailNone, router.FailNone},
+		{"target RID", func(o *createOrder) { o.targetRID = src.run.rid }, routeGone, router.FailNone, router.FailNone},
+		{"target run generation", func(o *createOrder) { o.targetGen++ }, routeGone, router.FailNone, router.FailNone},
+		{"target owner id", func(o *createOrder) { o.targetOwner.ID = src.run.ownerID }, routeGone, router.FailNone, router.FailNone},
+		{"target owner lease generation", func(o *createOrder) { o.targetOwner.LeaseGeneration++ }, routeGone, router.FailNone, router.FailNone},
+		{"OperationId", func(o *createOrder) { o.op.OperationID[15] ^= 1 }, invalid, router.FailNone, router.FailNone},
+		{"object generation", func(o *createOrder) { o.objGen++ }, stale, router.FailActorLocationStale, router.FailSpotGenerationStale},
+		{"AuthorityOwnerGeneration", func(o *createOrder) { o.ownerGen++ }, stale, router.FailActorLocationStale, router.FailSpotGenerationStale},
+		{"StoreVersion", func(o *createOrder) { o.version += "0" }, stale, router.FailActorLocationStale, router.FailSpotGenerationStale},
+		{"reservation id", func(o *createOrder) { o.reservationID += "x" }, stale, router.FailActorLocationStale, router.FailSpotGenerationStale},
+		{"pendingCapacityDelta", func(o *createOrder) { o.delta++ }, invalid, router.FailNone, router.FailNone},
+		{"stable type", func(o *createOrder) { o.stableType = "test.unknown" }, stale, router.FailActorTypeMismatch, router.FailSpotTypeMismatch},
+		{"object id", func(o *createOrder) { o.id += "-other" }, stale, router.FailActorLocationStale, router.FailSpotGenerationStale},
+	}
+	boxes := map[string]*inbox{}
+	for _, kind := range []record.ObjectKind{record.ObjectActor, record.ObjectUserSpot} {
+		typ, id := testActorType, "fenced-actor"
+		if kind == record.ObjectUserSpot {
+			typ, id = testSpotType, "fenced-spot"
+		}
+		good := reservedOrder(t, c, kind, id, typ, "")
+		before := storeSnapshot(t, src.loc)
+		cases := tests
+		if kind == record.ObjectActor {
+			// The same fences on the other command: a 47 naming an Actor's
+			// reservation finds no User Spot record of that id.
+			cases = append(cases, struct {
+				name                string
+				edit                func(*createOrder)
+				res                 router.TerminalResult
+				actorCode, spotCode router.FrameworkErrorCode
+			}{"command (47 for an Actor)", func(o *createOrder) { o.kind, o.stableType, o.delta = record.ObjectUserSpot, testSpotType, 2 },
+				stale, router.FailSpotGenerationStale, router.FailSpotGenerationStale})
+		}
+		for i, tc := range cases {
+			ord := good
+			ord.sourceRID, ord.targetRID = append([]byte(nil), ord.sourceRID...), append([]byte(nil), ord.targetRID...)
+			// Each its own request: under the good order's OperationId
+			// it would be refused as another order reusing it.
+			ord.op.OperationID = NewOperationID()
+			if tc.name == "OperationId" {
+				ord.op.OperationID = good.op.OperationID
+			}
+			tc.edit(&ord)
+			name := string(kind) + ": " + tc.name
+			b := deliver(tgt, src, createBody(ord, uint64(100+i)))
+			boxes[name] = b
+			code := tc.actorCode
+			if kind == record.ObjectUserSpot {
+				code = tc.spotCode
+			}
+			wantFailure(t, name, b.answer(t), tc.res, code)
+			if n := c.probe.runCount(id); n != 0 {
+				t.Fatalf("%s: the factory ran %d times", name, n)
+			}
+		}
+		sameSnapshot(t, string(kind)+" refused orders", before, storeSnapshot(t, src.loc))
+		b := deliver(tgt, src, createBody(good, 99))
+		boxes[string(kind)+": unchanged order"] = b
+		if res, gen := createTail(t, b.answer(t), opKindOf(kind)); res != router.CreateCreated || gen != good.objGen {
+			t.Fatalf("%s: unchanged order answered %v generation %d, want Created %d", kind, res, gen, good.objGen)
+		}
+		if n := c.probe.runCount(id); n != 1 {
+			t.Fatalf("%s: the factory ran %d times, want 1", kind, n)
+		}
+	}
+	closeAndCountAnswers(t, tgt, boxes)
+}
+
+// §12 "command 20's result is returned exactly once", for one request
+// delivered twice (docs/OBJECTS.md §3 "Duplicate deliveries"): the factory
+// runs once; a copy that arrives while the first is still running waits
+// for it, one that arrives after it is answered from the target's memory;
+// each delivery gets exactly one command 20 and all carry the same result.
+// A different order under the same OperationId is refused and changes
+// nothing.
+func TestCreateOrderDuplicateDelivery(t *testing.T) { onBothStores(t, runCreateOrderDuplicate) }
+
+func runCreateOrderDuplicate(t *testing.T, c *cluster) {
+	src, tgt := c.nodes[0], c.nodes[1]
+	boxes := map[string]*inbox{}
+	for _, tc := range []struct {
+		kind record.ObjectKind
+		typ  string
+		body string
+		want router.CreateResult
+	}{
+		{record.ObjectActor, testActorType, "wait:dup-actor", router.CreateCreated},
+		{record.ObjectUserSpot, testSpotType, "wait:dup-spot", router.CreateCreated},
+		{record.ObjectActor, testActorType, "decline:no", router.CreateRejected},
+	} {
+		id := "dup-" + string(tc.kind) + "-" + tc.body[:4]
+		ord := reservedOrder(t, c, tc.kind, id, tc.typ, tc.body)
+		rec := createBody(ord, 7) // the very same record, delivered again
+		first := deliver(tgt, src, rec)
+		if tc.body[:5] == "wait:" {
+			eventually(t, 10*time.Second, "the factory to start", func() bool { return c.probe.runCount(id) == 1 })
+		}
+		while := deliver(tgt, src, rec)
+		if tc.body[:5] == "wait:" {
+			close(c.probe.gate(tc.body[5:]))
+		}
+		after := []*router.Record{first.answer(t), while.answer(t)}
+		later := deliver(tgt, src, rec)
+		after = append(after, later.answer(t))
+		for i, r := range after {
+			res, gen := createTail(t, r, opKindOf(tc.kind))
+			if res != tc.want || (res != router.CreateRejected && gen != ord.objGen) {
+				t.Fatalf("%s delivery %d answered %v generation %d, want %v %d", id, i, res, gen, tc.want, ord.objGen)
+			}
+		}
+		if n := c.probe.runCount(id); n != 1 {
+			t.Fatalf("%s: the factory ran %d times for one request delivered three times", id, n)
+		}
+		// Another order under the same OperationId (another reservation).
+		before := storeSnapshot(t, src.loc)
+		other := ord
+		other.reservationID += "-other"
+		reuse := deliver(tgt, src, createBody(other, 8))
+		wantFailure(t, id+" reused OperationId", reuse.answer(t), router.ResultInvalidArgument, router.FailNone)
+		sameSnapshot(t, id+" reused OperationId", before, storeSnapshot(t, src.loc))
+		for name, b := range map[string]*inbox{"first": first, "while running": while, "after": later, "reused": reuse} {
+			boxes[id+" "+name] = b
+		}
+	}
+	closeAndCountAnswers(t, tgt, boxes)
 }
 
 // leaseBlocker refuses every write to one owner-lease key while set: that
