@@ -15,6 +15,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // The target side of remote creation and close (§7, §7.2, §12 Creation):
@@ -475,4 +476,137 @@ func runAbortAfterLeaseLapse(t *testing.T, f *fixture, loc locstore.Store) {
 	}
 	blocker.key.Store(nil)
 	closeAndCountAnswers(t, tgt, map[string]*inbox{"order": b})
+}
+
+// spotOnTarget creates a User Spot on node 1 from node 0 and returns its
+// ref and the record's fence values.
+func spotOnTarget(t *testing.T, c *cluster) (SpotRef, authority.AuthorityRow) {
+	t.Helper()
+	ref, err := c.m(0).CreateUserSpot(ctxT(t, 20*time.Second), testSpotType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, rowOf(t, c, record.ObjectUserSpot, ref.SpotID)
+}
+
+// closeBody is the command 48 node 0 of c sends to close ref on node 1
+// under the record row.
+func closeBody(c *cluster, ref SpotRef, row authority.AuthorityRow, corr uint64, deadline time.Time) *router.UserSpotClose {
+	src, tgt := c.nodes[0], c.nodes[1]
+	return &router.UserSpotClose{Correlation: corr, Operation: opIDOf(NewOperationID()), SourceNodeRID: src.run.rid,
+		SourceNodeGeneration: src.run.lifecycleGeneration,
+		Target: router.UserSpotCloseFence{Spot: router.SpotRef{SpotID: ref.SpotID, ObjectGeneration: ref.ObjectGeneration},
+			TargetNodeRID: tgt.run.rid, TargetNodeGeneration: tgt.run.lifecycleGeneration,
+			ExpectedAuthorityOwnerGeneration: uint64(row.Record.AuthorityOwnerGeneration), ExpectedStoreVersion: row.Version},
+		DeadlineUnixMs: uint64(deadline.UnixMilli())}
+}
+
+func closeAnswer(t *testing.T, r *router.Record) bool {
+	t.Helper()
+	rep := r.Body.(*router.Reply)
+	if rep.Result != router.ResultOK {
+		t.Fatalf("close answered %s/%s", rep.Result, rep.FailureCode)
+	}
+	if err := r.ResolveReplyTail(router.OpUserSpotClose); err != nil {
+		t.Fatal(err)
+	}
+	return rep.Tail.(*router.UserSpotCloseTail).Closed
+}
+
+// §7.2 command 48 "fixes the source's and target's host run generation,
+// operation ID, SpotRef, AuthorityOwnerGeneration, StoreVersion, and
+// deadline": each made wrong in turn is refused with its typed failure on
+// exactly one command 20 — an expired deadline as timedOut — the store does
+// not change and the Spot stays open; the unchanged order then closes it.
+func TestCloseOrderFenceMismatchRefused(t *testing.T) { onBothStores(t, runCloseOrderFences) }
+
+func runCloseOrderFences(t *testing.T, c *cluster) {
+	src, tgt := c.nodes[0], c.nodes[1]
+	ref, row := spotOnTarget(t, c)
+	soon := time.Now().Add(20 * time.Second)
+	tests := []struct {
+		name string
+		edit func(*router.UserSpotClose)
+		res  router.TerminalResult
+		code router.FrameworkErrorCode
+	}{
+		{"source RID", func(b *router.UserSpotClose) { b.SourceNodeRID = tgt.run.rid }, router.ResultInvalidState, router.FailNone},
+		{"source run generation", func(b *router.UserSpotClose) { b.SourceNodeGeneration++ }, router.ResultInvalidState, router.FailNone},
+		{"target RID", func(b *router.UserSpotClose) { b.Target.TargetNodeRID = src.run.rid }, router.ResultInvalidState, router.FailNone},
+		{"target run generation", func(b *router.UserSpotClose) { b.Target.TargetNodeGeneration++ }, router.ResultInvalidState, router.FailNone},
+		{"object generation", func(b *router.UserSpotClose) { b.Target.Spot.ObjectGeneration++ }, router.ResultConflict, router.FailSpotGenerationStale},
+		{"AuthorityOwnerGeneration", func(b *router.UserSpotClose) { b.Target.ExpectedAuthorityOwnerGeneration++ }, router.ResultInvalidState, router.FailNone},
+		{"StoreVersion", func(b *router.UserSpotClose) { b.Target.ExpectedStoreVersion += "0" }, router.ResultInvalidState, router.FailNone},
+		{"deadline passed", func(b *router.UserSpotClose) { b.DeadlineUnixMs = uint64(time.Now().Add(-time.Second).UnixMilli()) }, router.ResultTimedOut, router.FailNone},
+		{"OperationId zero", func(b *router.UserSpotClose) { b.Operation = router.OperationID{} }, router.ResultInvalidArgument, router.FailNone},
+	}
+	before := storeSnapshot(t, src.loc)
+	boxes := map[string]*inbox{}
+	key := spot.Key{Spot: true, ID: ref.SpotID}
+	for i, tc := range tests {
+		body := closeBody(c, ref, row, uint64(10+i), soon)
+		tc.edit(body)
+		b := deliver(tgt, src, body)
+		boxes[tc.name] = b
+		wantFailure(t, tc.name, b.answer(t), tc.res, tc.code)
+		if h, ok := tgt.obj.hostedFor(key); !ok || h.closing {
+			t.Fatalf("%s: the Spot was closed or left closing", tc.name)
+		}
+	}
+	sameSnapshot(t, "refused closes", before, storeSnapshot(t, src.loc))
+	// A SpotRef naming no record: §7.2 false, nothing changed.
+	missing := closeBody(c, SpotRef{SpotID: "no-such-spot", ObjectGeneration: ref.ObjectGeneration}, row, 30, soon)
+	b := deliver(tgt, src, missing)
+	boxes["missing"] = b
+	if closeAnswer(t, b.answer(t)) {
+		t.Fatal("closing a missing Spot answered true")
+	}
+	sameSnapshot(t, "close of a missing Spot", before, storeSnapshot(t, src.loc))
+	b = deliver(tgt, src, closeBody(c, ref, row, 31, soon))
+	boxes["unchanged order"] = b
+	if !closeAnswer(t, b.answer(t)) {
+		t.Fatal("the unchanged order did not close the Spot")
+	}
+	if rowOf(t, c, record.ObjectUserSpot, ref.SpotID).Found {
+		t.Fatal("record left after the close")
+	}
+	closeAndCountAnswers(t, tgt, boxes)
+}
+
+// §7.2 "Command 20 returns the closed result exactly once", for one 48
+// delivered three times (docs/OBJECTS.md §7): a copy that arrives while the
+// close is still running (the Spot's turn is busy) waits for it, one that
+// arrives later is answered from the target's memory; every delivery gets
+// exactly one command 20 saying closed, and the Spot is closed once. A
+// different 48 under the same OperationId is refused.
+func TestCloseOrderDuplicateDelivery(t *testing.T) { onBothStores(t, runCloseOrderDuplicate) }
+
+func runCloseOrderDuplicate(t *testing.T, c *cluster) {
+	src, tgt := c.nodes[0], c.nodes[1]
+	ctx := ctxT(t, 20*time.Second)
+	ref, row := spotOnTarget(t, c)
+	delivered := tgt.ObjectStats().Delivered
+	busy := make(chan error, 1)
+	go func() { _, err := c.m(0).RequestSpot(ctx, ref, []byte("block:dup-close")); busy <- err }()
+	eventually(t, 5*time.Second, "the busy turn to start", func() bool { return tgt.ObjectStats().Delivered > delivered })
+	rec := closeBody(c, ref, row, 3, time.Now().Add(20*time.Second))
+	first := deliver(tgt, src, rec)
+	// The first close deleted the record and now waits for the busy turn.
+	eventually(t, 5*time.Second, "the record to go", func() bool { return !rowOf(t, c, record.ObjectUserSpot, ref.SpotID).Found })
+	while := deliver(tgt, src, rec)
+	close(c.probe.gate("dup-close"))
+	if err := <-busy; err != nil {
+		t.Fatalf("busy request: %v", err)
+	}
+	later := deliver(tgt, src, rec)
+	for name, b := range map[string]*inbox{"first": first, "while running": while, "after": later} {
+		if !closeAnswer(t, b.answer(t)) {
+			t.Fatalf("%s delivery answered closed=false", name)
+		}
+	}
+	other := *rec
+	other.Target.Spot.SpotID = "another-spot"
+	reuse := deliver(tgt, src, &other)
+	wantFailure(t, "reused OperationId", reuse.answer(t), router.ResultInvalidArgument, router.FailNone)
+	closeAndCountAnswers(t, tgt, map[string]*inbox{"first": first, "while running": while, "after": later, "reused": reuse})
 }
