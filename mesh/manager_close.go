@@ -94,7 +94,7 @@ func (o *objects) endOnce(ctx context.Context, kind record.ObjectKind, id string
 	node := authority.NodeOf(a)
 	if a.OwnerID == self && uint64(a.OwnerLeaseGeneration) == lg && bytes.Equal(node.RoutingID, o.n.run.rid) &&
 		node.LifecycleGeneration == o.n.run.lifecycleGeneration {
-		return o.closeLocal(ctx, kind, id, gen, 0, "")
+		return o.closeLocal(ctx, kind, id, gen, endFence{})
 	}
 	peer, ok := o.n.tr.Peer(transport.RID(node.RoutingID))
 	if !ok || peer.LifecycleGeneration != node.LifecycleGeneration {
@@ -156,13 +156,26 @@ func checkEndRow(row authority.AuthorityRow, kind record.ObjectKind, id string, 
 	return false, false, nil
 }
 
-// closeLocal is the owner's Destroy/Close of (kind, id, gen). ownerGen and
-// version, when set, are the remote caller's fence (§7.2: "only changes to
-// Closing if the current record ... match").
-func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id string, gen, ownerGen uint64, version string) (bool, error) {
-	row, err := o.readAuthority(ctx, kind, id)
+// endFence is what a remote caller fixed when it read the record (§7.2:
+// "only changes to Closing if the current record ... match"); a zero field
+// is not fixed (a local call fixes nothing but the generation).
+type endFence struct {
+	ownerGen uint64    // AuthorityOwnerGeneration
+	version  string    // StoreVersion
+	deadline time.Time // the request's deadline, on the store clock
+}
+
+// closeLocal is the owner's Destroy/Close of (kind, id, gen) under the
+// caller's fence f.
+func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id string, gen uint64, f endFence) (bool, error) {
+	row, storeNow, err := o.readAuthorityAt(ctx, kind, id)
 	if err != nil {
 		return false, err
+	}
+	if !f.deadline.IsZero() && !storeNow.Before(f.deadline) {
+		// §7.2: the deadline is one of the fixed fields; an expired
+		// request changes nothing.
+		return false, deadlineErr("close of %s: the deadline passed by store time", id)
 	}
 	if done, closed, err := checkEndRow(row, kind, id, gen); done {
 		return closed, err
@@ -174,7 +187,7 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 	switch {
 	case authority.OwnerOf(a) != owner || !bytes.Equal(node.RoutingID, o.n.run.rid) || node.LifecycleGeneration != o.n.run.lifecycleGeneration:
 		return false, fmt.Errorf("%w: %s is owned by %s/%d", errRouteStale, id, a.OwnerID, a.OwnerLeaseGeneration)
-	case ownerGen != 0 && uint64(a.AuthorityOwnerGeneration) != ownerGen, version != "" && row.Version != version:
+	case f.ownerGen != 0 && uint64(a.AuthorityOwnerGeneration) != f.ownerGen, f.version != "" && row.Version != f.version:
 		return false, fmt.Errorf("%w: %s changed since the caller read it", errRouteStale, id)
 	}
 	key := spot.Key{Spot: kind != record.ObjectActor, ID: id}
@@ -206,8 +219,13 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 		reopen()
 		return false, wrapErr(ErrUnavailable, err, "owner lease")
 	}
-	_, err = o.exec.Delete(ctx, authority.DeleteRequest{Object: authority.Object{ID: id, Kind: kind},
+	// Once admitted, the Delete runs on its own bounded context, not the
+	// caller's: a Delete cut off mid-write would leave its outcome unknown,
+	// and the instance must end exactly when the record does.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	_, err = o.exec.Delete(dctx, authority.DeleteRequest{Object: authority.Object{ID: id, Kind: kind},
 		ObjectGeneration: gen, Owner: owner, IfVersion: row.Version})
+	cancel()
 	closed := err == nil
 	switch {
 	case err == nil:
@@ -247,13 +265,18 @@ func opIDOf(id [16]byte) router.OperationID {
 	return router.OperationID{High: beUint64(id[:8]), Low: beUint64(id[8:])}
 }
 
-// inboundClose handles command 48 on the owner: the source and target
-// fences first, then closeLocal on its own goroutine, answered by exactly
-// one command 20 (closed true/false, or the failure).
+// inboundClose handles command 48 on the owner. Every field the 48 fixes
+// is checked (§7.2): the source run is the sending peer, the target is this
+// run, and — by closeLocal, on the record read — the SpotRef's generation,
+// AuthorityOwnerGeneration, StoreVersion and the deadline (store clock);
+// the OperationId identifies the request for duplicate deliveries
+// (acceptInbound: a copy gets the same answer, the Spot is closed once).
+// Each delivery is answered by exactly one command 20 (closed true/false,
+// or the failure).
 func (o *objects) inboundClose(ctx context.Context, from transport.PeerInfo, b *router.UserSpotClose, reply func(*router.Record) error) {
 	fail := func(err error) { o.sendReply(reply, replyRecord(familySpot, b.Correlation, nil, err)) }
-	if !bytes.Equal(from.RID, b.SourceNodeRID) || from.LifecycleGeneration != b.SourceNodeGeneration {
-		fail(fmt.Errorf("%w: source run is not the sending peer", errRouteStale))
+	if err := sourceIsPeer(from, b.SourceNodeRID, b.SourceNodeGeneration); err != nil {
+		fail(err)
 		return
 	}
 	f := b.Target
@@ -261,23 +284,56 @@ func (o *objects) inboundClose(ctx context.Context, from transport.PeerInfo, b *
 		fail(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, f.TargetNodeRID, f.TargetNodeGeneration))
 		return
 	}
+	if f.ExpectedAuthorityOwnerGeneration == 0 || f.ExpectedStoreVersion == "" || b.DeadlineUnixMs == 0 {
+		// The codec refuses these on the wire; a zero would turn the fence
+		// check off.
+		fail(fmt.Errorf("%w: close of %s without its full fence", ErrInvalidOperation, f.Spot.SpotID))
+		return
+	}
+	deadline := wireDeadline(b.DeadlineUnixMs)
 	if err := o.begin(); err != nil {
 		fail(wrapErr(ErrUnavailable, err, "node closing"))
 		return
 	}
+	order := *b
+	order.Correlation = 0
+	req, first, err := o.acceptInbound(inboundKey{cmd: router.CmdUserSpotClose, source: string(b.SourceNodeRID),
+		sourceGen: b.SourceNodeGeneration, op: b.Operation}, &order, deadline)
+	if err != nil {
+		o.work.Done()
+		fail(err)
+		return
+	}
 	go func() {
 		defer o.work.Done()
-		cctx, cancel := context.WithTimeout(ctx, storeWriteTimeout)
-		defer cancel()
-		closed, err := o.closeLocal(cctx, record.ObjectUserSpot, f.Spot.SpotID, f.Spot.ObjectGeneration,
-			f.ExpectedAuthorityOwnerGeneration, f.ExpectedStoreVersion)
-		if err != nil {
-			fail(classifyTarget(err))
-			return
+		if first {
+			closed, err := o.closeOrder(ctx, f, deadline)
+			o.finishInbound(req, func(corr uint64) *router.Record {
+				if err != nil {
+					return replyRecord(familySpot, corr, nil, classifyTarget(err))
+				}
+				return router.NewRecord(&router.Reply{Correlation: corr, Result: router.ResultOK,
+					Tail: &router.UserSpotCloseTail{Closed: closed}}, nil, nil)
+			})
 		}
-		o.sendReply(reply, router.NewRecord(&router.Reply{Correlation: b.Correlation, Result: router.ResultOK,
-			Tail: &router.UserSpotCloseTail{Closed: closed}}, nil, nil))
+		<-req.done
+		o.sendReply(reply, req.answer(b.Correlation))
 	}()
+}
+
+// closeOrder runs a 48 within its deadline: the local clock bounds the
+// waiting (an order already past it is refused without a store access),
+// the store clock decides (closeLocal).
+func (o *objects) closeOrder(ctx context.Context, f router.UserSpotCloseFence, deadline time.Time) (bool, error) {
+	local := time.Until(deadline)
+	if local <= 0 {
+		return false, deadlineErr("close of %s: the deadline passed", f.Spot.SpotID)
+	}
+	cctx, cancel := context.WithTimeout(ctx, local)
+	defer cancel()
+	defer context.AfterFunc(o.halt, cancel)() // the node stops: do not wait for the deadline
+	return o.closeLocal(cctx, record.ObjectUserSpot, f.Spot.SpotID, f.Spot.ObjectGeneration,
+		endFence{ownerGen: f.ExpectedAuthorityOwnerGeneration, version: f.ExpectedStoreVersion, deadline: deadline})
 }
 
 // classifyTarget keeps the fence outcome of a target-side error and maps
@@ -366,7 +422,8 @@ func (o *objects) inboundDestroy(from transport.PeerInfo, f router.ActorRouteFen
 		defer o.work.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		closed, err := o.closeLocal(ctx, record.ObjectActor, f.Actor.ActorID, f.Actor.ObjectGeneration, f.ExpectedAuthorityOwnerGeneration, "")
+		closed, err := o.closeLocal(ctx, record.ObjectActor, f.Actor.ActorID, f.Actor.ObjectGeneration,
+			endFence{ownerGen: f.ExpectedAuthorityOwnerGeneration})
 		switch {
 		case err == nil && closed:
 			answer(destroyClosed)

@@ -5,18 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/router/transport"
 )
 
 // clientAndServer is a client-role node 0 (it creates, hosts nothing) and
 // one server node 1: every creation from node 0 crosses the wire.
 func clientAndServer(t *testing.T) *cluster {
-	return newCluster(t, 2, func(i int, cfg *config.Config) {
-		if i == 0 {
-			cfg.Node.ObjectRole = config.RoleClient
-		}
-	})
+	return newCluster(t, 2, clientRole0)
 }
 
 // §7 "Even if a response is lost, the same request's result must be

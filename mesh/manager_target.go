@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ type createOrder struct {
 
 func (ord createOrder) mesh() string { return ord.meshName }
 
+// wireDeadline is a command's deadlineUnixMs (store clock) as a time.
+func wireDeadline(ms uint64) time.Time { return time.UnixMilli(int64(min(ms, uint64(1<<62)))) }
+
 func createOrderFromWire(kind record.ObjectKind, id, stableType string, op router.OperationID, srcRID []byte, srcGen uint64,
 	f router.ObjectReservationFence, deadlineMs uint64) createOrder {
 	ref := authority.OperationRef{SourceRoutingID: append([]byte(nil), srcRID...), SourceRunGeneration: srcGen}
@@ -51,7 +55,7 @@ func createOrderFromWire(kind record.ObjectKind, id, stableType string, op route
 	putUint64(ref.OperationID[8:], op.Low)
 	return createOrder{kind: kind, id: id, stableType: stableType, op: ref, reservationID: f.ReservationID,
 		version: f.ExpectedStoreVersion, objGen: f.ObjectGeneration, ownerGen: f.AuthorityOwnerGeneration,
-		deadline: time.UnixMilli(int64(min(deadlineMs, uint64(1<<62)))), sourceRID: ref.SourceRoutingID, sourceGen: srcGen,
+		deadline: wireDeadline(deadlineMs), sourceRID: ref.SourceRoutingID, sourceGen: srcGen,
 		targetRID: append([]byte(nil), f.TargetNodeRID...), targetGen: f.TargetNodeGeneration,
 		targetOwner: authority.Owner{ID: f.TargetOwnerID, LeaseGeneration: f.TargetOwnerLeaseGeneration},
 		delta:       f.PendingCapacityDelta}
@@ -74,46 +78,147 @@ type targetOutcome struct {
 	pending bool
 }
 
-// storeWriteTimeout bounds the Commit/Abort a target makes after the
-// factory: it must be able to record the result (or return the space) even
-// when the call's deadline is what ended the wait.
+// storeWriteTimeout bounds a store change an owner makes once the gate
+// admitted it (the target's Commit/Abort, the Delete of Destroy/Close): it
+// must be able to record the result (or return the space) even when the
+// call's deadline is what ended the wait, so that its outcome is known.
 const storeWriteTimeout = 5 * time.Second
 
 // inboundCreate handles command 47/49: the work runs on its own goroutine
-// (store I/O and the factory must not hold the peer's connection), and the
-// one command 20 answer goes back on the ROUTER.
+// (store I/O and the factory must not hold the peer's connection), and each
+// delivery is answered by exactly one command 20 on the ROUTER. A duplicate
+// delivery of the same request does not run the factory again
+// (acceptInbound).
 func (o *objects) inboundCreate(ctx context.Context, from transport.PeerInfo, corr uint64, reply func(*router.Record) error, ord createOrder) {
 	ord.meshName = o.n.cfg.Node.MeshName
-	fam := familyActor
-	if ord.kind != record.ObjectActor {
-		fam = familySpot
-	}
-	if err := o.begin(); err != nil {
-		o.sendCreateReply(fam, corr, ord, targetOutcome{framework: true, err: wrapErr(ErrUnavailable, err, "node closing")}, reply)
-		return
-	}
-	go func() {
-		defer o.work.Done()
-		local := time.Until(ord.deadline) // the store clock is the shared one; this only bounds local waiting
-		if local <= 0 {
-			local = time.Millisecond
-		}
-		cctx, cancel := context.WithTimeout(ctx, local)
-		defer cancel()
-		defer context.AfterFunc(o.halt, cancel)() // the node stops: do not wait for the deadline
-		out := o.createOnTarget(cctx, ord, &from)
+	fam := famOf(ord.kind)
+	answer := func(rec *router.Record) {
 		if h := o.hook().dropCreateReply; h != nil && h(ord.id) {
 			o.log.Warn("test hook: creation answer dropped", "object", ord.id)
 			return
 		}
-		o.sendCreateReply(fam, corr, ord, out, reply)
+		o.sendReply(reply, rec)
+	}
+	fail := func(err error) { answer(createReply(fam, corr, ord, targetOutcome{framework: true, err: err})) }
+	// Checked before the request is looked up: the identity (source run,
+	// OperationId) is the sender's own only when the sender is that source.
+	if err := sourceIsPeer(from, ord.sourceRID, ord.sourceGen); err != nil {
+		fail(err)
+		return
+	}
+	if err := o.begin(); err != nil {
+		fail(wrapErr(ErrUnavailable, err, "node closing"))
+		return
+	}
+	cmd := router.CmdUserSpotCreate
+	if ord.kind == record.ObjectActor {
+		cmd = router.CmdActorCreate
+	}
+	req, first, err := o.acceptInbound(inboundKey{cmd: cmd, source: string(ord.sourceRID), sourceGen: ord.sourceGen,
+		op: opIDOf(ord.op.OperationID)}, ord, ord.deadline)
+	if err != nil {
+		o.work.Done()
+		fail(err)
+		return
+	}
+	go func() {
+		defer o.work.Done()
+		if first {
+			local := time.Until(ord.deadline) // the store clock is the shared one; this only bounds local waiting
+			if local <= 0 {
+				local = time.Millisecond
+			}
+			cctx, cancel := context.WithTimeout(ctx, local)
+			defer cancel()
+			defer context.AfterFunc(o.halt, cancel)() // the node stops: do not wait for the deadline
+			out := o.createOnTarget(cctx, ord, &from)
+			o.finishInbound(req, func(corr uint64) *router.Record { return createReply(fam, corr, ord, out) })
+		}
+		<-req.done
+		answer(req.answer(corr))
 	}()
 }
 
-func (o *objects) sendCreateReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome, reply func(*router.Record) error) {
-	if err := reply(createReply(fam, corr, ord, out)); err != nil {
-		o.log.Warn("creation answer not sent", "object", ord.id, "err", err)
+// sourceIsPeer checks that the source run an order names is the peer that
+// sent it (the transport admitted that peer at that run generation).
+func sourceIsPeer(from transport.PeerInfo, rid []byte, gen uint64) error {
+	if !bytes.Equal(from.RID, rid) || from.LifecycleGeneration != gen {
+		return fmt.Errorf("%w: source run %x/%d is not the sending peer %s/%d", errRouteStale, rid, gen,
+			from.RID, from.LifecycleGeneration)
 	}
+	return nil
+}
+
+// Duplicate deliveries of 47/48/49 (§7, §7.2, §12: command 20's result is
+// returned exactly once). One request is identified by the command, the
+// source Node RID, the source host run generation and the OperationId; the
+// sending peer has been checked to be that source run, so only it can use
+// the identity. The first delivery does the work (factory run, close);
+// every other delivery of the same request waits for that work and is
+// answered with the same result under its own correlation — each delivery
+// gets exactly one command 20, and the work happens once. The answer is
+// kept until the request's deadline (local clock, at most
+// inboundAnswerRetention); a copy arriving later is judged as a new order
+// and finds the reservation or record it names already decided, so it is
+// refused and changes nothing. A different order under the same identity
+// is ErrInvalidOperation and changes nothing.
+
+// inboundAnswerRetention bounds how long a finished request's answer is
+// kept for duplicate deliveries.
+const inboundAnswerRetention = 5 * time.Minute
+
+type inboundKey struct {
+	cmd       router.Command
+	source    string // source Node RID bytes
+	sourceGen uint64
+	op        router.OperationID
+}
+
+// inboundRequest is one request this run accepted.
+type inboundRequest struct {
+	key    inboundKey
+	order  any           // the order as first received (correlation aside)
+	keep   time.Duration // how long the answer is kept once known
+	done   chan struct{} // closed once answer is set
+	answer func(corr uint64) *router.Record
+}
+
+// acceptInbound registers the request key names, or finds it: first is
+// true for the delivery that must do the work and then call finishInbound.
+func (o *objects) acceptInbound(key inboundKey, order any, deadline time.Time) (req *inboundRequest, first bool, err error) {
+	if key.op == (router.OperationID{}) {
+		return nil, false, fmt.Errorf("%w: OperationId is zero", ErrInvalidOperation)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if req, ok := o.orders[key]; ok {
+		if !reflect.DeepEqual(req.order, order) {
+			return nil, false, fmt.Errorf("%w: another %s already used this OperationId", ErrInvalidOperation, key.cmd)
+		}
+		return req, false, nil
+	}
+	if o.orders == nil {
+		o.orders = map[inboundKey]*inboundRequest{}
+	}
+	req = &inboundRequest{key: key, order: order, done: make(chan struct{}),
+		keep: min(max(time.Until(deadline), 0), inboundAnswerRetention)}
+	o.orders[key] = req
+	return req, true, nil
+}
+
+// finishInbound records the answer of a request, releases the deliveries
+// waiting for it, and forgets it once its deadline has passed (later
+// copies are then refused on their own: deadline, decided record).
+func (o *objects) finishInbound(req *inboundRequest, answer func(corr uint64) *router.Record) {
+	req.answer = answer
+	close(req.done)
+	time.AfterFunc(req.keep, func() {
+		o.mu.Lock()
+		if o.orders[req.key] == req {
+			delete(o.orders, req.key)
+		}
+		o.mu.Unlock()
+	})
 }
 
 // createReply builds the command 20 answering 47/49 (§7: Existing |
@@ -141,8 +246,8 @@ func createReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome) 
 }
 
 // createOnTarget checks every fence of the order (source and target run,
-// id, type, reservation, StoreVersion), runs the factory and records the
-// outcome together with the final result (§7 callback table):
+// id, type, reservation, OperationId, StoreVersion), runs the factory and
+// records the outcome together with the final result (§7 callback table):
 //
 //	approved  → Commit (Ready, reserved → active slots) + Created
 //	declined  → Abort (record deleted, slots returned) + Rejected
@@ -150,15 +255,20 @@ func createReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome) 
 //	framework failure before the callback → Abort without a final result
 //	  (when the reservation is verified ours; otherwise nothing is changed
 //	  and the source returns it).
+//
+// Every store change it makes asks the admission gate first (§5: no new
+// store change with expired owner eligibility), the Abort of a framework
+// failure included.
 func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *transport.PeerInfo) targetOutcome {
 	n := o.n
 	fw := func(err error) targetOutcome { return targetOutcome{framework: true, err: err} }
 	if ord.meshName == "" {
 		ord.meshName = n.cfg.Node.MeshName
 	}
-	if from != nil && (!bytes.Equal(from.RID, ord.sourceRID) || from.LifecycleGeneration != ord.sourceGen) {
-		return fw(fmt.Errorf("%w: source run %x/%d is not the sending peer %s/%d", errRouteStale, ord.sourceRID,
-			ord.sourceGen, from.RID, from.LifecycleGeneration))
+	if from != nil {
+		if err := sourceIsPeer(*from, ord.sourceRID, ord.sourceGen); err != nil {
+			return fw(err)
+		}
 	}
 	ownerID, leaseGen := n.Owner()
 	self := authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}
@@ -183,14 +293,8 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	}
 	key := spot.Key{Spot: ord.kind != record.ObjectActor, ID: ord.id}
 	obj := authority.Object{ID: ord.id, Kind: ord.kind, StableType: ord.stableType}
-	if row.Found && row.Record.Allocation.State == record.AllocationActive &&
-		uint64(row.Record.ObjectGeneration) == ord.objGen && authority.OwnerOf(row.Record) == self {
-		if h, ok := o.hostedFor(key); ok && h.objectGeneration == ord.objGen {
-			// A repeated order for what this node already created.
-			return targetOutcome{result: router.CreateExisting, gen: ord.objGen, ownerGen: h.ownerGeneration,
-				mesh: ord.meshName, rid: n.run.rid}
-		}
-	}
+	// A repeated delivery of an order this run already decided is answered
+	// by acceptInbound; here the record must still be the open reservation.
 	pc := row.Record.PendingCreation
 	switch {
 	case !row.Found:
@@ -202,16 +306,38 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		row.Version != ord.version, authority.OwnerOf(row.Record) != self,
 		!authority.NodeOf(row.Record).Equal(authority.Node{MeshName: ord.meshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration}):
 		return fw(fmt.Errorf("%w: the record of %s no longer matches the reservation", ErrStaleGeneration, ord.id))
+	case pc.RequestContentReference != creationRequestKey(ord.op):
+		// §7/§12: the OperationId is fixed by the reservation (the stored
+		// request's key is derived from source RID, source run and
+		// OperationId). An order under another id is not this
+		// reservation's: running it would store its final result under
+		// the wrong identifier.
+		return fw(fmt.Errorf("%w: the reservation of %s was made for another operation", ErrInvalidOperation, ord.id))
 	}
-	abort := func(t *authority.TerminalResult) error {
-		actx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	// write makes one of this order's store changes: only while the gate
+	// admits (§5), and on its own bounded context so that a result can be
+	// recorded (or the space returned) even when the call's deadline is
+	// what ended the wait.
+	write := func(what string, change func(context.Context) error) error {
+		if err := gate.Admit(); err != nil {
+			return wrapErr(ErrUnavailable, err, "owner lease: %s not recorded", what)
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		_, err := o.exec.Abort(actx, authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
-			ObjectGeneration: ord.objGen, IfVersion: ord.version, Owner: &self, Terminal: t})
-		return err
+		if err := change(wctx); err != nil {
+			return classify(nil, err, "record "+what)
+		}
+		return nil
+	}
+	abort := func(what string, t *authority.TerminalResult) error {
+		return write(what, func(ctx context.Context) error {
+			_, err := o.exec.Abort(ctx, authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
+				ObjectGeneration: ord.objGen, IfVersion: ord.version, Owner: &self, Terminal: t})
+			return err
+		})
 	}
 	failBefore := func(err error) targetOutcome {
-		if aerr := abort(nil); aerr != nil {
+		if aerr := abort("reservation return", nil); aerr != nil {
 			o.log.Warn("reservation not returned after a framework failure", "object", ord.id, "err", aerr)
 		}
 		return fw(err)
@@ -244,11 +370,8 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		return failBefore(classify(ctx, ferr, "factory interrupted"))
 	case errors.As(ferr, &declined):
 		terminal.Outcome, terminal.Reason = authority.OutcomeRejected, validText(declined.Reason)
-		if err := gate.Admit(); err != nil {
-			return fw(wrapErr(ErrUnavailable, err, "owner lease: rejection not recorded"))
-		}
-		if err := abort(terminal); err != nil {
-			return fw(classify(nil, err, "record rejection"))
+		if err := abort("rejection", terminal); err != nil {
+			return fw(err)
 		}
 		o.log.Info("creation rejected by the factory", "object", ord.id, "reason", declined.Reason)
 		return targetOutcome{result: router.CreateRejected, gen: ord.objGen, reason: declined.Reason}
@@ -259,11 +382,8 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		}
 		msg := validText(ferr.Error())
 		terminal.Outcome, terminal.Failure = authority.OutcomeFailed, &authority.Failure{Type: typ, Message: msg}
-		if err := gate.Admit(); err != nil {
-			return fw(wrapErr(ErrUnavailable, err, "owner lease: failure not recorded"))
-		}
-		if err := abort(terminal); err != nil {
-			return fw(classify(nil, err, "record failure"))
+		if err := abort("failure", terminal); err != nil {
+			return fw(err)
 		}
 		o.log.Warn("creation failed in the factory", "object", ord.id, "type", typ, "err", ferr)
 		return targetOutcome{err: &CreateFailedError{ID: ord.id, Type: typ, Message: msg}}
@@ -288,17 +408,14 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		sobj.Close()
 	}
 	terminal.Outcome = authority.OutcomeCreated
-	if err := gate.Admit(); err != nil {
+	var res authority.Result
+	if err := write("Ready", func(ctx context.Context) (err error) {
+		res, err = o.exec.Commit(ctx, authority.CommitRequest{Object: obj, ReservationID: ord.reservationID,
+			ObjectGeneration: ord.objGen, Owner: self, IfVersion: ord.version, Terminal: terminal})
+		return err
+	}); err != nil {
 		unhost()
-		return fw(wrapErr(ErrUnavailable, err, "owner lease: Ready not recorded"))
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
-	defer cancel()
-	res, err := o.exec.Commit(cctx, authority.CommitRequest{Object: obj, ReservationID: ord.reservationID,
-		ObjectGeneration: ord.objGen, Owner: self, IfVersion: ord.version, Terminal: terminal})
-	if err != nil {
-		unhost()
-		return fw(classify(nil, err, "record Ready"))
+		return fw(err)
 	}
 	o.mu.Lock()
 	hs.storeVersion = res.Version

@@ -41,6 +41,9 @@ type objects struct {
 	entry   *spot.Object               // the Entry Spot of a Server node
 	stats   objectStats
 	hooks   atomic.Pointer[testHooks]
+	// orders are the 47/48/49 requests this run accepted, for duplicate
+	// deliveries (manager_target.go).
+	orders  map[inboundKey]*inboundRequest
 	stopped chan struct{}
 	// halt ends the calls in flight (creations waiting, closes) when the
 	// node stops, so that Close does not wait for their deadlines.
