@@ -148,7 +148,8 @@ func reservedOrder(t *testing.T, c *cluster, kind record.ObjectKind, id, stableT
 	call.content = encodeCreationRequest(modeCreate, kind, id, stableType, call.body)
 	call.sha = sha256.Sum256(call.content)
 	call.contentKey = creationRequestKey(call.op)
-	if err := o.writeContent(ctx, call, storeNow); err != nil {
+	retention, err := contentRetention(call, storeNow)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cand, err := o.place(ctx, kind, stableType, "objects", map[string]exclusion{})
@@ -161,6 +162,7 @@ func reservedOrder(t *testing.T, c *cluster, kind record.ObjectKind, id, stableT
 		Target: authority.Target{Node: cand.node, Owner: cand.owner, Limits: cand.limits},
 		Creation: record.PendingCreation{ReservationID: rsv, RequestContentReference: call.contentKey,
 			RequestSHA256: call.sha, RequestEncodedSize: len(call.content)},
+		Content: &authority.CreationContent{Value: call.content, Retention: retention},
 	})
 	if err != nil {
 		t.Fatal(err)
