@@ -12,6 +12,33 @@ import (
 	"github.com/meshnode/meshnode/router"
 )
 
+// blockedSendWait is a SendWait of record sent+1 waiting behind a queue of
+// records 1..sent that a stalled peer does not read.
+type blockedSendWait struct {
+	a       *Node
+	fake    *fakePeer
+	s       *session
+	sent    int
+	release func()     // the peer reads again
+	done    chan error // SendWait's result
+}
+
+func startBlockedSendWait(t *testing.T, qb queueBound) blockedSendWait {
+	t.Helper()
+	a, fake, release := stalledLink(t, qb)
+	w := blockedSendWait{a: a, fake: fake, release: release, done: make(chan error, 1)}
+	w.sent = fillQueue(t, a, fake.rid, qb.size)
+	var err error
+	if w.s, err = a.session(fake.rid); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.done <- a.SendWait(context.Background(), fake.rid, seqSend(fake.rid, uint64(w.sent+1), make([]byte, qb.size)))
+	}()
+	waitFor(t, 10*time.Second, "SendWait to wait for room", func() bool { return w.s.pc.waiters.Load() == 1 })
+	return w
+}
+
 // TestSendWait: with the peer's queue full, SendWait waits — woken by the
 // writer, not polling — and its record goes out behind the queued ones once
 // the peer reads again; it gives up when its context ends (ErrBackpressure
@@ -21,17 +48,8 @@ import (
 func TestSendWait(t *testing.T) {
 	for _, qb := range queueBounds {
 		t.Run(qb.name+"/waits for room, in order", func(t *testing.T) {
-			a, fake, release := stalledLink(t, qb)
-			sent := fillQueue(t, a, fake.rid, qb.size)
-			s, err := a.session(fake.rid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() {
-				done <- a.SendWait(context.Background(), fake.rid, seqSend(fake.rid, uint64(sent+1), make([]byte, qb.size)))
-			}()
-			waitFor(t, 10*time.Second, "SendWait to wait for room", func() bool { return s.pc.waiters.Load() == 1 })
+			w := startBlockedSendWait(t, qb)
+			a, fake, s, sent, done := w.a, w.fake, w.s, w.sent, w.done
 			// The peer does not read, so the writer takes a record out at
 			// most as often as it writes one; a polling waiter would retry
 			// far more often than that.
@@ -45,7 +63,7 @@ func TestSendWait(t *testing.T) {
 			if retries, out := s.pc.retries.Load()-retries0, counters.recordsOut.Load()-out0; retries > out+1 {
 				t.Fatalf("waiter retried %d times while %d records went out: it spins", retries, out)
 			}
-			release()
+			w.release()
 			select {
 			case err := <-done:
 				if err != nil {
@@ -83,23 +101,12 @@ func TestSendWait(t *testing.T) {
 		})
 	}
 	t.Run("peer down while waiting", func(t *testing.T) {
-		qb := queueBounds[0]
-		a, fake, _ := stalledLink(t, qb)
-		sent := fillQueue(t, a, fake.rid, qb.size)
-		s, err := a.session(fake.rid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() {
-			done <- a.SendWait(context.Background(), fake.rid, seqSend(fake.rid, uint64(sent+1), nil))
-		}()
-		waitFor(t, 10*time.Second, "SendWait to wait for room", func() bool { return s.pc.waiters.Load() == 1 })
-		if err := a.Disconnect(fake.rid); err != nil {
+		w := startBlockedSendWait(t, queueBounds[0])
+		if err := w.a.Disconnect(w.fake.rid); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case err := <-done:
+		case err := <-w.done:
 			if !errors.Is(err, ErrPeerDown) {
 				t.Fatalf("SendWait = %v, want ErrPeerDown", err)
 			}
