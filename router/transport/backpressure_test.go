@@ -3,70 +3,104 @@ package transport
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/router"
 )
 
+// queueBound is one way of filling a connection's send queue: records of
+// size bytes against a record and a byte bound.
+type queueBound struct {
+	name    string
+	records int
+	bytes   int64
+	size    int
+}
+
+var queueBounds = []queueBound{
+	{"record bound", 8, 1 << 40, 64 << 10},
+	{"byte bound", 1 << 20, 1 << 20, 300 << 10},
+	// Each record alone exceeds the byte budget: it is admitted only into
+	// an empty queue (a relocation chunk against the default budget).
+	{"record larger than the byte budget", 1 << 20, 1 << 20, 2 << 20},
+}
+
+// stalledLink is node a linked to a fake peer that stops reading at the
+// first spotSend until release is called (TCP buffers fill up behind it,
+// then a's queue).
+func stalledLink(t *testing.T, qb queueBound) (a *Node, fake *fakePeer, release func()) {
+	t.Helper()
+	fake = newFakePeer(t, "slow", 1)
+	stop := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(stop) }) }
+	t.Cleanup(release)
+	inner := fake.rt.onFrames
+	fake.rt.onFrames = func(ic *inConn, frames [][]byte) {
+		inner(ic, frames)
+		rec, _ := router.Decode(frames)
+		if rec != nil && rec.Command == router.CmdSpotSend {
+			<-stop
+		}
+	}
+	cfg := testConfig("a", 1)
+	cfg.SendQueueRecords, cfg.SendQueueBytes = qb.records, qb.bytes
+	cfg.PeerTimeout, cfg.WriteTimeout = 30*time.Second, 30*time.Second
+	a = startNode(t, cfg)
+	if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitAdmitted(context.Background(), fake.rid); err != nil {
+		t.Fatal(err)
+	}
+	return a, fake, release
+}
+
+// fillQueue sends spotSends 1, 2, … of size bytes to a peer that does not
+// read until the queue is full and stays full: a send is refused with
+// ErrBackpressure and the writer wrote nothing for 200 ms (it is blocked on
+// the full socket, so no room will appear until the peer reads). It
+// returns how many were queued.
+func fillQueue(t *testing.T, a *Node, peer RID, size int) int {
+	t.Helper()
+	data := make([]byte, size)
+	out := &a.stats.peer(string(peer)).recordsOut
+	sent := 0
+	for tries := 0; tries < 100_000; tries++ {
+		err := a.Send(context.Background(), peer, seqSend(peer, uint64(sent+1), data))
+		switch {
+		case err == nil:
+			sent++
+			// Let the writer move what the socket accepts; whatever it
+			// cannot move stays in the bounded queue.
+			if sent%16 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		case errors.Is(err, ErrBackpressure):
+			before := out.Load()
+			time.Sleep(200 * time.Millisecond)
+			if out.Load() == before {
+				return sent
+			}
+		default:
+			t.Fatalf("send %d: %v", sent+1, err)
+		}
+	}
+	t.Fatalf("queue never stalled after %d sends to a peer that does not read", sent)
+	return 0
+}
+
 // TestBackpressure: a peer that stops reading makes Send fail fast with
 // ErrBackpressure once the bounded queue (records or bytes) is full; the
 // queue never grows past its bound, and sending resumes when the peer reads
 // again.
 func TestBackpressure(t *testing.T) {
-	tests := []struct {
-		name    string
-		records int
-		bytes   int64
-		size    int
-	}{
-		{"record bound", 8, 1 << 40, 64 << 10},
-		{"byte bound", 1 << 20, 1 << 20, 300 << 10},
-	}
-	for _, tt := range tests {
+	for _, tt := range queueBounds {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := newFakePeer(t, "slow", 1)
-			release := make(chan struct{})
-			inner := fake.rt.onFrames
-			fake.rt.onFrames = func(ic *inConn, frames [][]byte) {
-				inner(ic, frames)
-				rec, _ := router.Decode(frames)
-				if rec != nil && rec.Command == router.CmdSpotSend {
-					<-release // stop reading: TCP buffers fill up behind us
-				}
-			}
-			cfg := testConfig("a", 1)
-			cfg.SendQueueRecords, cfg.SendQueueBytes = tt.records, tt.bytes
-			cfg.PeerTimeout, cfg.WriteTimeout = 30*time.Second, 30*time.Second
-			a := startNode(t, cfg)
-			if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			if _, err := a.WaitAdmitted(ctx, fake.rid); err != nil {
-				t.Fatal(err)
-			}
-			data := make([]byte, tt.size)
-			sent, refused := 0, 0
-			for i := 0; i < 100_000 && refused == 0; i++ {
-				err := a.Send(ctx, fake.rid, seqSend(fake.rid, uint64(i+1), data))
-				switch {
-				case err == nil:
-					sent++
-				case errors.Is(err, ErrBackpressure):
-					refused++
-				default:
-					t.Fatalf("send %d: %v", i, err)
-				}
-				// Let the writer move what the socket accepts; whatever it
-				// cannot move stays in the bounded queue.
-				if i%16 == 0 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			if refused == 0 {
-				t.Fatalf("no backpressure after %d sends to a peer that does not read", sent)
-			}
+			a, fake, release := stalledLink(t, tt)
+			sent := fillQueue(t, a, fake.rid, tt.size)
 			s, err := a.session(fake.rid)
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +115,9 @@ func TestBackpressure(t *testing.T) {
 			if st.Backpressure == 0 || st.Peers[fake.rid.String()].Backpressure == 0 {
 				t.Fatalf("backpressure not counted: %+v", st)
 			}
-			close(release)
+			release()
+			data := make([]byte, tt.size)
+			ctx := context.Background()
 			waitFor(t, 10*time.Second, "queue to drain", func() bool {
 				return a.Send(ctx, fake.rid, seqSend(fake.rid, 1, data)) == nil
 			})

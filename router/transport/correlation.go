@@ -5,9 +5,11 @@ import "github.com/meshnode/meshnode/router"
 // Correlation lives in the record bodies (schema: the first body field of
 // every request command and of command 20 reply is a nonzero-u64
 // "correlation"; the project's relocationPrepare (40) / relocationReady
-// (53) pair follows the same rule). The transport owns it: Request writes a
-// fresh node-wide value into the request body and matches the reply carrying
-// it back on the same peer link.
+// (53) pair follows the same rule). The transport owns it: Request and Start
+// write a fresh node-wide value into the request body, and the reply carrying
+// it back is matched through the node-wide call table (call.go) — from the
+// peer the request went to, or, for portable requests and reply slots, from
+// any admitted peer.
 
 // setCorrelation writes c into a request body; false if the body is not a
 // request.

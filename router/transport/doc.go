@@ -12,7 +12,10 @@
 // reject, comparing mesh name and security identity and refusing stale
 // lifecycle generations), stays usable while liveness probes are answered
 // (probe every 5 s, down after 15 s without the ack), and requests are
-// correlated by a node-wide nonzero u64 with per-request deadlines.
+// correlated by a node-wide nonzero u64 with per-request deadlines. A
+// request can be sent now and waited for later (Start, Call.Wait), and a
+// portable request or reply slot accepts its reply from whichever admitted
+// peer ends up answering it (an object that moved, spec §7.3).
 //
 // The sockets are built on github.com/go-zeromq/zmq4's ZMTP connection
 // (handshake and framing) with this package's own accept loop, per-connection

@@ -110,8 +110,10 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		return
 	case router.CmdReply, router.CmdRelocationReady:
 		// Replies normally come back on our DEALER; a peer may also answer
-		// on its own DEALER, which lands here. Match it the same way.
-		n.deliverReplyFrom(ic.ident, rec)
+		// on its own DEALER, which lands here — and so does the reply of a
+		// portable request or reply slot sent by an object's new owner.
+		// Match it the same way, through the node-wide table.
+		n.deliverReply(RID(ic.ident), rec)
 		return
 	}
 	if n.cfg.Handler == nil {

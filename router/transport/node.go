@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -96,6 +95,7 @@ type Node struct {
 	linkWG    sync.WaitGroup
 
 	corr  atomic.Uint64
+	calls callTable
 	stats stats
 }
 
@@ -121,6 +121,7 @@ func New(cfg Config) (*Node, error) {
 		seen:  make(map[string]genRev),
 	}
 	n.stats.init()
+	n.calls.init()
 	n.endpoint = boundEndpoint(c.Endpoint, rt.ln.Addr())
 	n.adv = c.AdvertisedEndpoint
 	if n.adv == "" {
@@ -387,6 +388,24 @@ func (n *Node) session(peer RID) (*session, error) {
 // admitted fails with ErrNotAdmitted. A nil error means queued, not
 // delivered: records still queued when the connection dies are dropped.
 func (n *Node) Send(ctx context.Context, peer RID, rec *router.Record) error {
+	return n.send(ctx, peer, rec, false)
+}
+
+// SendWait is Send for a caller that would rather wait than shed: when the
+// peer's send queue is full it waits for room (woken by the writer, not by
+// polling) until ctx ends, then fails with an error wrapping both
+// ErrBackpressure and ctx.Err(). A record larger than the whole byte budget
+// (SendQueueBytes) is admitted once the queue is empty, so one relocation
+// chunk (router.RelocationChunkBytes of data) always gets through. A link
+// that is not admitted fails at once as in Send; the connection going down
+// while waiting fails with ErrPeerDown. Records of one caller stay in the
+// order its SendWait/Send calls returned; concurrent callers are not
+// ordered among themselves.
+func (n *Node) SendWait(ctx context.Context, peer RID, rec *router.Record) error {
+	return n.send(ctx, peer, rec, true)
+}
+
+func (n *Node) send(ctx context.Context, peer RID, rec *router.Record, wait bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -401,62 +420,7 @@ func (n *Node) Send(ctx context.Context, peer RID, rec *router.Record) error {
 	if err != nil {
 		return err
 	}
-	return s.send(frames)
-}
-
-// Request sends rec (a command whose body carries a correlation field) and
-// waits for the reply record (command 20) with the same correlation. The
-// transport assigns the correlation — a node-wide nonzero u64 — by writing
-// it into rec's body. The wait ends at ctx's deadline or, without one,
-// after Config.RequestTimeout (ErrDeadlineExceeded, also matching
-// context.DeadlineExceeded), or with ErrPeerDown as soon as the connection
-// the request went out on is lost or the peer restarts.
-func (n *Node) Request(ctx context.Context, peer RID, rec *router.Record) (*router.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if rec == nil || rec.Body == nil {
-		return nil, fmt.Errorf("%w: request without body", ErrInvalidRecord)
-	}
-	s, err := n.session(peer)
-	if err != nil {
-		return nil, err
-	}
-	corr := n.nextCorrelation()
-	if !setCorrelation(rec.Body, corr) {
-		return nil, fmt.Errorf("%w: %s carries no correlation; it is not a request", ErrInvalidRecord, rec.Body.Command())
-	}
-	frames, err := router.Encode(rec)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
-	}
-	pr := &pendingReq{ch: make(chan reqResult, 1)}
-	if err := s.addPending(corr, pr); err != nil {
-		return nil, err
-	}
-	if err := s.send(frames); err != nil {
-		s.takePending(corr)
-		return nil, err
-	}
-	var expired chan struct{}
-	if _, ok := ctx.Deadline(); !ok {
-		expired = make(chan struct{})
-		t := n.clock.AfterFunc(n.cfg.RequestTimeout, func() { close(expired) })
-		defer t.Stop()
-	}
-	select {
-	case res := <-pr.ch:
-		return res.rec, res.err
-	case <-ctx.Done():
-		s.takePending(corr)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, deadlineErr("request %d to %s", corr, peer)
-		}
-		return nil, fmt.Errorf("transport: request %d to %s: %w", corr, peer, ctx.Err())
-	case <-expired:
-		s.takePending(corr)
-		return nil, deadlineErr("request %d to %s: no reply within %s", corr, peer, n.cfg.RequestTimeout)
-	}
+	return s.send(ctx, frames, wait)
 }
 
 // nextCorrelation returns a node-wide nonzero correlation in 1..2^63-1.
@@ -470,7 +434,8 @@ func (n *Node) nextCorrelation() uint64 {
 }
 
 // Close stops every goroutine, timer and socket of the node. Pending
-// requests fail with ErrPeerDown (wrapping ErrClosed). Handlers see their
+// requests fail with ErrPeerDown (wrapping ErrClosed), reply slots
+// (ExpectReply) with ErrClosed. Handlers see their
 // context cancelled and must return for Close to complete.
 func (n *Node) Close() error {
 	n.mu.Lock()
@@ -492,6 +457,9 @@ func (n *Node) Close() error {
 	for _, l := range links {
 		l.shutdown(fmt.Errorf("%w: %w", ErrPeerDown, ErrClosed))
 	}
+	// Reply slots (ExpectReply) and portable calls whose session is gone
+	// already failed above; what is left can no longer be answered.
+	n.calls.close(fmt.Errorf("transport: reply slot: %w", ErrClosed))
 	n.rt.close()
 	n.linkWG.Wait()
 	n.log.Info("transport: closed")

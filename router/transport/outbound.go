@@ -243,7 +243,7 @@ func (l *link) connect(ep string) (*session, error) {
 			l:       l,
 			pc:      pc,
 			info:    peerInfoFrom(l.rid, zc.raw.RemoteAddr().String(), rm),
-			pending: make(map[uint64]*pendingReq),
+			pending: make(map[uint64]*Call),
 		}
 		l.mu.Lock()
 		if l.stopped {
@@ -282,19 +282,12 @@ type session struct {
 	mu          sync.Mutex
 	ended       bool
 	endErr      error
-	pending     map[uint64]*pendingReq
-	outstanding uint64 // probe id awaiting its ack, 0 if none
+	pending     map[uint64]*Call // calls whose request went out on this session
+	outstanding uint64           // probe id awaiting its ack, 0 if none
 	lastProbe   uint64
 	probeT      Timer
 	deadT       Timer
 	deadGen     uint64
-}
-
-type pendingReq struct{ ch chan reqResult }
-
-type reqResult struct {
-	rec *router.Record
-	err error
 }
 
 // serve reads the admitted connection until it fails or the session is
@@ -318,7 +311,7 @@ func (s *session) serve() error {
 		case router.CmdLivenessAck:
 			s.onAck(rec.Body.(*router.LivenessAck).ProbeID)
 		case router.CmdReply, router.CmdRelocationReady:
-			s.deliverReply(rec)
+			n.deliverReply(s.l.rid, rec)
 		default:
 			// Peers originate records on their own DEALER; a ROUTER sends
 			// us only admit/reject, acks and replies.
@@ -332,9 +325,21 @@ func (s *session) serve() error {
 	return cause
 }
 
-// send queues frames on the session's connection.
-func (s *session) send(frames [][]byte) error {
-	if err := s.pc.enqueue(outItem{frames: frames, size: framesSize(frames)}); err != nil {
+// send queues frames on the session's connection. With wait, a full queue
+// is waited out until ctx ends (enqueueWait); without, it fails at once.
+func (s *session) send(ctx context.Context, frames [][]byte, wait bool) error {
+	it := outItem{frames: frames, size: framesSize(frames)}
+	var err error
+	if wait {
+		var waited bool
+		waited, err = s.pc.enqueueWait(ctx, it)
+		if waited {
+			s.l.n.stats.sendWaits.Add(1)
+		}
+	} else {
+		err = s.pc.enqueue(it)
+	}
+	if err != nil {
 		return s.l.n.sendFailed(s.l.counters, err)
 	}
 	return nil
@@ -362,8 +367,8 @@ func (s *session) end(cause error) {
 	s.pending = nil
 	s.mu.Unlock()
 	s.pc.close(cause)
-	for _, pr := range pend {
-		pr.ch <- reqResult{err: cause}
+	for _, c := range pend {
+		c.finish(nil, cause)
 	}
 }
 
@@ -438,53 +443,18 @@ func (s *session) onAck(id uint64) {
 	s.armDeadlineLocked()
 }
 
-func (s *session) addPending(corr uint64, pr *pendingReq) error {
+func (s *session) addPending(c *Call) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return s.endErr
 	}
-	s.pending[corr] = pr
+	s.pending[c.corr] = c
 	return nil
 }
 
-func (s *session) takePending(corr uint64) *pendingReq {
+func (s *session) removePending(corr uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	pr := s.pending[corr]
 	delete(s.pending, corr)
-	return pr
-}
-
-func (s *session) deliverReply(rec *router.Record) {
-	corr, ok := replyCorrelation(rec)
-	if !ok {
-		s.l.protocolError("reply without correlation", errUnexpected(rec.Command))
-		return
-	}
-	pr := s.takePending(corr)
-	if pr == nil {
-		s.l.n.stats.lateReplies.Add(1)
-		return
-	}
-	pr.ch <- reqResult{rec: rec}
-}
-
-// deliverReplyFrom matches a reply that arrived on our ROUTER from ident.
-func (n *Node) deliverReplyFrom(ident string, rec *router.Record) {
-	n.mu.Lock()
-	l := n.links[ident]
-	n.mu.Unlock()
-	if l == nil {
-		n.stats.lateReplies.Add(1)
-		return
-	}
-	l.mu.Lock()
-	s := l.sess
-	l.mu.Unlock()
-	if s == nil {
-		n.stats.lateReplies.Add(1)
-		return
-	}
-	s.deliverReply(rec)
+	s.mu.Unlock()
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,6 +33,15 @@ type peerConn struct {
 	qBytes   atomic.Int64  // bytes of records in q
 	maxBytes int64
 
+	// Room notification for enqueueWait: waiters counts goroutines waiting
+	// for queue room; while it is nonzero the writer closes room (and
+	// replaces it) after every record it takes from q, so a waiter sleeps
+	// until the queue actually shrank instead of polling it.
+	roomMu  sync.Mutex
+	room    chan struct{}
+	waiters atomic.Int64
+	retries atomic.Uint64 // enqueue attempts after a wake-up (tests check waiters do not spin)
+
 	pongMu sync.Mutex
 	pong   []byte
 	hasPng bool
@@ -55,6 +65,7 @@ func newPeerConn(zc *zconn, queueRecords int, queueBytes int64, writeTimeout tim
 		prio:         make(chan [][]byte, 4),
 		maxBytes:     queueBytes,
 		wake:         make(chan struct{}, 1),
+		room:         make(chan struct{}),
 		writeTimeout: writeTimeout,
 		done:         make(chan struct{}),
 	}
@@ -98,6 +109,53 @@ func (pc *peerConn) enqueue(it outItem) error {
 		pc.qBytes.Add(-it.size)
 		return fmt.Errorf("%w: %d records queued (limit %d)", ErrBackpressure, cap(pc.q), cap(pc.q))
 	}
+}
+
+// enqueueWait is enqueue that, while the queue is full, waits for the
+// writer to take records out until ctx ends (an error wrapping
+// ErrBackpressure and ctx.Err()) or the connection closes. waited reports
+// whether it found the queue full at least once. A record larger than the
+// whole byte budget still goes once the queue is empty (enqueue's rule), so
+// a waiter never waits for room that can never exist.
+func (pc *peerConn) enqueueWait(ctx context.Context, it outItem) (waited bool, err error) {
+	err = pc.enqueue(it)
+	if !errors.Is(err, ErrBackpressure) {
+		return false, err
+	}
+	pc.waiters.Add(1)
+	defer pc.waiters.Add(-1)
+	for {
+		// Take the notification channel before trying: a record taken by
+		// the writer after this point closes ch (waiters is already
+		// counted), one taken before it left room the attempt sees.
+		pc.roomMu.Lock()
+		ch := pc.room
+		pc.roomMu.Unlock()
+		pc.retries.Add(1)
+		if err = pc.enqueue(it); !errors.Is(err, ErrBackpressure) {
+			return true, err
+		}
+		select {
+		case <-ch:
+		case <-pc.done:
+			return true, pc.closedErr()
+		case <-ctx.Done():
+			return true, fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+	}
+}
+
+// dequeued accounts for a record the writer took from q and wakes the
+// goroutines waiting for room, if any.
+func (pc *peerConn) dequeued(it outItem) {
+	pc.qBytes.Add(-it.size)
+	if pc.waiters.Load() == 0 {
+		return
+	}
+	pc.roomMu.Lock()
+	close(pc.room)
+	pc.room = make(chan struct{})
+	pc.roomMu.Unlock()
 }
 
 // enqueuePriority queues a liveness record ahead of data. The channel is
@@ -169,7 +227,7 @@ func (pc *peerConn) writer() {
 			return
 		}
 		if first.frames != nil {
-			pc.qBytes.Add(-first.size)
+			pc.dequeued(first)
 			if !write(first.frames) {
 				return
 			}
@@ -193,7 +251,7 @@ func (pc *peerConn) writer() {
 			}
 			select {
 			case it := <-pc.q:
-				pc.qBytes.Add(-it.size)
+				pc.dequeued(it)
 				if !write(it.frames) {
 					return
 				}

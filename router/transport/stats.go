@@ -20,7 +20,10 @@ type Stats struct {
 	Rejected          uint64 // hellos this node rejected
 	RejectedByPeer    uint64 // our hellos a peer rejected (or admits we refused)
 	Backpressure      uint64 // sends refused because a queue was full
-	LateReplies       uint64 // replies whose request had already ended
+	LateReplies       uint64 // replies no call accepted: request ended or completed, or a non-portable request's reply from another peer
+	PortableReplies   uint64 // replies completing a portable request or reply slot from a node other than the one the request went to
+	LocalReplies      uint64 // replies delivered by Complete
+	SendWaits         uint64 // SendWait/Start sends that found the queue full and waited for room
 	LivenessAcks      uint64 // liveness acks matching the outstanding probe
 	StaleAcks         uint64 // liveness acks not matching the outstanding probe
 	LivenessTimeouts  uint64 // links declared down for missing acks
@@ -56,6 +59,8 @@ type stats struct {
 	livenessAcks                         atomic.Uint64
 	livenessTimeouts, handshakeFailures  atomic.Uint64
 	unhandled                            atomic.Uint64
+	portableReplies, localReplies        atomic.Uint64
+	sendWaits                            atomic.Uint64
 
 	mu    sync.Mutex
 	peers map[string]*peerCounters
@@ -90,6 +95,9 @@ func (n *Node) Stats() Stats {
 		RejectedByPeer:    s.rejectedByPeer.Load(),
 		Backpressure:      s.backpressure.Load(),
 		LateReplies:       s.lateReplies.Load(),
+		PortableReplies:   s.portableReplies.Load(),
+		LocalReplies:      s.localReplies.Load(),
+		SendWaits:         s.sendWaits.Load(),
 		LivenessAcks:      s.livenessAcks.Load(),
 		StaleAcks:         s.staleAcks.Load(),
 		LivenessTimeouts:  s.livenessTimeouts.Load(),
