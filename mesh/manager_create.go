@@ -463,6 +463,14 @@ func contentRetention(c *createCall, storeNow time.Time) (time.Duration, error) 
 // Best effort: it runs on a short context of its own because the call's
 // deadline may be the very reason it is needed.
 func (o *objects) abortIfOurs(c *createCall, ord createOrder) {
+	// §5: no store change without owner eligibility, returning a
+	// reservation included. A refused abort leaves the Creating record to
+	// recovery (GetOrCreate aborts a Creating record whose creator's lease
+	// is gone).
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		o.log.Warn("reservation not returned: owner lease not valid; recovery will", "object", c.id, "err", err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := o.exec.Abort(ctx, authority.AbortRequest{

@@ -612,3 +612,41 @@ func runCloseOrderDuplicate(t *testing.T, c *cluster) {
 	wantFailure(t, "reused OperationId", reuse.answer(t), router.ResultInvalidArgument, router.FailNone)
 	closeAndCountAnswers(t, tgt, map[string]*inbox{"first": first, "while running": while, "after": later, "reused": reuse})
 }
+
+// The source's return of a reservation whose 47/49 failed before the
+// callback is a store change too: after its lease lapsed the source does not
+// write it (§5), and recovery decides later.
+func TestSourceAbortNotWrittenAfterLeaseLapse(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { f := newFixture(t); runSourceAbortAfterLeaseLapse(t, f, f.loc) })
+	t.Run("redis", func(t *testing.T) { runSourceAbortAfterLeaseLapse(t, newFixture(t), newRedisLocation(t)) })
+}
+
+func runSourceAbortAfterLeaseLapse(t *testing.T, f *fixture, loc locstore.Store) {
+	blocker := &leaseBlocker{Store: loc}
+	c := newClusterOn(t, f, blocker, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease.TTL = 6 * time.Second
+		cfg.Lease.FencingMargin = 3 * time.Second
+	})
+	src := c.nodes[0]
+	ord := reservedOrder(t, c, record.ObjectActor, "src-lapsed", testActorType, "")
+	leaseKey, err := record.OwnerLeaseKey(src.run.ownerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := src.lease.Gate()
+	closing := gate.Closing()
+	blocker.key.Store(&leaseKey)
+	select {
+	case <-closing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source's admission deadline did not pass")
+	}
+	before := storeSnapshot(t, loc)
+	src.obj.abortIfOurs(&createCall{kind: record.ObjectActor, id: "src-lapsed", stableType: testActorType}, ord)
+	sameSnapshot(t, "a source without owner eligibility", before, storeSnapshot(t, loc))
+	if row := rowOf(t, c, record.ObjectActor, "src-lapsed"); !row.Found || row.Record.Allocation.State != record.AllocationReserved {
+		t.Fatalf("reservation not left as it was: %+v", row)
+	}
+	blocker.key.Store(nil)
+}
