@@ -105,9 +105,10 @@ func TestCloseSweepsOnlyThisRunsAuthorityRows(t *testing.T) {
 	}
 }
 
-// sweepStores are the Location Stores the §11 sweep tests run on: the
-// embedded memory store (nil: the fixture's) and a real Redis.
-var sweepStores = []struct {
+// locationStores are the Location Stores the node-level store tests (the §11
+// sweep, the §5 gate) run on: the embedded memory store (nil: the fixture's)
+// and a real Redis.
+var locationStores = []struct {
 	name string
 	loc  func(*testing.T) locstore.Store
 }{
@@ -209,7 +210,7 @@ func setOwnerLeaseGeneration(t *testing.T, s locstore.Store, id string, gen uint
 // generation (Active and Reserved, i.e. both the delete and the abort path)
 // are kept byte for byte.
 func TestSweepKeepsSameOwnerOtherLeaseGeneration(t *testing.T) {
-	for _, st := range sweepStores {
+	for _, st := range locationStores {
 		t.Run(st.name, func(t *testing.T) {
 			f := newFixture(t)
 			loc := st.loc(t)
@@ -253,7 +254,7 @@ func TestSweepKeepsSameOwnerOtherLeaseGeneration(t *testing.T) {
 // the same owner id and lease generation): every descriptor row is byte
 // identical, at the same version, after a sweep that did reclaim rows.
 func TestSweepNeverTouchesDescriptors(t *testing.T) {
-	for _, st := range sweepStores {
+	for _, st := range locationStores {
 		t.Run(st.name, func(t *testing.T) {
 			f := newFixture(t)
 			loc := st.loc(t)
