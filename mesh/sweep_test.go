@@ -106,8 +106,8 @@ func TestCloseSweepsOnlyThisRunsAuthorityRows(t *testing.T) {
 }
 
 // locationStores are the Location Stores the node-level store tests (the §11
-// sweep, the §5 gate) run on: the embedded memory store (nil: the fixture's)
-// and a real Redis.
+// sweep, the §5 gate) run on: the embedded memory store (nil: the fixture's,
+// see onEachStore) and a real Redis.
 var locationStores = []struct {
 	name string
 	loc  func(*testing.T) locstore.Store
@@ -116,16 +116,27 @@ var locationStores = []struct {
 	{"redis", newRedisLocation},
 }
 
-// quietNode starts one server node on loc (nil: f's memory store) whose
-// discovery — and the descriptor capacity-copy refresh that rides on it —
-// runs once at start and then not for an hour, so that during the test
-// nothing but what the test calls writes rows: a before/after comparison
-// then sees only the sweep.
+// onEachStore runs body once per store of locationStores, each time on a
+// fresh fixture; loc is that store (the fixture's own for "memory").
+func onEachStore(t *testing.T, body func(t *testing.T, f *fixture, loc locstore.Store)) {
+	for _, st := range locationStores {
+		t.Run(st.name, func(t *testing.T) {
+			f := newFixture(t)
+			loc := st.loc(t)
+			if loc == nil {
+				loc = f.loc
+			}
+			body(t, f, loc)
+		})
+	}
+}
+
+// quietNode starts one server node on loc whose discovery — and the
+// descriptor capacity-copy refresh that rides on it — runs once at start and
+// then not for an hour, so that during the test nothing but what the test
+// calls writes rows: a before/after comparison then sees only the sweep.
 func quietNode(t *testing.T, f *fixture, loc locstore.Store) *Node {
 	t.Helper()
-	if loc == nil {
-		loc = f.loc
-	}
 	n, err := Start(context.Background(), Options{Config: objConfig("sweep"), Factories: f.reg, Location: loc,
 		Relocation: f.reloc, DiscoveryInterval: time.Hour})
 	if err != nil {
@@ -210,43 +221,39 @@ func setOwnerLeaseGeneration(t *testing.T, s locstore.Store, id string, gen uint
 // generation (Active and Reserved, i.e. both the delete and the abort path)
 // are kept byte for byte.
 func TestSweepKeepsSameOwnerOtherLeaseGeneration(t *testing.T) {
-	for _, st := range locationStores {
-		t.Run(st.name, func(t *testing.T) {
-			f := newFixture(t)
-			loc := st.loc(t)
-			n := quietNode(t, f, loc)
-			store := n.loc
-			exec, err := authority.NewExecutor(store)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seed(t, exec, n, "this-run", true)
-			seed(t, exec, n, "other-gen-active", true)
-			seed(t, exec, n, "other-gen-reserved", false)
-			_, gen := n.Owner()
-			setOwnerLeaseGeneration(t, store, "other-gen-active", gen+1)
-			setOwnerLeaseGeneration(t, store, "other-gen-reserved", gen+1)
-			before := rawRows(t, store, record.KindPrefix(record.KindAuthority))
+	onEachStore(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+		n := quietNode(t, f, loc)
+		store := n.loc
+		exec, err := authority.NewExecutor(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(t, exec, n, "this-run", true)
+		seed(t, exec, n, "other-gen-active", true)
+		seed(t, exec, n, "other-gen-reserved", false)
+		_, gen := n.Owner()
+		setOwnerLeaseGeneration(t, store, "other-gen-active", gen+1)
+		setOwnerLeaseGeneration(t, store, "other-gen-reserved", gen+1)
+		before := rawRows(t, store, record.KindPrefix(record.KindAuthority))
 
-			res, err := n.sweepAuthority(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Scanned != 3 || res.Ours != 1 || res.Deleted != 1 || res.Aborted != 0 || res.Skipped != 0 {
-				t.Fatalf("sweep = %+v, want 3 scanned, 1 ours deleted", res)
-			}
-			rows := authorityRows(t, store)
-			if _, left := rows["this-run"]; left {
-				t.Fatal("this run's row survived the sweep")
-			}
-			thisRun, err := authority.Object{ID: "this-run", Kind: record.ObjectActor, StableType: "demo.counter"}.Key()
-			if err != nil {
-				t.Fatal(err)
-			}
-			delete(before, thisRun)
-			sameRows(t, "other lease generation's authority rows", before, rawRows(t, store, record.KindPrefix(record.KindAuthority)))
-		})
-	}
+		res, err := n.sweepAuthority(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Scanned != 3 || res.Ours != 1 || res.Deleted != 1 || res.Aborted != 0 || res.Skipped != 0 {
+			t.Fatalf("sweep = %+v, want 3 scanned, 1 ours deleted", res)
+		}
+		rows := authorityRows(t, store)
+		if _, left := rows["this-run"]; left {
+			t.Fatal("this run's row survived the sweep")
+		}
+		thisRun, err := authority.Object{ID: "this-run", Kind: record.ObjectActor, StableType: "demo.counter"}.Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(before, thisRun)
+		sameRows(t, "other lease generation's authority rows", before, rawRows(t, store, record.KindPrefix(record.KindAuthority)))
+	})
 }
 
 // §11: the owner sweep never touches descriptors, not even those of this
@@ -254,58 +261,54 @@ func TestSweepKeepsSameOwnerOtherLeaseGeneration(t *testing.T) {
 // the same owner id and lease generation): every descriptor row is byte
 // identical, at the same version, after a sweep that did reclaim rows.
 func TestSweepNeverTouchesDescriptors(t *testing.T) {
-	for _, st := range locationStores {
-		t.Run(st.name, func(t *testing.T) {
-			f := newFixture(t)
-			loc := st.loc(t)
-			n := quietNode(t, f, loc)
-			store := n.loc
-			ctx := context.Background()
-			owner, gen := n.Owner()
-			cs := record.ClientServerDescriptor{ChannelName: "chat", ServerRoutingID: n.RID(), LifecycleGeneration: record.Generation(n.LifecycleGeneration()),
-				DescriptorRevision: 1, Endpoint: "tcp://127.0.0.1:1", Weight: 100, State: record.StateServing,
-				OwnerID: owner, LeaseGeneration: record.Generation(gen), UpdatedAt: 1}
-			fan := record.FanoutPublisherDescriptor{ChannelName: "prices", PublisherRoutingID: n.RID(), LifecycleGeneration: record.Generation(n.LifecycleGeneration()),
-				DescriptorRevision: 1, Endpoint: "tcp://127.0.0.1:2", State: record.StateServing,
-				OwnerID: owner, LeaseGeneration: record.Generation(gen), UpdatedAt: 1}
-			for _, d := range []interface {
-				Preimage() ([]byte, error)
-				Encode() ([]byte, error)
-			}{cs, fan} {
-				pre, err := d.Preimage()
-				if err != nil {
-					t.Fatal(err)
-				}
-				v, err := d.Encode()
-				if err != nil {
-					t.Fatal(err)
-				}
-				key := record.Key(pre)
-				if w, err := store.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(key)},
-					Mutations: []locstore.Mutation{locstore.Put(key, v)}}); err != nil || !w.Applied {
-					t.Fatalf("write descriptor: applied %v, %v", w.Applied, err)
-				}
-			}
-			exec, err := authority.NewExecutor(store)
+	onEachStore(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+		n := quietNode(t, f, loc)
+		store := n.loc
+		ctx := context.Background()
+		owner, gen := n.Owner()
+		cs := record.ClientServerDescriptor{ChannelName: "chat", ServerRoutingID: n.RID(), LifecycleGeneration: record.Generation(n.LifecycleGeneration()),
+			DescriptorRevision: 1, Endpoint: "tcp://127.0.0.1:1", Weight: 100, State: record.StateServing,
+			OwnerID: owner, LeaseGeneration: record.Generation(gen), UpdatedAt: 1}
+		fan := record.FanoutPublisherDescriptor{ChannelName: "prices", PublisherRoutingID: n.RID(), LifecycleGeneration: record.Generation(n.LifecycleGeneration()),
+			DescriptorRevision: 1, Endpoint: "tcp://127.0.0.1:2", State: record.StateServing,
+			OwnerID: owner, LeaseGeneration: record.Generation(gen), UpdatedAt: 1}
+		for _, d := range []interface {
+			Preimage() ([]byte, error)
+			Encode() ([]byte, error)
+		}{cs, fan} {
+			pre, err := d.Preimage()
 			if err != nil {
 				t.Fatal(err)
 			}
-			seed(t, exec, n, "active", true)
-			seed(t, exec, n, "reserved", false)
-			descriptors := []string{record.KindPrefix(record.KindMeshNode), record.KindPrefix(record.KindClientServer), record.KindPrefix(record.KindFanoutPublisher)}
-			before := rawRows(t, store, descriptors...)
-			if len(before) != 3 {
-				t.Fatalf("%d descriptor rows before the sweep, want the node's and the two channel descriptors", len(before))
+			v, err := d.Encode()
+			if err != nil {
+				t.Fatal(err)
 			}
+			key := record.Key(pre)
+			if w, err := store.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(key)},
+				Mutations: []locstore.Mutation{locstore.Put(key, v)}}); err != nil || !w.Applied {
+				t.Fatalf("write descriptor: applied %v, %v", w.Applied, err)
+			}
+		}
+		exec, err := authority.NewExecutor(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(t, exec, n, "active", true)
+		seed(t, exec, n, "reserved", false)
+		descriptors := []string{record.KindPrefix(record.KindMeshNode), record.KindPrefix(record.KindClientServer), record.KindPrefix(record.KindFanoutPublisher)}
+		before := rawRows(t, store, descriptors...)
+		if len(before) != 3 {
+			t.Fatalf("%d descriptor rows before the sweep, want the node's and the two channel descriptors", len(before))
+		}
 
-			res, err := n.sweepAuthority(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Ours != 2 || res.Deleted != 1 || res.Aborted != 1 {
-				t.Fatalf("sweep = %+v, want 2 ours: 1 deleted, 1 aborted", res)
-			}
-			sameRows(t, "descriptors", before, rawRows(t, store, descriptors...))
-		})
-	}
+		res, err := n.sweepAuthority(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Ours != 2 || res.Deleted != 1 || res.Aborted != 1 {
+			t.Fatalf("sweep = %+v, want 2 ours: 1 deleted, 1 aborted", res)
+		}
+		sameRows(t, "descriptors", before, rawRows(t, store, descriptors...))
+	})
 }
