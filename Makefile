@@ -23,8 +23,11 @@ demo: build
 bench:
 	./benchmarks/run.sh
 
+# go mod tidy -diff exits non-zero (and prints the diff) when go.mod/go.sum are
+# not tidy, e.g. a directly imported module still marked // indirect.
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
 
 vet:
 	$(GO) vet $(PKGS)

@@ -101,6 +101,7 @@ func TestManagerErrorCases(t *testing.T) {
 			_, err := c.m(1).CreateActor(ctx, "e-creating", testActorType)
 			wantIs(t, err, ErrAlreadyExists)
 			second := make(chan ActorCreation, 1)
+			reads := c.nodes[1].ObjectStats().AuthorityReads
 			go func() {
 				cr, err := c.m(1).GetOrCreateActor(ctx, "e-creating", testActorType)
 				if err != nil {
@@ -108,7 +109,12 @@ func TestManagerErrorCases(t *testing.T) {
 				}
 				second <- cr
 			}()
-			time.Sleep(50 * time.Millisecond) // let the second caller start waiting (not a timing assertion)
+			// The second caller is waiting on Creating once it reads the
+			// record a second time: it reads again only after a read that
+			// found the record not Ready (the factory is still held).
+			eventually(t, 10*time.Second, "the second caller to wait on Creating", func() bool {
+				return c.nodes[1].ObjectStats().AuthorityReads >= reads+2
+			})
 			close(c.probe.gate("creating"))
 			a, b := <-first, <-second
 			if a.Outcome != Created || b.Outcome != Existing || a.Ref.ObjectGeneration != b.Ref.ObjectGeneration {

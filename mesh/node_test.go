@@ -171,16 +171,32 @@ func TestThreeNodesDiscoverAdmitAndCloseCleanly(t *testing.T) {
 			t.Fatalf("state %s, want serving", n.State())
 		}
 	}
-	// A node of another mesh is never a peer.
+	// A node of another mesh is never a peer. The barrier is a marker node
+	// of mesh m started after it: once every node of m admitted the marker,
+	// each has run discovery with the other mesh's descriptor already in
+	// the store, and a link opened in that round has had its admission.
 	other := f.start(fastConfig("other"))
-	time.Sleep(300 * time.Millisecond)
+	marker := f.start(fastConfig("m"))
 	for _, n := range nodes {
+		eventually(t, 10*time.Second, "the marker node to be admitted", func() bool { return hasPeer(n, marker.RID()) })
+	}
+	for _, n := range append(nodes, marker) {
 		if hasPeer(n, other.RID()) {
 			t.Fatal("a node connected to a node of another mesh")
 		}
+		snap, _ := n.LastSnapshot()
+		for _, e := range snap.Entries {
+			if string(e.Descriptor.RoutingID) == string(other.RID()) {
+				t.Fatal("discovery of mesh m listed a node of another mesh")
+			}
+		}
 	}
+	if p := other.Peers(); len(p) != 0 {
+		t.Fatalf("the node of another mesh has peers: %v", p)
+	}
+	nodes = append(nodes, marker)
 	snap, err := directory.List(ctx, f.loc, "m", 100)
-	if err != nil || len(snap.Entries) != 3 {
+	if err != nil || len(snap.Entries) != 4 {
 		t.Fatalf("list: %d entries, %v", len(snap.Entries), err)
 	}
 	for _, n := range append(nodes, other) {

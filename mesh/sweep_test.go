@@ -1,9 +1,11 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -101,4 +103,212 @@ func TestCloseSweepsOnlyThisRunsAuthorityRows(t *testing.T) {
 	if _, left := rows["a-late"]; left || len(rows) != 1 {
 		t.Fatalf("rows after Close: %v, want only b-active", rows)
 	}
+}
+
+// locationStores are the Location Stores the node-level store tests (the §11
+// sweep, the §5 gate) run on: the embedded memory store (nil: the fixture's,
+// see onEachStore) and a real Redis.
+var locationStores = []struct {
+	name string
+	loc  func(*testing.T) locstore.Store
+}{
+	{"memory", func(*testing.T) locstore.Store { return nil }},
+	{"redis", newRedisLocation},
+}
+
+// onEachStore runs body once per store of locationStores, each time on a
+// fresh fixture; loc is that store (the fixture's own for "memory").
+func onEachStore(t *testing.T, body func(t *testing.T, f *fixture, loc locstore.Store)) {
+	for _, st := range locationStores {
+		t.Run(st.name, func(t *testing.T) {
+			f := newFixture(t)
+			loc := st.loc(t)
+			if loc == nil {
+				loc = f.loc
+			}
+			body(t, f, loc)
+		})
+	}
+}
+
+// quietNode starts one server node on loc whose discovery — and the
+// descriptor capacity-copy refresh that rides on it — runs once at start and
+// then not for an hour, so that during the test nothing but what the test
+// calls writes rows: a before/after comparison then sees only the sweep.
+func quietNode(t *testing.T, f *fixture, loc locstore.Store) *Node {
+	t.Helper()
+	n, err := Start(context.Background(), Options{Config: objConfig("sweep"), Factories: f.reg, Location: loc,
+		Relocation: f.reloc, DiscoveryInterval: time.Hour})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+// rawRows is every row under the prefixes as stored: value bytes, version
+// and expiry, by key (all pages of one snapshot each).
+func rawRows(t *testing.T, s locstore.Store, prefixes ...string) map[string]locstore.Item {
+	t.Helper()
+	out := map[string]locstore.Item{}
+	for _, p := range prefixes {
+		cursor := ""
+		for {
+			page, err := s.Scan(context.Background(), locstore.ScanRequest{Prefix: p, Limit: 1000, Cursor: cursor})
+			if err != nil || page.Expired {
+				t.Fatalf("scan %q: %v (expired %v)", p, err, page.Expired)
+			}
+			for _, it := range page.Items {
+				out[it.Key] = it
+			}
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// sameRows fails the test unless want and got hold the same keys with the
+// same bytes, version and expiry.
+func sameRows(t *testing.T, what string, want, got map[string]locstore.Item) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d rows before, %d after", what, len(want), len(got))
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			t.Errorf("%s: %s deleted", what, k)
+		case !bytes.Equal(g.Value, w.Value) || g.Version != w.Version || !g.ExpiresAt.Equal(w.ExpiresAt):
+			t.Errorf("%s: %s changed\nbefore: %s (version %s)\n after: %s (version %s)", what, k, w.Value, w.Version, g.Value, g.Version)
+		}
+	}
+}
+
+// setOwnerLeaseGeneration rewrites id's authority row (under its version)
+// as owned by the same owner id in another lease generation.
+func setOwnerLeaseGeneration(t *testing.T, s locstore.Store, id string, gen uint64) {
+	t.Helper()
+	ctx := context.Background()
+	key, err := authority.Object{ID: id, Kind: record.ObjectActor, StableType: "demo.counter"}.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := s.Read(ctx, key)
+	if err != nil || !rr.Found {
+		t.Fatalf("read %s: found %v, %v", id, rr.Found, err)
+	}
+	a, err := record.DecodeAuthority(rr.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.OwnerLeaseGeneration = record.Generation(gen)
+	v, err := a.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion(key, rr.Version)},
+		Mutations: []locstore.Mutation{locstore.Put(key, v)}})
+	if err != nil || !w.Applied {
+		t.Fatalf("rewrite %s: applied %v, %v", id, w.Applied, err)
+	}
+}
+
+// §11: the sweep reclaims only rows matching both this run's owner id and
+// its lease generation. Rows of the same owner id in another lease
+// generation (Active and Reserved, i.e. both the delete and the abort path)
+// are kept byte for byte.
+func TestSweepKeepsSameOwnerOtherLeaseGeneration(t *testing.T) {
+	onEachStore(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+		n := quietNode(t, f, loc)
+		store := n.loc
+		exec, err := authority.NewExecutor(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(t, exec, n, "this-run", true)
+		seed(t, exec, n, "other-gen-active", true)
+		seed(t, exec, n, "other-gen-reserved", false)
+		_, gen := n.Owner()
+		setOwnerLeaseGeneration(t, store, "other-gen-active", gen+1)
+		setOwnerLeaseGeneration(t, store, "other-gen-reserved", gen+1)
+		before := rawRows(t, store, record.KindPrefix(record.KindAuthority))
+
+		res, err := n.sweepAuthority(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Scanned != 3 || res.Ours != 1 || res.Deleted != 1 || res.Aborted != 0 || res.Skipped != 0 {
+			t.Fatalf("sweep = %+v, want 3 scanned, 1 ours deleted", res)
+		}
+		rows := authorityRows(t, store)
+		if _, left := rows["this-run"]; left {
+			t.Fatal("this run's row survived the sweep")
+		}
+		thisRun, err := authority.Object{ID: "this-run", Kind: record.ObjectActor, StableType: "demo.counter"}.Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(before, thisRun)
+		sameRows(t, "other lease generation's authority rows", before, rawRows(t, store, record.KindPrefix(record.KindAuthority)))
+	})
+}
+
+// §11: the owner sweep never touches descriptors, not even those of this
+// very host run (its MeshNode descriptor and channel descriptors carrying
+// the same owner id and lease generation): every descriptor row is byte
+// identical, at the same version, after a sweep that did reclaim rows.
+func TestSweepNeverTouchesDescriptors(t *testing.T) {
+	onEachStore(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+		n := quietNode(t, f, loc)
+		store := n.loc
+		ctx := context.Background()
+		owner, gen := n.Owner()
+		cs := record.ClientServerDescriptor{ChannelName: "chat", ServerRoutingID: n.RID(), LifecycleGeneration: record.Generation(n.LifecycleGeneration()),
+			DescriptorRevision: 1, Endpoint: "tcp://127.0.0.1:1", Weight: 100, State: record.StateServing,
+			OwnerID: owner, LeaseGeneration: record.Generation(gen), UpdatedAt: 1}
+		fan := record.FanoutPublisherDescriptor{ChannelName: "prices", PublisherRoutingID: n.RID(), LifecycleGeneration: record.Generation(n.LifecycleGeneration()),
+			DescriptorRevision: 1, Endpoint: "tcp://127.0.0.1:2", State: record.StateServing,
+			OwnerID: owner, LeaseGeneration: record.Generation(gen), UpdatedAt: 1}
+		for _, d := range []interface {
+			Preimage() ([]byte, error)
+			Encode() ([]byte, error)
+		}{cs, fan} {
+			pre, err := d.Preimage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := d.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := record.Key(pre)
+			if w, err := store.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(key)},
+				Mutations: []locstore.Mutation{locstore.Put(key, v)}}); err != nil || !w.Applied {
+				t.Fatalf("write descriptor: applied %v, %v", w.Applied, err)
+			}
+		}
+		exec, err := authority.NewExecutor(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(t, exec, n, "active", true)
+		seed(t, exec, n, "reserved", false)
+		descriptors := []string{record.KindPrefix(record.KindMeshNode), record.KindPrefix(record.KindClientServer), record.KindPrefix(record.KindFanoutPublisher)}
+		before := rawRows(t, store, descriptors...)
+		if len(before) != 3 {
+			t.Fatalf("%d descriptor rows before the sweep, want the node's and the two channel descriptors", len(before))
+		}
+
+		res, err := n.sweepAuthority(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Ours != 2 || res.Deleted != 1 || res.Aborted != 1 {
+			t.Fatalf("sweep = %+v, want 2 ours: 1 deleted, 1 aborted", res)
+		}
+		sameRows(t, "descriptors", before, rawRows(t, store, descriptors...))
+	})
 }

@@ -218,9 +218,11 @@ func TestHoldCaptureRestoreKeepsOrder(t *testing.T) {
 	rtA := New(Options{Workers: 2, Clock: clk})
 	defer rtA.Close()
 	gate := make(chan struct{})
+	var firstDone atomic.Bool // the first turn's handler has finished
 	recA := &recorder{onTurn: func(t *Turn, env Envelope) error {
 		if string(env.Body) == "0" {
 			<-gate // the first turn is in progress while we Hold
+			firstDone.Store(true)
 		}
 		return nil
 	}}
@@ -232,27 +234,36 @@ func TestHoldCaptureRestoreKeepsOrder(t *testing.T) {
 		must(t, a.Post(send(strconv.Itoa(i))))
 	}
 	must(t, a.SetTimer("t", 10*time.Second, 0))
-	held := make(chan struct{})
-	go func() { a.Hold(); close(held) }()
-	select {
-	case <-held:
-		t.Fatal("Hold returned while a turn was running")
-	case <-time.After(20 * time.Millisecond):
-	}
+	// Hold must not return while the first turn runs. The turn ends only
+	// after the gate is closed, and the gate is closed only once Hold has
+	// closed dispatch (it is then waiting, or — wrongly — returning), so
+	// Hold returning before the turn's handler finished is a Hold that did
+	// not wait.
+	held := make(chan bool, 1) // whether the turn had finished when Hold returned
+	go func() { a.Hold(); held <- firstDone.Load() }()
+	waitFor(t, "Hold to close dispatch", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !a.dispatch
+	})
 	close(gate)
-	<-held
+	if !<-held {
+		t.Fatal("Hold returned while a turn was running")
+	}
 	first, err := a.Capture()
 	must(t, err)
 	clk.Advance(4 * time.Second)
 	// Arrivals after capture queue behind it: the ingress hold.
 	must(t, a.Post(send("6")))
 	must(t, a.Post(send("7")))
-	time.Sleep(10 * time.Millisecond)
+	// Capture takes the queue of a held object with no turn running
+	// (ErrNotHeld otherwise): finding both arrivals in it proves that
+	// neither was dequeued for a turn, now or later.
+	hold, err := a.Capture()
+	must(t, err)
 	if got := recA.seen(); len(got) != 1 {
 		t.Fatalf("held object ran turns: %v", got)
 	}
-	hold, err := a.Capture()
-	must(t, err)
 	if len(first.Queue) != 5 || len(hold.Queue) != 2 || len(first.Timers) != 1 {
 		t.Fatalf("captured %d queued, %d held, %d timers", len(first.Queue), len(hold.Queue), len(first.Timers))
 	}
@@ -269,9 +280,10 @@ func TestHoldCaptureRestoreKeepsOrder(t *testing.T) {
 	b, err := rtB.Open(Spec{Key: Key{ID: "x"}, Kind: KindActor, Generation: 7, Handler: recB, Held: true, Restored: &restored})
 	must(t, err)
 	must(t, b.Post(send("8")))
-	time.Sleep(10 * time.Millisecond)
-	if got := recB.seen(); len(got) != 0 {
-		t.Fatalf("hidden object ran turns: %v", got)
+	// A turn dequeues its envelope before it runs: all eight still queued
+	// means none ran or is running before Release.
+	if q, got := b.Queued(), recB.seen(); q != 8 || len(got) != 0 {
+		t.Fatalf("hidden object: %d queued (want 8), ran turns %v", q, got)
 	}
 	b.Release()
 	waitFor(t, "8 turns", func() bool { return len(recB.seen()) == 8 })

@@ -457,6 +457,9 @@ func decodeAny(kind string, value []byte) (any, error) {
 	return nil, fmt.Errorf("unknown kind %q", kind)
 }
 
+// allKinds are the record kinds the fixture covers.
+var allKinds = []record.Kind{record.KindMeshNode, record.KindOwnerLease, record.KindClientServer, record.KindFanoutPublisher, record.KindAuthority, record.KindCounter}
+
 // errorClasses maps the fixture's error names to the package's sentinels.
 var errorClasses = map[string]error{
 	"invalidField":   record.ErrInvalidField,
@@ -548,7 +551,7 @@ func TestGoldenFixture(t *testing.T) {
 				}
 			})
 		}
-		for _, k := range []record.Kind{record.KindMeshNode, record.KindOwnerLease, record.KindClientServer, record.KindFanoutPublisher, record.KindAuthority, record.KindCounter} {
+		for _, k := range allKinds {
 			if kinds[string(k)] < 2 {
 				t.Errorf("fixture has %d %s records, want several", kinds[string(k)], k)
 			}
@@ -568,6 +571,20 @@ func TestGoldenFixture(t *testing.T) {
 	})
 
 	t.Run("rejectedValues", func(t *testing.T) {
+		// §12: each language fails explicitly on an unrecognised
+		// recordVersion, for every record kind — so the fixture must carry
+		// such a case for each kind, not only for some.
+		unknownVersion := map[string]int{}
+		for _, rv := range f.RejectedValues {
+			if rv.Error == "unknownVersion" {
+				unknownVersion[rv.Kind]++
+			}
+		}
+		for _, k := range allKinds {
+			if unknownVersion[string(k)] == 0 {
+				t.Errorf("fixture has no unknownVersion case for %s", k)
+			}
+		}
 		for _, rv := range f.RejectedValues {
 			t.Run(rv.Kind+"/"+rv.Name, func(t *testing.T) {
 				_, err := decodeAny(rv.Kind, rv.bytes(t))

@@ -482,8 +482,12 @@ func generatorRejectedValues(t testing.TB, recs []recordCase) []rejectedValue {
 	add(C, "invalidField", "weight missing", mustReplace(t, cs, `,"weight":100`, ``))
 	add(C, "invalidField", "weight 10001", mustReplace(t, cs, `"weight":100`, `"weight":10001`))
 	add(C, "mismatch", "top-level ownerId differs", replaceLast(t, cs, `"ownerId":"chat-1/77aa"`, `"ownerId":"chat-2/77aa"`))
+	add(C, "unknownVersion", "recordVersion 2", mustReplace(t, cs, `"recordVersion":1`, `"recordVersion":2`))
+	add(C, "unknownVersion", "recordVersion as string", mustReplace(t, cs, `"recordVersion":1`, `"recordVersion":"1"`))
 	add(F, "invalidField", "weight present", mustReplace(t, fan, `"updatedAtEpochMs":"1752000000900"`, `"updatedAtEpochMs":"1752000000900","weight":100`))
 	add(F, "mismatch", "top-level descriptorRevision differs", replaceLast(t, fan, `"descriptorRevision":"1"`, `"descriptorRevision":"2"`))
+	add(F, "unknownVersion", "recordVersion 0", mustReplace(t, fan, `"recordVersion":1`, `"recordVersion":0`))
+	add(F, "unknownVersion", "recordVersion null", mustReplace(t, fan, `"recordVersion":1`, `"recordVersion":null`))
 	add(N, "invalidField", "counter value 0", mustReplace(t, ctr, `"value":"1"`, `"value":"0"`))
 	add(N, "unknownVersion", "recordVersion \"2\"", mustReplace(t, ctr, `"recordVersion":1`, `"recordVersion":"2"`))
 	return out
