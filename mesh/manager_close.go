@@ -197,21 +197,21 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 		hostedHere = false // an older instance; the record is authoritative
 	}
 	if hostedHere {
-		if h.moving {
+		switch h.state {
+		case hostMoving:
 			o.mu.Unlock()
 			return false, fmt.Errorf("%w: %s", ErrMoving, id)
-		}
-		if h.closing {
+		case hostClosing:
 			o.mu.Unlock()
 			return false, fmt.Errorf("%w: %s is already closing", ErrUnavailable, id)
 		}
-		h.closing = true // the fence now refuses new messages
+		h.state = hostClosing // the fence now refuses new messages
 	}
 	o.mu.Unlock()
 	reopen := func() {
 		if hostedHere {
 			o.mu.Lock()
-			h.closing = false
+			h.state = hostServing
 			o.mu.Unlock()
 		}
 	}

@@ -375,7 +375,9 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			}
 			// The target refused or failed before the factory (or never got
 			// the order): return the reservation if it is still ours.
-			o.abortIfOurs(c, ord)
+			if err := o.abortIfOurs(c, ord); err != nil {
+				return createResult{}, err
+			}
 			if errors.Is(out.err, ErrDeadlineExceeded) || ctx.Err() != nil {
 				return createResult{}, out.err
 			}
@@ -462,14 +464,14 @@ func contentRetention(c *createCall, storeNow time.Time) (time.Duration, error) 
 // behind): Reserved → Missing without a final application result (§7).
 // Best effort: it runs on a short context of its own because the call's
 // deadline may be the very reason it is needed.
-func (o *objects) abortIfOurs(c *createCall, ord createOrder) {
+func (o *objects) abortIfOurs(c *createCall, ord createOrder) error {
 	// §5: no store change without owner eligibility, returning a
 	// reservation included. A refused abort leaves the Creating record to
 	// recovery (GetOrCreate aborts a Creating record whose creator's lease
-	// is gone).
+	// is gone), and the creation ends here: this node may not place again.
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		o.log.Warn("reservation not returned: owner lease not valid; recovery will", "object", c.id, "err", err)
-		return
+		return wrapErr(ErrUnavailable, err, "owner lease: the reservation of %s is left to recovery", c.id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -487,6 +489,7 @@ func (o *objects) abortIfOurs(c *createCall, ord createOrder) {
 	default:
 		o.log.Warn("reservation not returned; recovery will", "object", c.id, "err", err)
 	}
+	return nil
 }
 
 // finishOutcome turns a target's final answer into the caller's result,

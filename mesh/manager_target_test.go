@@ -551,7 +551,7 @@ func runCloseOrderFences(t *testing.T, c *cluster) {
 		b := deliver(tgt, src, body)
 		boxes[tc.name] = b
 		wantFailure(t, tc.name, b.answer(t), tc.res, tc.code)
-		if h, ok := tgt.obj.hostedFor(key); !ok || h.closing {
+		if h, ok := tgt.obj.hostedFor(key); !ok || h.state == hostClosing {
 			t.Fatalf("%s: the Spot was closed or left closing", tc.name)
 		}
 	}
@@ -643,7 +643,9 @@ func runSourceAbortAfterLeaseLapse(t *testing.T, f *fixture, loc locstore.Store)
 		t.Fatal("the source's admission deadline did not pass")
 	}
 	before := storeSnapshot(t, loc)
-	src.obj.abortIfOurs(&createCall{kind: record.ObjectActor, id: "src-lapsed", stableType: testActorType}, ord)
+	if err := src.obj.abortIfOurs(&createCall{kind: record.ObjectActor, id: "src-lapsed", stableType: testActorType}, ord); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("abort without owner eligibility = %v, want ErrUnavailable", err)
+	}
 	sameSnapshot(t, "a source without owner eligibility", before, storeSnapshot(t, loc))
 	if row := rowOf(t, c, record.ObjectActor, "src-lapsed"); !row.Found || row.Record.Allocation.State != record.AllocationReserved {
 		t.Fatalf("reservation not left as it was: %+v", row)

@@ -253,17 +253,26 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 		}
 		return nil, nil
 	}
+	// The reply slot makes the request portable: if the object moves
+	// before it runs, the new owner answers through the slot (§7.3); if
+	// it runs here, Reply hands the result to ch directly.
+	call := o.n.tr.ExpectReply()
+	defer call.Cancel()
+	route := replyRoute{fam: t.fam, gen: o.n.run.lifecycleGeneration, corr: call.Correlation(), rid: o.n.run.rid}
+	k := route.key()
 	ch := make(chan localReply, 1)
 	o.mu.Lock()
-	id := o.newRouteID()
-	o.waiters[id] = ch
+	o.waiters[k] = ch
 	o.mu.Unlock()
-	env.Kind, env.ReplyRoute = spot.Request, encodeRoute(routeLocal, id)
+	forget := func() {
+		o.mu.Lock()
+		delete(o.waiters, k)
+		o.mu.Unlock()
+	}
+	env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	if err := obj.Post(env); err != nil {
 		o.stats.delivered.Add(^uint64(0))
-		o.mu.Lock()
-		delete(o.waiters, id)
-		o.mu.Unlock()
+		forget()
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	select {
@@ -272,10 +281,15 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 			return nil, localReplyError(t.fam, rep.err)
 		}
 		return rep.body, nil
+	case <-call.Done():
+		forget()
+		resp, err := call.Wait(ctx)
+		if err != nil {
+			return nil, wrapErr(ErrUnavailable, err, "request to %s", t.id)
+		}
+		return answerOf(t.fam, requestKind(t.fam), resp)
 	case <-ctx.Done():
-		o.mu.Lock()
-		delete(o.waiters, id)
-		o.mu.Unlock()
+		forget()
 		return nil, ctxErr(ctx, "request to %s", t.id)
 	}
 }
@@ -295,7 +309,7 @@ func localReplyError(fam opFamily, err error) error {
 func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
 	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: body}
 	var b router.Body
-	kind := router.OpActorRequest
+	kind := requestKind(t.fam)
 	op := NewOperationID()
 	opID := router.OperationID{High: beUint64(op[:8]), Low: beUint64(op[8:])}
 	source := entrySpotID(o.n.run)
@@ -309,7 +323,6 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 			b = &router.ActorSend{TargetActor: fence}
 		}
 	} else {
-		kind = router.OpSpotRequest
 		fence := router.SpotRouteFence{Spot: router.SpotRef{SpotID: t.id, ObjectGeneration: t.gen},
 			TargetNodeRID: r.Route.NodeRID, TargetNodeGeneration: r.Route.NodeGeneration,
 			ExpectedAuthorityOwnerGeneration: r.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration: r.Owner.LeaseGeneration}
@@ -331,19 +344,36 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		}
 		return nil, nil
 	}
-	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec)
+	// Portable: if the object moves before the request runs, the new
+	// owner answers (§7.3).
+	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec, transport.Portable())
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, deadlineErr("request to %s: %v", t.id, err)
 		}
 		return nil, wrapErr(ErrUnavailable, err, "request to %s", t.id)
 	}
+	return answerOf(t.fam, kind, resp)
+}
+
+// requestKind is the operation kind a request of family fam is answered
+// under (the reply tail's discriminator).
+func requestKind(fam opFamily) router.MeshOperationKind {
+	if fam == familySpot {
+		return router.OpSpotRequest
+	}
+	return router.OpActorRequest
+}
+
+// answerOf turns a request's command 20 into the caller's result: the
+// application payload, or the typed failure.
+func answerOf(fam opFamily, kind router.MeshOperationKind, resp *router.Record) ([]byte, error) {
 	rep, ok := resp.Body.(*router.Reply)
 	if !ok {
 		return nil, fmt.Errorf("%w: request answered with %s", ErrUnavailable, resp.Command)
 	}
 	if rep.Result != router.ResultOK {
-		return nil, replyError(t.fam, rep, "request")
+		return nil, replyError(fam, rep, "request")
 	}
 	if err := resp.ResolveReplyTail(kind); err != nil {
 		return nil, fmt.Errorf("%w: reply: %w", ErrUnavailable, err)
@@ -382,7 +412,7 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	}
 	h, ok := o.hosted[key]
 	switch {
-	case !ok || h.entry || h.closing:
+	case !ok || h.entry || h.state == hostClosing:
 		o.stats.fenceRefused.Add(1)
 		return nil, errNotHosted(id)
 	case h.objectGeneration != gen:
@@ -391,10 +421,9 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	case h.ownerGeneration != ownerGen:
 		o.stats.fenceRefused.Add(1)
 		return nil, fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen)
-	case h.moving:
-		o.stats.fenceRefused.Add(1)
-		return nil, fmt.Errorf("%w: %s", ErrMoving, id)
 	}
+	// hostServing posts to a dispatching mailbox; hostMoving to the held
+	// one, which is the move's ingress hold (relayed in order or put back).
 	return h.obj, nil
 }
 
@@ -403,19 +432,19 @@ func (o *objects) inboundActor(from transport.PeerInfo, f router.ActorRouteFence
 		o.inboundDestroy(from, f, corr, reply)
 		return
 	}
-	o.inbound(familyActor, f.Actor.ActorID, f.Actor.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
+	o.inbound(from, familyActor, f.Actor.ActorID, f.Actor.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
 		f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
 }
 
 func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
-	o.inbound(familySpot, f.Spot.SpotID, f.Spot.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
+	o.inbound(from, familySpot, f.Spot.SpotID, f.Spot.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
 		f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
 }
 
 // inbound delivers a remote message after the fence check. corr is 0 for a
 // one-way message; a refused one-way message is dropped (there is no reply
 // to carry the refusal) and counted.
-func (o *objects) inbound(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
+func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
 	corr uint64, rec *router.Record, reply func(*router.Record) error) {
 	obj, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
 	if err != nil {
@@ -431,13 +460,13 @@ func (o *objects) inbound(fam opFamily, id string, gen uint64, nodeRID []byte, n
 		body = append([]byte(nil), rec.Payload.Data...)
 	}
 	env := spot.Envelope{Kind: spot.Send, Body: body}
-	var rid uint64
+	var route replyRoute
 	if corr != 0 {
+		route = replyRoute{fam: fam, gen: from.LifecycleGeneration, corr: corr, rid: from.RID}
 		o.mu.Lock()
-		rid = o.newRouteID()
-		o.remotes[rid] = remoteReply{fam: fam, corr: corr, reply: reply}
+		o.remotes[route.key()] = remoteReply{reply: reply}
 		o.mu.Unlock()
-		env.Kind, env.ReplyRoute = spot.Request, encodeRoute(routeRemote, rid)
+		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
 	// Counted before Post: the turn (and its reply) may run before Post
 	// returns, and a reader of the counter must see it by then.
@@ -446,7 +475,7 @@ func (o *objects) inbound(fam opFamily, id string, gen uint64, nodeRID []byte, n
 		o.stats.delivered.Add(^uint64(0))
 		if corr != 0 {
 			o.mu.Lock()
-			delete(o.remotes, rid)
+			delete(o.remotes, route.key())
 			o.mu.Unlock()
 			o.sendReply(reply, replyRecord(fam, corr, nil, err))
 		}

@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -33,9 +32,8 @@ type objects struct {
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted
-	waiters map[uint64]chan localReply // local requests waiting for a reply
-	remotes map[uint64]remoteReply     // remote requests waiting for a reply
-	nextID  uint64                     // reply route ids (non-zero, never reused in this run)
+	waiters map[string]chan localReply // local requests waiting here, by reply route key
+	remotes map[string]remoteReply     // remote requests received here, by reply route key
 	closing bool                       // no new object work (Close began)
 	work    sync.WaitGroup             // creation and close orders in flight
 	entry   *spot.Object               // the Entry Spot of a Server node
@@ -112,8 +110,36 @@ type hosted struct {
 	ownerGeneration  uint64 // AuthorityOwnerGeneration
 	storeVersion     string // the authority StoreVersion after the last change this node made
 	entry            bool   // the Entry Spot (no authority row)
-	moving           bool   // set by relocation; Destroy/Close and messages refuse it
-	closing          bool   // Destroy/Close in progress
+	state            hostState
+}
+
+// hostState is where a hosted object stands in its life on this node. It is
+// the one place that says whether messages, Destroy/Close and relocation
+// may touch the object; it changes only under objects.mu.
+type hostState uint8
+
+const (
+	// hostServing: dispatching; messages enter the mailbox.
+	hostServing hostState = iota
+	// hostMoving: a relocation holds dispatch. Arrivals still enter the
+	// mailbox, which is the ingress hold (in arrival order, run nowhere
+	// until the move ends); Destroy/Close are refused with ErrMoving
+	// (§7.2).
+	hostMoving
+	// hostClosing: Destroy/Close in progress; messages are refused.
+	hostClosing
+)
+
+func (s hostState) String() string {
+	switch s {
+	case hostServing:
+		return "serving"
+	case hostMoving:
+		return "moving"
+	case hostClosing:
+		return "closing"
+	}
+	return fmt.Sprintf("hostState(%d)", uint8(s))
 }
 
 type localReply struct {
@@ -121,30 +147,10 @@ type localReply struct {
 	err  error
 }
 
+// remoteReply is the fast path of a request received from a peer: the
+// reply function of the connection it came on.
 type remoteReply struct {
-	fam   opFamily
-	corr  uint64
 	reply func(*router.Record) error
-}
-
-// Reply route encoding: the spot runtime carries it opaquely.
-const (
-	routeLocal  byte = 'L'
-	routeRemote byte = 'R'
-)
-
-func encodeRoute(kind byte, id uint64) []byte {
-	b := make([]byte, 9)
-	b[0] = kind
-	binary.BigEndian.PutUint64(b[1:], id)
-	return b
-}
-
-func decodeRoute(b []byte) (byte, uint64, bool) {
-	if len(b) != 9 {
-		return 0, 0, false
-	}
-	return b[0], binary.BigEndian.Uint64(b[1:]), true
 }
 
 // Default packet name and content type of the application payload envelope
@@ -164,8 +170,8 @@ const entryStableType = "meshnode.entry-spot"
 const entrySpotPrefix = "entry:"
 
 func newObjects(n *Node) (*objects, error) {
-	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[uint64]chan localReply{},
-		remotes: map[uint64]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{}),
+	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[string]chan localReply{},
+		remotes: map[string]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{}),
 		dispatch: map[router.Command]inboundFunc{}}
 	o.registerCommands()
 	o.halt, o.haltCall = context.WithCancel(context.Background())
@@ -280,49 +286,6 @@ func (o *objects) call(ctx context.Context) (context.Context, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(o.halt, cancel)
 	return ctx, func() { stop(); cancel(); o.work.Done() }, nil
-}
-
-func (o *objects) newRouteID() uint64 {
-	o.nextID++
-	if o.nextID == 0 {
-		o.nextID++
-	}
-	return o.nextID
-}
-
-// Reply implements spot.Replier: it turns a reply route back into the local
-// waiter or the remote requester (command 20 with the request's
-// correlation). The runtime calls it exactly once per Request envelope.
-func (o *objects) Reply(route []byte, body []byte, err error) {
-	kind, id, ok := decodeRoute(route)
-	if !ok {
-		o.log.Error("reply with a malformed route", "len", len(route))
-		return
-	}
-	o.mu.Lock()
-	switch kind {
-	case routeLocal:
-		ch, ok := o.waiters[id]
-		delete(o.waiters, id)
-		o.mu.Unlock()
-		if ok {
-			ch <- localReply{body: body, err: err}
-		}
-	case routeRemote:
-		rr, ok := o.remotes[id]
-		delete(o.remotes, id)
-		o.mu.Unlock()
-		if !ok {
-			return
-		}
-		rec := replyRecord(rr.fam, rr.corr, body, err)
-		if serr := rr.reply(rec); serr != nil {
-			o.log.Warn("request reply not sent", "err", serr)
-		}
-	default:
-		o.mu.Unlock()
-		o.log.Error("reply with an unknown route kind", "kind", kind)
-	}
 }
 
 // replyRecord builds the command 20 answering a request: ok with the

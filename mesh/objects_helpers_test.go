@@ -217,12 +217,15 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 func actorKey(id string) spot.Key { return spot.Key{ID: id} }
 
-// setMoving marks a hosted object as moving (relocation is not built yet;
-// this is the state it will set).
+// setMoving puts a hosted object in (or out of) the moving state the
+// relocation source sets.
 func (o *objects) setMoving(key spot.Key, moving bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if h, ok := o.hosted[key]; ok {
-		h.moving = moving
+		h.state = hostServing
+		if moving {
+			h.state = hostMoving
+		}
 	}
 }

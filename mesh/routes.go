@@ -1,0 +1,127 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// Portable reply routes (§7.3, §9.3). A Request envelope carries where its
+// answer goes as plain data — the requesting node run and the correlation
+// its transport waits on — so that a request captured on one node and run
+// on another answers the original caller unchanged. The node that received
+// the request keeps a fast path (the reply function of the connection it
+// came on, or the local waiter); any other node sends command 20 to the
+// requesting node, whose transport accepts it because the call is portable.
+
+// replyRoute is a Request's answer address.
+type replyRoute struct {
+	fam  opFamily
+	gen  uint64 // requesting node's lifecycle generation
+	corr uint64 // the correlation the requester waits on (nonzero)
+	rid  []byte // requesting node's RoutingId
+}
+
+// Route encoding: 'P', family, generation (8), correlation (8), RID.
+const routeHeader = 1 + 1 + 8 + 8
+
+const routePortable byte = 'P'
+
+func (r replyRoute) encode() []byte {
+	b := make([]byte, routeHeader+len(r.rid))
+	b[0], b[1] = routePortable, byte(r.fam)
+	binary.BigEndian.PutUint64(b[2:], r.gen)
+	binary.BigEndian.PutUint64(b[10:], r.corr)
+	copy(b[routeHeader:], r.rid)
+	return b
+}
+
+// errBadRoute is a reply route that does not decode: a framework bug or a
+// corrupted payload, never application input.
+var errBadRoute = errors.New("malformed reply route")
+
+func decodeReplyRoute(b []byte) (replyRoute, error) {
+	if len(b) <= routeHeader || len(b) > routeHeader+255 || b[0] != routePortable {
+		return replyRoute{}, fmt.Errorf("%w: %d bytes", errBadRoute, len(b))
+	}
+	r := replyRoute{fam: opFamily(b[1]), gen: binary.BigEndian.Uint64(b[2:]), corr: binary.BigEndian.Uint64(b[10:]),
+		rid: append([]byte(nil), b[routeHeader:]...)}
+	if r.gen == 0 || r.corr == 0 || (r.fam != familyActor && r.fam != familySpot) {
+		return replyRoute{}, fmt.Errorf("%w: family %d generation %d correlation %d", errBadRoute, r.fam, r.gen, r.corr)
+	}
+	return r, nil
+}
+
+// routeKey identifies a reply route in the fast-path tables.
+func (r replyRoute) key() string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], r.corr)
+	return string(r.rid) + "\x00" + string(b[:])
+}
+
+// self reports whether the route names this node run.
+func (o *objects) self(r replyRoute) bool {
+	return bytes.Equal(r.rid, o.n.run.rid) && r.gen == o.n.run.lifecycleGeneration
+}
+
+// Reply implements spot.Replier: the runtime calls it exactly once per
+// Request envelope, on whichever node the request ran.
+func (o *objects) Reply(route []byte, body []byte, err error) {
+	r, derr := decodeReplyRoute(route)
+	if derr != nil {
+		o.log.Error("reply not sent", "err", derr)
+		return
+	}
+	k := r.key()
+	o.mu.Lock()
+	ch, local := o.waiters[k]
+	delete(o.waiters, k)
+	rr, remote := o.remotes[k]
+	delete(o.remotes, k)
+	o.mu.Unlock()
+	switch {
+	case local:
+		// The request was made and run on this node: hand over the result
+		// itself, handler error included.
+		ch <- localReply{body: body, err: err}
+	case remote:
+		// Run where it arrived: answer on the connection it came on.
+		o.sendReply(rr.reply, replyRecord(r.fam, r.corr, body, err))
+	case o.self(r):
+		// Our own local request whose waiter has gone (its context
+		// ended): nothing waits for the answer.
+	default:
+		// The request was made elsewhere and moved here: command 20 to
+		// the requesting node, accepted there as a portable reply.
+		o.sendPortableReply(r, replyRecord(r.fam, r.corr, body, err))
+	}
+}
+
+// portableReplyWait bounds how long a moved request's answer may wait for
+// room on the link to its requester.
+const portableReplyWait = 5 * time.Second
+
+func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
+	err := o.n.tr.Send(o.halt, transport.RID(r.rid), rec)
+	if errors.Is(err, transport.ErrBackpressure) {
+		// Reply runs on a runtime worker: never block it. Wait for room on
+		// a goroutine of its own, bounded.
+		go func() {
+			ctx, cancel := context.WithTimeout(o.halt, portableReplyWait)
+			defer cancel()
+			if err := o.n.tr.SendWait(ctx, transport.RID(r.rid), rec); err != nil {
+				o.log.Warn("moved request's reply not sent", "requester", fmt.Sprintf("%x/%d", r.rid, r.gen), "err", err)
+			}
+		}()
+		return
+	}
+	if err != nil {
+		o.log.Warn("moved request's reply not sent", "requester", fmt.Sprintf("%x/%d", r.rid, r.gen), "err", err)
+	}
+}
