@@ -261,6 +261,9 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context) 
 			return s, err
 		}
 		s.StoreNow, s.Authority = a.StoreNow, a.Authority
+		if !s.Authority.Found {
+			return s, nil
+		}
 		if s.OwnerLease, err = e.readLease(ctx, op, req.Source.Owner.ID); err != nil {
 			return s, err
 		}

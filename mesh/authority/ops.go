@@ -516,8 +516,14 @@ func PlanPreserve(req PreserveRequest, snap Snapshot) (Plan, error) {
 	if req.ClearPendingCreation {
 		next.PendingCreation = nil
 	}
+	return putOnly(op, key, row, next, leaseCond, req.Fences)
+}
+
+// putOnly is the whole batch of a change of the authority row alone
+// (Preserve, CompleteRelocation): putExisting and the SPI check.
+func putOnly(op Op, key string, row AuthorityRow, next record.Authority, leaseCond locstore.Condition, fences []Fence) (Plan, error) {
 	b := newBatch(op)
-	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
+	p, err := putExisting(b, op, key, row, next, leaseCond, fences)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -564,8 +570,8 @@ func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	if err := checkTargetCombination(op, cur, req.Target); err != nil {
 		return Plan{}, err
 	}
-	if cur.PendingCreation != nil {
-		return Plan{}, conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", req.Object.ID, cur.PendingCreation.ReservationID)
+	if err := noCreationState(op, row); err != nil {
+		return Plan{}, err
 	}
 	leaseCond, err := verifyLease(op, snap.TargetLease, req.Target.Owner, "target")
 	if err != nil {
@@ -678,14 +684,20 @@ func PlanSecureCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
 		return Plan{}, err
 	}
 	b := newBatch(op)
-	p := Plan{Op: op, AuthorityMutation: -1}
 	if err := b.cond(leaseCond); err != nil {
 		return Plan{}, err
 	}
+	return reserveOnTarget(b, Plan{Op: op, AuthorityMutation: -1}, req, snap)
+}
+
+// reserveOnTarget ends a SecureCapacity batch: the fences, the bundle
+// reserved on the target's counters under its limits, and the SPI check.
+func reserveOnTarget(b *batch, p Plan, req CapacityRequest, snap Snapshot) (Plan, error) {
 	if err := b.fences(req.Fences); err != nil {
 		return Plan{}, err
 	}
 	limits := req.Target.Limits
+	var err error
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, 1, 0, &limits)); err != nil {
 		return Plan{}, err
 	}

@@ -174,12 +174,8 @@ func planSecureKeyed(req CapacityRequest, snap Snapshot) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	cur := row.Record
-	if !PartyOf(cur).Equal(req.Source) {
-		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s, not the source %s", PartyOf(cur), req.Source)
-	}
-	if cur.PendingCreation != nil {
-		return Plan{}, conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", req.Object.ID, cur.PendingCreation.ReservationID)
+	if err := sourceOwns(op, row, req.Source); err != nil {
+		return Plan{}, err
 	}
 	srcLease, err := verifyLease(op, snap.OwnerLease, req.Source.Owner, "source")
 	if err != nil {
@@ -211,18 +207,8 @@ func planSecureKeyed(req CapacityRequest, snap Snapshot) (Plan, error) {
 	if err := b.cond(locstore.IfMissing(rkey)); err != nil {
 		return Plan{}, err
 	}
-	if err := b.fences(req.Fences); err != nil {
-		return Plan{}, err
-	}
 	b.mut(locstore.Put(rkey, value))
-	limits := req.Target.Limits
-	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, 1, 0, &limits)); err != nil {
-		return Plan{}, err
-	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return reserveOnTarget(b, p, req, snap)
 }
 
 // planReleaseKeyed plans the keyed ReleaseCapacity (§9.4 step 4): the
@@ -311,11 +297,8 @@ func PlanRecordCaptured(req CaptureRequest, snap Snapshot) (Plan, error) {
 		return Plan{}, err
 	}
 	cur := row.Record
-	if !PartyOf(cur).Equal(req.Source) {
-		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s, not the source %s", PartyOf(cur), req.Source)
-	}
-	if cur.PendingCreation != nil {
-		return Plan{}, conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", req.Object.ID, cur.PendingCreation.ReservationID)
+	if err := sourceOwns(op, row, req.Source); err != nil {
+		return Plan{}, err
 	}
 	if old := cur.Relocation; old != nil {
 		switch {
@@ -377,14 +360,8 @@ func (r CaptureRequest) validate() error {
 	if r.IfVersion == "" {
 		return errors.New("no first-read IfVersion")
 	}
-	if err := r.Source.validate(); err != nil {
-		return fmt.Errorf("source %w", err)
-	}
-	if err := r.Target.validate(); err != nil {
-		return fmt.Errorf("target %w", err)
-	}
-	if r.Source.Node.Equal(r.Target.Node) {
-		return fmt.Errorf("target node %s is the source's node run", r.Target.Node)
+	if err := validateParties(r.Source, r.Target); err != nil {
+		return err
 	}
 	return r.Move.validate()
 }
@@ -439,6 +416,36 @@ func PlanRecordPrepared(req PrepareRequest, snap Snapshot) (Plan, error) {
 	return planStage(op, key, row, next, leaseCond, req.Fences, rrow, rkey)
 }
 
+// sourceOwns checks that the source is the record's owner on the record's
+// node and that the record holds no creation recovery state.
+func sourceOwns(op Op, row AuthorityRow, source Party) error {
+	if !PartyOf(row.Record).Equal(source) {
+		return conflictWith(op, ErrConflict, row, "the record is owned by %s, not the source %s", PartyOf(row.Record), source)
+	}
+	return noCreationState(op, row)
+}
+
+// noCreationState refuses a record still holding pendingCreation: an
+// Instance Spot whose first message is not yet recorded neither changes its
+// owner nor relocates (§7.1).
+func noCreationState(op Op, row AuthorityRow) error {
+	if pc := row.Record.PendingCreation; pc != nil {
+		return conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", row.Record.ObjectID, pc.ReservationID)
+	}
+	return nil
+}
+
+// alreadyApplied is the plan of an operation whose effect row (the
+// object's authority row) already shows: no batch, the row's record.
+func alreadyApplied(op Op, obj Object, row AuthorityRow) (Plan, error) {
+	key, err := obj.Key()
+	if err != nil || row.Key != key {
+		return Plan{}, invalid(op, "snapshot's authority row is key %q, need %q", row.Key, key)
+	}
+	rec := cloneAuthority(row.Record)
+	return Plan{Op: op, Key: key, Record: &rec, AuthorityMutation: -1, AlreadyApplied: true, from: row}, nil
+}
+
 // committedBy reports whether row already shows target as the owner by
 // relocation move: the progress committed with this relocation and target
 // attempt (§10: a repeated owner CAS after a lost answer converges to
@@ -476,20 +483,15 @@ func planNewOwnerRelocation(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	row := snap.Authority
 	target := req.Target.Party()
 	if committedBy(row, req.ObjectGeneration, target, move) {
-		key, err := req.Object.Key()
-		if err != nil || row.Key != key {
-			return Plan{}, invalid(op, "snapshot's authority row is key %q, need %q", row.Key, key)
-		}
-		rec := cloneAuthority(row.Record)
-		return Plan{Op: op, Key: key, Record: &rec, AuthorityMutation: -1, AlreadyApplied: true, from: row}, nil
+		return alreadyApplied(op, req.Object, row)
 	}
 	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
 	if err != nil {
 		return Plan{}, err
 	}
 	cur := row.Record
-	if cur.PendingCreation != nil {
-		return Plan{}, conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", req.Object.ID, cur.PendingCreation.ReservationID)
+	if err := noCreationState(op, row); err != nil {
+		return Plan{}, err
 	}
 	// A row the target already owns through another attempt of this move is
 	// a stale attempt (Conflict), not an invalid target combination.
@@ -611,12 +613,7 @@ func PlanCompleteRelocation(req CompleteRequest, snap Snapshot) (Plan, error) {
 	row := snap.Authority
 	if r := row.Record.Relocation; row.Found && OwnerOf(row.Record) == req.Owner &&
 		uint64(row.Record.ObjectGeneration) == req.ObjectGeneration && (r == nil || r.RelocationID != req.RelocationID) {
-		key, err := req.Object.Key()
-		if err != nil || row.Key != key {
-			return Plan{}, invalid(op, "snapshot's authority row is key %q, need %q", row.Key, key)
-		}
-		rec := cloneAuthority(row.Record)
-		return Plan{Op: op, Key: key, Record: &rec, AuthorityMutation: -1, AlreadyApplied: true, from: row}, nil
+		return alreadyApplied(op, req.Object, row)
 	}
 	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
 	if err != nil {
@@ -636,13 +633,5 @@ func PlanCompleteRelocation(req CompleteRequest, snap Snapshot) (Plan, error) {
 	}
 	next := cloneAuthority(cur)
 	next.Relocation = nil
-	b := newBatch(op)
-	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
-	if err != nil {
-		return Plan{}, err
-	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return putOnly(op, key, row, next, leaseCond, req.Fences)
 }

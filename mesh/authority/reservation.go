@@ -42,6 +42,21 @@ func (p Party) validate() error {
 	return nil
 }
 
+// validateParties checks both sides of a move and that they are different
+// node runs (§6.1: an invalid target combination).
+func validateParties(source, target Party) error {
+	if err := source.validate(); err != nil {
+		return fmt.Errorf("source %w", err)
+	}
+	if err := target.validate(); err != nil {
+		return fmt.Errorf("target %w", err)
+	}
+	if source.Node.Equal(target.Node) {
+		return fmt.Errorf("target node %s is the source's node run", target.Node)
+	}
+	return nil
+}
+
 // Equal reports whether p and o are the same host run on the same node run.
 func (p Party) Equal(o Party) bool { return p.Owner == o.Owner && p.Node.Equal(o.Node) }
 
@@ -130,14 +145,8 @@ func (r Reservation) validate() error {
 	if v := r.AuthorityVersion; v == "" || len(v) > locstore.MaxVersionBytes || !utf8.ValidString(v) {
 		return fmt.Errorf("authority version must be 1..%d bytes of UTF-8", locstore.MaxVersionBytes)
 	}
-	if err := r.Source.validate(); err != nil {
-		return fmt.Errorf("source %w", err)
-	}
-	if err := r.Target.validate(); err != nil {
-		return fmt.Errorf("target %w", err)
-	}
-	if r.Source.Node.Equal(r.Target.Node) {
-		return fmt.Errorf("target node %s is the source's node run", r.Target.Node)
+	if err := validateParties(r.Source, r.Target); err != nil {
+		return err
 	}
 	return validateBundle(r.Bundle)
 }
