@@ -1,7 +1,11 @@
 // Package authority plans the changes of an Actor's or Spot's authority
 // record (spec §6.1: Reserve, Commit, Abort, Preserve, NewOwner, Delete) and
 // of the per-node capacity counters that go with them (§3.3, §4), each as
-// one conditional all-or-nothing Location Store batch.
+// one conditional all-or-nothing Location Store batch. The relocation of one
+// Actor or Spot (§8) adds a capacity reservation keyed by its Reservation
+// ID (SecureCapacity, ReleaseCapacity) and the stage changes of the
+// authority row's relocation progress (RecordCaptured, RecordPrepared, the
+// relocation form of NewOwner, CompleteRelocation).
 //
 // The planners are pure: they take what the framework read (a Snapshot of
 // the authority row, the store-wide ObjectGeneration counter, owner leases

@@ -52,8 +52,9 @@ var (
 // Op names an operation.
 type Op string
 
-// Operations. The six of §6.1, plus the two capacity-only batches a
-// relocation uses to pre-secure and release target capacity (§8.1, §9.4).
+// Operations. The six of §6.1, the two capacity batches a relocation uses
+// to secure and release target capacity (§8.1, §9.4), and the relocation
+// stage changes.
 const (
 	OpReserve         Op = "reserve"
 	OpCommit          Op = "commit"
@@ -63,6 +64,13 @@ const (
 	OpDelete          Op = "delete"
 	OpSecureCapacity  Op = "secureCapacity"
 	OpReleaseCapacity Op = "releaseCapacity"
+	// The relocation stage changes (§8, §8.2, §9.1): the source records
+	// Captured, the target may record Prepared (a new target attempt), the
+	// target's owner change is OpNewOwner with NewOwnerRequest.Relocation,
+	// and the new owner removes the progress (Completed).
+	OpRecordCaptured     Op = "recordCaptured"
+	OpRecordPrepared     Op = "recordPrepared"
+	OpCompleteRelocation Op = "completeRelocation"
 	// OpTerminalLookup reads a creation's stored final result.
 	OpTerminalLookup Op = "terminalLookup"
 )

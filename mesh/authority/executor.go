@@ -23,10 +23,15 @@ import (
 //     batch applied (Plan.Observed, and the final result when the plan
 //     recorded one), as §10 requires; it never guesses.
 //
-// A capacity-only batch (SecureCapacity, ReleaseCapacity) whose result is
-// lost is not retried: counters are shared, so no re-read can tell whether
-// it applied, and retrying could reserve twice. That outcome is reported as
-// unknown (the provider error, matching locstore.ErrUnavailable).
+// An unkeyed capacity-only batch (SecureCapacity, ReleaseCapacity without a
+// ReservationID) whose result is lost is not retried: counters are shared,
+// so no re-read can tell whether it applied, and retrying could reserve
+// twice. That outcome is reported as unknown (the provider error, matching
+// locstore.ErrUnavailable). The keyed forms are confirmed by re-reading
+// their reservation row, like every other operation.
+//
+// A plan that finds its effect already in the store (Plan.AlreadyApplied)
+// sends no batch and succeeds with Result.AlreadyApplied.
 type Executor struct {
 	store       locstore.Store
 	log         *slog.Logger
@@ -107,6 +112,13 @@ type Result struct {
 	// Recovered reports that the write's answer was lost and a re-read
 	// showed that the batch applied.
 	Recovered bool
+	// AlreadyApplied reports that the rows already showed this operation's
+	// effect and nothing was written (Plan.AlreadyApplied): for a keyed
+	// SecureCapacity the §8.1 "same Reservation ID, same content" answer
+	// (AlreadySecured), for a keyed ReleaseCapacity "already released or
+	// consumed", for a relocation NewOwner "already committed by this
+	// target attempt", for CompleteRelocation "already completed".
+	AlreadyApplied bool
 	// Attempts is the number of batches sent.
 	Attempts int
 }
@@ -153,44 +165,130 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 
 // Commit runs PlanCommit.
 func (e *Executor) Commit(ctx context.Context, req CommitRequest) (Result, error) {
-	read := e.existingReader(OpCommit, req.Object, &req.Owner, false, nil)
+	read := e.existingReader(OpCommit, req.Object, reads{owner: &req.Owner, capacity: true})
 	return e.run(ctx, OpCommit, req.Object, read, func(s Snapshot) (Plan, error) { return PlanCommit(req, s) })
 }
 
 // Abort runs PlanAbort.
 func (e *Executor) Abort(ctx context.Context, req AbortRequest) (Result, error) {
-	read := e.existingReader(OpAbort, req.Object, req.Owner, false, nil)
+	read := e.existingReader(OpAbort, req.Object, reads{owner: req.Owner, capacity: true})
 	return e.run(ctx, OpAbort, req.Object, read, func(s Snapshot) (Plan, error) { return PlanAbort(req, s) })
 }
 
 // Preserve runs PlanPreserve.
 func (e *Executor) Preserve(ctx context.Context, req PreserveRequest) (Result, error) {
-	read := e.existingReader(OpPreserve, req.Object, &req.Owner, true, nil)
+	read := e.existingReader(OpPreserve, req.Object, reads{owner: &req.Owner})
 	return e.run(ctx, OpPreserve, req.Object, read, func(s Snapshot) (Plan, error) { return PlanPreserve(req, s) })
 }
 
-// NewOwner runs PlanNewOwner.
+// NewOwner runs PlanNewOwner. For a relocation (req.Relocation) a lost
+// answer is decided by the row: the target as owner with the progress
+// committed by this relocation and target attempt is success (Recovered);
+// a later call finding the same is success with AlreadyApplied.
 func (e *Executor) NewOwner(ctx context.Context, req NewOwnerRequest) (Result, error) {
-	read := e.existingReader(OpNewOwner, req.Object, nil, false, &req.Target)
+	r := reads{target: &req.Target.Owner, capacity: true, targetNode: &req.Target.Node}
+	if req.Relocation != nil {
+		r.reservation = &req.Relocation.ReservationID
+	}
+	read := e.existingReader(OpNewOwner, req.Object, r)
 	return e.run(ctx, OpNewOwner, req.Object, read, func(s Snapshot) (Plan, error) { return PlanNewOwner(req, s) })
 }
 
 // Delete runs PlanDelete.
 func (e *Executor) Delete(ctx context.Context, req DeleteRequest) (Result, error) {
-	read := e.existingReader(OpDelete, req.Object, &req.Owner, false, nil)
+	read := e.existingReader(OpDelete, req.Object, reads{owner: &req.Owner, capacity: true})
 	return e.run(ctx, OpDelete, req.Object, read, func(s Snapshot) (Plan, error) { return PlanDelete(req, s) })
 }
 
-// SecureCapacity runs PlanSecureCapacity. A lost result is reported as
-// unknown, not retried (see Executor).
+// RecordCaptured runs PlanRecordCaptured (performed by the source).
+func (e *Executor) RecordCaptured(ctx context.Context, req CaptureRequest) (Result, error) {
+	read := e.existingReader(OpRecordCaptured, req.Object, reads{owner: &req.Source.Owner, reservation: &req.Move.ReservationID})
+	return e.run(ctx, OpRecordCaptured, req.Object, read, func(s Snapshot) (Plan, error) { return PlanRecordCaptured(req, s) })
+}
+
+// RecordPrepared runs PlanRecordPrepared (performed by the target).
+func (e *Executor) RecordPrepared(ctx context.Context, req PrepareRequest) (Result, error) {
+	read := e.existingReader(OpRecordPrepared, req.Object, reads{target: &req.Target.Owner, reservation: &req.Move.ReservationID})
+	return e.run(ctx, OpRecordPrepared, req.Object, read, func(s Snapshot) (Plan, error) { return PlanRecordPrepared(req, s) })
+}
+
+// CompleteRelocation runs PlanCompleteRelocation (performed by the new
+// owner once dispatch is open).
+func (e *Executor) CompleteRelocation(ctx context.Context, req CompleteRequest) (Result, error) {
+	read := e.existingReader(OpCompleteRelocation, req.Object, reads{owner: &req.Owner})
+	return e.run(ctx, OpCompleteRelocation, req.Object, read, func(s Snapshot) (Plan, error) { return PlanCompleteRelocation(req, s) })
+}
+
+// SecureCapacity runs PlanSecureCapacity. Keyed (req.ReservationID set), a
+// lost result is confirmed by re-reading the reservation row and the same
+// request answers AlreadyApplied once the row exists; unkeyed, a lost
+// result is reported as unknown, not retried (see Executor).
 func (e *Executor) SecureCapacity(ctx context.Context, req CapacityRequest) (Result, error) {
+	if req.keyed() {
+		return e.run(ctx, OpSecureCapacity, req.Object, e.secureKeyedReader(req), func(s Snapshot) (Plan, error) { return PlanSecureCapacity(req, s) })
+	}
 	return e.capacityOnly(ctx, OpSecureCapacity, req, true, PlanSecureCapacity)
 }
 
-// ReleaseCapacity runs PlanReleaseCapacity. A lost result is reported as
+// ReleaseCapacity runs PlanReleaseCapacity. Keyed (req.ReservationID set), a
+// missing reservation is success with AlreadyApplied and a lost result is
+// confirmed by re-reading the row; unkeyed, a lost result is reported as
 // unknown, not retried (see Executor).
 func (e *Executor) ReleaseCapacity(ctx context.Context, req CapacityRequest) (Result, error) {
+	if req.keyed() {
+		return e.run(ctx, OpReleaseCapacity, Object{}, e.releaseKeyedReader(req), func(s Snapshot) (Plan, error) { return PlanReleaseCapacity(req, s) })
+	}
 	return e.capacityOnly(ctx, OpReleaseCapacity, req, false, PlanReleaseCapacity)
+}
+
+// secureKeyedReader reads the reservation row and, while it is missing,
+// the authority row, the source's and the target's leases and the target's
+// counters.
+func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context) (Snapshot, error) {
+	const op = OpSecureCapacity
+	return func(ctx context.Context) (Snapshot, error) {
+		var s Snapshot
+		var err error
+		if s.Reservation, err = e.readReservation(ctx, op, req.ReservationID); err != nil || s.Reservation.Found {
+			return s, err
+		}
+		key, err := req.Object.Key()
+		if err != nil {
+			return s, invalidCause(op, err, "object")
+		}
+		a, err := e.readAuthority(ctx, op, key)
+		if err != nil {
+			return s, err
+		}
+		s.StoreNow, s.Authority = a.StoreNow, a.Authority
+		if !s.Authority.Found {
+			return s, nil
+		}
+		if s.OwnerLease, err = e.readLease(ctx, op, req.Source.Owner.ID); err != nil {
+			return s, err
+		}
+		if s.TargetLease, err = e.readLease(ctx, op, req.Target.Owner.ID); err != nil {
+			return s, err
+		}
+		s.Capacity, err = e.readCapacity(ctx, op, CountersFor(req.Target.Node, req.Bundle))
+		return s, err
+	}
+}
+
+// releaseKeyedReader reads the reservation row and, when it exists, the
+// counters of its target.
+func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context) (Snapshot, error) {
+	const op = OpReleaseCapacity
+	return func(ctx context.Context) (Snapshot, error) {
+		var s Snapshot
+		var err error
+		if s.Reservation, err = e.readReservation(ctx, op, req.ReservationID); err != nil || !s.Reservation.Found {
+			return s, err
+		}
+		r := s.Reservation.Reservation
+		s.Capacity, err = e.readCapacity(ctx, op, CountersFor(r.Target.Node, r.Bundle))
+		return s, err
+	}
 }
 
 func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest, lease bool, plan func(CapacityRequest, Snapshot) (Plan, error)) (Result, error) {
@@ -224,36 +322,62 @@ func (e *Executor) LookupTerminal(ctx context.Context, op OperationRef, requestS
 	return CheckTerminal(op, requestSHA256, rr)
 }
 
+// reads names the rows an operation on an existing record reads besides
+// the authority row.
+type reads struct {
+	owner       *Owner    // OwnerLease
+	target      *Owner    // TargetLease
+	capacity    bool      // the counters of the record's node (and of targetNode)
+	targetNode  *Node     // with capacity: also the target's counters
+	reservation *[16]byte // Reservation
+}
+
 // existingReader reads the rows of an operation on an existing record: the
-// authority row, then (when it exists) the lease of owner, the target's
-// lease, and the capacity counters of the record's node and the target's.
-func (e *Executor) existingReader(op Op, obj Object, owner *Owner, leaseOnly bool, target *Target) func(context.Context) (Snapshot, error) {
+// reservation row (when r names one), the authority row, then (when it
+// exists) the other rows r names.
+//
+// The rows are read one at a time, so a batch can apply between two reads.
+// The order keeps such a torn snapshot from deciding wrongly: the
+// reservation row is read before the authority row, because the batch that
+// consumes a reservation (the relocation's NewOwner) also changes the
+// authority row, so a reservation read as present next to an authority row
+// already changed leads to the answer the newer row gives. Counters are read
+// after the authority row (their keys come from it); a counter read short
+// because of a later batch is re-read (see tornRead in run).
+func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Context) (Snapshot, error) {
 	return func(ctx context.Context) (Snapshot, error) {
 		key, err := obj.Key()
 		if err != nil {
 			return Snapshot{}, invalidCause(op, err, "object")
 		}
+		var res ReservationRow
+		if r.reservation != nil && *r.reservation != ([16]byte{}) {
+			if res, err = e.readReservation(ctx, op, *r.reservation); err != nil {
+				return Snapshot{}, err
+			}
+		}
 		s, err := e.readAuthority(ctx, op, key)
+		s.Reservation = res
 		if err != nil || !s.Authority.Found {
 			return s, err
 		}
-		if owner != nil && owner.ID != "" {
-			if s.OwnerLease, err = e.readLease(ctx, op, owner.ID); err != nil {
+		if r.owner != nil && r.owner.ID != "" {
+			if s.OwnerLease, err = e.readLease(ctx, op, r.owner.ID); err != nil {
 				return s, err
 			}
 		}
-		if target != nil && target.Owner.ID != "" {
-			if s.TargetLease, err = e.readLease(ctx, op, target.Owner.ID); err != nil {
+		if r.target != nil && r.target.ID != "" {
+			if s.TargetLease, err = e.readLease(ctx, op, r.target.ID); err != nil {
 				return s, err
 			}
 		}
-		if leaseOnly {
+		if !r.capacity {
 			return s, nil
 		}
 		bun := s.Authority.Record.Allocation.Capacity
 		ids := CountersFor(NodeOf(s.Authority.Record), bun)
-		if target != nil {
-			for _, id := range CountersFor(target.Node, bun) {
+		if r.targetNode != nil {
+			for _, id := range CountersFor(*r.targetNode, bun) {
 				if !containsCounter(ids, id) {
 					ids = append(ids, id)
 				}
@@ -262,6 +386,19 @@ func (e *Executor) existingReader(op Op, obj Object, owner *Owner, leaseOnly boo
 		s.Capacity, err = e.readCapacity(ctx, op, ids)
 		return s, err
 	}
+}
+
+func (e *Executor) readReservation(ctx context.Context, op Op, id [16]byte) (ReservationRow, error) {
+	key, err := ReservationKey(id)
+	if err != nil {
+		return ReservationRow{}, invalidCause(op, err, "reservation")
+	}
+	rr, err := e.store.Read(ctx, key)
+	if err != nil {
+		return ReservationRow{}, fmt.Errorf("authority %s: read reservation: %w", op, err)
+	}
+	row, err := ReservationRowOf(key, rr)
+	return row, withOp(op, err)
 }
 
 func containsCounter(ids []CounterID, id CounterID) bool {
@@ -345,6 +482,12 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 	// first asks whether one of them applied.
 	var unknown []Plan
 	var lost error
+	// torn is the snapshot of the last plan refused for a counter that
+	// holds fewer slots than the rows say it should (see tornRead).
+	var torn *Snapshot
+	// sent counts the batches written (Result.Attempts); attempt counts
+	// rounds, which the attempt bound limits.
+	sent := 0
 	for attempt := 1; ; attempt++ {
 		snap, err := read(ctx)
 		if err != nil {
@@ -359,30 +502,47 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
 			}
 			if ok {
-				res.Attempts = attempt - 1
+				res.Attempts = sent
 				log.Info("lost write result resolved by re-read: the batch applied", "attempts", res.Attempts)
 				return res, nil
 			}
 		}
 		p, err := plan(snap)
-		if err != nil {
+		switch {
+		case err != nil && tornRead(err) && (torn == nil || !sameAnchors(*torn, snap)) && !e.exhausted(attempt):
+			// The rows are read one by one: a batch that applied between
+			// the authority (or reservation) read and the counter reads
+			// makes the counters look short. Read again; only the same
+			// answer from unchanged anchor rows is a corrupt store.
+			torn = &snap
+			log.Debug("counter short of the rows' slots; re-reading in case the snapshot was torn", "err", err)
+			continue
+		case err != nil:
 			return Result{}, err
+		}
+		if p.AlreadyApplied {
+			res := Result{Plan: p, StoreNow: snap.StoreNow, AlreadyApplied: true, Attempts: sent}
+			if p.Record != nil {
+				res.Version = snap.Authority.Version
+			}
+			return res, nil
 		}
 		if p.TerminalSkipped {
 			log.Warn("final result not recorded: its retention (deadline + 5 min) had passed by store time")
 		}
 		wr, werr := e.store.Write(ctx, p.Request)
+		sent++
 		switch {
 		case werr == nil && wr.Applied:
-			res := Result{Plan: p, StoreNow: wr.StoreNow, Attempts: attempt}
+			res := Result{Plan: p, StoreNow: wr.StoreNow, Attempts: sent}
 			if p.Record != nil && p.AuthorityMutation >= 0 && p.AuthorityMutation < len(wr.Versions) {
 				res.Version = wr.Versions[p.AuthorityMutation]
 			}
 			return res, nil
 		case werr != nil && errors.Is(werr, locstore.ErrArgument):
 			return Result{}, invalidCause(op, werr, "the store refused the planned batch")
-		case werr != nil && p.AuthorityMutation < 0:
-			return Result{}, fmt.Errorf("authority %s: outcome unknown (a capacity-only batch cannot be confirmed by re-reading): %w", op, werr)
+		case werr != nil && p.AuthorityMutation < 0 && p.ReservationKey == "":
+			return Result{}, fmt.Errorf("authority %s: outcome unknown (an unkeyed capacity-only batch cannot be confirmed by re-reading): %w", op, werr)
 		case werr != nil:
 			log.Warn("write result lost; re-reading to decide", "attempt", attempt, "err", werr)
 			unknown = append(unknown, p)
@@ -393,7 +553,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 				continue
 			}
 		}
-		if e.maxAttempts > 0 && attempt >= e.maxAttempts {
+		if e.exhausted(attempt) {
 			if len(unknown) > 0 {
 				return Result{}, fmt.Errorf("authority %s: outcome unknown after %d attempts: %w", op, attempt, lost)
 			}
@@ -405,6 +565,24 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			}
 		}
 	}
+}
+
+func (e *Executor) exhausted(attempt int) bool { return e.maxAttempts > 0 && attempt >= e.maxAttempts }
+
+// tornRead reports a planner refusal that a torn snapshot can cause: a
+// counter holding fewer slots than a record or reservation releases.
+func tornRead(err error) bool {
+	var ae *Error
+	return errors.As(err, &ae) && ae.Kind == ErrCorruptRecord && ae.Counter != nil
+}
+
+// sameAnchors reports whether a and b read the authority row and the
+// reservation row at the same versions. A counter only loses the slots such
+// a row holds in a batch that also changes (or deletes) that row, so a
+// counter short of those slots under unchanged anchors is no torn read.
+func sameAnchors(a, b Snapshot) bool {
+	return a.Authority.Found == b.Authority.Found && a.Authority.Version == b.Authority.Version &&
+		a.Reservation.Found == b.Reservation.Found && a.Reservation.Version == b.Reservation.Version
 }
 
 // confirm decides from a fresh snapshot whether one of the plans whose
@@ -425,7 +603,7 @@ func (e *Executor) confirm(ctx context.Context, snap Snapshot, unknown []Plan) (
 					t.RequestSHA256 == p.Terminal.RequestSHA256 && t.Outcome == p.Terminal.Outcome
 			}
 		} else {
-			applied = p.Observed(snap.Authority)
+			applied = p.ObservedIn(snap)
 		}
 		if applied {
 			res := Result{Plan: p, StoreNow: snap.StoreNow, Recovered: true}

@@ -27,6 +27,16 @@ type faultStore struct {
 	writes atomic.Int64
 	before func(n int64) error
 	after  func(n int64) error
+	// onRead, when set, runs before each read of key (e.g. to let another
+	// writer change the store between two reads of one snapshot).
+	onRead func(key string)
+}
+
+func (f *faultStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if f.onRead != nil {
+		f.onRead(key)
+	}
+	return f.Store.Read(ctx, key)
 }
 
 func (f *faultStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {

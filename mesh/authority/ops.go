@@ -117,12 +117,21 @@ type NewOwnerRequest struct {
 	// is "only if the version first read is unchanged").
 	IfVersion string
 	Target    Target
-	// PreSecured: the target's slots were reserved beforehand with
-	// SecureCapacity and are converted to active here; otherwise the
+	// PreSecured: the target's slots were reserved beforehand with an
+	// unkeyed SecureCapacity and are converted to active here; otherwise the
 	// target's active usage grows under the target's limits in this batch.
+	// Not used with Relocation.
 	PreSecured bool
 	Payload    PayloadUpdate
 	Fences     []Fence
+	// Relocation, when set, makes this the owner CAS of a relocation,
+	// performed by the target (§8): IfVersion is required (the version the
+	// target first read), the progress must name exactly this relocation,
+	// target attempt, reservation and Target, and the reservation's slots
+	// are the ones converted to active. See docs/AUTHORITY.md "Relocation".
+	// Without it, NewOwner is the recovery owner replacement (§3.3), which
+	// removes any relocation progress.
+	Relocation *RelocationRef
 }
 
 // DeleteRequest removes the Active record and its capacity (§6.1, §11).
@@ -137,13 +146,33 @@ type DeleteRequest struct {
 // CapacityRequest pre-secures (SecureCapacity) or returns (ReleaseCapacity)
 // target capacity for a relocation (§8.1 "Securing target space", §9.4
 // step 4), without touching any authority record.
+//
+// With a non-zero ReservationID it is the keyed form (§8.1 "Reservation
+// ID"): SecureCapacity writes a reservation row holding the object, its
+// generation, AuthorityVersion, Source, Target and Bundle, in the same batch
+// as the counters, and ReleaseCapacity deletes that row and returns its
+// slots (Target, Bundle and the other fields are then taken from the row
+// and not used). Without it, only the counters move.
 type CapacityRequest struct {
 	Target Target
 	Bundle Bundle
-	// Fences: typically the authority rows of the objects being moved at
-	// their first-read StoreVersion (§8.1: securing space fixes the object's
-	// StoreVersion together with the capacity).
+	// Fences: for the unkeyed form typically the authority rows of the
+	// objects being moved at their first-read StoreVersion (§8.1: securing
+	// space fixes the object's StoreVersion together with the capacity).
+	// The keyed form conditions the object's authority row itself, so a
+	// fence on that row would be a duplicate (ErrInvalidOperation).
 	Fences []Fence
+
+	// ReservationID names the reservation (non-zero: the keyed form).
+	ReservationID [16]byte
+	// Keyed SecureCapacity only: the object moved (ID and Kind; StableType
+	// checked when set), its ObjectGeneration, the authority StoreVersion
+	// the source first read (the row must still be at it), and the source:
+	// the record's current owner and node, whose lease is verified.
+	Object           Object
+	ObjectGeneration uint64
+	AuthorityVersion string
+	Source           Party
 }
 
 func (r ReserveRequest) validate() error {
@@ -521,8 +550,14 @@ func PlanPreserve(req PreserveRequest, snap Snapshot) (Plan, error) {
 	if req.ClearPendingCreation {
 		next.PendingCreation = nil
 	}
+	return putOnly(op, key, row, next, leaseCond, req.Fences)
+}
+
+// putOnly is the whole batch of a change of the authority row alone
+// (Preserve, CompleteRelocation): putExisting and the SPI check.
+func putOnly(op Op, key string, row AuthorityRow, next record.Authority, leaseCond locstore.Condition, fences []Fence) (Plan, error) {
 	b := newBatch(op)
-	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
+	p, err := putExisting(b, op, key, row, next, leaseCond, fences)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -545,7 +580,8 @@ func PlanPreserve(req PreserveRequest, snap Snapshot) (Plan, error) {
 // owner — a node run has exactly one host run) is ErrInvalidOperation.
 // A record still holding pendingCreation (an Instance Spot whose first
 // message is not yet recorded, §7.1) is Conflict: no owner change is
-// allowed before that.
+// allowed before that. Without req.Relocation (recovery) the new record
+// carries no relocation progress; with it, see planNewOwnerRelocation.
 //
 // Rows used: Authority, TargetLease, Capacity (record's node and target node).
 func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
@@ -556,51 +592,39 @@ func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
 		return Plan{}, err
 	}
+	if req.Relocation != nil {
+		return planNewOwnerRelocation(req, snap)
+	}
 	row := snap.Authority
 	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
 	if err != nil {
 		return Plan{}, err
 	}
 	cur := row.Record
-	srcNode, srcOwner := NodeOf(cur), OwnerOf(cur)
-	switch {
-	case srcNode.Equal(req.Target.Node) && srcOwner == req.Target.Owner:
-		return Plan{}, invalid(op, "target %s on %s is already the owner", req.Target.Owner.ID, srcNode)
-	case srcNode.Equal(req.Target.Node):
-		return Plan{}, invalid(op, "target node %s is the current node but the target owner %s/%d is not its owner %s/%d",
-			srcNode, req.Target.Owner.ID, req.Target.Owner.LeaseGeneration, srcOwner.ID, srcOwner.LeaseGeneration)
+	if err := checkTargetCombination(op, cur, req.Target); err != nil {
+		return Plan{}, err
 	}
-	if cur.PendingCreation != nil {
-		return Plan{}, conflictWith(op, ErrConflict, row, "%s still holds creation recovery state (reservation %q)", req.Object.ID, cur.PendingCreation.ReservationID)
+	if err := noCreationState(op, row); err != nil {
+		return Plan{}, err
 	}
 	leaseCond, err := verifyLease(op, snap.TargetLease, req.Target.Owner, "target")
 	if err != nil {
 		return Plan{}, err
 	}
-	ownerGen, err := gen.Next(uint64(cur.AuthorityOwnerGeneration), true)
+	next, err := moveTo(op, row, req.Target, req.Payload)
 	if err != nil {
-		kind := ErrCorruptRecord
-		if errors.Is(err, gen.ErrGenerationExhausted) {
-			kind = ErrGenerationExhausted
-		}
-		return Plan{}, &Error{Op: op, Kind: kind, Reason: "AuthorityOwnerGeneration", Err: err, Current: &row}
+		return Plan{}, err
 	}
-	next := cloneAuthority(cur)
-	next.AuthorityOwnerGeneration = record.Generation(ownerGen)
-	next.OwnerID = req.Target.Owner.ID
-	next.OwnerLeaseGeneration = record.Generation(req.Target.Owner.LeaseGeneration)
-	next.Allocation.Descriptor = record.DescriptorRef{MeshName: req.Target.Node.MeshName, RoutingID: cloneBytes(req.Target.Node.RoutingID)}
-	next.Allocation.DescriptorLifecycleGeneration = record.Generation(req.Target.Node.LifecycleGeneration)
-	if req.Payload.Set {
-		next.Payload = cloneBytes(req.Payload.Value)
-	}
+	// A recovery owner replacement ends whatever move was under way: its
+	// progress names an owner that is no longer the record's.
+	next.Relocation = nil
 	b := newBatch(op)
 	p, err := putExisting(b, op, key, row, next, leaseCond, req.Fences)
 	if err != nil {
 		return Plan{}, err
 	}
 	bun := cur.Allocation.Capacity
-	deltas := bundleDeltas(srcNode, bun, 0, -1, nil)
+	deltas := bundleDeltas(NodeOf(cur), bun, 0, -1, nil)
 	if req.PreSecured {
 		for _, s := range slotsOf(req.Target.Node, bun) {
 			r, ok := snap.capacity(s.id)
@@ -672,11 +696,17 @@ func PlanDelete(req DeleteRequest, snap Snapshot) (Plan, error) {
 
 // PlanSecureCapacity plans reserving a bundle on the target node for a
 // relocation (§1.3 step 2, §8.1), under the target's limits, with the
-// target's lease verified. It changes no authority record.
+// target's lease verified. It changes no authority record. With a
+// ReservationID it is the keyed form (planSecureKeyed), which also writes
+// the reservation row.
 //
-// Rows used: TargetLease, Capacity (target node).
+// Rows used: TargetLease, Capacity (target node); keyed: see
+// planSecureKeyed.
 func PlanSecureCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
 	const op = OpSecureCapacity
+	if req.keyed() {
+		return planSecureKeyed(req, snap)
+	}
 	if err := req.Target.validate(); err != nil {
 		return Plan{}, invalidCause(op, err, "target")
 	}
@@ -688,14 +718,20 @@ func PlanSecureCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
 		return Plan{}, err
 	}
 	b := newBatch(op)
-	p := Plan{Op: op, AuthorityMutation: -1}
 	if err := b.cond(leaseCond); err != nil {
 		return Plan{}, err
 	}
+	return reserveOnTarget(b, Plan{Op: op, AuthorityMutation: -1}, req, snap)
+}
+
+// reserveOnTarget ends a SecureCapacity batch: the fences, the bundle
+// reserved on the target's counters under its limits, and the SPI check.
+func reserveOnTarget(b *batch, p Plan, req CapacityRequest, snap Snapshot) (Plan, error) {
 	if err := b.fences(req.Fences); err != nil {
 		return Plan{}, err
 	}
 	limits := req.Target.Limits
+	var err error
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, 1, 0, &limits)); err != nil {
 		return Plan{}, err
 	}
@@ -708,11 +744,16 @@ func PlanSecureCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
 // PlanReleaseCapacity plans returning a bundle SecureCapacity reserved on
 // the target node (relocation cancelled, §9.4 step 4). It verifies no lease:
 // returning slots cannot overfill a node, and the target run may be gone.
-// Target.Owner and Target.Limits are not used.
+// Target.Owner and Target.Limits are not used. With a ReservationID it is
+// the keyed form (planReleaseKeyed), which takes target and bundle from the
+// reservation row.
 //
-// Rows used: Capacity (target node).
+// Rows used: Capacity (target node); keyed: see planReleaseKeyed.
 func PlanReleaseCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
 	const op = OpReleaseCapacity
+	if req.keyed() {
+		return planReleaseKeyed(req, snap)
+	}
 	if err := req.Target.Node.validate(); err != nil {
 		return Plan{}, invalidCause(op, err, "target node")
 	}

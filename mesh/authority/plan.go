@@ -117,6 +117,22 @@ type Plan struct {
 	// retention (original deadline + 5 min) had already passed by the read's
 	// StoreNow, so no reader could ever see it and none is written.
 	TerminalSkipped bool
+	// Reservation is the relocation capacity reservation the plan is about:
+	// the one a keyed SecureCapacity writes (or found already written), the
+	// one ReleaseCapacity or the relocation's NewOwner deletes, the one
+	// RecordCaptured and RecordPrepared rely on. ReservationKey is its key.
+	Reservation    *Reservation
+	ReservationKey string
+	// AlreadyApplied reports that the rows already show this operation's
+	// effect, so there is no batch to send (Request is empty): a keyed
+	// SecureCapacity whose reservation exists with the same content (§8.1
+	// "returns the previously issued value"), a keyed ReleaseCapacity whose
+	// reservation is gone (released, or consumed by the NewOwner), a
+	// relocation NewOwner whose row already names the target as owner
+	// committed by this relocation and target attempt (§10: "confirming
+	// ownership by that specific target converges to success"), a
+	// CompleteRelocation whose progress is already gone.
+	AlreadyApplied bool
 
 	from AuthorityRow
 }
@@ -129,15 +145,37 @@ type Plan struct {
 //     AuthorityOwnerGeneration (only that reservation's Commit makes it so).
 //   - Preserve: the row is byte for byte this plan's record.
 //   - NewOwner: the row has this plan's ObjectGeneration,
-//     AuthorityOwnerGeneration, owner and node.
+//     AuthorityOwnerGeneration, owner and node; for a relocation, the row
+//     names the target as owner with the progress committed by this
+//     relocation and target attempt.
+//   - RecordCaptured, RecordPrepared: the row holds this plan's
+//     ObjectGeneration and exactly this plan's progress.
+//   - CompleteRelocation: the row has this plan's ObjectGeneration, owner
+//     and AuthorityOwnerGeneration, and no progress of this relocation.
 //   - Abort, Delete: the row is missing or holds another ObjectGeneration.
 //     (Another party's Abort or Delete of the same record has the same
 //     effect; Executor additionally checks the final result when the plan
 //     records one.)
-//   - Capacity-only operations: never (counters are shared; see
-//     docs/AUTHORITY.md on lost SecureCapacity results).
+//   - Capacity-only operations: never from the authority row; the keyed
+//     forms are decided by the reservation row (ObservedIn).
 func (p Plan) Observed(row AuthorityRow) bool {
 	switch p.Op {
+	case OpRecordCaptured, OpRecordPrepared:
+		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration && row.Record.Relocation.Equal(p.Record.Relocation)
+	case OpCompleteRelocation:
+		r := row.Record.Relocation
+		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
+			row.Record.AuthorityOwnerGeneration == p.Record.AuthorityOwnerGeneration && OwnerOf(row.Record) == OwnerOf(*p.Record) &&
+			(r == nil || r.RelocationID != p.from.Record.Relocation.RelocationID)
+	case OpNewOwner:
+		if rel := p.Record.Relocation; rel != nil {
+			r := row.Record.Relocation
+			return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration && PartyOf(row.Record).Equal(PartyOf(*p.Record)) &&
+				r != nil && r.Stage == record.RelocationCommitted && r.RelocationID == rel.RelocationID && r.TargetAttempt == rel.TargetAttempt
+		}
+		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
+			row.Record.AuthorityOwnerGeneration == p.Record.AuthorityOwnerGeneration &&
+			OwnerOf(row.Record) == OwnerOf(*p.Record) && NodeOf(row.Record).Equal(NodeOf(*p.Record))
 	case OpReserve:
 		pc := row.Record.PendingCreation
 		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
@@ -153,14 +191,25 @@ func (p Plan) Observed(row AuthorityRow) bool {
 		}
 		v, err := row.Record.Encode()
 		return err == nil && bytes.Equal(v, p.Value)
-	case OpNewOwner:
-		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
-			row.Record.AuthorityOwnerGeneration == p.Record.AuthorityOwnerGeneration &&
-			OwnerOf(row.Record) == OwnerOf(*p.Record) && NodeOf(row.Record).Equal(NodeOf(*p.Record))
 	case OpAbort, OpDelete:
 		return !row.Found || row.Record.ObjectGeneration != p.from.Record.ObjectGeneration
 	}
 	return false
+}
+
+// ObservedIn is Observed for a whole snapshot: the keyed capacity
+// operations are decided by the reservation row (SecureCapacity: the row
+// holds this plan's reservation; ReleaseCapacity: the row is gone), the
+// others by the authority row. An unkeyed capacity-only plan is never
+// observed: counters are shared, so no read can tell whether it applied.
+func (p Plan) ObservedIn(s Snapshot) bool {
+	switch p.Op {
+	case OpSecureCapacity:
+		return p.Reservation != nil && s.Reservation.Found && s.Reservation.Reservation.Equal(*p.Reservation)
+	case OpReleaseCapacity:
+		return p.ReservationKey != "" && s.Reservation.Key == p.ReservationKey && !s.Reservation.Found
+	}
+	return p.Observed(s.Authority)
 }
 
 // batch accumulates one plan's conditions and mutations in the documented
@@ -440,5 +489,6 @@ func cloneAuthority(a record.Authority) record.Authority {
 		p := *pc
 		c.PendingCreation = &p
 	}
+	c.Relocation = a.Relocation.Clone()
 	return c
 }

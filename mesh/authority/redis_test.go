@@ -27,3 +27,17 @@ func TestExecutorLifecycleRedis(t *testing.T) { runLifecycle(t, newRedis(t)) }
 func TestExecutorCapacityRaceRedis(t *testing.T) { runCapacityRace(t, newRedis(t), 24, 5) }
 
 func TestExecutorSameIDRaceRedis(t *testing.T) { runSameIDRace(t, newRedis(t), 20) }
+
+func TestExecutorRelocationRedis(t *testing.T) { runRelocation(t, newRedis(t)) }
+
+func TestExecutorRelocationCancelRedis(t *testing.T) { runRelocationCancel(t, newRedis(t)) }
+
+func TestExecutorRelocationLostRedis(t *testing.T) {
+	runRelocationLost(t, func(t *testing.T) locstore.Store { return newRedis(t) })
+}
+
+func TestExecutorOwnerRaceRedis(t *testing.T) { runOwnerRace(t, newRedis(t), 10, 8) }
+
+func TestExecutorTornSnapshotRedis(t *testing.T) { runTornSnapshot(t, newRedis(t)) }
+
+func TestExecutorTornReservationRedis(t *testing.T) { runTornReservation(t, newRedis(t)) }

@@ -69,14 +69,19 @@ type Snapshot struct {
 	// ObjectGeneration is the store-wide ObjectGeneration counter (Reserve).
 	ObjectGeneration CounterRow
 	// OwnerLease is the lease of the owner the operation acts as (Commit,
-	// Preserve, Delete; Abort when an owner is given).
+	// Preserve, Delete, CompleteRelocation; Abort when an owner is given;
+	// the source for RecordCaptured and keyed SecureCapacity).
 	OwnerLease LeaseRow
 	// TargetLease is the target owner's lease (Reserve, NewOwner,
-	// SecureCapacity, ReleaseCapacity).
+	// SecureCapacity, RecordPrepared).
 	TargetLease LeaseRow
 	// Capacity holds the capacity counter rows of every node the operation
 	// touches (see CountersFor).
 	Capacity []CapacityRow
+	// Reservation is the relocation capacity reservation row (keyed
+	// SecureCapacity and ReleaseCapacity, RecordCaptured, RecordPrepared,
+	// the relocation's NewOwner).
+	Reservation ReservationRow
 }
 
 func (s Snapshot) capacity(id CounterID) (CapacityRow, bool) {

@@ -203,6 +203,26 @@ type authorityFields struct {
 		RequestSha256           string `json:"requestSha256"`
 		RequestEncodedSize      int    `json:"requestEncodedSize"`
 	} `json:"pendingCreation"`
+	Relocation *relocationFields `json:"relocation"`
+}
+
+// relocationFields are the authority's relocation progress (ids as hex).
+type relocationFields struct {
+	Stage                            string      `json:"stage"`
+	RelocationIDHex                  string      `json:"relocationId"`
+	TargetAttempt                    string      `json:"targetAttempt"`
+	ReservationIDHex                 string      `json:"reservationId"`
+	Source                           partyFields `json:"source"`
+	Target                           partyFields `json:"target"`
+	PreviousAuthorityOwnerGeneration *string     `json:"previousAuthorityOwnerGeneration"`
+}
+
+type partyFields struct {
+	OwnerID              string `json:"ownerId"`
+	OwnerLeaseGeneration string `json:"ownerLeaseGeneration"`
+	MeshName             string `json:"meshName"`
+	RoutingIDHex         string `json:"routingIdHex"`
+	LifecycleGeneration  string `json:"lifecycleGeneration"`
 }
 
 type counterFields struct {
@@ -244,6 +264,29 @@ func (c conv) hex(s string) []byte {
 		return nil
 	}
 	return b
+}
+
+func (c conv) id128(s string) [16]byte {
+	c.t.Helper()
+	var id [16]byte
+	if n := copy(id[:], c.hex(s)); n != 16 || len(s) != 32 {
+		c.t.Fatalf("fixture: %q is not 16 bytes of hex", s)
+	}
+	return id
+}
+
+func (c conv) party(p partyFields) record.RelocationParty {
+	return record.RelocationParty{OwnerID: p.OwnerID, OwnerLeaseGeneration: c.gen(p.OwnerLeaseGeneration),
+		MeshName: p.MeshName, RoutingID: c.hex(p.RoutingIDHex), LifecycleGeneration: c.gen(p.LifecycleGeneration)}
+}
+
+func (c conv) relocation(f relocationFields) *record.RelocationProgress {
+	r := &record.RelocationProgress{Stage: record.RelocationStage(f.Stage), RelocationID: c.id128(f.RelocationIDHex),
+		TargetAttempt: c.gen(f.TargetAttempt), ReservationID: c.id128(f.ReservationIDHex), Source: c.party(f.Source), Target: c.party(f.Target)}
+	if f.PreviousAuthorityOwnerGeneration != nil {
+		r.PreviousAuthorityOwnerGeneration = c.gen(*f.PreviousAuthorityOwnerGeneration)
+	}
+	return r
 }
 
 func strict(t testing.TB, raw []byte, v any) {
@@ -358,6 +401,9 @@ func buildRecord(t testing.TB, kind string, raw []byte) caseRecord {
 				t.Fatalf("fixture: requestSha256 %q is not 32 bytes", pc.RequestSha256)
 			}
 			r.PendingCreation = p
+		}
+		if rl := f.Relocation; rl != nil {
+			r.Relocation = c.relocation(*rl)
 		}
 		out = caseRecord{rec: r, encode: r.Encode, decode: func(b []byte) (any, error) { return record.DecodeAuthority(b) }}
 		out.preimage, err = r.Preimage(f.ID)

@@ -310,11 +310,67 @@ func generatorRecords() []genRecord {
 		add("user spot with members, maximum values", record.KindAuthority, f)
 	}
 
+	// Authority rows with relocation progress (docs/RECORDS.md §5.5).
+	for _, c := range relocationVectors() {
+		add(c.name, record.KindAuthority, c.fields)
+	}
+
 	// Counters (project-specific).
 	add("object-generation", record.KindCounter, counterFields{"object-generation", "1"})
 	add("lease-generation near exhaustion", record.KindCounter, counterFields{"lease-generation", "9223372036854775806"})
 	add("mesh-node descriptor change number at sentinel", record.KindCounter, counterFields{"descriptor-change\x00mesh-node", "9223372036854775807"})
 	return out
+}
+
+var (
+	relocSource = partyFields{OwnerID: "node-7/5b0c1f7e", OwnerLeaseGeneration: "5", MeshName: "game", RoutingIDHex: "00a1b2c3d4e5f6ff", LifecycleGeneration: "3"}
+	relocTarget = partyFields{OwnerID: "node-9/0c0ffee0", OwnerLeaseGeneration: "8", MeshName: "game", RoutingIDHex: "0b0c", LifecycleGeneration: "2"}
+)
+
+const (
+	relocCapturedName  = "actor relocation captured"
+	relocCommittedName = "actor relocation committed"
+)
+
+// relocationVectors are authority rows in each stored relocation stage:
+// captured and prepared (the source owns the row), committed (the target
+// owns it, previousAuthorityOwnerGeneration set).
+func relocationVectors() []struct {
+	name   string
+	fields authorityFields
+} {
+	progress := func(stage, attempt string) *relocationFields {
+		return &relocationFields{Stage: stage, RelocationIDHex: "0123456789abcdef0011223344556677", TargetAttempt: attempt,
+			ReservationIDHex: "fedcba98765432100f1e2d3c4b5a6978", Source: relocSource, Target: relocTarget}
+	}
+	captured := baseAuthority()
+	captured.ID, captured.AuthorityOwnerGeneration = "user:77", "4"
+	captured.Relocation = progress("captured", "1")
+
+	prepared := baseAuthority()
+	prepared.ID = "guild:9"
+	asSpot(&prepared, "userSpot", "Guild", 12)
+	prepared.AuthorityOwnerGeneration = "2"
+	prepared.PayloadHex = hex.EncodeToString([]byte("state"))
+	prepared.Relocation = progress("prepared", "9223372036854775807")
+	prepared.Relocation.RelocationIDHex, prepared.Relocation.ReservationIDHex = "ffffffffffffffffffffffffffffffff", "00000000000000000000000000000001"
+
+	committed := captured
+	committed.AuthorityOwnerGeneration = "5"
+	committed.OwnerID, committed.OwnerLeaseGeneration = relocTarget.OwnerID, relocTarget.OwnerLeaseGeneration
+	committed.Allocation.Descriptor.MeshName, committed.Allocation.Descriptor.RoutingIDHex = relocTarget.MeshName, relocTarget.RoutingIDHex
+	committed.Allocation.DescriptorLifecycleGeneration = relocTarget.LifecycleGeneration
+	committed.Relocation = progress("committed", "1")
+	committed.Relocation.PreviousAuthorityOwnerGeneration = strp("4")
+
+	return []struct {
+		name   string
+		fields authorityFields
+	}{
+		{relocCapturedName, captured},
+		{"user spot relocation prepared, extreme ids and attempt", prepared},
+		{relocCommittedName, committed},
+	}
 }
 
 func generatorKeys() []keyCase {
@@ -478,6 +534,27 @@ func generatorRejectedValues(t testing.TB, recs []recordCase) []rejectedValue {
 	add(A, "invalidField", "uppercase requestSha256", upperSha(t, pend))
 	add(A, "invalidField", "requestEncodedSize over 1 MiB", mustReplace(t, pend, `"requestEncodedSize":"1234"`, `"requestEncodedSize":"1048577"`))
 	add(A, "invalidField", "pendingCreation missing", mustReplace(t, actor, `,"pendingCreation":null`, ``))
+
+	capt := valueOf(t, recs, A, relocCapturedName)
+	comm := valueOf(t, recs, A, relocCommittedName)
+	add(A, "invalidField", "relocation missing", mustReplace(t, actor, `,"relocation":null`, ``))
+	add(A, "invalidField", "relocation stage preparing (not stored)", mustReplace(t, capt, `"stage":"captured"`, `"stage":"preparing"`))
+	add(A, "invalidField", "relocation stage completed (not stored)", mustReplace(t, capt, `"stage":"captured"`, `"stage":"completed"`))
+	add(A, "invalidField", "relocationId zero", mustReplace(t, capt, `"relocationId":"0123456789abcdef0011223344556677"`, `"relocationId":"00000000000000000000000000000000"`))
+	add(A, "invalidField", "relocationId uppercase", mustReplace(t, capt, `"relocationId":"0123456789abcdef0011223344556677"`, `"relocationId":"0123456789ABCDEF0011223344556677"`))
+	add(A, "invalidField", "reservationId of 15 bytes", mustReplace(t, capt, `"reservationId":"fedcba98765432100f1e2d3c4b5a6978"`, `"reservationId":"fedcba98765432100f1e2d3c4b5a69"`))
+	add(A, "invalidField", "targetAttempt 0", mustReplace(t, capt, `"targetAttempt":"1"`, `"targetAttempt":"0"`))
+	add(A, "invalidField", "targetAttempt as number", mustReplace(t, capt, `"targetAttempt":"1"`, `"targetAttempt":1`))
+	add(A, "invalidField", "captured with previousAuthorityOwnerGeneration", mustReplace(t, capt, `"previousAuthorityOwnerGeneration":null`, `"previousAuthorityOwnerGeneration":"3"`))
+	add(A, "invalidField", "captured with previousAuthorityOwnerGeneration 0", mustReplace(t, capt, `"previousAuthorityOwnerGeneration":null`, `"previousAuthorityOwnerGeneration":"0"`))
+	add(A, "invalidField", "committed without previousAuthorityOwnerGeneration", mustReplace(t, comm, `"previousAuthorityOwnerGeneration":"4"`, `"previousAuthorityOwnerGeneration":null`))
+	add(A, "invalidField", "previousAuthorityOwnerGeneration not below authorityOwnerGeneration", mustReplace(t, comm, `"previousAuthorityOwnerGeneration":"4"`, `"previousAuthorityOwnerGeneration":"5"`))
+	add(A, "invalidField", "committed while the source owns the row", mustReplace(t, mustReplace(t, capt, `"stage":"captured"`, `"stage":"committed"`),
+		`"previousAuthorityOwnerGeneration":null`, `"previousAuthorityOwnerGeneration":"3"`))
+	add(A, "invalidField", "captured while the target owns the row", mustReplace(t, mustReplace(t, comm, `"stage":"committed"`, `"stage":"captured"`),
+		`"previousAuthorityOwnerGeneration":"4"`, `"previousAuthorityOwnerGeneration":null`))
+	add(A, "invalidField", "relocation of a reserved allocation", mustReplace(t, capt, `"state":"active"`, `"state":"reserved"`))
+	add(A, "invalidField", "unknown member in relocation source", mustReplace(t, capt, `"source":{`, `"source":{"descriptorRevision":"1",`))
 
 	add(C, "invalidField", "weight missing", mustReplace(t, cs, `,"weight":100`, ``))
 	add(C, "invalidField", "weight 10001", mustReplace(t, cs, `"weight":100`, `"weight":10001`))

@@ -48,6 +48,26 @@ func validAuthority() record.Authority {
 	}
 }
 
+// withRelocation gives a (an Active record without creation state) valid
+// relocation progress of stage: the owner is the source before committed,
+// the target from committed on. It returns the progress for further edits.
+func withRelocation(a *record.Authority, stage record.RelocationStage) *record.RelocationProgress {
+	a.PendingCreation = nil
+	target := record.RelocationParty{OwnerID: "owner-9", OwnerLeaseGeneration: 4, MeshName: "game", RoutingID: []byte{0xcd}, LifecycleGeneration: 8}
+	r := &record.RelocationProgress{Stage: stage, RelocationID: [16]byte{1}, TargetAttempt: 1, ReservationID: [16]byte{2},
+		Source: a.OwnerParty(), Target: target}
+	if stage == record.RelocationCommitted {
+		r.PreviousAuthorityOwnerGeneration = a.AuthorityOwnerGeneration
+		a.AuthorityOwnerGeneration++
+		a.OwnerID, a.OwnerLeaseGeneration = target.OwnerID, target.OwnerLeaseGeneration
+		a.Allocation.Descriptor = record.DescriptorRef{MeshName: target.MeshName, RoutingID: target.RoutingID}
+		a.Allocation.DescriptorLifecycleGeneration = target.LifecycleGeneration
+	}
+	r.Source.RoutingID = append([]byte(nil), r.Source.RoutingID...)
+	a.Relocation = r
+	return r
+}
+
 // expectField checks err is a *FieldError on exactly field.
 func expectField(t *testing.T, err error, field string) {
 	t.Helper()
@@ -244,6 +264,45 @@ func TestAuthorityValidation(t *testing.T) {
 		{"encoded size 1 MiB", func(a *record.Authority) { a.PendingCreation.RequestEncodedSize = 1 << 20 }, "", ""},
 		{"encoded size 1 MiB + 1", func(a *record.Authority) { a.PendingCreation.RequestEncodedSize = 1<<20 + 1 }, "pendingCreation.requestEncodedSize", ""},
 		{"empty payload", func(a *record.Authority) { a.Payload = nil }, "", ""},
+		{"relocation captured", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured) }, "", ""},
+		{"relocation prepared", func(a *record.Authority) { withRelocation(a, record.RelocationPrepared) }, "", ""},
+		{"relocation committed", func(a *record.Authority) { withRelocation(a, record.RelocationCommitted) }, "", ""},
+		{"relocation stage preparing is not stored", func(a *record.Authority) { withRelocation(a, "preparing") }, "relocation.stage", ""},
+		{"relocation id zero", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).RelocationID = [16]byte{} }, "relocation.relocationId", ""},
+		{"reservation id zero", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).ReservationID = [16]byte{} }, "relocation.reservationId", ""},
+		{"target attempt 0", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).TargetAttempt = 0 }, "relocation.targetAttempt", ""},
+		{"target attempt sentinel", func(a *record.Authority) {
+			withRelocation(a, record.RelocationCaptured).TargetAttempt = record.MaxGeneration
+		}, "", ""},
+		{"source owner empty", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).Source.OwnerID = "" }, "relocation.source.ownerId", ""},
+		{"target routing id empty", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).Target.RoutingID = nil }, "relocation.target.routingIdHex", ""},
+		{"target lifecycle 0", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).Target.LifecycleGeneration = 0 }, "relocation.target.lifecycleGeneration", ""},
+		{"target on the source's node run", func(a *record.Authority) {
+			r := withRelocation(a, record.RelocationCaptured)
+			r.Target.MeshName, r.Target.RoutingID, r.Target.LifecycleGeneration = r.Source.MeshName, r.Source.RoutingID, r.Source.LifecycleGeneration
+		}, "relocation.target", ""},
+		{"captured but another owner", func(a *record.Authority) {
+			withRelocation(a, record.RelocationCaptured).Source.OwnerLeaseGeneration = 9
+		}, "relocation.source", ""},
+		{"captured but another node", func(a *record.Authority) { withRelocation(a, record.RelocationCaptured).Source.LifecycleGeneration = 9 }, "relocation.source", ""},
+		{"committed but the target is not the owner", func(a *record.Authority) { withRelocation(a, record.RelocationCommitted).Target.OwnerID = "x" }, "relocation.target", ""},
+		{"committed without previous generation", func(a *record.Authority) {
+			withRelocation(a, record.RelocationCommitted).PreviousAuthorityOwnerGeneration = 0
+		}, "relocation.previousAuthorityOwnerGeneration", ""},
+		{"committed previous generation not below", func(a *record.Authority) {
+			withRelocation(a, record.RelocationCommitted).PreviousAuthorityOwnerGeneration = a.AuthorityOwnerGeneration
+		}, "relocation.previousAuthorityOwnerGeneration", ""},
+		{"prepared with previous generation", func(a *record.Authority) {
+			withRelocation(a, record.RelocationPrepared).PreviousAuthorityOwnerGeneration = 1
+		}, "relocation.previousAuthorityOwnerGeneration", ""},
+		{"relocation of a reserved allocation", func(a *record.Authority) {
+			withRelocation(a, record.RelocationCaptured)
+			a.Allocation.State = record.AllocationReserved
+		}, "relocation.stage", ""},
+		{"relocation with pending creation", func(a *record.Authority) {
+			withRelocation(a, record.RelocationCaptured)
+			a.PendingCreation = &record.PendingCreation{ReservationID: "r1", RequestContentReference: "ref"}
+		}, "relocation.stage", ""},
 		{"payload over 1 MiB encoded", func(a *record.Authority) { a.Payload = make([]byte, 800_000) }, "", "value bytes"},
 	}
 	for _, tt := range tests {
@@ -362,7 +421,23 @@ func TestHandWrittenCanonicalValues(t *testing.T) {
 			`{"allocation":{"capacity":{"actors":"1","spotType":null,"spots":"0"},"descriptor":{"meshName":"m","routingIdHex":"0a"},` +
 				`"descriptorLifecycleGeneration":"2","objectKind":"actor","stableType":"P","state":"reserved"},"authorityOwnerGeneration":"1",` +
 				`"objectGeneration":"9","objectId":"a:1","ownerId":"o","ownerLeaseGeneration":"3","payload":"aGkh","pendingCreation":{"requestContentReference":"c",` +
-				`"requestEncodedSize":"5","requestSha256":"ab` + strings.Repeat("00", 31) + `","reservationId":"r"},"recordVersion":1}`},
+				`"requestEncodedSize":"5","requestSha256":"ab` + strings.Repeat("00", 31) + `","reservationId":"r"},"recordVersion":1,"relocation":null}`},
+		{"authority committed relocation",
+			record.Authority{ObjectID: "a:1", ObjectGeneration: 9, AuthorityOwnerGeneration: 3, OwnerID: "t", OwnerLeaseGeneration: 4,
+				Allocation: record.Allocation{State: record.AllocationActive, ObjectKind: record.ObjectActor, StableType: "P",
+					Descriptor: record.DescriptorRef{MeshName: "m", RoutingID: []byte{0x0b}}, DescriptorLifecycleGeneration: 6,
+					Capacity: record.AllocationCapacity{Actors: 1}},
+				Relocation: &record.RelocationProgress{Stage: record.RelocationCommitted, RelocationID: [16]byte{0x01, 15: 0xff}, TargetAttempt: 2,
+					ReservationID: [16]byte{15: 0x07}, PreviousAuthorityOwnerGeneration: 2,
+					Source: record.RelocationParty{OwnerID: "s", OwnerLeaseGeneration: 1, MeshName: "m", RoutingID: []byte{0x0a}, LifecycleGeneration: 5},
+					Target: record.RelocationParty{OwnerID: "t", OwnerLeaseGeneration: 4, MeshName: "m", RoutingID: []byte{0x0b}, LifecycleGeneration: 6}},
+			}.Encode,
+			`{"allocation":{"capacity":{"actors":"1","spotType":null,"spots":"0"},"descriptor":{"meshName":"m","routingIdHex":"0b"},` +
+				`"descriptorLifecycleGeneration":"6","objectKind":"actor","stableType":"P","state":"active"},"authorityOwnerGeneration":"3",` +
+				`"objectGeneration":"9","objectId":"a:1","ownerId":"t","ownerLeaseGeneration":"4","payload":"","pendingCreation":null,"recordVersion":1,` +
+				`"relocation":{"previousAuthorityOwnerGeneration":"2","relocationId":"01` + strings.Repeat("00", 14) + `ff","reservationId":"` + strings.Repeat("00", 15) + `07",` +
+				`"source":{"lifecycleGeneration":"5","meshName":"m","ownerId":"s","ownerLeaseGeneration":"1","routingIdHex":"0a"},"stage":"committed",` +
+				`"target":{"lifecycleGeneration":"6","meshName":"m","ownerId":"t","ownerLeaseGeneration":"4","routingIdHex":"0b"},"targetAttempt":"2"}}`},
 		{"mesh node minimal client",
 			record.MeshNodeDescriptor{MeshName: "m", RoutingID: []byte{1}, LifecycleGeneration: 1, DescriptorRevision: 1, Endpoint: "e",
 				ObjectRole: record.RoleClient, State: record.StatePreparing, OwnerID: "o", LeaseGeneration: 1, MaintenanceWave: &es}.Encode,
