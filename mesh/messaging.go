@@ -462,10 +462,20 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	env := spot.Envelope{Kind: spot.Send, Body: body}
 	var route replyRoute
 	if corr != 0 {
-		route = replyRoute{fam: fam, gen: from.LifecycleGeneration, corr: corr, rid: from.RID}
-		o.mu.Lock()
-		o.remotes[route.key()] = remoteReply{reply: reply}
-		o.mu.Unlock()
+		org, err := originOf(rec, from)
+		if err != nil {
+			o.sendReply(reply, replyRecord(fam, corr, nil, err))
+			return
+		}
+		route = replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}
+		if org.direct(from) {
+			// Fast path: answer on the connection the request came on. A
+			// request passed on by another node is answered to its origin
+			// (portable reply), not to the node that passed it on.
+			o.mu.Lock()
+			o.remotes[route.key()] = remoteReply{reply: reply}
+			o.mu.Unlock()
+		}
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
 	// Counted before Post: the turn (and its reply) may run before Post
