@@ -421,13 +421,23 @@ func (o *Object) Requeue(c Captured) error {
 // timers stop, and the runtime forgets it. It waits for a running turn.
 func (o *Object) Close() { o.close(ErrClosed) }
 
+// Discard closes the object without running or answering what is queued:
+// the work belongs to someone else (a relocation target removing its
+// prepared instance while the source keeps the originals, §9.4). Timers
+// stop and the runtime forgets it. It waits for a running turn.
+func (o *Object) Discard() { o.close(nil) }
+
 func (o *Object) close(reason error) {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
 		return
 	}
-	o.closed, o.closeErr, o.dispatch = true, reason, false
+	closeErr := reason
+	if closeErr == nil {
+		closeErr = ErrClosed
+	}
+	o.closed, o.closeErr, o.dispatch = true, closeErr, false
 	for o.running {
 		o.idle.Wait()
 	}
@@ -439,6 +449,9 @@ func (o *Object) close(reason error) {
 	o.timers = nil
 	o.mu.Unlock()
 	o.rt.forget(o)
+	if reason == nil {
+		return
+	}
 	for _, env := range pending {
 		if env.Kind == Request {
 			o.reply(env.ReplyRoute, nil, reason)

@@ -439,3 +439,33 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Discard removes an object without running or answering its queue: the
+// work belongs to someone else (a relocation target giving up, §9.4). A
+// marker request on another object, answered after the discard, shows no
+// answer for the discarded queue was pending.
+func TestDiscardAnswersNothing(t *testing.T) {
+	rep := newReplies()
+	rt := New(Options{Workers: 1, Replier: rep})
+	defer rt.Close()
+	o, err := rt.Open(Spec{Key: Key{ID: "d"}, Kind: KindActor, Generation: 1, Handler: &recorder{}, Held: true})
+	must(t, err)
+	must(t, o.Post(Envelope{Kind: Request, ReplyRoute: []byte("queued")}))
+	must(t, o.SetTimer("t", time.Hour, 0))
+	o.Discard()
+	if _, ok := rt.Get(Key{ID: "d"}); ok {
+		t.Fatal("discarded object still registered")
+	}
+	if err := o.Post(send("late")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("post after discard: %v", err)
+	}
+	marker, err := rt.Open(Spec{Key: Key{ID: "marker"}, Kind: KindActor, Generation: 1, Handler: &recorder{}})
+	must(t, err)
+	must(t, marker.Post(Envelope{Kind: Request, ReplyRoute: []byte("marker")}))
+	rep.wait(t, 1)
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	if _, ok := rep.got["queued"]; ok || len(rep.got) != 1 {
+		t.Fatalf("answers after discard: %v", rep.got)
+	}
+}
