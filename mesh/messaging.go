@@ -240,11 +240,16 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 // deliverLocal checks the same fence a remote target would and posts to the
 // mailbox directly.
 func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
-	obj, err := o.admitMessage(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration)
+	d, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration)
 	if err != nil {
 		return nil, err
 	}
-	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...)}
+	var obj poster = d.obj
+	if d.arr != nil {
+		obj = d.arr.local()
+	}
+	self := origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration}
+	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...), Meta: envMeta{op: opIDOf(NewOperationID()), org: self}.encode()}
 	o.stats.delivered.Add(1) // before Post, as in inbound
 	if !request {
 		if err := obj.Post(env); err != nil {
@@ -384,15 +389,25 @@ func answerOf(fam opFamily, kind router.MeshOperationKind, resp *router.Record) 
 	return append([]byte(nil), resp.Payload.Data...), nil
 }
 
+// dest is where an admitted message goes: the object's mailbox (which is
+// the ingress hold while it moves), the temporary queue of a move bringing
+// it here, or — during a source's cutover — nowhere yet: wait, then admit
+// again (the object then follows its new owner).
+type dest struct {
+	obj  *spot.Object
+	arr  *arrival
+	wait chan struct{}
+}
+
 // admitMessage is the target's route fence check (§7.3), shared by local
 // and remote delivery: this node run and its owner lease generation, the
 // object hosted with the ref's ObjectGeneration and the expected
-// AuthorityOwnerGeneration, not moving or closing, and the admission gate
-// open (§5). A refusal is never delivered.
-func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64) (*spot.Object, error) {
-	refuse := func(err error) (*spot.Object, error) {
+// AuthorityOwnerGeneration, not closing, and the admission gate open (§5).
+// A refusal is never delivered.
+func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64) (dest, error) {
+	refuse := func(err error) (dest, error) {
 		o.stats.fenceRefused.Add(1)
-		return nil, err
+		return dest{}, err
 	}
 	if !bytes.Equal(nodeRID, o.n.run.rid) || nodeGen != o.n.run.lifecycleGeneration {
 		return refuse(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, nodeRID, nodeGen))
@@ -407,24 +422,47 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closing {
-		o.stats.fenceRefused.Add(1)
-		return nil, wrapErr(ErrUnavailable, ErrClosed, "node closing")
+		return refuse(wrapErr(ErrUnavailable, ErrClosed, "node closing"))
 	}
 	h, ok := o.hosted[key]
 	switch {
 	case !ok || h.entry || h.state == hostClosing:
-		o.stats.fenceRefused.Add(1)
-		return nil, errNotHosted(id)
+		return refuse(errNotHosted(id))
 	case h.objectGeneration != gen:
-		o.stats.fenceRefused.Add(1)
-		return nil, fmt.Errorf("%w: %s is hosted at ObjectGeneration %d, the message is for %d", ErrStaleGeneration, id, h.objectGeneration, gen)
+		return refuse(fmt.Errorf("%w: %s is hosted at ObjectGeneration %d, the message is for %d", ErrStaleGeneration, id, h.objectGeneration, gen))
+	case h.state == hostCutover:
+		// The fence named the source's generation; the object is leaving.
+		return dest{wait: h.cutoverDone}, nil
 	case h.ownerGeneration != ownerGen:
-		o.stats.fenceRefused.Add(1)
-		return nil, fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen)
+		return refuse(fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen))
+	case h.state == hostIncoming:
+		return dest{arr: h.arrival}, nil
 	}
 	// hostServing posts to a dispatching mailbox; hostMoving to the held
 	// one, which is the move's ingress hold (relayed in order or put back).
-	return h.obj, nil
+	return dest{obj: h.obj}, nil
+}
+
+// cutoverWait bounds how long an arrival waits for a source's cutover to
+// be submitted before it is admitted again (the relay of a whole hold).
+const cutoverWait = 10 * time.Second
+
+// admitAfterCutover is admitMessage, waiting once for a source's cutover.
+func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64) (dest, error) {
+	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
+	if err != nil || d.wait == nil {
+		return d, err
+	}
+	select {
+	case <-d.wait:
+	case <-time.After(cutoverWait):
+		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
+	}
+	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
+	if err == nil && d.wait != nil {
+		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
+	}
+	return d, err
 }
 
 func (o *objects) inboundActor(from transport.PeerInfo, f router.ActorRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
@@ -446,7 +484,7 @@ func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, 
 // to carry the refusal) and counted.
 func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
 	corr uint64, rec *router.Record, reply func(*router.Record) error) {
-	obj, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
+	d, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
 	if err != nil {
 		if corr != 0 {
 			o.sendReply(reply, replyRecord(fam, corr, nil, err))
@@ -459,14 +497,18 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	if rec.Payload != nil {
 		body = append([]byte(nil), rec.Payload.Data...)
 	}
-	env := spot.Envelope{Kind: spot.Send, Body: body}
+	org, err := originOf(rec, from)
+	if err != nil {
+		if corr != 0 {
+			o.sendReply(reply, replyRecord(fam, corr, nil, err))
+		}
+		o.log.Debug("message refused", "object", id, "err", err)
+		return
+	}
+	m, _ := messageOf(rec)
+	env := spot.Envelope{Kind: spot.Send, Body: body, Meta: envMeta{op: m.op, org: org}.encode()}
 	var route replyRoute
 	if corr != 0 {
-		org, err := originOf(rec, from)
-		if err != nil {
-			o.sendReply(reply, replyRecord(fam, corr, nil, err))
-			return
-		}
 		route = replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}
 		if org.direct(from) {
 			// Fast path: answer on the connection the request came on. A
@@ -478,10 +520,17 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 		}
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
+	if d.arr != nil {
+		// A move is bringing the object here: the relay or the temporary
+		// queue, merged in order at the owner change (§9.2).
+		o.stats.delivered.Add(1)
+		d.arr.arrive(from, rec, env)
+		return
+	}
 	// Counted before Post: the turn (and its reply) may run before Post
 	// returns, and a reader of the counter must see it by then.
 	o.stats.delivered.Add(1)
-	if err := obj.Post(env); err != nil {
+	if err := d.obj.Post(env); err != nil {
 		o.stats.delivered.Add(^uint64(0))
 		if corr != 0 {
 			o.mu.Lock()

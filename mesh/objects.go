@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -29,6 +30,8 @@ type objects struct {
 	cache    *follow.Cache
 	registry map[string]spot.Factory
 	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
+	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
+	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted
@@ -111,6 +114,11 @@ type hosted struct {
 	storeVersion     string // the authority StoreVersion after the last change this node made
 	entry            bool   // the Entry Spot (no authority row)
 	state            hostState
+	// cutoverDone is closed when a move's cutover was submitted (state
+	// hostCutover): arrivals wait for it, then follow the object.
+	cutoverDone chan struct{}
+	// arrival is the move bringing the object here (state hostIncoming).
+	arrival *arrival
 }
 
 // hostState is where a hosted object stands in its life on this node. It is
@@ -128,6 +136,13 @@ const (
 	hostMoving
 	// hostClosing: Destroy/Close in progress; messages are refused.
 	hostClosing
+	// hostCutover: the source relays its hold and sends the cutover;
+	// arrivals wait for cutoverDone, then follow the object (§7.3).
+	hostCutover
+	// hostIncoming: the target side of a move: a temporary queue (and,
+	// once restored, a hidden instance) that dispatches nothing until the
+	// owner CAS (§9.2). Not Ready: Find does not return it.
+	hostIncoming
 )
 
 func (s hostState) String() string {
@@ -138,6 +153,10 @@ func (s hostState) String() string {
 		return "moving"
 	case hostClosing:
 		return "closing"
+	case hostCutover:
+		return "cutover"
+	case hostIncoming:
+		return "incoming"
 	}
 	return fmt.Sprintf("hostState(%d)", uint8(s))
 }
@@ -172,14 +191,18 @@ const entrySpotPrefix = "entry:"
 func newObjects(n *Node) (*objects, error) {
 	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[string]chan localReply{},
 		remotes: map[string]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{}),
-		dispatch: map[router.Command]inboundFunc{}}
+		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}}
 	o.registerCommands()
+	o.registerRelocation()
 	o.halt, o.haltCall = context.WithCancel(context.Background())
 	for _, f := range n.factories {
 		o.registry[f.StableType] = f
 	}
 	var err error
 	if o.exec, err = authority.NewExecutor(n.loc, authority.WithLogger(n.log)); err != nil {
+		return nil, err
+	}
+	if o.chunks, err = chunk.NewRegistry(chunk.Limits{}); err != nil {
 		return nil, err
 	}
 	if o.cache, err = follow.NewCache(n.clock, follow.CacheOptions{MaxAge: n.cfg.Routing.RouteCacheMaxAge}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,17 +22,46 @@ const (
 	testActorType = "test.actor"
 	testSpotType  = "test.spot"
 	testOtherType = "test.other-actor"
+	// Movable types: the echo object's send count moves with it
+	// (PreserveStateWith) or starts again at 0 (RecreateOnRelocation).
+	testMoverType    = "test.mover"
+	testRecreateType = "test.recreate"
+	testSpotMover    = "test.spot-mover"
 )
+
+// echoSnapshot is the test snapshot adapter: the echo's send count.
+type echoSnapshot struct{ p *probe }
+
+func (a echoSnapshot) Snapshot(h spot.Handler) ([]byte, error) {
+	e := h.(*echo)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return []byte(strconv.Itoa(e.sends)), nil
+}
+
+func (a echoSnapshot) Restore(_ context.Context, req spot.CreateRequest, state []byte) (spot.Handler, error) {
+	n, err := strconv.Atoi(string(state))
+	if err != nil {
+		return nil, err
+	}
+	a.p.mu.Lock()
+	a.p.restores[req.ID]++
+	a.p.mu.Unlock()
+	return &echo{p: a.p, sends: n}, nil
+}
 
 // probe records what the test factories did.
 type probe struct {
-	mu   sync.Mutex
-	runs map[string]int // id → factory runs (all nodes)
+	mu       sync.Mutex
+	runs     map[string]int // id → factory runs (all nodes)
+	restores map[string]int // id → snapshot restores (all nodes)
 	// gates holds channels a body "wait:<name>" blocks the factory on.
 	gates map[string]chan struct{}
 }
 
-func newProbe() *probe { return &probe{runs: map[string]int{}, gates: map[string]chan struct{}{}} }
+func newProbe() *probe {
+	return &probe{runs: map[string]int{}, restores: map[string]int{}, gates: map[string]chan struct{}{}}
+}
 
 func (p *probe) runCount(id string) int {
 	p.mu.Lock()
@@ -108,6 +138,9 @@ func registerTestFactories(t *testing.T, reg *spot.Registry, p *probe) {
 		{StableType: testActorType, Kind: spot.KindActor, Policy: spot.PolicyDisabled, New: p.newFn},
 		{StableType: testOtherType, Kind: spot.KindActor, Policy: spot.PolicyDisabled, New: p.newFn},
 		{StableType: testSpotType, Kind: spot.KindUserSpot, Policy: spot.PolicyDisabled, New: p.newFn},
+		{StableType: testMoverType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: echoSnapshot{p}, New: p.newFn},
+		{StableType: testRecreateType, Kind: spot.KindActor, Policy: spot.PolicyRecreate, New: p.newFn},
+		{StableType: testSpotMover, Kind: spot.KindUserSpot, Policy: spot.PolicyPreserveState, Snapshot: echoSnapshot{p}, New: p.newFn},
 	} {
 		if err := reg.Register(f); err != nil {
 			t.Fatal(err)

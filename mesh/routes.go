@@ -125,3 +125,36 @@ func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 		o.log.Warn("moved request's reply not sent", "requester", fmt.Sprintf("%x/%d", r.rid, r.gen), "err", err)
 	}
 }
+
+// envMeta is what a queued envelope carries besides its body (spot
+// Envelope.Meta, opaque to the runtime): the operation id and the node run
+// that sent it, so that a message captured in a move can be re-sent from
+// the new owner's point of view with its identity unchanged (§7.3, §9.3).
+type envMeta struct {
+	op  router.OperationID
+	org origin
+}
+
+// envMeta encoding: op high (8), op low (8), origin generation (8), RID.
+const envMetaHeader = 24
+
+func (m envMeta) encode() []byte {
+	b := make([]byte, envMetaHeader+len(m.org.rid))
+	binary.BigEndian.PutUint64(b[0:], m.op.High)
+	binary.BigEndian.PutUint64(b[8:], m.op.Low)
+	binary.BigEndian.PutUint64(b[16:], m.org.gen)
+	copy(b[envMetaHeader:], m.org.rid)
+	return b
+}
+
+func decodeEnvMeta(b []byte) (envMeta, error) {
+	if len(b) <= envMetaHeader || len(b) > envMetaHeader+255 {
+		return envMeta{}, fmt.Errorf("%w: envelope meta of %d bytes", errBadRoute, len(b))
+	}
+	m := envMeta{op: router.OperationID{High: binary.BigEndian.Uint64(b[0:]), Low: binary.BigEndian.Uint64(b[8:])},
+		org: origin{gen: binary.BigEndian.Uint64(b[16:]), rid: append([]byte(nil), b[envMetaHeader:]...)}}
+	if m.org.gen == 0 {
+		return envMeta{}, fmt.Errorf("%w: envelope meta without origin generation", errBadRoute)
+	}
+	return m, nil
+}

@@ -1,0 +1,797 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/chunk"
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Relocation of one Actor or Spot (spec §1.3, §8, §9): the source side and
+// the Manager API. The order of the steps is mesh/relocation's Source
+// machine; this file performs its actions. docs/RELOCATION.md has the
+// sequence, the stages and the failure table.
+
+// DefaultRelocationDeadline bounds a move whose context has no deadline.
+const DefaultRelocationDeadline = 30 * time.Second
+
+// relocationChunkSize is the size of one Restore chunk (record 52): large
+// enough that a chunk's fixed cost is negligible, small enough that one
+// chunk does not hold the ordered connection for long.
+const relocationChunkSize = 1 << 20
+
+// RelocationOutcome is how a move ended.
+type RelocationOutcome uint8
+
+// Relocation outcomes.
+const (
+	// Moved: the new owner is recorded and serves; this node follows.
+	Moved RelocationOutcome = iota + 1
+	// NotMoved: the move was refused or cancelled and the object is still
+	// owned and served here (§9.4). Result.Reason says why.
+	NotMoved
+)
+
+func (o RelocationOutcome) String() string {
+	switch o {
+	case Moved:
+		return "moved"
+	case NotMoved:
+		return "notMoved"
+	}
+	return fmt.Sprintf("RelocationOutcome(%d)", uint8(o))
+}
+
+// RelocationTimings are the stage durations a move measured on the source.
+type RelocationTimings struct {
+	Secure  time.Duration // target capacity secured (§1.3 step 2)
+	Capture time.Duration // turn finished, queue, timers and state captured (step 3)
+	Record  time.Duration // Captured written (step 3)
+	Restore time.Duration // Restore request and chunks sent, relay-ready received (steps 4–5)
+	Cutover time.Duration // hold relayed and cutover sent (step 5)
+	Total   time.Duration
+}
+
+// RelocationResult is what RelocateActor / RelocateSpot report.
+type RelocationResult struct {
+	Outcome RelocationOutcome
+	// Reason says why the object did not move (relocation.Reason names).
+	Reason string
+	// TargetNodeRID / TargetNodeGeneration name the node run chosen.
+	TargetNodeRID        []byte
+	TargetNodeGeneration uint64
+	// AuthorityOwnerGeneration is the generation the new owner holds
+	// (Moved), one above the one the object had.
+	AuthorityOwnerGeneration uint64
+	// PayloadBytes is the size of the Restore payload sent.
+	PayloadBytes int
+	// Relayed counts the messages that arrived during the move and were
+	// relayed in order.
+	Relayed int
+	// Confirmed: the source read the new owner in the Location Store
+	// before the deadline. The source never waits for a reply from the
+	// target (§1.3 step 8) and never writes on its behalf; it only reads,
+	// so that the caller learns the move is complete. Moved without
+	// Confirmed means the cutover was submitted but the new owner was not
+	// seen in time (see docs/RELOCATION.md, failure table).
+	Confirmed bool
+	Timings   RelocationTimings
+}
+
+// RelocateOption adjusts a move.
+type RelocateOption func(*relocateOptions)
+
+type relocateOptions struct {
+	target []byte
+}
+
+// ToNode names the target node by RoutingId; without it the target is
+// placed like a creation (weight, capacity, excluding this node).
+func ToNode(rid []byte) RelocateOption {
+	return func(o *relocateOptions) { o.target = append([]byte(nil), rid...) }
+}
+
+// RelocateActor moves the Actor ref to another node with its state (per its
+// factory's policy), its not-yet-run queue and its timers while messages
+// keep arriving (§1.3). It must be called on the owner's node. The move is
+// bounded by ctx's deadline (DefaultRelocationDeadline without one).
+//
+// The result is Moved or NotMoved (the object stays served here, §9.4).
+// Errors: ErrInvalidOperation (not the owner node, DisableRelocation, an
+// Entry Spot, a bad target), ErrNotFound / ErrStaleGeneration (the ref),
+// ErrMoving (already moving), ErrUnavailable (no target, store, lease).
+func (m *Manager) RelocateActor(ctx context.Context, ref ActorRef, opts ...RelocateOption) (RelocationResult, error) {
+	return m.o.relocate(ctx, record.ObjectActor, ref.ActorID, ref.ObjectGeneration, opts)
+}
+
+// RelocateSpot moves the User Spot ref as a unit (its own queue, timers and
+// state); see RelocateActor. Moving its member Actors with it is a later
+// feature (whole-User-Spot moves).
+func (m *Manager) RelocateSpot(ctx context.Context, ref SpotRef, opts ...RelocateOption) (RelocationResult, error) {
+	return m.o.relocate(ctx, record.ObjectUserSpot, ref.SpotID, ref.ObjectGeneration, opts)
+}
+
+// sourceMove is one move in progress on the source.
+type sourceMove struct {
+	o      *objects
+	m      *relocation.Source
+	key    spot.Key
+	h      *hosted
+	kind   record.ObjectKind
+	id     string
+	gen    uint64
+	policy spot.Policy
+	f      spot.Factory
+	row    authority.AuthorityRow // the first read
+	target candidate
+	self   authority.Party
+	ref    authority.RelocationRef
+	bind   chunk.Binding
+	bundle authority.Bundle
+
+	deadline time.Time
+	captured spot.Captured
+	state    []byte
+	payload  []byte
+	sent     bool // the Restore request left (the target may hold staging)
+	relayed  int
+	digest   router.RelayDigest
+	res      RelocationResult
+	stageAt  time.Time
+}
+
+func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
+	var ro relocateOptions
+	for _, f := range opts {
+		f(&ro)
+	}
+	if err := record.ValidateObjectID(id); err != nil {
+		return RelocationResult{}, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)
+	}
+	if !record.Generation(gen).Valid() {
+		return RelocationResult{}, fmt.Errorf("%w: ObjectGeneration %d", ErrInvalidOperation, gen)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRelocationDeadline)
+		defer cancel()
+	}
+	ctx, done, err := o.call(ctx)
+	if err != nil {
+		return RelocationResult{}, wrapErr(ErrUnavailable, err, "node closing")
+	}
+	defer done()
+	start := time.Now()
+	s, err := o.beginMove(ctx, kind, id, gen, ro)
+	if err != nil {
+		return RelocationResult{}, err
+	}
+	res := s.run(ctx)
+	res.Timings.Total = time.Since(start)
+	o.log.Info("relocation ended", "object", id, "kind", kind, "outcome", res.Outcome, "reason", res.Reason,
+		"target", fmt.Sprintf("%x/%d", res.TargetNodeRID, res.TargetNodeGeneration), "bytes", res.PayloadBytes,
+		"relayed", res.Relayed, "took", res.Timings.Total)
+	return res, nil
+}
+
+// beginMove checks what §1.3 step 1 confirms — this node owns the object
+// under its current lease and the record is Active at the ref's generation
+// — picks the target, and marks the object moving. Anything refused here
+// changed nothing.
+func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, error) {
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		return nil, wrapErr(ErrUnavailable, err, "owner lease")
+	}
+	row, _, err := o.readAuthorityAt(ctx, kind, id)
+	if err != nil {
+		return nil, classify(ctx, err, "relocate "+id)
+	}
+	if !row.Found {
+		return nil, fmt.Errorf("%w: no %s %q", ErrNotFound, kind, id)
+	}
+	if _, _, err := checkEndRow(row, kind, id, gen); err != nil {
+		return nil, err
+	}
+	a := row.Record
+	self, lg := o.n.Owner()
+	me := authority.Party{Owner: authority.Owner{ID: self, LeaseGeneration: lg},
+		Node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}}
+	if !authority.PartyOf(a).Equal(me) {
+		return nil, fmt.Errorf("%w: %s %q is owned by %s on %x/%d; relocate it on its owner's node", ErrInvalidOperation, kind, id,
+			a.OwnerID, a.Allocation.Descriptor.RoutingID, a.Allocation.DescriptorLifecycleGeneration)
+	}
+	if a.Allocation.State != record.AllocationActive {
+		return nil, fmt.Errorf("%w: %s %q is not Ready", ErrUnavailable, kind, id)
+	}
+	f, ok := o.registry[a.Allocation.StableType]
+	if !ok {
+		return nil, fmt.Errorf("%w: no factory %q on this node", ErrUnavailable, a.Allocation.StableType)
+	}
+	if f.Policy == spot.PolicyDisabled {
+		// §1.3: a DisableRelocation move is rejected before capture —
+		// and before any store change.
+		return nil, fmt.Errorf("%w: %s %q has policy DisableRelocation", ErrInvalidOperation, kind, id)
+	}
+	bun, err := authority.BundleFor(kind, a.Allocation.StableType)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
+	}
+	target, err := o.relocationTarget(ctx, kind, a.Allocation.StableType, ro.target)
+	if err != nil {
+		return nil, err
+	}
+	key := spot.Key{Spot: kind != record.ObjectActor, ID: id}
+	o.mu.Lock()
+	h, hostedHere := o.hosted[key]
+	switch {
+	case !hostedHere || h.entry || h.objectGeneration != gen:
+		o.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s %q is not hosted on this node at generation %d", ErrUnavailable, kind, id, gen)
+	case h.state == hostMoving:
+		o.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrMoving, id)
+	case h.state != hostServing:
+		o.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s %q is %s", ErrUnavailable, kind, id, h.state)
+	case h.ownerGeneration != uint64(a.AuthorityOwnerGeneration):
+		o.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s %q is hosted at AuthorityOwnerGeneration %d, the record has %d", ErrUnavailable, kind, id,
+			h.ownerGeneration, a.AuthorityOwnerGeneration)
+	}
+	h.state = hostMoving // Destroy/Close now answer ErrMoving
+	o.mu.Unlock()
+
+	s := &sourceMove{o: o, m: relocation.NewSource(policyOf(f.Policy)), key: key, h: h, kind: kind, id: id, gen: gen,
+		policy: f.Policy, f: f, row: row, target: target, self: me, bundle: bun}
+	s.deadline, _ = ctx.Deadline()
+	s.ref = authority.RelocationRef{RelocationID: random128(), TargetAttempt: randomAttempt(), ReservationID: random128()}
+	s.bind = chunk.Binding{Relocation: router.RelocationID{High: binary.BigEndian.Uint64(s.ref.RelocationID[:8]),
+		Low: binary.BigEndian.Uint64(s.ref.RelocationID[8:])}, TargetAttempt: s.ref.TargetAttempt,
+		Source: chunk.SourceFence{OwnerID: self, LeaseGeneration: lg, NodeRID: string(o.n.run.rid), NodeGeneration: o.n.run.lifecycleGeneration}}
+	s.res.TargetNodeRID, s.res.TargetNodeGeneration = target.node.RoutingID, target.node.LifecycleGeneration
+	return s, nil
+}
+
+// relocationTarget places like a creation, excluding this node (§1.3 step
+// 2 secures capacity on the node it picks), or takes the named node when
+// it is a usable candidate.
+func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, stableType string, rid []byte) (candidate, error) {
+	self := authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
+	if rid != nil && bytes.Equal(rid, o.n.run.rid) {
+		return candidate{}, fmt.Errorf("%w: the target is this node", ErrInvalidOperation)
+	}
+	excluded := map[string]exclusion{self.String(): excludedFailed}
+	for attempt := 0; ; attempt++ {
+		c, err := o.place(ctx, kind, stableType, o.n.cfg.Node.MeshName, excluded)
+		if err != nil {
+			if rid != nil {
+				return candidate{}, fmt.Errorf("%w: node %x cannot take %s %q: %w", ErrUnavailable, rid, kind, stableType, err)
+			}
+			return candidate{}, err
+		}
+		if rid == nil || bytes.Equal(c.node.RoutingID, rid) {
+			return c, nil
+		}
+		// Not the one asked for: exclude it and draw again (the candidate
+		// set is small; each draw removes one).
+		excluded[c.key()] = excludedFailed
+	}
+}
+
+func policyOf(p spot.Policy) relocation.Policy {
+	switch p {
+	case spot.PolicyRecreate:
+		return relocation.Recreate
+	case spot.PolicyPreserveState:
+		return relocation.Preserve
+	}
+	return relocation.Disable
+}
+
+// random128 is a non-zero 128-bit random id (RelocationId, Reservation ID,
+// §8.1).
+func random128() [16]byte {
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if b != ([16]byte{}) {
+			return b
+		}
+	}
+}
+
+// randomAttempt is a TargetAttemptGeneration: non-zero, compared for
+// equality only, not derived from the target's lifecycle generation
+// (§8.1). 63 bits, so it is a valid generation-style value.
+func randomAttempt() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		if v := binary.BigEndian.Uint64(b[:]) >> 1; v != 0 {
+			return v
+		}
+	}
+}
+
+// run drives the source machine to its end.
+func (s *sourceMove) run(ctx context.Context) RelocationResult {
+	ev := relocation.EvBegin
+	for {
+		acts, err := s.m.Step(ev)
+		if err != nil {
+			// A framework bug: an action answered an event its state does
+			// not take. Never leave the object held: the machine is the
+			// judge of what is safe, so stop here loudly.
+			s.o.log.Error("relocation machine refused an event", "object", s.id, "err", err)
+			break
+		}
+		ev = 0
+		for _, a := range acts {
+			if next := s.do(ctx, a); next != 0 {
+				ev = next
+			}
+		}
+		if s.m.State().Final() {
+			break
+		}
+		if ev == 0 {
+			s.o.log.Error("relocation action produced no event", "object", s.id, "state", s.m.State())
+			break
+		}
+	}
+	if s.m.State() == relocation.SrcMoved {
+		s.res.Outcome = Moved
+		s.res.Confirmed = s.confirm(ctx)
+		if s.res.Confirmed {
+			s.res.AuthorityOwnerGeneration = s.targetRoute().ownerGen
+		}
+	} else {
+		s.res.Outcome, s.res.Reason = NotMoved, s.m.Reason().String()
+	}
+	s.res.Relayed = s.relayed
+	return s.res
+}
+
+// lap returns the time since the last lap.
+func (s *sourceMove) lap() time.Duration {
+	now := time.Now()
+	if s.stageAt.IsZero() {
+		s.stageAt = now
+		return 0
+	}
+	d := now.Sub(s.stageAt)
+	s.stageAt = now
+	return d
+}
+
+// bg is a context for the cleanup steps, which must run even when the
+// move's own context ended (its deadline is what ended it), bounded by the
+// node's life.
+func (s *sourceMove) bg(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.o.halt, d)
+}
+
+// do performs one action and returns the event it produced (0: none).
+func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocation.SourceEvent {
+	o := s.o
+	switch a {
+	case relocation.ActSecureCapacity:
+		s.lap()
+		err := s.write(ctx, "capacity", func(ctx context.Context) error {
+			_, err := o.exec.SecureCapacity(ctx, authority.CapacityRequest{
+				Target: authority.Target{Node: s.target.node, Owner: s.target.owner, Limits: s.target.limits},
+				Bundle: s.bundle, ReservationID: s.ref.ReservationID,
+				Object:           authority.Object{ID: s.id, Kind: s.kind, StableType: s.h.stableType},
+				ObjectGeneration: s.gen, AuthorityVersion: s.row.Version, Source: s.self})
+			return err
+		})
+		s.res.Timings.Secure = s.lap()
+		switch {
+		case err == nil:
+			return relocation.EvSecured
+		case ctx.Err() != nil:
+			return relocation.EvDeadline
+		}
+		o.log.Info("relocation: target capacity not secured", "object", s.id, "err", err)
+		return relocation.EvSecureFailed
+	case relocation.ActHoldAndCapture:
+		s.h.obj.Hold() // the running turn finishes; arrivals queue (ingress hold)
+		c, err := s.h.obj.Capture()
+		if err == nil && s.policy == spot.PolicyPreserveState {
+			s.state, err = s.f.Snapshot.Snapshot(unwrapGated(s.h.obj.Handler()))
+			if err != nil {
+				// The queue is back in front: nothing was lost.
+				if rerr := s.h.obj.Requeue(c); rerr != nil {
+					o.log.Error("relocation: captured queue not put back", "object", s.id, "err", rerr)
+				}
+				err = fmt.Errorf("snapshot adapter: %w", err)
+			}
+		}
+		s.res.Timings.Capture = s.lap()
+		if err != nil {
+			o.log.Warn("relocation: capture failed", "object", s.id, "err", err)
+			return relocation.EvCaptureFailed
+		}
+		s.captured = c
+		return relocation.EvCaptured
+	case relocation.ActRecordCaptured:
+		err := s.write(ctx, "Captured", func(ctx context.Context) error {
+			_, err := o.exec.RecordCaptured(ctx, authority.CaptureRequest{
+				Object:           authority.Object{ID: s.id, Kind: s.kind, StableType: s.h.stableType},
+				ObjectGeneration: s.gen, IfVersion: s.row.Version, Source: s.self, Target: s.target.party(), Move: s.ref})
+			return err
+		})
+		s.res.Timings.Record = s.lap()
+		if err != nil {
+			o.log.Info("relocation: Captured not recorded", "object", s.id, "err", err)
+			return relocation.EvRecordRefused
+		}
+		return relocation.EvRecorded
+	case relocation.ActStreamRestore:
+		ev := s.stream(ctx)
+		s.res.Timings.Restore = s.lap()
+		return ev
+	case relocation.ActRelayHold:
+		s.relayHold(ctx)
+		return 0
+	case relocation.ActSendCutover:
+		s.cutover(ctx)
+		s.res.Timings.Cutover = s.lap()
+		return relocation.EvCutoverSubmitted
+	case relocation.ActKeepFollow:
+		s.follow()
+		return 0
+	case relocation.ActFreePayload:
+		s.payload, s.state, s.captured = nil, nil, spot.Captured{}
+		return 0
+	case relocation.ActSendCancel:
+		cctx, cancel := s.bg(time.Second)
+		defer cancel()
+		if err := o.n.tr.SendWait(cctx, transport.RID(s.target.node.RoutingID),
+			router.NewRecord(&router.RelocationCancel{Binding: s.bind.Wire()}, nil, nil)); err != nil {
+			// The release below is what makes the target's commit
+			// impossible; the cancel only frees its staging early.
+			o.log.Debug("relocation: cancel not sent", "object", s.id, "err", err)
+		}
+		return 0
+	case relocation.ActReleaseCapacity:
+		return s.release()
+	case relocation.ActReadOwner:
+		return s.readOwner()
+	case relocation.ActRequeue:
+		if err := s.h.obj.Requeue(s.captured); err != nil {
+			o.log.Error("relocation: captured queue not put back", "object", s.id, "err", err)
+		}
+		return 0
+	case relocation.ActSessionAbort:
+		// Bound Sessions (command 44) are not built: there is no Session
+		// owner to tell.
+		return 0
+	case relocation.ActForgetProgress:
+		s.payload, s.state = nil, nil
+		return 0
+	case relocation.ActReopen:
+		o.mu.Lock()
+		if o.hosted[s.key] == s.h {
+			s.h.state = hostServing
+		}
+		o.mu.Unlock()
+		s.h.obj.Release()
+		return 0
+	}
+	o.log.Error("relocation: unknown source action", "action", a)
+	return 0
+}
+
+// write makes one of the move's store changes: only while the gate admits
+// (§5: relocation state changes and capacity reservation are blocked
+// targets).
+func (s *sourceMove) write(ctx context.Context, what string, change func(context.Context) error) error {
+	if err := s.o.n.lease.Gate().Admit(); err != nil {
+		return wrapErr(ErrUnavailable, err, "owner lease: %s not recorded", what)
+	}
+	return change(ctx)
+}
+
+// party is the candidate's host run and node run.
+func (c candidate) party() authority.Party { return authority.Party{Node: c.node, Owner: c.owner} }
+
+// unwrapGated returns the application handler inside the admission-gate
+// wrapper (the snapshot adapter knows the application's type only).
+func unwrapGated(h spot.Handler) spot.Handler {
+	if g, ok := h.(gated); ok {
+		return g.h
+	}
+	return h
+}
+
+// stream sends the Restore request (40) and its chunks (52) on the ordered
+// connection and waits for relay-ready (53).
+func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
+	o := s.o
+	p := &chunk.Payload{Object: chunk.Object{Kind: spotKind(s.kind), ID: s.id, Generation: s.gen, StableType: s.h.stableType},
+		Policy: s.policy, State: s.state, Captured: s.captured}
+	payload, err := chunk.Encode(p, chunk.EncodeOptions{})
+	if err != nil {
+		o.log.Error("relocation: payload not encoded", "object", s.id, "err", err)
+		return relocation.EvStreamFailed
+	}
+	s.payload, s.res.PayloadBytes = payload, len(payload)
+	tr, err := chunk.Split(payload, relocationChunkSize)
+	if err != nil {
+		o.log.Error("relocation: payload not split", "object", s.id, "err", err)
+		return relocation.EvStreamFailed
+	}
+	peer := transport.RID(s.target.node.RoutingID)
+	prep := &router.RelocationPrepare{Binding: s.bind.Wire(),
+		Object: router.RelocationObject{Kind: wireKind(s.kind), ObjectID: s.id, StableType: s.h.stableType,
+			ObjectGeneration: s.gen, ExpectedAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration)},
+		TargetNodeRID: s.target.node.RoutingID, TargetNodeGeneration: s.target.node.LifecycleGeneration,
+		TotalLength: tr.Declaration.Length, ChunkCount: tr.Declaration.Count, CRC32C: tr.Declaration.CRC32C,
+		DeadlineUnixMs: uint64(s.deadline.UnixMilli())}
+	call, err := o.n.tr.Start(ctx, peer, router.NewRecord(prep, nil, nil))
+	if err != nil {
+		return s.streamErr(ctx, err)
+	}
+	defer call.Cancel()
+	s.sent = true
+	for i, c := range tr.Chunks {
+		rec := router.NewRecord(&router.RelocationState{Binding: s.bind.Wire(), ChunkIndex: uint32(i), Data: c}, nil, nil)
+		if err := o.n.tr.SendWait(ctx, peer, rec); err != nil {
+			return s.streamErr(ctx, err)
+		}
+	}
+	resp, err := call.Wait(ctx)
+	if err != nil {
+		return s.streamErr(ctx, err)
+	}
+	ready, ok := resp.Body.(*router.RelocationReady)
+	if !ok {
+		o.log.Warn("relocation: Restore answered with the wrong command", "object", s.id, "command", resp.Command)
+		return relocation.EvTargetFailed
+	}
+	if ready.Outcome != router.RelocationRelayReady {
+		o.log.Info("relocation: target failed the Restore", "object", s.id, "failure", ready.Failure, "detail", ready.Detail)
+		return relocation.EvTargetFailed
+	}
+	return relocation.EvRelayReady
+}
+
+func (s *sourceMove) streamErr(ctx context.Context, err error) relocation.SourceEvent {
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return relocation.EvDeadline
+		}
+		return relocation.EvCancel
+	}
+	s.o.log.Info("relocation: Restore stream failed", "object", s.id, "err", err)
+	return relocation.EvStreamFailed
+}
+
+// targetRoute is the fence of the object at its new owner.
+func (s *sourceMove) targetRoute() routeTo {
+	return routeTo{nodeRID: s.target.node.RoutingID, nodeGen: s.target.node.LifecycleGeneration,
+		ownerGen: uint64(s.row.Record.AuthorityOwnerGeneration) + 1, leaseGen: s.target.owner.LeaseGeneration}
+}
+
+// relayHold relays the ingress hold in arrival order on the ordered
+// connection (§1.3 step 5). From here on nothing reaches the object's
+// mailbox: the state flips to cutover, and later arrivals wait for the
+// cutover to be submitted and then follow the object (Message Follow).
+func (s *sourceMove) relayHold(ctx context.Context) {
+	o := s.o
+	o.mu.Lock()
+	s.h.state = hostCutover
+	s.h.cutoverDone = make(chan struct{})
+	o.mu.Unlock()
+	hold, err := s.h.obj.Capture()
+	if err != nil {
+		o.log.Error("relocation: ingress hold not captured", "object", s.id, "err", err)
+		return
+	}
+	to := s.targetRoute()
+	peer := transport.RID(s.target.node.RoutingID)
+	var digest router.RelayDigest
+	cctx, cancel := s.bg(time.Until(s.deadline) + 5*time.Second)
+	defer cancel()
+	for _, env := range hold.Queue {
+		rec, err := envelopeRecord(s.h, s.id, entrySpotID(o.n.run), env, to, 0)
+		if err != nil {
+			o.log.Error("relocation: held message not relayed", "object", s.id, "err", err)
+			continue
+		}
+		frames, err := router.Encode(rec)
+		if err != nil {
+			o.log.Error("relocation: held message not encoded", "object", s.id, "err", err)
+			continue
+		}
+		if err := o.n.tr.SendWait(cctx, peer, rec); err != nil {
+			o.log.Warn("relocation: relay not sent", "object", s.id, "err", err)
+			break
+		}
+		digest.Add(frames)
+		s.dropFastPath(env)
+	}
+	for _, env := range s.captured.Queue {
+		s.dropFastPath(env)
+	}
+	s.relayed = int(digest.Count())
+	s.digest = digest
+}
+
+// cutover sends the one-way cutover (54) with the relayed count and digest
+// (§1.3 step 5). Nobody waits for a reply (step 8).
+func (s *sourceMove) cutover(ctx context.Context) {
+	cctx, cancel := s.bg(5 * time.Second)
+	defer cancel()
+	rec := router.NewRecord(&router.RelocationCutover{Binding: s.bind.Wire(), RelayedCount: s.digest.Count(),
+		RelayedCRC32C: s.digest.Sum32()}, nil, nil)
+	if err := s.o.n.tr.SendWait(cctx, transport.RID(s.target.node.RoutingID), rec); err != nil {
+		// The target commits CutoverGrace after relay-ready anyway.
+		s.o.log.Warn("relocation: cutover not sent; the target commits after its grace", "object", s.id, "err", err)
+	}
+}
+
+// dropFastPath forgets the reply function of a request that moved: its
+// answer now comes from the new owner, straight to the requester.
+func (s *sourceMove) dropFastPath(env spot.Envelope) {
+	if env.Kind != spot.Request {
+		return
+	}
+	r, err := decodeReplyRoute(env.ReplyRoute)
+	if err != nil {
+		return
+	}
+	s.o.mu.Lock()
+	delete(s.o.remotes, r.key())
+	s.o.mu.Unlock()
+}
+
+// follow records source→target for Message Follow (§7.3) and retires the
+// object here: from now on its arrivals are passed on, never run.
+func (s *sourceMove) follow() {
+	o := s.o
+	to := s.targetRoute()
+	m := follow.Move{Key: followKey(s.kind, s.id), ObjectGeneration: s.gen,
+		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
+		Owner: follow.Owner{ID: s.target.owner.ID, LeaseGeneration: s.target.owner.LeaseGeneration},
+		Route: follow.Route{NodeRID: s.target.node.RoutingID, NodeGeneration: s.target.node.LifecycleGeneration}}
+	if err := o.recordMove(m); err != nil {
+		o.log.Warn("relocation: Message Follow not recorded", "object", s.id, "err", err)
+	}
+	o.cache.Drop(m.Key)
+	o.mu.Lock()
+	if o.hosted[s.key] == s.h {
+		delete(o.hosted, s.key)
+	}
+	done := s.h.cutoverDone
+	o.mu.Unlock()
+	s.h.obj.Discard() // empty: its queue and timers left in the payload and the relay
+	if done != nil {
+		close(done)
+	}
+}
+
+// release returns the target capacity reservation (§9.4 step 4). Its
+// outcome decides whether the source may reopen: once released, the
+// target's owner CAS (which needs the reservation) cannot succeed. An
+// unknown outcome is retried — reopening without knowing could make two
+// owners — for as long as the node runs.
+func (s *sourceMove) release() relocation.SourceEvent {
+	wait := newBackoff()
+	for {
+		ctx, cancel := s.bg(5 * time.Second)
+		var res authority.Result
+		err := s.write(ctx, "reservation release", func(ctx context.Context) (err error) {
+			res, err = s.o.exec.ReleaseCapacity(ctx, authority.CapacityRequest{
+				Target: authority.Target{Node: s.target.node, Owner: s.target.owner}, Bundle: s.bundle, ReservationID: s.ref.ReservationID})
+			return err
+		})
+		cancel()
+		switch {
+		case err == nil && res.AlreadyApplied:
+			return relocation.EvReservationGone
+		case err == nil:
+			return relocation.EvReleased
+		}
+		s.o.log.Warn("relocation: reservation release not confirmed; the object stays held until it is", "object", s.id, "err", err)
+		if wait.sleep(s.o.halt) != nil {
+			// The node is stopping: its shutdown sweeps what it owns.
+			return relocation.EvReleased
+		}
+	}
+}
+
+// confirm reads the authority row until it names the target under the
+// next owner generation, or the move's deadline passes.
+func (s *sourceMove) confirm(ctx context.Context) bool {
+	want := s.targetRoute().ownerGen
+	wait := newBackoff()
+	for {
+		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
+		if err == nil && row.Found && authority.PartyOf(row.Record).Equal(s.target.party()) &&
+			uint64(row.Record.AuthorityOwnerGeneration) == want {
+			return true
+		}
+		if wait.sleep(ctx) != nil {
+			return false
+		}
+	}
+}
+
+// readOwner re-reads the authority row after a release found no
+// reservation: did the target commit this move?
+func (s *sourceMove) readOwner() relocation.SourceEvent {
+	wait := newBackoff()
+	for {
+		ctx, cancel := s.bg(5 * time.Second)
+		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
+		cancel()
+		if err == nil {
+			if row.Found && authority.PartyOf(row.Record).Equal(s.target.party()) {
+				return relocation.EvOwnerIsTarget
+			}
+			return relocation.EvOwnerIsSource
+		}
+		s.o.log.Warn("relocation: owner not confirmed; the object stays held until it is", "object", s.id, "err", err)
+		if wait.sleep(s.o.halt) != nil {
+			return relocation.EvOwnerIsSource
+		}
+	}
+}
+
+// envelopeRecord rebuilds the wire message of a queued envelope for the
+// object's new owner: the same operation id, correlation and origin, the
+// body as payload, the new fence (§7.3, §9.3).
+func envelopeRecord(h *hosted, id, srcSpot string, env spot.Envelope, to routeTo, hop uint8) (*router.Record, error) {
+	meta, err := decodeEnvMeta(env.Meta)
+	if err != nil {
+		return nil, err
+	}
+	org := meta.org
+	var corr uint64
+	switch env.Kind {
+	case spot.Request:
+		r, err := decodeReplyRoute(env.ReplyRoute)
+		if err != nil {
+			return nil, err
+		}
+		corr, org = r.corr, origin{rid: r.rid, gen: r.gen}
+	case spot.Send:
+	default:
+		return nil, fmt.Errorf("%w: a %s envelope has no wire form", ErrInvalidOperation, env.Kind)
+	}
+	var body router.Body
+	if h.kind == record.ObjectActor {
+		ref := router.ActorRef{ActorID: id, ObjectGeneration: h.objectGeneration}
+		if corr != 0 {
+			body = &router.ActorRequest{Correlation: corr, Operation: meta.op, MessageFollowHopCount: hop, TargetActor: actorFence(ref, to)}
+		} else {
+			body = &router.ActorSend{Operation: meta.op, MessageFollowHopCount: hop, TargetActor: actorFence(ref, to)}
+		}
+	} else {
+		ref := router.SpotRef{SpotID: id, ObjectGeneration: h.objectGeneration}
+		if corr != 0 {
+			body = &router.SpotRequest{Correlation: corr, Operation: meta.op, MessageFollowHopCount: hop, SourceSpotID: srcSpot, TargetSpot: spotFence(ref, to)}
+		} else {
+			body = &router.SpotSend{Operation: meta.op, MessageFollowHopCount: hop, SourceSpotID: srcSpot, TargetSpot: spotFence(ref, to)}
+		}
+	}
+	md, err := withOrigin(nil, org)
+	if err != nil {
+		return nil, err
+	}
+	return router.NewRecord(body, md, &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: env.Body}), nil
+}

@@ -1,0 +1,245 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// seqType is an Actor that checks per-sender order: "s:<sender>:<n>" and
+// "q:<sender>:<n>" must arrive with n = last+1 for their sender. Its state
+// (last n per sender, violations, turns) moves with it (PreserveStateWith).
+const seqType = "test.seq"
+
+type seqState struct {
+	Last       map[string]int `json:"last"`
+	Duplicates int            `json:"duplicates"`
+	Gaps       int            `json:"gaps"`
+	Turns      int            `json:"turns"`
+	Hops       int            `json:"hops"` // restores
+}
+
+type seqObj struct {
+	mu  sync.Mutex
+	st  seqState
+	run *atomic.Int32 // instances of this id in a turn right now (all nodes)
+	bad *atomic.Int32 // turns that overlapped another instance's turn
+}
+
+// seqRunning counts, per object id, the turns in progress on any node: two
+// owners dispatching at once would overlap.
+type seqRegistry struct {
+	mu      sync.Mutex
+	running map[string]*atomic.Int32
+	overlap atomic.Int32
+}
+
+func (r *seqRegistry) counter(id string) *atomic.Int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.running[id]
+	if !ok {
+		c = new(atomic.Int32)
+		r.running[id] = c
+	}
+	return c
+}
+
+func (s *seqObj) Receive(t *spot.Turn, env spot.Envelope) error {
+	if s.run.Add(1) > 1 {
+		s.bad.Add(1)
+	}
+	defer s.run.Add(-1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.Turns++
+	body := string(env.Body)
+	if body == "state" {
+		b, _ := json.Marshal(s.st)
+		return t.Reply(b)
+	}
+	parts := strings.Split(body, ":")
+	if len(parts) == 3 {
+		n, _ := strconv.Atoi(parts[2])
+		switch last := s.st.Last[parts[1]]; {
+		case n == last+1:
+			s.st.Last[parts[1]] = n
+		case n <= last:
+			s.st.Duplicates++
+		default:
+			s.st.Gaps++
+			s.st.Last[parts[1]] = n
+		}
+	}
+	if env.Kind == spot.Request {
+		return t.Reply([]byte("ok:" + parts[len(parts)-1]))
+	}
+	return nil
+}
+
+type seqSnapshot struct{ reg *seqRegistry }
+
+func (a seqSnapshot) Snapshot(h spot.Handler) ([]byte, error) {
+	s := h.(*seqObj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return json.Marshal(s.st)
+}
+
+func (a seqSnapshot) Restore(_ context.Context, req spot.CreateRequest, state []byte) (spot.Handler, error) {
+	var st seqState
+	if err := json.Unmarshal(state, &st); err != nil {
+		return nil, err
+	}
+	st.Hops++
+	return &seqObj{st: st, run: a.reg.counter(req.ID), bad: &a.reg.overlap}, nil
+}
+
+// The §12 relocation invariant: many moves back and forth across three
+// nodes while senders stream sequence-numbered Sends and Requests to every
+// object. Every accepted message is seen exactly once and in per-sender
+// order, every Request gets one answer, no two nodes ever run one object's
+// turns at the same time, and the state survives every hop (≥ 10).
+func TestRelocationInvariantUnderTraffic(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { runRelocationInvariant(t, nil) })
+	t.Run("redis", func(t *testing.T) { runRelocationInvariant(t, newRedisLocation(t)) })
+}
+
+func runRelocationInvariant(t *testing.T, loc locstore.Store) {
+	f := newFixture(t)
+	reg := &seqRegistry{running: map[string]*atomic.Int32{}}
+	if err := f.reg.Register(spot.Factory{StableType: seqType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState,
+		Snapshot: seqSnapshot{reg}, New: func(_ context.Context, req spot.CreateRequest) (spot.Handler, error) {
+			return &seqObj{st: seqState{Last: map[string]int{}}, run: reg.counter(req.ID), bad: &reg.overlap}, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, loc, 4, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		if testing.Verbose() {
+			cfg.Log.Level = config.LogInfo
+		}
+	})
+	ctx := ctxT(t, 120*time.Second)
+	const objects, perSender, hops = 3, 300, 10
+	refs := make([]ActorRef, objects)
+	for i := range refs {
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("seq-%d", i), seqType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[i] = ref
+	}
+	var wg sync.WaitGroup
+	var sendErrs, reqErrs atomic.Int32
+	stop := make(chan struct{})
+	// Senders: node 0 (a client) and every server, one per object each.
+	for i, ref := range refs {
+		for s := range c.nodes {
+			wg.Add(1)
+			go func(i, s int, ref ActorRef) {
+				defer wg.Done()
+				sender := fmt.Sprintf("n%d", s)
+				for n := 1; n <= perSender; n++ {
+					for {
+						var err error
+						if n%10 == 0 {
+							var got []byte
+							got, err = c.m(s).RequestActor(ctx, ref, []byte(fmt.Sprintf("q:%s:%d", sender, n)))
+							if err == nil && string(got) != fmt.Sprintf("ok:%d", n) {
+								t.Errorf("request %s:%d answered %q", sender, n, got)
+							}
+							if err != nil {
+								reqErrs.Add(1)
+							}
+						} else {
+							err = c.m(s).SendActor(ctx, ref, []byte(fmt.Sprintf("s:%s:%d", sender, n)))
+							if err != nil {
+								sendErrs.Add(1)
+							}
+						}
+						if err == nil {
+							break
+						}
+						if ctx.Err() != nil {
+							t.Errorf("sender %s object %d: %v", sender, i, err)
+							return
+						}
+						time.Sleep(2 * time.Millisecond)
+					}
+				}
+			}(i, s, ref)
+		}
+	}
+	// The mover: each object hops at least `hops` times, each time from
+	// its current owner to another server.
+	moved := make([]int, objects)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(stop)
+		r := rand.New(rand.NewSource(1))
+		for round := 0; round < hops*3 && ctx.Err() == nil; round++ {
+			for i, ref := range refs {
+				if moved[i] >= hops && round >= hops {
+					continue
+				}
+				src := ownerIndex(t, c, record.ObjectActor, ref.ActorID)
+				dst := 1 + r.Intn(len(c.nodes)-1)
+				if dst == src {
+					dst = 1 + dst%(len(c.nodes)-1)
+				}
+				res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
+				if err != nil {
+					t.Errorf("move %d of %s: %v", moved[i]+1, ref.ActorID, err)
+					return
+				}
+				if res.Outcome == Moved {
+					if !res.Confirmed {
+						t.Errorf("move of %s not confirmed", ref.ActorID)
+					}
+					moved[i]++
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	for i, ref := range refs {
+		got, err := c.m(0).RequestActor(ctx, ref, []byte("state"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st seqState
+		if err := json.Unmarshal(got, &st); err != nil {
+			t.Fatal(err)
+		}
+		for s := range c.nodes {
+			if last := st.Last[fmt.Sprintf("n%d", s)]; last != perSender {
+				t.Errorf("%s: sender n%d last seen %d, want %d", ref.ActorID, s, last, perSender)
+			}
+		}
+		if st.Duplicates != 0 || st.Gaps != 0 {
+			t.Errorf("%s: %d duplicates, %d gaps", ref.ActorID, st.Duplicates, st.Gaps)
+		}
+		if moved[i] < hops || st.Hops != moved[i] {
+			t.Errorf("%s: moved %d times, state restored %d times (want ≥ %d, equal)", ref.ActorID, moved[i], st.Hops, hops)
+		}
+		t.Logf("%s: %d moves, %d turns, state %+v", ref.ActorID, moved[i], st.Turns, st.Last)
+	}
+	if n := reg.overlap.Load(); n != 0 {
+		t.Errorf("%d turns overlapped another instance's turn (two owners)", n)
+	}
+	t.Logf("send retries %d, request retries %d", sendErrs.Load(), reqErrs.Load())
+}

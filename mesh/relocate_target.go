@@ -1,0 +1,588 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/chunk"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// The target side of a move (spec §1.3 steps 5–7, §8, §9.1, §9.2, §10):
+// records 40 (Restore request), 52 (chunk), 54 (cutover) and 55 (cancel)
+// drive one arrival per binding through mesh/relocation's Target machine.
+// Each arrival has one goroutine that steps the machine, so its transitions
+// are serial; the inbound handlers only post events and queue messages.
+
+// poster is a mailbox: a spot object, or an arrival's temporary queue.
+type poster interface{ Post(spot.Envelope) error }
+
+// arrival is one move attempt bringing an object to this node.
+type arrival struct {
+	o      *objects
+	bind   chunk.Binding
+	prep   router.RelocationPrepare
+	kind   record.ObjectKind
+	key    spot.Key
+	h      *hosted // the hostIncoming entry registered for it
+	reply  func(*router.Record) error
+	corr   uint64
+	expire time.Time // the Restore deadline on this node's clock
+
+	m      *relocation.Target
+	events chan relocation.TargetEvent
+	done   chan struct{}
+
+	// Set by the machine's goroutine (and the actions it starts) only.
+	version          string   // the authority StoreVersion the target first read
+	reservation      [16]byte // the move's Reservation ID, as the record names it
+	committedVersion string   // the StoreVersion the owner CAS left
+	payload          []byte
+	obj              *spot.Object
+	grace            *time.Timer
+
+	mu        sync.Mutex
+	relay     []spot.Envelope // from the source between relay-ready and cutover
+	temp      []spot.Envelope // everything else (§9.2 "temporary queue")
+	digest    router.RelayDigest
+	cutover   *router.RelocationCutover
+	cutSeen   bool
+	abandoned bool
+}
+
+// registerRelocation adds the handoff records to the dispatch table.
+func (o *objects) registerRelocation() {
+	o.handle(router.CmdRelocationPrepare, o.inboundPrepare)
+	o.handle(router.CmdRelocationState, o.inboundChunk)
+	o.handle(router.CmdRelocationCutover, o.inboundCutover)
+	o.handle(router.CmdRelocationCancel, o.inboundCancel)
+}
+
+// failReady answers a Restore request with an explicit failure (53).
+func failReady(reply func(*router.Record) error, p *router.RelocationPrepare, f router.RelocationFailure, detail string) error {
+	if len(detail) > 255 {
+		detail = detail[:255]
+	}
+	return reply(router.NewRecord(&router.RelocationReady{Correlation: p.Correlation, Relocation: p.Binding.Relocation,
+		TargetAttempt: p.Binding.TargetAttempt, Outcome: router.RelocationFailed, Failure: f, Detail: validText(detail)}, nil, nil))
+}
+
+// inboundPrepare takes a Restore request (40): checks what needs no store,
+// registers the temporary queue and starts the arrival.
+func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error) {
+	p := rec.Body.(*router.RelocationPrepare)
+	refuse := func(f router.RelocationFailure, format string, a ...any) {
+		detail := fmt.Sprintf(format, a...)
+		o.log.Info("relocation: Restore refused", "object", p.Object.ObjectID, "failure", f, "detail", detail)
+		if err := failReady(reply, p, f, detail); err != nil {
+			o.log.Debug("relocation: refusal not sent", "err", err)
+		}
+	}
+	b := chunk.BindingOf(p.Binding)
+	kind, ok := kindFromWire(p.Object.Kind)
+	switch {
+	case !ok:
+		refuse(router.RelocationFailureAuthorityMismatch, "unknown object kind %d", p.Object.Kind)
+		return
+	case !bytes.Equal(from.RID, []byte(b.Source.NodeRID)) || from.LifecycleGeneration != b.Source.NodeGeneration:
+		// Only the source itself streams its Restore (one ordered
+		// connection carries 40, 52, 54).
+		refuse(router.RelocationFailureNotServing, "sent by %x/%d, the binding names source %x/%d", from.RID, from.LifecycleGeneration,
+			b.Source.NodeRID, b.Source.NodeGeneration)
+		return
+	case !bytes.Equal(p.TargetNodeRID, o.n.run.rid) || p.TargetNodeGeneration != o.n.run.lifecycleGeneration:
+		refuse(router.RelocationFailureNotServing, "addressed to node run %x/%d", p.TargetNodeRID, p.TargetNodeGeneration)
+		return
+	case o.n.State() != record.StateServing:
+		refuse(router.RelocationFailureNotServing, "node is %s", o.n.State())
+		return
+	}
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		refuse(router.RelocationFailureNotServing, "owner lease: %v", err)
+		return
+	}
+	remaining := time.Until(time.UnixMilli(int64(p.DeadlineUnixMs)))
+	if remaining <= 0 {
+		refuse(router.RelocationFailureDeadlineExceeded, "the Restore deadline passed")
+		return
+	}
+	o.mu.Lock()
+	if o.closing {
+		o.mu.Unlock()
+		refuse(router.RelocationFailureNotServing, "node closing")
+		return
+	}
+	key := spot.Key{Spot: kind != record.ObjectActor, ID: p.Object.ObjectID}
+	if h, ok := o.hosted[key]; ok {
+		o.mu.Unlock()
+		if h.state == hostIncoming && h.arrival.bind == b {
+			// A retransmitted Restore of the attempt under way: the
+			// registry decides reuse or conflict on the chunks; the
+			// answer comes from the first request.
+			o.log.Debug("relocation: retransmitted Restore ignored", "object", p.Object.ObjectID)
+			return
+		}
+		refuse(router.RelocationFailureAuthorityMismatch, "%s is already hosted here (%s)", p.Object.ObjectID, h.state)
+		return
+	}
+	// The assembly opens before this handler returns: the chunks follow
+	// on this same connection and must find it.
+	d := chunk.Declaration{Length: p.TotalLength, Count: p.ChunkCount, CRC32C: p.CRC32C}
+	if _, err := o.chunks.Begin(b, d); err != nil {
+		o.mu.Unlock()
+		f := router.RelocationFailureLengthMismatch
+		if errors.Is(err, chunk.ErrConflict) {
+			f = router.RelocationFailureConflict
+		}
+		refuse(f, "assembly: %v", err)
+		return
+	}
+	a := &arrival{o: o, bind: b, prep: *p, kind: kind, key: key, reply: reply, corr: p.Correlation,
+		expire: time.Now().Add(remaining), m: relocation.NewTarget(),
+		events: make(chan relocation.TargetEvent, 16), done: make(chan struct{})}
+	// Registering the temporary queue is the first thing (§1.3 step 5):
+	// from here on messages for the object wait in it.
+	a.h = &hosted{kind: kind, stableType: p.Object.StableType, objectGeneration: p.Object.ObjectGeneration,
+		ownerGeneration: p.Object.ExpectedAuthorityOwnerGeneration + 1, state: hostIncoming, arrival: a}
+	o.hosted[key] = a.h
+	o.arrivals[b] = a
+	o.work.Add(1)
+	o.mu.Unlock()
+	go a.run()
+	a.post(relocation.EvPrepare)
+}
+
+// arrivalOf returns the arrival of a binding.
+func (o *objects) arrivalOf(w router.RelocationBinding) (*arrival, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	a, ok := o.arrivals[chunk.BindingOf(w)]
+	return a, ok
+}
+
+// inboundChunk links one chunk (52) to its binding's assembly. A chunk of
+// no open assembly (a late chunk of an earlier attempt, §9.1) is discarded
+// by the registry and counted there.
+func (o *objects) inboundChunk(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+	c := rec.Body.(*router.RelocationState)
+	b := chunk.BindingOf(c.Binding)
+	pr, err := o.chunks.Add(b, c.ChunkIndex, c.Data)
+	a, ok := o.arrivalOf(c.Binding)
+	switch {
+	case errors.Is(err, chunk.ErrDiscarded):
+		o.log.Debug("relocation: chunk discarded", "binding", b.String(), "index", c.ChunkIndex, "err", err)
+	case err != nil && ok:
+		o.log.Info("relocation: assembly failed", "object", a.prep.Object.ObjectID, "err", err)
+		a.post(relocation.EvAssemblyFailed)
+	case ok && pr.Received == pr.Count:
+		a.post(relocation.EvAssembled)
+	}
+}
+
+// inboundCutover takes the source's one-way cutover (54).
+func (o *objects) inboundCutover(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+	c := rec.Body.(*router.RelocationCutover)
+	a, ok := o.arrivalOf(c.Binding)
+	if !ok {
+		o.log.Debug("relocation: cutover of no arrival", "binding", chunk.BindingOf(c.Binding).String())
+		return
+	}
+	a.mu.Lock()
+	a.cutSeen, a.cutover = true, c
+	match := a.digest.Matches(c)
+	a.mu.Unlock()
+	if match {
+		a.post(relocation.EvCutover)
+		return
+	}
+	o.log.Error("relocation: relayed messages differ from the cutover's count or digest", "object", a.prep.Object.ObjectID,
+		"declared", c.RelayedCount, "received", a.digest.Count())
+	a.post(relocation.EvCutoverMismatch)
+}
+
+// inboundCancel takes the source's one-way cancel (55, §9.4).
+func (o *objects) inboundCancel(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+	c := rec.Body.(*router.RelocationCancel)
+	o.chunks.Abort(chunk.BindingOf(c.Binding))
+	if a, ok := o.arrivalOf(c.Binding); ok {
+		a.post(relocation.EvCancelled)
+	}
+}
+
+// post hands an event to the arrival's goroutine. It never blocks the
+// caller (an inbound connection): the channel is ample for one attempt's
+// events, and a full channel means the attempt already ended.
+func (a *arrival) post(ev relocation.TargetEvent) {
+	select {
+	case a.events <- ev:
+	case <-a.done:
+	default:
+		a.o.log.Warn("relocation: arrival event dropped", "object", a.prep.Object.ObjectID, "event", ev)
+	}
+}
+
+// arrive queues a message for the arriving object: relayed by the source
+// between relay-ready and cutover, or into the temporary queue (§9.2).
+func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.Envelope) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.cutSeen && bytes.Equal(from.RID, []byte(a.bind.Source.NodeRID)) && from.LifecycleGeneration == a.bind.Source.NodeGeneration {
+		frames, err := router.Encode(rec)
+		if err == nil {
+			a.digest.Add(frames)
+		}
+		a.relay = append(a.relay, env)
+		return
+	}
+	a.temp = append(a.temp, env)
+}
+
+// localQueue is the temporary queue as a mailbox for this node's own
+// senders.
+type localQueue struct{ a *arrival }
+
+func (q localQueue) Post(env spot.Envelope) error {
+	q.a.mu.Lock()
+	defer q.a.mu.Unlock()
+	q.a.temp = append(q.a.temp, env)
+	return nil
+}
+
+func (a *arrival) local() poster { return localQueue{a} }
+
+// run steps the machine until the attempt ends.
+func (a *arrival) run() {
+	o := a.o
+	defer o.work.Done()
+	defer close(a.done)
+	expire := time.NewTimer(time.Until(a.expire))
+	defer expire.Stop()
+	for !a.m.State().Final() {
+		var ev relocation.TargetEvent
+		select {
+		case ev = <-a.events:
+		case <-expire.C:
+			ev = relocation.EvExpired
+		case <-o.halt.Done():
+			ev = relocation.EvExpired
+		}
+		acts, err := a.m.Step(ev)
+		if err != nil {
+			o.log.Debug("relocation: late target event", "object", a.prep.Object.ObjectID, "err", err)
+			continue
+		}
+		for _, act := range acts {
+			a.do(act)
+		}
+	}
+	if a.grace != nil {
+		a.grace.Stop()
+	}
+	o.mu.Lock()
+	if o.arrivals[a.bind] == a {
+		delete(o.arrivals, a.bind)
+	}
+	o.mu.Unlock()
+	o.log.Info("relocation: arrival ended", "object", a.prep.Object.ObjectID, "state", a.m.State(), "failure", a.m.Failure())
+}
+
+// do performs one target action; actions that take time run on their own
+// goroutine and post their outcome.
+func (a *arrival) do(act relocation.TargetAction) {
+	o := a.o
+	switch act {
+	case relocation.ActRegisterTemp:
+		// Done in inboundPrepare, before the first chunk could arrive.
+	case relocation.ActBeginAssembly:
+		// Opened in inboundPrepare (the chunks follow on its connection);
+		// an empty payload is whole at once.
+		if a.prep.ChunkCount == 0 {
+			a.post(relocation.EvAssembled)
+		}
+	case relocation.ActReadAuthority:
+		go a.readAuthority()
+	case relocation.ActBuildHidden:
+		go a.build()
+	case relocation.ActReplyRelayReady:
+		if err := a.reply(router.NewRecord(&router.RelocationReady{Correlation: a.corr, Relocation: a.prep.Binding.Relocation,
+			TargetAttempt: a.prep.Binding.TargetAttempt, Outcome: router.RelocationRelayReady}, nil, nil)); err != nil {
+			o.log.Warn("relocation: relay-ready not sent; the grace commits anyway", "object", a.prep.Object.ObjectID, "err", err)
+		}
+	case relocation.ActArmGrace:
+		a.grace = time.AfterFunc(relocation.CutoverGrace, func() { a.post(relocation.EvGraceElapsed) })
+	case relocation.ActReplyFailed:
+		f := map[relocation.TargetFailure]router.RelocationFailure{
+			relocation.TgtFailAuthority: router.RelocationFailureAuthorityMismatch,
+			relocation.TgtFailAssembly:  router.RelocationFailureChecksumMismatch,
+			relocation.TgtFailRestore:   router.RelocationFailureRestoreFailed,
+			relocation.TgtFailDeadline:  router.RelocationFailureDeadlineExceeded,
+		}[a.m.Failure()]
+		if f == 0 {
+			f = router.RelocationFailureRestoreFailed
+		}
+		if err := failReady(a.reply, &a.prep, f, a.m.Failure().String()); err != nil {
+			o.log.Debug("relocation: failure not sent", "err", err)
+		}
+	case relocation.ActCAS, relocation.ActRetryCAS:
+		go a.commit(act == relocation.ActRetryCAS)
+	case relocation.ActOpen:
+		a.open()
+	case relocation.ActRemove:
+		a.remove()
+	default:
+		o.log.Error("relocation: unknown target action", "action", act)
+	}
+}
+
+// readAuthority reads the record by object id and checks it names this
+// move at the expected generations (§9.1 last paragraph) before any
+// factory runs. Its StoreVersion is the one the owner CAS is made on.
+func (a *arrival) readAuthority() {
+	o := a.o
+	ctx, cancel := context.WithDeadline(o.halt, a.expire)
+	defer cancel()
+	row, _, err := o.readAuthorityAt(ctx, a.kind, a.prep.Object.ObjectID)
+	if err != nil {
+		o.log.Info("relocation: authority not read", "object", a.prep.Object.ObjectID, "err", err)
+		a.post(relocation.EvAuthorityMismatch)
+		return
+	}
+	r := row.Record
+	self, lg := o.n.Owner()
+	pr := r.Relocation
+	want := [16]byte{}
+	copyID(&want, a.bind.Relocation)
+	ok := row.Found && r.Allocation.State == record.AllocationActive && r.Allocation.ObjectKind == a.kind &&
+		r.Allocation.StableType == a.prep.Object.StableType && uint64(r.ObjectGeneration) == a.prep.Object.ObjectGeneration &&
+		uint64(r.AuthorityOwnerGeneration) == a.prep.Object.ExpectedAuthorityOwnerGeneration &&
+		r.OwnerID == a.bind.Source.OwnerID && uint64(r.OwnerLeaseGeneration) == a.bind.Source.LeaseGeneration &&
+		pr != nil && pr.Stage == record.RelocationCaptured && pr.RelocationID == want &&
+		uint64(pr.TargetAttempt) == a.bind.TargetAttempt && pr.Target.OwnerID == self &&
+		uint64(pr.Target.OwnerLeaseGeneration) == lg && bytes.Equal(pr.Target.RoutingID, o.n.run.rid) &&
+		uint64(pr.Target.LifecycleGeneration) == o.n.run.lifecycleGeneration
+	if !ok {
+		o.log.Info("relocation: the record does not name this move", "object", a.prep.Object.ObjectID, "found", row.Found)
+		a.post(relocation.EvAuthorityMismatch)
+		return
+	}
+	a.version = row.Version
+	a.reservation = pr.ReservationID
+	a.post(relocation.EvAuthorityMatched)
+}
+
+// copyID writes a wire RelocationID as the store's 16 bytes.
+func copyID(dst *[16]byte, id router.RelocationID) {
+	for i := 0; i < 8; i++ {
+		dst[i] = byte(id.High >> (56 - 8*i))
+		dst[8+i] = byte(id.Low >> (56 - 8*i))
+	}
+}
+
+// build verifies and decodes the payload and builds the instance hidden:
+// factory (Recreate) or snapshot restore (PreserveStateWith), then its queue
+// and timers, dispatch closed (§9.2).
+func (a *arrival) build() {
+	o := a.o
+	fail := func(format string, args ...any) {
+		o.log.Warn("relocation: restore failed", "object", a.prep.Object.ObjectID, "err", fmt.Sprintf(format, args...))
+		a.post(relocation.EvRestoreFailed)
+	}
+	raw, err := o.chunks.Complete(a.bind)
+	if err != nil {
+		fail("payload: %v", err)
+		return
+	}
+	p, err := chunk.Decode(raw, o.chunks.Limits())
+	if err != nil {
+		fail("payload: %v", err)
+		return
+	}
+	if p.Object.ID != a.prep.Object.ObjectID || p.Object.Generation != a.prep.Object.ObjectGeneration ||
+		p.Object.StableType != a.prep.Object.StableType || objectKind(p.Object.Kind) != a.kind {
+		fail("the payload is for %s/%d, the Restore request for %s/%d", p.Object.ID, p.Object.Generation,
+			a.prep.Object.ObjectID, a.prep.Object.ObjectGeneration)
+		return
+	}
+	f, ok := o.registry[p.Object.StableType]
+	if !ok || objectKind(f.Kind) != a.kind {
+		fail("no %s factory %q on this node", a.kind, p.Object.StableType)
+		return
+	}
+	ctx, cancel := context.WithDeadline(o.halt, a.expire)
+	defer cancel()
+	req := spot.CreateRequest{ID: p.Object.ID, Generation: p.Object.Generation, StableType: p.Object.StableType}
+	var h spot.Handler
+	switch p.Policy {
+	case spot.PolicyPreserveState:
+		if f.Snapshot == nil {
+			fail("factory %q has no snapshot adapter", f.StableType)
+			return
+		}
+		h, err = f.Snapshot.Restore(ctx, req, p.State)
+	default:
+		// RecreateOnRelocation: a new instance without application state.
+		h, err = runFactory(ctx, f, req)
+	}
+	if err != nil {
+		fail("%s: %v", p.Policy, err)
+		return
+	}
+	obj, err := o.rt.Open(spot.Spec{Key: a.key, Kind: f.Kind, StableType: f.StableType, Generation: p.Object.Generation,
+		Handler: gated{h: h, gate: o.n.lease.Gate()}, Held: true, Restored: &p.Captured})
+	if err != nil {
+		fail("open: %v", err)
+		return
+	}
+	a.obj = obj
+	a.post(relocation.EvRestored)
+}
+
+// commit runs the owner CAS (NewOwner) on the first-read StoreVersion,
+// bound to this move's ids (§8); a retry re-reads the same key and
+// version (§10). Only the target writes it.
+func (a *arrival) commit(retry bool) {
+	o := a.o
+	if retry {
+		wait := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-wait.C:
+		case <-a.done:
+			wait.Stop()
+			return
+		}
+	}
+	self, lg := o.n.Owner()
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		// §5: no owner change without owner eligibility; retried until
+		// the lease returns or the Restore deadline ends the attempt.
+		o.log.Warn("relocation: owner CAS waits for the owner lease", "object", a.prep.Object.ObjectID, "err", err)
+		a.post(relocation.EvUnknown)
+		return
+	}
+	ctx, cancel := context.WithDeadline(o.halt, a.expire)
+	defer cancel()
+	var id [16]byte
+	copyID(&id, a.bind.Relocation)
+	res, err := o.exec.NewOwner(ctx, authority.NewOwnerRequest{
+		Object:           authority.Object{ID: a.prep.Object.ObjectID, Kind: a.kind, StableType: a.prep.Object.StableType},
+		ObjectGeneration: a.prep.Object.ObjectGeneration, IfVersion: a.version,
+		Target: authority.Target{Node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
+			LifecycleGeneration: o.n.run.lifecycleGeneration}, Owner: authority.Owner{ID: self, LeaseGeneration: lg}},
+		Relocation: &authority.RelocationRef{RelocationID: id, TargetAttempt: a.bind.TargetAttempt, ReservationID: a.reservation}})
+	var ae *authority.Error
+	switch {
+	case err == nil:
+		a.committedVersion = res.Version
+		a.post(relocation.EvCommitted)
+	case errors.As(err, &ae) && (ae.Kind == authority.ErrConflict || ae.Kind == authority.ErrNotFound || ae.Kind == authority.ErrInvalidOperation):
+		o.log.Info("relocation: owner CAS refused", "object", a.prep.Object.ObjectID, "err", err)
+		a.post(relocation.EvConflict)
+	default:
+		o.log.Warn("relocation: owner CAS answer unknown; retrying with the same version", "object", a.prep.Object.ObjectID, "err", err)
+		a.post(relocation.EvUnknown)
+	}
+}
+
+// open makes the object Ready here (§9.2): saved work (already in the
+// instance from the payload), the pre-cutover relay, then the temporary
+// queue, in that order; the regular route replaces the temporary one with
+// dispatch closed; then dispatch opens. Arrivals after the switch post to
+// the mailbox behind the merged work.
+func (a *arrival) open() {
+	o := a.o
+	o.mu.Lock()
+	a.mu.Lock()
+	merged := append(a.relay, a.temp...)
+	a.relay, a.temp = nil, nil
+	a.mu.Unlock()
+	for _, env := range merged {
+		if err := a.obj.Post(env); err != nil {
+			o.log.Error("relocation: merged message not queued", "object", a.prep.Object.ObjectID, "err", err)
+			if env.Kind == spot.Request {
+				go o.Reply(env.ReplyRoute, nil, wrapErr(ErrUnavailable, err, "relocation merge"))
+			}
+		}
+	}
+	h := a.h
+	h.obj, h.state, h.arrival = a.obj, hostServing, nil
+	h.storeVersion = a.committedVersion
+	o.mu.Unlock()
+	a.obj.Release()
+	o.cache.Drop(followKey(a.kind, a.prep.Object.ObjectID))
+	go a.complete()
+}
+
+// complete erases the move's progress from the record (Completed, §9.1):
+// owner, generations and capacity are kept. It does not block Ready.
+func (a *arrival) complete() {
+	o := a.o
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		o.log.Warn("relocation: completion not recorded", "object", a.prep.Object.ObjectID, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(o.halt, storeWriteTimeout)
+	defer cancel()
+	self, lg := o.n.Owner()
+	var id [16]byte
+	copyID(&id, a.bind.Relocation)
+	res, err := o.exec.CompleteRelocation(ctx, authority.CompleteRequest{
+		Object:           authority.Object{ID: a.prep.Object.ObjectID, Kind: a.kind, StableType: a.prep.Object.StableType},
+		ObjectGeneration: a.prep.Object.ObjectGeneration, Owner: authority.Owner{ID: self, LeaseGeneration: lg}, RelocationID: id})
+	if err != nil {
+		o.log.Warn("relocation: completion not recorded", "object", a.prep.Object.ObjectID, "err", err)
+		return
+	}
+	o.mu.Lock()
+	if h, ok := o.hosted[a.key]; ok && h == a.h && h.state == hostServing {
+		h.storeVersion = res.Version
+	}
+	o.mu.Unlock()
+}
+
+// remove discards what the attempt prepared: the hidden instance, the
+// temporary queue and the assembly staging. Before relay-ready nothing in
+// them is this node's to answer (the source keeps the originals, §9.4);
+// after it, queued requests are answered Unavailable so their callers do
+// not wait for nothing, and nothing is ever dispatched.
+func (a *arrival) remove() {
+	o := a.o
+	o.chunks.Abort(a.bind)
+	o.mu.Lock()
+	if o.hosted[a.key] == a.h {
+		delete(o.hosted, a.key)
+	}
+	a.mu.Lock()
+	queued := append(a.relay, a.temp...)
+	a.relay, a.temp, a.abandoned = nil, nil, true
+	a.mu.Unlock()
+	o.mu.Unlock()
+	afterReady := a.m.Failure() == relocation.TgtFailConflict || a.m.Failure() == relocation.TgtFailLocationUpdate ||
+		a.m.Failure() == relocation.TgtFailRelayMismatch
+	if a.obj != nil {
+		if afterReady {
+			a.obj.Close()
+		} else {
+			a.obj.Discard()
+		}
+	}
+	if afterReady {
+		for _, env := range queued {
+			if env.Kind == spot.Request {
+				o.Reply(env.ReplyRoute, nil, fmt.Errorf("%w: the move of %s failed (%s)", ErrUnavailable, a.prep.Object.ObjectID, a.m.Failure()))
+			}
+		}
+	}
+	if a.m.Failure() == relocation.TgtFailLocationUpdate {
+		o.log.Error("relocation: location_update_failed: ownership not confirmed before the Restore deadline; the prepared object was removed",
+			"object", a.prep.Object.ObjectID)
+	}
+}

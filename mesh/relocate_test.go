@@ -1,0 +1,91 @@
+package mesh
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// ownerIndex is the index of the node the store names as the owner of an
+// Actor.
+func ownerIndex(t *testing.T, c *cluster, kind record.ObjectKind, id string) int {
+	t.Helper()
+	row := rowOf(t, c, kind, id)
+	if !row.Found {
+		t.Fatalf("%s has no record", id)
+	}
+	return c.indexOf(row.Record.Allocation.Descriptor.RoutingID)
+}
+
+// One Actor moves with its state: the send count it had, the queue it had
+// not run, and the owner recorded in one CAS with AuthorityOwnerGeneration
+// + 1 and the ObjectGeneration kept (§1.3, §8.2).
+func TestRelocateActorCarriesState(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *config.Config) { clientRole0(i, cfg) })
+	ctx := ctxT(t, 30*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "mover-1", testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := c.m(0).RequestActor(ctx, ref, []byte("count")); err != nil || string(got) != "count:5" {
+		t.Fatalf("before: %q, %v", got, err)
+	}
+	before := rowOf(t, c, record.ObjectActor, "mover-1")
+	src := ownerIndex(t, c, record.ObjectActor, "mover-1")
+	res, err := c.m(src).RelocateActor(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != Moved || !res.Confirmed {
+		t.Fatalf("outcome %v (%s)", res.Outcome, res.Reason)
+	}
+	after := rowOf(t, c, record.ObjectActor, "mover-1")
+	dst := c.indexOf(after.Record.Allocation.Descriptor.RoutingID)
+	if dst == src || dst < 1 || !bytes.Equal(res.TargetNodeRID, c.nodes[dst].RID()) {
+		t.Fatalf("owner after the move: node %d (source %d, result %x)", dst, src, res.TargetNodeRID)
+	}
+	if after.Record.ObjectGeneration != before.Record.ObjectGeneration ||
+		after.Record.AuthorityOwnerGeneration != before.Record.AuthorityOwnerGeneration+1 {
+		t.Fatalf("generations %d/%d -> %d/%d", before.Record.ObjectGeneration, before.Record.AuthorityOwnerGeneration,
+			after.Record.ObjectGeneration, after.Record.AuthorityOwnerGeneration)
+	}
+	if _, ok := c.nodes[src].obj.hostedFor(actorKey("mover-1")); ok {
+		t.Fatal("the source still hosts the object")
+	}
+	// The state moved: the count continues.
+	if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.m(0).RequestActor(ctx, ref, []byte("count"))
+	if err != nil || string(got) != "count:6" {
+		t.Fatalf("after: %q, %v", got, err)
+	}
+	if n := c.probe.restores["mover-1"]; n != 1 {
+		t.Fatalf("restored %d times", n)
+	}
+	// The move's progress is erased once the target opened (Completed).
+	waitUntil(t, "relocation progress cleared", func() bool {
+		return rowOf(t, c, record.ObjectActor, "mover-1").Record.Relocation == nil
+	})
+	fmt.Println("timings", res.Timings)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
