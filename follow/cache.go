@@ -275,6 +275,11 @@ func (c *Cache) Observe(key Key, v Version) bool {
 // Drop removes key's entry, if any, and reports whether one was removed. The
 // caller drops on a delivery failure; command 50 uses DropRoute.
 func (c *Cache) Drop(key Key) bool {
+	return c.dropIf(key, func(Ready) bool { return true })
+}
+
+// dropIf removes key's entry when it exists and match accepts it.
+func (c *Cache) dropIf(key Key, match func(Ready) bool) bool {
 	if !c.Enabled() {
 		return false
 	}
@@ -282,10 +287,11 @@ func (c *Cache) Drop(key Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.m[key]
-	if e != nil {
-		s.remove(e)
+	if e == nil || !match(e.r) {
+		return false
 	}
-	return e != nil
+	s.remove(e)
+	return true
 }
 
 // Fence is the route fence a message was sent with: the cached route as its
@@ -312,20 +318,7 @@ func (f Fence) matches(r Ready) bool {
 // caller uses it on command 50 messageFollow: the notice says "the route you
 // sent with is stale", which must not drop an entry the sender has since
 // replaced by a newer read (a route to the new owner, or to a later one).
-func (c *Cache) DropRoute(key Key, f Fence) bool {
-	if !c.Enabled() {
-		return false
-	}
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.m[key]
-	if e == nil || !f.matches(e.r) {
-		return false
-	}
-	s.remove(e)
-	return true
-}
+func (c *Cache) DropRoute(key Key, f Fence) bool { return c.dropIf(key, f.matches) }
 
 // DropOwner removes every entry routed to owner ownerID under a lease
 // generation up to leaseGeneration, and returns how many it removed. The
