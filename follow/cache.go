@@ -273,8 +273,13 @@ func (c *Cache) Observe(key Key, v Version) bool {
 }
 
 // Drop removes key's entry, if any, and reports whether one was removed. The
-// caller drops on command 50 messageFollow and on a delivery failure.
+// caller drops on a delivery failure; command 50 uses DropRoute.
 func (c *Cache) Drop(key Key) bool {
+	return c.dropIf(key, func(Ready) bool { return true })
+}
+
+// dropIf removes key's entry when it exists and match accepts it.
+func (c *Cache) dropIf(key Key, match func(Ready) bool) bool {
 	if !c.Enabled() {
 		return false
 	}
@@ -282,11 +287,38 @@ func (c *Cache) Drop(key Key) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.m[key]
-	if e != nil {
-		s.remove(e)
+	if e == nil || !match(e.r) {
+		return false
 	}
-	return e != nil
+	s.remove(e)
+	return true
 }
+
+// Fence is the route fence a message was sent with: the cached route as its
+// sender used it (spec §7.3). Command 50 messageFollow names it as its
+// Source.
+type Fence struct {
+	ObjectGeneration         uint64
+	AuthorityOwnerGeneration uint64
+	OwnerLeaseGeneration     uint64
+	NodeRID                  []byte
+	NodeGeneration           uint64
+}
+
+// matches reports whether r is exactly the route f was built from.
+func (f Fence) matches(r Ready) bool {
+	return r.ObjectGeneration == f.ObjectGeneration && r.AuthorityOwnerGeneration == f.AuthorityOwnerGeneration &&
+		r.Owner.LeaseGeneration == f.OwnerLeaseGeneration && r.Route.NodeGeneration == f.NodeGeneration &&
+		string(r.Route.NodeRID) == string(f.NodeRID)
+}
+
+// DropRoute removes key's entry only when it is exactly the route f (same
+// ObjectGeneration, AuthorityOwnerGeneration, owner lease generation, node
+// RID and node run generation), and reports whether it removed one. The
+// caller uses it on command 50 messageFollow: the notice says "the route you
+// sent with is stale", which must not drop an entry the sender has since
+// replaced by a newer read (a route to the new owner, or to a later one).
+func (c *Cache) DropRoute(key Key, f Fence) bool { return c.dropIf(key, f.matches) }
 
 // DropOwner removes every entry routed to owner ownerID under a lease
 // generation up to leaseGeneration, and returns how many it removed. The

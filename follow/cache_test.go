@@ -467,3 +467,53 @@ func TestCacheConcurrent(t *testing.T) {
 		t.Error("no Get hit: the invariants on hits were never checked")
 	}
 }
+
+// DropRoute (command 50) drops only the entry the notice names: every field
+// of the fence must equal the cached route, so an entry the sender has since
+// replaced (another owner, a later generation, another node run) is kept.
+func TestCacheDropRoute(t *testing.T) {
+	cached := ready(actorA, 5, 3) // owner-1 lease 1 on n1 run 1
+	exact := Fence{ObjectGeneration: 5, AuthorityOwnerGeneration: 3, OwnerLeaseGeneration: 1, NodeRID: []byte("n1"), NodeGeneration: 1}
+	tests := []struct {
+		name  string
+		key   Key
+		edit  func(*Fence)
+		wantD bool
+	}{
+		{"exact route", actorA, func(*Fence) {}, true},
+		{"other kind, same id", spotA, func(*Fence) {}, false},
+		{"other object generation", actorA, func(f *Fence) { f.ObjectGeneration = 4 }, false},
+		{"older owner generation (entry already newer)", actorA, func(f *Fence) { f.AuthorityOwnerGeneration = 2 }, false},
+		{"newer owner generation", actorA, func(f *Fence) { f.AuthorityOwnerGeneration = 4 }, false},
+		{"other owner lease generation", actorA, func(f *Fence) { f.OwnerLeaseGeneration = 2 }, false},
+		{"other node", actorA, func(f *Fence) { f.NodeRID = []byte("n2") }, false},
+		{"RID prefix", actorA, func(f *Fence) { f.NodeRID = []byte("n") }, false},
+		{"other node run", actorA, func(f *Fence) { f.NodeGeneration = 2 }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCache(t, newClock(), CacheOptions{MaxAge: time.Minute})
+			if _, err := c.Put(cached); err != nil {
+				t.Fatal(err)
+			}
+			f := exact
+			f.NodeRID = append([]byte(nil), exact.NodeRID...)
+			tc.edit(&f)
+			if got := c.DropRoute(tc.key, f); got != tc.wantD {
+				t.Fatalf("DropRoute = %v, want %v", got, tc.wantD)
+			}
+			if _, hit := c.Get(actorA); hit == tc.wantD {
+				t.Fatalf("entry cached after DropRoute: %v, want %v", hit, !tc.wantD)
+			}
+			if c.DropRoute(tc.key, f) {
+				t.Fatal("second DropRoute removed something")
+			}
+		})
+	}
+	t.Run("disabled cache", func(t *testing.T) {
+		c := mustCache(t, newClock(), CacheOptions{MaxAge: 0})
+		if c.DropRoute(actorA, exact) {
+			t.Fatal("disabled cache dropped")
+		}
+	})
+}

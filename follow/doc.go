@@ -19,8 +19,8 @@
 // a Missing, Creating or failed read has no way in (spec §7.3, §7.4, §12). An
 // entry lives until min(insert + RouteCacheMaxAge, owner admission deadline)
 // and is dropped earlier when a newer authority is observed (Observe), when
-// its owner's lease ends (DropOwner), or on command 50 messageFollow or a
-// delivery failure (Drop). RouteCacheMaxAge 0 disables the cache. The cache
+// its owner's lease ends (DropOwner), on command 50 messageFollow naming
+// exactly that route (DropRoute), or on a delivery failure (Drop). RouteCacheMaxAge 0 disables the cache. The cache
 // is bounded (least recently used entries are evicted) and sharded for
 // concurrent readers.
 //

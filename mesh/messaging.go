@@ -486,11 +486,7 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	corr uint64, rec *router.Record, reply func(*router.Record) error) {
 	d, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
 	if err != nil {
-		if corr != 0 {
-			o.sendReply(reply, replyRecord(fam, corr, nil, err))
-		} else {
-			o.log.Debug("one-way message refused by the route fence", "object", id, "err", err)
-		}
+		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
 		return
 	}
 	var body []byte
@@ -533,14 +529,13 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	if err := d.obj.Post(env); err != nil {
 		o.stats.delivered.Add(^uint64(0))
 		if corr != 0 {
-			o.mu.Lock()
-			delete(o.remotes, route.key())
-			o.mu.Unlock()
-			o.sendReply(reply, replyRecord(fam, corr, nil, err))
+			// To the requester, wherever the request came from.
+			o.Reply(route.encode(), nil, err)
 		}
 		o.log.Debug("message not queued", "object", id, "err", err)
 		return
 	}
+	o.noticeFollowed(from, rec) // command 50 when it came through Message Follow
 }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {

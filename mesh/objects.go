@@ -28,6 +28,7 @@ type objects struct {
 	rt       *spot.Runtime
 	exec     *authority.Executor
 	cache    *follow.Cache
+	follow   *follow.Table // moves of this node's objects, for Message Follow (follow_forward.go)
 	registry map[string]spot.Factory
 	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
 	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
@@ -59,6 +60,9 @@ type objectStats struct {
 	fenceRefused, delivered                atomic.Uint64
 	unhandled                              atomic.Uint64 // inbound commands with no dispatch entry
 	lostRecovered                          atomic.Uint64 // creations decided from the store after a lost answer
+	followMoves, followForwarded           atomic.Uint64 // Message Follow (follow_forward.go)
+	followRefused, followNotices           atomic.Uint64
+	followRoutesDropped                    atomic.Uint64
 }
 
 // ObjectStats is a snapshot of a node's object counters.
@@ -78,6 +82,13 @@ type ObjectStats struct {
 	LostAnswersRecovered uint64
 	// Hosted is the number of objects this node hosts (Entry Spot included).
 	Hosted int
+	// Message Follow (§7.3): FollowMoves counts moves recorded for
+	// following; FollowForwarded messages this node passed on to a new
+	// owner; FollowRefused messages it had a follow route for but did not
+	// pass on (hop limit, cycle, generation mismatch, link to the new owner
+	// full or down); FollowNotices commands 50 it sent as a new owner;
+	// FollowRoutesDropped route cache entries a command 50 dropped here.
+	FollowMoves, FollowForwarded, FollowRefused, FollowNotices, FollowRoutesDropped uint64
 }
 
 // testHooks let tests inject the failures the spec's result tables name.
@@ -206,6 +217,9 @@ func newObjects(n *Node) (*objects, error) {
 		return nil, err
 	}
 	if o.cache, err = follow.NewCache(n.clock, follow.CacheOptions{MaxAge: n.cfg.Routing.RouteCacheMaxAge}); err != nil {
+		return nil, err
+	}
+	if o.follow, err = follow.NewTable(n.clock, n.cfg.Routing.MessageFollowDuration); err != nil {
 		return nil, err
 	}
 	o.rt = spot.New(spot.Options{Replier: o, Logger: n.log})
@@ -360,14 +374,9 @@ func (o *objects) registerCommands() {
 		o.inboundClose(ctx, from, rec.Body.(*router.UserSpotClose), reply)
 	})
 	o.handle(router.CmdMessageFollow, func(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
-		// §7.3: a previous owner passed one of our messages on; the route
-		// we cached for that object is stale.
-		b := rec.Body.(*router.MessageFollow)
-		if r := b.Route.Source; r.Actor != nil {
-			o.cache.Drop(follow.Key{Kind: follow.KindActor, ID: r.Actor.Actor.ActorID})
-		} else if r.Spot != nil {
-			o.cache.Drop(follow.Key{Kind: follow.KindSpot, ID: r.Spot.Spot.SpotID})
-		}
+		// §7.3: one of our messages reached its object's new owner through
+		// Message Follow; the route we sent it with is stale.
+		o.dropFollowed(rec.Body.(*router.MessageFollow).Route.Source)
 	})
 }
 
@@ -407,6 +416,9 @@ func (o *objects) snapshotStats() ObjectStats {
 		RouteCacheHits: o.stats.cacheHits.Load(), RouteCacheMisses: o.stats.cacheMisses.Load(),
 		AuthorityReads: o.stats.authorityReads.Load(), FenceRefused: o.stats.fenceRefused.Load(),
 		Delivered: o.stats.delivered.Load(), LostAnswersRecovered: o.stats.lostRecovered.Load(), Hosted: h,
+		FollowMoves: o.stats.followMoves.Load(), FollowForwarded: o.stats.followForwarded.Load(),
+		FollowRefused: o.stats.followRefused.Load(), FollowNotices: o.stats.followNotices.Load(),
+		FollowRoutesDropped: o.stats.followRoutesDropped.Load(),
 	}
 }
 

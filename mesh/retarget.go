@@ -49,18 +49,31 @@ func parseOrigin(v string) (origin, error) {
 // the peer it came from. A malformed entry is refused (typed), never
 // guessed.
 func originOf(rec *router.Record, from transport.PeerInfo) (origin, error) {
-	if rec.Metadata != nil {
-		entries, err := router.DecodeMetadata(rec.Metadata)
-		if err != nil {
-			return origin{}, fmt.Errorf("%w: metadata: %w", ErrInvalidOperation, err)
-		}
-		for _, e := range entries {
-			if e.Key == metaOrigin {
-				return parseOrigin(e.Value)
-			}
-		}
+	v, ok, err := metaValue(rec.Metadata, metaOrigin)
+	if err != nil {
+		return origin{}, err
+	}
+	if ok {
+		return parseOrigin(v)
 	}
 	return origin{rid: from.RID, gen: from.LifecycleGeneration}, nil
+}
+
+// metaValue returns the value of key in a metadata frame (nil: none).
+func metaValue(frame []byte, key string) (string, bool, error) {
+	if frame == nil {
+		return "", false, nil
+	}
+	entries, err := router.DecodeMetadata(frame)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: metadata: %w", ErrInvalidOperation, err)
+	}
+	for _, e := range entries {
+		if e.Key == key {
+			return e.Value, true, nil
+		}
+	}
+	return "", false, nil
 }
 
 // direct reports whether rec came straight from its origin.
@@ -124,6 +137,12 @@ func spotFence(s router.SpotRef, to routeTo) router.SpotRouteFence {
 
 // withOrigin sets the origin entry of a metadata frame, keeping the others.
 func withOrigin(frame []byte, org origin) ([]byte, error) {
+	return withMeta(frame, metaOrigin, org.String())
+}
+
+// withMeta sets key to value in a metadata frame, keeping the other
+// entries.
+func withMeta(frame []byte, key, value string) ([]byte, error) {
 	var entries []router.MetadataEntry
 	if frame != nil {
 		es, err := router.DecodeMetadata(frame)
@@ -131,15 +150,15 @@ func withOrigin(frame []byte, org origin) ([]byte, error) {
 			return nil, fmt.Errorf("%w: metadata: %w", ErrInvalidOperation, err)
 		}
 		for _, e := range es {
-			if e.Key != metaOrigin {
+			if e.Key != key {
 				entries = append(entries, e)
 			}
 		}
 	}
-	entries = append(entries, router.MetadataEntry{Key: metaOrigin, Value: org.String()})
+	entries = append(entries, router.MetadataEntry{Key: key, Value: value})
 	meta, err := router.EncodeMetadata(entries)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metadata with origin: %w", ErrInvalidOperation, err)
+		return nil, fmt.Errorf("%w: metadata with %s: %w", ErrInvalidOperation, key, err)
 	}
 	return meta, nil
 }

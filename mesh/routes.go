@@ -66,8 +66,11 @@ func (r replyRoute) key() string {
 }
 
 // self reports whether the route names this node run.
-func (o *objects) self(r replyRoute) bool {
-	return bytes.Equal(r.rid, o.n.run.rid) && r.gen == o.n.run.lifecycleGeneration
+func (o *objects) self(r replyRoute) bool { return o.isRun(r.rid, r.gen) }
+
+// isRun reports whether rid/gen is this node run.
+func (o *objects) isRun(rid []byte, gen uint64) bool {
+	return bytes.Equal(rid, o.n.run.rid) && gen == o.n.run.lifecycleGeneration
 }
 
 // Reply implements spot.Replier: the runtime calls it exactly once per
@@ -94,8 +97,12 @@ func (o *objects) Reply(route []byte, body []byte, err error) {
 		// Run where it arrived: answer on the connection it came on.
 		o.sendReply(rr.reply, replyRecord(r.fam, r.corr, body, err))
 	case o.self(r):
-		// Our own local request whose waiter has gone (its context
-		// ended): nothing waits for the answer.
+		// Requested by this node run but not waiting here: a request it
+		// sent over the wire that came back through Message Follow (the
+		// object moved here, §7.3) — its portable call takes the answer —
+		// or a local request whose waiter has gone (its context ended),
+		// which the transport counts as a late reply.
+		o.n.tr.Complete(replyRecord(r.fam, r.corr, body, err))
 	default:
 		// The request was made elsewhere and moved here: command 20 to
 		// the requesting node, accepted there as a portable reply.

@@ -191,8 +191,15 @@ func sameRows(t *testing.T, what string, want, got map[string]locstore.Item) {
 // as owned by the same owner id in another lease generation.
 func setOwnerLeaseGeneration(t *testing.T, s locstore.Store, id string, gen uint64) {
 	t.Helper()
+	rewriteAuthority(t, s, record.ObjectActor, id, func(a *record.Authority) { a.OwnerLeaseGeneration = record.Generation(gen) })
+}
+
+// rewriteAuthority rewrites the authority row of kind/id, under the version
+// it read, with edit applied.
+func rewriteAuthority(t *testing.T, s locstore.Store, kind record.ObjectKind, id string, edit func(*record.Authority)) {
+	t.Helper()
 	ctx := context.Background()
-	key, err := authority.Object{ID: id, Kind: record.ObjectActor, StableType: "demo.counter"}.Key()
+	key, err := authority.Object{ID: id, Kind: kind}.Key()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +211,7 @@ func setOwnerLeaseGeneration(t *testing.T, s locstore.Store, id string, gen uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.OwnerLeaseGeneration = record.Generation(gen)
+	edit(&a)
 	v, err := a.Encode()
 	if err != nil {
 		t.Fatal(err)

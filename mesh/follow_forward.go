@@ -1,0 +1,269 @@
+package mesh
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// Message Follow on the wire (§7.3, docs/FOLLOW.md "Forwarding on the
+// wire"). A previous owner that receives a message for an object it no
+// longer hosts passes it on to the new owner it recorded when the move
+// completed (never re-reading the store). The new owner, on admitting a
+// message that was passed on at least once, tells the original sender with
+// command 50 that its cached route is stale; the sender drops that route
+// only if its cache still holds exactly it.
+
+// metaFollowSource is the metadata key naming the route fence the original
+// sender used, set by the first node that passes the message on:
+// "<lowercase hex node RID>/<node run generation>/<AuthorityOwnerGeneration>/<OwnerLeaseGeneration>".
+// The new owner copies it into command 50's Source, which is what the
+// sender's route cache is matched against. Later hops keep it unchanged.
+const metaFollowSource = "meshnode.follow-source"
+
+// followSendWait bounds how long a previous owner waits for room on the link
+// to the new owner before it gives a message up (Unavailable).
+const followSendWait = 2 * time.Second
+
+// recordMove keeps the source→target information of a move of one of this
+// node's objects that just completed, so that messages still addressed here
+// are passed on to the new owner for MessageFollowDuration (§7.3). The
+// relocation coordinator calls it on the source once the move is complete.
+// With Message Follow disabled (duration 0) it keeps nothing and returns nil.
+// A malformed or stale move is ErrInvalidOperation.
+func (o *objects) recordMove(m follow.Move) error {
+	kept, err := o.follow.Record(m)
+	if err != nil {
+		o.log.Warn("move not recorded for Message Follow", "object", m.Key.String(), "err", err)
+		return followErr(err, "record move of %s", m.Key)
+	}
+	if kept {
+		o.stats.followMoves.Add(1)
+		o.log.Debug("move recorded for Message Follow", "object", m.Key.String(),
+			"ownerGeneration", m.AuthorityOwnerGeneration, "target", fmt.Sprintf("%x/%d", m.Route.NodeRID, m.Route.NodeGeneration))
+	}
+	return nil
+}
+
+// followErr maps an error of package follow into the vocabulary: a hop
+// limit or a cycle is Unavailable, a generation mismatch (and a move that
+// cannot be recorded) InvalidOperation, no follow route NotFound (§7.3).
+func followErr(err error, format string, args ...any) error {
+	switch {
+	case errors.Is(err, follow.ErrUnavailable):
+		return wrapErr(ErrUnavailable, err, format, args...)
+	case errors.Is(err, follow.ErrNotFound):
+		return wrapErr(ErrNotFound, err, format, args...)
+	}
+	return wrapErr(ErrInvalidOperation, err, format, args...)
+}
+
+// notAdmitted handles an inbound object message the route fence refused.
+// When the refusal is "not hosted here" and this node recorded a move of the
+// object, the message is passed on to the new owner instead (§7.3). Anything
+// else keeps the refusal, or takes the follow outcome: a request gets exactly
+// one command 20, sent to the node run that made it (which is not the peer
+// the message came from when it was passed on); a one-way message is
+// dropped (there is no reply to carry the refusal) and counted.
+func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error, refusal error) {
+	m, _ := messageOf(rec) // only 21, 22, 24 and 25 reach here
+	err := refusal
+	if errors.Is(refusal, ErrNotFound) {
+		passed, ferr := o.passOn(from, m, rec)
+		if passed {
+			return
+		}
+		if ferr != nil {
+			err = ferr
+		}
+	}
+	if m.corr == 0 {
+		o.log.Debug("one-way message refused", "object", m.id, "hop", m.hop, "err", err)
+		return
+	}
+	o.answerRefused(from, rec, m.fam, m.corr, reply, err)
+}
+
+// answerRefused sends the command 20 of a request that was not delivered to
+// the node run that made it: on the connection it came on when it came
+// straight from there, else as a portable reply (or, when this node made
+// it, to its own waiting call) — a node that only passed the request on
+// waits for no answer and must not get one.
+func (o *objects) answerRefused(from transport.PeerInfo, rec *router.Record, fam opFamily, corr uint64, reply func(*router.Record) error, err error) {
+	org, oerr := originOf(rec, from)
+	if oerr != nil || org.direct(from) {
+		o.sendReply(reply, replyRecord(fam, corr, nil, err))
+		return
+	}
+	o.Reply(replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}.encode(), nil, err)
+}
+
+// passOn forwards m to the new owner when the follow table has a route for
+// it. It reports whether the message was passed on; when it was not, a nil
+// error means "no follow route" (the caller keeps its refusal) and any other
+// error is the follow outcome to answer with.
+func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Record) (bool, error) {
+	key := msgTarget{fam: m.fam, id: m.id}.cacheKey()
+	f, err := o.follow.Forward(follow.Inbound{Key: key, ObjectGeneration: m.gen, AuthorityOwnerGeneration: m.to.ownerGen, Hop: int(m.hop)})
+	switch {
+	case errors.Is(err, follow.ErrNotFound), errors.Is(err, follow.ErrInvalidArgument):
+		// No move kept (or nothing a move could match): today's refusal.
+		return false, nil
+	case err != nil:
+		o.stats.followRefused.Add(1)
+		o.log.Debug("message not followed", "object", key.String(), "hop", m.hop, "err", err)
+		return false, followErr(err, "message follow of %s", key)
+	}
+	out, err := o.followed(from, m, rec, f)
+	if err != nil {
+		o.stats.followRefused.Add(1)
+		return false, err
+	}
+	// SendWait on purpose: this runs on the goroutine reading the sender's
+	// connection, so waiting for room on the link to the new owner keeps
+	// the sender's messages in their order and pushes back on the sender
+	// instead of shedding or buffering without bound. The wait is short:
+	// an owner that cannot take the message in time gets none of it.
+	ctx, cancel := context.WithTimeout(o.halt, followSendWait)
+	defer cancel()
+	if err := o.n.tr.SendWait(ctx, transport.RID(f.Target.Route.NodeRID), out); err != nil {
+		o.stats.followRefused.Add(1)
+		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
+	}
+	o.stats.followForwarded.Add(1)
+	return true, nil
+}
+
+// followed is rec re-addressed along f: the new owner's fence and hop count,
+// its origin, and — set by the first node that passes it on — the fence the
+// original sender used, for command 50.
+func (o *objects) followed(from transport.PeerInfo, m inMessage, rec *router.Record, f follow.Forwarding) (*router.Record, error) {
+	org, err := originOf(rec, from)
+	if err != nil {
+		return nil, err
+	}
+	t := f.Target
+	out, err := retarget(rec, routeTo{nodeRID: t.Route.NodeRID, nodeGen: t.Route.NodeGeneration, ownerGen: t.AuthorityOwnerGeneration,
+		leaseGen: t.Owner.LeaseGeneration}, uint8(f.Hop), org)
+	if err != nil || m.hop != 0 {
+		return out, err
+	}
+	meta, err := withMeta(out.Metadata, metaFollowSource, encodeFollowSource(m.to))
+	if err != nil {
+		return nil, err
+	}
+	return router.NewRecord(out.Body, meta, out.Payload), nil
+}
+
+func encodeFollowSource(to routeTo) string {
+	return hex.EncodeToString(to.nodeRID) + "/" + strconv.FormatUint(to.nodeGen, 10) + "/" +
+		strconv.FormatUint(to.ownerGen, 10) + "/" + strconv.FormatUint(to.leaseGen, 10)
+}
+
+// followSourceOf reads the first-hop fence of a message that was passed on.
+func followSourceOf(rec *router.Record) (routeTo, error) {
+	v, ok, err := metaValue(rec.Metadata, metaFollowSource)
+	if err != nil {
+		return routeTo{}, err
+	}
+	if !ok {
+		return routeTo{}, fmt.Errorf("%w: no %s", ErrInvalidOperation, metaFollowSource)
+	}
+	parts := strings.Split(v, "/")
+	if len(parts) != 4 {
+		return routeTo{}, fmt.Errorf("%w: %s %q", ErrInvalidOperation, metaFollowSource, v)
+	}
+	rid, err := hex.DecodeString(parts[0])
+	if err != nil || len(rid) == 0 || len(rid) > 255 {
+		return routeTo{}, fmt.Errorf("%w: %s %q", ErrInvalidOperation, metaFollowSource, v)
+	}
+	var g [3]uint64
+	for i := range g {
+		if g[i], err = strconv.ParseUint(parts[i+1], 10, 64); err != nil || g[i] == 0 {
+			return routeTo{}, fmt.Errorf("%w: %s %q", ErrInvalidOperation, metaFollowSource, v)
+		}
+	}
+	return routeTo{nodeRID: rid, nodeGen: g[0], ownerGen: g[1], leaseGen: g[2]}, nil
+}
+
+// noticeFollowed runs after a message was admitted here. When it reached
+// this node through Message Follow (hop count ≥ 1), the original sender's
+// cached route is stale: command 50 tells it, one-way, naming the route it
+// used (Source) and this node's route (Target). When this node is the
+// original sender, it drops its own cache entry directly. A notice that
+// cannot be built or sent is only logged: the sender's entry then ends at
+// its cache age, and its messages keep being followed until then.
+func (o *objects) noticeFollowed(from transport.PeerInfo, rec *router.Record) {
+	m, ok := messageOf(rec)
+	if !ok || m.hop == 0 {
+		return
+	}
+	src, err := followSourceOf(rec)
+	if err != nil {
+		o.log.Debug("command 50 not sent", "object", m.id, "err", err)
+		return
+	}
+	org, err := originOf(rec, from)
+	if err != nil {
+		o.log.Debug("command 50 not sent", "object", m.id, "err", err)
+		return
+	}
+	if o.isRun(org.rid, org.gen) {
+		o.dropFollowed(followRoute(m, src))
+		return
+	}
+	notice := router.NewRecord(&router.MessageFollow{Route: router.MessageFollowRouteV1{
+		Source: followRoute(m, src), Target: followRoute(m, m.to), HopCount: m.hop,
+		OriginalOperation: m.op, OriginalReplyRouteID: m.corr,
+	}}, nil, nil)
+	// Send, not SendWait: the notice is an optimisation, and this runs on
+	// the goroutine reading a peer's connection.
+	if err := o.n.tr.Send(o.halt, transport.RID(org.rid), notice); err != nil {
+		o.log.Debug("command 50 not sent", "object", m.id, "origin", org.String(), "err", err)
+		return
+	}
+	o.stats.followNotices.Add(1)
+}
+
+// followRoute is the command 50 route of m's object addressed with to.
+func followRoute(m inMessage, to routeTo) router.MessageFollowRoute {
+	if m.fam == familySpot {
+		f := spotFence(router.SpotRef{SpotID: m.id, ObjectGeneration: m.gen}, to)
+		return router.MessageFollowRoute{Kind: router.ObjectSpot, Spot: &f}
+	}
+	f := actorFence(router.ActorRef{ActorID: m.id, ObjectGeneration: m.gen}, to)
+	return router.MessageFollowRoute{Kind: router.ObjectActor, Actor: &f}
+}
+
+// dropFollowed drops the route cache entry a command 50 Source names, only
+// if the cache holds exactly that route: an entry read since (the new owner,
+// or a later one) is kept.
+func (o *objects) dropFollowed(src router.MessageFollowRoute) {
+	var key follow.Key
+	var f follow.Fence
+	switch {
+	case src.Actor != nil:
+		a := src.Actor
+		key = follow.Key{Kind: follow.KindActor, ID: a.Actor.ActorID}
+		f = follow.Fence{ObjectGeneration: a.Actor.ObjectGeneration, AuthorityOwnerGeneration: a.ExpectedAuthorityOwnerGeneration,
+			OwnerLeaseGeneration: a.ExpectedOwnerLeaseGeneration, NodeRID: a.TargetNodeRID, NodeGeneration: a.TargetNodeGeneration}
+	case src.Spot != nil:
+		s := src.Spot
+		key = follow.Key{Kind: follow.KindSpot, ID: s.Spot.SpotID}
+		f = follow.Fence{ObjectGeneration: s.Spot.ObjectGeneration, AuthorityOwnerGeneration: s.ExpectedAuthorityOwnerGeneration,
+			OwnerLeaseGeneration: s.ExpectedOwnerLeaseGeneration, NodeRID: s.TargetNodeRID, NodeGeneration: s.TargetNodeGeneration}
+	default:
+		return
+	}
+	if o.cache.DropRoute(key, f) {
+		o.stats.followRoutesDropped.Add(1)
+	}
+}
