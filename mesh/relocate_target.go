@@ -517,7 +517,9 @@ func (a *arrival) open() {
 	h.storeVersion = a.committedVersion
 	o.mu.Unlock()
 	a.obj.Release()
-	o.cache.Drop(followKey(a.kind, a.prep.Object.ObjectID))
+	k := followKey(a.kind, a.prep.Object.ObjectID)
+	o.cache.Drop(k)
+	o.follow.Remove(k) // hosted here again: an older move away from here is history
 	go a.complete()
 }
 

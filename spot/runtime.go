@@ -361,6 +361,14 @@ func (o *Object) Hold() {
 	o.mu.Unlock()
 }
 
+// Held reports whether dispatch is closed (Hold was called, or the object
+// was opened held) — arrivals queue but do not run.
+func (o *Object) Held() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.dispatch && !o.closed
+}
+
 // Release reopens dispatch and schedules queued work.
 func (o *Object) Release() {
 	o.mu.Lock()

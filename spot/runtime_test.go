@@ -469,3 +469,21 @@ func TestDiscardAnswersNothing(t *testing.T) {
 		t.Fatalf("answers after discard: %v", rep.got)
 	}
 }
+
+// Held reports closed dispatch: opened held, after Hold; not after
+// Release or Close.
+func TestHeld(t *testing.T) {
+	rt := New(Options{Workers: 1})
+	defer rt.Close()
+	o, err := rt.Open(Spec{Key: Key{ID: "h"}, Kind: KindActor, Generation: 1, Handler: &recorder{}, Held: true})
+	must(t, err)
+	for _, step := range []struct {
+		do   func()
+		want bool
+	}{{func() {}, true}, {o.Release, false}, {o.Hold, true}, {o.Release, false}, {o.Close, false}} {
+		step.do()
+		if got := o.Held(); got != step.want {
+			t.Fatalf("Held() = %v, want %v", got, step.want)
+		}
+	}
+}
