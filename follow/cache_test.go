@@ -424,6 +424,9 @@ func TestCacheConcurrent(t *testing.T) {
 						return
 					}
 				case 2, 3:
+					// Look up what this worker put two operations ago, so
+					// that hits happen however the workers interleave.
+					key = Key{Kind: Kind(1 + (i-2)%2), ID: fmt.Sprint("o", ((i-2)*7+w)%100)}
 					before := clk.Now()
 					got, hit := c.Get(key)
 					if !hit {
