@@ -69,12 +69,13 @@ const (
 
 // Config is the whole configuration of one node.
 type Config struct {
-	Node            NodeConfig      `koanf:"node"`
-	Lease           LeaseConfig     `koanf:"lease"`
-	Routing         RoutingConfig   `koanf:"routing"`
-	Transport       TransportConfig `koanf:"transport"`
-	LocationStore   StoreConfig     `koanf:"location_store"`
-	RelocationStore StoreConfig     `koanf:"relocation_store"`
+	Node            NodeConfig       `koanf:"node"`
+	Lease           LeaseConfig      `koanf:"lease"`
+	Routing         RoutingConfig    `koanf:"routing"`
+	Transport       TransportConfig  `koanf:"transport"`
+	LocationStore   StoreConfig      `koanf:"location_store"`
+	RelocationStore StoreConfig      `koanf:"relocation_store"`
+	Relocation      RelocationConfig `koanf:"relocation"`
 	// StoreFailureGrace is how long the node keeps using the last complete
 	// descriptor list (and its connection intents) while the Location Store
 	// is unreachable (§10). It never extends the owner lease.
@@ -144,6 +145,22 @@ type TransportConfig struct {
 	RequestTimeout time.Duration `koanf:"request_timeout"`
 }
 
+// RelocationConfig tunes the move of one Actor or Spot (docs/RELOCATION.md).
+type RelocationConfig struct {
+	// Deadline bounds a move whose caller gave no deadline.
+	Deadline time.Duration `koanf:"deadline"`
+	// ChunkSize is the size of one Restore chunk (record 52) on the
+	// ordered connection: 1 KiB..64 MiB.
+	ChunkSize int `koanf:"chunk_size"`
+}
+
+// Relocation chunk size bounds: the wire's 64 MiB per chunk (record 52),
+// and 1 KiB so that a chunk's fixed cost stays small.
+const (
+	MinRelocationChunk = 1 << 10
+	MaxRelocationChunk = 64 << 20
+)
+
 // StoreConfig selects one store provider (Location or Relocation Store).
 type StoreConfig struct {
 	// Provider is "", "memory" or "redis". "" means no store configured.
@@ -202,6 +219,7 @@ func Default() Config {
 		},
 		LocationStore:     StoreConfig{Redis: defaultRedis("meshnode")},
 		RelocationStore:   StoreConfig{Redis: defaultRedis("meshnode-reloc")},
+		Relocation:        RelocationConfig{Deadline: 30 * time.Second, ChunkSize: 1 << 20},
 		StoreFailureGrace: 30 * time.Second,
 		ShutdownDeadline:  30 * time.Second,
 		Log:               LogConfig{Format: LogText, Level: LogInfo},

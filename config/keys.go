@@ -135,6 +135,8 @@ var help = map[string]string{
 	"relocation_store.redis.db":                "Redis database number, 0 or more",
 	"relocation_store.redis.namespace":         "prefix of every Relocation Store key",
 	"relocation_store.redis.operation_timeout": "timeout of one Redis operation",
+	"relocation.deadline":                      "deadline of a move whose caller gave none (docs/RELOCATION.md)",
+	"relocation.chunk_size":                    "bytes per Restore chunk on the ordered connection, 1024..67108864 (1 KiB..64 MiB)",
 	"store_failure_grace":                      "how long the last full descriptor list is kept while the Location Store is unreachable; 0 = no grace (spec §10)",
 	"shutdown_deadline":                        "deadline of an orderly shutdown, after which it completes as ForceStopped (spec §11)",
 	"log.format":                               "log format: text or json",

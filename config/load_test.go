@@ -57,6 +57,7 @@ func nodeYAML() Config {
 			Addrs: []string{"redis-a:6379", "redis-b:6379"}, MasterName: "mymaster", Username: "mesh",
 			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond}},
 		RelocationStore:   StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
+		Relocation:        RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536},
 		StoreFailureGrace: 45 * time.Second,
 		ShutdownDeadline:  20 * time.Second,
 		Log:               LogConfig{Format: LogJSON, Level: LogDebug},

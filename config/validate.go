@@ -135,6 +135,10 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 		ps.add("store_failure_grace", "must not be negative (0 = no grace), got %s", c.StoreFailureGrace)
 	}
 	positive(&ps, "shutdown_deadline", c.ShutdownDeadline)
+	positive(&ps, "relocation.deadline", c.Relocation.Deadline)
+	if n := c.Relocation.ChunkSize; n < MinRelocationChunk || n > MaxRelocationChunk {
+		ps.add("relocation.chunk_size", "must be %d..%d bytes (1 KiB..64 MiB, the wire's chunk bound), got %d", MinRelocationChunk, MaxRelocationChunk, n)
+	}
 	c.Log.validate(&ps)
 	c.validateRoles(&ps, factories)
 	if len(ps) == 0 {

@@ -196,6 +196,14 @@ func TestValidateRules(t *testing.T) {
 		{name: "zero store failure grace", mutate: func(c *Config) { c.StoreFailureGrace = 0 }},
 		{name: "zero shutdown deadline", mutate: func(c *Config) { c.ShutdownDeadline = 0 },
 			want: []Problem{p("shutdown_deadline", "must be positive, got 0s")}},
+		{name: "zero relocation deadline", mutate: func(c *Config) { c.Relocation.Deadline = 0 },
+			want: []Problem{p("relocation.deadline", "must be positive, got 0s")}},
+		{name: "relocation chunk below 1 KiB", mutate: func(c *Config) { c.Relocation.ChunkSize = 1023 },
+			want: []Problem{p("relocation.chunk_size", "must be 1024..67108864 bytes (1 KiB..64 MiB, the wire's chunk bound), got 1023")}},
+		{name: "relocation chunk above 64 MiB", mutate: func(c *Config) { c.Relocation.ChunkSize = 64<<20 + 1 },
+			want: []Problem{p("relocation.chunk_size", "must be 1024..67108864 bytes (1 KiB..64 MiB, the wire's chunk bound), got 67108865")}},
+		{name: "relocation chunk bounds", mutate: func(c *Config) { c.Relocation.ChunkSize = 1024 }},
+		{name: "relocation chunk 64 MiB", mutate: func(c *Config) { c.Relocation.ChunkSize = 64 << 20 }},
 
 		// log
 		{name: "bad log settings", mutate: func(c *Config) { c.Log = LogConfig{Format: "xml", Level: "verbose"} },

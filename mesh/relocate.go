@@ -24,14 +24,6 @@ import (
 // machine; this file performs its actions. docs/RELOCATION.md has the
 // sequence, the stages and the failure table.
 
-// DefaultRelocationDeadline bounds a move whose context has no deadline.
-const DefaultRelocationDeadline = 30 * time.Second
-
-// relocationChunkSize is the size of one Restore chunk (record 52): large
-// enough that a chunk's fixed cost is negligible, small enough that one
-// chunk does not hold the ordered connection for long.
-const relocationChunkSize = 1 << 20
-
 // RelocationOutcome is how a move ended.
 type RelocationOutcome uint8
 
@@ -106,7 +98,7 @@ func ToNode(rid []byte) RelocateOption {
 // RelocateActor moves the Actor ref to another node with its state (per its
 // factory's policy), its not-yet-run queue and its timers while messages
 // keep arriving (§1.3). It must be called on the owner's node. The move is
-// bounded by ctx's deadline (DefaultRelocationDeadline without one).
+// bounded by ctx's deadline (the relocation.deadline setting without one).
 //
 // The result is Moved or NotMoved (the object stays served here, §9.4).
 // Errors: ErrInvalidOperation (not the owner node, DisableRelocation, an
@@ -165,7 +157,7 @@ func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id strin
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultRelocationDeadline)
+		ctx, cancel = context.WithTimeout(ctx, o.n.cfg.Relocation.Deadline)
 		defer cancel()
 	}
 	ctx, done, err := o.call(ctx)
@@ -529,7 +521,7 @@ func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
 		return relocation.EvStreamFailed
 	}
 	s.payload, s.res.PayloadBytes = payload, len(payload)
-	tr, err := chunk.Split(payload, relocationChunkSize)
+	tr, err := chunk.Split(payload, o.n.cfg.Relocation.ChunkSize)
 	if err != nil {
 		o.log.Error("relocation: payload not split", "object", s.id, "err", err)
 		return relocation.EvStreamFailed
