@@ -107,6 +107,14 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 		var reply []byte
 		if bytes.Equal(r.Route.NodeRID, o.n.run.rid) && r.Route.NodeGeneration == o.n.run.lifecycleGeneration {
 			reply, err = o.deliverLocal(ctx, t, r, body, request)
+			if errors.Is(err, ErrNotFound) {
+				// The object just left this node and the store does not
+				// name its new owner yet: follow it, as a message from a
+				// peer would be (§7.3).
+				if fr, ok := o.followRoute(t, r); ok {
+					reply, err = o.deliverRemote(ctx, t, fr, body, request)
+				}
+			}
 		} else {
 			reply, err = o.deliverRemote(ctx, t, r, body, request)
 		}
@@ -133,6 +141,19 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 		return nil, classify(ctx, err, "deliver to "+t.id)
 	}
 	return nil, classify(ctx, last, "deliver to "+t.id)
+}
+
+// followRoute is the route to an object's new owner that this node
+// recorded when the object moved away (Message Follow, §7.3), as a route a
+// local sender can use; false when there is none.
+func (o *objects) followRoute(t msgTarget, r follow.Ready) (follow.Ready, bool) {
+	f, err := o.follow.Forward(follow.Inbound{Key: t.cacheKey(), ObjectGeneration: t.gen, AuthorityOwnerGeneration: r.AuthorityOwnerGeneration})
+	if err != nil {
+		return follow.Ready{}, false
+	}
+	m := f.Target
+	return follow.Ready{Key: m.Key, ObjectGeneration: m.ObjectGeneration, AuthorityOwnerGeneration: m.AuthorityOwnerGeneration,
+		Owner: m.Owner, Route: m.Route}, true
 }
 
 // notDelivered reports an outcome after which the message certainly did not

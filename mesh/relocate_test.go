@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -184,5 +185,37 @@ func TestRelocateRecreateMovesQueueNotState(t *testing.T) {
 				t.Fatalf("after the move: %q, %v (want %s)", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// A local sender on the node an object just left, while the store still
+// names that node (the target's CAS has not landed yet): the message
+// follows the object to its new owner instead of failing "not hosted"
+// (§7.3 for this node's own senders).
+func TestLocalSenderFollowsAMoveInFlight(t *testing.T) {
+	c := followCluster(t, 3, 2, nil)
+	ctx := ctxT(t, 20*time.Second)
+	o := c.create(t, ctx, follow.KindActor, "in-flight")
+	// Node 2 hosts it at owner generation 2 (as after the move's CAS)...
+	c.arrived(t, 2, o, 2)
+	// ...but the store still names node 1 at generation 1, and node 1
+	// recorded the move 1 → 2 (the window between cutover and CAS).
+	src := c.nodes[1]
+	srcOwner, srcLease := src.Owner()
+	rewriteAuthority(t, c.f.loc, record.ObjectActor, "in-flight", func(a *record.Authority) {
+		a.AuthorityOwnerGeneration = 1
+		a.OwnerID, a.OwnerLeaseGeneration = srcOwner, record.Generation(srcLease)
+		a.Allocation.Descriptor.RoutingID = src.run.rid
+		a.Allocation.DescriptorLifecycleGeneration = record.Generation(src.run.lifecycleGeneration)
+	})
+	c.moved(t, 1, o, 1, 2, 2)
+	for i := 0; i < 2; i++ {
+		if _, err := c.message(ctx, 1, o, "one", false); err != nil {
+			t.Fatalf("local send during the move: %v", err)
+		}
+	}
+	got, err := c.message(ctx, 1, o, "count", true)
+	if err != nil || got != "count:2" {
+		t.Fatalf("local request during the move: %q, %v", got, err)
 	}
 }
