@@ -140,6 +140,10 @@ type sourceMove struct {
 	sent     bool // the Restore request left (the target may hold staging)
 	relayed  int
 	digest   router.RelayDigest
+	// relayEnvs are the messages relayed to the target, kept (with the
+	// payload) until the store names the target: if it never does, the
+	// source restores the object with them (recoverLocal).
+	relayEnvs []spot.Envelope
 	res      RelocationResult
 	stageAt  time.Time
 }
@@ -344,11 +348,10 @@ func (s *sourceMove) run(ctx context.Context) RelocationResult {
 		}
 	}
 	if s.m.State() == relocation.SrcMoved {
-		s.res.Outcome = Moved
-		s.res.Confirmed = s.confirm(ctx)
-		if s.res.Confirmed {
-			s.res.AuthorityOwnerGeneration = s.targetRoute().ownerGen
-		}
+		// SrcMoved is reached only once the store was read naming the
+		// target under this move.
+		s.res.Outcome, s.res.Confirmed = Moved, true
+		s.res.AuthorityOwnerGeneration = s.targetRoute().ownerGen
 	} else {
 		s.res.Outcome, s.res.Reason = NotMoved, s.m.Reason().String()
 	}
@@ -446,7 +449,15 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.follow()
 		return 0
 	case relocation.ActFreePayload:
-		s.payload, s.state, s.captured = nil, nil, spot.Captured{}
+		s.payload, s.state, s.captured, s.relayEnvs = nil, nil, spot.Captured{}, nil
+		return 0
+	case relocation.ActAwaitCommit:
+		if s.confirm(ctx) {
+			return relocation.EvCommitSeen
+		}
+		return relocation.EvDeadline
+	case relocation.ActRecover:
+		s.recoverLocal()
 		return 0
 	case relocation.ActSendCancel:
 		cctx, cancel := s.bg(time.Second)
@@ -614,6 +625,7 @@ func (s *sourceMove) relayHold(ctx context.Context) {
 			break
 		}
 		digest.Add(frames)
+		s.relayEnvs = append(s.relayEnvs, env)
 		s.dropFastPath(env)
 	}
 	for _, env := range s.captured.Queue {
@@ -704,6 +716,57 @@ func (s *sourceMove) release() relocation.SourceEvent {
 			return relocation.EvReleased
 		}
 	}
+}
+
+// recoverLocal takes the object back after relay-ready when the target can
+// no longer commit (its reservation was released, or the store still names
+// this node after the deadline): the instance is rebuilt from the kept
+// state, queue and timers, the relayed messages queue behind, the follow
+// entry is dropped, and dispatch opens. Messages the source passed on to
+// the target after the cutover are not recovered (they are the target's,
+// which never ran): their senders' requests end at their deadlines.
+func (s *sourceMove) recoverLocal() {
+	o := s.o
+	o.follow.Remove(followKey(s.kind, s.id))
+	req := spot.CreateRequest{ID: s.id, Generation: s.gen, StableType: s.h.stableType}
+	var h spot.Handler
+	var err error
+	ctx, cancel := s.bg(o.n.cfg.Relocation.Deadline)
+	defer cancel()
+	if s.policy == spot.PolicyPreserveState {
+		h, err = s.f.Snapshot.Restore(ctx, req, s.state)
+	} else {
+		h, err = runFactory(ctx, s.f, req)
+	}
+	var obj *spot.Object
+	if err == nil {
+		captured := s.captured
+		obj, err = o.rt.Open(spot.Spec{Key: s.key, Kind: s.f.Kind, StableType: s.h.stableType, Generation: s.gen,
+			Handler: gated{h: h, gate: o.n.lease.Gate()}, Held: true, Restored: &captured})
+	}
+	if err != nil {
+		o.log.Error("relocation: the target never committed and the object could not be restored on the source; it is unavailable until recovery",
+			"object", s.id, "err", err)
+		return
+	}
+	for _, env := range s.relayEnvs {
+		if perr := obj.Post(env); perr != nil {
+			o.log.Error("relocation: relayed message not restored", "object", s.id, "err", perr)
+		}
+	}
+	o.mu.Lock()
+	if _, taken := o.hosted[s.key]; taken {
+		o.mu.Unlock()
+		obj.Discard()
+		o.log.Error("relocation: the object is hosted here again; not restored twice", "object", s.id)
+		return
+	}
+	o.hosted[s.key] = &hosted{obj: obj, kind: s.kind, stableType: s.h.stableType, objectGeneration: s.gen,
+		ownerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), state: hostServing}
+	o.mu.Unlock()
+	obj.Release()
+	o.log.Warn("relocation: the target never committed; the object was taken back on the source", "object", s.id,
+		"target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration), "relayed", len(s.relayEnvs))
 }
 
 // confirm reads the authority row until it names the target under the

@@ -14,7 +14,7 @@ type ta = []TargetAction
 // normal order (§1.3 steps 2–8), the §9.1 failure points and the §9.4
 // cancellation order.
 func TestSourceTable(t *testing.T) {
-	happy := []SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted}
+	happy := []SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvCommitSeen}
 	cancelTail := sa{ActRequeue, ActSessionAbort, ActForgetProgress, ActReopen}
 	tests := []struct {
 		name   string
@@ -26,10 +26,10 @@ func TestSourceTable(t *testing.T) {
 	}{
 		{"normal move §1.3", Preserve, happy,
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
-				ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+				ActKeepFollow, ActAwaitCommit, ActFreePayload}, SrcMoved, ReasonNone},
 		{"recreate moves the same way (state is the caller's business)", Recreate, happy,
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
-				ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+				ActKeepFollow, ActAwaitCommit, ActFreePayload}, SrcMoved, ReasonNone},
 		{"DisableRelocation refused before capture and before any store change", Disable,
 			[]SourceEvent{EvBegin}, nil, SrcRefused, ReasonDisabled},
 		{"no capacity: nothing held", Preserve, []SourceEvent{EvBegin, EvSecureFailed},
@@ -64,9 +64,21 @@ func TestSourceTable(t *testing.T) {
 			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
 				ActReadOwner}, cancelTail...), SrcReopened, ReasonDeadline},
 		{"after relay-ready the source never reopens (§9.4 last paragraph)", Preserve,
-			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvDeadline, EvCancel, EvTargetFailed, EvCutoverSubmitted},
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvDeadline, EvCancel, EvTargetFailed, EvCutoverSubmitted, EvCommitSeen},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
-				ActKeepFollow, ActFreePayload}, SrcMoved, ReasonNone},
+				ActKeepFollow, ActAwaitCommit, ActFreePayload}, SrcMoved, ReasonNone},
+		{"target lost after relay-ready: the release proves it can never commit, the source takes the object back", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActRecover, ActFreePayload}, SrcRecovered, ReasonTargetLost},
+		{"a late commit wins the race with the reclaim: moved", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReservationGone, EvOwnerIsTarget},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActFreePayload}, SrcMoved, ReasonNone},
+		{"reservation gone after relay-ready and the source still owns: take it back", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReservationGone, EvOwnerIsSource},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActRecover, ActFreePayload}, SrcRecovered, ReasonTargetLost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,9 +105,10 @@ func TestSourceTable(t *testing.T) {
 // relay-ready, a store result — changes it (§9.4, §10).
 func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 	ends := map[string][]SourceEvent{
-		"moved":    {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted},
-		"reopened": {EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased},
-		"refused":  {EvBegin, EvSecureFailed},
+		"moved":     {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvCommitSeen},
+		"recovered": {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased},
+		"reopened":  {EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased},
+		"refused":   {EvBegin, EvSecureFailed},
 	}
 	for name, evs := range ends {
 		m := NewSource(Preserve)
@@ -108,7 +121,7 @@ func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvBegin; ev <= EvOwnerIsSource; ev++ {
+		for ev := EvBegin; ev <= EvCommitSeen; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
@@ -210,11 +223,14 @@ func TestTargetFinalIgnoresLateEvents(t *testing.T) {
 // TestNames keeps every enum printable (logs use them).
 func TestNames(t *testing.T) {
 	for s := SrcStart; s <= SrcRefused; s++ {
+		if s.String() == "" {
+			t.Errorf("source state %d unnamed", s)
+		}
 		if s.String() == "" || s.String()[0] == 'S' {
 			t.Errorf("source state %d unnamed", s)
 		}
 	}
-	for a := ActSecureCapacity; a <= ActReopen; a++ {
+	for a := ActSecureCapacity; a <= ActRecover; a++ {
 		if a.String()[0] == 'S' {
 			t.Errorf("source action %d unnamed", a)
 		}

@@ -49,9 +49,21 @@ const (
 	// SrcConfirming: the release found no reservation: the target may have
 	// committed already. The authority row decides (see ReservationGone).
 	SrcConfirming
-	// SrcMoved: cutover submitted (or the target's commit confirmed); the
-	// source keeps Message Follow (§1.3 step 8). Final.
+	// SrcAwaiting: cutover submitted; the source follows the object and
+	// reads the store until it names the target (it never waits for a
+	// reply from the target, §1.3 step 8), keeping the payload meanwhile.
+	SrcAwaiting
+	// SrcReclaiming: the deadline passed without the store naming the
+	// target (the target died or its CAS never landed): the source
+	// releases the reservation, which makes a later commit impossible.
+	SrcReclaiming
+	// SrcMoved: the store names the target; the source keeps Message
+	// Follow and has freed the payload. Final.
 	SrcMoved
+	// SrcRecovered: after relay-ready the target never committed and can
+	// no longer commit (the reservation is released): the source restored
+	// the object from the payload it kept. Final.
+	SrcRecovered
 	// SrcReopened: the move was cancelled; the source kept ownership and
 	// reopened its queue in original order (§9.4). Final.
 	SrcReopened
@@ -62,7 +74,7 @@ const (
 )
 
 var sourceStateNames = [...]string{"start", "securing", "capturing", "recording", "streaming", "relaying",
-	"cancelling", "confirming", "moved", "reopened", "refused"}
+	"cancelling", "confirming", "awaiting", "reclaiming", "moved", "recovered", "reopened", "refused"}
 
 func (s SourceState) String() string {
 	if int(s) < len(sourceStateNames) {
@@ -72,7 +84,9 @@ func (s SourceState) String() string {
 }
 
 // Final reports whether no event changes s any more.
-func (s SourceState) Final() bool { return s == SrcMoved || s == SrcReopened || s == SrcRefused }
+func (s SourceState) Final() bool {
+	return s == SrcMoved || s == SrcRecovered || s == SrcReopened || s == SrcRefused
+}
 
 // SourceEvent is what happened, fed to Source.Step.
 type SourceEvent uint8
@@ -120,11 +134,13 @@ const (
 	EvOwnerIsTarget
 	// EvOwnerIsSource: the authority row still names the source.
 	EvOwnerIsSource
+	// EvCommitSeen: the store names the target under this move.
+	EvCommitSeen
 )
 
 var sourceEventNames = [...]string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
-	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource"}
+	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen"}
 
 func (e SourceEvent) String() string {
 	if int(e) < len(sourceEventNames) && e != 0 {
@@ -182,11 +198,17 @@ const (
 	ActForgetProgress
 	// ActReopen: reopen dispatch (§9.4 step 6).
 	ActReopen
+	// ActAwaitCommit: read the store until it names the target (answer
+	// EvCommitSeen) or the deadline passes (EvDeadline).
+	ActAwaitCommit
+	// ActRecover: drop the Message Follow entry and restore the object on
+	// the source from the kept payload and the relayed messages.
+	ActRecover
 )
 
 var sourceActionNames = [...]string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
 	"relayHold", "sendCutover", "keepFollow", "freePayload", "sendCancel", "releaseCapacity", "readOwner",
-	"requeue", "sessionAbort", "forgetProgress", "reopen"}
+	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover"}
 
 func (a SourceAction) String() string {
 	if int(a) < len(sourceActionNames) && a != 0 {
@@ -217,10 +239,13 @@ const (
 	ReasonDeadline
 	// ReasonCancelled: the caller cancelled before relay-ready.
 	ReasonCancelled
+	// ReasonTargetLost: the target never committed after relay-ready;
+	// the source took the object back (SrcRecovered).
+	ReasonTargetLost
 )
 
 var reasonNames = [...]string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
-	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled"}
+	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {
@@ -236,8 +261,9 @@ type Source struct {
 	state  SourceState
 	reason Reason
 	// captured: the queue was taken out of the object, so a cancellation
-	// must put it back; sent: the target may hold staging for this binding.
-	captured, sent bool
+	// must put it back; sent: the target may hold staging for this binding;
+	// relayed: relay-ready was accepted, the object left the source.
+	captured, sent, relayed bool
 }
 
 // NewSource returns the machine of one move of an object with policy p.
@@ -299,7 +325,7 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 	case SrcStreaming:
 		switch ev {
 		case EvRelayReady:
-			s.state = SrcRelaying
+			s.state, s.relayed = SrcRelaying, true
 			return []SourceAction{ActRelayHold, ActSendCutover}, nil
 		case EvTargetFailed:
 			return s.cancel(ReasonTargetFailed)
@@ -310,11 +336,31 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 		}
 	case SrcRelaying:
 		if ev == EvCutoverSubmitted {
-			s.state = SrcMoved
-			return []SourceAction{ActKeepFollow, ActFreePayload}, nil
+			s.state = SrcAwaiting
+			return []SourceAction{ActKeepFollow, ActAwaitCommit}, nil
 		}
 		// Deadline, cancel or a target failure after relay-ready change
 		// nothing: the source never reopens once relay-ready was accepted.
+	case SrcAwaiting:
+		switch ev {
+		case EvCommitSeen:
+			s.state = SrcMoved
+			return []SourceAction{ActFreePayload}, nil
+		case EvDeadline:
+			// The target had until the same deadline for its CAS. Take the
+			// object back only if the target can never commit: releasing
+			// the reservation its CAS needs decides that.
+			s.state = SrcReclaiming
+			return []SourceAction{ActReleaseCapacity}, nil
+		}
+	case SrcReclaiming:
+		switch ev {
+		case EvReleased:
+			return s.recover()
+		case EvReservationGone:
+			s.state = SrcConfirming
+			return []SourceAction{ActReadOwner}, nil
+		}
 	case SrcCancelling:
 		switch ev {
 		case EvReleased:
@@ -335,8 +381,14 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			// happened. The captured work is the target's now; whatever
 			// arrived since follows it.
 			s.state, s.reason = SrcMoved, ReasonNone
+			if s.relayed {
+				return []SourceAction{ActFreePayload}, nil // already following
+			}
 			return []SourceAction{ActKeepFollow, ActFreePayload}, nil
 		case EvOwnerIsSource:
+			if s.relayed {
+				return s.recover()
+			}
 			return s.reopen()
 		}
 	}
@@ -348,6 +400,13 @@ func reasonOf(ev SourceEvent) Reason {
 		return ReasonDeadline
 	}
 	return ReasonCancelled
+}
+
+// recover ends a move whose target can no longer commit after the object
+// left the source: the source restores it from what it kept.
+func (s *Source) recover() ([]SourceAction, error) {
+	s.state, s.reason = SrcRecovered, ReasonTargetLost
+	return []SourceAction{ActRecover, ActFreePayload}, nil
 }
 
 func (s *Source) refuse(r Reason) ([]SourceAction, error) {
