@@ -134,11 +134,15 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// an owner that cannot take the message in time gets none of it.
 	ctx, cancel := context.WithTimeout(o.halt, followSendWait)
 	defer cancel()
+	// Counted before the send: the new owner may answer (and its command
+	// 50 arrive) before SendWait returns, and a reader of the counter must
+	// see the forward by then.
+	o.stats.followForwarded.Add(1)
 	if err := o.n.tr.SendWait(ctx, transport.RID(f.Target.Route.NodeRID), out); err != nil {
+		o.stats.followForwarded.Add(^uint64(0))
 		o.stats.followRefused.Add(1)
 		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
 	}
-	o.stats.followForwarded.Add(1)
 	return true, nil
 }
 

@@ -261,45 +261,54 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 // deliverLocal checks the same fence a remote target would and posts to the
 // mailbox directly.
 func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
-	d, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration)
-	if err != nil {
-		return nil, err
-	}
-	var obj poster = d.obj
-	if d.arr != nil {
-		obj = d.arr.local()
-	}
 	self := origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration}
 	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...), Meta: envMeta{op: opIDOf(NewOperationID()), org: self}.encode()}
-	o.stats.delivered.Add(1) // before Post, as in inbound
-	if !request {
-		if err := obj.Post(env); err != nil {
-			o.stats.delivered.Add(^uint64(0))
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return nil, nil
-	}
-	// The reply slot makes the request portable: if the object moves
-	// before it runs, the new owner answers through the slot (§7.3); if
-	// it runs here, Reply hands the result to ch directly.
-	call := o.n.tr.ExpectReply()
-	defer call.Cancel()
-	route := replyRoute{fam: t.fam, gen: o.n.run.lifecycleGeneration, corr: call.Correlation(), rid: o.n.run.rid}
-	k := route.key()
-	ch := make(chan localReply, 1)
-	o.mu.Lock()
-	o.waiters[k] = ch
-	o.mu.Unlock()
-	forget := func() {
+	var call *transport.Call
+	var ch chan localReply
+	var k string
+	if request {
+		// The reply slot makes the request portable: if the object moves
+		// before it runs, the new owner answers through the slot (§7.3);
+		// if it runs here, Reply hands the result to ch directly.
+		call = o.n.tr.ExpectReply()
+		defer call.Cancel()
+		route := replyRoute{fam: t.fam, gen: o.n.run.lifecycleGeneration, corr: call.Correlation(), rid: o.n.run.rid}
+		k = route.key()
+		ch = make(chan localReply, 1)
 		o.mu.Lock()
-		delete(o.waiters, k)
+		o.waiters[k] = ch
 		o.mu.Unlock()
+		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
-	env.Kind, env.ReplyRoute = spot.Request, route.encode()
-	if err := obj.Post(env); err != nil {
-		o.stats.delivered.Add(^uint64(0))
+	forget := func() {
+		if request {
+			o.mu.Lock()
+			delete(o.waiters, k)
+			o.mu.Unlock()
+		}
+	}
+	_, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration,
+		func(d dest) error {
+			o.stats.delivered.Add(1) // before Post, as in inbound
+			if d.arr != nil {
+				return d.arr.local().Post(env)
+			}
+			if err := d.obj.Post(env); err != nil {
+				o.stats.delivered.Add(^uint64(0))
+				return errNotQueued{err}
+			}
+			return nil
+		})
+	var nq errNotQueued
+	switch {
+	case errors.As(err, &nq):
 		forget()
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, nq.err)
+	case err != nil:
+		forget()
+		return nil, err
+	case !request:
+		return nil, nil
 	}
 	select {
 	case rep := <-ch:
@@ -425,7 +434,13 @@ type dest struct {
 // object hosted with the ref's ObjectGeneration and the expected
 // AuthorityOwnerGeneration, not closing, and the admission gate open (§5).
 // A refusal is never delivered.
-func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64) (dest, error) {
+//
+// put, when the message is admitted to a mailbox or a temporary queue, is
+// called with the destination while the hosting state is still locked:
+// checking the state and queuing the message is one step, so no message
+// lands in a mailbox after a move captured it for the last time (it would
+// never run). put must not take objects.mu. Its error is the result.
+func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, put func(dest) error) (dest, error) {
 	refuse := func(err error) (dest, error) {
 		o.stats.fenceRefused.Add(1)
 		return dest{}, err
@@ -457,11 +472,13 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	case h.ownerGeneration != ownerGen:
 		return refuse(fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen))
 	case h.state == hostIncoming:
-		return dest{arr: h.arrival}, nil
+		d := dest{arr: h.arrival}
+		return d, put(d)
 	}
 	// hostServing posts to a dispatching mailbox; hostMoving to the held
 	// one, which is the move's ingress hold (relayed in order or put back).
-	return dest{obj: h.obj}, nil
+	d := dest{obj: h.obj}
+	return d, put(d)
 }
 
 // cutoverWait bounds how long an arrival waits for a source's cutover to
@@ -469,8 +486,8 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 const cutoverWait = 10 * time.Second
 
 // admitAfterCutover is admitMessage, waiting once for a source's cutover.
-func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64) (dest, error) {
-	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
+func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, put func(dest) error) (dest, error) {
+	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, put)
 	if err != nil || d.wait == nil {
 		return d, err
 	}
@@ -479,7 +496,7 @@ func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID
 	case <-time.After(cutoverWait):
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
-	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
+	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, put)
 	if err == nil && d.wait != nil {
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
@@ -505,11 +522,6 @@ func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, 
 // to carry the refusal) and counted.
 func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
 	corr uint64, rec *router.Record, reply func(*router.Record) error) {
-	d, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen)
-	if err != nil {
-		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
-		return
-	}
 	var body []byte
 	if rec.Payload != nil {
 		body = append([]byte(nil), rec.Payload.Data...)
@@ -525,39 +537,70 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	m, _ := messageOf(rec)
 	env := spot.Envelope{Kind: spot.Send, Body: body, Meta: envMeta{op: m.op, org: org}.encode()}
 	var route replyRoute
+	fast := false
 	if corr != 0 {
 		route = replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}
+		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 		if org.direct(from) {
 			// Fast path: answer on the connection the request came on. A
 			// request passed on by another node is answered to its origin
 			// (portable reply), not to the node that passed it on.
+			// Registered before the message can run.
+			fast = true
 			o.mu.Lock()
 			o.remotes[route.key()] = remoteReply{reply: reply}
 			o.mu.Unlock()
 		}
-		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
-	if d.arr != nil {
-		// A move is bringing the object here: the relay or the temporary
-		// queue, merged in order at the owner change (§9.2).
+	unregister := func() {
+		if fast {
+			o.mu.Lock()
+			delete(o.remotes, route.key())
+			o.mu.Unlock()
+		}
+	}
+	d, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, func(d dest) error {
+		// Counted before the post: the turn (and its reply) may run
+		// before Post returns, and a reader of the counter must see it.
 		o.stats.delivered.Add(1)
-		d.arr.arrive(from, rec, env)
-		return
-	}
-	// Counted before Post: the turn (and its reply) may run before Post
-	// returns, and a reader of the counter must see it by then.
-	o.stats.delivered.Add(1)
-	if err := d.obj.Post(env); err != nil {
-		o.stats.delivered.Add(^uint64(0))
+		if d.arr != nil {
+			// A move is bringing the object here: the relay or the
+			// temporary queue, merged in order at the owner change (§9.2).
+			d.arr.arrive(from, rec, env)
+			return nil
+		}
+		if err := d.obj.Post(env); err != nil {
+			o.stats.delivered.Add(^uint64(0))
+			return errNotQueued{err}
+		}
+		return nil
+	})
+	var nq errNotQueued
+	switch {
+	case errors.As(err, &nq):
+		unregister()
 		if corr != 0 {
 			// To the requester, wherever the request came from.
-			o.Reply(route.encode(), nil, err)
+			o.Reply(route.encode(), nil, nq.err)
 		}
-		o.log.Debug("message not queued", "object", id, "err", err)
+		o.log.Debug("message not queued", "object", id, "err", nq.err)
+		return
+	case err != nil:
+		unregister()
+		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
 		return
 	}
-	o.noticeFollowed(from, rec) // command 50 when it came through Message Follow
+	if d.obj != nil {
+		o.noticeFollowed(from, rec) // command 50 when it came through Message Follow
+	}
 }
+
+// errNotQueued is a mailbox's refusal of an admitted message (full, or
+// closed in the meantime), as opposed to the route fence's refusal.
+type errNotQueued struct{ err error }
+
+func (e errNotQueued) Error() string { return "not queued: " + e.err.Error() }
+func (e errNotQueued) Unwrap() error { return e.err }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {
 	if err := reply(rec); err != nil {

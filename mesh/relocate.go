@@ -144,8 +144,8 @@ type sourceMove struct {
 	// payload) until the store names the target: if it never does, the
 	// source restores the object with them (recoverLocal).
 	relayEnvs []spot.Envelope
-	res      RelocationResult
-	stageAt  time.Time
+	res       RelocationResult
+	stageAt   time.Time
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
