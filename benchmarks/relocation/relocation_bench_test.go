@@ -242,6 +242,16 @@ func (m *moveBench) settle(b *testing.B, ctx context.Context, dst []byte, gen ui
 	}
 }
 
+// warmUp moves until the heap stopped growing (benchkit.WarmUp) and
+// forgets those moves: the first moves of a process fault fresh pages in
+// (a 64 MiB move: ~2 s, then ~0.1 s once the heap is grown).
+func (m *moveBench) warmUp(b *testing.B) benchkit.Warm {
+	b.Helper()
+	w := benchkit.WarmUp(b, func() error { m.move(b); return nil })
+	m.results, m.windows, m.lags = nil, nil, nil
+	return w
+}
+
 // check fails the benchmark unless the state survived every move.
 func (m *moveBench) check(b *testing.B) {
 	b.Helper()
@@ -425,6 +435,7 @@ func (m *moveBench) reportPause(b *testing.B, s *sender) {
 // traffic adds a sender.
 func benchMove(b *testing.B, be benchkit.Backend, traffic bool) {
 	m := startMoves(b, be, smallState)
+	warm := m.warmUp(b)
 	var s *sender
 	if traffic {
 		s = m.startSender()
@@ -440,6 +451,7 @@ func benchMove(b *testing.B, be benchkit.Backend, traffic bool) {
 		m.move(b)
 	}
 	b.StopTimer()
+	warm.Report(b)
 	if s != nil {
 		s.halt(b)
 		m.reportPause(b, s)
@@ -470,6 +482,7 @@ func BenchmarkRelocateActorRedisUnderRequests(b *testing.B) { benchMove(b, bench
 // restore, relay-ready).
 func BenchmarkRestoreStream64MiB(b *testing.B) {
 	m := startMoves(b, benchkit.Memory, largeState)
+	warm := m.warmUp(b)
 	before := m.Counts()
 	b.SetBytes(largeState)
 	b.ResetTimer()
@@ -477,6 +490,7 @@ func BenchmarkRestoreStream64MiB(b *testing.B) {
 		m.move(b)
 	}
 	b.StopTimer()
+	warm.Report(b)
 	m.check(b)
 	m.report(b, before)
 	var restore []time.Duration
@@ -557,6 +571,7 @@ func wireMove(b *testing.B, payload []byte) {
 		<-cutover
 		return nil
 	}
+	warm := benchkit.WarmUp(b, op) // as the subjects
 	b.SetBytes(int64(len(payload)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -565,6 +580,7 @@ func wireMove(b *testing.B, payload []byte) {
 		}
 	}
 	b.StopTimer()
+	warm.Report(b)
 	b.ReportMetric(float64(len(payload)), "payload-bytes")
 }
 
@@ -616,18 +632,25 @@ func BenchmarkRawZmq4Stream64MiB(b *testing.B) {
 			}
 		}
 	}()
+	op := func() error {
+		for c := 0; c < chunks; c++ {
+			if err := d.Send(zmq4.NewMsg(data[c*streamChunk : (c+1)*streamChunk])); err != nil {
+				return err
+			}
+		}
+		_, err := d.Recv()
+		return err
+	}
+	warm := benchkit.WarmUp(b, op) // as the subjects
 	b.SetBytes(largeState)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for c := 0; c < chunks; c++ {
-			if err := d.Send(zmq4.NewMsg(data[c*streamChunk : (c+1)*streamChunk])); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if _, err := d.Recv(); err != nil {
+		if err := op(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	warm.Report(b)
 }
 
 // --- store baselines -------------------------------------------------------------
