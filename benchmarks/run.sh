@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark suite next to its same-run baseline and print
-# medians and ratios. COUNT (default 5) sets -count; BENCHTIME (default 1s).
+# medians and ratios. COUNT (default 5) sets -count; BENCHTIME (default 1s);
+# SUITES (default all) names the suites to run, space-separated.
 # Results are written to benchmarks/results/<date>/ as raw go test output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,9 @@ mkdir -p "$out"
 
 suite() { # suite NAME PACKAGE PAIRS...
   local name=$1 pkg=$2; shift 2
+  if [ -n "${SUITES:-}" ] && [[ " $SUITES " != *" $name "* ]]; then
+    return
+  fi
   if ! go list "$pkg" >/dev/null 2>&1; then
     echo "== $name: package $pkg not present, skipped"; return
   fi
@@ -37,4 +41,16 @@ suite objects ./benchmarks/objects \
   'BenchmarkRequestActor=BenchmarkTransportActorRequest' \
   'BenchmarkRequestActorParallel=BenchmarkTransportActorRequestParallel' \
   'BenchmarkSendActor=BenchmarkTransportActorSend'
+suite relocation ./benchmarks/relocation \
+  'BenchmarkRelocateActor=BenchmarkRelocateBaselineRoundTrips' \
+  'BenchmarkRelocateActor=BenchmarkRelocateBaselineStore' \
+  'BenchmarkRelocateActorUnderRequests=BenchmarkRelocateActor' \
+  'BenchmarkRelocateActorUnderRequests@pause-p99-us=BenchmarkRelocateActorUnderRequests@req-p50-us' \
+  'BenchmarkRelocateActorRedis=BenchmarkRelocateBaselineRoundTrips' \
+  'BenchmarkRelocateActorRedis=BenchmarkRelocateBaselineRedisStore' \
+  'BenchmarkRelocateActorRedis=BenchmarkRelocateActor' \
+  'BenchmarkRelocateActorRedisUnderRequests@pause-p99-us=BenchmarkRelocateActorRedisUnderRequests@req-p50-us' \
+  'BenchmarkRestoreStream64MiB=BenchmarkRawZmq4Stream64MiB' \
+  'BenchmarkRestoreStream64MiB=BenchmarkTransportStream64MiB' \
+  'BenchmarkTransportStream64MiB=BenchmarkRawZmq4Stream64MiB'
 echo "raw output in $out"

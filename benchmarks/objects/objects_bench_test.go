@@ -33,31 +33,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/benchmarks/internal/benchkit"
 	"github.com/meshnode/meshnode/config"
-	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
-	locmemory "github.com/meshnode/meshnode/locstore/memory"
-	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/demoapp"
-	"github.com/meshnode/meshnode/mesh/record"
-	"github.com/meshnode/meshnode/relocstore"
-	relmemory "github.com/meshnode/meshnode/relocstore/memory"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
-	"github.com/meshnode/meshnode/spot"
 )
 
 const (
-	benchMeshName = "bench"
 	// benchParallelism × GOMAXPROCS goroutines run the parallel variants
 	// (subject and baseline alike): enough callers in flight to show
 	// contention without swamping a 2-core machine.
@@ -67,168 +58,26 @@ const (
 	storeValueBytes = 512
 )
 
-// errorLog keeps the benchmark output parseable: only errors are logged.
-var errorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-
-// --- store accounting -------------------------------------------------------
-
-// countingStore counts what passes through a Location Store.
-type countingStore struct {
-	locstore.Store
-	reads, writes, conflicts atomic.Uint64
-}
-
-func (s *countingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
-	s.reads.Add(1)
-	return s.Store.Read(ctx, key)
-}
-
-func (s *countingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
-	s.writes.Add(1)
-	res, err := s.Store.Write(ctx, req)
-	if err == nil && !res.Applied {
-		s.conflicts.Add(1)
-	}
-	return res, err
-}
-
-type storeCounts struct{ reads, writes, conflicts uint64 }
-
 // --- the two-node mesh ------------------------------------------------------
-
-type backend uint8
-
-const (
-	memoryBackend backend = iota + 1
-	redisBackend
-)
 
 // benchPair is a client node creating and messaging, and a server node
 // hosting.
 type benchPair struct {
+	*benchkit.Cluster
 	client, server *mesh.Node
-	stores         []*countingStore // distinct stores (memory: one shared)
-}
-
-func (p *benchPair) counts() storeCounts {
-	var c storeCounts
-	for _, s := range p.stores {
-		c.reads += s.reads.Load()
-		c.writes += s.writes.Load()
-		c.conflicts += s.conflicts.Load()
-	}
-	return c
-}
-
-// reportStore adds the store operations per op since before.
-func (p *benchPair) reportStore(b *testing.B, before storeCounts) {
-	after := p.counts()
-	n := float64(b.N)
-	b.ReportMetric(float64(after.reads-before.reads)/n, "store-reads/op")
-	b.ReportMetric(float64(after.writes-before.writes)/n, "store-writes/op")
-	b.ReportMetric(float64(after.conflicts-before.conflicts)/n, "store-conflicts/op")
-}
-
-func closeLater(b *testing.B, c interface{ Close() error }) {
-	b.Cleanup(func() { _ = c.Close() })
-}
-
-// openLocation returns a function giving each node its Location Store:
-// one shared memory store, or one Redis client per node on one namespace
-// (as separate processes would have).
-func openLocation(b *testing.B, be backend) func() *countingStore {
-	b.Helper()
-	switch be {
-	case memoryBackend:
-		mem, err := locmemory.New()
-		if err != nil {
-			b.Fatal(err)
-		}
-		closeLater(b, mem)
-		shared := &countingStore{Store: mem}
-		return func() *countingStore { return shared }
-	case redisBackend:
-		addr, ns := testredis.Addr(b), testredis.Namespace(b)
-		return func() *countingStore {
-			s, err := locredis.New(context.Background(), locredis.Options{Addrs: []string{addr}, Namespace: ns})
-			if err != nil {
-				b.Fatal(err)
-			}
-			closeLater(b, s)
-			return &countingStore{Store: s}
-		}
-	}
-	b.Fatalf("unknown backend %d", be)
-	return nil
-}
-
-func nodeConfig(role config.ObjectRole) config.Config {
-	cfg := config.Default() // production lease, routing and transport timing
-	cfg.Node.MeshName = benchMeshName
-	cfg.Node.ObjectRole = role
-	cfg.LocationStore.Provider = config.ProviderMemory // the store itself is passed in Options
-	cfg.RelocationStore.Provider = config.ProviderMemory
-	cfg.Log.Level = config.LogError
-	return cfg
 }
 
 // startPair starts the server, then the client, and waits until the
 // client's descriptor list offers the server for placement and one
 // creation and one request went through (connections and route cache warm).
-func startPair(b *testing.B, be backend) *benchPair {
+func startPair(b *testing.B, be benchkit.Backend) *benchPair {
 	b.Helper()
+	c := benchkit.StartCluster(b, be, []config.ObjectRole{config.RoleServer, config.RoleClient}, demoapp.Register)
+	p := &benchPair{Cluster: c, server: c.Nodes[0], client: c.Nodes[1]}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var reloc relocstore.Store
-	rm, err := relmemory.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	reloc = rm
-	b.Cleanup(func() { _ = rm.Close() })
-	loc := openLocation(b, be)
-	p := &benchPair{}
-	seen := map[*countingStore]bool{}
-	start := func(role config.ObjectRole) *mesh.Node {
-		reg := spot.NewRegistry()
-		if role == config.RoleServer {
-			if err := demoapp.Register(reg); err != nil {
-				b.Fatal(err)
-			}
-		}
-		s := loc()
-		if !seen[s] {
-			seen[s] = true
-			p.stores = append(p.stores, s)
-		}
-		n, err := mesh.Start(ctx, mesh.Options{Config: nodeConfig(role), Factories: reg, Location: s,
-			Relocation: reloc, Logger: errorLog})
-		if err != nil {
-			b.Fatalf("start %s node: %v", role, err)
-		}
-		b.Cleanup(func() {
-			cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer ccancel()
-			_ = n.Close(cctx)
-		})
-		return n
-	}
-	p.server = start(config.RoleServer)
-	p.client = start(config.RoleClient)
-	// Discovery runs every lease renew interval (5 s); run rounds now
-	// instead of waiting for the ticker.
-	for !serverPlaceable(p) {
-		if ctx.Err() != nil {
-			b.Fatal("the client never saw the server serving with a valid lease")
-		}
-		_ = p.server.Discover(ctx)
-		_ = p.client.Discover(ctx)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := p.client.WaitPeers(ctx, 1); err != nil {
-		b.Fatal(err)
-	}
 	var ref mesh.ActorRef
+	var err error
 	for {
 		ref, err = p.client.Manager().CreateActor(ctx, "warm-up", demoapp.CounterType)
 		if err == nil {
@@ -245,24 +94,10 @@ func startPair(b *testing.B, be backend) *benchPair {
 	return p
 }
 
-func serverPlaceable(p *benchPair) bool {
-	snap, ok := p.client.LastSnapshot()
-	if !ok {
-		return false
-	}
-	for _, e := range snap.Entries {
-		if string(e.Descriptor.RoutingID) == string(p.server.RID()) && e.LeaseValid &&
-			e.Descriptor.State == record.StateServing {
-			return true
-		}
-	}
-	return false
-}
-
 // --- CreateActor ------------------------------------------------------------
 
 // benchCreate: one op = one remote CreateActor of a new demo counter.
-func benchCreate(b *testing.B, be backend, parallel bool) {
+func benchCreate(b *testing.B, be benchkit.Backend, parallel bool) {
 	p := startPair(b, be)
 	m := p.client.Manager()
 	ctx := context.Background()
@@ -278,7 +113,7 @@ func benchCreate(b *testing.B, be backend, parallel bool) {
 		}
 		return nil
 	}
-	before := p.counts()
+	before := p.Counts()
 	b.ResetTimer()
 	if parallel {
 		b.SetParallelism(benchParallelism)
@@ -299,52 +134,22 @@ func benchCreate(b *testing.B, be backend, parallel bool) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
-	p.reportStore(b, before)
+	p.ReportStore(b, before)
 }
 
 // BenchmarkCreateActor: sequential remote creations, memory store.
-func BenchmarkCreateActor(b *testing.B) { benchCreate(b, memoryBackend, false) }
+func BenchmarkCreateActor(b *testing.B) { benchCreate(b, benchkit.Memory, false) }
 
 // BenchmarkCreateActorParallel: concurrent remote creations, memory store.
-func BenchmarkCreateActorParallel(b *testing.B) { benchCreate(b, memoryBackend, true) }
+func BenchmarkCreateActorParallel(b *testing.B) { benchCreate(b, benchkit.Memory, true) }
 
 // BenchmarkCreateActorRedis: sequential remote creations, Redis store.
-func BenchmarkCreateActorRedis(b *testing.B) { benchCreate(b, redisBackend, false) }
+func BenchmarkCreateActorRedis(b *testing.B) { benchCreate(b, benchkit.Redis, false) }
 
 // BenchmarkCreateActorRedisParallel: concurrent remote creations, Redis store.
-func BenchmarkCreateActorRedisParallel(b *testing.B) { benchCreate(b, redisBackend, true) }
+func BenchmarkCreateActorRedisParallel(b *testing.B) { benchCreate(b, benchkit.Redis, true) }
 
 // --- raw transport baselines -------------------------------------------------
-
-// transportPair is two bare transport nodes with the mesh's transport
-// settings; handler serves the second.
-func transportPair(b *testing.B, handler transport.Handler) (*transport.Node, *transport.Node) {
-	b.Helper()
-	tc := config.Default().Transport
-	mk := func(h transport.Handler) *transport.Node {
-		n, err := transport.New(transport.Config{
-			Endpoint: "tcp://127.0.0.1:0", MeshName: benchMeshName, SecurityIdentity: mesh.AnonymousIdentity,
-			LifecycleGeneration: 1, DescriptorRevision: 1,
-			ProbeInterval: tc.LivenessInterval, PeerTimeout: tc.PeerTimeout, RequestTimeout: tc.RequestTimeout,
-			SendQueueRecords: tc.SendQueueLimit, Handler: h, Logger: errorLog,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		closeLater(b, n)
-		return n
-	}
-	a, t := mk(nil), mk(handler)
-	if err := a.Connect(t.RID(), t.Endpoint()); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := a.WaitAdmitted(ctx, t.RID()); err != nil {
-		b.Fatal(err)
-	}
-	return a, t
-}
 
 // createRecord is a command 49 shaped like the mesh's: real-length ids,
 // a 32-hex reservation id, a UUID owner id.
@@ -376,7 +181,7 @@ func createAnswerHandler(_ context.Context, _ transport.PeerInfo, rec *router.Re
 }
 
 func benchTransportCreate(b *testing.B, parallel bool) {
-	a, t := transportPair(b, createAnswerHandler)
+	a, t := benchkit.TransportPair(b, createAnswerHandler)
 	ctx := context.Background()
 	var seq atomic.Uint64
 	round := func() error {
@@ -429,8 +234,8 @@ func BenchmarkTransportCreateRoundTripParallel(b *testing.B) { benchTransportCre
 // benchStoreBatch: one op = one Write of IfMissing on three fresh keys and
 // a Put of each (a Reserve-shaped batch: authority row, generation
 // counter, capacity counter), the least a creation writes.
-func benchStoreBatch(b *testing.B, be backend) {
-	s := openLocation(b, be)()
+func benchStoreBatch(b *testing.B, be benchkit.Backend) {
+	s := benchkit.OpenLocation(b, be)()
 	ctx := context.Background()
 	value := make([]byte, storeValueBytes)
 	b.ResetTimer()
@@ -455,8 +260,8 @@ func benchStoreBatch(b *testing.B, be backend) {
 
 // benchStoreRead: one op = one Read of a present authority-sized key; a
 // creation makes ten (see the README).
-func benchStoreRead(b *testing.B, be backend) {
-	s := openLocation(b, be)()
+func benchStoreRead(b *testing.B, be benchkit.Backend) {
+	s := benchkit.OpenLocation(b, be)()
 	ctx := context.Background()
 	if res, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{
 		locstore.Put("bench/read", make([]byte, storeValueBytes))}}); err != nil || !res.Applied {
@@ -477,16 +282,16 @@ func benchStoreRead(b *testing.B, be backend) {
 }
 
 // BenchmarkStoreRead: the memory store's Read.
-func BenchmarkStoreRead(b *testing.B) { benchStoreRead(b, memoryBackend) }
+func BenchmarkStoreRead(b *testing.B) { benchStoreRead(b, benchkit.Memory) }
 
 // BenchmarkRedisStoreRead: locstore/redis's Read.
-func BenchmarkRedisStoreRead(b *testing.B) { benchStoreRead(b, redisBackend) }
+func BenchmarkRedisStoreRead(b *testing.B) { benchStoreRead(b, benchkit.Redis) }
 
 // BenchmarkStore3KeyBatch: the memory store's 3-key conditional Write.
-func BenchmarkStore3KeyBatch(b *testing.B) { benchStoreBatch(b, memoryBackend) }
+func BenchmarkStore3KeyBatch(b *testing.B) { benchStoreBatch(b, benchkit.Memory) }
 
 // BenchmarkRedisStore3KeyBatch: locstore/redis's 3-key conditional Write.
-func BenchmarkRedisStore3KeyBatch(b *testing.B) { benchStoreBatch(b, redisBackend) }
+func BenchmarkRedisStore3KeyBatch(b *testing.B) { benchStoreBatch(b, benchkit.Redis) }
 
 // --- RequestActor / SendActor ------------------------------------------------
 
@@ -516,7 +321,7 @@ func reportCache(b *testing.B, n *mesh.Node, before mesh.ObjectStats) {
 // benchRequest: one op = RequestActor "get" to a counter on the server
 // and its reply (the decimal value).
 func benchRequest(b *testing.B, parallel bool) {
-	p := startPair(b, memoryBackend)
+	p := startPair(b, benchkit.Memory)
 	m := p.client.Manager()
 	// One counter per caller: callers do not queue behind each other's
 	// turns, as in the transport baseline.
@@ -527,7 +332,7 @@ func benchRequest(b *testing.B, parallel bool) {
 	refs := actorPool(b, p, callers)
 	ctx := context.Background()
 	var next atomic.Int64
-	beforeStore, beforeStats := p.counts(), p.client.ObjectStats()
+	beforeStore, beforeStats := p.Counts(), p.client.ObjectStats()
 	b.ResetTimer()
 	if parallel {
 		b.SetParallelism(benchParallelism)
@@ -550,7 +355,7 @@ func benchRequest(b *testing.B, parallel bool) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "round-trips/s")
 	reportCache(b, p.client, beforeStats)
-	p.reportStore(b, beforeStore)
+	p.ReportStore(b, beforeStore)
 }
 
 // BenchmarkRequestActor: sequential requests, warm route cache.
@@ -585,7 +390,7 @@ func requestAnswerHandler(sends *atomic.Int64, done chan<- struct{}, want *atomi
 }
 
 func benchTransportRequest(b *testing.B, parallel bool) {
-	a, t := transportPair(b, requestAnswerHandler(nil, nil, nil))
+	a, t := benchkit.TransportPair(b, requestAnswerHandler(nil, nil, nil))
 	ctx := context.Background()
 	var seq atomic.Uint64
 	round := func() error {
@@ -619,13 +424,13 @@ func BenchmarkTransportActorRequestParallel(b *testing.B) { benchTransportReques
 // so a one-way message dropped anywhere fails the benchmark rather than
 // flattering it.
 func BenchmarkSendActor(b *testing.B) {
-	p := startPair(b, memoryBackend)
+	p := startPair(b, benchkit.Memory)
 	m := p.client.Manager()
 	ref := actorPool(b, p, 1)[0]
 	ctx := context.Background()
 	inc := []byte("inc")
 	var backpressured int
-	beforeStore, beforeStats := p.counts(), p.client.ObjectStats()
+	beforeStore, beforeStats := p.Counts(), p.client.ObjectStats()
 	b.ResetTimer()
 	for i := 0; i < b.N; {
 		err := m.SendActor(ctx, ref, inc)
@@ -651,7 +456,7 @@ func BenchmarkSendActor(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(backpressured)/float64(b.N), "backpressured/op")
 	reportCache(b, p.client, beforeStats)
-	p.reportStore(b, beforeStore)
+	p.ReportStore(b, beforeStore)
 }
 
 // BenchmarkTransportActorSend: one op = one 24 with the "inc" payload
@@ -660,7 +465,7 @@ func BenchmarkTransportActorSend(b *testing.B) {
 	var sends, want atomic.Int64
 	done := make(chan struct{}, 1)
 	want.Store(-1)
-	a, t := transportPair(b, requestAnswerHandler(&sends, done, &want))
+	a, t := benchkit.TransportPair(b, requestAnswerHandler(&sends, done, &want))
 	ctx := context.Background()
 	rec := func() *router.Record {
 		return router.NewRecord(&router.ActorSend{TargetActor: actorFence(t.RID())}, nil, messagePayload("inc"))

@@ -5,10 +5,15 @@
 // in the same run.
 //
 //	go test -run '^$' -bench . -count 5 ./pkg | go run ./benchmarks/ratio 'BenchmarkA=BenchmarkRawA'
+//
+// A pair compares ns/op unless a side names another metric after '@':
+// 'BenchmarkA@pause-p99-us=BenchmarkA@req-p50-us' divides two metrics that a
+// benchmark reports itself.
 package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -85,23 +90,53 @@ func main() {
 		fmt.Printf("  %-60s %s\n", name, strings.Join(parts, ", "))
 	}
 	if len(os.Args) > 1 {
-		fmt.Println("ratios (subject / same-run baseline, ns/op; >1 means slower than the baseline):")
+		fmt.Println("ratios (subject / same-run baseline, ns/op unless @unit; >1 means slower or more than the baseline):")
 	}
 	status := 0
 	for _, pair := range os.Args[1:] {
-		subj, base, ok := strings.Cut(pair, "=")
-		if !ok {
-			fmt.Fprintf(os.Stderr, "ratio: bad pair %q (want subject=baseline)\n", pair)
+		line, err := ratio(s, pair)
+		switch {
+		case errors.Is(err, errBadPair):
+			fmt.Fprintln(os.Stderr, "ratio:", err)
 			status = 2
 			continue
-		}
-		a, b := s[subj]["ns/op"], s[base]["ns/op"]
-		if len(a) == 0 || len(b) == 0 {
-			fmt.Printf("  %s vs %s: missing samples\n", subj, base)
+		case err != nil:
+			fmt.Printf("  %v\n", err)
 			status = 1
 			continue
 		}
-		fmt.Printf("  %s / %s = %.2f\n", subj, base, median(a)/median(b))
+		fmt.Println("  " + line)
 	}
 	os.Exit(status)
+}
+
+var (
+	errBadPair = errors.New("bad pair (want subject[@unit]=baseline[@unit])")
+	errMissing = errors.New("missing samples")
+)
+
+// ratio renders one pair "subject[@unit]=baseline[@unit]" (unit ns/op by
+// default) as the ratio of the two medians.
+func ratio(s samples, pair string) (string, error) {
+	subj, base, ok := strings.Cut(pair, "=")
+	if !ok || subj == "" || base == "" {
+		return "", fmt.Errorf("%w: %q", errBadPair, pair)
+	}
+	side := func(spec string) (name, unit string) {
+		name, unit, ok := strings.Cut(spec, "@")
+		if !ok {
+			unit = "ns/op"
+		}
+		return name, unit
+	}
+	sn, su := side(subj)
+	bn, bu := side(base)
+	a, b := s[sn][su], s[bn][bu]
+	if len(a) == 0 || len(b) == 0 {
+		return "", fmt.Errorf("%s vs %s: %w", subj, base, errMissing)
+	}
+	if su == "ns/op" && bu == "ns/op" {
+		return fmt.Sprintf("%s / %s = %.2f", sn, bn, median(a)/median(b)), nil
+	}
+	return fmt.Sprintf("%s %s / %s %s = %.2f", sn, su, bn, bu, median(a)/median(b)), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,35 @@ PASS
 	for _, tc := range tests {
 		if got := median(s[tc.name][tc.unit]); got != tc.want {
 			t.Errorf("median(%s %s) = %v, want %v", tc.name, tc.unit, got, tc.want)
+		}
+	}
+}
+
+func TestRatio(t *testing.T) {
+	in := `BenchmarkMove-2   	   10	      4000 ns/op	  900 pause-p99-us	 30 req-p50-us
+BenchmarkMove-2   	   10	      6000 ns/op	  1100 pause-p99-us	 50 req-p50-us
+BenchmarkWire-2   	   10	      2000 ns/op
+`
+	s, _, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		pair, want string
+		err        error
+	}{
+		{"BenchmarkMove=BenchmarkWire", "BenchmarkMove / BenchmarkWire = 2.50", nil},
+		{"BenchmarkMove@pause-p99-us=BenchmarkMove@req-p50-us", "BenchmarkMove pause-p99-us / BenchmarkMove req-p50-us = 25.00", nil},
+		{"BenchmarkMove@ns/op=BenchmarkWire", "BenchmarkMove / BenchmarkWire = 2.50", nil},
+		{"BenchmarkMove@nope-us=BenchmarkWire", "", errMissing},
+		{"BenchmarkMove=BenchmarkGone", "", errMissing},
+		{"BenchmarkMove", "", errBadPair},
+		{"=BenchmarkWire", "", errBadPair},
+	}
+	for _, tc := range tests {
+		got, err := ratio(s, tc.pair)
+		if !errors.Is(err, tc.err) || got != tc.want {
+			t.Errorf("ratio(%q) = %q, %v; want %q, %v", tc.pair, got, err, tc.want, tc.err)
 		}
 	}
 }

@@ -1,0 +1,325 @@
+// Package benchkit is what the benchmark suites under benchmarks/ share: a
+// mesh of in-process nodes on loopback TCP over a counted Location Store
+// (memory or a real Redis), a bare transport pair with the mesh's transport
+// settings for the wire baselines, and percentiles. It only uses exported
+// API, as an application would.
+package benchkit
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/testredis"
+	"github.com/meshnode/meshnode/locstore"
+	locmemory "github.com/meshnode/meshnode/locstore/memory"
+	locredis "github.com/meshnode/meshnode/locstore/redis"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/record"
+	relmemory "github.com/meshnode/meshnode/relocstore/memory"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// MeshName is the mesh every benchmark node and transport joins.
+const MeshName = "bench"
+
+// ErrorLog keeps the benchmark output parseable: only errors are logged.
+var ErrorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// --- store accounting -------------------------------------------------------
+
+// CountingStore counts what passes through a Location Store.
+type CountingStore struct {
+	locstore.Store
+	reads, writes, conflicts atomic.Uint64
+}
+
+// Read implements locstore.Store.
+func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	s.reads.Add(1)
+	return s.Store.Read(ctx, key)
+}
+
+// Write implements locstore.Store; a write that was not applied is a
+// conflict.
+func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	s.writes.Add(1)
+	res, err := s.Store.Write(ctx, req)
+	if err == nil && !res.Applied {
+		s.conflicts.Add(1)
+	}
+	return res, err
+}
+
+// Counts are store calls so far.
+type Counts struct{ Reads, Writes, Conflicts uint64 }
+
+// --- stores -----------------------------------------------------------------
+
+// Backend selects the Location Store provider.
+type Backend uint8
+
+// Backends.
+const (
+	Memory Backend = iota + 1
+	Redis
+)
+
+// CloseLater closes c when the benchmark ends.
+func CloseLater(b *testing.B, c interface{ Close() error }) {
+	b.Cleanup(func() { _ = c.Close() })
+}
+
+// OpenLocation returns a function giving each node its Location Store: one
+// shared memory store, or one Redis client per node on one namespace (as
+// separate processes would have), on MESHNODE_TEST_REDIS_ADDR.
+func OpenLocation(b *testing.B, be Backend) func() *CountingStore {
+	b.Helper()
+	switch be {
+	case Memory:
+		mem, err := locmemory.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		CloseLater(b, mem)
+		shared := &CountingStore{Store: mem}
+		return func() *CountingStore { return shared }
+	case Redis:
+		addr, ns := testredis.Addr(b), testredis.Namespace(b)
+		return func() *CountingStore {
+			s, err := locredis.New(context.Background(), locredis.Options{Addrs: []string{addr}, Namespace: ns})
+			if err != nil {
+				b.Fatal(err)
+			}
+			CloseLater(b, s)
+			return &CountingStore{Store: s}
+		}
+	}
+	b.Fatalf("unknown backend %d", be)
+	return nil
+}
+
+// NodeConfig is production timing (lease, routing, transport) with errors
+// logged only.
+func NodeConfig(role config.ObjectRole) config.Config {
+	cfg := config.Default()
+	cfg.Node.MeshName = MeshName
+	cfg.Node.ObjectRole = role
+	cfg.LocationStore.Provider = config.ProviderMemory // the store itself is passed in Options
+	cfg.RelocationStore.Provider = config.ProviderMemory
+	cfg.Log.Level = config.LogError
+	return cfg
+}
+
+// --- the mesh ---------------------------------------------------------------
+
+// Cluster is in-process nodes of one mesh.
+type Cluster struct {
+	Nodes  []*mesh.Node
+	Stores []*CountingStore // distinct stores (memory: one shared)
+}
+
+// Counts sums the store calls of every node.
+func (c *Cluster) Counts() Counts {
+	var n Counts
+	for _, s := range c.Stores {
+		n.Reads += s.reads.Load()
+		n.Writes += s.writes.Load()
+		n.Conflicts += s.conflicts.Load()
+	}
+	return n
+}
+
+// ReportStore adds the store operations per op since before.
+func (c *Cluster) ReportStore(b *testing.B, before Counts) {
+	after := c.Counts()
+	n := float64(b.N)
+	b.ReportMetric(float64(after.Reads-before.Reads)/n, "store-reads/op")
+	b.ReportMetric(float64(after.Writes-before.Writes)/n, "store-writes/op")
+	b.ReportMetric(float64(after.Conflicts-before.Conflicts)/n, "store-conflicts/op")
+}
+
+// StartCluster starts one node per role, in order, on one Location Store
+// backend and one shared memory Relocation Store; server nodes register
+// their factories with register. It returns once every node sees every
+// other server serving with a valid lease (so it can place on it) and has
+// admitted links to every other node.
+func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register func(*spot.Registry) error) *Cluster {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reloc, err := relmemory.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	CloseLater(b, reloc)
+	loc := OpenLocation(b, be)
+	c := &Cluster{}
+	for _, role := range roles {
+		reg := spot.NewRegistry()
+		if role == config.RoleServer {
+			if err := register(reg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s := loc()
+		if !slices.Contains(c.Stores, s) {
+			c.Stores = append(c.Stores, s)
+		}
+		n, err := mesh.Start(ctx, mesh.Options{Config: NodeConfig(role), Factories: reg, Location: s,
+			Relocation: reloc, Logger: ErrorLog})
+		if err != nil {
+			b.Fatalf("start %s node: %v", role, err)
+		}
+		b.Cleanup(func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer ccancel()
+			_ = n.Close(cctx)
+		})
+		c.Nodes = append(c.Nodes, n)
+	}
+	// Discovery runs every lease renew interval (5 s); run rounds now
+	// instead of waiting for the ticker.
+	for !c.placeable(roles) {
+		if ctx.Err() != nil {
+			b.Fatal("the nodes never saw every server serving with a valid lease")
+		}
+		for _, n := range c.Nodes {
+			_ = n.Discover(ctx)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, n := range c.Nodes {
+		if err := n.WaitPeers(ctx, len(c.Nodes)-1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c
+}
+
+// placeable: every node's descriptor list offers every other server.
+func (c *Cluster) placeable(roles []config.ObjectRole) bool {
+	for i, n := range c.Nodes {
+		for j, s := range c.Nodes {
+			if i != j && roles[j] == config.RoleServer && !offers(n, s) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func offers(n, server *mesh.Node) bool {
+	snap, ok := n.LastSnapshot()
+	if !ok {
+		return false
+	}
+	for _, e := range snap.Entries {
+		if string(e.Descriptor.RoutingID) == string(server.RID()) && e.LeaseValid &&
+			e.Descriptor.State == record.StateServing {
+			return true
+		}
+	}
+	return false
+}
+
+// --- bare transport ---------------------------------------------------------
+
+// TransportPair is two bare transport nodes with the mesh's transport
+// settings, the first admitted on the second; handler serves the second.
+func TransportPair(b *testing.B, handler transport.Handler) (*transport.Node, *transport.Node) {
+	b.Helper()
+	tc := config.Default().Transport
+	mk := func(h transport.Handler) *transport.Node {
+		n, err := transport.New(transport.Config{
+			Endpoint: "tcp://127.0.0.1:0", MeshName: MeshName, SecurityIdentity: mesh.AnonymousIdentity,
+			LifecycleGeneration: 1, DescriptorRevision: 1,
+			ProbeInterval: tc.LivenessInterval, PeerTimeout: tc.PeerTimeout, RequestTimeout: tc.RequestTimeout,
+			SendQueueRecords: tc.SendQueueLimit, Handler: h, Logger: ErrorLog,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		CloseLater(b, n)
+		return n
+	}
+	a, t := mk(nil), mk(handler)
+	if err := a.Connect(t.RID(), t.Endpoint()); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.WaitAdmitted(ctx, t.RID()); err != nil {
+		b.Fatal(err)
+	}
+	return a, t
+}
+
+// --- figures ----------------------------------------------------------------
+
+// maxWarmUps bounds WarmUp.
+const maxWarmUps = 10
+
+// WarmUp runs op until the Go heap stopped growing during one run of it
+// (at most 10 times), so that the measured ops pay what a running process
+// pays: while the heap grows, every large allocation faults fresh pages in
+// from the OS (a 64 MiB buffer costs ~100 ms of page faults on the 2-core
+// VM, ~25× the copy into it). Call it before b.ResetTimer (it reads the
+// memory statistics, which stops the world) and Report after it (which
+// clears reported metrics).
+func WarmUp(b *testing.B, op func() error) Warm {
+	b.Helper()
+	var ms runtime.MemStats
+	var w Warm
+	for w.Runs < maxWarmUps {
+		runtime.ReadMemStats(&ms)
+		before := ms.HeapSys
+		start := time.Now()
+		if err := op(); err != nil {
+			b.Fatalf("warm-up %d: %v", w.Runs+1, err)
+		}
+		if w.Runs++; w.Runs == 1 {
+			w.First = time.Since(start)
+		}
+		runtime.ReadMemStats(&ms)
+		if ms.HeapSys <= before {
+			break
+		}
+	}
+	return w
+}
+
+// Warm is what WarmUp did.
+type Warm struct {
+	First time.Duration // the first run
+	Runs  int
+}
+
+// Report adds first-op-ms and warm-ups.
+func (w Warm) Report(b *testing.B) {
+	b.ReportMetric(float64(w.First)/float64(time.Millisecond), "first-op-ms")
+	b.ReportMetric(float64(w.Runs), "warm-ups")
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of d; 0 for
+// no samples. With fewer than 100 samples p99 is the maximum.
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+// Micros is d in µs, for b.ReportMetric.
+func Micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
