@@ -62,6 +62,10 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
+// streamChunk is the size of one Restore chunk the nodes use: the
+// relocation.chunk_size default, which the benchmarks' nodes keep.
+var streamChunk = config.Default().Relocation.ChunkSize
+
 const (
 	blobType = "bench.blob"
 	blobID   = "blob-1"
@@ -69,9 +73,6 @@ const (
 	smallState = 1 << 10
 	// largeState is the state of the Restore stream benchmarks.
 	largeState = 64 << 20
-	// streamChunk is the size of one Restore chunk: mesh's
-	// relocationChunkSize (unexported; keep in step).
-	streamChunk = 1 << 20
 	// storeValueBytes is the value size of the raw store baseline: about an
 	// authority record's encoded size.
 	storeValueBytes = 512
@@ -625,7 +626,7 @@ func BenchmarkRawZmq4Stream64MiB(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = d.Close(); _ = r.Close() })
 	data := randomState(largeState)
-	const chunks = largeState / streamChunk
+	chunks := largeState / streamChunk
 	go func() {
 		for n := 1; ; n++ {
 			m, err := r.Recv()
