@@ -198,7 +198,9 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 	}
 	if hostedHere {
 		switch h.state {
-		case hostMoving:
+		case hostMoving, hostCutover, hostIncoming:
+			// Every stage of a move: the source holding or relaying, the
+			// target whose owner CAS applied before it opened (§7.2).
 			o.mu.Unlock()
 			return false, fmt.Errorf("%w: %s", ErrMoving, id)
 		case hostClosing:

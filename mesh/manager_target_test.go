@@ -95,16 +95,24 @@ func closeAndCountAnswers(t *testing.T, n *Node, boxes map[string]*inbox) {
 func storeSnapshot(t *testing.T, s locstore.Store) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, kind := range []record.Kind{record.KindAuthority, authority.KindCapacity, authority.KindCreationTerminal, KindCreationRequest} {
+	for _, it := range scanKinds(t, s, record.KindAuthority, authority.KindCapacity, authority.KindCreationTerminal, KindCreationRequest) {
+		out[it.Key] = it.Version + "\x00" + string(it.Value)
+	}
+	return out
+}
+
+// scanKinds is every record of the kinds in s.
+func scanKinds(t *testing.T, s locstore.Store, kinds ...record.Kind) []locstore.Item {
+	t.Helper()
+	var out []locstore.Item
+	for _, kind := range kinds {
 		req := locstore.ScanRequest{Prefix: record.KindPrefix(kind), Limit: 1000}
 		for {
 			page, err := s.Scan(context.Background(), req)
 			if err != nil || page.Expired {
 				t.Fatalf("scan %s: %v (expired %v)", kind, err, page.Expired)
 			}
-			for _, it := range page.Items {
-				out[it.Key] = it.Version + "\x00" + string(it.Value)
-			}
+			out = append(out, page.Items...)
 			if page.Next == "" {
 				break
 			}
@@ -551,7 +559,7 @@ func runCloseOrderFences(t *testing.T, c *cluster) {
 		b := deliver(tgt, src, body)
 		boxes[tc.name] = b
 		wantFailure(t, tc.name, b.answer(t), tc.res, tc.code)
-		if h, ok := tgt.obj.hostedFor(key); !ok || h.state == hostClosing {
+		if state, ok := tgt.obj.stateOf(key); !ok || state == hostClosing {
 			t.Fatalf("%s: the Spot was closed or left closing", tc.name)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -104,6 +105,42 @@ type testHooks struct {
 	// beforeRemoteSend, when it returns an error, stands for the
 	// transport's answer to sending a message to id (e.g. backpressure).
 	beforeRemoteSend func(id string) error
+	// relocationStep runs at a named point of a move of id (see the calls
+	// in relocate.go and relocate_target.go); a test blocks in it to hold
+	// the move there.
+	relocationStep func(id, step string)
+	// restoreChunk returns the bytes the source sends as chunk index of
+	// its Restore stream (a test may return a corrupted copy).
+	restoreChunk func(id string, b chunk.Binding, index int, data []byte) []byte
+	// arrivalEnded reports how a target attempt for id ended.
+	arrivalEnded func(id string, state relocation.TargetState, failure relocation.TargetFailure)
+}
+
+// Relocation hook points (testHooks.relocationStep).
+const (
+	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
+	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
+	stepTargetOpen    = "target:open"    // CAS applied, dispatch not open
+	stepTargetBuilt   = "target:built"   // the hidden instance's build returned
+)
+
+func (h testHooks) step(id, step string) {
+	if h.relocationStep != nil {
+		h.relocationStep(id, step)
+	}
+}
+
+func (h testHooks) chunkOut(id string, b chunk.Binding, index int, data []byte) []byte {
+	if h.restoreChunk != nil {
+		return h.restoreChunk(id, b, index, data)
+	}
+	return data
+}
+
+func (h testHooks) ended(id string, state relocation.TargetState, failure relocation.TargetFailure) {
+	if h.arrivalEnded != nil {
+		h.arrivalEnded(id, state, failure)
+	}
 }
 
 // hook returns the test hooks (zero in production).

@@ -262,3 +262,15 @@ func (o *objects) setMoving(key spot.Key, moving bool) {
 		}
 	}
 }
+
+// stateOf reads a hosted object's state under objects.mu (the relocation
+// goroutines write it there; a bare read from a test would race).
+func (o *objects) stateOf(key spot.Key) (hostState, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.hosted[key]
+	if !ok {
+		return 0, false
+	}
+	return h.state, true
+}

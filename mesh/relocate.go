@@ -442,6 +442,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.relayHold(ctx)
 		return 0
 	case relocation.ActSendCutover:
+		o.hook().step(s.id, stepSourceCutover)
 		s.cutover(ctx)
 		s.res.Timings.Cutover = s.lap()
 		return relocation.EvCutoverSubmitted
@@ -551,6 +552,7 @@ func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
 	defer call.Cancel()
 	s.sent = true
 	for i, c := range tr.Chunks {
+		c = o.hook().chunkOut(s.id, s.bind, i, c)
 		rec := router.NewRecord(&router.RelocationState{Binding: s.bind.Wire(), ChunkIndex: uint32(i), Data: c}, nil, nil)
 		if err := o.n.tr.SendWait(ctx, peer, rec); err != nil {
 			return s.streamErr(ctx, err)

@@ -46,11 +46,11 @@ type arrival struct {
 	version          string   // the authority StoreVersion the target first read
 	reservation      [16]byte // the move's Reservation ID, as the record names it
 	committedVersion string   // the StoreVersion the owner CAS left
-	payload          []byte
 	obj              *spot.Object
 	grace            *time.Timer
 
 	mu        sync.Mutex
+	payload   []byte          // the verified payload, until build takes it
 	relay     []spot.Envelope // from the source between relay-ready and cutover
 	temp      []spot.Envelope // everything else (§9.2 "temporary queue")
 	digest    router.RelayDigest
@@ -137,13 +137,22 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	// The assembly opens before this handler returns: the chunks follow
 	// on this same connection and must find it.
 	d := chunk.Declaration{Length: p.TotalLength, Count: p.ChunkCount, CRC32C: p.CRC32C}
-	if _, err := o.chunks.Begin(b, d); err != nil {
+	begun, err := o.chunks.Begin(b, d)
+	if err != nil {
 		o.mu.Unlock()
 		f := router.RelocationFailureLengthMismatch
 		if errors.Is(err, chunk.ErrConflict) {
 			f = router.RelocationFailureConflict
 		}
 		refuse(f, "assembly: %v", err)
+		return
+	}
+	if begun.Status != chunk.Started {
+		// The binding's payload was already handed out: a late Restore of
+		// an attempt that is over (§9.1). A node still hosting the object
+		// refused it above; one it left registers nothing for it.
+		o.mu.Unlock()
+		refuse(router.RelocationFailureAuthorityMismatch, "a late Restore of an ended attempt (assembly %s)", begun.Status)
 		return
 	}
 	a := &arrival{o: o, bind: b, prep: *p, kind: kind, key: key, reply: reply, corr: p.Correlation,
@@ -184,8 +193,24 @@ func (o *objects) inboundChunk(_ context.Context, _ transport.PeerInfo, rec *rou
 		o.log.Info("relocation: assembly failed", "object", a.prep.Object.ObjectID, "err", err)
 		a.post(relocation.EvAssemblyFailed)
 	case ok && pr.Received == pr.Count:
-		a.post(relocation.EvAssembled)
+		a.assembled()
 	}
+}
+
+// assembled takes the payload out of the assembly once its last chunk
+// arrived, verifying length and CRC-32C (§9.1): a mismatch is the
+// attempt's assembly failure, answered as such, and nothing is built.
+func (a *arrival) assembled() {
+	raw, err := a.o.chunks.Complete(a.bind)
+	if err != nil {
+		a.o.log.Info("relocation: assembly failed", "object", a.prep.Object.ObjectID, "err", err)
+		a.post(relocation.EvAssemblyFailed)
+		return
+	}
+	a.mu.Lock()
+	a.payload = raw
+	a.mu.Unlock()
+	a.post(relocation.EvAssembled)
 }
 
 // inboundCutover takes the source's one-way cutover (54).
@@ -293,6 +318,7 @@ func (a *arrival) run() {
 	}
 	o.mu.Unlock()
 	o.log.Info("relocation: arrival ended", "object", a.prep.Object.ObjectID, "state", a.m.State(), "failure", a.m.Failure())
+	o.hook().ended(a.prep.Object.ObjectID, a.m.State(), a.m.Failure())
 }
 
 // do performs one target action; actions that take time run on their own
@@ -306,7 +332,7 @@ func (a *arrival) do(act relocation.TargetAction) {
 		// Opened in inboundPrepare (the chunks follow on its connection);
 		// an empty payload is whole at once.
 		if a.prep.ChunkCount == 0 {
-			a.post(relocation.EvAssembled)
+			a.assembled()
 		}
 	case relocation.ActReadAuthority:
 		go a.readAuthority()
@@ -335,6 +361,7 @@ func (a *arrival) do(act relocation.TargetAction) {
 	case relocation.ActCAS, relocation.ActRetryCAS:
 		go a.commit(act == relocation.ActRetryCAS)
 	case relocation.ActOpen:
+		o.hook().step(a.prep.Object.ObjectID, stepTargetOpen)
 		a.open()
 	case relocation.ActRemove:
 		a.remove()
@@ -392,15 +419,15 @@ func copyID(dst *[16]byte, id router.RelocationID) {
 // and timers, dispatch closed (§9.2).
 func (a *arrival) build() {
 	o := a.o
+	defer o.hook().step(a.prep.Object.ObjectID, stepTargetBuilt)
 	fail := func(format string, args ...any) {
 		o.log.Warn("relocation: restore failed", "object", a.prep.Object.ObjectID, "err", fmt.Sprintf(format, args...))
 		a.post(relocation.EvRestoreFailed)
 	}
-	raw, err := o.chunks.Complete(a.bind)
-	if err != nil {
-		fail("payload: %v", err)
-		return
-	}
+	a.mu.Lock()
+	raw := a.payload
+	a.payload = nil
+	a.mu.Unlock()
 	p, err := chunk.Decode(raw, o.chunks.Limits())
 	if err != nil {
 		fail("payload: %v", err)
@@ -436,13 +463,24 @@ func (a *arrival) build() {
 		fail("%s: %v", p.Policy, err)
 		return
 	}
+	// The attempt may have been removed (cancelled, expired) while the
+	// callback ran: then nothing is opened. Checked and opened under a.mu,
+	// which remove takes to mark the attempt abandoned and take a.obj.
+	a.mu.Lock()
+	if a.abandoned {
+		a.mu.Unlock()
+		return
+	}
 	obj, err := o.rt.Open(spot.Spec{Key: a.key, Kind: f.Kind, StableType: f.StableType, Generation: p.Object.Generation,
 		Handler: gated{h: h, gate: o.n.lease.Gate()}, Held: true, Restored: &p.Captured})
+	if err == nil {
+		a.obj = obj
+	}
+	a.mu.Unlock()
 	if err != nil {
 		fail("open: %v", err)
 		return
 	}
-	a.obj = obj
 	a.post(relocation.EvRestored)
 }
 
@@ -460,6 +498,7 @@ func (a *arrival) commit(retry bool) {
 			return
 		}
 	}
+	o.hook().step(a.prep.Object.ObjectID, stepTargetCAS)
 	self, lg := o.n.Owner()
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		// §5: no owner change without owner eligibility; retried until
@@ -564,16 +603,17 @@ func (a *arrival) remove() {
 	}
 	a.mu.Lock()
 	queued := append(a.relay, a.temp...)
-	a.relay, a.temp, a.abandoned = nil, nil, true
+	a.relay, a.temp, a.payload, a.abandoned = nil, nil, nil, true
+	obj := a.obj
 	a.mu.Unlock()
 	o.mu.Unlock()
 	afterReady := a.m.Failure() == relocation.TgtFailConflict || a.m.Failure() == relocation.TgtFailLocationUpdate ||
 		a.m.Failure() == relocation.TgtFailRelayMismatch
-	if a.obj != nil {
+	if obj != nil {
 		if afterReady {
-			a.obj.Close()
+			obj.Close()
 		} else {
-			a.obj.Discard()
+			obj.Discard()
 		}
 	}
 	if afterReady {
