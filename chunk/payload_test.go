@@ -265,7 +265,7 @@ func TestDecodeErrors(t *testing.T) {
 	}{
 		{"empty", func(b []byte) []byte { return nil }, ErrTruncated, "magic"},
 		{"bad magic", set(0, 'X'), ErrMagic, "magic"},
-		{"version 2", set(4, 2), ErrVersion, "version"},
+		{"version 3", set(4, 3), ErrVersion, "version"},
 		{"version 0", set(4, 0), ErrVersion, "version"},
 		{"codec 3", set(5, 3), ErrInvalid, "codec"},
 		{"codec s2 on a raw body", set(5, 1), ErrCorrupt, "body"},
