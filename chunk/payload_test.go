@@ -53,9 +53,14 @@ var goldenHex = strings.Join([]string{
 	"0001" + "74" + "0000000059682f00" + "0000000000000000", // "t", 1.5 s, one-shot
 }, "")
 
-func TestGolden(t *testing.T) {
-	want, _ := hex.DecodeString(goldenHex)
-	got, err := Encode(goldenPayload(), EncodeOptions{})
+func TestGolden(t *testing.T) { checkGolden(t, goldenPayload, goldenHex) }
+
+// checkGolden: payload() encodes to exactly the hand-assembled hexBytes,
+// which decode back to payload().
+func checkGolden(t *testing.T, payload func() *Payload, hexBytes string) {
+	t.Helper()
+	want, _ := hex.DecodeString(hexBytes)
+	got, err := Encode(payload(), EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +71,7 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	equalPayload(t, goldenPayload(), p)
+	equalPayload(t, payload(), p)
 }
 
 func TestRoundTripTable(t *testing.T) {

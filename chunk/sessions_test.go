@@ -46,21 +46,7 @@ const (
 	sBind  = sLease + 8
 )
 
-func TestSessionsGolden(t *testing.T) {
-	want, _ := hex.DecodeString(sessionsHex)
-	got, err := Encode(sessionsPayload(), EncodeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("encode:\n got %x\nwant %x", got, want)
-	}
-	p, err := Decode(want, Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	equalPayload(t, sessionsPayload(), p)
-}
+func TestSessionsGolden(t *testing.T) { checkGolden(t, sessionsPayload, sessionsHex) }
 
 // A payload without sessions is written as version 1, byte for byte what a
 // build without the section writes (TestGolden pins those bytes), and one
