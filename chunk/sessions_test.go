@@ -3,7 +3,6 @@ package chunk
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -114,21 +113,7 @@ func TestSessionsEncodeInvalid(t *testing.T) {
 }
 
 func TestSessionsDecodeErrors(t *testing.T) {
-	put64 := func(off int, v uint64) func([]byte) []byte {
-		return func(b []byte) []byte { binary.BigEndian.PutUint64(b[off:], v); return b }
-	}
-	put32 := func(off int, v uint32) func([]byte) []byte {
-		return func(b []byte) []byte { binary.BigEndian.PutUint32(b[off:], v); return b }
-	}
-	set := func(off int, v byte) func([]byte) []byte {
-		return func(b []byte) []byte { b[off] = v; return b }
-	}
-	cases := []struct {
-		name   string
-		mutate func([]byte) []byte
-		want   error
-		field  string
-	}{
+	checkDecodeErrors(t, sessionsHex, []decodeCase{
 		{"version 1 with a session section", set(4, 1), ErrTrailing, "body"},
 		{"version 3", set(4, 3), ErrVersion, "version"},
 		{"session count 0", put32(sCount, 0), ErrInvalid, "sessions.count"},
@@ -152,17 +137,5 @@ func TestSessionsDecodeErrors(t *testing.T) {
 			return b
 		}, ErrInvalid, "sessions[1].sessionRid"},
 		{"trailing byte", func(b []byte) []byte { return append(b, 0) }, ErrTrailing, "body"},
-	}
-	for _, c := range cases {
-		b, _ := hex.DecodeString(sessionsHex)
-		_, err := Decode(c.mutate(b), Limits{})
-		var fe *FormatError
-		if !errors.Is(err, c.want) || !errors.Is(err, ErrMalformed) || !errors.As(err, &fe) {
-			t.Errorf("%s: err %v, want %v (and ErrMalformed)", c.name, err, c.want)
-			continue
-		}
-		if fe.Field != c.field {
-			t.Errorf("%s: field %q, want %q (%v)", c.name, fe.Field, c.field, err)
-		}
-	}
+	})
 }
