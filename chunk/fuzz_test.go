@@ -18,6 +18,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte(Magic))
 	f.Add(g[:gHeaderLen])
+	if sg, err := Encode(sessionsPayload(), EncodeOptions{}); err == nil {
+		f.Add(sg)
+	}
 	rng := newRand(17)
 	for i := 0; i < 12; i++ {
 		p := randPayload(rng)

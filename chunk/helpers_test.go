@@ -63,7 +63,25 @@ func randPayload(rng *rand.Rand) *Payload {
 			Period:    time.Duration(rng.Int64N(2)) * time.Duration(rng.Int64N(int64(time.Minute))),
 		})
 	}
+	if p.Object.Kind == spot.KindActor {
+		p.Sessions = randSessions(rng, rng.IntN(2)*rng.IntN(4)) // often none
+	}
 	return p
+}
+
+// randSessions returns n session bindings with distinct session RIDs.
+func randSessions(rng *rand.Rand, n int) []SessionBinding {
+	var out []SessionBinding
+	for i := 0; i < n; i++ {
+		s := SessionBinding{SessionRID: append([]byte{byte(i)}, randBytes(rng, rng.IntN(20))...),
+			OwnerNodeRID: randBytes(rng, 1+rng.IntN(40)), OwnerNodeGeneration: 1 + rng.Uint64(),
+			BindingGeneration: 1 + rng.Uint64N(9), HighestSequence: rng.Uint64N(3) * rng.Uint64()}
+		if rng.IntN(3) != 0 {
+			s.OwnerID, s.OwnerLeaseGeneration = fmt.Sprintf("owner-%d", rng.IntN(100)), 1+rng.Uint64N(50)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // canonical is what Decode gives back for p: empty byte fields are nil.
@@ -76,6 +94,9 @@ func canonical(p *Payload) *Payload {
 		q.Captured.Queue = append(q.Captured.Queue, env)
 	}
 	q.Captured.Timers = append([]spot.TimerState(nil), p.Captured.Timers...)
+	if len(p.Sessions) == 0 {
+		q.Sessions = nil
+	}
 	return &q
 }
 
@@ -101,6 +122,17 @@ func equalPayload(t *testing.T, want, got *Payload) {
 	for i := range w.Captured.Timers {
 		if w.Captured.Timers[i] != g.Captured.Timers[i] {
 			t.Fatalf("timers[%d] = %+v, want %+v", i, g.Captured.Timers[i], w.Captured.Timers[i])
+		}
+	}
+	if len(w.Sessions) != len(g.Sessions) || (w.Sessions == nil) != (g.Sessions == nil) {
+		t.Fatalf("sessions %d (nil %v), want %d (nil %v)", len(g.Sessions), g.Sessions == nil, len(w.Sessions), w.Sessions == nil)
+	}
+	for i := range w.Sessions {
+		a, b := w.Sessions[i], g.Sessions[i]
+		if !bytes.Equal(a.SessionRID, b.SessionRID) || !bytes.Equal(a.OwnerNodeRID, b.OwnerNodeRID) || a.OwnerNodeGeneration != b.OwnerNodeGeneration ||
+			a.OwnerID != b.OwnerID || a.OwnerLeaseGeneration != b.OwnerLeaseGeneration || a.BindingGeneration != b.BindingGeneration ||
+			a.HighestSequence != b.HighestSequence {
+			t.Fatalf("sessions[%d] differs:\nwant %+v\n got %+v", i, a, b)
 		}
 	}
 }

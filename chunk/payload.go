@@ -13,8 +13,12 @@ import (
 const (
 	// Magic opens every payload: "MNRP", meshnode restore payload.
 	Magic = "MNRP"
-	// FormatVersion is the only version this build writes and reads.
-	FormatVersion = 1
+	// FormatVersion is the highest version this build writes and reads.
+	// Version 2 adds the session section after the timers; Encode writes
+	// version 1 (no section) when a payload has no sessions, so such a
+	// payload is byte for byte what a version 1 build writes and reads.
+	// Decode reads both.
+	FormatVersion = 2
 
 	// headerFixed is magic, version, codec, kind, policy, objectGeneration.
 	headerFixed = 4 + 1 + 1 + 1 + 1 + 8
@@ -49,6 +53,9 @@ type Payload struct {
 	State []byte
 	// Captured is the not-yet-run queue in order and the pending timers.
 	Captured spot.Captured
+	// Sessions are the Actor's bound Sessions (version 2 only; nil after
+	// Decode when there are none).
+	Sessions []SessionBinding
 }
 
 // EncodeOptions configure Encode.
@@ -136,8 +143,9 @@ func Decode(b []byte, lim Limits) (*Payload, error) {
 	if m := r.take(named("magic"), 4); m != nil && string(m) != Magic {
 		r.fail(ErrMagic, named("magic"), r.off-4, fmt.Sprintf("%q", m))
 	}
-	if v := r.u8(named("version")); r.err == nil && v != FormatVersion {
-		r.fail(ErrVersion, named("version"), r.off-1, fmt.Sprintf("version %d, this build reads %d", v, FormatVersion))
+	version := r.u8(named("version"))
+	if r.err == nil && version != versionNoSessions && version != FormatVersion {
+		r.fail(ErrVersion, named("version"), r.off-1, fmt.Sprintf("version %d, this build reads %d and %d", version, versionNoSessions, FormatVersion))
 	}
 	codec := Codec(r.u8(named("codec")))
 	if r.err == nil && codec != CodecRaw && codec != CodecS2 && codec != CodecZstd {
@@ -177,8 +185,11 @@ func Decode(b []byte, lim Limits) (*Payload, error) {
 	}
 	br := reader{b: body, body: true}
 	br.decodeBody(p)
+	if version == FormatVersion {
+		br.decodeSessions(p)
+	}
 	if br.err == nil && br.off != len(body) {
-		br.fail(ErrTrailing, named("body"), br.off, fmt.Sprintf("%d bytes after the timers", len(body)-br.off))
+		br.fail(ErrTrailing, named("body"), br.off, fmt.Sprintf("%d bytes after the last section", len(body)-br.off))
 	}
 	if br.err != nil {
 		return nil, br.err
@@ -245,7 +256,7 @@ func (p *Payload) validate() error {
 	if uint64(len(p.Captured.Queue)) > math.MaxUint32 || uint64(len(p.Captured.Timers)) > math.MaxUint32 {
 		return fmt.Errorf("%w: queue or timer count above 2^32-1", ErrTooLarge)
 	}
-	return nil
+	return p.validateSessions()
 }
 
 // checkEnvelope returns "" when an envelope's kind and optional fields fit
@@ -284,6 +295,7 @@ func (p *Payload) bodyLen(max uint64) (uint64, error) {
 		for _, t := range p.Captured.Timers {
 			n += minTimer + uint64(len(t.Name))
 		}
+		n += p.sessionsLen()
 	}
 	if n > max {
 		return 0, fmt.Errorf("%w: body above MaxBody %d", ErrTooLarge, max)
@@ -346,7 +358,7 @@ func (w *writer) bytes32(b []byte) { w.u32(len(b)); w.raw(b) }
 
 func (p *Payload) putHeader(w *writer, c Codec, bodyLen uint64) {
 	w.str(Magic)
-	w.u8(FormatVersion)
+	w.u8(p.version())
 	w.u8(byte(c))
 	k, _ := kindCode(p.Object.Kind)
 	w.u8(k)
@@ -381,6 +393,7 @@ func (p *Payload) putBody(w *writer) {
 		w.u64(uint64(t.Remaining))
 		w.u64(uint64(t.Period))
 	}
+	p.putSessions(w)
 }
 
 // ---- reader ----

@@ -53,9 +53,14 @@ var goldenHex = strings.Join([]string{
 	"0001" + "74" + "0000000059682f00" + "0000000000000000", // "t", 1.5 s, one-shot
 }, "")
 
-func TestGolden(t *testing.T) {
-	want, _ := hex.DecodeString(goldenHex)
-	got, err := Encode(goldenPayload(), EncodeOptions{})
+func TestGolden(t *testing.T) { checkGolden(t, goldenPayload, goldenHex) }
+
+// checkGolden: payload() encodes to exactly the hand-assembled hexBytes,
+// which decode back to payload().
+func checkGolden(t *testing.T, payload func() *Payload, hexBytes string) {
+	t.Helper()
+	want, _ := hex.DecodeString(hexBytes)
+	got, err := Encode(payload(), EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +71,7 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	equalPayload(t, goldenPayload(), p)
+	equalPayload(t, payload(), p)
 }
 
 func TestRoundTripTable(t *testing.T) {
@@ -247,25 +252,53 @@ const (
 	gTimer0    = gTimers + 4
 )
 
+// Mutations of a valid payload for decode error tables.
+func put64(off int, v uint64) func([]byte) []byte {
+	return func(b []byte) []byte { binary.BigEndian.PutUint64(b[off:], v); return b }
+}
+
+func put32(off int, v uint32) func([]byte) []byte {
+	return func(b []byte) []byte { binary.BigEndian.PutUint32(b[off:], v); return b }
+}
+
+func set(off int, v byte) func([]byte) []byte {
+	return func(b []byte) []byte { b[off] = v; return b }
+}
+
+// decodeCase is one mutation of a valid payload and the typed error (and
+// failing field) Decode must answer.
+type decodeCase struct {
+	name   string
+	mutate func([]byte) []byte
+	want   error
+	field  string
+}
+
+// checkDecodeErrors runs the cases on fresh copies of the payload hexBytes.
+func checkDecodeErrors(t *testing.T, hexBytes string, cases []decodeCase) {
+	t.Helper()
+	for _, c := range cases {
+		b, err := hex.DecodeString(hexBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Decode(c.mutate(b), Limits{})
+		var fe *FormatError
+		if !errors.Is(err, c.want) || !errors.Is(err, ErrMalformed) || !errors.As(err, &fe) {
+			t.Errorf("%s: err %v, want %v (and ErrMalformed)", c.name, err, c.want)
+			continue
+		}
+		if fe.Field != c.field {
+			t.Errorf("%s: field %q, want %q (%v)", c.name, fe.Field, c.field, err)
+		}
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
-	put64 := func(off int, v uint64) func([]byte) []byte {
-		return func(b []byte) []byte { binary.BigEndian.PutUint64(b[off:], v); return b }
-	}
-	put32 := func(off int, v uint32) func([]byte) []byte {
-		return func(b []byte) []byte { binary.BigEndian.PutUint32(b[off:], v); return b }
-	}
-	set := func(off int, v byte) func([]byte) []byte {
-		return func(b []byte) []byte { b[off] = v; return b }
-	}
-	cases := []struct {
-		name   string
-		mutate func([]byte) []byte
-		want   error
-		field  string
-	}{
+	checkDecodeErrors(t, goldenHex, []decodeCase{
 		{"empty", func(b []byte) []byte { return nil }, ErrTruncated, "magic"},
 		{"bad magic", set(0, 'X'), ErrMagic, "magic"},
-		{"version 2", set(4, 2), ErrVersion, "version"},
+		{"version 3", set(4, 3), ErrVersion, "version"},
 		{"version 0", set(4, 0), ErrVersion, "version"},
 		{"codec 3", set(5, 3), ErrInvalid, "codec"},
 		{"codec s2 on a raw body", set(5, 1), ErrCorrupt, "body"},
@@ -306,18 +339,7 @@ func TestDecodeErrors(t *testing.T) {
 			binary.BigEndian.PutUint64(b[21:], 87+19)
 			return b
 		}, ErrInvalid, "timers[1].name"},
-	}
-	for _, c := range cases {
-		_, err := Decode(c.mutate(golden(t)), Limits{})
-		var fe *FormatError
-		if !errors.Is(err, c.want) || !errors.Is(err, ErrMalformed) || !errors.As(err, &fe) {
-			t.Errorf("%s: err %v, want %v (and ErrMalformed)", c.name, err, c.want)
-			continue
-		}
-		if fe.Field != c.field {
-			t.Errorf("%s: field %q, want %q (%v)", c.name, fe.Field, c.field, err)
-		}
-	}
+	})
 	if _, err := Decode(golden(t), Limits{MaxPayload: 10, MaxBody: 10, MaxInFlight: 10}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("payload above MaxPayload: %v", err)
 	}

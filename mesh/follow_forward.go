@@ -222,6 +222,7 @@ func (o *objects) noticeFollowed(from transport.PeerInfo, rec *router.Record) {
 	}
 	if o.isRun(org.rid, org.gen) {
 		o.dropFollowed(followRoute(m, src))
+		o.sessionFollowed(m.op, followRoute(m, m.to))
 		return
 	}
 	notice := router.NewRecord(&router.MessageFollow{Route: router.MessageFollowRouteV1{

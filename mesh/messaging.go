@@ -50,11 +50,14 @@ func (m *Manager) RequestSpot(ctx context.Context, ref SpotRef, body []byte) ([]
 }
 
 // msgTarget is the object a message is for: family, id and the caller's
-// ObjectGeneration.
+// ObjectGeneration; for a bound Session's message (session.go) also its
+// session tail and operation id.
 type msgTarget struct {
-	fam opFamily
-	id  string
-	gen uint64
+	fam  opFamily
+	id   string
+	gen  uint64
+	sess *sessionTag
+	op   router.OperationID // a Session's operation id (zero: a fresh one)
 }
 
 func (t msgTarget) cacheKey() follow.Key {
@@ -143,6 +146,12 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 	return nil, classify(ctx, last, "deliver to "+t.id)
 }
 
+// notDelivered reports an outcome after which the message certainly did not
+// reach a mailbox.
+func notDelivered(err error) bool {
+	return errorsIsAny(err, errRouteStale, ErrNotFound, ErrStaleGeneration) || errorsIsAny(err, errNotSent...)
+}
+
 // followRoute is the route to an object's new owner that this node
 // recorded when the object moved away (Message Follow, §7.3), as a route a
 // local sender can use; false when there is none.
@@ -154,12 +163,6 @@ func (o *objects) followRoute(t msgTarget, r follow.Ready) (follow.Ready, bool) 
 	m := f.Target
 	return follow.Ready{Key: m.Key, ObjectGeneration: m.ObjectGeneration, AuthorityOwnerGeneration: m.AuthorityOwnerGeneration,
 		Owner: m.Owner, Route: m.Route}, true
-}
-
-// notDelivered reports an outcome after which the message certainly did not
-// reach a mailbox.
-func notDelivered(err error) bool {
-	return errorsIsAny(err, errRouteStale, ErrNotFound, ErrStaleGeneration) || errorsIsAny(err, errNotSent...)
 }
 
 // resolve returns the Ready route of t: the route cache when it holds t's
@@ -259,13 +262,17 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 }
 
 // deliverLocal checks the same fence a remote target would and posts to the
-// mailbox directly.
+// mailbox directly, under the admission (admitMessage).
 func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
 	self := origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration}
-	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...), Meta: envMeta{op: opIDOf(NewOperationID()), org: self}.encode()}
+	op := t.op
+	if op.IsZero() {
+		op = opIDOf(NewOperationID())
+	}
+	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...), Meta: envMeta{op: op, org: self, sess: t.sess}.encode()}
 	var call *transport.Call
-	var ch chan localReply
 	var k string
+	var ch chan localReply
 	if request {
 		// The reply slot makes the request portable: if the object moves
 		// before it runs, the new owner answers through the slot (§7.3);
@@ -273,42 +280,39 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 		call = o.n.tr.ExpectReply()
 		defer call.Cancel()
 		route := replyRoute{fam: t.fam, gen: o.n.run.lifecycleGeneration, corr: call.Correlation(), rid: o.n.run.rid}
-		k = route.key()
-		ch = make(chan localReply, 1)
-		o.mu.Lock()
-		o.waiters[k] = ch
-		o.mu.Unlock()
+		k, ch = route.key(), make(chan localReply, 1)
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
-	forget := func() {
-		if request {
-			o.mu.Lock()
-			delete(o.waiters, k)
-			o.mu.Unlock()
-		}
-	}
+	var perr error
 	_, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration,
-		func(d dest) error {
-			o.stats.delivered.Add(1) // before Post, as in inbound
+		func(d dest) {
+			var obj poster = d.obj
 			if d.arr != nil {
-				return d.arr.local().Post(env)
+				obj = d.arr.local()
 			}
-			if err := d.obj.Post(env); err != nil {
+			o.bindSessionLocked(d.h, t.sess, self)
+			if request {
+				o.waiters[k] = ch
+			}
+			o.stats.delivered.Add(1) // before Post, as in inbound
+			if perr = obj.Post(env); perr != nil {
 				o.stats.delivered.Add(^uint64(0))
-				return errNotQueued{err}
+				delete(o.waiters, k)
 			}
-			return nil
 		})
-	var nq errNotQueued
-	switch {
-	case errors.As(err, &nq):
-		forget()
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, nq.err)
-	case err != nil:
-		forget()
+	if err != nil {
 		return nil, err
-	case !request:
+	}
+	if perr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, perr)
+	}
+	if !request {
 		return nil, nil
+	}
+	forget := func() {
+		o.mu.Lock()
+		delete(o.waiters, k)
+		o.mu.Unlock()
 	}
 	select {
 	case rep := <-ch:
@@ -345,16 +349,23 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: body}
 	var b router.Body
 	kind := requestKind(t.fam)
-	op := NewOperationID()
-	opID := router.OperationID{High: beUint64(op[:8]), Low: beUint64(op[8:])}
+	opID := t.op
+	if opID.IsZero() {
+		opID = opIDOf(NewOperationID())
+	}
 	source := entrySpotID(o.n.run)
 	if t.fam == familyActor {
 		fence := router.ActorRouteFence{Actor: router.ActorRef{ActorID: t.id, ObjectGeneration: t.gen},
 			TargetNodeRID: r.Route.NodeRID, TargetNodeGeneration: r.Route.NodeGeneration,
 			ExpectedAuthorityOwnerGeneration: r.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration: r.Owner.LeaseGeneration}
-		if request {
-			b = &router.ActorRequest{Operation: opID, TargetActor: fence}
-		} else {
+		switch {
+		case request:
+			b = &router.ActorRequest{Operation: opID, TargetActor: fence, BoundSession: t.sess.tail()}
+		case t.sess != nil:
+			// A Session's one-way message carries its operation id, so
+			// that a command 50 about it names its sequence (session.go).
+			b = &router.ActorSend{Operation: opID, TargetActor: fence, BoundSession: t.sess.tail()}
+		default:
 			b = &router.ActorSend{TargetActor: fence}
 		}
 	} else {
@@ -427,20 +438,20 @@ type dest struct {
 	obj  *spot.Object
 	arr  *arrival
 	wait chan struct{}
+	h    *hosted // the hosted entry admitted to (with obj or arr)
 }
 
 // admitMessage is the target's route fence check (§7.3), shared by local
 // and remote delivery: this node run and its owner lease generation, the
 // object hosted with the ref's ObjectGeneration and the expected
 // AuthorityOwnerGeneration, not closing, and the admission gate open (§5).
-// A refusal is never delivered.
-//
-// put, when the message is admitted to a mailbox or a temporary queue, is
-// called with the destination while the hosting state is still locked:
-// checking the state and queuing the message is one step, so no message
-// lands in a mailbox after a move captured it for the last time (it would
-// never run). put must not take objects.mu. Its error is the result.
-func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, put func(dest) error) (dest, error) {
+// A refusal is never delivered. An admitted message is handed to post
+// (mailbox or arrival) under objects.mu, in the same critical section as
+// the check: a move changes the object's state under that lock, so a
+// message is either in the queue the move takes (the ingress hold it
+// relays, the temporary queue it merges) or sees the new state — never
+// posted to a queue that was already taken (and then lost).
+func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, post func(dest)) (dest, error) {
 	refuse := func(err error) (dest, error) {
 		o.stats.fenceRefused.Add(1)
 		return dest{}, err
@@ -471,14 +482,16 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 		return dest{wait: h.cutoverDone}, nil
 	case h.ownerGeneration != ownerGen:
 		return refuse(fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen))
-	case h.state == hostIncoming:
-		d := dest{arr: h.arrival}
-		return d, put(d)
+	}
+	d := dest{obj: h.obj, h: h}
+	if h.state == hostIncoming {
+		d = dest{arr: h.arrival, h: h}
 	}
 	// hostServing posts to a dispatching mailbox; hostMoving to the held
-	// one, which is the move's ingress hold (relayed in order or put back).
-	d := dest{obj: h.obj}
-	return d, put(d)
+	// one, which is the move's ingress hold (relayed in order or put back);
+	// hostIncoming to the move's temporary queue.
+	post(d)
+	return d, nil
 }
 
 // cutoverWait bounds how long an arrival waits for a source's cutover to
@@ -486,8 +499,8 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 const cutoverWait = 10 * time.Second
 
 // admitAfterCutover is admitMessage, waiting once for a source's cutover.
-func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, put func(dest) error) (dest, error) {
-	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, put)
+func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, post func(dest)) (dest, error) {
+	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, post)
 	if err != nil || d.wait == nil {
 		return d, err
 	}
@@ -496,7 +509,7 @@ func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID
 	case <-time.After(cutoverWait):
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
-	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, put)
+	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, post)
 	if err == nil && d.wait != nil {
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
@@ -526,81 +539,64 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	if rec.Payload != nil {
 		body = append([]byte(nil), rec.Payload.Data...)
 	}
-	org, err := originOf(rec, from)
-	if err != nil {
-		if corr != 0 {
-			o.sendReply(reply, replyRecord(fam, corr, nil, err))
-		}
-		o.log.Debug("message refused", "object", id, "err", err)
-		return
-	}
+	org, oerr := originOf(rec, from)
 	m, _ := messageOf(rec)
-	env := spot.Envelope{Kind: spot.Send, Body: body, Meta: envMeta{op: m.op, org: org}.encode()}
+	tag := sessionTagOf(rec)
+	env := spot.Envelope{Kind: spot.Send, Body: body, Meta: envMeta{op: m.op, org: org, sess: tag}.encode()}
 	var route replyRoute
-	fast := false
 	if corr != 0 {
 		route = replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
-		if org.direct(from) {
+	}
+	var perr error
+	var arrived bool
+	_, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, func(d dest) {
+		if oerr != nil {
+			return // refused below
+		}
+		// Recorded before the message is queued anywhere: a move that
+		// takes the queue (or merges it at the owner change) then knows
+		// the Session.
+		o.bindSessionLocked(d.h, tag, org)
+		if corr != 0 && org.direct(from) {
 			// Fast path: answer on the connection the request came on. A
 			// request passed on by another node is answered to its origin
 			// (portable reply), not to the node that passed it on.
-			// Registered before the message can run.
-			fast = true
-			o.mu.Lock()
 			o.remotes[route.key()] = remoteReply{reply: reply}
-			o.mu.Unlock()
 		}
-	}
-	unregister := func() {
-		if fast {
-			o.mu.Lock()
-			delete(o.remotes, route.key())
-			o.mu.Unlock()
-		}
-	}
-	d, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, func(d dest) error {
-		// Counted before the post: the turn (and its reply) may run
-		// before Post returns, and a reader of the counter must see it.
+		// Counted before Post: the turn (and its reply) may run before
+		// Post returns, and a reader of the counter must see it by then.
 		o.stats.delivered.Add(1)
 		if d.arr != nil {
 			// A move is bringing the object here: the relay or the
 			// temporary queue, merged in order at the owner change (§9.2).
 			d.arr.arrive(from, rec, env)
-			return nil
+			arrived = true
+			return
 		}
-		if err := d.obj.Post(env); err != nil {
+		if perr = d.obj.Post(env); perr != nil {
 			o.stats.delivered.Add(^uint64(0))
-			return errNotQueued{err}
 		}
-		return nil
 	})
-	var nq errNotQueued
 	switch {
-	case errors.As(err, &nq):
-		unregister()
+	case err != nil:
+		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
+	case oerr != nil:
+		if corr != 0 {
+			o.sendReply(reply, replyRecord(fam, corr, nil, oerr))
+		}
+		o.log.Debug("message refused", "object", id, "err", oerr)
+	case arrived:
+	case perr != nil:
 		if corr != 0 {
 			// To the requester, wherever the request came from.
-			o.Reply(route.encode(), nil, nq.err)
+			o.Reply(route.encode(), nil, perr)
 		}
-		o.log.Debug("message not queued", "object", id, "err", nq.err)
-		return
-	case err != nil:
-		unregister()
-		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
-		return
-	}
-	if d.obj != nil {
+		o.log.Debug("message not queued", "object", id, "err", perr)
+	default:
 		o.noticeFollowed(from, rec) // command 50 when it came through Message Follow
 	}
 }
-
-// errNotQueued is a mailbox's refusal of an admitted message (full, or
-// closed in the meantime), as opposed to the route fence's refusal.
-type errNotQueued struct{ err error }
-
-func (e errNotQueued) Error() string { return "not queued: " + e.err.Error() }
-func (e errNotQueued) Unwrap() error { return e.err }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {
 	if err := reply(rec); err != nil {

@@ -34,6 +34,7 @@ type objects struct {
 	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
 	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
 	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
+	sessions sessionTable                   // this node's bound Sessions (session.go)
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted
@@ -64,6 +65,9 @@ type objectStats struct {
 	followMoves, followForwarded           atomic.Uint64 // Message Follow (follow_forward.go)
 	followRefused, followNotices           atomic.Uint64
 	followRoutesDropped                    atomic.Uint64
+	sessionSwitches, sessionAborts         atomic.Uint64 // bound Sessions (session.go)
+	sessionIgnored, sessionRoutesSent      atomic.Uint64
+	sessionRebinds                         atomic.Uint64
 }
 
 // ObjectStats is a snapshot of a node's object counters.
@@ -90,6 +94,14 @@ type ObjectStats struct {
 	// full or down); FollowNotices commands 50 it sent as a new owner;
 	// FollowRoutesDropped route cache entries a command 50 dropped here.
 	FollowMoves, FollowForwarded, FollowRefused, FollowNotices, FollowRoutesDropped uint64
+	// Bound Sessions (command 44, session.go): SessionRouteSwitches counts
+	// Session routes a commit switched here; SessionAborts aborts a Session
+	// here took (its route stays); SessionRoutesIgnored commands 44 that
+	// did not match a live Session's binding and route; SessionRoutesSent
+	// commands 44 this node sent as a move's source or target;
+	// SessionRebinds Sessions that fell back to a store resolve after a
+	// refusal.
+	SessionRouteSwitches, SessionAborts, SessionRoutesIgnored, SessionRoutesSent, SessionRebinds uint64
 }
 
 // testHooks let tests inject the failures the spec's result tables name.
@@ -167,6 +179,9 @@ type hosted struct {
 	cutoverDone chan struct{}
 	// arrival is the move bringing the object here (state hostIncoming).
 	arrival *arrival
+	// sessions are the bound Sessions of an Actor, by session RID
+	// (session.go); they move with it.
+	sessions map[string]*sessionBinding
 }
 
 // hostState is where a hosted object stands in its life on this node. It is
@@ -242,6 +257,7 @@ func newObjects(n *Node) (*objects, error) {
 		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}}
 	o.registerCommands()
 	o.registerRelocation()
+	o.registerSessions()
 	o.halt, o.haltCall = context.WithCancel(context.Background())
 	for _, f := range n.factories {
 		o.registry[f.StableType] = f
@@ -413,7 +429,9 @@ func (o *objects) registerCommands() {
 	o.handle(router.CmdMessageFollow, func(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
 		// §7.3: one of our messages reached its object's new owner through
 		// Message Follow; the route we sent it with is stale.
-		o.dropFollowed(rec.Body.(*router.MessageFollow).Route.Source)
+		r := rec.Body.(*router.MessageFollow).Route
+		o.dropFollowed(r.Source)
+		o.sessionFollowed(r.OriginalOperation, r.Target)
 	})
 }
 
@@ -455,7 +473,10 @@ func (o *objects) snapshotStats() ObjectStats {
 		Delivered: o.stats.delivered.Load(), LostAnswersRecovered: o.stats.lostRecovered.Load(), Hosted: h,
 		FollowMoves: o.stats.followMoves.Load(), FollowForwarded: o.stats.followForwarded.Load(),
 		FollowRefused: o.stats.followRefused.Load(), FollowNotices: o.stats.followNotices.Load(),
-		FollowRoutesDropped: o.stats.followRoutesDropped.Load(),
+		FollowRoutesDropped:  o.stats.followRoutesDropped.Load(),
+		SessionRouteSwitches: o.stats.sessionSwitches.Load(), SessionAborts: o.stats.sessionAborts.Load(),
+		SessionRoutesIgnored: o.stats.sessionIgnored.Load(), SessionRoutesSent: o.stats.sessionRoutesSent.Load(),
+		SessionRebinds: o.stats.sessionRebinds.Load(),
 	}
 }
 

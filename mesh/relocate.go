@@ -480,8 +480,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		}
 		return 0
 	case relocation.ActSessionAbort:
-		// Bound Sessions (command 44) are not built: there is no Session
-		// owner to tell.
+		// §9.4 step 3: command 44 abort, one-way, to every bound Session's
+		// owner, before the source reopens (the machine orders it).
+		s.sessionAbort()
 		return 0
 	case relocation.ActForgetProgress:
 		s.payload, s.state = nil, nil
@@ -526,7 +527,7 @@ func unwrapGated(h spot.Handler) spot.Handler {
 func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
 	o := s.o
 	p := &chunk.Payload{Object: chunk.Object{Kind: spotKind(s.kind), ID: s.id, Generation: s.gen, StableType: s.h.stableType},
-		Policy: s.policy, State: s.state, Captured: s.captured}
+		Policy: s.policy, State: s.state, Captured: s.captured, Sessions: o.payloadSessions(s.h)}
 	payload, err := chunk.Encode(p, chunk.EncodeOptions{})
 	if err != nil {
 		o.log.Error("relocation: payload not encoded", "object", s.id, "err", err)
@@ -837,9 +838,11 @@ func envelopeRecord(h *hosted, id, srcSpot string, env spot.Envelope, to routeTo
 	if h.kind == record.ObjectActor {
 		ref := router.ActorRef{ActorID: id, ObjectGeneration: h.objectGeneration}
 		if corr != 0 {
-			body = &router.ActorRequest{Correlation: corr, Operation: meta.op, MessageFollowHopCount: hop, TargetActor: actorFence(ref, to)}
+			body = &router.ActorRequest{Correlation: corr, Operation: meta.op, MessageFollowHopCount: hop, TargetActor: actorFence(ref, to),
+				BoundSession: meta.sess.tail()}
 		} else {
-			body = &router.ActorSend{Operation: meta.op, MessageFollowHopCount: hop, TargetActor: actorFence(ref, to)}
+			body = &router.ActorSend{Operation: meta.op, MessageFollowHopCount: hop, TargetActor: actorFence(ref, to),
+				BoundSession: meta.sess.tail()}
 		}
 	} else {
 		ref := router.SpotRef{SpotID: id, ObjectGeneration: h.objectGeneration}

@@ -117,8 +117,9 @@ func TestRelocationInvariantUnderTraffic(t *testing.T) {
 	t.Run("redis", func(t *testing.T) { runRelocationInvariant(t, newRedisLocation(t)) })
 }
 
-func runRelocationInvariant(t *testing.T, loc locstore.Store) {
-	f := newFixture(t)
+// registerSeqType registers the seqType factory on f's registry.
+func registerSeqType(t *testing.T, f *fixture) *seqRegistry {
+	t.Helper()
 	reg := &seqRegistry{running: map[string]*atomic.Int32{}}
 	if err := f.reg.Register(spot.Factory{StableType: seqType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState,
 		Snapshot: seqSnapshot{reg}, New: func(_ context.Context, req spot.CreateRequest) (spot.Handler, error) {
@@ -126,6 +127,12 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
+	return reg
+}
+
+func runRelocationInvariant(t *testing.T, loc locstore.Store) {
+	f := newFixture(t)
+	reg := registerSeqType(t, f)
 	c := newClusterOn(t, f, loc, 4, func(i int, cfg *config.Config) {
 		clientRole0(i, cfg)
 		// Leases (and so cached routes) outlive the run: a route cache

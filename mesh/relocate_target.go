@@ -444,6 +444,7 @@ func (a *arrival) build() {
 		fail("no %s factory %q on this node", a.kind, p.Object.StableType)
 		return
 	}
+	o.restoreSessions(a.h, p.Sessions)
 	ctx, cancel := context.WithDeadline(o.halt, a.expire)
 	defer cancel()
 	req := spot.CreateRequest{ID: p.Object.ID, Generation: p.Object.Generation, StableType: p.Object.StableType}
@@ -559,6 +560,7 @@ func (a *arrival) open() {
 	k := followKey(a.kind, a.prep.Object.ObjectID)
 	o.cache.Drop(k)
 	o.follow.Remove(k) // hosted here again: an older move away from here is history
+	a.sessionCommit()  // command 44 commit to every bound Session's owner (§9.2)
 	go a.complete()
 }
 

@@ -134,34 +134,74 @@ func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 }
 
 // envMeta is what a queued envelope carries besides its body (spot
-// Envelope.Meta, opaque to the runtime): the operation id and the node run
-// that sent it, so that a message captured in a move can be re-sent from
-// the new owner's point of view with its identity unchanged (§7.3, §9.3).
+// Envelope.Meta, opaque to the runtime): the operation id, the node run
+// that sent it and, for a bound Session's Actor message, its session tail,
+// so that a message captured in a move can be re-sent from the new owner's
+// point of view with its identity unchanged (§7.3, §9.3) and its Session
+// still known to the next host (session.go).
 type envMeta struct {
-	op  router.OperationID
-	org origin
+	op   router.OperationID
+	org  origin
+	sess *sessionTag // nil: not a bound-session message
 }
 
 // envMeta encoding: op high (8), op low (8), origin generation (8), RID.
+// With a session tail: op (16), eight zero bytes — an origin generation is
+// never 0, so this layout cannot be read as the other — origin generation
+// (8), u8 RID length, RID, u8 session RID length, session RID, binding
+// generation (8), sequence (8). A meta without a session keeps the first
+// layout, byte for byte what builds without sessions write.
 const envMetaHeader = 24
 
 func (m envMeta) encode() []byte {
-	b := make([]byte, envMetaHeader+len(m.org.rid))
-	binary.BigEndian.PutUint64(b[0:], m.op.High)
-	binary.BigEndian.PutUint64(b[8:], m.op.Low)
-	binary.BigEndian.PutUint64(b[16:], m.org.gen)
-	copy(b[envMetaHeader:], m.org.rid)
-	return b
+	if m.sess == nil {
+		b := make([]byte, envMetaHeader+len(m.org.rid))
+		binary.BigEndian.PutUint64(b[0:], m.op.High)
+		binary.BigEndian.PutUint64(b[8:], m.op.Low)
+		binary.BigEndian.PutUint64(b[16:], m.org.gen)
+		copy(b[envMetaHeader:], m.org.rid)
+		return b
+	}
+	b := make([]byte, 0, envMetaHeader+8+2+len(m.org.rid)+len(m.sess.rid)+16)
+	b = binary.BigEndian.AppendUint64(b, m.op.High)
+	b = binary.BigEndian.AppendUint64(b, m.op.Low)
+	b = binary.BigEndian.AppendUint64(b, 0)
+	b = binary.BigEndian.AppendUint64(b, m.org.gen)
+	b = append(append(b, byte(len(m.org.rid))), m.org.rid...)
+	b = append(append(b, byte(len(m.sess.rid))), m.sess.rid...)
+	b = binary.BigEndian.AppendUint64(b, m.sess.bindGen)
+	return binary.BigEndian.AppendUint64(b, m.sess.seq)
 }
 
 func decodeEnvMeta(b []byte) (envMeta, error) {
-	if len(b) <= envMetaHeader || len(b) > envMetaHeader+255 {
+	if len(b) <= envMetaHeader {
 		return envMeta{}, fmt.Errorf("%w: envelope meta of %d bytes", errBadRoute, len(b))
 	}
-	m := envMeta{op: router.OperationID{High: binary.BigEndian.Uint64(b[0:]), Low: binary.BigEndian.Uint64(b[8:])},
-		org: origin{gen: binary.BigEndian.Uint64(b[16:]), rid: append([]byte(nil), b[envMetaHeader:]...)}}
-	if m.org.gen == 0 {
-		return envMeta{}, fmt.Errorf("%w: envelope meta without origin generation", errBadRoute)
+	m := envMeta{op: router.OperationID{High: binary.BigEndian.Uint64(b[0:]), Low: binary.BigEndian.Uint64(b[8:])}}
+	if binary.BigEndian.Uint64(b[16:]) != 0 {
+		if len(b) > envMetaHeader+255 {
+			return envMeta{}, fmt.Errorf("%w: envelope meta of %d bytes", errBadRoute, len(b))
+		}
+		m.org = origin{gen: binary.BigEndian.Uint64(b[16:]), rid: append([]byte(nil), b[envMetaHeader:]...)}
+		return m, nil
+	}
+	// The session layout: every length is checked against what is left.
+	r := b[envMetaHeader:]
+	bad := func() (envMeta, error) {
+		return envMeta{}, fmt.Errorf("%w: envelope meta with a session tail of %d bytes", errBadRoute, len(b))
+	}
+	if len(r) < 9 || int(r[8]) == 0 || len(r) < 9+int(r[8])+1 {
+		return bad()
+	}
+	m.org = origin{gen: binary.BigEndian.Uint64(r), rid: append([]byte(nil), r[9:9+int(r[8])]...)}
+	r = r[9+int(r[8]):]
+	if int(r[0]) == 0 || len(r) != 1+int(r[0])+16 {
+		return bad()
+	}
+	m.sess = &sessionTag{rid: append([]byte(nil), r[1:1+int(r[0])]...), bindGen: binary.BigEndian.Uint64(r[1+int(r[0]):]),
+		seq: binary.BigEndian.Uint64(r[1+int(r[0])+8:])}
+	if m.org.gen == 0 || m.sess.bindGen == 0 || m.sess.seq == 0 {
+		return bad()
 	}
 	return m, nil
 }

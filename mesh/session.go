@@ -1,0 +1,601 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/chunk"
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Bound Sessions and command 44 (spec §7.2, §9.2, §9.4 step 3, §12;
+// docs/RELOCATION.md "Bound Sessions"). A Session binds a session handle to
+// one Actor: it resolves the Actor's route once and from then on sends
+// straight to that binding route, never reading the Location Store. Every
+// message carries the Session's tail (session RID, binding generation,
+// sequence 1, 2, 3, …); the Actor's host records the binding, and the
+// binding moves with the Actor in the Restore payload. When the Actor
+// moves, the target sends command 44 commit one-way to the Session's owner
+// after its owner CAS, and the Session switches its route; when a move is
+// cancelled before relay-ready, the source sends 44 abort before it
+// reopens and the route stays. Nobody waits for an apply reply.
+
+// ErrSessionClosed is the answer of a closed Session's Send and Request. It
+// also matches ErrInvalidOperation.
+var ErrSessionClosed = fmt.Errorf("%w: session closed", ErrInvalidOperation)
+
+// sessionSwitchWait bounds how long a Session keeps sending on its old
+// route after a commit whose ReplayedHighWater is below the last sequence
+// it sent: those messages are still on their way through the previous
+// owner (Message Follow), which holds them at most cutoverWait and then
+// waits at most followSendWait for the link to the new owner. Sending the
+// next message straight to the new owner before they arrived could
+// overtake them.
+const sessionSwitchWait = cutoverWait + followSendWait
+
+// sessionRouteWait bounds the one-way commands 44 of one move.
+const sessionRouteWait = 2 * time.Second
+
+// Session is a handle bound to one Actor (Manager.BindSession). Its methods
+// are safe for concurrent use; messages of one goroutine arrive in the
+// order it sent them, across moves of the Actor.
+type Session struct {
+	o      *objects
+	rid    []byte // SessionRID: 16 random bytes
+	opHigh uint64 // the high half of every operation id it sends: rid[:8]
+	id     string
+	gen    uint64
+	mesh   string
+
+	mu      sync.Mutex
+	route   routeTo // the binding route
+	bindGen uint64  // binding generation: 1, +1 per rebind from the store
+	seq     uint64  // the last SourceSessionSequence handed out
+	pending *sessionSwitch
+	closed  bool
+}
+
+// sessionSwitch is a commit whose ReplayedHighWater was below the last
+// sequence sent: the route switches once a message with sequence ≥ after
+// was admitted by the new owner (its command 50 says so), or after
+// sessionSwitchWait. Until then messages keep the old route, through which
+// the previous owner passes them on in order.
+type sessionSwitch struct {
+	to    routeTo
+	after uint64
+	since time.Time
+}
+
+// BindSession binds a Session to the Actor ref: the Actor's route is
+// resolved once (the route cache, else one Location Store read) and every
+// message of the Session goes to that binding route. The Session gets a
+// fresh random session RID and binding generation 1. Close it when done.
+// Errors: as RequestActor's resolution (ErrNotFound, ErrStaleGeneration,
+// ErrTypeMismatch, ErrUnavailable, ErrInvalidOperation, ErrNotConfigured).
+func (m *Manager) BindSession(ctx context.Context, ref ActorRef) (*Session, error) {
+	o := m.o
+	own := o.n.cfg.Node.MeshName
+	if _, err := resolveMesh(o.role(), own, nil); err != nil {
+		return nil, err
+	}
+	if err := record.ValidateObjectID(ref.ActorID); err != nil {
+		return nil, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)
+	}
+	if !record.Generation(ref.ObjectGeneration).Valid() {
+		return nil, fmt.Errorf("%w: ObjectGeneration %d", ErrInvalidOperation, ref.ObjectGeneration)
+	}
+	r, err := o.resolve(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, false)
+	if err != nil {
+		return nil, classify(ctx, err, "bind session to "+ref.ActorID)
+	}
+	s := &Session{o: o, id: ref.ActorID, gen: ref.ObjectGeneration, mesh: own, route: routeOf(r), bindGen: 1}
+	o.sessions.add(s)
+	return s, nil
+}
+
+// routeOf is the fence of a resolved route.
+func routeOf(r follow.Ready) routeTo {
+	return routeTo{nodeRID: append([]byte(nil), r.Route.NodeRID...), nodeGen: r.Route.NodeGeneration,
+		ownerGen: r.AuthorityOwnerGeneration, leaseGen: r.Owner.LeaseGeneration}
+}
+
+// Send sends body one-way to the Actor (command 24 with the session tail)
+// on the binding route. nil means the message left this node (or entered
+// the mailbox here).
+func (s *Session) Send(ctx context.Context, body []byte) error {
+	_, err := s.deliver(ctx, body, false)
+	return err
+}
+
+// Request sends body to the Actor (command 25 with the session tail) on the
+// binding route and returns its reply.
+func (s *Session) Request(ctx context.Context, body []byte) ([]byte, error) {
+	return s.deliver(ctx, body, true)
+}
+
+// Actor returns the ref snapshot of the bound Actor: NodeRID is the binding
+// route's node, updated when a command 44 commit switched it (§7.2). The
+// route is never re-read from the Location Store for this.
+func (s *Session) Actor() ActorRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ActorRef{ActorID: s.id, ObjectGeneration: s.gen, MeshName: s.mesh, NodeRID: append([]byte(nil), s.route.nodeRID...)}
+}
+
+// Close ends the Session: later Sends and Requests answer ErrSessionClosed
+// and commands 44 for it are ignored. Idempotent.
+func (s *Session) Close() {
+	s.mu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if !closed {
+		s.o.sessions.remove(s)
+	}
+}
+
+// deliver sends one message on the binding route. A refusal that proves
+// the message was not delivered (the object is not there any more, a link
+// that never took the record) falls back once to a store resolve and a
+// rebind (binding generation + 1); that is the only store read a Session
+// makes after it was bound.
+func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byte, error) {
+	o := s.o
+	for attempt := 0; ; attempt++ {
+		t, to, err := s.next()
+		if err != nil {
+			return nil, err
+		}
+		r := follow.Ready{Key: t.cacheKey(), ObjectGeneration: s.gen, AuthorityOwnerGeneration: to.ownerGen,
+			Owner: follow.Owner{LeaseGeneration: to.leaseGen}, Route: follow.Route{NodeRID: to.nodeRID, NodeGeneration: to.nodeGen}}
+		var reply []byte
+		if o.isRun(to.nodeRID, to.nodeGen) {
+			reply, err = o.deliverLocal(ctx, t, r, body, request)
+		} else {
+			reply, err = o.deliverRemote(ctx, t, r, body, request)
+		}
+		switch {
+		case err == nil:
+			return reply, nil
+		case attempt == 0 && notDelivered(err) && !errors.Is(err, transport.ErrBackpressure):
+			if err := s.rebind(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return nil, classify(ctx, err, "session message to "+s.id)
+	}
+}
+
+// next hands out the next sequence and the route to send it on.
+func (s *Session) next() (msgTarget, routeTo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return msgTarget{}, routeTo{}, ErrSessionClosed
+	}
+	if p := s.pending; p != nil && time.Since(p.since) >= sessionSwitchWait {
+		s.o.log.Warn("session route switched without seeing its last message arrive", "actor", s.id, "after", p.after)
+		s.switchLocked(p.to)
+	}
+	s.seq++
+	tag := &sessionTag{rid: s.rid, bindGen: s.bindGen, seq: s.seq}
+	return msgTarget{fam: familyActor, id: s.id, gen: s.gen, sess: tag, op: router.OperationID{High: s.opHigh, Low: s.seq}}, s.route, nil
+}
+
+// rebind resolves the Actor from the store and binds the Session to what
+// it finds under the next binding generation.
+func (s *Session) rebind(ctx context.Context) error {
+	r, err := s.o.resolve(ctx, msgTarget{fam: familyActor, id: s.id, gen: s.gen}, true)
+	if err != nil {
+		return classify(ctx, err, "rebind session to "+s.id)
+	}
+	s.mu.Lock()
+	s.route, s.pending = routeOf(r), nil
+	s.bindGen++
+	s.mu.Unlock()
+	s.o.stats.sessionRebinds.Add(1)
+	return nil
+}
+
+func (s *Session) switchLocked(to routeTo) {
+	s.route, s.pending = to, nil
+	s.o.stats.sessionSwitches.Add(1)
+}
+
+// apply takes a command 44 addressed to this Session; it returns why it was
+// ignored ("" when applied). lease is the commit target's owner lease
+// generation.
+func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.route
+	if s.pending != nil {
+		cur = s.pending.to // a commit of the next move chains on the pending one
+	}
+	switch {
+	case s.closed:
+		return "session closed"
+	case r.Actor.ActorID != s.id || r.Actor.ObjectGeneration != s.gen:
+		return fmt.Sprintf("names actor %s@%d, the session is bound to %s@%d", r.Actor.ActorID, r.Actor.ObjectGeneration, s.id, s.gen)
+	case r.BindingGeneration != s.bindGen:
+		return fmt.Sprintf("binding generation %d, the session is at %d", r.BindingGeneration, s.bindGen)
+	}
+	switch {
+	case r.Route.Commit != nil:
+		c := r.Route.Commit
+		if c.PreviousAuthorityOwnerGeneration != cur.ownerGen {
+			return fmt.Sprintf("commit from AuthorityOwnerGeneration %d, the route is at %d", c.PreviousAuthorityOwnerGeneration, cur.ownerGen)
+		}
+		to := routeTo{nodeRID: append([]byte(nil), c.TargetNodeRID...), nodeGen: c.TargetNodeGeneration,
+			ownerGen: c.TargetAuthorityOwnerGeneration, leaseGen: lease}
+		if c.ReplayedHighWater >= s.seq {
+			s.switchLocked(to) // the target has everything sent so far
+			return ""
+		}
+		s.pending = &sessionSwitch{to: to, after: s.seq, since: time.Now()}
+		return ""
+	case r.Route.Abort != nil:
+		if a := r.Route.Abort; a.CurrentAuthorityOwnerGeneration != cur.ownerGen {
+			return fmt.Sprintf("abort at AuthorityOwnerGeneration %d, the route is at %d", a.CurrentAuthorityOwnerGeneration, cur.ownerGen)
+		}
+		// §9.4: the owner kept the Actor; the route stays.
+		s.o.stats.sessionAborts.Add(1)
+		return ""
+	}
+	return "no route update"
+}
+
+// followed takes a command 50 about the Session's message seq, now admitted
+// by the owner f names: a pending switch to that owner completes once the
+// last message sent on the old route (or a later one) got there.
+func (s *Session) followed(seq uint64, f router.ActorRouteFence) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending
+	if p == nil || seq < p.after || f.Actor.ActorID != s.id || !bytes.Equal(f.TargetNodeRID, p.to.nodeRID) ||
+		f.TargetNodeGeneration != p.to.nodeGen || f.ExpectedAuthorityOwnerGeneration != p.to.ownerGen {
+		return
+	}
+	s.switchLocked(p.to)
+}
+
+// sessionTable is the node's live Sessions, for commands 44 and 50.
+type sessionTable struct {
+	mu     sync.Mutex
+	byHigh map[uint64]*Session // by opHigh, the first 8 bytes of the RID
+}
+
+// add gives s a fresh RID whose operation-id half no live Session uses.
+func (t *sessionTable) add(s *Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byHigh == nil {
+		t.byHigh = map[uint64]*Session{}
+	}
+	for {
+		rid := make([]byte, 16)
+		_, _ = rand.Read(rid)
+		high := binary.BigEndian.Uint64(rid)
+		if _, used := t.byHigh[high]; high != 0 && !used {
+			s.rid, s.opHigh = rid, high
+			t.byHigh[high] = s
+			return
+		}
+	}
+}
+
+func (t *sessionTable) remove(s *Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byHigh[s.opHigh] == s {
+		delete(t.byHigh, s.opHigh)
+	}
+}
+
+func (t *sessionTable) byOp(high uint64) *Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byHigh[high]
+}
+
+func (t *sessionTable) byRID(rid []byte) *Session {
+	if len(rid) < 8 {
+		return nil
+	}
+	if s := t.byOp(binary.BigEndian.Uint64(rid)); s != nil && bytes.Equal(s.rid, rid) {
+		return s
+	}
+	return nil
+}
+
+// registerSessions adds command 44 to the dispatch table.
+func (o *objects) registerSessions() {
+	o.handle(router.CmdSessionRelocationRoute, func(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+		o.applySessionRoute(rec.Body.(*router.SessionRelocationRoute))
+	})
+}
+
+// applySessionRoute is the Session owner's side of command 44: it must name
+// this node run and host run and a live Session at its binding generation;
+// a commit must follow on the route's AuthorityOwnerGeneration, an abort
+// name it. Anything else is ignored and counted.
+func (o *objects) applySessionRoute(r *router.SessionRelocationRoute) {
+	why := ""
+	self, lg := o.n.Owner()
+	s := o.sessions.byRID(r.SessionRID)
+	var lease uint64
+	switch {
+	case !o.isRun(r.SessionOwnerNodeRID, r.SessionOwnerNodeGeneration) || r.SessionOwnerID != self || r.SessionOwnerLeaseGeneration != lg:
+		why = fmt.Sprintf("addressed to session owner %s/%d on %x/%d", r.SessionOwnerID, r.SessionOwnerLeaseGeneration,
+			r.SessionOwnerNodeRID, r.SessionOwnerNodeGeneration)
+	case s == nil:
+		why = "no such session"
+	case r.Route.Commit != nil:
+		var ok bool
+		if _, lease, ok = o.peerOwner(r.Route.Commit.TargetNodeRID, r.Route.Commit.TargetNodeGeneration); !ok {
+			// The route fence needs the target's owner lease generation,
+			// which 44 does not carry: without it the Session keeps its
+			// route (Message Follow, then the store, still reach the
+			// Actor).
+			why = fmt.Sprintf("target node run %x/%d is not in the descriptor list", r.Route.Commit.TargetNodeRID, r.Route.Commit.TargetNodeGeneration)
+		}
+	}
+	if why == "" {
+		why = s.apply(r, lease)
+	}
+	if why != "" {
+		o.stats.sessionIgnored.Add(1)
+		o.log.Info("command 44 ignored", "actor", r.Actor.ActorID, "action", r.Route.Action, "sender", r.SenderRole, "why", why)
+	}
+}
+
+// sessionFollowed takes a command 50 (or its local equivalent) about one of
+// this node's messages: a Session's pending switch may complete.
+func (o *objects) sessionFollowed(op router.OperationID, target router.MessageFollowRoute) {
+	if target.Actor == nil {
+		return
+	}
+	if s := o.sessions.byOp(op.High); s != nil {
+		s.followed(op.Low, *target.Actor)
+	}
+}
+
+// peerOwner returns the host run (OwnerId, LeaseGeneration) of a node run
+// from the descriptor list discovery keeps — no store read — or this node's
+// own. ok is false when the list does not have it.
+func (o *objects) peerOwner(rid []byte, gen uint64) (string, uint64, bool) {
+	if o.isRun(rid, gen) {
+		id, lg := o.n.Owner()
+		return id, lg, true
+	}
+	snap, _ := o.n.LastSnapshot()
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if bytes.Equal(d.RoutingID, rid) && uint64(d.LifecycleGeneration) == gen && d.OwnerID != "" && d.LeaseGeneration != 0 {
+			return d.OwnerID, uint64(d.LeaseGeneration), true
+		}
+	}
+	return "", 0, false
+}
+
+// ---- the Actor's host: bindings on the hosted object ----
+
+// sessionTag is the bound-session tail of an Actor message (commands 24/25).
+type sessionTag struct {
+	rid     []byte
+	bindGen uint64
+	seq     uint64
+}
+
+// tail is the wire tail (nil for no tag).
+func (t *sessionTag) tail() *router.BoundSessionTail {
+	if t == nil {
+		return nil
+	}
+	return &router.BoundSessionTail{SourceSessionRID: t.rid, SourceBindingGeneration: t.bindGen, SourceSessionSequence: t.seq}
+}
+
+// sessionTagOf reads the tail of an Actor message; nil when it has none.
+func sessionTagOf(rec *router.Record) *sessionTag {
+	var t *router.BoundSessionTail
+	switch b := rec.Body.(type) {
+	case *router.ActorSend:
+		t = b.BoundSession
+	case *router.ActorRequest:
+		t = b.BoundSession
+	}
+	if t == nil {
+		return nil
+	}
+	// Decoded byte fields alias the frame: keep a copy.
+	return &sessionTag{rid: append([]byte(nil), t.SourceSessionRID...), bindGen: t.SourceBindingGeneration, seq: t.SourceSessionSequence}
+}
+
+// sessionBinding is one bound Session of a hosted Actor, as its messages
+// showed it: the owner node run (their origin), its host run from the
+// descriptor list ("" when unknown), the binding generation and the highest
+// sequence seen. It moves with the Actor (chunk.SessionBinding).
+type sessionBinding struct {
+	owner    origin
+	ownerID  string
+	leaseGen uint64
+	bindGen  uint64
+	highest  uint64
+}
+
+// bindSessionLocked records the Session of a message admitted for h; the
+// caller holds objects.mu (the admission's critical section). The owner's
+// host run is looked up later, outside the lock (sessionsOf).
+func (o *objects) bindSessionLocked(h *hosted, tag *sessionTag, org origin) {
+	if h == nil || tag == nil || h.kind != record.ObjectActor {
+		return
+	}
+	o.mergeSessionLocked(h, string(tag.rid), sessionBinding{owner: org, bindGen: tag.bindGen, highest: tag.seq})
+}
+
+// mergeSessionLocked adds nb to h's bindings: a newer binding generation
+// replaces the entry, the same one raises its highest sequence (and fills
+// the owner's host run if it was unknown), an older one is ignored (a
+// message of a binding the Session has left). The caller holds objects.mu.
+func (o *objects) mergeSessionLocked(h *hosted, key string, nb sessionBinding) {
+	if h.sessions == nil {
+		h.sessions = map[string]*sessionBinding{}
+	}
+	b := h.sessions[key]
+	switch {
+	case b == nil || nb.bindGen > b.bindGen:
+		if b != nil {
+			nb.highest = max(nb.highest, b.highest) // the sequence runs on across rebinds
+		}
+		h.sessions[key] = &nb
+	case nb.bindGen == b.bindGen:
+		b.highest = max(b.highest, nb.highest)
+		if b.ownerID == "" {
+			b.ownerID, b.leaseGen = nb.ownerID, nb.leaseGen
+		}
+	}
+}
+
+func (g origin) same(o origin) bool { return g.gen == o.gen && bytes.Equal(g.rid, o.rid) }
+
+// sessionEntry is one binding of a snapshot.
+type sessionEntry struct {
+	rid string
+	b   sessionBinding
+}
+
+// sessionsOf is a snapshot of h's bindings in session RID order, with the
+// owner's host run looked up where it was not known.
+func (o *objects) sessionsOf(h *hosted) []sessionEntry {
+	o.mu.Lock()
+	out := make([]sessionEntry, 0, len(h.sessions))
+	for k, b := range h.sessions {
+		out = append(out, sessionEntry{rid: k, b: *b})
+	}
+	o.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].rid < out[j].rid })
+	for i := range out {
+		if b := &out[i].b; b.ownerID == "" {
+			b.ownerID, b.leaseGen, _ = o.peerOwner(b.owner.rid, b.owner.gen)
+		}
+	}
+	return out
+}
+
+// payloadSessions are h's bindings for the Restore payload.
+func (o *objects) payloadSessions(h *hosted) []chunk.SessionBinding {
+	var out []chunk.SessionBinding
+	for _, e := range o.sessionsOf(h) {
+		out = append(out, chunk.SessionBinding{SessionRID: []byte(e.rid), OwnerNodeRID: e.b.owner.rid, OwnerNodeGeneration: e.b.owner.gen,
+			OwnerID: e.b.ownerID, OwnerLeaseGeneration: e.b.leaseGen, BindingGeneration: e.b.bindGen, HighestSequence: e.b.highest})
+	}
+	return out
+}
+
+// restoreSessions records the payload's bindings on the arriving object.
+func (o *objects) restoreSessions(h *hosted, ps []chunk.SessionBinding) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		// Payload byte fields alias the assembled buffer: copy.
+		o.mergeSessionLocked(h, string(p.SessionRID), sessionBinding{owner: origin{rid: append([]byte(nil), p.OwnerNodeRID...), gen: p.OwnerNodeGeneration},
+			ownerID: p.OwnerID, leaseGen: p.OwnerLeaseGeneration, bindGen: p.BindingGeneration, highest: p.HighestSequence})
+	}
+}
+
+// sendSessionRoutes sends command 44 one-way to the owner of every Session
+// bound to h (a Session owned by this node run takes it directly). The
+// coordinator fence names the move's source, which coordinates it, and the
+// StoreVersion the sender's step was conditioned on. A binding whose
+// owner's host run is unknown cannot be addressed and is logged.
+func (o *objects) sendSessionRoutes(ctx context.Context, h *hosted, id string, bind router.RelocationBinding, version string,
+	role router.RelocationRole, update func(sessionBinding) router.SessionRouteUpdate) {
+	for _, e := range o.sessionsOf(h) {
+		b := e.b
+		if b.ownerID == "" {
+			o.log.Warn("command 44 not sent: the session owner's host run is unknown", "actor", id, "owner", b.owner.String())
+			continue
+		}
+		body := &router.SessionRelocationRoute{Relocation: bind.Relocation,
+			Coordinator: router.RelocationCoordinatorFence{CoordinatorOwnerID: bind.Source.SourceOwnerID,
+				CoordinatorLeaseGeneration: bind.Source.SourceOwnerLeaseGeneration, CoordinatorNodeRID: bind.Source.SourceNodeRID,
+				CoordinatorNodeGeneration: bind.Source.SourceNodeGeneration, ExpectedAuthorityStoreVersion: version},
+			SenderRole: role, Actor: router.ActorRef{ActorID: id, ObjectGeneration: h.objectGeneration},
+			SessionOwnerNodeRID: b.owner.rid, SessionOwnerNodeGeneration: b.owner.gen, SessionOwnerID: b.ownerID,
+			SessionOwnerLeaseGeneration: b.leaseGen, SessionRID: []byte(e.rid), BindingGeneration: b.bindGen, Route: update(b)}
+		if o.isRun(b.owner.rid, b.owner.gen) {
+			o.stats.sessionRoutesSent.Add(1)
+			o.applySessionRoute(body)
+			continue
+		}
+		if err := o.n.tr.SendWait(ctx, transport.RID(b.owner.rid), router.NewRecord(body, nil, nil)); err != nil {
+			o.log.Warn("command 44 not sent", "actor", id, "owner", b.owner.String(), "err", err)
+			continue
+		}
+		o.stats.sessionRoutesSent.Add(1)
+	}
+}
+
+// sessionAbort is §9.4 step 3 on the source: command 44 abort to every
+// bound Session's owner, sent before the source reopens; the owner keeps
+// its route. Nobody waits for an apply reply.
+func (s *sourceMove) sessionAbort() {
+	if s.kind != record.ObjectActor {
+		return
+	}
+	ctx, cancel := s.bg(sessionRouteWait)
+	defer cancel()
+	cur := uint64(s.row.Record.AuthorityOwnerGeneration)
+	s.o.sendSessionRoutes(ctx, s.h, s.id, s.bind.Wire(), s.row.Version, router.RoleSource, func(sessionBinding) router.SessionRouteUpdate {
+		return router.SessionRouteUpdate{Action: router.RouteAbort, Abort: &router.SessionRouteAbort{CurrentAuthorityOwnerGeneration: cur}}
+	})
+}
+
+// sessionCommit runs on the target after its owner CAS, once dispatch is
+// open (§9.2: the 44 route update does not block message processing):
+// command 44 commit to every bound Session's owner. ReplayedHighWater is the
+// highest sequence of the Session this node accounts for at the owner
+// change — run on the source or moved in the payload queue, the relay or
+// the temporary queue.
+func (a *arrival) sessionCommit() {
+	if a.kind != record.ObjectActor {
+		return
+	}
+	o := a.o
+	ctx, cancel := context.WithTimeout(o.halt, sessionRouteWait)
+	defer cancel()
+	prev, next := a.prep.Object.ExpectedAuthorityOwnerGeneration, a.h.ownerGeneration
+	o.sendSessionRoutes(ctx, a.h, a.prep.Object.ObjectID, a.prep.Binding, a.version, router.RoleTarget, func(b sessionBinding) router.SessionRouteUpdate {
+		return router.SessionRouteUpdate{Action: router.RouteCommit, Commit: &router.SessionRouteCommit{PreviousAuthorityOwnerGeneration: prev,
+			TargetAuthorityOwnerGeneration: next, TargetNodeRID: o.n.run.rid, TargetNodeGeneration: o.n.run.lifecycleGeneration,
+			ReplayedHighWater: b.highest}}
+	})
+}
+
+// hostedSessions is a test and operator view: the session RIDs bound to the
+// object key, with their highest sequences.
+func (o *objects) hostedSessions(key spot.Key) map[string]uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.hosted[key]
+	if !ok {
+		return nil
+	}
+	out := make(map[string]uint64, len(h.sessions))
+	for k, b := range h.sessions {
+		out[k] = b.highest
+	}
+	return out
+}
