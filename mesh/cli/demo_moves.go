@@ -129,6 +129,15 @@ type roomRun struct {
 
 func duringLine(n int) string { return fmt.Sprintf("during %d", n) }
 
+// duringLines is "during first".."during last".
+func duringLines(first, last int) []string {
+	var l []string
+	for n := first; n <= last; n++ {
+		l = append(l, duringLine(n))
+	}
+	return l
+}
+
 // check verifies RecreateOnRelocation: the room moved to its target, none
 // of its lines from before the move survived, and it holds, each once, a
 // tail "during first".."during posted" of the lines posted during the move
@@ -690,11 +699,11 @@ func printRoom(w io.Writer, r *roomRun) error {
 	}
 	fmt.Fprintf(w, "  state started fresh: the %d lines from before the move are gone", len(r.before))
 	if first > 1 {
-		fmt.Fprintf(w, ", and so are %q..%q (run on %s before the capture)", duringLine(1), duringLine(first-1), node(r.from))
+		fmt.Fprintf(w, ", and so are %s (run on %s before the capture)", quoteLines(duringLines(1, first-1)), node(r.from))
 	}
 	fmt.Fprintln(w)
 	if first <= r.posted {
-		fmt.Fprintf(w, "  %q..%q came along (queued at the capture, relayed, or passed on by %s)\n", duringLine(first), duringLine(r.posted), node(r.from))
+		fmt.Fprintf(w, "  %s came along (queued at the capture, relayed, or passed on by %s)\n", quoteLines(duringLines(first, r.posted)), node(r.from))
 	}
 	fmt.Fprintf(w, "  the timer armed on %s fired on %s\n", node(r.from), node(r.owner))
 	fmt.Fprintln(w, "check: the room moved and started empty; its queued messages and its timer moved with it")
