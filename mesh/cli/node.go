@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,13 @@ discovered and admitted every other, prints the topology, then creates
 counter Actors and chat-room User Spots through the Manager of different
 nodes (placement spreads them by weight), exchanges sends and requests
 across the nodes, prints who owns what and every reply, destroys and closes
-some objects, and shuts the nodes down in order.`
+some objects. With two or more nodes it then moves objects while messages
+flow: three counters hop from owner to owner while a sender streams
+increments and reads to them, and one chat room moves with a timer pending;
+it prints the moves (latency, relayed and passed-on messages, the longest
+request) and checks that every increment accepted was counted exactly once
+and that the room restarted empty with its queue and timer. A failed check
+exits non-zero. Finally it shuts the nodes down in order.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
@@ -204,8 +211,12 @@ func demo(ctx context.Context, count int, level string, timeout time.Duration, s
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, "admitted links (row node -> column node):")
 	printLinks(stdout, nodes)
-	if err := demoObjects(wctx, nodes, stdout); err != nil {
+	counters, rooms, err := demoObjects(wctx, nodes, stdout)
+	if err != nil {
 		return fmt.Errorf("objects: %w", err)
+	}
+	if err := demoMoves(wctx, nodes, counters, rooms, stdout); err != nil {
+		return fmt.Errorf("moves: %w", err)
 	}
 	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released)")
 	return nil
@@ -213,16 +224,10 @@ func demo(ctx context.Context, count int, level string, timeout time.Duration, s
 
 // demoObjects creates demo objects through the Managers of the nodes in
 // turn and exchanges messages with them; everything printed is what the
-// calls returned.
-func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
-	nodeOf := func(rid []byte) string {
-		for i, n := range nodes {
-			if string(n.RID()) == string(rid) {
-				return fmt.Sprintf("node %d", i+1)
-			}
-		}
-		return fmt.Sprintf("rid %x", rid)
-	}
+// calls returned. It returns the counters and rooms still open at the end
+// (the first of each is destroyed / closed here).
+func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) ([]mesh.ActorRef, []mesh.SpotRef, error) {
+	nodeOf := func(rid []byte) string { return nodeName(nodes, rid) }
 	mgr := func(i int) *mesh.Manager { return nodes[i%len(nodes)].Manager() }
 
 	fmt.Fprintln(w, "\nobjects (created through the Manager of the node named; placed by weight among serving nodes):")
@@ -231,7 +236,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		id := fmt.Sprintf("counter-%d", i+1)
 		cr, err := mgr(i).GetOrCreateActor(ctx, id, demoapp.CounterType, mesh.WithBody([]byte(fmt.Sprint(10*(i+1)))))
 		if err != nil {
-			return fmt.Errorf("create %s: %w", id, err)
+			return nil, nil, fmt.Errorf("create %s: %w", id, err)
 		}
 		counters = append(counters, cr.Ref)
 		fmt.Fprintf(w, "  node %d GetOrCreateActor(%s, %s, initial %d) -> %s, generation %d, owned by %s\n",
@@ -239,7 +244,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	}
 	again, err := mgr(1).GetOrCreateActor(ctx, "counter-1", demoapp.CounterType)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	fmt.Fprintf(w, "  node 2 GetOrCreateActor(counter-1) again -> %s, generation %d, owned by %s\n",
 		again.Outcome, again.Ref.ObjectGeneration, nodeOf(again.Ref.NodeRID))
@@ -250,7 +255,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	for i := 0; i < len(nodes); i++ {
 		ref, err := mgr(i).CreateUserSpot(ctx, demoapp.ChatRoomType)
 		if err != nil {
-			return fmt.Errorf("create room: %w", err)
+			return nil, nil, fmt.Errorf("create room: %w", err)
 		}
 		rooms = append(rooms, ref)
 		fmt.Fprintf(w, "  node %d CreateUserSpot(%s) -> spot %s, generation %d, owned by %s\n",
@@ -258,7 +263,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	}
 	lobby, err := mgr(0).GetOrCreateUserSpot(ctx, "lobby", demoapp.ChatRoomType)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	rooms = append(rooms, lobby.Ref)
 	fmt.Fprintf(w, "  node 1 GetOrCreateUserSpot(lobby) -> %s, generation %d, owned by %s\n",
@@ -269,7 +274,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	for i := range nodes {
 		for _, c := range counters {
 			if err := mgr(i).SendActor(ctx, c, []byte(fmt.Sprintf("add %d", i+1))); err != nil {
-				return fmt.Errorf("node %d send to %s: %w", i+1, c.ActorID, err)
+				return nil, nil, fmt.Errorf("node %d send to %s: %w", i+1, c.ActorID, err)
 			}
 		}
 	}
@@ -277,7 +282,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		var got []byte
 		for i := range nodes {
 			if got, err = mgr(i).RequestActor(ctx, c, []byte("get")); err != nil {
-				return fmt.Errorf("node %d request %s: %w", i+1, c.ActorID, err)
+				return nil, nil, fmt.Errorf("node %d request %s: %w", i+1, c.ActorID, err)
 			}
 		}
 		fmt.Fprintf(w, "  every node sent \"add <its number>\" to %s (on %s); node %d request \"get\" -> %q\n",
@@ -287,7 +292,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		for k, r := range rooms {
 			line := fmt.Sprintf("hello from node %d", i+1)
 			if err := mgr(i).SendSpot(ctx, r, []byte(line)); err != nil {
-				return fmt.Errorf("node %d post to room %d: %w", i+1, k+1, err)
+				return nil, nil, fmt.Errorf("node %d post to room %d: %w", i+1, k+1, err)
 			}
 		}
 	}
@@ -295,7 +300,7 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		var got []byte
 		for i := range nodes {
 			if got, err = mgr(i).RequestSpot(ctx, r, []byte("history")); err != nil {
-				return fmt.Errorf("node %d history of %s: %w", i+1, r.SpotID, err)
+				return nil, nil, fmt.Errorf("node %d history of %s: %w", i+1, r.SpotID, err)
 			}
 		}
 		fmt.Fprintf(w, "  every node posted to room %s (on %s); node %d request \"history\" -> %q\n",
@@ -330,11 +335,35 @@ func demoObjects(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		n.RefreshCapacityCopy(ctx)
 	}
 	if err := nodes[0].Discover(ctx); err != nil {
-		return err
+		return nil, nil, err
 	}
 	snap, _ := nodes[0].LastSnapshot()
 	fmt.Fprintln(w, "\ntopology with the descriptors' capacity copy (active[+reserved]/limit):")
-	return directory.RenderTable(w, directory.Rows(snap))
+	if err := directory.RenderTable(w, directory.Rows(snap)); err != nil {
+		return nil, nil, err
+	}
+	return counters[1:], rooms[1:], nil
+}
+
+// nodeName names the demo node with RoutingId rid ("node 2"), or the rid.
+func nodeName(nodes []*mesh.Node, rid []byte) string {
+	if i := nodeIndex(nodes, rid); i >= 0 {
+		return nodeLabel(i)
+	}
+	return fmt.Sprintf("rid %x", rid)
+}
+
+// nodeLabel names the demo node at index i.
+func nodeLabel(i int) string { return fmt.Sprintf("node %d", i+1) }
+
+// nodeIndex is the index of the node with RoutingId rid, or -1.
+func nodeIndex(nodes []*mesh.Node, rid []byte) int {
+	for i, n := range nodes {
+		if bytes.Equal(n.RID(), rid) {
+			return i
+		}
+	}
+	return -1
 }
 
 func printLinks(w io.Writer, nodes []*mesh.Node) {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshnode/meshnode/spot"
 )
@@ -108,8 +109,14 @@ func CounterFactory() spot.Factory {
 
 // ChatRoom is a User Spot keeping the last messages posted to it.
 //
-//	send <text>        → appends
-//	request "history"  → replies the kept lines joined by '\n'
+//	send <text>                 → appends
+//	send "/later <dur> <text>"  → appends <text> when a one-shot timer fires
+//	                              after <dur> (a Go duration, e.g. 2s)
+//	request "history"           → replies the kept lines joined by '\n'
+//
+// "/later" is how the demo shows that a room's timers move with it while
+// its lines do not (RecreateOnRelocation): the text travels in the timer's
+// name, not in the room's state.
 type ChatRoom struct {
 	lines []string
 }
@@ -117,20 +124,76 @@ type ChatRoom struct {
 // MaxHistory bounds a room's kept lines.
 const MaxHistory = 100
 
+// MaxLaterText bounds the text of a "/later" line: it becomes part of a
+// timer name, and a timer name travels in the Restore payload (≤ 65535
+// bytes, docs/RESTORE-PAYLOAD.md).
+const MaxLaterText = 1024
+
+// LaterCommand prefixes a chat line that arms a timer instead of appending.
+const LaterCommand = "/later "
+
+// laterTimer prefixes the name of a "/later" timer; the rest is the text.
+const laterTimer = "later:"
+
+// ErrBadLater is a malformed "/later" line.
+var ErrBadLater = errors.New("chat room: bad /later line")
+
 // Receive handles one message.
 func (r *ChatRoom) Receive(t *spot.Turn, env spot.Envelope) error {
+	if env.Kind == spot.Timer {
+		text, ok := strings.CutPrefix(env.Timer, laterTimer)
+		if !ok {
+			return fmt.Errorf("chat room: unknown timer %q", env.Timer)
+		}
+		r.add(text)
+		return nil
+	}
 	text := string(env.Body)
 	if env.Kind == spot.Request && text == "history" {
 		return t.Reply([]byte(strings.Join(r.lines, "\n")))
 	}
-	r.lines = append(r.lines, text)
-	if len(r.lines) > MaxHistory {
-		r.lines = r.lines[len(r.lines)-MaxHistory:]
+	if rest, ok := strings.CutPrefix(text, LaterCommand); ok {
+		after, line, err := parseLater(rest)
+		if err != nil {
+			return err
+		}
+		// One timer per text: posting the same "/later" text again re-arms it.
+		if err := t.SetTimer(laterTimer+line, after, 0); err != nil {
+			return err
+		}
+		if env.Kind == spot.Request {
+			return t.Reply([]byte("scheduled"))
+		}
+		return nil
 	}
+	r.add(text)
 	if env.Kind == spot.Request {
 		return t.Reply([]byte(strconv.Itoa(len(r.lines))))
 	}
 	return nil
+}
+
+func (r *ChatRoom) add(line string) {
+	r.lines = append(r.lines, line)
+	if len(r.lines) > MaxHistory {
+		r.lines = r.lines[len(r.lines)-MaxHistory:]
+	}
+}
+
+// parseLater splits "<dur> <text>".
+func parseLater(s string) (time.Duration, string, error) {
+	ds, text, ok := strings.Cut(s, " ")
+	if !ok || text == "" {
+		return 0, "", fmt.Errorf("%w: want %q", ErrBadLater, LaterCommand+"<duration> <text>")
+	}
+	d, err := time.ParseDuration(ds)
+	if err != nil || d < 0 {
+		return 0, "", fmt.Errorf("%w: duration %q", ErrBadLater, ds)
+	}
+	if len(text) > MaxLaterText {
+		return 0, "", fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadLater, len(text), MaxLaterText)
+	}
+	return d, text, nil
 }
 
 // ChatRoomFactory builds rooms; a moved room starts empty but keeps its

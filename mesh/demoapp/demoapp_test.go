@@ -3,6 +3,8 @@ package demoapp
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,4 +102,174 @@ func TestCounterAndRoom(t *testing.T) {
 	if v, _ := rep.get(t, "h"); len(v) != MaxHistory*3-1 {
 		t.Fatalf("history has %d bytes, want %d", len(v), MaxHistory*3-1)
 	}
+}
+
+// env builders for the tests below.
+func sendEnv(body string) spot.Envelope { return spot.Envelope{Kind: spot.Send, Body: []byte(body)} }
+func requestEnv(body, route string) spot.Envelope {
+	return spot.Envelope{Kind: spot.Request, Body: []byte(body), ReplyRoute: []byte(route)}
+}
+
+func post(t *testing.T, o *spot.Object, envs ...spot.Envelope) {
+	t.Helper()
+	for _, e := range envs {
+		if err := o.Post(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// "/later" arms a one-shot timer whose firing appends the text; the line
+// itself is not kept. Malformed lines are refused with ErrBadLater.
+func TestChatRoomLater(t *testing.T) {
+	clock := spot.NewManualClock(time.Unix(0, 0))
+	rep := &replies{got: map[string]string{}, err: map[string]error{}}
+	rt := spot.New(spot.Options{Workers: 2, Replier: rep, Clock: clock})
+	defer rt.Close()
+	room, err := rt.Open(spot.Spec{Key: spot.Key{ID: "r", Spot: true}, Kind: spot.KindUserSpot, Generation: 1, Handler: &ChatRoom{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, room, sendEnv("first"), requestEnv("/later 2s reminder", "s"), requestEnv("history", "h0"))
+	if v, err := rep.get(t, "s"); v != "scheduled" || err != nil {
+		t.Fatalf("/later answered %q, %v", v, err)
+	}
+	if v, _ := rep.get(t, "h0"); v != "first" {
+		t.Fatalf("history before the timer = %q, want %q", v, "first")
+	}
+	clock.Advance(time.Second)
+	post(t, room, requestEnv("history", "h1"))
+	if v, _ := rep.get(t, "h1"); v != "first" {
+		t.Fatalf("history after 1s = %q, want %q", v, "first")
+	}
+	clock.Advance(time.Second)
+	post(t, room, requestEnv("history", "h2"))
+	if v, _ := rep.get(t, "h2"); v != "first\nreminder" {
+		t.Fatalf("history after 2s = %q, want the reminder appended", v)
+	}
+
+	bad := []struct{ name, line string }{
+		{"no text", "/later 1s"},
+		{"empty text", "/later 1s "},
+		{"bad duration", "/later soon hi"},
+		{"negative duration", "/later -1s hi"},
+		{"text too long", "/later 1s " + strings.Repeat("x", MaxLaterText+1)},
+	}
+	for i, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			route := fmt.Sprintf("bad-%d", i)
+			post(t, room, requestEnv(tc.line, route))
+			if _, err := rep.get(t, route); !errors.Is(err, ErrBadLater) {
+				t.Fatalf("%q answered %v, want ErrBadLater", tc.line, err)
+			}
+		})
+	}
+}
+
+// What a move does to each demo type, with the runtime's own primitives
+// (hold, capture, open a new instance with the captured work): a counter's
+// value moves with it (PreserveStateWith) together with its queued
+// increments; a chat room's queue and timers move but its lines do not
+// (RecreateOnRelocation) — what `meshnode demo` shows across real nodes.
+func TestRelocationPolicies(t *testing.T) {
+	reg := spot.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	clock := spot.NewManualClock(time.Unix(0, 0))
+	rep := &replies{got: map[string]string{}, err: map[string]error{}}
+	src := spot.New(spot.Options{Workers: 2, Replier: rep, Clock: clock})
+	defer src.Close()
+	dst := spot.New(spot.Options{Workers: 2, Replier: rep, Clock: clock})
+	defer dst.Close()
+	ctx := context.Background()
+
+	// move captures o and opens it on dst: restored from a snapshot
+	// (PreserveStateWith) or built fresh (RecreateOnRelocation).
+	move := func(t *testing.T, f spot.Factory, o *spot.Object, h spot.Handler, key spot.Key, kind spot.ObjectKind) *spot.Object {
+		t.Helper()
+		o.Hold()
+		captured, err := o.Capture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := spot.CreateRequest{ID: key.ID, Generation: 1}
+		var nh spot.Handler
+		switch f.Policy {
+		case spot.PolicyPreserveState:
+			state, err := f.Snapshot.Snapshot(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nh, err = f.Snapshot.Restore(ctx, req, state)
+			if err != nil {
+				t.Fatal(err)
+			}
+		case spot.PolicyRecreate:
+			if nh, err = f.New(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("policy %v", f.Policy)
+		}
+		o.Discard()
+		moved, err := dst.Open(spot.Spec{Key: key, Kind: kind, Generation: 1, Handler: nh, Restored: &captured})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return moved
+	}
+
+	t.Run("counter keeps its value and its queue", func(t *testing.T) {
+		f, _ := reg.Lookup(CounterType)
+		h, err := f.New(ctx, spot.CreateRequest{ID: "c", Generation: 1, Body: []byte("10")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := spot.Key{ID: "c"}
+		c, err := src.Open(spot.Spec{Key: key, Kind: spot.KindActor, Generation: 1, Handler: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		post(t, c, sendEnv("add 5"), requestEnv("get", "c0"))
+		if v, _ := rep.get(t, "c0"); v != "15" {
+			t.Fatalf("before = %q", v)
+		}
+		c.Hold()
+		post(t, c, sendEnv("inc"), sendEnv("inc")) // queued, not run: they move
+		moved := move(t, f, c, h, key, spot.KindActor)
+		post(t, moved, requestEnv("get", "c1"))
+		if v, _ := rep.get(t, "c1"); v != "17" {
+			t.Fatalf("after the move = %q, want 17 (15 carried + 2 queued)", v)
+		}
+	})
+
+	t.Run("chat room starts fresh with its queue and timers", func(t *testing.T) {
+		f, _ := reg.Lookup(ChatRoomType)
+		h, err := f.New(ctx, spot.CreateRequest{ID: "room", Generation: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := spot.Key{ID: "room", Spot: true}
+		r, err := src.Open(spot.Spec{Key: key, Kind: spot.KindUserSpot, Generation: 1, Handler: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		post(t, r, sendEnv("before"), sendEnv("/later 1s timer"), requestEnv("history", "r0"))
+		if v, _ := rep.get(t, "r0"); v != "before" {
+			t.Fatalf("before = %q", v)
+		}
+		r.Hold()
+		post(t, r, sendEnv("queued"))
+		moved := move(t, f, r, h, key, spot.KindUserSpot)
+		post(t, moved, requestEnv("history", "r1"))
+		if v, _ := rep.get(t, "r1"); v != "queued" {
+			t.Fatalf("after the move = %q, want only the queued line", v)
+		}
+		clock.Advance(time.Second)
+		post(t, moved, requestEnv("history", "r2"))
+		if v, _ := rep.get(t, "r2"); v != "queued\ntimer" {
+			t.Fatalf("after the timer = %q, want the moved timer's line", v)
+		}
+	})
 }
