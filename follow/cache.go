@@ -305,8 +305,14 @@ type Fence struct {
 	NodeGeneration           uint64
 }
 
-// matches reports whether r is exactly the route f was built from.
-func (f Fence) matches(r Ready) bool {
+// FenceOf is the fence a message sent on r carries.
+func FenceOf(r Ready) Fence {
+	return Fence{ObjectGeneration: r.ObjectGeneration, AuthorityOwnerGeneration: r.AuthorityOwnerGeneration,
+		OwnerLeaseGeneration: r.Owner.LeaseGeneration, NodeRID: r.Route.NodeRID, NodeGeneration: r.Route.NodeGeneration}
+}
+
+// Matches reports whether r is exactly the route f was built from.
+func (f Fence) Matches(r Ready) bool {
 	return r.ObjectGeneration == f.ObjectGeneration && r.AuthorityOwnerGeneration == f.AuthorityOwnerGeneration &&
 		r.Owner.LeaseGeneration == f.OwnerLeaseGeneration && r.Route.NodeGeneration == f.NodeGeneration &&
 		string(r.Route.NodeRID) == string(f.NodeRID)
@@ -318,7 +324,7 @@ func (f Fence) matches(r Ready) bool {
 // caller uses it on command 50 messageFollow: the notice says "the route you
 // sent with is stale", which must not drop an entry the sender has since
 // replaced by a newer read (a route to the new owner, or to a later one).
-func (c *Cache) DropRoute(key Key, f Fence) bool { return c.dropIf(key, f.matches) }
+func (c *Cache) DropRoute(key Key, f Fence) bool { return c.dropIf(key, f.Matches) }
 
 // DropOwner removes every entry routed to owner ownerID under a lease
 // generation up to leaseGeneration, and returns how many it removed. The

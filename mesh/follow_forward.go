@@ -89,21 +89,22 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 		o.log.Debug("one-way message refused", "object", m.id, "hop", m.hop, "err", err)
 		return
 	}
-	o.answerRefused(from, rec, m.fam, m.corr, reply, err)
+	o.answerOrigin(from, rec, m.fam, m.corr, reply, nil, err)
 }
 
-// answerRefused sends the command 20 of a request that was not delivered to
-// the node run that made it: on the connection it came on when it came
-// straight from there, else as a portable reply (or, when this node made
-// it, to its own waiting call) — a node that only passed the request on
-// waits for no answer and must not get one.
-func (o *objects) answerRefused(from transport.PeerInfo, rec *router.Record, fam opFamily, corr uint64, reply func(*router.Record) error, err error) {
+// answerOrigin sends the command 20 of a request that is answered where it
+// arrived, not by a turn (a refusal, a barrier), to the node run that made
+// it: on the connection it came on when it came straight from there, else
+// as a portable reply (or, when this node made it, to its own waiting
+// call) — a node that only passed the request on waits for no answer and
+// must not get one.
+func (o *objects) answerOrigin(from transport.PeerInfo, rec *router.Record, fam opFamily, corr uint64, reply func(*router.Record) error, body []byte, err error) {
 	org, oerr := originOf(rec, from)
 	if oerr != nil || org.direct(from) {
-		o.sendReply(reply, replyRecord(fam, corr, nil, err))
+		o.sendReply(reply, replyRecord(fam, corr, body, err))
 		return
 	}
-	o.Reply(replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}.encode(), nil, err)
+	o.Reply(replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}.encode(), body, err)
 }
 
 // passOn forwards m to the new owner when the follow table has a route for
@@ -132,6 +133,7 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// the sender's messages in their order and pushes back on the sender
 	// instead of shedding or buffering without bound. The wait is short:
 	// an owner that cannot take the message in time gets none of it.
+	o.hook().step(m.id, stepFollowPassOn)
 	ctx, cancel := context.WithTimeout(o.halt, followSendWait)
 	defer cancel()
 	// Counted before the send: the new owner may answer (and its command
@@ -221,7 +223,7 @@ func (o *objects) noticeFollowed(from transport.PeerInfo, rec *router.Record) {
 		return
 	}
 	if o.isRun(org.rid, org.gen) {
-		o.dropFollowed(followRoute(m, src))
+		o.dropFollowed(followRoute(m, src), m.op)
 		o.sessionFollowed(m.op, followRoute(m, m.to))
 		return
 	}
@@ -251,7 +253,7 @@ func followRoute(m inMessage, to routeTo) router.MessageFollowRoute {
 // dropFollowed drops the route cache entry a command 50 Source names, only
 // if the cache holds exactly that route: an entry read since (the new owner,
 // or a later one) is kept.
-func (o *objects) dropFollowed(src router.MessageFollowRoute) {
+func (o *objects) dropFollowed(src router.MessageFollowRoute, op router.OperationID) {
 	var key follow.Key
 	var f follow.Fence
 	switch {
@@ -271,4 +273,8 @@ func (o *objects) dropFollowed(src router.MessageFollowRoute) {
 	if o.cache.DropRoute(key, f) {
 		o.stats.followRoutesDropped.Add(1)
 	}
+	// The followed message is queued at the new owner: when it was the
+	// last one sent on that route, nothing of ours is still on its way
+	// there (route_barrier.go).
+	o.sent.settle(key, f, op)
 }

@@ -390,19 +390,7 @@ func (o *objects) remoteDestroy(ctx context.Context, id string, gen uint64, a re
 }
 
 func isDestroyControl(rec *router.Record) bool {
-	if rec.Metadata == nil {
-		return false
-	}
-	entries, err := router.DecodeMetadata(rec.Metadata)
-	if err != nil {
-		return false
-	}
-	for _, e := range entries {
-		if e.Key == controlKey && e.Value == controlDestroy {
-			return true
-		}
-	}
-	return false
+	return controlOf(rec) == controlDestroy
 }
 
 // inboundDestroy is the owner side of remoteDestroy.

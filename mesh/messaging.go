@@ -58,6 +58,9 @@ type msgTarget struct {
 	gen  uint64
 	sess *sessionTag
 	op   router.OperationID // a Session's operation id (zero: a fresh one)
+	// control is the meshnode.control metadata of a framework message
+	// that is no application message ("": none; route_barrier.go).
+	control string
 }
 
 func (t msgTarget) cacheKey() follow.Key {
@@ -101,11 +104,20 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 	if !record.Generation(t.gen).Valid() {
 		return nil, fmt.Errorf("%w: ObjectGeneration %d", ErrInvalidOperation, t.gen)
 	}
+	if t.op.IsZero() {
+		// One operation id for every try: a retry is the same message,
+		// and the route switch barrier matches refusals and commands 50
+		// by it.
+		t.op = opIDOf(NewOperationID())
+	}
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
 		r, err := o.resolve(ctx, t, attempt > 0)
 		if err != nil {
 			return nil, classify(ctx, err, "resolve "+t.id)
+		}
+		if err := o.beforeSend(ctx, t, r); err != nil {
+			return nil, classify(ctx, err, "route switch to "+t.id)
 		}
 		var reply []byte
 		if bytes.Equal(r.Route.NodeRID, o.n.run.rid) && r.Route.NodeGeneration == o.n.run.lifecycleGeneration {
@@ -135,6 +147,12 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 			// §7.3: a failed delivery drops the cached route; the next try
 			// reads the store.
 			o.cache.Drop(t.cacheKey())
+			if !errorsIsAny(err, errNotSent...) {
+				// Refused by the node the route named (or by the one it
+				// passed the message on to): everything sent before it
+				// on that connection was handled there.
+				o.sent.settle(t.cacheKey(), follow.FenceOf(r), t.op)
+			}
 			last = err
 			continue
 		}
@@ -358,15 +376,13 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		fence := router.ActorRouteFence{Actor: router.ActorRef{ActorID: t.id, ObjectGeneration: t.gen},
 			TargetNodeRID: r.Route.NodeRID, TargetNodeGeneration: r.Route.NodeGeneration,
 			ExpectedAuthorityOwnerGeneration: r.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration: r.Owner.LeaseGeneration}
-		switch {
-		case request:
+		// A one-way message carries its operation id too, so that a
+		// command 50 about it names it: a Session's sequence (session.go),
+		// the last message on a route (route_barrier.go).
+		if request {
 			b = &router.ActorRequest{Operation: opID, TargetActor: fence, BoundSession: t.sess.tail()}
-		case t.sess != nil:
-			// A Session's one-way message carries its operation id, so
-			// that a command 50 about it names its sequence (session.go).
+		} else {
 			b = &router.ActorSend{Operation: opID, TargetActor: fence, BoundSession: t.sess.tail()}
-		default:
-			b = &router.ActorSend{TargetActor: fence}
 		}
 	} else {
 		fence := router.SpotRouteFence{Spot: router.SpotRef{SpotID: t.id, ObjectGeneration: t.gen},
@@ -375,10 +391,17 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		if request {
 			b = &router.SpotRequest{Operation: opID, SourceSpotID: source, TargetSpot: fence}
 		} else {
-			b = &router.SpotSend{SourceSpotID: source, TargetSpot: fence}
+			b = &router.SpotSend{Operation: opID, SourceSpotID: source, TargetSpot: fence}
 		}
 	}
-	rec := router.NewRecord(b, nil, payload)
+	var meta []byte
+	if t.control != "" {
+		var err error
+		if meta, err = router.EncodeMetadata([]router.MetadataEntry{{Key: controlKey, Value: t.control}}); err != nil {
+			return nil, fmt.Errorf("%w: control %q: %w", ErrInvalidOperation, t.control, err)
+		}
+	}
+	rec := router.NewRecord(b, meta, payload)
 	if h := o.hook().beforeRemoteSend; h != nil {
 		if err := h(t.id); err != nil {
 			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
@@ -550,9 +573,12 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	}
 	var perr error
 	var arrived bool
+	// A barrier (route_barrier.go) is answered where it is admitted; it
+	// is never queued.
+	barrier := corr != 0 && controlOf(rec) == controlBarrier
 	_, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, func(d dest) {
-		if oerr != nil {
-			return // refused below
+		if oerr != nil || barrier {
+			return // refused or answered below
 		}
 		// Recorded before the message is queued anywhere: a move that
 		// takes the queue (or merges it at the owner change) then knows
@@ -586,6 +612,9 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 			o.sendReply(reply, replyRecord(fam, corr, nil, oerr))
 		}
 		o.log.Debug("message refused", "object", id, "err", oerr)
+	case barrier:
+		o.answerOrigin(from, rec, fam, corr, reply, nil, nil)
+		o.noticeFollowed(from, rec)
 	case arrived:
 	case perr != nil:
 		if corr != 0 {

@@ -35,6 +35,7 @@ type objects struct {
 	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
 	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
 	sessions sessionTable                   // this node's bound Sessions (session.go)
+	sent     sentRoutes                     // the route last used per object (route_barrier.go)
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted
@@ -68,6 +69,7 @@ type objectStats struct {
 	sessionSwitches, sessionAborts         atomic.Uint64 // bound Sessions (session.go)
 	sessionIgnored, sessionRoutesSent      atomic.Uint64
 	sessionRebinds                         atomic.Uint64
+	routeBarriers, routeBarriersTimedOut   atomic.Uint64 // route switches (route_barrier.go)
 }
 
 // ObjectStats is a snapshot of a node's object counters.
@@ -102,6 +104,10 @@ type ObjectStats struct {
 	// SessionRebinds Sessions that fell back to a store resolve after a
 	// refusal.
 	SessionRouteSwitches, SessionAborts, SessionRoutesIgnored, SessionRoutesSent, SessionRebinds uint64
+	// RouteBarriers counts route switches of this node's senders that
+	// first sent a barrier on the previous route (route_barrier.go);
+	// RouteBarriersTimedOut those whose barrier went unanswered.
+	RouteBarriers, RouteBarriersTimedOut uint64
 }
 
 // testHooks let tests inject the failures the spec's result tables name.
@@ -134,6 +140,8 @@ const (
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
 	stepTargetOpen    = "target:open"    // CAS applied, dispatch not open
 	stepTargetBuilt   = "target:built"   // the hidden instance's build returned
+	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier
+	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
 )
 
 func (h testHooks) step(id, step string) {
@@ -430,7 +438,7 @@ func (o *objects) registerCommands() {
 		// §7.3: one of our messages reached its object's new owner through
 		// Message Follow; the route we sent it with is stale.
 		r := rec.Body.(*router.MessageFollow).Route
-		o.dropFollowed(r.Source)
+		o.dropFollowed(r.Source, r.OriginalOperation)
 		o.sessionFollowed(r.OriginalOperation, r.Target)
 	})
 }
@@ -477,6 +485,7 @@ func (o *objects) snapshotStats() ObjectStats {
 		SessionRouteSwitches: o.stats.sessionSwitches.Load(), SessionAborts: o.stats.sessionAborts.Load(),
 		SessionRoutesIgnored: o.stats.sessionIgnored.Load(), SessionRoutesSent: o.stats.sessionRoutesSent.Load(),
 		SessionRebinds: o.stats.sessionRebinds.Load(),
+		RouteBarriers:  o.stats.routeBarriers.Load(), RouteBarriersTimedOut: o.stats.routeBarriersTimedOut.Load(),
 	}
 }
 

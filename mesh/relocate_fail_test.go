@@ -608,11 +608,12 @@ type casFaults struct {
 	authKey string
 
 	mu         sync.Mutex
-	failWrites int  // NewOwner batches still to fail; -1: every one
-	apply      bool // a failing batch is applied first: only its answer is lost
-	failReads  bool // reads of authKey fail (set by a lost answer)
-	failed     int  // NewOwner batches answered with a provider error
-	applied    int  // of those, applied
+	failWrites int   // NewOwner batches still to fail; -1: every one
+	apply      bool  // a failing batch is applied first: only its answer is lost
+	failReads  bool  // reads of authKey fail (set by a lost answer)
+	failed     int   // NewOwner batches answered with a provider error
+	applied    int   // of those, applied
+	notApplied error // why the last batch meant to apply did not
 }
 
 var errStoreDown = &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("store unreachable")}
@@ -647,10 +648,15 @@ func (s *casFaults) Write(ctx context.Context, req locstore.WriteRequest) (locst
 		return s.Store.Write(ctx, req)
 	}
 	if apply {
-		wr, err := s.Store.Write(ctx, req)
+		// The store itself is fine — only the answer is lost — so the
+		// batch is not cut short by the caller's per-call deadline on a
+		// loaded machine.
+		wr, err := s.Store.Write(context.WithoutCancel(ctx), req)
 		s.mu.Lock()
 		if err == nil && wr.Applied {
 			s.applied++
+		} else {
+			s.notApplied = fmt.Errorf("applied %v, err %v", wr.Applied, err)
 		}
 		s.mu.Unlock()
 	}
@@ -718,7 +724,7 @@ func TestRelocationOwnerCASConverges(t *testing.T) {
 				c.nodes[dst].obj.hooks.Store(hooks)
 				defer c.nodes[dst].obj.hooks.Store(nil)
 				faults.mu.Lock()
-				faults.authKey, faults.failWrites, faults.apply, faults.failed, faults.applied = key, tc.failWrites, tc.apply, 0, 0
+				faults.authKey, faults.failWrites, faults.apply, faults.failed, faults.applied, faults.notApplied = key, tc.failWrites, tc.apply, 0, 0, nil
 				faults.mu.Unlock()
 				res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration))
 				if res.Outcome != Moved || !res.Confirmed || res.AuthorityOwnerGeneration != uint64(gen)+1 {
@@ -726,7 +732,7 @@ func TestRelocationOwnerCASConverges(t *testing.T) {
 				}
 				failed, applied := faults.counts()
 				if failed != tc.failWrites || (tc.apply && applied != 1) {
-					t.Fatalf("%d owner CAS batches failed (%d applied), want %d", failed, applied, tc.failWrites)
+					t.Fatalf("%d owner CAS batches failed (%d applied; %v), want %d", failed, applied, faults.notApplied, tc.failWrites)
 				}
 				if tc.apply {
 					// The lost answer was decided by the target's next

@@ -60,7 +60,7 @@ func stalledLink(t *testing.T, qb queueBound) (a *Node, fake *fakePeer, release 
 
 // fillQueue sends spotSends 1, 2, … of size bytes to a peer that does not
 // read until the queue is full and stays full: a send is refused with
-// ErrBackpressure and the writer wrote nothing for 200 ms (it is blocked on
+// ErrBackpressure and the writer wrote nothing for 450 ms (it is blocked on
 // the full socket, so no room will appear until the peer reads). It
 // returns how many were queued.
 func fillQueue(t *testing.T, a *Node, peer RID, size int) int {
@@ -79,9 +79,13 @@ func fillQueue(t *testing.T, a *Node, peer RID, size int) int {
 				time.Sleep(time.Millisecond)
 			}
 		case errors.Is(err, ErrBackpressure):
-			before := out.Load()
-			time.Sleep(200 * time.Millisecond)
-			if out.Load() == before {
+			// Stalled only when nothing moves for a while: on a loaded
+			// machine the writer can pause longer than one short look.
+			before, still := out.Load(), 0
+			for ; still < 3 && out.Load() == before; still++ {
+				time.Sleep(150 * time.Millisecond)
+			}
+			if still == 3 && out.Load() == before {
 				return sent
 			}
 		default:

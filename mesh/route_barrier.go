@@ -1,0 +1,192 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// Per-sender order across a route switch (docs/RELOCATION.md "A sender's
+// order across a route switch").
+//
+// A node sends an object's messages on the route it resolved. When the
+// object moves, messages this node already sent to the previous owner are
+// passed on by it (Message Follow, §7.3) over the previous owner's
+// connection to the new owner. Once this node learns the new route (a
+// command 50 dropped its cache entry, the entry aged out, or a refusal made
+// it re-read the store) its next message would go straight to the new owner
+// on another connection and could overtake the ones still being passed on.
+//
+// So a node switching an object's route sends a barrier first: a request
+// with the control "barrier" on the route it used before. It travels behind
+// this node's earlier messages on that connection, is passed on behind them
+// when the object has moved, and is answered where it is admitted — by the
+// host that queued (or held, or relayed) everything sent before it, or by a
+// previous owner that no longer knows the object (everything before it was
+// refused there too). New messages to the object wait for that answer;
+// the new owner's merge order (payload, relay, temporary queue, §9.2) then
+// keeps them behind the earlier ones.
+//
+// A barrier is only needed when the previous route was used within
+// MessageFollowDuration (later, nothing can still be in flight through it)
+// and was another node (a local sender's held messages are relayed on this
+// node's own connection to the new owner, ahead of anything it sends next).
+// Bound Sessions keep their own route and switch by command 44 (session.go).
+
+// controlBarrier is the meshnode.control value of a barrier request.
+const controlBarrier = "barrier"
+
+// barrierWait bounds how long a route switch waits for its barrier's answer:
+// a previous owner in its cutover holds arrivals up to cutoverWait, then
+// passes them on within followSendWait. Past it the switch happens anyway
+// (logged): the previous owner is gone or overloaded, and order with
+// messages it never passed on does not matter.
+const barrierWait = cutoverWait + followSendWait
+
+// sentRoutes is the route this node last used for each object it sent to,
+// kept for MessageFollowDuration.
+type sentRoutes struct {
+	mu    sync.Mutex
+	m     map[follow.Key]*sentRoute
+	swept time.Duration // a reading of the node's clock
+}
+
+type sentRoute struct {
+	r  follow.Ready
+	at time.Duration // when it was last used (node clock)
+	// lastOp is the operation id of the last message sent on r; settled
+	// is set when that message is known to have been handled past the
+	// previous owner (settle), so a switch away from r needs no barrier.
+	lastOp  router.OperationID
+	settled bool
+	// switching is non-nil while a barrier for this object runs; other
+	// senders to the object wait for it to close.
+	switching chan struct{}
+}
+
+// beforeSend returns once a message of this node to t may take route r
+// without overtaking one it sent on its previous route to t, sending the
+// barrier when the route changed. It fails only with ctx.
+func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) error {
+	window := o.n.cfg.Routing.MessageFollowDuration
+	if window <= 0 {
+		return nil // nothing is passed on: a message on a stale route is refused
+	}
+	key := t.cacheKey()
+	s := &o.sent
+	for {
+		now := o.n.clock.Now()
+		s.mu.Lock()
+		e := s.m[key]
+		switch {
+		case e == nil:
+			s.sweep(now, window)
+			s.m[key] = &sentRoute{r: r, at: now, lastOp: t.op}
+			s.mu.Unlock()
+			return nil
+		case e.switching != nil:
+			ch := e.switching
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case follow.FenceOf(e.r).Matches(r) || e.settled || now-e.at > window ||
+			e.r.ObjectGeneration != r.ObjectGeneration || o.isLocal(e.r):
+			e.r, e.at, e.lastOp, e.settled = r, now, t.op, false
+			s.mu.Unlock()
+			return nil
+		}
+		prev, ch := e.r, make(chan struct{})
+		e.switching = ch
+		s.mu.Unlock()
+		o.barrier(ctx, t, prev)
+		s.mu.Lock()
+		e.r, e.at, e.lastOp, e.settled, e.switching = r, o.n.clock.Now(), t.op, false, nil
+		close(ch)
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// settle records that the message with operation op, sent on the route
+// fence f, was handled past that route's node: refused there (its answer
+// came back on the same ordered connection, behind everything sent
+// before it), or queued at the new owner after being passed on (command
+// 50, sent only then). When it was the last message sent on f, nothing of
+// this node is still in flight through f, and a switch away from it needs
+// no barrier.
+func (s *sentRoutes) settle(key follow.Key, f follow.Fence, op router.OperationID) {
+	if op.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m[key]; e != nil && e.switching == nil && e.lastOp == op && f.Matches(e.r) {
+		e.settled = true
+	}
+}
+
+// sweep drops the entries older than window, at most once per window.
+// Called with s.mu held.
+func (s *sentRoutes) sweep(now, window time.Duration) {
+	if s.m == nil {
+		s.m = map[follow.Key]*sentRoute{}
+	}
+	if now-s.swept < window {
+		return
+	}
+	s.swept = now
+	for k, e := range s.m {
+		if e.switching == nil && now-e.at > window {
+			delete(s.m, k)
+		}
+	}
+}
+
+func (o *objects) isLocal(r follow.Ready) bool {
+	return bytes.Equal(r.Route.NodeRID, o.n.run.rid) && r.Route.NodeGeneration == o.n.run.lifecycleGeneration
+}
+
+// barrier sends the barrier request on prev and waits for its answer (any
+// answer: admitted, refused, or passed on and admitted), at most
+// barrierWait.
+func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
+	o.stats.routeBarriers.Add(1)
+	o.hook().step(t.id, stepSenderBarrier)
+	bctx, cancel := context.WithTimeout(ctx, barrierWait)
+	defer cancel()
+	bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier}
+	_, err := o.deliverRemote(bctx, bt, prev, nil, true)
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded):
+		o.stats.routeBarriersTimedOut.Add(1)
+		o.log.Warn("route switch: the previous owner did not answer the barrier in time; switching anyway",
+			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(), "wait", barrierWait)
+	default:
+		// Refused or not sent: nothing of ours is still being passed on
+		// through prev.
+		o.log.Debug("route switch: barrier refused", "object", t.id, "err", err)
+	}
+}
+
+// controlOf is a message's meshnode.control value ("" when none).
+func controlOf(rec *router.Record) string {
+	if rec.Metadata == nil {
+		return ""
+	}
+	v, _, err := metaValue(rec.Metadata, controlKey)
+	if err != nil {
+		return ""
+	}
+	return v
+}

@@ -1,0 +1,163 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// seqCluster is a client node 0 and two servers on the memory store, with
+// seqType registered.
+func seqCluster(t *testing.T) (*cluster, context.Context) {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	return newClusterOn(t, f, nil, 3, clientRole0), ctxT(t, 30*time.Second)
+}
+
+// movedAfterOne creates a seqType Actor id from node 0, sends it message 1
+// as a request (so it has run before the move; node 0 now has that route
+// cached and recorded as the one it used) and moves it to the other
+// server. It returns the ref and the previous and new owner.
+func movedAfterOne(t *testing.T, ctx context.Context, c *cluster, id string) (ref ActorRef, src, dst int) {
+	t.Helper()
+	ref, err := c.m(0).CreateActor(ctx, id, seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.m(0).RequestActor(ctx, ref, []byte("q:n0:1")); err != nil {
+		t.Fatal(err)
+	}
+	src = ownerIndex(t, c, record.ObjectActor, ref.ActorID)
+	dst = 3 - src // the other server (1 or 2)
+	if res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+	return ref, src, dst
+}
+
+// seqStateOf asks a seqType Actor for its state, from node 0.
+func seqStateOf(t *testing.T, ctx context.Context, c *cluster, ref ActorRef) seqState {
+	t.Helper()
+	got, err := c.m(0).RequestActor(ctx, ref, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st seqState
+	if err := json.Unmarshal(got, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A sender's order across a route switch (route_barrier.go), step by step:
+// message 2 is still being passed on by the previous owner (held there)
+// when the sender learns the new route; message 3 must wait for the barrier
+// it sends behind message 2, so the object sees 1, 2, 3. Without the
+// barrier, message 3 goes straight to the new owner and overtakes 2.
+func TestRouteSwitchKeepsSenderOrder(t *testing.T) {
+	c, ctx := seqCluster(t)
+	ref, src, dst := movedAfterOne(t, ctx, c, "barrier-1")
+	send := func(body string) error { return c.m(0).SendActor(ctx, ref, []byte(body)) }
+
+	// The previous owner holds the first message it passes on until
+	// released; later ones (the barrier) go through.
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id != ref.ActorID || step != stepFollowPassOn {
+			return
+		}
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(held)
+			<-release
+		}
+	}})
+	barrierSent := make(chan struct{}, 1)
+	c.nodes[0].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == ref.ActorID && step == stepSenderBarrier {
+			barrierSent <- struct{}{}
+		}
+	}})
+
+	// Message 2 on the cached (now stale) route: the previous owner
+	// passes it on — and is held doing so.
+	if err := send("s:n0:2"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the previous owner never passed message 2 on")
+	}
+	// The sender learns the new route (its cache entry dropped, as when it
+	// ages out) and sends message 3 while message 2 is still held.
+	c.nodes[0].obj.cache.Drop(follow.Key{Kind: follow.KindActor, ID: ref.ActorID})
+	done := make(chan error, 1)
+	go func() { done <- send("s:n0:3") }()
+	select {
+	case <-barrierSent:
+	case err := <-done:
+		close(release)
+		t.Fatalf("message 3 was sent without a barrier (err %v)", err)
+	case <-ctx.Done():
+		close(release)
+		t.Fatal("no barrier was sent")
+	}
+	// Message 3 waits for the barrier's answer, which comes only after
+	// message 2 has been passed on.
+	select {
+	case err := <-done:
+		close(release)
+		t.Fatalf("message 3 went out while message 2 was still held (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("message 3: %v", err)
+	}
+
+	st := seqStateOf(t, ctx, c, ref)
+	if st.Last["n0"] != 3 || st.Gaps != 0 || st.Duplicates != 0 {
+		t.Errorf("object saw last %d, %d gaps, %d duplicates; want 3, 0, 0 (in order)", st.Last["n0"], st.Gaps, st.Duplicates)
+	}
+	s := c.stats(0)
+	if s.RouteBarriers != 1 || s.RouteBarriersTimedOut != 0 {
+		t.Errorf("route barriers %d (timed out %d), want 1 (0)", s.RouteBarriers, s.RouteBarriersTimedOut)
+	}
+	if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner != dst {
+		t.Errorf("owner is node %d, want %d", owner, dst)
+	}
+}
+
+// A route switch needs no barrier when nothing sent on the previous route
+// can still be in flight: the previous route was last used longer than
+// MessageFollowDuration ago.
+func TestRouteSwitchAfterFollowWindowSendsNoBarrier(t *testing.T) {
+	c, ctx := seqCluster(t)
+	ref, _, _ := movedAfterOne(t, ctx, c, "barrier-2")
+	// Age the sender's record of its last route past the follow window
+	// (instead of sleeping the ≥ 5 s the window is at least).
+	key := follow.Key{Kind: follow.KindActor, ID: ref.ActorID}
+	obj := c.nodes[0].obj
+	obj.sent.mu.Lock()
+	obj.sent.m[key].at -= c.nodes[0].cfg.Routing.MessageFollowDuration + time.Millisecond
+	obj.sent.mu.Unlock()
+	obj.cache.Drop(key)
+	if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:2")); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.stats(0); s.RouteBarriers != 0 {
+		t.Errorf("route barriers %d, want 0 (previous route outside the follow window)", s.RouteBarriers)
+	}
+	if st := seqStateOf(t, ctx, c, ref); st.Last["n0"] != 2 || st.Gaps != 0 {
+		t.Errorf("object saw last %d, %d gaps; want 2, 0", st.Last["n0"], st.Gaps)
+	}
+}
