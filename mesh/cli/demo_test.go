@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/mesh"
 )
 
@@ -18,25 +19,36 @@ import (
 // accepted, reads never went backwards, the room restarted empty with its
 // queue and timer); with one node the moving part is skipped.
 func TestDemoCommand(t *testing.T) {
+	moving := []string{
+		"check: every counter's final value is its initial value plus the increments accepted",
+		"moves: 12 moved, 0 not moved",
+		"check: the room moved and started empty; its queued messages and its timer moved with it",
+		"the timer armed on node ",
+	}
 	tests := []struct {
 		nodes    int
+		redis    bool // --redis: the same run on a real redis-server
 		counters int
 		want     []string
 	}{
-		{3, demoMovingCounters, []string{
-			"check: every counter's final value is its initial value plus the increments accepted",
-			"moves: 12 moved, 0 not moved",
-			"check: the room moved and started empty; its queued messages and its timer moved with it",
-			"the timer armed on node ",
-		}},
-		{1, 0, []string{"moving objects: needs at least two nodes; skipped"}},
+		{3, false, demoMovingCounters, append([]string{"(memory stores, "}, moving...)},
+		{1, false, 0, []string{"moving objects: needs at least two nodes; skipped"}},
+		{3, true, demoMovingCounters, append([]string{"(Redis at ", "namespace meshnode-demo-"}, moving...)},
 	}
 	for _, tc := range tests {
-		t.Run(fmt.Sprintf("%d nodes", tc.nodes), func(t *testing.T) {
+		name := fmt.Sprintf("%d nodes", tc.nodes)
+		if tc.redis {
+			name += " on redis"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			var out, errb bytes.Buffer
-			code := Main(ctx, []string{"demo", "--nodes", fmt.Sprint(tc.nodes), "--log-level", "error"}, &out, &errb)
+			args := []string{"demo", "--nodes", fmt.Sprint(tc.nodes), "--log-level", "error"}
+			if tc.redis {
+				args = append(args, "--redis", testredis.Addr(t))
+			}
+			code := Main(ctx, args, &out, &errb)
 			if code != ExitOK {
 				t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
 			}

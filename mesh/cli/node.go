@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/demoapp"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/stores"
+	"github.com/meshnode/meshnode/relocstore"
 	relmemory "github.com/meshnode/meshnode/relocstore/memory"
 	"github.com/meshnode/meshnode/spot"
 )
@@ -115,7 +118,11 @@ increments and reads to them, and one chat room moves with a timer pending;
 it prints the moves (latency, relayed and passed-on messages, the longest
 request) and checks that every increment accepted was counted exactly once
 and that the room restarted empty with its queue and timer. A failed check
-exits non-zero. Finally it shuts the nodes down in order.`
+exits non-zero. Finally it shuts the nodes down in order.
+
+With --redis host:port the nodes use the Redis providers of that server
+instead, under a fresh namespace per run (printed), to try the same on
+the production store.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
@@ -124,6 +131,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	count := fs.Int("nodes", 3, "number of nodes")
 	level := fs.String("log-level", "warn", "log level of the nodes (debug, info, warn, error)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long the nodes may take to find each other")
+	redisAddr := fs.String("redis", "", "use the Redis providers at host:port (a fresh namespace per run) instead of the memory stores")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return ExitOK
@@ -134,34 +142,37 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "meshnode demo: --nodes must be 1..64\n")
 		return ExitUsage
 	}
-	if err := demo(ctx, *count, *level, *timeout, stdout, stderr); err != nil {
+	if err := demo(ctx, demoOptions{count: *count, level: *level, timeout: *timeout, redis: *redisAddr}, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "meshnode demo: %v\n", err)
 		return ExitError
 	}
 	return ExitOK
 }
 
-func demo(ctx context.Context, count int, level string, timeout time.Duration, stdout, stderr io.Writer) error {
+// demoOptions are the demo's command-line settings.
+type demoOptions struct {
+	count   int
+	level   string
+	timeout time.Duration
+	redis   string // host:port of a Redis server; "" = the memory stores
+}
+
+func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
+	count, timeout := o.count, o.timeout
 	reg, err := registry()
 	if err != nil {
 		return err
 	}
-	logCfg := config.LogConfig{Format: config.LogText, Level: level}
+	logCfg := config.LogConfig{Format: config.LogText, Level: o.level}
 	log := config.NewLogger(logCfg, stderr)
-	// The embedded default: one in-memory store pair shared by the nodes of
-	// this process, registered in configuration like any provider (§2).
-	loc, err := locmemory.New(locmemory.WithLogger(log))
+	loc, reloc, locCfg, relCfg, what, err := demoStores(ctx, o.redis, log)
 	if err != nil {
 		return err
 	}
 	defer loc.Close()
-	reloc, err := relmemory.New()
-	if err != nil {
-		return err
-	}
 	defer reloc.Close()
 
-	fmt.Fprintf(stdout, "meshnode demo: starting %d nodes on loopback (memory stores, mesh %q)\n", count, "demo")
+	fmt.Fprintf(stdout, "meshnode demo: starting %d nodes on loopback (%s, mesh %q)\n", count, what, "demo")
 	nodes := make([]*mesh.Node, 0, count)
 	defer func() {
 		for i := len(nodes) - 1; i >= 0; i-- {
@@ -176,8 +187,7 @@ func demo(ctx context.Context, count int, level string, timeout time.Duration, s
 		cfg := config.Default()
 		cfg.Node.MeshName = "demo"
 		cfg.Node.Endpoint = "tcp://127.0.0.1:0"
-		cfg.LocationStore.Provider = config.ProviderMemory
-		cfg.RelocationStore.Provider = config.ProviderMemory
+		cfg.LocationStore, cfg.RelocationStore = locCfg, relCfg
 		cfg.Log = logCfg
 		n, err := mesh.Start(ctx, mesh.Options{Config: cfg, Factories: reg, Location: loc, Relocation: reloc,
 			Logger: log.With("node", i+1), DiscoveryInterval: 500 * time.Millisecond})
@@ -220,6 +230,42 @@ func demo(ctx context.Context, count int, level string, timeout time.Duration, s
 	}
 	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released)")
 	return nil
+}
+
+// demoStores opens the stores the demo's nodes share: the embedded
+// default, one in-memory pair registered in configuration like any
+// provider (§2), or — with addr — the Redis providers under a namespace of
+// their own, so that a run never meets an earlier run's records.
+func demoStores(ctx context.Context, addr string, log *slog.Logger) (loc locstore.Store, reloc relocstore.Store, locCfg, relCfg config.StoreConfig, what string, err error) {
+	def := config.Default()
+	locCfg, relCfg = def.LocationStore, def.RelocationStore
+	if addr == "" {
+		if loc, err = locmemory.New(locmemory.WithLogger(log)); err != nil {
+			return
+		}
+		if reloc, err = relmemory.New(); err != nil {
+			loc.Close()
+			return
+		}
+		locCfg.Provider, relCfg.Provider = config.ProviderMemory, config.ProviderMemory
+		return loc, reloc, locCfg, relCfg, "memory stores", nil
+	}
+	var suffix [4]byte
+	if _, err = rand.Read(suffix[:]); err != nil {
+		return
+	}
+	ns := "meshnode-demo-" + hex.EncodeToString(suffix[:])
+	locCfg.Provider, relCfg.Provider = config.ProviderRedis, config.ProviderRedis
+	locCfg.Redis.Addrs, relCfg.Redis.Addrs = []string{addr}, []string{addr}
+	locCfg.Redis.Namespace, relCfg.Redis.Namespace = ns, ns+"-reloc"
+	if loc, err = stores.OpenLocation(ctx, locCfg, log); err != nil {
+		return nil, nil, locCfg, relCfg, "", fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	if reloc, err = stores.OpenRelocation(ctx, relCfg, log); err != nil {
+		loc.Close()
+		return nil, nil, locCfg, relCfg, "", fmt.Errorf("redis at %s: %w", addr, err)
+	}
+	return loc, reloc, locCfg, relCfg, fmt.Sprintf("Redis at %s, namespace %s", addr, ns), nil
 }
 
 // demoObjects creates demo objects through the Managers of the nodes in
