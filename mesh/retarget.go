@@ -93,31 +93,36 @@ type routeTo struct {
 // fields other than the fence and hop count, the metadata's other entries
 // and the payload are kept as they are.
 func retarget(rec *router.Record, to routeTo, hop uint8, org origin) (*router.Record, error) {
-	var body router.Body
+	// The switch only copies the body and points at the fields that change
+	// (an Actor's or a Spot's fence, the hop count); one path sets them.
+	var (
+		body  router.Body
+		actor *router.ActorRouteFence
+		spot  *router.SpotRouteFence
+		hops  *uint8
+	)
 	switch b := rec.Body.(type) {
 	case *router.ActorSend:
 		c := *b
-		c.TargetActor = actorFence(b.TargetActor.Actor, to)
-		c.MessageFollowHopCount = hop
-		body = &c
+		body, actor, hops = &c, &c.TargetActor, &c.MessageFollowHopCount
 	case *router.ActorRequest:
 		c := *b
-		c.TargetActor = actorFence(b.TargetActor.Actor, to)
-		c.MessageFollowHopCount = hop
-		body = &c
+		body, actor, hops = &c, &c.TargetActor, &c.MessageFollowHopCount
 	case *router.SpotSend:
 		c := *b
-		c.TargetSpot = spotFence(b.TargetSpot.Spot, to)
-		c.MessageFollowHopCount = hop
-		body = &c
+		body, spot, hops = &c, &c.TargetSpot, &c.MessageFollowHopCount
 	case *router.SpotRequest:
 		c := *b
-		c.TargetSpot = spotFence(b.TargetSpot.Spot, to)
-		c.MessageFollowHopCount = hop
-		body = &c
+		body, spot, hops = &c, &c.TargetSpot, &c.MessageFollowHopCount
 	default:
 		return nil, fmt.Errorf("%w: %s is not an object message", ErrInvalidOperation, rec.Command)
 	}
+	if actor != nil {
+		*actor = actorFence(actor.Actor, to)
+	} else {
+		*spot = spotFence(spot.Spot, to)
+	}
+	*hops = hop
 	meta, err := withOrigin(rec.Metadata, org)
 	if err != nil {
 		return nil, err

@@ -359,6 +359,47 @@ func requireGeneration(op Op, g uint64) error {
 	return nil
 }
 
+// ownedBy refuses a record that owner does not own (Conflict).
+func ownedBy(op Op, row AuthorityRow, owner Owner) error {
+	if cur := row.Record; OwnerOf(cur) != owner {
+		return conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
+			cur.OwnerID, cur.OwnerLeaseGeneration, owner.ID, owner.LeaseGeneration)
+	}
+	return nil
+}
+
+// ownerLease checks that owner owns the record and that its lease is valid,
+// and returns the lease condition (verifyLease, as the current owner).
+func ownerLease(op Op, row AuthorityRow, owner Owner, lease LeaseRow) (locstore.Condition, error) {
+	if err := ownedBy(op, row, owner); err != nil {
+		return locstore.Condition{}, err
+	}
+	return verifyLease(op, lease, owner, "current")
+}
+
+// ownedActive runs the checks of a change made by the owner of an Active
+// record (Preserve, Delete), in the documented order: owner and caller's
+// ObjectGeneration valid, the record as asked and Active (existing), owned
+// by owner, owner's lease valid. It returns the record's key and the lease
+// condition.
+func ownedActive(op Op, obj Object, objGen uint64, ifVersion string, owner Owner, snap Snapshot) (string, locstore.Condition, error) {
+	if err := owner.validate(); err != nil {
+		return "", locstore.Condition{}, invalidCause(op, err, "owner")
+	}
+	if err := requireGeneration(op, objGen); err != nil {
+		return "", locstore.Condition{}, err
+	}
+	key, err := existing(op, obj, objGen, ifVersion, record.AllocationActive, snap.Authority)
+	if err != nil {
+		return "", locstore.Condition{}, err
+	}
+	leaseCond, err := ownerLease(op, snap.Authority, owner, snap.OwnerLease)
+	if err != nil {
+		return "", locstore.Condition{}, err
+	}
+	return key, leaseCond, nil
+}
+
 // PlanCommit plans that reservation's Reserved → Active: reserved slots
 // become active on the record's node, pendingCreation is cleared (unless
 // KeepPendingCreation), and the Created final result is recorded in the
@@ -385,11 +426,7 @@ func PlanCommit(req CommitRequest, snap Snapshot) (Plan, error) {
 	if pc := cur.PendingCreation; pc == nil || pc.ReservationID != req.ReservationID {
 		return Plan{}, conflictWith(op, ErrConflict, row, "the reservation is not %q", req.ReservationID)
 	}
-	if OwnerOf(cur) != req.Owner {
-		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
-			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
-	}
-	leaseCond, err := verifyLease(op, snap.OwnerLease, req.Owner, "current")
+	leaseCond, err := ownerLease(op, row, req.Owner, snap.OwnerLease)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -491,11 +528,7 @@ func PlanAbort(req AbortRequest, snap Snapshot) (Plan, error) {
 	}
 	var leaseCond locstore.Condition
 	if req.Owner != nil {
-		if OwnerOf(cur) != *req.Owner {
-			return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
-				cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
-		}
-		if leaseCond, err = verifyLease(op, snap.OwnerLease, *req.Owner, "current"); err != nil {
+		if leaseCond, err = ownerLease(op, row, *req.Owner, snap.OwnerLease); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -523,27 +556,12 @@ func PlanAbort(req AbortRequest, snap Snapshot) (Plan, error) {
 // Rows used: Authority, OwnerLease (of req.Owner).
 func PlanPreserve(req PreserveRequest, snap Snapshot) (Plan, error) {
 	const op = OpPreserve
-	if err := req.Owner.validate(); err != nil {
-		return Plan{}, invalidCause(op, err, "owner")
-	}
-	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
+	key, leaseCond, err := ownedActive(op, req.Object, req.ObjectGeneration, req.IfVersion, req.Owner, snap)
+	if err != nil {
 		return Plan{}, err
 	}
 	row := snap.Authority
-	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
-	if err != nil {
-		return Plan{}, err
-	}
-	cur := row.Record
-	if OwnerOf(cur) != req.Owner {
-		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
-			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
-	}
-	leaseCond, err := verifyLease(op, snap.OwnerLease, req.Owner, "current")
-	if err != nil {
-		return Plan{}, err
-	}
-	next := cloneAuthority(cur)
+	next := cloneAuthority(row.Record)
 	if req.Payload.Set {
 		next.Payload = cloneBytes(req.Payload.Value)
 	}
@@ -660,26 +678,12 @@ func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 // Rows used: Authority, OwnerLease (of req.Owner), Capacity (record's node).
 func PlanDelete(req DeleteRequest, snap Snapshot) (Plan, error) {
 	const op = OpDelete
-	if err := req.Owner.validate(); err != nil {
-		return Plan{}, invalidCause(op, err, "owner")
-	}
-	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
+	key, leaseCond, err := ownedActive(op, req.Object, req.ObjectGeneration, req.IfVersion, req.Owner, snap)
+	if err != nil {
 		return Plan{}, err
 	}
 	row := snap.Authority
-	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, row)
-	if err != nil {
-		return Plan{}, err
-	}
 	cur := row.Record
-	if OwnerOf(cur) != req.Owner {
-		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
-			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
-	}
-	leaseCond, err := verifyLease(op, snap.OwnerLease, req.Owner, "current")
-	if err != nil {
-		return Plan{}, err
-	}
 	b := newBatch(op)
 	p, err := deleteExisting(b, op, key, row, leaseCond, req.Fences)
 	if err != nil {

@@ -619,11 +619,10 @@ func PlanCompleteRelocation(req CompleteRequest, snap Snapshot) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	cur := row.Record
-	if OwnerOf(cur) != req.Owner {
-		return Plan{}, conflictWith(op, ErrConflict, row, "the record is owned by %s/%d, not %s/%d",
-			cur.OwnerID, cur.OwnerLeaseGeneration, req.Owner.ID, req.Owner.LeaseGeneration)
+	if err := ownedBy(op, row, req.Owner); err != nil {
+		return Plan{}, err
 	}
+	cur := row.Record
 	if r := cur.Relocation; r == nil || r.RelocationID != req.RelocationID || r.Stage != record.RelocationCommitted {
 		return Plan{}, conflictWith(op, ErrConflict, row, "relocation %x is not committed on the record", req.RelocationID)
 	}

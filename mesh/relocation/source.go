@@ -73,15 +73,10 @@ const (
 	SrcRefused
 )
 
-var sourceStateNames = [...]string{"start", "securing", "capturing", "recording", "streaming", "relaying",
+var sourceStateNames = []string{"start", "securing", "capturing", "recording", "streaming", "relaying",
 	"cancelling", "confirming", "awaiting", "reclaiming", "moved", "recovered", "reopened", "refused"}
 
-func (s SourceState) String() string {
-	if int(s) < len(sourceStateNames) {
-		return sourceStateNames[s]
-	}
-	return fmt.Sprintf("SourceState(%d)", uint8(s))
-}
+func (s SourceState) String() string { return enumName(s, sourceStateNames, "SourceState") }
 
 // Final reports whether no event changes s any more.
 func (s SourceState) Final() bool {
@@ -138,16 +133,11 @@ const (
 	EvCommitSeen
 )
 
-var sourceEventNames = [...]string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
+var sourceEventNames = []string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
 	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen"}
 
-func (e SourceEvent) String() string {
-	if int(e) < len(sourceEventNames) && e != 0 {
-		return sourceEventNames[e]
-	}
-	return fmt.Sprintf("SourceEvent(%d)", uint8(e))
-}
+func (e SourceEvent) String() string { return enumName(e, sourceEventNames, "SourceEvent") }
 
 // SourceAction is one step the caller performs, in the order returned.
 type SourceAction uint8
@@ -206,16 +196,11 @@ const (
 	ActRecover
 )
 
-var sourceActionNames = [...]string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
+var sourceActionNames = []string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
 	"relayHold", "sendCutover", "keepFollow", "freePayload", "sendCancel", "releaseCapacity", "readOwner",
 	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover"}
 
-func (a SourceAction) String() string {
-	if int(a) < len(sourceActionNames) && a != 0 {
-		return sourceActionNames[a]
-	}
-	return fmt.Sprintf("SourceAction(%d)", uint8(a))
-}
+func (a SourceAction) String() string { return enumName(a, sourceActionNames, "SourceAction") }
 
 // Reason says why a move did not end Moved.
 type Reason uint8
@@ -244,15 +229,10 @@ const (
 	ReasonTargetLost
 )
 
-var reasonNames = [...]string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
+var reasonNames = []string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
 	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost"}
 
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
+func (r Reason) String() string { return enumName(r, reasonNames, "Reason") }
 
 // Source is one move on the source node. The zero value is not usable;
 // use NewSource.

@@ -38,14 +38,9 @@ const (
 	TgtCancelled
 )
 
-var targetStateNames = [...]string{"start", "preparing", "restoring", "relay", "committing", "owner", "failed", "cancelled"}
+var targetStateNames = []string{"start", "preparing", "restoring", "relay", "committing", "owner", "failed", "cancelled"}
 
-func (s TargetState) String() string {
-	if int(s) < len(targetStateNames) {
-		return targetStateNames[s]
-	}
-	return fmt.Sprintf("TargetState(%d)", uint8(s))
-}
+func (s TargetState) String() string { return enumName(s, targetStateNames, "TargetState") }
 
 // Final reports whether no event changes s any more.
 func (s TargetState) Final() bool { return s == TgtOwner || s == TgtFailed || s == TgtCancelled }
@@ -91,16 +86,11 @@ const (
 	EvExpired
 )
 
-var targetEventNames = [...]string{"", "prepare", "authorityMatched", "authorityMismatch", "assembled",
+var targetEventNames = []string{"", "prepare", "authorityMatched", "authorityMismatch", "assembled",
 	"assemblyFailed", "restored", "restoreFailed", "cancelled", "cutover", "cutoverMismatch", "graceElapsed",
 	"committed", "conflict", "unknown", "expired"}
 
-func (e TargetEvent) String() string {
-	if int(e) < len(targetEventNames) && e != 0 {
-		return targetEventNames[e]
-	}
-	return fmt.Sprintf("TargetEvent(%d)", uint8(e))
-}
+func (e TargetEvent) String() string { return enumName(e, targetEventNames, "TargetEvent") }
 
 // TargetAction is one step the caller performs, in the order returned.
 type TargetAction uint8
@@ -139,15 +129,10 @@ const (
 	ActRemove
 )
 
-var targetActionNames = [...]string{"", "registerTemp", "beginAssembly", "readAuthority", "buildHidden",
+var targetActionNames = []string{"", "registerTemp", "beginAssembly", "readAuthority", "buildHidden",
 	"replyRelayReady", "armGrace", "replyFailed", "cas", "retryCas", "open", "remove"}
 
-func (a TargetAction) String() string {
-	if int(a) < len(targetActionNames) && a != 0 {
-		return targetActionNames[a]
-	}
-	return fmt.Sprintf("TargetAction(%d)", uint8(a))
-}
+func (a TargetAction) String() string { return enumName(a, targetActionNames, "TargetAction") }
 
 // TargetFailure says why a target attempt ended Failed.
 type TargetFailure uint8
@@ -166,15 +151,10 @@ const (
 	TgtFailDeadline
 )
 
-var targetFailureNames = [...]string{"none", "authorityMismatch", "assemblyFailed", "restoreFailed",
+var targetFailureNames = []string{"none", "authorityMismatch", "assemblyFailed", "restoreFailed",
 	"relayMismatch", "conflict", "location_update_failed", "deadlineExceeded"}
 
-func (f TargetFailure) String() string {
-	if int(f) < len(targetFailureNames) {
-		return targetFailureNames[f]
-	}
-	return fmt.Sprintf("TargetFailure(%d)", uint8(f))
-}
+func (f TargetFailure) String() string { return enumName(f, targetFailureNames, "TargetFailure") }
 
 // Target is one move attempt on the target node (one binding: RelocationId,
 // target attempt, source fence). A different attempt is a different Target.
