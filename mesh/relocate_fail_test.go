@@ -673,6 +673,19 @@ func (s *casFaults) Read(ctx context.Context, key string) (locstore.ReadResult, 
 	return s.Store.Read(ctx, key)
 }
 
+// arm makes the owner CAS of Actor id meet the store failures: failWrites
+// NewOwner batches fail (-1: every one), each applied first when apply.
+func (s *casFaults) arm(t *testing.T, id string, failWrites int, apply bool) {
+	t.Helper()
+	key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.authKey, s.failWrites, s.apply, s.failed, s.applied, s.notApplied = key, failWrites, apply, 0, 0, nil
+}
+
 func (s *casFaults) counts() (failed, applied int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -706,10 +719,6 @@ func TestRelocationOwnerCASConverges(t *testing.T) {
 				ref := recorder(t, ctx, c, id, failPreserveType, "a")
 				src, dst := movePair(t, c, record.ObjectActor, id)
 				gen := rowOf(t, c, record.ObjectActor, id).Record.AuthorityOwnerGeneration
-				key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
-				if err != nil {
-					t.Fatal(err)
-				}
 				casCalls := 0
 				hooks := &testHooks{relocationStep: func(oid, step string) {
 					if oid != id || step != stepTargetCAS {
@@ -723,9 +732,7 @@ func TestRelocationOwnerCASConverges(t *testing.T) {
 				}}
 				c.nodes[dst].obj.hooks.Store(hooks)
 				defer c.nodes[dst].obj.hooks.Store(nil)
-				faults.mu.Lock()
-				faults.authKey, faults.failWrites, faults.apply, faults.failed, faults.applied, faults.notApplied = key, tc.failWrites, tc.apply, 0, 0, nil
-				faults.mu.Unlock()
+				faults.arm(t, id, tc.failWrites, tc.apply)
 				res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration))
 				if res.Outcome != Moved || !res.Confirmed || res.AuthorityOwnerGeneration != uint64(gen)+1 {
 					t.Fatalf("outcome %v (%s), confirmed %v, AuthorityOwnerGeneration %d", res.Outcome, res.Reason, res.Confirmed, res.AuthorityOwnerGeneration)
@@ -775,16 +782,10 @@ func TestRelocationOwnerCASUnconfirmedUntilDeadline(t *testing.T) {
 		ref := recorder(t, ctx, c, id, failPreserveType)
 		src, dst := movePair(t, c, record.ObjectActor, id)
 		before := rowOf(t, c, record.ObjectActor, id)
-		key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
-		if err != nil {
-			t.Fatal(err)
-		}
 		hooks := &testHooks{}
 		ends := watchArrivals(hooks)
 		c.nodes[dst].obj.hooks.Store(hooks)
-		faults.mu.Lock()
-		faults.authKey, faults.failWrites = key, -1
-		faults.mu.Unlock()
+		faults.arm(t, id, -1, false)
 		mctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 		defer cancel()
 		res := outcomeOf(t, relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration))
@@ -882,6 +883,57 @@ func TestRelocationTargetStopsBeforeCAS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// §10 with the spec's gap closed (docs/RELOCATION.md §5, "A CAS still in
+// flight at the deadline"): the target's owner CAS applies but its answer
+// is lost, and every read of the record fails until after the Restore
+// deadline. Removing the object at the deadline, as §10 says, would leave
+// the store naming a target without it. The target instead stops sending
+// CAS and reads until the record decides: once the store answers, it finds
+// its CAS applied and opens the object with its state; the source, whose
+// reservation release finds the reservation consumed, reports Moved. One
+// owner, no state lost.
+func TestRelocationOwnerCASAppliedPastDeadline(t *testing.T) {
+	onFailStores(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+		faults := &casFaults{Store: loc}
+		c, _ := failCluster(t, f, faults)
+		ctx := ctxT(t, 60*time.Second)
+		const id = "cas-late"
+		ref := recorder(t, ctx, c, id, failPreserveType, "a")
+		src, dst := movePair(t, c, record.ObjectActor, id)
+		gen := rowOf(t, c, record.ObjectActor, id).Record.AuthorityOwnerGeneration
+		hooks := &testHooks{}
+		ends := watchArrivals(hooks)
+		c.nodes[dst].obj.hooks.Store(hooks)
+		defer c.nodes[dst].obj.hooks.Store(nil)
+		faults.arm(t, id, 1, true)
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+		// Past the move's deadline (the Restore deadline both sides hold),
+		// with the reads still failing.
+		<-mctx.Done()
+		time.Sleep(300 * time.Millisecond)
+		if failed, applied := faults.counts(); failed != 1 || applied != 1 {
+			t.Fatalf("%d owner CAS batches failed (%d applied; %v), want 1 (1)", failed, applied, faults.notApplied)
+		}
+		faults.mu.Lock()
+		faults.failReads = false // the store answers again
+		faults.mu.Unlock()
+		if e := waitEnd(t, ends, id); e.state != relocation.TgtOwner {
+			t.Fatalf("the target attempt ended %s/%s, want owner", e.state, e.failure)
+		}
+		res := outcomeOf(t, moving)
+		if res.Outcome != Moved {
+			t.Fatalf("the source reported %v (%s); want moved", res.Outcome, res.Reason)
+		}
+		checkOwners(t, c, record.ObjectActor, id, dst, gen+1, dst)
+		wantRan(t, ctx, c, ref, "a")
+		if _, rsv := capacityOf(t, loc); rsv != 0 {
+			t.Fatalf("%d reservations left after the move", rsv)
+		}
+	})
 }
 
 // §1.3 table "DisableRelocation cross-node move: Rejected before Capture":

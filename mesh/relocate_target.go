@@ -45,7 +45,7 @@ type arrival struct {
 	// Set by the machine's goroutine (and the actions it starts) only.
 	version          string   // the authority StoreVersion the target first read
 	reservation      [16]byte // the move's Reservation ID, as the record names it
-	committedVersion string   // the StoreVersion the owner CAS left
+	committedVersion string   // the StoreVersion the owner CAS left (under mu: setCommitted)
 	obj              *spot.Object
 	grace            *time.Timer
 
@@ -291,14 +291,15 @@ func (a *arrival) run() {
 	defer close(a.done)
 	expire := time.NewTimer(time.Until(a.expire))
 	defer expire.Stop()
+	halted := o.halt.Done()
 	for !a.m.State().Final() {
 		var ev relocation.TargetEvent
 		select {
 		case ev = <-a.events:
 		case <-expire.C:
 			ev = relocation.EvExpired
-		case <-o.halt.Done():
-			ev = relocation.EvExpired
+		case <-halted:
+			ev, halted = relocation.EvHalted, nil // once
 		}
 		acts, err := a.m.Step(ev)
 		if err != nil {
@@ -365,6 +366,8 @@ func (a *arrival) do(act relocation.TargetAction) {
 		a.open()
 	case relocation.ActRemove:
 		a.remove()
+	case relocation.ActDecide:
+		go a.decide()
 	default:
 		o.log.Error("relocation: unknown target action", "action", act)
 	}
@@ -521,7 +524,7 @@ func (a *arrival) commit(retry bool) {
 	var ae *authority.Error
 	switch {
 	case err == nil:
-		a.committedVersion = res.Version
+		a.setCommitted(res.Version)
 		a.post(relocation.EvCommitted)
 	case errors.As(err, &ae) && (ae.Kind == authority.ErrConflict || ae.Kind == authority.ErrNotFound || ae.Kind == authority.ErrInvalidOperation):
 		o.log.Info("relocation: owner CAS refused", "object", a.prep.Object.ObjectID, "err", err)
@@ -529,6 +532,75 @@ func (a *arrival) commit(retry bool) {
 	default:
 		o.log.Warn("relocation: owner CAS answer unknown; retrying with the same version", "object", a.prep.Object.ObjectID, "err", err)
 		a.post(relocation.EvUnknown)
+	}
+}
+
+// setCommitted records the StoreVersion the owner CAS left. The CAS and
+// the decide loop may both learn it (a late CAS answer after the deadline).
+func (a *arrival) setCommitted(version string) {
+	a.mu.Lock()
+	a.committedVersion = version
+	a.mu.Unlock()
+}
+
+// decideEvery bounds the decide loop's back-off between reads.
+const decideEvery = time.Second
+
+// decide runs after the Restore deadline when an owner CAS answer was lost
+// (relocation.TgtDeciding): no CAS is sent any more (§10), the instance
+// stays hidden, and the record is read until it shows the CAS applied —
+// the store names this node, so the object must be here: open — or that no
+// CAS of this attempt can apply — the source released the reservation or
+// took the object back: remove (location_update_failed). The spec removes
+// at the deadline; that leaves a record naming a node without the object
+// whenever a CAS in flight lands later (docs/RELOCATION.md §5). The
+// source's own deadline handling (releasing the reservation, retried while
+// the store is down) is what decides an undecided row.
+func (a *arrival) decide() {
+	o := a.o
+	id := a.prep.Object.ObjectID
+	self, lg := o.n.Owner()
+	var rid [16]byte
+	copyID(&rid, a.bind.Relocation)
+	req := authority.NewOwnerRequest{
+		Object:           authority.Object{ID: id, Kind: a.kind, StableType: a.prep.Object.StableType},
+		ObjectGeneration: a.prep.Object.ObjectGeneration, IfVersion: a.version,
+		Target: authority.Target{Node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
+			LifecycleGeneration: o.n.run.lifecycleGeneration}, Owner: authority.Owner{ID: self, LeaseGeneration: lg}},
+		Relocation: &authority.RelocationRef{RelocationID: rid, TargetAttempt: a.bind.TargetAttempt, ReservationID: a.reservation}}
+	o.log.Warn("relocation: the Restore deadline passed with the owner CAS answer unknown; reading the record until it decides",
+		"object", id)
+	wait, since := 10*time.Millisecond, time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(o.halt, storeWriteTimeout)
+		out, res, err := o.exec.DecideNewOwner(ctx, req)
+		cancel()
+		switch {
+		case err == nil && out == authority.CASCommitted:
+			a.setCommitted(res.Version)
+			o.log.Warn("relocation: the owner CAS had applied; opening the object here", "object", id, "after", time.Since(since))
+			a.post(relocation.EvCommitted)
+			return
+		case err == nil && out == authority.CASImpossible:
+			a.post(relocation.EvConflict)
+			return
+		case err != nil:
+			o.log.Debug("relocation: deciding read failed", "object", id, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-a.done:
+			t.Stop()
+			return
+		case <-o.halt.Done():
+			t.Stop()
+			a.post(relocation.EvHalted)
+			return
+		}
+		if wait *= 2; wait > decideEvery {
+			wait = decideEvery
+		}
 	}
 }
 
@@ -543,6 +615,7 @@ func (a *arrival) open() {
 	a.mu.Lock()
 	merged := append(a.relay, a.temp...)
 	a.relay, a.temp = nil, nil
+	version := a.committedVersion
 	a.mu.Unlock()
 	for _, env := range merged {
 		if err := a.obj.Post(env); err != nil {
@@ -554,7 +627,7 @@ func (a *arrival) open() {
 	}
 	h := a.h
 	h.obj, h.state, h.arrival = a.obj, hostServing, nil
-	h.storeVersion = a.committedVersion
+	h.storeVersion = version
 	o.mu.Unlock()
 	a.obj.Release()
 	k := followKey(a.kind, a.prep.Object.ObjectID)

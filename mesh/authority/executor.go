@@ -631,3 +631,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// DecideNewOwner reads the rows a relocation's owner CAS (req) is
+// conditioned on and classifies them (DecideNewOwner): it never writes.
+// The target uses it after the Restore deadline, when a CAS answer was lost
+// and no further CAS may be sent (§10). For CASCommitted the Result carries
+// the authority row's version.
+func (e *Executor) DecideNewOwner(ctx context.Context, req NewOwnerRequest) (CASOutcome, Result, error) {
+	r := reads{}
+	if req.Relocation != nil {
+		r.reservation = &req.Relocation.ReservationID
+	}
+	snap, err := e.existingReader(OpNewOwner, req.Object, r)(ctx)
+	if err != nil {
+		return CASUndecided, Result{}, err
+	}
+	out, err := DecideNewOwner(req, snap)
+	if err != nil || out != CASCommitted {
+		return out, Result{}, err
+	}
+	return out, Result{Version: snap.Authority.Version, StoreNow: snap.StoreNow, AlreadyApplied: true}, nil
+}

@@ -634,3 +634,48 @@ func PlanCompleteRelocation(req CompleteRequest, snap Snapshot) (Plan, error) {
 	next.Relocation = nil
 	return putOnly(op, key, row, next, leaseCond, req.Fences)
 }
+
+// CASOutcome is what the rows say about a relocation's owner CAS whose
+// answer was lost and that may no longer be retried (§10: the Restore
+// deadline passed).
+type CASOutcome uint8
+
+const (
+	// CASUndecided: every row the CAS batch is conditioned on is as the
+	// target first read it, so a batch still in flight could apply.
+	CASUndecided CASOutcome = iota
+	// CASCommitted: the row names the target with this relocation and
+	// target attempt committed.
+	CASCommitted
+	// CASImpossible: the authority row moved past the first-read version,
+	// or the reservation row is gone (the source released it): no batch of
+	// this attempt can apply any more.
+	CASImpossible
+)
+
+var casOutcomeNames = []string{"undecided", "committed", "impossible"}
+
+func (c CASOutcome) String() string {
+	if int(c) < len(casOutcomeNames) {
+		return casOutcomeNames[c]
+	}
+	return fmt.Sprintf("CASOutcome(%d)", c)
+}
+
+// DecideNewOwner classifies snap for req, a relocation's owner CAS (§8),
+// without planning a write. It errs toward CASUndecided: only a change to
+// a row every batch of this attempt is conditioned on (the authority row's
+// version, the reservation row's presence) proves the CAS impossible.
+func DecideNewOwner(req NewOwnerRequest, snap Snapshot) (CASOutcome, error) {
+	if req.Relocation == nil || req.IfVersion == "" {
+		return CASUndecided, invalid(OpNewOwner, "deciding a lost owner CAS needs a relocation and its first-read IfVersion")
+	}
+	row := snap.Authority
+	switch {
+	case committedBy(row, req.ObjectGeneration, req.Target.Party(), *req.Relocation):
+		return CASCommitted, nil
+	case !row.Found || row.Version != req.IfVersion || !snap.Reservation.Found:
+		return CASImpossible, nil
+	}
+	return CASUndecided, nil
+}

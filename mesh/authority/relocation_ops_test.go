@@ -752,3 +752,50 @@ func TestPlanObservedRelocation(t *testing.T) {
 		t.Error("CompleteRelocation observation wrong")
 	}
 }
+
+// TestDecideNewOwner: after the Restore deadline a target whose CAS answer
+// was lost reads, never writes, until the rows say the CAS applied or can
+// never apply (§10; docs/RELOCATION.md §5).
+func TestDecideNewOwner(t *testing.T) {
+	base := func() (NewOwnerRequest, Snapshot) {
+		ref := moveRef(1)
+		req := NewOwnerRequest{Object: player, ObjectGeneration: 11, IfVersion: "v2", Target: targetB(), Relocation: &ref}
+		snap := Snapshot{
+			Authority:   withProgress(activeRow(t, player, nodeA, ownerA, 11, 1, "v2"), progress(record.RelocationCaptured, 1)),
+			Reservation: resRow(t, reservationOf(player, 11, "v1"), "r1"),
+		}
+		return req, snap
+	}
+	cases := []struct {
+		name string
+		edit func(*NewOwnerRequest, *Snapshot)
+		want CASOutcome
+	}{
+		{"rows as first read: a batch in flight could still apply", func(*NewOwnerRequest, *Snapshot) {}, CASUndecided},
+		{"committed by this relocation and attempt", func(r *NewOwnerRequest, s *Snapshot) {
+			s.Authority, s.Reservation = committedRow(t, 1, "v3"), missingRes(t, resID)
+		}, CASCommitted},
+		{"committed by another attempt", func(r *NewOwnerRequest, s *Snapshot) { s.Authority = committedRow(t, 2, "v3") }, CASImpossible},
+		{"row changed since the first read (the source took it back)", func(r *NewOwnerRequest, s *Snapshot) {
+			s.Authority = activeRow(t, player, nodeA, ownerA, 11, 1, "v3")
+		}, CASImpossible},
+		{"reservation released by the source", func(r *NewOwnerRequest, s *Snapshot) { s.Reservation = missingRes(t, resID) }, CASImpossible},
+		{"record gone", func(r *NewOwnerRequest, s *Snapshot) { s.Authority = AuthorityRow{} }, CASImpossible},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, snap := base()
+			tc.edit(&req, &snap)
+			got, err := DecideNewOwner(req, snap)
+			if err != nil || got != tc.want {
+				t.Fatalf("DecideNewOwner = %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("not a relocation", func(t *testing.T) {
+		req, snap := base()
+		req.Relocation = nil
+		_, err := DecideNewOwner(req, snap)
+		wantErr(t, err, ErrInvalidOperation)
+	})
+}

@@ -164,8 +164,18 @@ func TestTargetTable(t *testing.T) {
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRemove), TgtFailed, TgtFailConflict},
 		{"§10 unanswered CAS re-read until it converges", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvUnknown, EvUnknown, EvCommitted},
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRetryCAS, ActRetryCAS, ActOpen), TgtOwner, TgtFailNone},
-		{"§10 unanswered CAS past the deadline: location_update_failed", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvUnknown, EvExpired, EvCommitted},
-			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRetryCAS, ActRemove), TgtFailed, TgtFailLocationUpdate},
+		{"§10 CAS answer unknown at the deadline, then the record shows it can never apply: location_update_failed", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvUnknown, EvExpired, EvUnknown, EvConflict},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRetryCAS, ActDecide, ActRemove), TgtFailed, TgtFailLocationUpdate},
+		{"§10 CAS answer unknown at the deadline, then the record shows it applied: open, never a record naming a node without the object", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvUnknown, EvExpired, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRetryCAS, ActDecide, ActOpen), TgtOwner, TgtFailNone},
+		{"undecided when the node stops: removed", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvExpired, EvHalted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActDecide, ActRemove), TgtFailed, TgtFailLocationUpdate},
+		{"deadline in the relay, no CAS sent: location_update_failed at once", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvExpired},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove), TgtFailed, TgtFailLocationUpdate},
+		{"node stops during the CAS: removed", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvHalted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRemove), TgtFailed, TgtFailLocationUpdate},
+		{"node stops before relay-ready: as the deadline", []TargetEvent{EvPrepare, EvHalted},
+			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailDeadline},
 		{"relayed records differ from the cutover's count/digest", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutoverMismatch},
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove), TgtFailed, TgtFailRelayMismatch},
 		{"deadline before relay-ready", []TargetEvent{EvPrepare, EvExpired},
@@ -197,7 +207,7 @@ func TestTargetTable(t *testing.T) {
 func TestTargetFinalIgnoresLateEvents(t *testing.T) {
 	ends := map[string][]TargetEvent{
 		"owner":     {EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvCommitted},
-		"failed":    {EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvExpired},
+		"failed":    {EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvExpired, EvConflict},
 		"cancelled": {EvPrepare, EvCancelled},
 	}
 	for name, evs := range ends {
@@ -211,7 +221,7 @@ func TestTargetFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvPrepare; ev <= EvExpired; ev++ {
+		for ev := EvPrepare; ev <= EvHalted; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
@@ -240,9 +250,14 @@ func TestNames(t *testing.T) {
 			t.Errorf("target state %d unnamed", s)
 		}
 	}
-	for a := ActRegisterTemp; a <= ActRemove; a++ {
+	for a := ActRegisterTemp; a <= ActDecide; a++ {
 		if a.String()[0] == 'T' {
 			t.Errorf("target action %d unnamed", a)
+		}
+	}
+	for e := EvPrepare; e <= EvHalted; e++ {
+		if e.String()[0] == 'T' {
+			t.Errorf("target event %d unnamed", e)
 		}
 	}
 }

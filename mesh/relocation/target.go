@@ -29,6 +29,12 @@ const (
 	// TgtCommitting: the owner CAS runs on the first-read StoreVersion; an
 	// unanswered CAS is re-read with the same key and version (§10).
 	TgtCommitting
+	// TgtDeciding: the Restore deadline passed while a CAS answer was
+	// unknown. No CAS is sent any more; the instance stays hidden and the
+	// record is read until it shows the CAS applied (open) or that it can
+	// never apply (remove) — docs/RELOCATION.md §5, "A CAS still in flight
+	// at the deadline".
+	TgtDeciding
 	// TgtOwner: the CAS named this node; queues merged, dispatch open. Final.
 	TgtOwner
 	// TgtFailed: the attempt ended without ownership; everything prepared was
@@ -38,7 +44,7 @@ const (
 	TgtCancelled
 )
 
-var targetStateNames = []string{"start", "preparing", "restoring", "relay", "committing", "owner", "failed", "cancelled"}
+var targetStateNames = []string{"start", "preparing", "restoring", "relay", "committing", "deciding", "owner", "failed", "cancelled"}
 
 func (s TargetState) String() string { return enumName(s, targetStateNames, "TargetState") }
 
@@ -84,11 +90,13 @@ const (
 	EvUnknown
 	// EvExpired: the Restore deadline passed.
 	EvExpired
+	// EvHalted: the node is stopping; nothing more can be decided.
+	EvHalted
 )
 
 var targetEventNames = []string{"", "prepare", "authorityMatched", "authorityMismatch", "assembled",
 	"assemblyFailed", "restored", "restoreFailed", "cancelled", "cutover", "cutoverMismatch", "graceElapsed",
-	"committed", "conflict", "unknown", "expired"}
+	"committed", "conflict", "unknown", "expired", "halted"}
 
 func (e TargetEvent) String() string { return enumName(e, targetEventNames, "TargetEvent") }
 
@@ -127,10 +135,13 @@ const (
 	// ActRemove: discard the hidden instance (if built), the temporary
 	// queue without running it, and the assembly staging.
 	ActRemove
+	// ActDecide: read the record (no CAS) until it shows whether a CAS of
+	// this attempt applied (EvCommitted) or never can (EvConflict).
+	ActDecide
 )
 
 var targetActionNames = []string{"", "registerTemp", "beginAssembly", "readAuthority", "buildHidden",
-	"replyRelayReady", "armGrace", "replyFailed", "cas", "retryCas", "open", "remove"}
+	"replyRelayReady", "armGrace", "replyFailed", "cas", "retryCas", "open", "remove", "decide"}
 
 func (a TargetAction) String() string { return enumName(a, targetActionNames, "TargetAction") }
 
@@ -146,7 +157,8 @@ const (
 	TgtFailRelayMismatch
 	TgtFailConflict
 	// TgtFailLocationUpdate: ownership was not confirmed before the Restore
-	// deadline: the spec's location_update_failed (§10).
+	// deadline: the spec's location_update_failed (§10) — decided once the
+	// record shows no CAS of this attempt can apply any more.
 	TgtFailLocationUpdate
 	TgtFailDeadline
 )
@@ -175,6 +187,14 @@ func (t *Target) Failure() TargetFailure { return t.failure }
 
 // Step applies one event and returns the actions to perform, in order.
 func (t *Target) Step(ev TargetEvent) ([]TargetAction, error) {
+	if ev == EvHalted {
+		if t.state == TgtCommitting || t.state == TgtDeciding {
+			// The node is stopping: nothing can be read or decided any
+			// more; what it hosted is swept by the §11 shutdown.
+			return t.fail(TgtFailLocationUpdate, false), nil
+		}
+		ev = EvExpired // before the CAS a stopping node ends the attempt as its deadline would
+	}
 	switch t.state {
 	case TgtStart:
 		if ev == EvPrepare {
@@ -236,7 +256,21 @@ func (t *Target) Step(ev TargetEvent) ([]TargetAction, error) {
 		case EvUnknown:
 			return []TargetAction{ActRetryCAS}, nil
 		case EvExpired:
+			// A CAS was sent and its answer is not known (§10): it may
+			// still apply. Removing now would leave a record naming this
+			// node for an object it no longer has; decide by reading.
+			t.state = TgtDeciding
+			return []TargetAction{ActDecide}, nil
+		}
+	case TgtDeciding:
+		switch ev {
+		case EvCommitted:
+			t.state = TgtOwner
+			return []TargetAction{ActOpen}, nil
+		case EvConflict:
 			return t.fail(TgtFailLocationUpdate, false), nil
+		case EvUnknown, EvExpired:
+			return nil, nil // the decide loop runs until it knows
 		}
 	}
 	return nil, fmt.Errorf("%w: %s in %s", ErrUnexpected, ev, t.state)
