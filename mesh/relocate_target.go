@@ -628,13 +628,50 @@ func (a *arrival) open() {
 	h := a.h
 	h.obj, h.state, h.arrival = a.obj, hostServing, nil
 	h.storeVersion = version
+	ownerGen := h.ownerGeneration
 	o.mu.Unlock()
+	a.relocated(ownerGen) // dispatch still closed: before anything runs here
 	a.obj.Release()
 	k := followKey(a.kind, a.prep.Object.ObjectID)
 	o.cache.Drop(k)
 	o.follow.Remove(k) // hosted here again: an older move away from here is history
 	a.sessionCommit()  // command 44 commit to every bound Session's owner (§9.2)
 	go a.complete()
+}
+
+// relocatedWait bounds the ctx a Relocated handler gets (spot.Relocated).
+const relocatedWait = 10 * time.Second
+
+// relocated runs the instance's lifecycle callback, if it has one, after
+// the owner change and the queue merge and before dispatch opens (§1.3
+// step 7, §9.2). The object is owned here whatever it returns: an error is
+// logged and dispatch opens anyway.
+func (a *arrival) relocated(ownerGen uint64) {
+	r, ok := unwrapGated(a.obj.Handler()).(spot.Relocated)
+	if !ok {
+		return
+	}
+	o := a.o
+	ctx, cancel := context.WithTimeout(o.halt, relocatedWait)
+	defer cancel()
+	info := spot.RelocationInfo{ID: a.prep.Object.ObjectID, ObjectGeneration: a.prep.Object.ObjectGeneration,
+		AuthorityOwnerGeneration: ownerGen, SourceNodeRID: append([]byte(nil), a.bind.Source.NodeRID...)}
+	start := time.Now()
+	if err := safeRelocated(ctx, r, info); err != nil {
+		o.log.Error("relocation: the object's Relocated callback failed; it is owned here and opens anyway",
+			"object", info.ID, "err", err, "took", time.Since(start))
+	}
+}
+
+// safeRelocated calls the application's callback, turning a panic into an
+// error: application code must not take the node down.
+func safeRelocated(ctx context.Context, r spot.Relocated, info spot.RelocationInfo) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: in Relocated: %v", spot.ErrHandlerPanic, p)
+		}
+	}()
+	return r.Relocated(ctx, info)
 }
 
 // complete erases the move's progress from the record (Completed, §9.1):
