@@ -111,7 +111,8 @@ func (a seqSnapshot) Restore(_ context.Context, req spot.CreateRequest, state []
 // nodes while senders stream sequence-numbered Sends and Requests to every
 // object. Every accepted message is seen exactly once and in per-sender
 // order, every Request gets one answer, no two nodes ever run one object's
-// turns at the same time, and the state survives every hop (≥ 10).
+// turns at the same time nor serve it at once (sampled continuously), and
+// the state survives every hop (≥ 10).
 func TestRelocationInvariantUnderTraffic(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { runRelocationInvariant(t, nil) })
 	t.Run("redis", func(t *testing.T) { runRelocationInvariant(t, newRedisLocation(t)) })
@@ -212,6 +213,33 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 			}(i, s, ref)
 		}
 	}
+	// The watcher: "exactly one owner at any time", sampled continuously —
+	// never two nodes dispatching one object (state serving) at once.
+	var samples, twoServing atomic.Int64
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, ref := range refs {
+				serving := 0
+				for _, n := range c.nodes {
+					if st, ok := n.obj.stateOf(actorKey(ref.ActorID)); ok && st == hostServing {
+						serving++
+					}
+				}
+				if serving > 1 {
+					twoServing.Add(1)
+				}
+			}
+			samples.Add(1)
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
 	// The mover: each object hops `hops` times, each time from its current
 	// owner to another server.
 	moved := make([]int, objects)
@@ -248,6 +276,11 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 	}()
 	wg.Wait()
 	senders.Wait()
+	<-watchDone
+	if n := twoServing.Load(); n != 0 {
+		t.Errorf("%d of %d samples found two nodes serving one object", n, samples.Load())
+	}
+	t.Logf("ownership sampled %d times", samples.Load())
 	var forwarded uint64
 	for _, n := range c.nodes {
 		forwarded += n.ObjectStats().FollowForwarded
