@@ -152,7 +152,18 @@ type RelocationConfig struct {
 	// ChunkSize is the size of one Restore chunk (record 52) on the
 	// ordered connection: 1 KiB..64 MiB.
 	ChunkSize int `koanf:"chunk_size"`
+	// MaxConcurrent bounds the moves a host Relocate or drain runs at
+	// once (docs/RELOCATION.md "Host relocation and drain").
+	MaxConcurrent int `koanf:"max_concurrent"`
+	// HostDeadline bounds a host Relocate whose caller gave no deadline.
+	HostDeadline time.Duration `koanf:"host_deadline"`
+	// DrainOnShutdown: an orderly stop (SIGTERM) first moves this node's
+	// objects to the other serving nodes, within shutdown_deadline.
+	DrainOnShutdown bool `koanf:"drain_on_shutdown"`
 }
+
+// MaxRelocationConcurrency bounds relocation.max_concurrent.
+const MaxRelocationConcurrency = 1024
 
 // Relocation chunk size bounds: the wire's 64 MiB per chunk (record 52),
 // and 1 KiB so that a chunk's fixed cost stays small.
@@ -217,9 +228,10 @@ func Default() Config {
 			SendQueueLimit:   10000,
 			RequestTimeout:   10 * time.Second,
 		},
-		LocationStore:     StoreConfig{Redis: defaultRedis("meshnode")},
-		RelocationStore:   StoreConfig{Redis: defaultRedis("meshnode-reloc")},
-		Relocation:        RelocationConfig{Deadline: 30 * time.Second, ChunkSize: 1 << 20},
+		LocationStore:   StoreConfig{Redis: defaultRedis("meshnode")},
+		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},
+		Relocation: RelocationConfig{Deadline: 30 * time.Second, ChunkSize: 1 << 20, MaxConcurrent: 16,
+			HostDeadline: 5 * time.Minute, DrainOnShutdown: true},
 		StoreFailureGrace: 30 * time.Second,
 		ShutdownDeadline:  30 * time.Second,
 		Log:               LogConfig{Format: LogText, Level: LogInfo},

@@ -145,6 +145,13 @@ func (d *decoder) leaf(key string, t reflect.Type, raw any) (reflect.Value, bool
 			return reflect.Value{}, false
 		}
 		return reflect.ValueOf(n).Convert(t), true
+	case t.Kind() == reflect.Bool:
+		b, ok := toBool(raw)
+		if !ok {
+			d.report(key, "must be true or false, got %s", show(raw))
+			return reflect.Value{}, false
+		}
+		return reflect.ValueOf(b), true
 	case t.Kind() == reflect.Slice:
 		return d.stringList(key, raw)
 	case t.Kind() == reflect.Map:
@@ -334,4 +341,17 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// toBool accepts a YAML boolean or, from the environment and flags, the
+// strings strconv.ParseBool knows (true/false, 1/0, t/f).
+func toBool(raw any) (bool, bool) {
+	switch v := raw.(type) {
+	case bool:
+		return v, true
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		return b, err == nil
+	}
+	return false, false
 }

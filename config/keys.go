@@ -137,6 +137,9 @@ var help = map[string]string{
 	"relocation_store.redis.operation_timeout": "timeout of one Redis operation",
 	"relocation.deadline":                      "deadline of a move whose caller gave none (docs/RELOCATION.md)",
 	"relocation.chunk_size":                    "bytes per Restore chunk on the ordered connection, 1024..67108864 (1 KiB..64 MiB)",
+	"relocation.max_concurrent":                "moves a host Relocate or drain runs at once, 1..1024",
+	"relocation.host_deadline":                 "deadline of a host Relocate whose caller gave none",
+	"relocation.drain_on_shutdown":             "on SIGTERM, move this node's objects to the other serving nodes before the §11 shutdown",
 	"store_failure_grace":                      "how long the last full descriptor list is kept while the Location Store is unreachable; 0 = no grace (spec §10)",
 	"shutdown_deadline":                        "deadline of an orderly shutdown, after which it completes as ForceStopped (spec §11)",
 	"log.format":                               "log format: text or json",
@@ -206,6 +209,8 @@ func Flags(fs *pflag.FlagSet) {
 			fs.Int(k.path, int(v.Int()), usage)
 		case k.typ.Kind() == reflect.Int64:
 			fs.Int64(k.path, v.Int(), usage)
+		case k.typ.Kind() == reflect.Bool:
+			fs.Bool(k.path, v.Bool(), usage)
 		case k.typ.Kind() == reflect.Slice:
 			fs.StringSlice(k.path, v.Interface().([]string), usage)
 		case k.typ.Kind() == reflect.Map:

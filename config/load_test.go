@@ -56,8 +56,9 @@ func nodeYAML() Config {
 		LocationStore: StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{
 			Addrs: []string{"redis-a:6379", "redis-b:6379"}, MasterName: "mymaster", Username: "mesh",
 			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond}},
-		RelocationStore:   StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
-		Relocation:        RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536},
+		RelocationStore: StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
+		Relocation: RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536, MaxConcurrent: 64, HostDeadline: 90 * time.Second,
+			DrainOnShutdown: false},
 		StoreFailureGrace: 45 * time.Second,
 		ShutdownDeadline:  20 * time.Second,
 		Log:               LogConfig{Format: LogJSON, Level: LogDebug},
@@ -310,6 +311,10 @@ relocation_store:
 					p("node.application_version", `must be an integer, got 9223372036854775808 (in file "`+f+`")`),
 				}
 			}},
+		{name: "not a boolean", env: []string{"MESHNODE_RELOCATION__DRAIN_ON_SHUTDOWN=maybe"}, yaml: "relocation:\n  max_concurrent: 4\n",
+			want: func(string) []Problem {
+				return []Problem{p("relocation.drain_on_shutdown", `must be true or false, got "maybe" (from environment variable MESHNODE_RELOCATION__DRAIN_ON_SHUTDOWN)`)}
+			}},
 		{name: "empty section keeps defaults", yaml: "lease:\nnode:\n  limits:\n", want: func(string) []Problem { return nil }},
 	}
 	for _, tc := range tests {
@@ -398,5 +403,33 @@ func TestLoadReadsProcessEnvironmentByDefault(t *testing.T) {
 	t.Setenv("MESHNODE_NODE__MESH_NAME", "from-process")
 	if got := mustLoad(t, nil, LoadOptions{}).Node.MeshName; got != "from-process" {
 		t.Fatalf("mesh_name = %q", got)
+	}
+}
+
+// A boolean setting reads YAML booleans, environment strings and flags.
+func TestLoadBoolean(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want bool
+	}{
+		{"default", nil, nil, true},
+		{"environment false", nil, []string{"MESHNODE_RELOCATION__DRAIN_ON_SHUTDOWN=false"}, false},
+		{"environment 0", nil, []string{"MESHNODE_RELOCATION__DRAIN_ON_SHUTDOWN=0"}, false},
+		{"flag over environment", []string{"--relocation.drain_on_shutdown=true"}, []string{"MESHNODE_RELOCATION__DRAIN_ON_SHUTDOWN=false"}, true},
+		{"bare flag", []string{"--relocation.drain_on_shutdown=false"}, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := tc.env
+			if env == nil {
+				env = []string{}
+			}
+			got := mustLoad(t, tc.args, LoadOptions{Environ: env}).Relocation.DrainOnShutdown
+			if got != tc.want {
+				t.Fatalf("drain_on_shutdown = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -136,6 +136,10 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	}
 	positive(&ps, "shutdown_deadline", c.ShutdownDeadline)
 	positive(&ps, "relocation.deadline", c.Relocation.Deadline)
+	positive(&ps, "relocation.host_deadline", c.Relocation.HostDeadline)
+	if n := c.Relocation.MaxConcurrent; n < 1 || n > MaxRelocationConcurrency {
+		ps.add("relocation.max_concurrent", "must be 1..%d, got %d", MaxRelocationConcurrency, n)
+	}
 	if n := c.Relocation.ChunkSize; n < MinRelocationChunk || n > MaxRelocationChunk {
 		ps.add("relocation.chunk_size", "must be %d..%d bytes (1 KiB..64 MiB, the wire's chunk bound), got %d", MinRelocationChunk, MaxRelocationChunk, n)
 	}

@@ -1,0 +1,140 @@
+package hostmove
+
+import (
+	"errors"
+	"testing"
+)
+
+func objs(ids ...string) []Object {
+	out := make([]Object, len(ids))
+	for i, id := range ids {
+		out[i] = Object{ID: id, Generation: 1}
+	}
+	return out
+}
+
+// drain starts everything it may and returns the ids handed out.
+func drain(c *Command) []string {
+	var ids []string
+	for {
+		o, ok := c.Next()
+		if !ok {
+			return ids
+		}
+		ids = append(ids, o.ID)
+	}
+}
+
+func TestConcurrencyBoundAndOrder(t *testing.T) {
+	c := New(objs("a", "b", "c", "d"), 2)
+	if got := drain(c); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatalf("first starts %v, want [a b]", got)
+	}
+	if err := c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved, Bytes: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(c); len(got) != 1 || got[0] != "c" {
+		t.Fatalf("after one finished: %v, want [c]", got)
+	}
+	p := c.Progress()
+	if p.Running != 2 || p.Pending != 1 || p.Moved != 1 || p.Bytes != 10 || p.End != Open || p.Remaining() != 3 {
+		t.Fatalf("progress %+v", p)
+	}
+}
+
+func TestEnds(t *testing.T) {
+	tests := []struct {
+		name    string
+		objs    []Object
+		run     func(c *Command)
+		want    End
+		counts  Progress
+		outcome map[string]Outcome
+	}{
+		{"nothing to move: completed at once", nil, func(*Command) {}, Completed, Progress{}, nil},
+		{"only DisableRelocation: skipped, completed", []Object{{ID: "x", Disabled: true}}, func(*Command) {}, Completed,
+			Progress{Total: 1, Skipped: 1}, map[string]Outcome{"x": Skipped}},
+		{"every move ends: completed", objs("a", "b"), func(c *Command) {
+			drain(c)
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+			_ = c.Finish(Result{Object: Object{ID: "b"}, Outcome: Failed, Reason: "capacity"})
+		}, Completed, Progress{Total: 2, Moved: 1, Failed: 1}, map[string]Outcome{"a": Moved, "b": Failed}},
+		{"deadline with pending objects: force-stopped once the running end", objs("a", "b", "c"), func(c *Command) {
+			c.Next()
+			c.Stop()
+			if c.Progress().End != Open {
+				panic("ended while a move runs")
+			}
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+		}, ForceStopped, Progress{Total: 3, Moved: 1, NotStarted: 2}, map[string]Outcome{"a": Moved, "b": NotStarted, "c": NotStarted}},
+		{"deadline after every start: force-stopped", objs("a"), func(c *Command) {
+			c.Next()
+			c.Stop()
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Failed, Reason: "deadline"})
+		}, ForceStopped, Progress{Total: 1, Failed: 1}, map[string]Outcome{"a": Failed}},
+		{"deadline after the end changes nothing", objs("a"), func(c *Command) {
+			c.Next()
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Gone})
+			c.Stop()
+		}, Completed, Progress{Total: 1, Gone: 1}, map[string]Outcome{"a": Gone}},
+		{"a duplicate object is counted once", []Object{{ID: "a"}, {ID: "a"}, {ID: "a", Spot: true}}, func(c *Command) {
+			drain(c)
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+			_ = c.Finish(Result{Object: Object{ID: "a", Spot: true}, Outcome: Moved})
+		}, Completed, Progress{Total: 2, Moved: 2}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(tc.objs, 4)
+			tc.run(c)
+			p := c.Progress()
+			tc.counts.End = tc.want
+			if p != tc.counts {
+				t.Fatalf("progress %+v, want %+v", p, tc.counts)
+			}
+			for _, r := range c.Results() {
+				if w, ok := tc.outcome[r.Object.ID]; ok && r.Outcome != w {
+					t.Errorf("%s: %s, want %s", r.Object.ID, r.Outcome, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFinishRefusals(t *testing.T) {
+	c := New(objs("a", "b"), 1)
+	c.Next()
+	for _, tc := range []struct {
+		name string
+		r    Result
+		want error
+	}{
+		{"unknown object", Result{Object: Object{ID: "z"}, Outcome: Moved}, ErrUnknown},
+		{"not started", Result{Object: Object{ID: "b"}, Outcome: Moved}, ErrNotRunning},
+		{"not a final outcome", Result{Object: Object{ID: "a"}, Outcome: Running}, ErrNotFinal},
+		{"not started is the deadline's", Result{Object: Object{ID: "a"}, Outcome: NotStarted}, ErrNotFinal},
+	} {
+		if err := c.Finish(tc.r); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("finished twice: %v", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for o := Pending; o <= NotStarted; o++ {
+		if o.String()[0] == 'O' {
+			t.Errorf("outcome %d unnamed", o)
+		}
+	}
+	for e := Open; e <= ForceStopped; e++ {
+		if e.String()[0] == 'E' {
+			t.Errorf("end %d unnamed", e)
+		}
+	}
+}
