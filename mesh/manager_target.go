@@ -110,6 +110,11 @@ func (o *objects) inboundCreate(ctx context.Context, from transport.PeerInfo, co
 		fail(wrapErr(ErrUnavailable, err, "node closing"))
 		return
 	}
+	if o.hostMove.Load() {
+		o.work.Done()
+		fail(fmt.Errorf("%w: node is relocating its objects away (host relocation): no new creations", ErrUnavailable))
+		return
+	}
 	cmd := router.CmdUserSpotCreate
 	if ord.kind == record.ObjectActor {
 		cmd = router.CmdActorCreate

@@ -36,6 +36,9 @@ type objects struct {
 	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
 	sessions sessionTable                   // this node's bound Sessions (session.go)
 	sent     sentRoutes                     // the route last used per object (route_barrier.go)
+	// hostMove is set while a host Relocate runs (host_relocate.go): no
+	// new creations and no incoming moves.
+	hostMove atomic.Bool
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted

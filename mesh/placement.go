@@ -155,6 +155,11 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 			return candidate{}, fmt.Errorf("%w: no descriptor list yet", ErrUnavailable)
 		}
 	}
+	if o.hostMove.Load() {
+		// A host Relocate empties this node: it takes no new objects.
+		excluded = withSelfExcluded(excluded, authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
+			LifecycleGeneration: o.n.run.lifecycleGeneration})
+	}
 	f := candidateFilter{mesh: mesh, kind: kind, stableType: stableType, selfRID: o.n.run.rid,
 		selfGen: o.n.run.lifecycleGeneration, admitted: map[string]uint64{}, excluded: excluded}
 	for _, p := range o.n.tr.Peers() {
@@ -249,4 +254,15 @@ func (o *objects) otherMesh(ctx context.Context, mesh string) error {
 	}
 	return fmt.Errorf("%w: %w: mesh %q has %d live MeshNode(s); this node is a member of %q and places objects only there",
 		ErrUnavailable, ErrNotMember, mesh, live, own)
+}
+
+// withSelfExcluded returns excluded plus self, leaving the caller's map as
+// it was.
+func withSelfExcluded(excluded map[string]exclusion, self authority.Node) map[string]exclusion {
+	out := make(map[string]exclusion, len(excluded)+1)
+	for k, v := range excluded {
+		out[k] = v
+	}
+	out[self.String()] = excludedFailed
+	return out
 }

@@ -105,6 +105,9 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	case o.n.State() != record.StateServing:
 		refuse(router.RelocationFailureNotServing, "node is %s", o.n.State())
 		return
+	case o.hostMove.Load():
+		refuse(router.RelocationFailureNotServing, "node is relocating its own objects away (host relocation)")
+		return
 	}
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		refuse(router.RelocationFailureNotServing, "owner lease: %v", err)

@@ -49,7 +49,10 @@ func registry() (*spot.Registry, error) {
 
 const runUsage = `usage: meshnode run [--config FILE] [config flags]
 
-Runs one mesh node until SIGINT/SIGTERM. Configuration comes from the YAML
+Runs one mesh node until SIGINT/SIGTERM. On the signal a server node first
+moves its objects to the other serving nodes (relocation.drain_on_shutdown,
+default true; --relocation.drain_on_shutdown=false turns it off), then stops
+(§11) within shutdown_deadline. Configuration comes from the YAML
 file (--config or MESHNODE_CONFIG), then MESHNODE_ environment variables,
 then flags; see docs/OPERATIONS.md and docs/node.example.yaml.`
 
@@ -97,7 +100,18 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	<-ctx.Done()
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDeadline)
 	defer cancel()
-	if err := node.Close(closeCtx); err != nil {
+	if cfg.Relocation.DrainOnShutdown && cfg.Node.ObjectRole == config.RoleServer {
+		// Keep the objects alive: move them to the other serving nodes
+		// first (docs/OPERATIONS.md "Drain and rolling restarts").
+		var res mesh.HostRelocationResult
+		res, err = node.Drain(closeCtx, mesh.HostRelocateOptions{})
+		p := res.Progress
+		fmt.Fprintf(stdout, "meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)\n",
+			p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond))
+	} else {
+		err = node.Close(closeCtx)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "meshnode run: shutdown: %v\n", err)
 		return ExitError
 	}

@@ -1,0 +1,296 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/hostmove"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Host relocation (docs/RELOCATION.md "Host relocation and drain"): move
+// every Actor and Spot this node owns to the other serving nodes, each by
+// the single-object move (relocate.go), many at once, under one deadline.
+// mesh/hostmove keeps the books; this file starts the moves and reports.
+
+// HostRelocateOptions adjust a host Relocate.
+type HostRelocateOptions struct {
+	// MaxConcurrent bounds the moves in flight (0: relocation.max_concurrent).
+	MaxConcurrent int
+	// Progress, when set, is called after every object's outcome, one call
+	// at a time, with the counts so far; the last call has End set.
+	Progress func(HostProgress)
+}
+
+// HostProgress is a snapshot of a host Relocate.
+type HostProgress = hostmove.Progress
+
+// HostObjectResult is one object's final outcome in a host Relocate.
+type HostObjectResult = hostmove.Result
+
+// HostRelocationResult is how a host Relocate ended.
+type HostRelocationResult struct {
+	// End is Completed (every object reached its outcome) or ForceStopped
+	// (the deadline came first; objects not started stay here, owned and
+	// working).
+	End      hostmove.End
+	Progress HostProgress
+	// Objects lists every object's outcome; those not Moved stay owned
+	// and working on this node (§9.4), except Gone ones.
+	Objects []HostObjectResult
+	Took    time.Duration
+}
+
+// NotMoved lists the objects that are still on this node after the command
+// (Skipped, Failed, NotStarted).
+func (r HostRelocationResult) NotMoved() []HostObjectResult {
+	var out []HostObjectResult
+	for _, o := range r.Objects {
+		switch o.Outcome {
+		case hostmove.Skipped, hostmove.Failed, hostmove.NotStarted:
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Relocate moves every Actor and User Spot this node owns to the other
+// serving nodes of its mesh, each placed like a creation (weight and
+// remaining capacity, excluding this node), at most MaxConcurrent at once,
+// all under ctx's deadline (relocation.host_deadline without one). While it
+// runs this node takes no new creations and no incoming moves. Each object
+// ends with one outcome: Moved, Skipped (DisableRelocation), Failed (typed
+// reason; it stays owned and working here, §9.4), Gone (closed or destroyed
+// meanwhile) or NotStarted (the deadline came first). The command ends once:
+// Completed, or ForceStopped at the deadline (§11).
+//
+// Errors: ErrMoving (a host Relocate is already running), ErrUnavailable
+// (the node is closing or its owner lease is not valid).
+func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
+	if err := n.beginHostMove(); err != nil {
+		return HostRelocationResult{}, err
+	}
+	defer n.obj.hostMove.Store(false)
+	return n.hostRelocate(ctx, opts)
+}
+
+// beginHostMove checks the owner lease and marks the host command running
+// (no new creations, no incoming moves).
+func (n *Node) beginHostMove() error {
+	if err := n.lease.Gate().Admit(); err != nil {
+		return wrapErr(ErrUnavailable, err, "owner lease")
+	}
+	if !n.obj.hostMove.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: a host relocation is already running on this node", ErrMoving)
+	}
+	return nil
+}
+
+// hostRelocate runs the host command; the caller holds hostMove.
+func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
+	o := n.obj
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.Relocation.HostDeadline)
+		defer cancel()
+	}
+	max := opts.MaxConcurrent
+	if max <= 0 {
+		max = n.cfg.Relocation.MaxConcurrent
+	}
+	start := time.Now()
+	cmd := hostmove.New(o.hostedForHostMove(), max)
+	p := cmd.Progress()
+	n.log.Info("host relocation started", "objects", p.Total, "skipped", p.Skipped, "max_concurrent", max)
+
+	var mu sync.Mutex // guards cmd and serialises Progress calls
+	report := func() {
+		if opts.Progress != nil {
+			opts.Progress(cmd.Progress())
+		}
+	}
+	wake := make(chan struct{}, 1)
+	deadline := ctx.Done() // nil once the command was stopped
+	var wg sync.WaitGroup
+	mu.Lock()
+	report()
+	for {
+		if deadline != nil && ctx.Err() != nil {
+			cmd.Stop() // moves in flight end by the same deadline
+			deadline = nil
+			report()
+		}
+		for {
+			obj, ok := cmd.Next()
+			if !ok {
+				break
+			}
+			wg.Add(1)
+			go func(obj hostmove.Object) {
+				defer wg.Done()
+				r := o.hostMoveOne(ctx, obj)
+				mu.Lock()
+				if err := cmd.Finish(r); err != nil {
+					n.log.Error("host relocation: bookkeeping", "object", obj.ID, "err", err)
+				}
+				report()
+				mu.Unlock()
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}(obj)
+		}
+		if cmd.Progress().End != hostmove.Open {
+			break
+		}
+		mu.Unlock()
+		select {
+		case <-wake:
+		case <-deadline:
+		}
+		mu.Lock()
+	}
+	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results(), Took: time.Since(start)}
+	mu.Unlock()
+	wg.Wait()
+	p = res.Progress
+	n.log.Info("host relocation ended", "end", res.End, "moved", p.Moved, "skipped", p.Skipped, "failed", p.Failed,
+		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took)
+	for _, r := range res.NotMoved() {
+		n.log.Warn("host relocation: object stays on this node", "object", r.Object.ID, "spot", r.Object.Spot,
+			"outcome", r.Outcome, "reason", r.Reason)
+	}
+	return res, nil
+}
+
+// hostedForHostMove lists the Actors and User Spots this node hosts and
+// serves (not the Entry Spot, not objects arriving or leaving), with their
+// factory's policy.
+func (o *objects) hostedForHostMove() []hostmove.Object {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]hostmove.Object, 0, len(o.hosted))
+	for k, h := range o.hosted {
+		if h.entry || h.state != hostServing || (h.kind != record.ObjectActor && h.kind != record.ObjectUserSpot) {
+			continue
+		}
+		f, ok := o.registry[h.stableType]
+		out = append(out, hostmove.Object{ID: k.ID, Spot: k.Spot, Generation: h.objectGeneration,
+			Disabled: ok && f.Policy == spot.PolicyDisabled})
+	}
+	return out
+}
+
+// hostMoveOne moves one object of a host command and classifies the end.
+func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove.Result {
+	kind := record.ObjectActor
+	if obj.Spot {
+		kind = record.ObjectUserSpot
+	}
+	r := hostmove.Result{Object: obj}
+	if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
+		r.Outcome, r.Reason = hostmove.Gone, "no longer hosted here"
+		return r
+	}
+	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, nil)
+	switch {
+	case err == nil && res.Outcome == Moved:
+		r.Outcome, r.Bytes, r.Target = hostmove.Moved, res.PayloadBytes, res.TargetNodeRID
+	case err == nil:
+		r.Outcome, r.Reason = hostmove.Failed, res.Reason
+	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleGeneration):
+		r.Outcome, r.Reason = hostmove.Gone, err.Error()
+	default:
+		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
+			r.Outcome, r.Reason = hostmove.Gone, err.Error()
+		} else {
+			r.Outcome, r.Reason = hostmove.Failed, err.Error()
+		}
+	}
+	return r
+}
+
+// Drain is the orderly stop that keeps the objects alive (SIGTERM with
+// relocation.drain_on_shutdown): it publishes draining (other nodes stop
+// placing here), moves every object to the other serving nodes like
+// Relocate within ctx's deadline less a reserve for the shutdown, then runs
+// Close (§11), which removes what could not move. Without another serving
+// node it skips the moves (logged) and only closes. It returns what the
+// moves did and Close's error.
+func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
+	deadline := n.cfg.ShutdownDeadline
+	if deadline <= 0 {
+		deadline = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	var res HostRelocationResult
+	switch others, err := n.otherServingNodes(ctx); {
+	case err != nil:
+		n.log.Warn("drain: cannot tell whether another node can take the objects; shutting down without moving them", "err", err)
+	case others == 0:
+		n.log.Warn("drain: no other serving node in the mesh can take the objects; the shutdown removes them")
+	default:
+		if err := n.beginHostMove(); err != nil {
+			n.log.Warn("drain: objects not moved", "err", err)
+			break
+		}
+		// Held until Close: nothing new lands here between the moves and
+		// the shutdown.
+		if err := n.publish(ctx, record.StateDraining); err != nil {
+			n.log.Warn("drain: publish draining", "err", err)
+		}
+		end, _ := ctx.Deadline()
+		rctx, rcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
+		res, _ = n.hostRelocate(rctx, opts)
+		rcancel()
+		p := res.Progress
+		n.log.Info("drain: objects moved before the shutdown", "moved", p.Moved, "left", len(res.NotMoved()), "end", res.End)
+	}
+	err := n.Close(ctx)
+	if left := res.NotMoved(); len(left) > 0 {
+		n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left))
+	}
+	return res, err
+}
+
+// drainReserve is the part of the shutdown deadline kept for the §11
+// shutdown after the moves: a quarter, 1..10 s.
+func drainReserve(deadline time.Duration) time.Duration {
+	r := deadline / 4
+	switch {
+	case r < time.Second:
+		return time.Second
+	case r > 10*time.Second:
+		return 10 * time.Second
+	}
+	return r
+}
+
+// otherServingNodes counts the serving server nodes of this mesh other than
+// this one in the current descriptor list.
+func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
+	if err := n.Discover(ctx); err != nil {
+		if _, ok := n.LastSnapshot(); !ok {
+			return 0, err
+		}
+	}
+	snap, ok := n.LastSnapshot()
+	if !ok {
+		return 0, fmt.Errorf("%w: no descriptor list", ErrUnavailable)
+	}
+	count := 0
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if d.MeshName == n.cfg.Node.MeshName && e.LeaseValid && d.State == record.StateServing &&
+			d.ObjectRole == record.RoleServer && string(d.RoutingID) != string(n.run.rid) {
+			count++
+		}
+	}
+	return count, nil
+}

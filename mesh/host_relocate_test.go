@@ -1,0 +1,252 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/hostmove"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// hostCluster is a client node 0 and three servers with seqType
+// registered, on loc (nil: the memory store).
+func hostCluster(t *testing.T, loc locstore.Store) *cluster {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	return newClusterOn(t, f, loc, 4, clientRole0)
+}
+
+// createUntil creates seqType Actors named prefix-<i> from node 0 until
+// at least want of them are on node host; it returns all created and those
+// on host.
+func createUntil(t *testing.T, ctx context.Context, c *cluster, prefix string, host, want int) (all, mine []ActorRef) {
+	t.Helper()
+	for i := 0; len(mine) < want; i++ {
+		if i >= 50*want {
+			t.Fatalf("placement put %d of %d objects on node %d", len(mine), i, host)
+		}
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("%s-%d", prefix, i), seqType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ref)
+		if ownerIndex(t, c, record.ObjectActor, ref.ActorID) == host {
+			mine = append(mine, ref)
+		}
+	}
+	return all, mine
+}
+
+// streamSends has node 0 send "s:n0:<n>" to every ref until stop closes;
+// it returns, per ref, the last n accepted.
+func streamSends(ctx context.Context, c *cluster, refs []ActorRef, stop <-chan struct{}) func() []int {
+	last := make([]int, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Add(1)
+		go func(i int, ref ActorRef) {
+			defer wg.Done()
+			for n := 1; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for c.m(0).SendActor(ctx, ref, []byte(fmt.Sprintf("s:n0:%d", n))) != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+				last[i] = n
+				time.Sleep(500 * time.Microsecond)
+			}
+		}(i, ref)
+	}
+	return func() []int { wg.Wait(); return last }
+}
+
+// Host Relocate (docs/RELOCATION.md "Host relocation and drain"): every
+// movable object of node 1 moves to the other servers under traffic, with
+// its state and every accepted message once and in order; a
+// DisableRelocation object is Skipped and stays working; the command ends
+// Completed once, the progress stream ends with it, and node 1 takes no
+// new creations while it runs.
+func TestHostRelocateMovesEveryObject(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { runHostRelocate(t, nil) })
+	t.Run("redis", func(t *testing.T) { runHostRelocate(t, newRedisLocation(t)) })
+}
+
+func runHostRelocate(t *testing.T, loc locstore.Store) {
+	c := hostCluster(t, loc)
+	ctx := ctxT(t, 60*time.Second)
+	_, mine := createUntil(t, ctx, c, "host", 1, 8)
+	var pinned ActorRef // a DisableRelocation object on node 1
+	for i := 0; pinned.ActorID == ""; i++ {
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("pinned-%d", i), testActorType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ownerIndex(t, c, record.ObjectActor, ref.ActorID) == 1 {
+			pinned = ref
+		}
+	}
+	stop := make(chan struct{})
+	wait := streamSends(ctx, c, mine, stop)
+	time.Sleep(20 * time.Millisecond)
+
+	var calls []HostProgress
+	var mu sync.Mutex
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{MaxConcurrent: 4, Progress: func(p HostProgress) {
+		mu.Lock()
+		calls = append(calls, p)
+		mu.Unlock()
+	}})
+	time.Sleep(20 * time.Millisecond) // traffic after the moves too
+	close(stop)
+	sent := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Progress
+	if res.End != hostmove.Completed || p.Moved != len(mine) || p.Skipped != 1 || p.Failed != 0 || p.NotStarted != 0 || p.Remaining() != 0 {
+		t.Fatalf("end %s, progress %+v; want completed, %d moved, 1 skipped", res.End, p, len(mine))
+	}
+	if len(calls) != p.Total-p.Skipped+1 || calls[len(calls)-1].End != hostmove.Completed {
+		t.Fatalf("%d progress calls (last %+v), want %d ending completed", len(calls), calls[len(calls)-1], p.Total-p.Skipped+1)
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i].Moved < calls[i-1].Moved || calls[i].Remaining() > calls[i-1].Remaining() {
+			t.Fatalf("progress went backwards: %+v then %+v", calls[i-1], calls[i])
+		}
+	}
+	if left := res.NotMoved(); len(left) != 1 || left[0].Object.ID != pinned.ActorID || left[0].Outcome != hostmove.Skipped {
+		t.Fatalf("not moved: %+v, want only %s skipped", left, pinned.ActorID)
+	}
+	for i, ref := range mine {
+		if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner == 1 || owner == 0 {
+			t.Errorf("%s still owned by node %d", ref.ActorID, owner)
+		}
+		st := seqStateOf(t, ctx, c, ref)
+		if st.Last["n0"] != sent[i] || st.Gaps != 0 || st.Duplicates != 0 || st.Hops != 1 {
+			t.Errorf("%s: last %d of %d sent, %d gaps, %d duplicates, %d hops", ref.ActorID, st.Last["n0"], sent[i], st.Gaps, st.Duplicates, st.Hops)
+		}
+	}
+	if got, err := c.m(0).RequestActor(ctx, pinned, []byte("whoami")); err != nil || string(got) != pinned.ActorID {
+		t.Fatalf("the skipped object after the command: %q, %v", got, err)
+	}
+	if ownerIndex(t, c, record.ObjectActor, pinned.ActorID) != 1 {
+		t.Fatal("the skipped object moved")
+	}
+	// A second command on the now almost empty node: nothing to move.
+	res, err = c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	if err != nil || res.End != hostmove.Completed || res.Progress.Moved != 0 || res.Progress.Skipped != 1 {
+		t.Fatalf("second command: %+v, %v", res.Progress, err)
+	}
+}
+
+// While a host Relocate runs the node takes no new creations: placement
+// elsewhere skips it and a creation sent to it anyway is refused, typed.
+func TestHostRelocateRefusesCreations(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	c.nodes[1].obj.hostMove.Store(true) // as Relocate holds it
+	for i := 0; i < 12; i++ {
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("fresh-%d", i), seqType)
+		if err != nil {
+			t.Fatalf("creation %d: %v", i, err)
+		}
+		if ownerIndex(t, c, record.ObjectActor, ref.ActorID) == 1 {
+			t.Fatalf("%s was created on the relocating node", ref.ActorID)
+		}
+	}
+	// Its own Manager places elsewhere too.
+	ref, err := c.m(1).CreateActor(ctx, "fresh-local", seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ownerIndex(t, c, record.ObjectActor, ref.ActorID) == 1 {
+		t.Fatal("the relocating node placed a creation on itself")
+	}
+	if _, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{}); !errorsIsAny(err, ErrMoving) {
+		t.Fatalf("a second host relocation: %v, want ErrMoving", err)
+	}
+	c.nodes[1].obj.hostMove.Store(false)
+}
+
+// §11: the deadline stops the command: objects not started are NotStarted
+// and stay owned and working on this node; the command ends ForceStopped
+// exactly once.
+func TestHostRelocateDeadlineForceStops(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "late", 1, 3)
+	// The first move blocks at its cutover until after the deadline.
+	release := make(chan struct{})
+	var blocked atomic.Int32
+	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if step == stepSourceCutover && blocked.Add(1) == 1 {
+			<-release
+		}
+	}})
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	go func() { <-dctx.Done(); time.Sleep(50 * time.Millisecond); close(release) }()
+	var ends atomic.Int32
+	res, err := c.nodes[1].Relocate(dctx, HostRelocateOptions{MaxConcurrent: 1, Progress: func(p HostProgress) {
+		if p.End != hostmove.Open {
+			ends.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.ForceStopped || res.Progress.NotStarted != len(mine)-1 || ends.Load() != 1 {
+		t.Fatalf("end %s, progress %+v, %d end reports; want forceStopped with %d not started, one end", res.End, res.Progress,
+			ends.Load(), len(mine)-1)
+	}
+	for _, r := range res.Objects {
+		if r.Outcome != hostmove.NotStarted {
+			continue
+		}
+		ref := ActorRef{ActorID: r.Object.ID, ObjectGeneration: r.Object.Generation}
+		if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner != 1 {
+			t.Errorf("%s not started but owned by node %d", ref.ActorID, owner)
+		}
+		if _, err := c.m(0).RequestActor(ctx, ref, []byte("state")); err != nil {
+			t.Errorf("%s after the command: %v", ref.ActorID, err)
+		}
+	}
+}
+
+// Drain: the orderly stop moves the objects away first, then shuts down;
+// the objects keep their state on the other nodes.
+func TestDrainKeepsObjects(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	refs, mine := createUntil(t, ctx, c, "drain", 1, 4)
+	for _, ref := range refs {
+		if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.Completed || res.Progress.Moved != len(mine) {
+		t.Fatalf("drain: %s %+v, want %d moved", res.End, res.Progress, len(mine))
+	}
+	for _, ref := range refs {
+		st := seqStateOf(t, ctx, c, ref)
+		if st.Last["n0"] != 1 {
+			t.Errorf("%s lost its state: %+v", ref.ActorID, st)
+		}
+	}
+}
