@@ -134,7 +134,9 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// instead of shedding or buffering without bound. The wait is short:
 	// an owner that cannot take the message in time gets none of it.
 	o.hook().step(m.id, stepFollowPassOn)
-	ctx, cancel := context.WithTimeout(o.halt, followSendWait)
+	// Not bound to o.halt: a node shutting down after a drain keeps
+	// passing on until its transport closes (host_relocate.go, Drain).
+	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
 	defer cancel()
 	// Counted before the send: the new owner may answer (and its command
 	// 50 arrive) before SendWait returns, and a reader of the counter must

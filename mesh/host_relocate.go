@@ -197,7 +197,9 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 		r.Outcome, r.Reason = hostmove.Gone, "no longer hosted here"
 		return r
 	}
+	start := time.Now()
 	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, nil)
+	r.Took = time.Since(start)
 	switch {
 	case err == nil && res.Outcome == Moved:
 		r.Outcome, r.Bytes, r.Target = hostmove.Moved, res.PayloadBytes, res.TargetNodeRID
@@ -251,12 +253,41 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		rcancel()
 		p := res.Progress
 		n.log.Info("drain: objects moved before the shutdown", "moved", p.Moved, "left", len(res.NotMoved()), "end", res.End)
+		if p.Moved > 0 {
+			n.lingerFollow(ctx, end.Add(-drainReserve(deadline)/2))
+		}
 	}
 	err := n.Close(ctx)
 	if left := res.NotMoved(); len(left) > 0 {
 		n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left))
 	}
 	return res, err
+}
+
+// drainQuiet is how long no message may have been passed on (Message
+// Follow) before a drained node stops: its senders have switched to the
+// new owners.
+const drainQuiet = 100 * time.Millisecond
+
+// lingerFollow keeps the drained node up — passing on what senders with an
+// old route still send it, each pass-on answered by a command 50 that
+// switches its sender — until nothing was passed on for drainQuiet, or
+// until. A one-way message sent to a node that has stopped is lost, so the
+// node leaves only once its senders have moved on.
+func (n *Node) lingerFollow(ctx context.Context, until time.Time) {
+	start := time.Now()
+	first := n.obj.stats.followForwarded.Load()
+	last := first
+	for time.Now().Before(until) && ctx.Err() == nil {
+		time.Sleep(drainQuiet)
+		now := n.obj.stats.followForwarded.Load()
+		if now == last {
+			break
+		}
+		last = now
+	}
+	n.log.Info("drain: passed on messages for moved objects until their senders switched", "forwarded", last-first,
+		"took", time.Since(start))
 }
 
 // drainReserve is the part of the shutdown deadline kept for the §11

@@ -491,13 +491,14 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	key := spot.Key{Spot: fam == familySpot, ID: id}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closing {
-		return refuse(wrapErr(ErrUnavailable, ErrClosed, "node closing"))
-	}
 	h, ok := o.hosted[key]
 	switch {
 	case !ok || h.entry || h.state == hostClosing:
+		// Checked before closing: a node shutting down after a drain
+		// still passes on messages for the objects it moved away (§7.3).
 		return refuse(errNotHosted(id))
+	case o.closing:
+		return refuse(wrapErr(ErrUnavailable, ErrClosed, "node closing"))
 	case h.objectGeneration != gen:
 		return refuse(fmt.Errorf("%w: %s is hosted at ObjectGeneration %d, the message is for %d", ErrStaleGeneration, id, h.objectGeneration, gen))
 	case h.state == hostCutover:

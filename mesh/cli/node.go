@@ -242,6 +242,9 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	if err := demoMoves(wctx, nodes, counters, rooms, stdout); err != nil {
 		return fmt.Errorf("moves: %w", err)
 	}
+	if err := demoDrain(ctx, nodes, stdout); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
 	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released)")
 	return nil
 }

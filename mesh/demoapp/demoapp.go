@@ -29,13 +29,35 @@ func Register(r *spot.Registry) error {
 	return errors.Join(r.Register(CounterFactory()), r.Register(ChatRoomFactory()))
 }
 
-// Counter is an Actor holding one integer.
+// Counter is an Actor holding one integer, and a sequence check for one
+// sender (how the demo sees lost, doubled or reordered messages).
 //
 //	send "inc" or "add <n>"  → adds
 //	request "get"            → replies the decimal value
+//	send "seq <n>"           → adds 1 and checks n against the last seq:
+//	                           n = last+1 is in order; n ≤ last is counted
+//	                           duplicated; n > last+1 is counted reordered
+//	                           (a message overtook others, or some were lost)
+//	request "seq"            → replies "<last> <duplicated> <reordered>"
 type Counter struct {
 	mu    sync.Mutex // the runtime runs one turn at a time; the lock is for Snapshot
 	value int64
+	seq   seqCheck
+}
+
+// seqCheck is the counter's sequence check; it moves with the value.
+type seqCheck struct{ last, duplicated, reordered int64 }
+
+func (s *seqCheck) see(n int64) {
+	switch {
+	case n == s.last+1:
+		s.last = n
+	case n <= s.last:
+		s.duplicated++
+	default:
+		s.reordered++
+		s.last = n
+	}
 }
 
 // Receive handles one message.
@@ -52,6 +74,18 @@ func (c *Counter) Receive(t *spot.Turn, env spot.Envelope) error {
 			return fmt.Errorf("counter: bad add %q: %w", cmd, err)
 		}
 		c.value += n
+	case strings.HasPrefix(cmd, "seq "):
+		n, err := strconv.ParseInt(strings.TrimSpace(cmd[4:]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("counter: bad seq %q: %w", cmd, err)
+		}
+		c.value++
+		c.seq.see(n)
+	case cmd == "seq":
+		if env.Kind == spot.Request {
+			return t.Reply([]byte(fmt.Sprintf("%d %d %d", c.seq.last, c.seq.duplicated, c.seq.reordered)))
+		}
+		return nil
 	case cmd == "get":
 	default:
 		return fmt.Errorf("counter: unknown command %q", cmd)
@@ -71,19 +105,35 @@ func (c *Counter) Value() int64 {
 
 type counterSnapshots struct{}
 
+// The counter's state: value, then — when a sequence was seen — last,
+// duplicated, reordered; 8-byte big-endian integers each. An 8-byte state
+// (value only) is what counters without a sequence carry.
 func (counterSnapshots) Snapshot(h spot.Handler) ([]byte, error) {
 	c, ok := h.(*Counter)
 	if !ok {
 		return nil, fmt.Errorf("counter snapshot: unexpected handler %T", h)
 	}
-	return binary.BigEndian.AppendUint64(nil, uint64(c.Value())), nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := binary.BigEndian.AppendUint64(nil, uint64(c.value))
+	if c.seq != (seqCheck{}) {
+		for _, v := range []int64{c.seq.last, c.seq.duplicated, c.seq.reordered} {
+			b = binary.BigEndian.AppendUint64(b, uint64(v))
+		}
+	}
+	return b, nil
 }
 
 func (counterSnapshots) Restore(_ context.Context, _ spot.CreateRequest, state []byte) (spot.Handler, error) {
-	if len(state) != 8 {
-		return nil, fmt.Errorf("counter restore: state is %d bytes, want 8", len(state))
+	if len(state) != 8 && len(state) != 32 {
+		return nil, fmt.Errorf("counter restore: state is %d bytes, want 8 or 32", len(state))
 	}
-	return &Counter{value: int64(binary.BigEndian.Uint64(state))}, nil
+	at := func(i int) int64 { return int64(binary.BigEndian.Uint64(state[8*i:])) }
+	c := &Counter{value: at(0)}
+	if len(state) == 32 {
+		c.seq = seqCheck{last: at(1), duplicated: at(2), reordered: at(3)}
+	}
+	return c, nil
 }
 
 // CounterFactory builds counters; their value moves with them

@@ -273,3 +273,48 @@ func TestRelocationPolicies(t *testing.T) {
 		}
 	})
 }
+
+// The counter's sequence check tells in-order, duplicated and reordered
+// messages apart, and moves with the counter's state.
+func TestCounterSequence(t *testing.T) {
+	tests := []struct {
+		name string
+		seqs []int64
+		want seqCheck
+	}{
+		{"in order", []int64{1, 2, 3}, seqCheck{last: 3}},
+		{"a duplicate", []int64{1, 2, 2, 3}, seqCheck{last: 3, duplicated: 1}},
+		{"one overtakes another", []int64{1, 3, 2, 4}, seqCheck{last: 4, duplicated: 1, reordered: 1}},
+		{"a gap (lost)", []int64{1, 2, 5}, seqCheck{last: 5, reordered: 1}},
+	}
+	f := CounterFactory()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := f.New(context.Background(), spot.CreateRequest{ID: "c", Generation: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := h.(*Counter)
+			for _, n := range tc.seqs {
+				c.seq.see(n)
+			}
+			if c.seq != tc.want {
+				t.Fatalf("seq %+v, want %+v", c.seq, tc.want)
+			}
+			state, err := f.Snapshot.Snapshot(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := f.Snapshot.Restore(context.Background(), spot.CreateRequest{ID: "c", Generation: 1}, state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := back.(*Counter).seq; got != tc.want {
+				t.Fatalf("after a snapshot round trip: %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if _, err := f.Snapshot.Restore(context.Background(), spot.CreateRequest{ID: "c", Generation: 1}, make([]byte, 9)); err == nil {
+		t.Fatal("a 9-byte state restored")
+	}
+}

@@ -10,6 +10,7 @@ package hostmove
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Outcome is where one object of the command stands.
@@ -99,6 +100,8 @@ type Result struct {
 	Bytes int
 	// Target is the routing id of the node that took it (Moved).
 	Target []byte
+	// Took is how long its move took (0 when none ran).
+	Took time.Duration
 }
 
 // Progress is a snapshot of the command.

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/demoapp"
+	"github.com/meshnode/meshnode/mesh/hostmove"
+)
+
+// The drain part of `meshnode demo` (issue #11): one node is drained — its
+// objects moved to the others, then it shuts down — while senders stream
+// sequence-numbered messages to every counter; each counter's sequence
+// check then says what was lost, doubled or reordered.
+
+const (
+	demoDrainCounters = 240                   // counters spread over the nodes before the drain
+	demoDrainPace     = 2 * time.Millisecond  // pause between one sender's messages
+	demoDrainWarmup   = 50 * time.Millisecond // traffic before the drain starts
+)
+
+// drainRun is what one sender measured for one counter.
+type drainRun struct {
+	ref      mesh.ActorRef
+	from     int   // the sending node
+	accepted int64 // the last sequence number a send accepted
+	err      error
+}
+
+// demoDrain drains the last node while the others send; it prints the
+// handoffs/s and the per-counter checks, and fails on any loss, duplicate
+// or reordering.
+func demoDrain(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
+	if len(nodes) < 2 {
+		fmt.Fprintln(w, "\ndraining a node: needs at least two nodes; skipped")
+		return nil
+	}
+	last := len(nodes) - 1
+	senders := nodes[:last]
+	runs := make([]*drainRun, demoDrainCounters)
+	for i := range runs {
+		ref, err := senders[0].Manager().CreateActor(ctx, fmt.Sprintf("drain-%d", i), demoapp.CounterType)
+		if err != nil {
+			return fmt.Errorf("create drain-%d: %w", i, err)
+		}
+		runs[i] = &drainRun{ref: ref, from: i % len(senders)}
+	}
+	fmt.Fprintf(w, "\ndraining node %d while messages flow: %d counters across the nodes, each streamed \"seq <n>\" sends\n", last+1, len(runs))
+	fmt.Fprintf(w, "by one sender on node 1..%d; node %d moves every object it owns to the others, then shuts down:\n", last, last+1)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func(r *drainRun) {
+			defer wg.Done()
+			var retries retries
+			m := senders[r.from].Manager()
+			for n := int64(1); ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body := []byte("seq " + strconv.FormatInt(n, 10))
+				if r.err = retry(ctx, &retries, func(ctx context.Context) error { return m.SendActor(ctx, r.ref, body) }); r.err != nil {
+					return
+				}
+				r.accepted = n
+				time.Sleep(demoDrainPace)
+			}
+		}(r)
+	}
+	time.Sleep(demoDrainWarmup)
+	res, derr := nodes[last].Drain(ctx, mesh.HostRelocateOptions{})
+	time.Sleep(demoDrainWarmup) // traffic after the drain too
+	close(stop)
+	wg.Wait()
+	var errs []error
+	if derr != nil {
+		errs = append(errs, fmt.Errorf("drain: %w", derr))
+	}
+	for _, r := range runs {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("sender to %s: %w", r.ref.ActorID, r.err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return printDrain(ctx, w, senders[0].Manager(), res, runs)
+}
+
+// printDrain reads every counter's sequence check and prints the drain's
+// figures and the checks.
+func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.HostRelocationResult, runs []*drainRun) error {
+	p := res.Progress
+	var took []time.Duration
+	for _, o := range res.Objects {
+		if o.Outcome == hostmove.Moved {
+			took = append(took, o.Took)
+		}
+	}
+	rate := 0.0
+	if res.Took > 0 {
+		rate = float64(p.Moved) / res.Took.Seconds()
+	}
+	fmt.Fprintf(w, "  drain %s in %s: %d moved, %d skipped, %d failed, %d not started; %.0f handoffs/s, %s per move (median)\n",
+		res.End, ms(res.Took), p.Moved, p.Skipped, p.Failed, p.NotStarted, rate, ms(median(took)))
+	var lost, duplicated, reordered, sent int64
+	var retries retries
+	for _, r := range runs {
+		var got []byte
+		if err := retry(ctx, &retries, func(ctx context.Context) (err error) {
+			got, err = m.RequestActor(ctx, r.ref, []byte("seq"))
+			return err
+		}); err != nil {
+			return fmt.Errorf("read %s: %w", r.ref.ActorID, err)
+		}
+		f := strings.Fields(string(got))
+		if len(f) != 3 {
+			return fmt.Errorf("%s answered %q", r.ref.ActorID, got)
+		}
+		var v [3]int64
+		for i := range v {
+			v[i], _ = strconv.ParseInt(f[i], 10, 64)
+		}
+		sent += r.accepted
+		if v[0] < r.accepted {
+			lost += r.accepted - v[0]
+		}
+		duplicated += v[1]
+		reordered += v[2]
+	}
+	fmt.Fprintf(w, "  %d messages accepted by the senders; lost %d, duplicated %d, reordered %d\n", sent, lost, duplicated, reordered)
+	if lost != 0 || duplicated != 0 || reordered != 0 || p.Failed != 0 || p.NotStarted != 0 {
+		return fmt.Errorf("%w: the drain lost %d, duplicated %d and reordered %d messages; %d objects failed to move, %d not started",
+			errDemoCheck, lost, duplicated, reordered, p.Failed, p.NotStarted)
+	}
+	fmt.Fprintln(w, "check: every object moved; every accepted message arrived once and in order")
+	return nil
+}
