@@ -504,6 +504,14 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	case h.state == hostCutover:
 		// The fence named the source's generation; the object is leaving.
 		return dest{wait: h.cutoverDone}, nil
+	case ownerGen < h.ownerGeneration:
+		// The object left this node and came back: the fence is from an
+		// earlier stay. Earlier messages with that fence were passed on
+		// along the recorded moves and return here through them, so this
+		// one follows the same way (Message Follow) instead of being
+		// refused — a refused one-way message would be lost.
+		return refuse(fmt.Errorf("%w: %s is hosted here again at AuthorityOwnerGeneration %d; the message's %d is from an earlier stay",
+			ErrNotFound, id, h.ownerGeneration, ownerGen))
 	case h.ownerGeneration != ownerGen:
 		return refuse(fmt.Errorf("%w: %s is at AuthorityOwnerGeneration %d, the message expects %d", errRouteStale, id, h.ownerGeneration, ownerGen))
 	}

@@ -29,6 +29,9 @@ type seqState struct {
 	Gaps       int            `json:"gaps"`
 	Turns      int            `json:"turns"`
 	Hops       int            `json:"hops"` // restores
+	// Seen records the first out-of-order arrivals: sender, the last n
+	// before, the n that came, and how many restores the object had.
+	Seen []string `json:"seen,omitempty"`
 }
 
 type seqObj struct {
@@ -78,15 +81,24 @@ func (s *seqObj) Receive(t *spot.Turn, env spot.Envelope) error {
 			s.st.Last[parts[1]] = n
 		case n <= last:
 			s.st.Duplicates++
+			s.note(parts[1], last, n)
 		default:
 			s.st.Gaps++
 			s.st.Last[parts[1]] = n
+			s.note(parts[1], last, n)
 		}
 	}
 	if env.Kind == spot.Request {
 		return t.Reply([]byte("ok:" + parts[len(parts)-1]))
 	}
 	return nil
+}
+
+// note keeps the first few out-of-order arrivals for the failure message.
+func (s *seqObj) note(sender string, last, n int) {
+	if len(s.st.Seen) < 8 {
+		s.st.Seen = append(s.st.Seen, fmt.Sprintf("%s: %d after %d (restore %d)", sender, n, last, s.st.Hops))
+	}
 }
 
 type seqSnapshot struct{ reg *seqRegistry }
@@ -299,7 +311,7 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 			}
 		}
 		if st.Duplicates != 0 || st.Gaps != 0 {
-			t.Errorf("%s: %d duplicates, %d gaps", ref.ActorID, st.Duplicates, st.Gaps)
+			t.Errorf("%s: %d duplicates, %d gaps: %v", ref.ActorID, st.Duplicates, st.Gaps, st.Seen)
 		}
 		if moved[i] < hops || st.Hops != moved[i] {
 			t.Errorf("%s: moved %d times, state restored %d times (want ≥ %d, equal)", ref.ActorID, moved[i], st.Hops, hops)
@@ -318,4 +330,8 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 		t.Error("no sender switched its route with a barrier: the test did not exercise the switch")
 	}
 	t.Logf("send retries %d, request retries %d, route switch barriers %d (%d unanswered)", sendErrs.Load(), reqErrs.Load(), barriers, late)
+	for i, n := range c.nodes {
+		st := n.ObjectStats()
+		t.Logf("node %d: fence refused %d, follow refused %d, forwarded %d", i, st.FenceRefused, st.FollowRefused, st.FollowForwarded)
+	}
 }

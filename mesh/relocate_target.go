@@ -637,7 +637,9 @@ func (a *arrival) open() {
 	a.obj.Release()
 	k := followKey(a.kind, a.prep.Object.ObjectID)
 	o.cache.Drop(k)
-	o.follow.Remove(k) // hosted here again: an older move away from here is history
+	// An earlier move away from here stays recorded: a message still
+	// carrying that stay's fence is passed along the recorded chain and
+	// comes back here behind what was sent before it (admitMessage).
 	a.sessionCommit()  // command 44 commit to every bound Session's owner (§9.2)
 	go a.complete()
 }
