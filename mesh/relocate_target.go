@@ -640,7 +640,7 @@ func (a *arrival) open() {
 	// An earlier move away from here stays recorded: a message still
 	// carrying that stay's fence is passed along the recorded chain and
 	// comes back here behind what was sent before it (admitMessage).
-	a.sessionCommit()  // command 44 commit to every bound Session's owner (§9.2)
+	a.sessionCommit() // command 44 commit to every bound Session's owner (§9.2)
 	go a.complete()
 }
 
