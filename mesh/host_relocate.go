@@ -247,6 +247,9 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		if err := n.publish(ctx, record.StateDraining); err != nil {
 			n.log.Warn("drain: publish draining", "err", err)
 		}
+		// Once every peer has had a discovery round since, none resolves
+		// a route to this node from its cache any more (isLeaving).
+		seenBy := time.Now().Add(n.discoveryEvery + drainQuiet)
 		end, _ := ctx.Deadline()
 		rctx, rcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
 		res, _ = n.hostRelocate(rctx, opts)
@@ -254,7 +257,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		p := res.Progress
 		n.log.Info("drain: objects moved before the shutdown", "moved", p.Moved, "left", len(res.NotMoved()), "end", res.End)
 		if p.Moved > 0 {
-			n.lingerFollow(ctx, end.Add(-drainReserve(deadline)/2))
+			n.lingerFollow(ctx, seenBy, end.Add(-drainReserve(deadline)/2))
 		}
 	}
 	err := n.Close(ctx)
@@ -271,17 +274,20 @@ const drainQuiet = 100 * time.Millisecond
 
 // lingerFollow keeps the drained node up — passing on what senders with an
 // old route still send it, each pass-on answered by a command 50 that
-// switches its sender — until nothing was passed on for drainQuiet, or
-// until. A one-way message sent to a node that has stopped is lost, so the
-// node leaves only once its senders have moved on.
-func (n *Node) lingerFollow(ctx context.Context, until time.Time) {
+// switches its sender — until every peer has seen it draining (seenBy: one
+// discovery round after it published draining; a peer then re-reads the
+// store instead of using a cached route to it) and nothing was passed on
+// for drainQuiet; never past until. A one-way message sent to a node that
+// has stopped is lost, so the node leaves only once its senders have moved
+// on.
+func (n *Node) lingerFollow(ctx context.Context, seenBy, until time.Time) {
 	start := time.Now()
 	first := n.obj.stats.followForwarded.Load()
 	last := first
 	for time.Now().Before(until) && ctx.Err() == nil {
 		time.Sleep(drainQuiet)
 		now := n.obj.stats.followForwarded.Load()
-		if now == last {
+		if now == last && !time.Now().Before(seenBy) {
 			break
 		}
 		last = now

@@ -192,6 +192,10 @@ func (o *objects) resolve(ctx context.Context, t msgTarget, fresh bool) (follow.
 	if !fresh {
 		if r, ok := o.cache.Get(key); ok {
 			switch {
+			case o.n.isLeaving(r.Route.NodeRID, r.Route.NodeGeneration):
+				// The route's node is draining or stopped (discovery saw
+				// it): its objects are moving or gone; read the store.
+				o.cache.Drop(key)
 			case r.ObjectGeneration == t.gen:
 				o.stats.cacheHits.Add(1)
 				return r, nil

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
@@ -59,6 +60,10 @@ type Options struct {
 
 // Node is one running MeshNode.
 type Node struct {
+	// leaving is the node runs the last descriptor list showed draining
+	// or stopped (noteLeaving).
+	leaving atomic.Pointer[map[leavingRun]bool]
+
 	cfg       config.Config
 	log       *slog.Logger
 	factories []spot.Factory
@@ -376,6 +381,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.mu.Lock()
 	n.lastSnap, n.haveSnap = snap, true
 	n.mu.Unlock()
+	n.noteLeaving(snap)
 	for _, a := range actions {
 		peer := transport.RID(a.RoutingID)
 		switch a.Kind {
@@ -524,4 +530,31 @@ func (n *Node) teardown(ctx context.Context) error {
 		errs = append(errs, n.loc.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// leavingRun names a node run by routing id and lifecycle generation.
+type leavingRun struct {
+	rid string
+	gen uint64
+}
+
+// noteLeaving records the node runs the latest descriptor list shows
+// draining or stopped, for isLeaving.
+func (n *Node) noteLeaving(snap directory.Snapshot) {
+	m := map[leavingRun]bool{}
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if d.State == record.StateDraining || d.State == record.StateStopped {
+			m[leavingRun{string(d.RoutingID), uint64(d.LifecycleGeneration)}] = true
+		}
+	}
+	n.leaving.Store(&m)
+}
+
+// isLeaving reports whether the latest descriptor list showed that node run
+// draining or stopped: a route to it is about to go stale (its objects
+// move away, Drain) and is better re-read than used.
+func (n *Node) isLeaving(rid []byte, gen uint64) bool {
+	m := n.leaving.Load()
+	return m != nil && (*m)[leavingRun{string(rid), gen}]
 }

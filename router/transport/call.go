@@ -27,9 +27,10 @@ type callOptions struct{ portable bool }
 // answers the original requester with the request's correlation unchanged
 // (spec §7.3 Message Follow, "reply route unchanged"). Its reply is accepted
 // from any admitted peer — on our ROUTER or on our DEALER link to that peer
-// — and from Complete. The call still fails with ErrPeerDown when the
-// connection it went out on is lost: the requester cannot tell whether the
-// request was forwarded before that.
+// — and from Complete. When the connection it went out on is lost it
+// still waits Config.PortableGrace for that reply (the request may have
+// been passed on before), then fails with ErrPeerDown: the requester
+// cannot tell whether it was.
 func Portable() CallOption { return func(o *callOptions) { o.portable = true } }
 
 // Call is a request awaiting its reply, or a reply slot (ExpectReply). It is

@@ -92,6 +92,11 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// WriteTimeout bounds one stalled flush to a peer (default PeerTimeout).
 	WriteTimeout time.Duration
+	// PortableGrace is how long a portable request whose connection was
+	// lost still waits for its reply from another node (a previous owner
+	// that passed it on and then stopped, spec §7.3) before it fails with
+	// ErrPeerDown (default 2 s).
+	PortableGrace time.Duration
 	// ReconnectMin/ReconnectMax bound the exponential redial backoff
 	// (100 ms, 5 s).
 	ReconnectMin time.Duration
@@ -137,6 +142,7 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&out.RequestTimeout, 30*time.Second)
 	def(&out.HandshakeTimeout, 5*time.Second)
 	def(&out.WriteTimeout, out.PeerTimeout)
+	def(&out.PortableGrace, 2*time.Second)
 	def(&out.ReconnectMin, 100*time.Millisecond)
 	def(&out.ReconnectMax, 5*time.Second)
 	if out.SendQueueRecords <= 0 {

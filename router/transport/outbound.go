@@ -368,6 +368,14 @@ func (s *session) end(cause error) {
 	s.mu.Unlock()
 	s.pc.close(cause)
 	for _, c := range pend {
+		if c.portable {
+			// The node it went to may have passed it on before its
+			// connection went (a drained node stopping): the new owner's
+			// answer can still come; give it PortableGrace.
+			c := c
+			s.l.n.clock.AfterFunc(s.l.n.cfg.PortableGrace, func() { c.finish(nil, cause) })
+			continue
+		}
 		c.finish(nil, cause)
 	}
 }
