@@ -161,11 +161,32 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	p = res.Progress
 	n.log.Info("host relocation ended", "end", res.End, "moved", p.Moved, "skipped", p.Skipped, "failed", p.Failed,
 		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took)
+	n.logNotMoved(res)
+	return res, nil
+}
+
+// logNotMoved logs every object of res still on this node.
+func (n *Node) logNotMoved(res HostRelocationResult) {
 	for _, r := range res.NotMoved() {
 		n.log.Warn("host relocation: object stays on this node", "object", r.Object.ID, "spot", r.Object.Spot,
 			"outcome", r.Outcome, "reason", r.Reason)
 	}
-	return res, nil
+}
+
+// unmoved is the result of a drain that moves nothing (why): every object
+// is NotStarted (Skipped when DisableRelocation), each logged, and stays
+// until the shutdown removes it. Without objects it is Completed.
+func (n *Node) unmoved(why string) HostRelocationResult {
+	cmd := hostmove.New(n.obj.hostedForHostMove(), 1)
+	cmd.Stop()
+	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results()}
+	for i := range res.Objects {
+		if res.Objects[i].Outcome == hostmove.NotStarted {
+			res.Objects[i].Reason = why
+		}
+	}
+	n.logNotMoved(res)
+	return res
 }
 
 // hostedForHostMove lists the Actors and User Spots this node hosts and
@@ -220,10 +241,12 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 // Drain is the orderly stop that keeps the objects alive (SIGTERM with
 // relocation.drain_on_shutdown): it publishes draining (other nodes stop
 // placing here), moves every object to the other serving nodes like
-// Relocate within ctx's deadline less a reserve for the shutdown, then runs
-// Close (§11), which removes what could not move. Without another serving
-// node it skips the moves (logged) and only closes. It returns what the
-// moves did and Close's error.
+// Relocate within ctx's deadline less a reserve for the shutdown, keeps
+// passing messages on until its senders have switched to the new owners
+// (lingerFollow), then runs Close (§11), which removes what could
+// not move. Without another serving node it skips the moves and only
+// closes; the result then shows every object NotStarted (each logged). It
+// returns what the moves did and Close's error.
 func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
 	deadline := n.cfg.ShutdownDeadline
 	if deadline <= 0 {
@@ -234,12 +257,19 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	var res HostRelocationResult
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
-		n.log.Warn("drain: cannot tell whether another node can take the objects; shutting down without moving them", "err", err)
+		res = n.unmoved("drain: cannot tell whether another node can take it: " + err.Error())
+		n.log.Warn("drain: cannot tell whether another node can take the objects; shutting down without moving them",
+			"objects", res.Progress.Total, "err", err)
 	case others == 0:
-		n.log.Warn("drain: no other serving node in the mesh can take the objects; the shutdown removes them")
+		res = n.unmoved("drain: no other serving node")
+		if res.Progress.Total > 0 {
+			n.log.Warn("drain: no other serving node in the mesh can take the objects; the shutdown removes them",
+				"objects", res.Progress.Total)
+		}
 	default:
 		if err := n.beginHostMove(); err != nil {
-			n.log.Warn("drain: objects not moved", "err", err)
+			res = n.unmoved("drain: " + err.Error())
+			n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
 			break
 		}
 		// Held until Close: nothing new lands here between the moves and
@@ -253,12 +283,12 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		end, _ := ctx.Deadline()
 		rctx, rcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
 		res, _ = n.hostRelocate(rctx, opts)
-		rcancel()
 		p := res.Progress
 		n.log.Info("drain: objects moved before the shutdown", "moved", p.Moved, "left", len(res.NotMoved()), "end", res.End)
 		if p.Moved > 0 {
 			n.lingerFollow(ctx, seenBy, end.Add(-drainReserve(deadline)/2))
 		}
+		rcancel()
 	}
 	err := n.Close(ctx)
 	if left := res.NotMoved(); len(left) > 0 {

@@ -243,6 +243,11 @@ func TestDrainKeepsObjects(t *testing.T) {
 	if res.End != hostmove.Completed || res.Progress.Moved != len(mine) {
 		t.Fatalf("drain: %s %+v, want %d moved", res.End, res.Progress, len(mine))
 	}
+	// Node 0 still caches node 1 as the route of the moved objects: a
+	// request sent while it has not yet seen node 1's connection close
+	// fails with peer down (ErrUnavailable, maybe delivered); once it has,
+	// the route is refused before sending and re-read from the store.
+	eventually(t, 5*time.Second, "node 0 to see node 1 gone", func() bool { return !hasPeer(c.nodes[0], c.nodes[1].RID()) })
 	for _, ref := range refs {
 		st := seqStateOf(t, ctx, c, ref)
 		if st.Last["n0"] != 1 {
@@ -340,4 +345,58 @@ func TestHostRelocateStorm(t *testing.T) {
 		}
 	}
 	t.Logf("storm: %d moved, %d failed (refused by a node relocating itself), %d ownership samples", moved, failed, samples.Load())
+}
+
+// Drain under traffic: a sender keeps streaming to the drained node's
+// objects through the moves and the shutdown. Its cached routes still name
+// the drained node after the moves; the node passes those messages on
+// until the sender has switched (lingerFollow) — a one-way send it
+// refused while shutting down would be dropped though accepted.
+func TestDrainUnderTrafficLosesNothing(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "busy", 1, 8)
+	stop := make(chan struct{})
+	wait := streamSends(ctx, c, mine, stop)
+	time.Sleep(20 * time.Millisecond)
+	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{})
+	time.Sleep(50 * time.Millisecond) // traffic after the shutdown too
+	close(stop)
+	sent := wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.Completed || res.Progress.Moved != len(mine) {
+		t.Fatalf("drain: %s %+v, want %d moved", res.End, res.Progress, len(mine))
+	}
+	for i, ref := range mine {
+		st := seqStateOf(t, ctx, c, ref)
+		if st.Last["n0"] != sent[i] || st.Gaps != 0 || st.Duplicates != 0 {
+			t.Errorf("%s: last %d of %d sent, %d gaps, %d duplicates", ref.ActorID, st.Last["n0"], sent[i], st.Gaps, st.Duplicates)
+		}
+	}
+}
+
+// Drain without another serving node moves nothing: the result shows every
+// object NotStarted (the shutdown removes them) instead of an empty,
+// still-open command.
+func TestDrainAloneReportsObjectsRemoved(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 2, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "alone", 1, 3)
+	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Progress
+	if res.End != hostmove.ForceStopped || p.Total != len(mine) || p.NotStarted != len(mine) || p.Moved != 0 || len(res.NotMoved()) != len(mine) {
+		t.Fatalf("drain alone: %s %+v, want %d not started", res.End, p, len(mine))
+	}
+	for _, ref := range mine {
+		if _, err := c.m(0).FindActor(ctx, ref.ActorID); !errorsIsAny(err, ErrNotFound) {
+			t.Errorf("%s after the shutdown: %v, want ErrNotFound", ref.ActorID, err)
+		}
+	}
 }

@@ -21,17 +21,18 @@ import (
 	"github.com/meshnode/meshnode/mesh/directory"
 )
 
-// proc is one meshnode process whose JSON log lines are collected.
+// proc is one meshnode process whose JSON log lines (stderr) and stdout
+// lines are collected.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs []map[string]any
-	done chan struct{}
+	name   string
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	logs   []map[string]any
+	stdout []string
+	done   chan struct{} // both outputs read to the end
 }
 
 func (p *proc) collect(r io.Reader) {
-	defer close(p.done)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -43,6 +44,38 @@ func (p *proc) collect(r io.Reader) {
 		p.logs = append(p.logs, m)
 		p.mu.Unlock()
 	}
+}
+
+func (p *proc) collectStdout(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		p.mu.Lock()
+		p.stdout = append(p.stdout, sc.Text())
+		p.mu.Unlock()
+	}
+}
+
+// stdoutLine returns the first stdout line starting with prefix.
+func (p *proc) stdoutLine(prefix string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.stdout {
+		if strings.HasPrefix(l, prefix) {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+// stop sends sig and returns the process's exit error once it ended and
+// its output was read (nil: exit status 0).
+func (p *proc) stop(t *testing.T, sig os.Signal) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	return p.cmd.Wait()
 }
 
 // seen reports whether a log line has msg and every key=value given.
@@ -78,6 +111,9 @@ func (p *proc) dump(t *testing.T) {
 		b, _ := json.Marshal(m)
 		t.Logf("%s: %s", p.name, b)
 	}
+	for _, l := range p.stdout {
+		t.Logf("%s stdout: %s", p.name, l)
+	}
 }
 
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool, procs ...*proc) {
@@ -94,67 +130,94 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 	}
 }
 
-// The built binary, three processes, a real Redis: they find each other;
-// kill -9 one and the others drop it once its lease expires; restart it and
-// it returns with a new lifecycle generation and LeaseGeneration.
-func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
-	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+// buildMeshnode builds the binary of this package into a temporary folder.
+func buildMeshnode(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "meshnode")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	env := func(rid string) []string {
-		return append(os.Environ(),
-			"MESHNODE_NODE__MESH_NAME=mp",
-			"MESHNODE_NODE__ROUTING_ID="+rid,
-			"MESHNODE_NODE__ENDPOINT=tcp://127.0.0.1:0",
-			"MESHNODE_LOCATION_STORE__PROVIDER=redis",
-			"MESHNODE_LOCATION_STORE__REDIS__ADDRS="+addr,
-			"MESHNODE_LOCATION_STORE__REDIS__NAMESPACE="+ns,
-			"MESHNODE_RELOCATION_STORE__PROVIDER=redis",
-			"MESHNODE_RELOCATION_STORE__REDIS__ADDRS="+addr,
-			"MESHNODE_RELOCATION_STORE__REDIS__NAMESPACE="+ns+"-reloc",
-			// 300ms + 200ms < 2s - 500ms (§5)
-			"MESHNODE_LEASE__RENEW_INTERVAL=300ms",
-			"MESHNODE_LEASE__RENEW_TIMEOUT=200ms",
-			"MESHNODE_LEASE__TTL=2s",
-			"MESHNODE_LEASE__FENCING_MARGIN=500ms",
-			"MESHNODE_LOG__FORMAT=json",
-			"MESHNODE_LOG__LEVEL=info",
-		)
+	return bin
+}
+
+// nodeEnv is the configuration of a node of mesh on the Redis at addr under
+// namespace ns, with short lease timing, as MESHNODE_ variables (extra ones
+// appended, overriding); rid "" means a random RID.
+func nodeEnv(addr, ns, mesh, rid string, extra ...string) []string {
+	return append([]string{
+		"MESHNODE_NODE__MESH_NAME=" + mesh,
+		"MESHNODE_NODE__ROUTING_ID=" + rid,
+		"MESHNODE_NODE__ENDPOINT=tcp://127.0.0.1:0",
+		"MESHNODE_LOCATION_STORE__PROVIDER=redis",
+		"MESHNODE_LOCATION_STORE__REDIS__ADDRS=" + addr,
+		"MESHNODE_LOCATION_STORE__REDIS__NAMESPACE=" + ns,
+		"MESHNODE_RELOCATION_STORE__PROVIDER=redis",
+		"MESHNODE_RELOCATION_STORE__REDIS__ADDRS=" + addr,
+		"MESHNODE_RELOCATION_STORE__REDIS__NAMESPACE=" + ns + "-reloc",
+		// 300ms + 200ms < 2s - 500ms (§5)
+		"MESHNODE_LEASE__RENEW_INTERVAL=300ms",
+		"MESHNODE_LEASE__RENEW_TIMEOUT=200ms",
+		"MESHNODE_LEASE__TTL=2s",
+		"MESHNODE_LEASE__FENCING_MARGIN=500ms",
+		"MESHNODE_LOG__FORMAT=json",
+		"MESHNODE_LOG__LEVEL=info",
+	}, extra...)
+}
+
+// startProc starts bin with args and env added to this process's
+// environment, collecting its output; the cleanup kills it.
+func startProc(t *testing.T, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	start := func(name, rid string) *proc {
-		p := &proc{name: name, done: make(chan struct{})}
-		p.cmd = exec.Command(bin, "run")
-		p.cmd.Env = env(rid)
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		stderr, err := p.cmd.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go p.collect(stderr)
-		t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done; _ = p.cmd.Wait() })
-		return p
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	rids := []string{"0a0001", "0a0002", "0a0003"}
-	procs := []*proc{start("n1", rids[0]), start("n2", rids[1]), start("n3", rids[2])}
-	admittedAll := func(ps []*proc) func() bool {
-		return func() bool {
-			for i, p := range ps {
-				for j := range ps {
-					if i != j && !p.seen("peer admitted", "peer", rids[j]) {
-						return false
-					}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.collect(stderr) }()
+	go func() { defer wg.Done(); p.collectStdout(stdout) }()
+	go func() { wg.Wait(); close(p.done) }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done; _ = p.cmd.Wait() })
+	return p
+}
+
+// admittedAll: every process logged the admission of every other's RID.
+func admittedAll(ps []*proc, rids []string) func() bool {
+	return func() bool {
+		for i, p := range ps {
+			for j := range ps {
+				if i != j && !p.seen("peer admitted", "peer", rids[j]) {
+					return false
 				}
 			}
-			return true
 		}
+		return true
 	}
-	waitUntil(t, 20*time.Second, "every process to admit the other two", admittedAll(procs), procs...)
+}
+
+// The built binary, three processes, a real Redis: they find each other;
+// kill -9 one and the others drop it once its lease expires; restart it and
+// it returns with a new lifecycle generation and LeaseGeneration.
+func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
+	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+	bin := buildMeshnode(t)
+	env := func(rid string) []string { return nodeEnv(addr, ns, "mp", rid) }
+	start := func(name, rid string) *proc { return startProc(t, bin, name, env(rid), "run") }
+	rids := []string{"0a0001", "0a0002", "0a0003"}
+	procs := []*proc{start("n1", rids[0]), start("n2", rids[1]), start("n3", rids[2])}
+	waitUntil(t, 20*time.Second, "every process to admit the other two", admittedAll(procs, rids), procs...)
 
 	ctx := context.Background()
 	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
@@ -180,11 +243,7 @@ func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
 	}
 
 	// kill -9: no shutdown, the lease record stays until it expires.
-	if err := procs[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-procs[2].done
-	_ = procs[2].cmd.Wait()
+	_ = procs[2].stop(t, syscall.SIGKILL)
 	killedAt := time.Now()
 	dropped := func() bool {
 		return procs[0].seen("discovery", "action", "disconnect", "peer", rids[2]) &&
@@ -214,7 +273,7 @@ func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
 
 	// ctl topology through the binary shows the three live nodes.
 	ctl := exec.Command(bin, "ctl", "topology", "--mesh", "mp")
-	ctl.Env = env("")
+	ctl.Env = append(os.Environ(), env("")...)
 	out, err := ctl.CombinedOutput()
 	if err != nil {
 		t.Fatalf("ctl topology: %v\n%s", err, out)
@@ -228,11 +287,7 @@ func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
 
 	// SIGTERM: orderly shutdown, exit status 0.
 	for _, p := range []*proc{procs[0], procs[1], n3} {
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		<-p.done
-		if err := p.cmd.Wait(); err != nil {
+		if err := p.stop(t, syscall.SIGTERM); err != nil {
 			p.dump(t)
 			t.Fatalf("%s exited with %v after SIGTERM", p.name, err)
 		}
