@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -256,19 +257,17 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context) 
 		if err != nil {
 			return s, invalidCause(op, err, "object")
 		}
-		a, err := e.readAuthority(ctx, op, key)
+		var a Snapshot
+		err = concurrently(
+			func() (err error) { a, err = e.readAuthority(ctx, op, key); return err },
+			func() (err error) { s.OwnerLease, err = e.readLease(ctx, op, req.Source.Owner.ID); return err },
+			func() (err error) { s.TargetLease, err = e.readLease(ctx, op, req.Target.Owner.ID); return err })
 		if err != nil {
 			return s, err
 		}
 		s.StoreNow, s.Authority = a.StoreNow, a.Authority
 		if !s.Authority.Found {
 			return s, nil
-		}
-		if s.OwnerLease, err = e.readLease(ctx, op, req.Source.Owner.ID); err != nil {
-			return s, err
-		}
-		if s.TargetLease, err = e.readLease(ctx, op, req.Target.Owner.ID); err != nil {
-			return s, err
 		}
 		s.Capacity, err = e.readCapacity(ctx, op, CountersFor(req.Target.Node, req.Bundle))
 		return s, err
@@ -356,20 +355,21 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 				return Snapshot{}, err
 			}
 		}
-		s, err := e.readAuthority(ctx, op, key)
-		s.Reservation = res
-		if err != nil || !s.Authority.Found {
-			return s, err
-		}
+		// The leases are read beside the authority row (one round trip
+		// on a remote store): only their versions matter, as conditions.
+		var s Snapshot
+		reads := []func() error{func() (err error) { s, err = e.readAuthority(ctx, op, key); return err }}
+		var owner, target LeaseRow
 		if r.owner != nil && r.owner.ID != "" {
-			if s.OwnerLease, err = e.readLease(ctx, op, r.owner.ID); err != nil {
-				return s, err
-			}
+			reads = append(reads, func() (err error) { owner, err = e.readLease(ctx, op, r.owner.ID); return err })
 		}
 		if r.target != nil && r.target.ID != "" {
-			if s.TargetLease, err = e.readLease(ctx, op, r.target.ID); err != nil {
-				return s, err
-			}
+			reads = append(reads, func() (err error) { target, err = e.readLease(ctx, op, r.target.ID); return err })
+		}
+		err = concurrently(reads...)
+		s.Reservation, s.OwnerLease, s.TargetLease = res, owner, target
+		if err != nil || !s.Authority.Found {
+			return s, err
 		}
 		if !r.capacity {
 			return s, nil
@@ -444,24 +444,57 @@ func (e *Executor) readLease(ctx context.Context, op Op, ownerID string) (LeaseR
 	return row, withOp(op, err)
 }
 
+// readCapacity reads the counters ids, all at once (their order among
+// themselves does not matter; they come after the anchor rows).
 func (e *Executor) readCapacity(ctx context.Context, op Op, ids []CounterID) ([]CapacityRow, error) {
-	rows := make([]CapacityRow, 0, len(ids))
-	for _, id := range ids {
+	rows := make([]CapacityRow, len(ids))
+	reads := make([]func() error, len(ids))
+	for i, id := range ids {
 		key, err := CapacityKey(id)
 		if err != nil {
 			return nil, invalidCause(op, err, "capacity counter %s", id)
 		}
-		rr, err := e.store.Read(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("authority %s: read capacity counter %s: %w", op, id, err)
+		reads[i] = func() error {
+			rr, err := e.store.Read(ctx, key)
+			if err != nil {
+				return fmt.Errorf("authority %s: read capacity counter %s: %w", op, id, err)
+			}
+			row, err := CapacityRowOf(id, rr)
+			if err != nil {
+				return withOp(op, err)
+			}
+			rows[i] = row
+			return nil
 		}
-		row, err := CapacityRowOf(id, rr)
-		if err != nil {
-			return nil, withOp(op, err)
-		}
-		rows = append(rows, row)
+	}
+	if err := concurrently(reads...); err != nil {
+		return nil, err
 	}
 	return rows, nil
+}
+
+// concurrently runs the independent reads fns at once — one store round
+// trip instead of len(fns) — and returns the first error in fns' order.
+func concurrently(fns ...func() error) error {
+	if len(fns) == 1 {
+		return fns[0]()
+	}
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, f := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func withOp(op Op, err error) error {
