@@ -2,6 +2,9 @@
 # make bench: run every benchmark suite next to its same-run baseline and print
 # medians and ratios. COUNT (default 5) sets -count; BENCHTIME (default 1s);
 # SUITES (default all) names the suites to run, space-separated.
+# hostrelocate runs one whole host Relocate of MESHNODE_BENCH_HOST_OBJECTS
+# (default 10,000) objects per op: it takes HOST_BENCHTIME (default 1x), not
+# BENCHTIME.
 # Results are written to benchmarks/results/<date>/ as raw go test output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +13,8 @@ benchtime=${BENCHTIME:-1s}
 out="benchmarks/results/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 
-suite() { # suite NAME PACKAGE PAIRS...
-  local name=$1 pkg=$2; shift 2
+suite() { # [SUITE_BENCHTIME=… SUITE_TIMEOUT=…] suite NAME PACKAGE PAIRS...
+  local name=$1 pkg=$2 bt=${SUITE_BENCHTIME:-$benchtime}; shift 2
   if [ -n "${SUITES:-}" ] && [[ " $SUITES " != *" $name "* ]]; then
     return
   fi
@@ -19,7 +22,7 @@ suite() { # suite NAME PACKAGE PAIRS...
     echo "== $name: package $pkg not present, skipped"; return
   fi
   echo "== $name ($pkg, -count $count)"
-  ./scripts/with-redis.sh go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" "$pkg" | tee "$out/$name.txt" >/dev/null
+  ./scripts/with-redis.sh go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$bt" -timeout "${SUITE_TIMEOUT:-10m}" "$pkg" | tee "$out/$name.txt" >/dev/null
   go run ./benchmarks/ratio "$@" <"$out/$name.txt"
 }
 
@@ -53,4 +56,18 @@ suite relocation ./benchmarks/relocation \
   'BenchmarkRestoreStream64MiB=BenchmarkRawZmq4Stream64MiB' \
   'BenchmarkRestoreStream64MiB=BenchmarkTransportStream64MiB' \
   'BenchmarkTransportStream64MiB=BenchmarkRawZmq4Stream64MiB'
+SUITE_BENCHTIME=${HOST_BENCHTIME:-1x} SUITE_TIMEOUT=60m suite hostrelocate ./benchmarks/hostrelocate \
+  'BenchmarkHostRelocateMemory=BenchmarkHostStoreCeilingMemory' \
+  'BenchmarkHostRelocateMemory=BenchmarkHostRawZmq4' \
+  'BenchmarkHostRelocateMemory@handoffs/s=BenchmarkHostStoreCeilingMemory@handoffs/s' \
+  'BenchmarkHostRelocateMemory@pause-max-us=BenchmarkHostRelocateMemory@req-p50-us' \
+  'BenchmarkHostRelocateMemory@pause-p99-us=BenchmarkHostRelocateMemory@req-p50-us' \
+  'BenchmarkHostRelocateRedis=BenchmarkHostStoreCeilingRedis' \
+  'BenchmarkHostRelocateRedis=BenchmarkHostRawZmq4' \
+  'BenchmarkHostRelocateRedis@handoffs/s=BenchmarkHostStoreCeilingRedis@handoffs/s' \
+  'BenchmarkHostRelocateRedis@pause-max-us=BenchmarkHostRelocateRedis@req-p50-us' \
+  'BenchmarkHostRelocateRedis@pause-p99-us=BenchmarkHostRelocateRedis@req-p50-us' \
+  'BenchmarkHostRelocateRedis=BenchmarkHostRelocateMemory' \
+  'BenchmarkHostRelocateHeap@heap-peak-MB=BenchmarkHostRelocateHeap@heap-before-MB' \
+  'BenchmarkHostRelocateHeap@heap-after-MB=BenchmarkHostRelocateHeap@heap-before-MB'
 echo "raw output in $out"

@@ -39,12 +39,8 @@ package relocation
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/crc32"
-	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -53,13 +49,9 @@ import (
 	"github.com/meshnode/meshnode/benchmarks/internal/benchkit"
 	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/config"
-	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh"
-	"github.com/meshnode/meshnode/mesh/authority"
-	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
-	"github.com/meshnode/meshnode/spot"
 )
 
 // streamChunk is the size of one Restore chunk the nodes use: the
@@ -67,68 +59,14 @@ import (
 var streamChunk = config.Default().Relocation.ChunkSize
 
 const (
-	blobType = "bench.blob"
-	blobID   = "blob-1"
+	blobID = "blob-1"
 	// smallState is the state of the one-object move benchmarks.
 	smallState = 1 << 10
 	// largeState is the state of the Restore stream benchmarks.
 	largeState = 64 << 20
-	// storeValueBytes is the value size of the raw store baseline: about an
-	// authority record's encoded size.
-	storeValueBytes = 512
 	// opTimeout bounds one move, one settle or one request.
 	opTimeout = 60 * time.Second
 )
-
-// --- the moved Actor ----------------------------------------------------------
-
-// blob is the moved Actor: its state is an opaque byte string. "ping" is
-// answered "pong", "crc" with the CRC-32 of the state (to check that the
-// state survived the moves).
-type blob struct{ state []byte }
-
-func (o *blob) Receive(t *spot.Turn, env spot.Envelope) error {
-	switch string(env.Body) {
-	case "ping":
-		return t.Reply([]byte("pong"))
-	case "crc":
-		return t.Reply([]byte(strconv.FormatUint(uint64(crc32.ChecksumIEEE(o.state)), 10)))
-	}
-	return fmt.Errorf("blob: unknown request %q", env.Body)
-}
-
-// blobSnapshot hands the state over as is: the framework copies it into
-// the payload (chunk.Encode) and the target keeps the decoded bytes.
-type blobSnapshot struct{}
-
-func (blobSnapshot) Snapshot(h spot.Handler) ([]byte, error) {
-	o, ok := h.(*blob)
-	if !ok {
-		return nil, fmt.Errorf("blob snapshot: handler is a %T", h)
-	}
-	return o.state, nil
-}
-
-func (blobSnapshot) Restore(_ context.Context, _ spot.CreateRequest, state []byte) (spot.Handler, error) {
-	return &blob{state: state}, nil
-}
-
-// randomState is size incompressible bytes, the same for a size.
-func randomState(size int) []byte {
-	s := make([]byte, size)
-	_, _ = rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16), byte(size >> 24)}).Read(s)
-	return s
-}
-
-// registerBlob registers the movable blob type with a state of size bytes.
-func registerBlob(size int) func(*spot.Registry) error {
-	return func(r *spot.Registry) error {
-		return r.Register(spot.Factory{StableType: blobType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState,
-			Snapshot: blobSnapshot{}, New: func(context.Context, spot.CreateRequest) (spot.Handler, error) {
-				return &blob{state: randomState(size)}, nil
-			}})
-	}
-}
 
 // --- moves ---------------------------------------------------------------------
 
@@ -143,26 +81,22 @@ type moveBench struct {
 	crc     string // of the state as created
 
 	results []mesh.RelocationResult
-	windows []window        // of each move: call to settled
-	lags    []time.Duration // of each move: return to settled
+	windows []benchkit.Window // of each move: call to settled
+	lags    []time.Duration   // of each move: return to settled
 }
-
-type window struct{ start, end time.Time }
-
-func (w window) overlaps(s, e time.Time) bool { return s.Before(w.end) && e.After(w.start) }
 
 // startMoves starts the mesh and creates the blob with a state of size
 // bytes from the client; placement picks one of the servers.
 func startMoves(b *testing.B, be benchkit.Backend, size int) *moveBench {
 	b.Helper()
 	c := benchkit.StartCluster(b, be, []config.ObjectRole{config.RoleClient, config.RoleServer, config.RoleServer},
-		registerBlob(size))
+		benchkit.RegisterBlob(size, nil))
 	m := &moveBench{Cluster: c, client: c.Nodes[0], servers: [2]*mesh.Node{c.Nodes[1], c.Nodes[2]}}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	var err error
 	for {
-		m.ref, err = m.client.Manager().CreateActor(ctx, blobID, blobType)
+		m.ref, err = m.client.Manager().CreateActor(ctx, blobID, benchkit.BlobType)
 		if err == nil {
 			break
 		}
@@ -213,7 +147,7 @@ func (m *moveBench) move(b *testing.B) {
 	m.settle(ctx, b, dst.RID(), res.AuthorityOwnerGeneration)
 	m.results = append(m.results, res)
 	settled := time.Now()
-	m.windows = append(m.windows, window{start, settled})
+	m.windows = append(m.windows, benchkit.Window{Start: start, End: settled})
 	m.lags = append(m.lags, settled.Sub(returned))
 }
 
@@ -223,19 +157,10 @@ func (m *moveBench) move(b *testing.B) {
 // counters, so that the store calls per op are the move's own.
 func (m *moveBench) settle(ctx context.Context, b *testing.B, dst []byte, gen uint64) {
 	b.Helper()
-	key, err := authority.Object{ID: blobID, Kind: record.ObjectActor}.Key()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for {
-		rr, err := m.Stores[0].Store.Read(ctx, key)
-		if err == nil {
-			row, derr := authority.AuthorityRowOf(key, rr)
-			a := row.Record
-			if derr == nil && row.Found && a.Relocation == nil && uint64(a.AuthorityOwnerGeneration) == gen &&
-				string(a.Allocation.Descriptor.RoutingID) == string(dst) {
-				return
-			}
+		ok, g, err := benchkit.ActorSettled(ctx, m.Stores[0].Store, blobID, dst)
+		if ok && g == gen {
+			return
 		}
 		if ctx.Err() != nil {
 			b.Fatalf("move %d never settled: %v", len(m.results)+1, err)
@@ -295,22 +220,6 @@ func (m *moveBench) report(b *testing.B, before benchkit.Counts) {
 	m.ReportStore(b, before)
 }
 
-// sender is a client goroutine requesting "ping" from the blob one request
-// at a time, keeping each request's span. A refused request is retried at
-// once and counts as one request from its first try to its answer. A try
-// left unanswered for tryTimeout is kept apart (lost) and the span restarts
-// at the next try: it is a lost request, not a pause.
-type sender struct {
-	late    uint64        // the client transport's late replies when it started
-	quiet   chan struct{} // closed after quietRequests answered requests
-	stop    chan struct{}
-	done    chan struct{}
-	spans   []window
-	lost    []window
-	retries int
-	err     error
-}
-
 // tryTimeout bounds one request try: some 30× the longest pause seen here
 // (a few ms), so that a lost request stalls the sender briefly. A try that
 // was only slow would be answered late: late-replies tells them apart.
@@ -321,69 +230,21 @@ const tryTimeout = 250 * time.Millisecond
 // outside moves (req-p50-us).
 const quietRequests = 1000
 
-func (m *moveBench) startSender() *sender {
-	s := &sender{stop: make(chan struct{}), done: make(chan struct{}), quiet: make(chan struct{}),
-		late: m.client.Transport().Stats().LateReplies}
-	try := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), tryTimeout)
-		defer cancel()
-		got, err := m.client.Manager().RequestActor(ctx, m.ref, []byte("ping"))
-		if err == nil && string(got) != "pong" {
-			return fmt.Errorf("ping answered %q", got)
-		}
-		return err
-	}
-	go func() {
-		defer close(s.done)
-		for {
-			select {
-			case <-s.stop:
-				return
-			default:
-			}
-			start := time.Now()
-			for {
-				tried := time.Now()
-				err := try()
-				if err == nil {
-					break
-				}
-				switch {
-				case errors.Is(err, mesh.ErrUnavailable) || errors.Is(err, mesh.ErrMoving):
-					s.retries++
-				case errors.Is(err, context.DeadlineExceeded):
-					s.lost = append(s.lost, window{tried, time.Now()})
-					start = time.Now()
-				default:
-					s.err = err
-					return
-				}
-				if time.Since(start) > opTimeout {
-					s.err = fmt.Errorf("ping refused for %v: %w", opTimeout, err)
-					return
-				}
-			}
-			if s.spans = append(s.spans, window{start, time.Now()}); len(s.spans) == quietRequests {
-				close(s.quiet)
-			}
-		}
-	}()
-	return s
+// startSender starts a client sender requesting "ping" from the blob (see
+// benchkit.Sender).
+func (m *moveBench) startSender() *benchkit.Sender {
+	return benchkit.StartSender(m.client, []mesh.ActorRef{m.ref}, quietRequests, tryTimeout, opTimeout)
 }
 
 // halt stops the sender and fails the benchmark if it failed.
-func (s *sender) halt(b *testing.B) {
+func halt(b *testing.B, s *benchkit.Sender) {
 	b.Helper()
-	close(s.stop)
-	<-s.done
-	if s.err != nil {
-		b.Fatalf("sender: %v", s.err)
-	}
-	if len(s.lost) > 0 {
+	s.Halt(b)
+	if len(s.Lost) > 0 {
 		// Every Request gets one answer (spec §12): this is a framework
 		// defect, reported loudly but not failed, so that the run's
 		// figures are kept (see benchmarks/README.md).
-		b.Logf("!!! %d request(s) never answered within %v during %d moves", len(s.lost), tryTimeout, b.N)
+		b.Logf("!!! %d request(s) never answered within %v during %d moves", len(s.Lost), tryTimeout, b.N)
 	}
 }
 
@@ -394,27 +255,27 @@ func (s *sender) halt(b *testing.B) {
 // paused by the move), is left out and counted in unobserved-moves.
 // req-p50-us is the median request that overlapped no move: the sender's
 // latency outside moves.
-func (m *moveBench) reportPause(b *testing.B, s *sender) {
+func (m *moveBench) reportPause(b *testing.B, s *benchkit.Sender) {
 	var outside, pauses []time.Duration
-	for _, sp := range s.spans {
+	for _, sp := range s.Spans {
 		in := false
 		for _, w := range m.windows {
-			in = in || w.overlaps(sp.start, sp.end)
+			in = in || w.Overlaps(sp.Start, sp.End)
 		}
 		if !in {
-			outside = append(outside, sp.end.Sub(sp.start))
+			outside = append(outside, sp.Len())
 		}
 	}
 	unobserved := 0
 	for _, w := range m.windows {
 		var longest time.Duration
-		for _, sp := range s.spans {
-			if w.overlaps(sp.start, sp.end) {
-				longest = max(longest, sp.end.Sub(sp.start))
+		for _, sp := range s.Spans {
+			if w.Overlaps(sp.Start, sp.End) {
+				longest = max(longest, sp.Len())
 			}
 		}
-		for _, l := range s.lost {
-			if w.overlaps(l.start, l.end) {
+		for _, l := range s.Lost {
+			if w.Overlaps(l.Start, l.End) {
 				longest = 0
 			}
 		}
@@ -427,9 +288,9 @@ func (m *moveBench) reportPause(b *testing.B, s *sender) {
 	b.ReportMetric(benchkit.Micros(benchkit.Percentile(pauses, 50)), "pause-p50-us")
 	b.ReportMetric(benchkit.Micros(benchkit.Percentile(pauses, 99)), "pause-p99-us")
 	b.ReportMetric(benchkit.Micros(benchkit.Percentile(outside, 50)), "req-p50-us")
-	b.ReportMetric(float64(s.retries)/float64(len(m.windows)), "req-retries/op")
-	b.ReportMetric(float64(len(s.lost)), "req-unanswered")
-	b.ReportMetric(float64(m.client.Transport().Stats().LateReplies-s.late), "late-replies")
+	b.ReportMetric(float64(s.Retries)/float64(len(m.windows)), "req-retries/op")
+	b.ReportMetric(float64(len(s.Lost)), "req-unanswered")
+	b.ReportMetric(float64(s.LateReplies()), "late-replies")
 	b.ReportMetric(float64(unobserved), "unobserved-moves")
 }
 
@@ -438,14 +299,10 @@ func (m *moveBench) reportPause(b *testing.B, s *sender) {
 func benchMove(b *testing.B, be benchkit.Backend, traffic bool) {
 	m := startMoves(b, be, smallState)
 	warm := m.warmUp(b)
-	var s *sender
+	var s *benchkit.Sender
 	if traffic {
 		s = m.startSender()
-		select {
-		case <-s.quiet:
-		case <-s.done:
-			s.halt(b) // it failed
-		}
+		s.WaitQuiet(b)
 	}
 	before := m.Counts()
 	b.ResetTimer()
@@ -455,7 +312,7 @@ func benchMove(b *testing.B, be benchkit.Backend, traffic bool) {
 	b.StopTimer()
 	warm.Report(b)
 	if s != nil {
-		s.halt(b)
+		halt(b, s)
 		m.reportPause(b, s)
 	}
 	// Store calls per op include the sender's route re-reads after a move.
@@ -530,33 +387,23 @@ func wireMove(b *testing.B, payload []byte) {
 			pending, prep, got = reply, r, 0
 		case *router.RelocationState:
 			if got++; got == prep.ChunkCount {
-				_ = pending(router.NewRecord(&router.RelocationReady{Correlation: prep.Correlation,
-					Relocation: prep.Binding.Relocation, TargetAttempt: prep.Binding.TargetAttempt,
-					Outcome: router.RelocationRelayReady}, nil, nil))
+				_ = pending(benchkit.MoveReady(prep))
 			}
 		case *router.RelocationCutover:
 			cutover <- struct{}{}
 		}
 	}
 	a, t := benchkit.TransportPair(b, handler)
-	bind := router.RelocationBinding{Relocation: router.RelocationID{High: 1, Low: 2}, TargetAttempt: 3,
-		Source: router.SourceFence{SourceOwnerID: "6f1c2b8e-3d4a-4c5b-9e6f-7a8b9c0d1e2f", SourceOwnerLeaseGeneration: 8,
-			SourceNodeRID: a.RID(), SourceNodeGeneration: 1}}
+	bind := benchkit.MoveBinding(a.RID())
 	ctx := context.Background()
 	op := func() error {
-		call, err := a.Start(ctx, t.RID(), router.NewRecord(&router.RelocationPrepare{Binding: bind,
-			Object: router.RelocationObject{Kind: router.StatefulActor, ObjectID: blobID, StableType: blobType,
-				ObjectGeneration: 1, ExpectedAuthorityOwnerGeneration: 1},
-			TargetNodeRID: t.RID(), TargetNodeGeneration: 1, TotalLength: tr.Declaration.Length,
-			ChunkCount: tr.Declaration.Count, CRC32C: tr.Declaration.CRC32C,
-			DeadlineUnixMs: uint64(time.Now().Add(time.Minute).UnixMilli())}, nil, nil))
+		call, err := a.Start(ctx, t.RID(), benchkit.MovePrepare(bind, t.RID(), blobID, tr))
 		if err != nil {
 			return err
 		}
 		defer call.Cancel()
 		for i, c := range tr.Chunks {
-			if err := a.SendWait(ctx, t.RID(), router.NewRecord(&router.RelocationState{Binding: bind,
-				ChunkIndex: uint32(i), Data: c}, nil, nil)); err != nil {
+			if err := a.SendWait(ctx, t.RID(), benchkit.MoveChunk(bind, i, c)); err != nil {
 				return err
 			}
 		}
@@ -567,7 +414,7 @@ func wireMove(b *testing.B, payload []byte) {
 		if r, ok := resp.Body.(*router.RelocationReady); !ok || r.Outcome != router.RelocationRelayReady {
 			return fmt.Errorf("restore answered %s", resp.Command)
 		}
-		if err := a.SendWait(ctx, t.RID(), router.NewRecord(&router.RelocationCutover{Binding: bind}, nil, nil)); err != nil {
+		if err := a.SendWait(ctx, t.RID(), benchkit.MoveCutover(bind)); err != nil {
 			return err
 		}
 		<-cutover
@@ -592,40 +439,24 @@ func timeOps(b *testing.B, bytes int64, op func() error) {
 	warm.Report(b)
 }
 
-// blobPayload is the Restore payload of a blob with state of size bytes,
-// encoded as the mesh encodes it (same size on the wire).
-func blobPayload(b *testing.B, size int) []byte {
-	p, err := chunk.Encode(&chunk.Payload{Object: chunk.Object{Kind: spot.KindActor, ID: blobID, Generation: 1,
-		StableType: blobType}, Policy: spot.PolicyPreserveState, State: randomState(size)}, chunk.EncodeOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return p
-}
-
 // BenchmarkRelocateBaselineRoundTrips: the wire part of a 1 KiB move on
 // the bare transport (40 + one 52 of the same payload, 53, 54).
-func BenchmarkRelocateBaselineRoundTrips(b *testing.B) { wireMove(b, blobPayload(b, smallState)) }
+func BenchmarkRelocateBaselineRoundTrips(b *testing.B) {
+	wireMove(b, benchkit.BlobPayload(b, blobID, smallState))
+}
 
 // BenchmarkTransportStream64MiB: the wire part of a 64 MiB move on the
 // bare transport (40 + 65 chunks of 1 MiB, 53, 54).
-func BenchmarkTransportStream64MiB(b *testing.B) { wireMove(b, blobPayload(b, largeState)) }
+func BenchmarkTransportStream64MiB(b *testing.B) {
+	wireMove(b, benchkit.BlobPayload(b, blobID, largeState))
+}
 
 // BenchmarkRawZmq4Stream64MiB: stock zmq4, DEALER → ROUTER, 64 MiB in
 // 1 MiB messages, then the ROUTER acks; one op = 64 MiB acked.
 func BenchmarkRawZmq4Stream64MiB(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r := zmq4.NewRouter(ctx)
-	if err := r.Listen("tcp://127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	d := zmq4.NewDealer(ctx, zmq4.WithID(zmq4.SocketIdentity("raw-dealer")))
-	if err := d.Dial("tcp://" + r.Addr().String()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = d.Close(); _ = r.Close() })
-	data := randomState(largeState)
+	r := benchkit.Zmq4Router(b)
+	d := benchkit.Zmq4Dealer(b, r, "raw-dealer")
+	data := benchkit.RandomState(largeState)
 	chunks := largeState / streamChunk
 	go func() {
 		for n := 1; ; n++ {
@@ -661,29 +492,15 @@ func BenchmarkRawZmq4Stream64MiB(b *testing.B) {
 func benchStoreMove(b *testing.B, be benchkit.Backend) {
 	s := benchkit.OpenLocation(b, be)()
 	ctx := context.Background()
-	value := make([]byte, storeValueBytes)
-	key := "bench/move"
-	res, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put(key, value)}})
-	if err != nil || !res.Applied {
+	value := make([]byte, benchkit.StoreValueBytes)
+	ops := benchkit.StoreOps{Reads: 1, Writes: 3, Rows: 3}
+	if err := ops.Seed(ctx, s, "bench/move", value); err != nil {
 		b.Fatalf("setup write: %v", err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rr, err := s.Read(ctx, key)
-		if err != nil {
+		if err := ops.Run(ctx, s, "bench/move", value); err != nil {
 			b.Fatal(err)
-		}
-		version := rr.Version
-		for w := 0; w < 3; w++ {
-			res, err := s.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion(key, version)},
-				Mutations: []locstore.Mutation{locstore.Put(key, value)}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !res.Applied {
-				b.Fatal(errors.New("conditional write not applied"))
-			}
-			version = res.Versions[0]
 		}
 	}
 }

@@ -1,7 +1,10 @@
 // Package benchkit is what the benchmark suites under benchmarks/ share: a
 // mesh of in-process nodes on loopback TCP over a counted Location Store
-// (memory or a real Redis), a bare transport pair with the mesh's transport
-// settings for the wire baselines, and percentiles. It only uses exported
+// (memory or a real Redis), the movable Blob Actor and a client sender for
+// the relocation suites (blob.go, sender.go), a bare transport pair with
+// the mesh's transport settings, a move's records and stock zmq4 sockets
+// for the wire baselines (wire.go), a move's store calls in raw form for
+// the store baselines (storeops.go), and percentiles. It only uses exported
 // API, as an application would.
 package benchkit
 
@@ -23,6 +26,7 @@ import (
 	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/relocstore"
 	relmemory "github.com/meshnode/meshnode/relocstore/memory"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -39,7 +43,7 @@ var ErrorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Leve
 // CountingStore counts what passes through a Location Store.
 type CountingStore struct {
 	locstore.Store
-	reads, writes, conflicts atomic.Uint64
+	reads, writes, conflicts, writeKeys atomic.Uint64
 }
 
 // Read implements locstore.Store.
@@ -52,6 +56,7 @@ func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResu
 // conflict.
 func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
 	s.writes.Add(1)
+	s.writeKeys.Add(uint64(len(req.Mutations)))
 	res, err := s.Store.Write(ctx, req)
 	if err == nil && !res.Applied {
 		s.conflicts.Add(1)
@@ -59,8 +64,9 @@ func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (l
 	return res, err
 }
 
-// Counts are store calls so far.
-type Counts struct{ Reads, Writes, Conflicts uint64 }
+// Counts are store calls so far; WriteKeys sums the rows the writes put
+// or deleted.
+type Counts struct{ Reads, Writes, Conflicts, WriteKeys uint64 }
 
 // --- stores -----------------------------------------------------------------
 
@@ -74,8 +80,13 @@ const (
 )
 
 // CloseLater closes c when the benchmark ends.
+//
+// The cleanups here drop what they closed: the testing package keeps a
+// benchmark's finished cleanup functions reachable (it shortens the slice
+// that holds them), and with them whatever they captured — a whole mesh and
+// its stores, in the heap of the benchmarks that run after it.
 func CloseLater(b *testing.B, c interface{ Close() error }) {
-	b.Cleanup(func() { _ = c.Close() })
+	b.Cleanup(func() { _ = c.Close(); c = nil })
 }
 
 // OpenLocation returns a function giving each node its Location Store: one
@@ -125,6 +136,11 @@ func NodeConfig(role config.ObjectRole) config.Config {
 type Cluster struct {
 	Nodes  []*mesh.Node
 	Stores []*CountingStore // distinct stores (memory: one shared)
+
+	roles    []config.ObjectRole // of each node
+	loc      func() *CountingStore
+	reloc    relocstore.Store
+	register func(*spot.Registry) error
 }
 
 // Counts sums the store calls of every node.
@@ -134,6 +150,7 @@ func (c *Cluster) Counts() Counts {
 		n.Reads += s.reads.Load()
 		n.Writes += s.writes.Load()
 		n.Conflicts += s.conflicts.Load()
+		n.WriteKeys += s.writeKeys.Load()
 	}
 	return n
 }
@@ -154,28 +171,35 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 // admitted links to every other node.
 func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register func(*spot.Registry) error) *Cluster {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	reloc, err := relmemory.New()
 	if err != nil {
 		b.Fatal(err)
 	}
 	CloseLater(b, reloc)
-	loc := OpenLocation(b, be)
-	c := &Cluster{}
+	c := &Cluster{loc: OpenLocation(b, be), reloc: reloc, register: register}
+	c.Add(b, roles...)
+	return c
+}
+
+// Add starts one more node per role on the cluster's stores, and returns
+// like StartCluster once every node can place on every server.
+func (c *Cluster) Add(b *testing.B, roles ...config.ObjectRole) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for _, role := range roles {
 		reg := spot.NewRegistry()
 		if role == config.RoleServer {
-			if err := register(reg); err != nil {
+			if err := c.register(reg); err != nil {
 				b.Fatal(err)
 			}
 		}
-		s := loc()
+		s := c.loc()
 		if !slices.Contains(c.Stores, s) {
 			c.Stores = append(c.Stores, s)
 		}
 		n, err := mesh.Start(ctx, mesh.Options{Config: NodeConfig(role), Factories: reg, Location: s,
-			Relocation: reloc, Logger: ErrorLog})
+			Relocation: c.reloc, Logger: ErrorLog})
 		if err != nil {
 			b.Fatalf("start %s node: %v", role, err)
 		}
@@ -183,12 +207,14 @@ func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register 
 			cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer ccancel()
 			_ = n.Close(cctx)
+			n = nil // see CloseLater
 		})
 		c.Nodes = append(c.Nodes, n)
+		c.roles = append(c.roles, role)
 	}
 	// Discovery runs every lease renew interval (5 s); run rounds now
 	// instead of waiting for the ticker.
-	for !c.placeable(roles) {
+	for !c.placeable() {
 		if ctx.Err() != nil {
 			b.Fatal("the nodes never saw every server serving with a valid lease")
 		}
@@ -202,14 +228,23 @@ func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register 
 			b.Fatal(err)
 		}
 	}
-	return c
+}
+
+// Close closes every node now (the benchmark's cleanup closes them again,
+// which is a no-op).
+func (c *Cluster) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		_ = n.Close(ctx)
+	}
 }
 
 // placeable: every node's descriptor list offers every other server.
-func (c *Cluster) placeable(roles []config.ObjectRole) bool {
+func (c *Cluster) placeable() bool {
 	for i, n := range c.Nodes {
 		for j, s := range c.Nodes {
-			if i != j && roles[j] == config.RoleServer && !offers(n, s) {
+			if i != j && c.roles[j] == config.RoleServer && !offers(n, s) {
 				return false
 			}
 		}
