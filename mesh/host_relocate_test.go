@@ -276,31 +276,7 @@ func TestHostRelocateStorm(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	wait := streamSends(ctx, c, refs, stop)
-	var twoServing, samples atomic.Int64
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, ref := range refs {
-				serving := 0
-				for _, n := range c.nodes {
-					if st, ok := n.obj.stateOf(actorKey(ref.ActorID)); ok && st == hostServing {
-						serving++
-					}
-				}
-				if serving > 1 {
-					twoServing.Add(1)
-				}
-			}
-			samples.Add(1)
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	watch := watchOwnership(c, refs, stop)
 	var moved, failed int
 	for round := 0; round < 6; round++ {
 		a, b := 1+round%3, 1+(round+1)%3
@@ -328,9 +304,9 @@ func TestHostRelocateStorm(t *testing.T) {
 	}
 	close(stop)
 	sent := wait()
-	<-watchDone
-	if n := twoServing.Load(); n != 0 {
-		t.Errorf("%d of %d samples found two nodes serving one object", n, samples.Load())
+	twoServing, samples := watch()
+	if twoServing != 0 {
+		t.Errorf("%d of %d samples found two nodes serving one object", twoServing, samples)
 	}
 	if moved == 0 {
 		t.Fatal("nothing moved in the storm")
@@ -344,7 +320,7 @@ func TestHostRelocateStorm(t *testing.T) {
 			t.Errorf("%s owned by node %d", ref.ActorID, owner)
 		}
 	}
-	t.Logf("storm: %d moved, %d failed (refused by a node relocating itself), %d ownership samples", moved, failed, samples.Load())
+	t.Logf("storm: %d moved, %d failed (refused by a node relocating itself), %d ownership samples", moved, failed, samples)
 }
 
 // Drain under traffic: a sender keeps streaming to the drained node's

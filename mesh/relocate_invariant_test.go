@@ -227,31 +227,7 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 	}
 	// The watcher: "exactly one owner at any time", sampled continuously —
 	// never two nodes dispatching one object (state serving) at once.
-	var samples, twoServing atomic.Int64
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for _, ref := range refs {
-				serving := 0
-				for _, n := range c.nodes {
-					if st, ok := n.obj.stateOf(actorKey(ref.ActorID)); ok && st == hostServing {
-						serving++
-					}
-				}
-				if serving > 1 {
-					twoServing.Add(1)
-				}
-			}
-			samples.Add(1)
-			time.Sleep(200 * time.Microsecond)
-		}
-	}()
+	watch := watchOwnership(c, refs, stop)
 	// The mover: each object hops `hops` times, each time from its current
 	// owner to another server.
 	moved := make([]int, objects)
@@ -288,11 +264,11 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 	}()
 	wg.Wait()
 	senders.Wait()
-	<-watchDone
-	if n := twoServing.Load(); n != 0 {
-		t.Errorf("%d of %d samples found two nodes serving one object", n, samples.Load())
+	twoServing, samples := watch()
+	if twoServing != 0 {
+		t.Errorf("%d of %d samples found two nodes serving one object", twoServing, samples)
 	}
-	t.Logf("ownership sampled %d times", samples.Load())
+	t.Logf("ownership sampled %d times", samples)
 	var forwarded uint64
 	for _, n := range c.nodes {
 		forwarded += n.ObjectStats().FollowForwarded
@@ -348,4 +324,37 @@ func runRelocationInvariant(t *testing.T, loc locstore.Store) {
 		st := n.ObjectStats()
 		t.Logf("node %d: fence refused %d, follow refused %d, forwarded %d", i, st.FenceRefused, st.FollowRefused, st.FollowForwarded)
 	}
+}
+
+// watchOwnership samples, until stop closes, how many nodes serve each of
+// refs — "exactly one owner at any time": never two nodes dispatching one
+// object at once. The returned wait ends the watch and reports the samples
+// that found two serving nodes, and all samples.
+func watchOwnership(c *cluster, refs []ActorRef, stop <-chan struct{}) (wait func() (twoServing, samples int64)) {
+	var two, all atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, ref := range refs {
+				serving := 0
+				for _, n := range c.nodes {
+					if st, ok := n.obj.stateOf(actorKey(ref.ActorID)); ok && st == hostServing {
+						serving++
+					}
+				}
+				if serving > 1 {
+					two.Add(1)
+				}
+			}
+			all.Add(1)
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	return func() (int64, int64) { <-done; return two.Load(), all.Load() }
 }
