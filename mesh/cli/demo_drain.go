@@ -117,20 +117,19 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 	var lost, duplicated, reordered, sent int64
 	var retries retries
 	for _, r := range runs {
-		var got []byte
-		if err := retry(ctx, &retries, func(ctx context.Context) (err error) {
-			got, err = m.RequestActor(ctx, r.ref, []byte("seq"))
-			return err
-		}); err != nil {
-			return fmt.Errorf("read %s: %w", r.ref.ActorID, err)
-		}
-		f := strings.Fields(string(got))
-		if len(f) != 3 {
-			return fmt.Errorf("%s answered %q", r.ref.ActorID, got)
-		}
+		// The read and the sends of another node are not ordered: a send
+		// may still be on its way (passed on by the drained node). Read
+		// until it shows the last accepted one, or demoSettle passes.
 		var v [3]int64
-		for i := range v {
-			v[i], _ = strconv.ParseInt(f[i], 10, 64)
+		for deadline := time.Now().Add(demoSettle); ; {
+			var err error
+			if v, err = readSeq(ctx, m, r.ref, &retries); err != nil {
+				return err
+			}
+			if v[0] >= r.accepted || !time.Now().Before(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		sent += r.accepted
 		if v[0] < r.accepted {
@@ -146,4 +145,25 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 	}
 	fmt.Fprintln(w, "check: every object moved; every accepted message arrived once and in order")
 	return nil
+}
+
+// readSeq asks a counter for its sequence check: last, duplicated,
+// reordered.
+func readSeq(ctx context.Context, m *mesh.Manager, ref mesh.ActorRef, retries *retries) ([3]int64, error) {
+	var v [3]int64
+	var got []byte
+	if err := retry(ctx, retries, func(ctx context.Context) (err error) {
+		got, err = m.RequestActor(ctx, ref, []byte("seq"))
+		return err
+	}); err != nil {
+		return v, fmt.Errorf("read %s: %w", ref.ActorID, err)
+	}
+	f := strings.Fields(string(got))
+	if len(f) != 3 {
+		return v, fmt.Errorf("%s answered %q", ref.ActorID, got)
+	}
+	for i := range v {
+		v[i], _ = strconv.ParseInt(f[i], 10, 64)
+	}
+	return v, nil
 }
