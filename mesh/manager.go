@@ -239,16 +239,8 @@ func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (
 
 // readAuthority reads the authority row of (kind, id).
 func (o *objects) readAuthority(ctx context.Context, kind record.ObjectKind, id string) (authority.AuthorityRow, error) {
-	key, err := authority.Object{ID: id, Kind: kind}.Key()
-	if err != nil {
-		return authority.AuthorityRow{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
-	}
-	o.stats.authorityReads.Add(1)
-	rr, err := o.n.loc.Read(ctx, key)
-	if err != nil {
-		return authority.AuthorityRow{}, fmt.Errorf("read authority of %s: %w", id, err)
-	}
-	return authority.AuthorityRowOf(key, rr)
+	row, _, err := o.readAuthorityAt(ctx, kind, id)
+	return row, err
 }
 
 func actorRefOf(id string, a record.Authority) ActorRef {

@@ -311,9 +311,9 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 		rsv := NewOperationID()
 		reservationID := hex.EncodeToString(rsv[:])
-		known := row // Missing, read just above: spare the executor a second read
+		// The row read just above (Missing) is a hint of the executor's:
+		// Reserve does not read it again (readAuthorityAt).
 		res, err := o.exec.Reserve(ctx, authority.ReserveRequest{
-			Known:  &known,
 			Object: authority.Object{ID: c.id, Kind: c.kind, StableType: c.stableType},
 			Target: authority.Target{Node: cand.node, Owner: cand.owner, Limits: cand.limits},
 			Creation: record.PendingCreation{ReservationID: reservationID, RequestContentReference: c.contentKey,
@@ -441,6 +441,7 @@ func (o *objects) readAuthorityAt(ctx context.Context, kind record.ObjectKind, i
 	if err != nil {
 		return authority.AuthorityRow{}, time.Time{}, fmt.Errorf("read authority of %s: %w", id, err)
 	}
+	o.exec.Observe(key, rr) // the next authority operation on it need not read it again
 	row, err := authority.AuthorityRowOf(key, rr)
 	return row, rr.StoreNow, err
 }

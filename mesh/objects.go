@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/config"
@@ -253,6 +254,13 @@ const (
 	ContentType = "application/octet-stream"
 )
 
+// rowHintAge is how long a row this node read or wrote may stand in for a
+// fresh read in the first attempt of an authority operation. A stale hint
+// costs a refused batch and a re-read, never a wrong commit
+// (authority.WithRowHints); a second is far longer than any one move or
+// creation and far shorter than a lease's renewal interval.
+const rowHintAge = time.Second
+
 // entryStableType is the stable type the Entry Spot is opened with in the
 // spot runtime, which has no Entry kind of its own. It is never placed and
 // has no authority row (§3.4: an Entry Spot has no allocation).
@@ -274,7 +282,7 @@ func newObjects(n *Node) (*objects, error) {
 		o.registry[f.StableType] = f
 	}
 	var err error
-	if o.exec, err = authority.NewExecutor(n.loc, authority.WithLogger(n.log)); err != nil {
+	if o.exec, err = authority.NewExecutor(n.loc, authority.WithLogger(n.log), authority.WithRowHints(rowHintAge, n.clock.Now)); err != nil {
 		return nil, err
 	}
 	if o.chunks, err = chunk.NewRegistry(chunk.Limits{}); err != nil {

@@ -38,6 +38,7 @@ type Executor struct {
 	log         *slog.Logger
 	maxAttempts int
 	backoff     func(attempt int) time.Duration
+	hints       *rowHints // nil: every attempt reads (WithRowHints)
 }
 
 // ExecutorOption configures NewExecutor.
@@ -140,13 +141,9 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 	if b, err := BundleFor(req.Object.Kind, req.Object.StableType); err == nil {
 		ids = CountersFor(req.Target.Node, b)
 	}
-	known := req.Known
-	read := func(ctx context.Context) (Snapshot, error) {
-		var s Snapshot
-		var err error
-		if known != nil && known.Key == key {
-			s.Authority, known = *known, nil // first attempt only
-		} else if s, err = e.readAuthority(ctx, OpReserve, key); err != nil {
+	read := func(ctx context.Context, v *view) (Snapshot, error) {
+		s, err := e.readAuthority(ctx, v, OpReserve, key)
+		if err != nil {
 			return s, err
 		}
 		if s.Authority.Found {
@@ -155,7 +152,7 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 		if s.ObjectGeneration, err = e.readCounter(ctx, OpReserve, counterKey); err != nil {
 			return s, err
 		}
-		if s.TargetLease, err = e.readLease(ctx, OpReserve, req.Target.Owner.ID); err != nil {
+		if s.TargetLease, err = e.readLease(ctx, v, OpReserve, req.Target.Owner.ID); err != nil {
 			return s, err
 		}
 		s.Capacity, err = e.readCapacity(ctx, OpReserve, ids)
@@ -245,12 +242,12 @@ func (e *Executor) ReleaseCapacity(ctx context.Context, req CapacityRequest) (Re
 // secureKeyedReader reads the reservation row and, while it is missing,
 // the authority row, the source's and the target's leases and the target's
 // counters.
-func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context) (Snapshot, error) {
+func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, *view) (Snapshot, error) {
 	const op = OpSecureCapacity
-	return func(ctx context.Context) (Snapshot, error) {
+	return func(ctx context.Context, v *view) (Snapshot, error) {
 		var s Snapshot
 		var err error
-		if s.Reservation, err = e.readReservation(ctx, op, req.ReservationID); err != nil || s.Reservation.Found {
+		if s.Reservation, err = e.readReservation(ctx, v, op, req.ReservationID); err != nil || s.Reservation.Found {
 			return s, err
 		}
 		key, err := req.Object.Key()
@@ -259,9 +256,9 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context) 
 		}
 		var a Snapshot
 		err = concurrently(
-			func() (err error) { a, err = e.readAuthority(ctx, op, key); return err },
-			func() (err error) { s.OwnerLease, err = e.readLease(ctx, op, req.Source.Owner.ID); return err },
-			func() (err error) { s.TargetLease, err = e.readLease(ctx, op, req.Target.Owner.ID); return err })
+			func() (err error) { a, err = e.readAuthority(ctx, v, op, key); return err },
+			func() (err error) { s.OwnerLease, err = e.readLease(ctx, v, op, req.Source.Owner.ID); return err },
+			func() (err error) { s.TargetLease, err = e.readLease(ctx, v, op, req.Target.Owner.ID); return err })
 		if err != nil {
 			return s, err
 		}
@@ -276,12 +273,12 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context) 
 
 // releaseKeyedReader reads the reservation row and, when it exists, the
 // counters of its target.
-func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context) (Snapshot, error) {
+func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context, *view) (Snapshot, error) {
 	const op = OpReleaseCapacity
-	return func(ctx context.Context) (Snapshot, error) {
+	return func(ctx context.Context, v *view) (Snapshot, error) {
 		var s Snapshot
 		var err error
-		if s.Reservation, err = e.readReservation(ctx, op, req.ReservationID); err != nil || !s.Reservation.Found {
+		if s.Reservation, err = e.readReservation(ctx, v, op, req.ReservationID); err != nil || !s.Reservation.Found {
 			return s, err
 		}
 		r := s.Reservation.Reservation
@@ -292,11 +289,11 @@ func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context)
 
 func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest, lease bool, plan func(CapacityRequest, Snapshot) (Plan, error)) (Result, error) {
 	ids := CountersFor(req.Target.Node, req.Bundle)
-	read := func(ctx context.Context) (Snapshot, error) {
+	read := func(ctx context.Context, v *view) (Snapshot, error) {
 		var s Snapshot
 		var err error
 		if lease {
-			if s.TargetLease, err = e.readLease(ctx, op, req.Target.Owner.ID); err != nil {
+			if s.TargetLease, err = e.readLease(ctx, v, op, req.Target.Owner.ID); err != nil {
 				return s, err
 			}
 		}
@@ -343,28 +340,28 @@ type reads struct {
 // already changed leads to the answer the newer row gives. Counters are read
 // after the authority row (their keys come from it); a counter read short
 // because of a later batch is re-read (see tornRead in run).
-func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Context) (Snapshot, error) {
-	return func(ctx context.Context) (Snapshot, error) {
+func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Context, *view) (Snapshot, error) {
+	return func(ctx context.Context, v *view) (Snapshot, error) {
 		key, err := obj.Key()
 		if err != nil {
 			return Snapshot{}, invalidCause(op, err, "object")
 		}
 		var res ReservationRow
 		if r.reservation != nil && *r.reservation != ([16]byte{}) {
-			if res, err = e.readReservation(ctx, op, *r.reservation); err != nil {
+			if res, err = e.readReservation(ctx, v, op, *r.reservation); err != nil {
 				return Snapshot{}, err
 			}
 		}
 		// The leases are read beside the authority row (one round trip
 		// on a remote store): only their versions matter, as conditions.
 		var s Snapshot
-		reads := []func() error{func() (err error) { s, err = e.readAuthority(ctx, op, key); return err }}
+		reads := []func() error{func() (err error) { s, err = e.readAuthority(ctx, v, op, key); return err }}
 		var owner, target LeaseRow
 		if r.owner != nil && r.owner.ID != "" {
-			reads = append(reads, func() (err error) { owner, err = e.readLease(ctx, op, r.owner.ID); return err })
+			reads = append(reads, func() (err error) { owner, err = e.readLease(ctx, v, op, r.owner.ID); return err })
 		}
 		if r.target != nil && r.target.ID != "" {
-			reads = append(reads, func() (err error) { target, err = e.readLease(ctx, op, r.target.ID); return err })
+			reads = append(reads, func() (err error) { target, err = e.readLease(ctx, v, op, r.target.ID); return err })
 		}
 		err = concurrently(reads...)
 		s.Reservation, s.OwnerLease, s.TargetLease = res, owner, target
@@ -388,12 +385,12 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 	}
 }
 
-func (e *Executor) readReservation(ctx context.Context, op Op, id [16]byte) (ReservationRow, error) {
+func (e *Executor) readReservation(ctx context.Context, v *view, op Op, id [16]byte) (ReservationRow, error) {
 	key, err := ReservationKey(id)
 	if err != nil {
 		return ReservationRow{}, invalidCause(op, err, "reservation")
 	}
-	rr, err := e.store.Read(ctx, key)
+	rr, err := e.get(ctx, v, key)
 	if err != nil {
 		return ReservationRow{}, fmt.Errorf("authority %s: read reservation: %w", op, err)
 	}
@@ -410,8 +407,8 @@ func containsCounter(ids []CounterID, id CounterID) bool {
 	return false
 }
 
-func (e *Executor) readAuthority(ctx context.Context, op Op, key string) (Snapshot, error) {
-	rr, err := e.store.Read(ctx, key)
+func (e *Executor) readAuthority(ctx context.Context, v *view, op Op, key string) (Snapshot, error) {
+	rr, err := e.get(ctx, v, key)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("authority %s: read authority: %w", op, err)
 	}
@@ -431,12 +428,12 @@ func (e *Executor) readCounter(ctx context.Context, op Op, key string) (CounterR
 	return row, withOp(op, err)
 }
 
-func (e *Executor) readLease(ctx context.Context, op Op, ownerID string) (LeaseRow, error) {
+func (e *Executor) readLease(ctx context.Context, v *view, op Op, ownerID string) (LeaseRow, error) {
 	key, err := record.OwnerLeaseKey(ownerID)
 	if err != nil {
 		return LeaseRow{}, invalidCause(op, err, "owner id")
 	}
-	rr, err := e.store.Read(ctx, key)
+	rr, err := e.get(ctx, v, key)
 	if err != nil {
 		return LeaseRow{}, fmt.Errorf("authority %s: read owner lease: %w", op, err)
 	}
@@ -506,7 +503,7 @@ func withOp(op Op, err error) error {
 }
 
 // run is the read-plan-write loop shared by every operation.
-func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context.Context) (Snapshot, error), plan func(Snapshot) (Plan, error)) (Result, error) {
+func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context.Context, *view) (Snapshot, error), plan func(Snapshot) (Plan, error)) (Result, error) {
 	log := e.log.With("op", string(op))
 	if obj.ID != "" {
 		log = log.With("object", obj.ID, "kind", string(obj.Kind))
@@ -521,8 +518,13 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 	// sent counts the batches written (Result.Attempts); attempt counts
 	// rounds, which the attempt bound limits.
 	sent := 0
+	// hinted: this read may answer rows from the hints (rowHints). Only
+	// until the first batch is sent, and never for a decision that writes
+	// nothing: such a plan is re-planned on a fresh read.
+	hinted := e.hints != nil
 	for attempt := 1; ; attempt++ {
-		snap, err := read(ctx)
+		v := &view{hinted: hinted}
+		snap, err := read(ctx, v)
 		if err != nil {
 			if len(unknown) > 0 {
 				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
@@ -541,6 +543,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			}
 		}
 		p, err := plan(snap)
+		if v.used && (err != nil || p.AlreadyApplied) {
+			hinted = false
+			attempt-- // not an attempt: nothing was decided
+			continue
+		}
 		switch {
 		case err != nil && tornRead(err) && (torn == nil || !sameAnchors(*torn, snap)) && !e.exhausted(attempt):
 			// The rows are read one by one: a batch that applied between
@@ -565,8 +572,12 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		wr, werr := e.store.Write(ctx, p.Request)
 		sent++
+		hinted = false
 		switch {
 		case werr == nil && wr.Applied:
+			if e.hints != nil {
+				e.hints.wrote(p.Request, wr)
+			}
 			res := Result{Plan: p, StoreNow: wr.StoreNow, Attempts: sent}
 			if p.Record != nil && p.AuthorityMutation >= 0 && p.AuthorityMutation < len(wr.Versions) {
 				res.Version = wr.Versions[p.AuthorityMutation]
@@ -675,7 +686,7 @@ func (e *Executor) DecideNewOwner(ctx context.Context, req NewOwnerRequest) (CAS
 	if req.Relocation != nil {
 		r.reservation = &req.Relocation.ReservationID
 	}
-	snap, err := e.existingReader(OpNewOwner, req.Object, r)(ctx)
+	snap, err := e.existingReader(OpNewOwner, req.Object, r)(ctx, nil)
 	if err != nil {
 		return CASUndecided, Result{}, err
 	}

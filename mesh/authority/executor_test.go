@@ -148,11 +148,11 @@ func terminalFor(outcome Outcome, id byte, deadline time.Time) *TerminalResult {
 // Reserve, Commit with the Created result, Preserve, SecureCapacity +
 // NewOwner(PreSecured), Delete; and a second object through Reserve and
 // Abort with a Rejected result. It checks the store after each step.
-func runLifecycle(t *testing.T, s locstore.Store) {
+func runLifecycle(t *testing.T, s locstore.Store, opts ...ExecutorOption) {
 	ctx := context.Background()
 	putLease(t, s, ownerA)
 	putLease(t, s, ownerB)
-	e := newExecutor(t, s)
+	e := newExecutor(t, s, opts...)
 	roomA, typeA := spotsOf(nodeA), spotTypeOf(nodeA, record.ObjectUserSpot, "Room")
 	roomB, typeB := spotsOf(nodeB), spotTypeOf(nodeB, record.ObjectUserSpot, "Room")
 
@@ -275,10 +275,10 @@ func TestExecutorLifecycleMemory(t *testing.T) {
 // runCapacityRace starts n goroutines reserving distinct Actors on one node
 // whose actor limit is k: exactly k succeed, the others see
 // ErrCapacityExhausted, and the counter holds exactly k reserved slots.
-func runCapacityRace(t *testing.T, s locstore.Store, n, k int) {
+func runCapacityRace(t *testing.T, s locstore.Store, n, k int, opts ...ExecutorOption) {
 	ctx := context.Background()
 	putLease(t, s, ownerA)
-	e := newExecutor(t, s, WithMaxAttempts(0))
+	e := newExecutor(t, s, append([]ExecutorOption{WithMaxAttempts(0)}, opts...)...)
 	var ok, full atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -32,11 +32,6 @@ type ReserveRequest struct {
 	// Fences are extra rows that must be unchanged (e.g. the requester's own
 	// lease, the target descriptor).
 	Fences []Fence
-	// Known, when set, is the authority row the caller has just read
-	// (Missing, normally): the executor's first attempt uses it instead of
-	// reading the row again. It is only a starting point — the batch still
-	// conditions on it (IfMissing), and every later attempt re-reads.
-	Known *AuthorityRow
 	// Content, when set, is the creation request Creation references,
 	// written in the same batch (§7: the request is stored with the
 	// in-progress creation record; §12: the Creating record is one Store

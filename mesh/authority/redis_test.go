@@ -41,3 +41,7 @@ func TestExecutorOwnerRaceRedis(t *testing.T) { runOwnerRace(t, newRedis(t), 10,
 func TestExecutorTornSnapshotRedis(t *testing.T) { runTornSnapshot(t, newRedis(t)) }
 
 func TestExecutorTornReservationRedis(t *testing.T) { runTornReservation(t, newRedis(t)) }
+
+func TestExecutorLifecycleRedisHinted(t *testing.T) {
+	runLifecycle(t, newRedis(t), hinted(&manualNow{}))
+}

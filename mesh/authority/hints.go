@@ -1,0 +1,150 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+)
+
+// rowHints remembers rows this executor (or its node) recently read or
+// wrote, so that the first attempt of an operation can plan on them instead
+// of reading them again: a move otherwise re-reads the authority row that
+// its caller has just read, the reservation row it has just written and the
+// node's own lease in every step (benchmarks/README.md, issue 11).
+//
+// Why this is safe: a hint is only ever used as an input to a conditional
+// batch. Every row an operation plans on (authority, reservation, leases)
+// becomes an IfVersion/IfMissing condition of its batch, so a stale hint
+// makes the store refuse the batch (Conflict) and the operation re-reads —
+// it costs one batch, never a wrong commit. A decision that writes nothing
+// (a refusal, AlreadyApplied, a torn-read suspicion) is never taken on
+// hints: the executor re-reads and plans again first (Executor.run). An
+// expired lease cannot hide behind a hint either: an expired row is Missing
+// to the store, so the batch's IfVersion on it fails.
+//
+// Counters (capacity, ObjectGeneration) are never hinted: they are shared by
+// every concurrent operation, so a remembered counter would mostly be stale.
+type rowHints struct {
+	maxAge time.Duration
+	now    func() time.Duration // a monotonic reading; only differences matter
+
+	mu   sync.Mutex
+	rows map[string]rowHint
+}
+
+type rowHint struct {
+	rr locstore.ReadResult
+	at time.Duration // h.now() when it was seen
+}
+
+// maxHints bounds the memory of the hints: past it, old entries are swept,
+// and if all are young the map starts over (a hint is an optimisation; losing
+// one costs a read).
+const maxHints = 1 << 16
+
+// WithRowHints lets the first attempt of an operation plan on rows seen (read
+// or written by this executor, or passed to Observe) within maxAge instead of
+// reading them again; see rowHints for why a stale hint can only cost a
+// Conflict. now is a monotonic clock reading (nil: time since the call).
+// Off by default.
+func WithRowHints(maxAge time.Duration, now func() time.Duration) ExecutorOption {
+	return func(e *Executor) error {
+		if maxAge <= 0 {
+			return errors.New("authority: WithRowHints: maxAge must be positive")
+		}
+		if now == nil {
+			origin := time.Now()
+			now = func() time.Duration { return time.Since(origin) }
+		}
+		e.hints = &rowHints{maxAge: maxAge, now: now, rows: make(map[string]rowHint)}
+		return nil
+	}
+}
+
+// Observe tells the executor what a read of key outside it returned (the
+// caller's own read of an authority row, a lease renewal's result), so that
+// its next operation on that row need not read it again. Without row hints
+// it does nothing.
+func (e *Executor) Observe(key string, rr locstore.ReadResult) {
+	if e.hints != nil {
+		e.hints.put(key, rr)
+	}
+}
+
+func (h *rowHints) put(key string, rr locstore.ReadResult) {
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.rows) >= maxHints {
+		for k, v := range h.rows {
+			if now-v.at > h.maxAge {
+				delete(h.rows, k)
+			}
+		}
+		if len(h.rows) >= maxHints {
+			clear(h.rows)
+		}
+	}
+	h.rows[key] = rowHint{rr: rr, at: now}
+}
+
+func (h *rowHints) get(key string) (locstore.ReadResult, bool) {
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.rows[key]
+	if !ok {
+		return locstore.ReadResult{}, false
+	}
+	if now-v.at > h.maxAge {
+		delete(h.rows, key)
+		return locstore.ReadResult{}, false
+	}
+	return v.rr, true
+}
+
+// wrote records the rows an applied batch left: each put at its new version,
+// each deleted row as Missing.
+func (h *rowHints) wrote(req locstore.WriteRequest, wr locstore.WriteResult) {
+	for i, m := range req.Mutations {
+		rr := locstore.ReadResult{StoreNow: wr.StoreNow}
+		switch {
+		case m.Kind == locstore.MutDelete:
+		case i < len(wr.Versions):
+			rr.Found, rr.Value, rr.Version = true, m.Value, wr.Versions[i]
+			if m.Retention > 0 {
+				rr.ExpiresAt = wr.StoreNow.Add(m.Retention)
+			}
+		default:
+			continue
+		}
+		h.put(m.Key, rr)
+	}
+}
+
+// view is one snapshot read of one attempt: whether it may use hints, and
+// whether it did.
+type view struct {
+	hinted bool // may answer from hints
+	used   bool // answered at least one row from hints
+}
+
+// get reads one anchor row (authority, reservation, lease): from the hints
+// when v allows it and one is fresh, else from the store, remembering what
+// the store said.
+func (e *Executor) get(ctx context.Context, v *view, key string) (locstore.ReadResult, error) {
+	if e.hints != nil && v != nil && v.hinted {
+		if rr, ok := e.hints.get(key); ok {
+			v.used = true
+			return rr, nil
+		}
+	}
+	rr, err := e.store.Read(ctx, key)
+	if err == nil && e.hints != nil {
+		e.hints.put(key, rr)
+	}
+	return rr, err
+}

@@ -1,0 +1,151 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+)
+
+// manualNow is a monotonic reading the test advances by hand.
+type manualNow struct{ d atomic.Int64 }
+
+func (m *manualNow) now() time.Duration      { return time.Duration(m.d.Load()) }
+func (m *manualNow) advance(d time.Duration) { m.d.Add(int64(d)) }
+
+// countingStore counts the reads of each key.
+type countingStore struct {
+	locstore.Store
+	reads map[string]int
+}
+
+func (c *countingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	c.reads[key]++
+	return c.Store.Read(ctx, key)
+}
+
+func hinted(clock *manualNow) ExecutorOption { return WithRowHints(time.Second, clock.now) }
+
+// Every operation of the lifecycle behaves the same with row hints.
+func TestExecutorLifecycleMemoryHinted(t *testing.T) {
+	s, _ := newMemory(t)
+	runLifecycle(t, s, hinted(&manualNow{}))
+}
+
+func TestExecutorCapacityRaceMemoryHinted(t *testing.T) {
+	s, _ := newMemory(t)
+	runCapacityRace(t, s, 40, 7, hinted(&manualNow{}))
+}
+
+// The rows an operation wrote, and a row the caller observed, are not read
+// again by the next operation's first attempt; counters always are.
+func TestHintsSpareReads(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	cs := &countingStore{Store: mem, reads: map[string]int{}}
+	e := newExecutor(t, cs, hinted(&manualNow{}))
+	key := authKey(t, player)
+	e.Observe(key, locstore.ReadResult{StoreNow: storeNow}) // the caller just read it: Missing
+	r, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
+	if err != nil || r.Attempts != 1 {
+		t.Fatalf("reserve: %+v, %v", r, err)
+	}
+	if cs.reads[key] != 0 {
+		t.Errorf("Reserve read the observed authority row %d times", cs.reads[key])
+	}
+	lease, counter := leaseKey(t, ownerA.ID), capKey(t, actorsOf(nodeA))
+	if cs.reads[lease] != 1 || cs.reads[counter] != 1 {
+		t.Errorf("Reserve reads: lease %d, counter %d; want 1 each", cs.reads[lease], cs.reads[counter])
+	}
+	if _, err := e.Commit(ctx, CommitRequest{Object: player, ReservationID: "res-1", Owner: ownerA,
+		ObjectGeneration: uint64(r.Plan.Record.ObjectGeneration), IfVersion: r.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if cs.reads[key] != 0 || cs.reads[lease] != 1 || cs.reads[counter] != 2 {
+		t.Errorf("Commit reads: authority %d, lease %d, counter %d; want 0, 1, 2 (the counter again)", cs.reads[key], cs.reads[lease], cs.reads[counter])
+	}
+}
+
+// A stale hint costs a refused batch and a re-read, never a second record:
+// the row was created after the caller's read of it.
+func TestHintStaleMissingConflicts(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newMemory(t)
+	putLease(t, s, ownerA)
+	key := authKey(t, room)
+	e := newExecutor(t, s, hinted(&manualNow{}))
+	if _, err := e.Reserve(ctx, ReserveRequest{Object: room, Target: Target{Node: nodeA, Owner: ownerA}, Creation: pending("k-1")}); err != nil {
+		t.Fatal(err)
+	}
+	first := readAuthorityRow(t, s, room)
+	e.Observe(key, locstore.ReadResult{StoreNow: storeNow}) // stale: still says Missing
+	_, err := e.Reserve(ctx, ReserveRequest{Object: room, Target: Target{Node: nodeA, Owner: ownerA}, Creation: pending("k-2")})
+	var ae *Error
+	if !errors.Is(err, ErrConflict) || !errors.As(err, &ae) || ae.Current == nil || ae.Current.Version != first.Version {
+		t.Fatalf("reserve on a stale hint: %v, want ErrConflict carrying the current row", err)
+	}
+	if now := readAuthorityRow(t, s, room); now.Version != first.Version {
+		t.Fatalf("a stale hint changed the record: version %s -> %s", first.Version, now.Version)
+	}
+}
+
+// A decision that writes nothing is never taken on hints: a hint that says
+// the record exists (it was deleted meanwhile) does not refuse a creation.
+func TestHintedRefusalIsReread(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newMemory(t)
+	putLease(t, s, ownerA)
+	ghost := activeRow(t, player, nodeA, ownerA, 7, 1, "v-gone")
+	e := newExecutor(t, s, hinted(&manualNow{}))
+	e.Observe(authKey(t, player), locstore.ReadResult{Found: true, Value: encodeAuth(t, ghost.Record), Version: "v-gone", StoreNow: storeNow})
+	r, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
+	if err != nil || r.Attempts != 1 {
+		t.Fatalf("reserve after a stale Found hint: %+v, %v (want created in one batch)", r, err)
+	}
+}
+
+// An expired lease is not kept alive by a hint: the batch's condition on
+// it fails in the store, and the fresh re-read decides.
+func TestHintedExpiredLeaseRefused(t *testing.T) {
+	ctx := context.Background()
+	mem, clock := newMemory(t)
+	putLease(t, mem, ownerA)
+	e := newExecutor(t, mem, hinted(&manualNow{})) // the hints' clock stands still: every hint is fresh
+	r, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Commit(ctx, CommitRequest{Object: player, ReservationID: "res-1", Owner: ownerA}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(leaseTTL + time.Second)
+	before := readAuthorityRow(t, mem, player)
+	_, err = e.Delete(ctx, DeleteRequest{Object: player, ObjectGeneration: uint64(r.Plan.Record.ObjectGeneration), Owner: ownerA})
+	wantErr(t, err, ErrConflict)
+	if after := readAuthorityRow(t, mem, player); after.Version != before.Version {
+		t.Error("a Delete planned on an expired lease's hint changed the record")
+	}
+}
+
+// A hint older than its maximum age is read again.
+func TestHintMaxAge(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	cs := &countingStore{Store: mem, reads: map[string]int{}}
+	clock := &manualNow{}
+	e := newExecutor(t, cs, hinted(clock))
+	key := authKey(t, player)
+	e.Observe(key, locstore.ReadResult{StoreNow: storeNow})
+	clock.advance(time.Second + time.Nanosecond)
+	if _, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if cs.reads[key] != 1 {
+		t.Errorf("an aged hint: the authority row was read %d times, want 1", cs.reads[key])
+	}
+}
