@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -697,15 +698,41 @@ type backoff struct{ d time.Duration }
 func newBackoff() *backoff { return &backoff{d: 2 * time.Millisecond} }
 
 func (b *backoff) sleep(ctx context.Context) error {
-	t := time.NewTimer(b.d)
-	defer t.Stop()
+	d := b.d
 	if b.d < 50*time.Millisecond {
 		b.d *= 2
 	}
+	return sleepCtx(ctx, d)
+}
+
+// sleepCtx waits d or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// lagAverage is a moving average of a duration observed by many goroutines
+// (an exponentially weighted mean, weight 1/8 per observation).
+type lagAverage struct{ ns atomic.Int64 }
+
+// typical is the current average (0 before any observation).
+func (l *lagAverage) typical() time.Duration { return time.Duration(l.ns.Load()) }
+
+func (l *lagAverage) observe(d time.Duration) {
+	for {
+		old := l.ns.Load()
+		next := int64(d)
+		if old > 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if l.ns.CompareAndSwap(old, next) {
+			return
+		}
 	}
 }

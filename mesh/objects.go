@@ -37,6 +37,9 @@ type objects struct {
 	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
 	sessions sessionTable                   // this node's bound Sessions (session.go)
 	sent     sentRoutes                     // the route last used per object (route_barrier.go)
+	// commitLag is how long, recently, a source waited from its cutover
+	// until the store named the target (sourceMove.confirm).
+	commitLag lagAverage
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool
