@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -220,6 +221,22 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 	}
 	start := time.Now()
 	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, nil)
+	r.Targets = 1
+	// A move that failed on its target (unreachable, dead, full, refusing)
+	// left the object serving here (§9.4): try the other nodes before
+	// giving up on it, as long as the command's deadline allows. A node
+	// that died a moment ago still looks serving until its lease ends.
+	var avoid [][]byte
+	for tries := 1; err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && tries < hostMoveTries && ctx.Err() == nil; tries++ {
+		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
+			break
+		}
+		avoid = append(avoid, res.TargetNodeRID)
+		o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
+			"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
+		res, err = o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{avoiding(avoid)})
+		r.Targets++
+	}
 	r.Took = time.Since(start)
 	switch {
 	case err == nil && res.Outcome == Moved:
@@ -236,6 +253,22 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 		}
 	}
 	return r
+}
+
+// hostMoveTries bounds the targets one object of a host command is offered
+// to (its first move and the retries elsewhere).
+const hostMoveTries = 3
+
+// retryElsewhere reports whether a move that ended for reason may succeed
+// on another target: the failure was the target's (it could not be
+// reached, refused, ran out of capacity or of time), not the object's.
+func retryElsewhere(reason string) bool {
+	switch reason {
+	case relocation.ReasonCapacity.String(), relocation.ReasonTargetFailed.String(), relocation.ReasonStreamFailed.String(),
+		relocation.ReasonDeadline.String(), relocation.ReasonTargetLost.String():
+		return true
+	}
+	return false
 }
 
 // Drain is the orderly stop that keeps the objects alive (SIGTERM with

@@ -376,3 +376,38 @@ func TestDrainAloneReportsObjectsRemoved(t *testing.T) {
 		}
 	}
 }
+
+// A move that fails on its target is offered to another node: node 2
+// refuses every incoming move (as while it runs a host command of its own)
+// but still looks serving, so placement picks it for some of node 1's
+// objects; each of those is moved to node 3 instead and the command ends
+// with every object Moved.
+func TestHostRelocateRetriesFailedTargetElsewhere(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "retry", 1, 12)
+	c.nodes[2].obj.hostMove.Store(true)
+	defer c.nodes[2].obj.hostMove.Store(false)
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.Completed || len(res.NotMoved()) != 0 {
+		t.Fatalf("end %v, not moved %+v", res.End, res.NotMoved())
+	}
+	for _, ref := range mine {
+		if o := ownerIndex(t, c, record.ObjectActor, ref.ActorID); o != 3 {
+			t.Errorf("%s is on node %d, want 3 (node 2 refuses moves)", ref.ActorID, o)
+		}
+	}
+	retried := 0
+	for _, o := range res.Objects {
+		if o.Targets > 1 {
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Error("no move was offered to node 2 first: the test did not exercise the retry")
+	}
+	t.Logf("%d of %d objects moved after failing on node 2", retried, len(mine))
+}

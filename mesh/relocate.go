@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshnode/meshnode/chunk"
@@ -87,6 +88,13 @@ type RelocateOption func(*relocateOptions)
 
 type relocateOptions struct {
 	target []byte
+	avoid  [][]byte // RIDs placement must not pick (a host move's retry)
+}
+
+// avoiding keeps placement away from the nodes rids (a host move retries an
+// object whose move failed on a target elsewhere).
+func avoiding(rids [][]byte) RelocateOption {
+	return func(o *relocateOptions) { o.avoid = rids }
 }
 
 // ToNode names the target node by RoutingId; without it the target is
@@ -224,7 +232,7 @@ func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id stri
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
-	target, err := o.relocationTarget(ctx, kind, a.Allocation.StableType, ro.target)
+	target, err := o.relocationTarget(ctx, kind, a.Allocation.StableType, ro.target, ro.avoid)
 	if err != nil {
 		return nil, err
 	}
@@ -262,8 +270,8 @@ func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id stri
 
 // relocationTarget places like a creation, excluding this node (§1.3 step
 // 2 secures capacity on the node it picks), or takes the named node when
-// it is a usable candidate.
-func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, stableType string, rid []byte) (candidate, error) {
+// it is a usable candidate; never one of avoid.
+func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, stableType string, rid []byte, avoid [][]byte) (candidate, error) {
 	self := authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
 	if rid != nil && bytes.Equal(rid, o.n.run.rid) {
 		return candidate{}, fmt.Errorf("%w: the target is this node", ErrInvalidOperation)
@@ -277,7 +285,7 @@ func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, 
 			}
 			return candidate{}, err
 		}
-		if rid == nil || bytes.Equal(c.node.RoutingID, rid) {
+		if (rid == nil || bytes.Equal(c.node.RoutingID, rid)) && !slices.ContainsFunc(avoid, func(a []byte) bool { return bytes.Equal(a, c.node.RoutingID) }) {
 			return c, nil
 		}
 		// Not the one asked for: exclude it and draw again (the candidate

@@ -100,8 +100,11 @@ type Result struct {
 	Bytes int
 	// Target is the routing id of the node that took it (Moved).
 	Target []byte
-	// Took is how long its move took (0 when none ran).
+	// Took is how long its move took (0 when none ran), retries included.
 	Took time.Duration
+	// Targets counts the nodes its move was offered to: more than one when
+	// a move failed on its target and was tried on another.
+	Targets int
 }
 
 // Progress is a snapshot of the command.
