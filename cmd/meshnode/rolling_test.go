@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -121,6 +122,7 @@ type incSender struct {
 	sample   map[string]error // the first refusal of each class
 	err      error
 	stop     chan struct{}
+	once     sync.Once
 	done     chan struct{}
 }
 
@@ -174,8 +176,10 @@ func (s *incSender) send(ctx context.Context, ref mesh.ActorRef, seq int64) erro
 	}
 }
 
+// wait stops the sender and returns why it stopped early, if it did; it
+// may be called more than once.
 func (s *incSender) wait() error {
-	close(s.stop)
+	s.once.Do(func() { close(s.stop) })
 	<-s.done
 	return s.err
 }
@@ -341,12 +345,7 @@ func TestMultiProcessRollingRestartKeepsObjects(t *testing.T) {
 	}
 
 	snd := startIncSender(ctx, m, refs)
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = snd.wait()
-		}
-	}()
+	defer func() { _ = snd.wait() }() // a no-op after the test's own wait
 	time.Sleep(300 * time.Millisecond)
 	for i, rid := range r.rids {
 		gen, _ := servingRun(r.client, rid)
@@ -375,7 +374,6 @@ func TestMultiProcessRollingRestartKeepsObjects(t *testing.T) {
 		r.restart(t, i, 1, gen)
 		time.Sleep(200 * time.Millisecond) // traffic to the mesh with the restarted node
 	}
-	stopped = true
 	if err := snd.wait(); err != nil {
 		t.Fatalf("sender: %v (refusals retried: %v)", err, snd.refused)
 	}
