@@ -1,0 +1,85 @@
+package benchkit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/meshnode/meshnode/internal/testredis"
+)
+
+// CPUMeter reads the CPU time (user + system) this process and, on the
+// Redis backend, the redis-server have used, so a benchmark can say what
+// one unit of work costs in CPU and hence what bounds its rate on a machine
+// whose cores the benchmark, the nodes and Redis share.
+type CPUMeter struct {
+	rdb *redis.Client // nil: no Redis to measure
+}
+
+// CPU is a reading of a CPUMeter.
+type CPU struct{ Self, Redis time.Duration }
+
+// Sub is the CPU used between o and c.
+func (c CPU) Sub(o CPU) CPU { return CPU{c.Self - o.Self, c.Redis - o.Redis} }
+
+// NewCPUMeter measures this process and, for Redis, the test's redis-server.
+func NewCPUMeter(b testing.TB, be Backend) *CPUMeter {
+	b.Helper()
+	m := &CPUMeter{}
+	if be == Redis {
+		m.rdb = redis.NewClient(&redis.Options{Addr: testredis.Addr(b)})
+		b.Cleanup(func() { _ = m.rdb.Close() })
+	}
+	return m
+}
+
+// Read returns the CPU used so far.
+func (m *CPUMeter) Read(b testing.TB) CPU {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	c := CPU{Self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	if m.rdb != nil {
+		info, err := m.rdb.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatalf("redis INFO cpu: %v", err)
+		}
+		c.Redis = redisCPU(info)
+	}
+	return c
+}
+
+// redisCPU sums used_cpu_user and used_cpu_sys (seconds) of an INFO cpu
+// answer.
+func redisCPU(info string) time.Duration {
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "used_cpu_user" && k != "used_cpu_sys") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// Report adds per-unit CPU figures (µs per unit) named cpu-self-us/<unit>
+// and, when Redis was measured, cpu-redis-us/<unit>.
+func (m *CPUMeter) Report(b *testing.B, used CPU, units float64, unit string) {
+	if units <= 0 {
+		return
+	}
+	b.ReportMetric(Micros(used.Self)/units, "cpu-self-us/"+unit)
+	if m.rdb != nil {
+		b.ReportMetric(Micros(used.Redis)/units, "cpu-redis-us/"+unit)
+	}
+}
