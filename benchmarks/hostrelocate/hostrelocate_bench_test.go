@@ -556,10 +556,17 @@ func benchHost(b *testing.B, be benchkit.Backend) {
 	senders := setting(b, envSenders, 2)
 	h := startHost(b, be, n, k)
 	var f figures
+	meter := benchkit.NewCPUMeter(b, be)
+	var cpu benchkit.CPU
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		ss, refs := h.startSenders(b, senders)
+		// The CPU of the command's window: the nodes, the senders and this
+		// benchmark share the process; Redis is measured apart.
+		c0 := meter.Read(b)
 		c := h.relocate(b, nil)
+		used := meter.Read(b).Sub(c0)
+		cpu.Self, cpu.Redis = cpu.Self+used.Self, cpu.Redis+used.Redis
 		haltSenders(b, ss, c.window, &f)
 		f.add(c)
 		h.check(b, refs...)
@@ -568,6 +575,7 @@ func benchHost(b *testing.B, be benchkit.Backend) {
 		}
 	}
 	f.report(b, k)
+	meter.Report(b, cpu, float64(f.moved), "handoff")
 	b.ReportMetric(h.created.Seconds(), "create-s")
 	measured[be] = f.ops()
 }
@@ -732,6 +740,8 @@ func benchStoreCeiling(b *testing.B, be benchkit.Backend) {
 	if err := benchkit.RunConcurrent(n, k, func(i int) error { return ops.Seed(ctx, s, prefix(i), value) }); err != nil {
 		b.Fatal(err)
 	}
+	meter := benchkit.NewCPUMeter(b, be)
+	c0 := meter.Read(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := benchkit.RunConcurrent(n, k, func(i int) error { return ops.Run(ctx, s, prefix(i), value) }); err != nil {
@@ -739,6 +749,7 @@ func benchStoreCeiling(b *testing.B, be benchkit.Backend) {
 		}
 	}
 	b.StopTimer()
+	meter.Report(b, meter.Read(b).Sub(c0), float64(n*b.N), "handoff")
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "handoffs/s")
 	b.ReportMetric(float64(ops.Reads), "store-reads/handoff")
 	b.ReportMetric(float64(ops.Writes), "store-writes/handoff")
