@@ -442,8 +442,8 @@ func (o *objects) readAuthorityAt(ctx context.Context, kind record.ObjectKind, i
 	if err != nil {
 		return authority.AuthorityRow{}, time.Time{}, fmt.Errorf("read authority of %s: %w", id, err)
 	}
-	o.exec.Observe(key, rr) // the next authority operation on it need not read it again
-	row, err := authority.AuthorityRowOf(key, rr)
+	// The next authority operation on it need not read or decode it again.
+	row, err := o.exec.ObserveAuthority(key, rr)
 	return row, rr.StoreNow, err
 }
 

@@ -412,7 +412,7 @@ func (e *Executor) readAuthority(ctx context.Context, v *view, op Op, key string
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("authority %s: read authority: %w", op, err)
 	}
-	row, err := AuthorityRowOf(key, rr)
+	row, err := e.authorityRowOf(key, rr)
 	if err != nil {
 		return Snapshot{}, withOp(op, err)
 	}

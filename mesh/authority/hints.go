@@ -38,6 +38,10 @@ type rowHints struct {
 type rowHint struct {
 	rr locstore.ReadResult
 	at time.Duration // h.now() when it was seen
+	// auth is rr decoded, for an authority row once one reader decoded it:
+	// the strict record decode was the largest CPU item of a move
+	// (benchmarks/README.md), and a row is read by several steps.
+	auth *AuthorityRow
 }
 
 // maxHints bounds the memory of the hints: past it, old entries are swept,
@@ -104,6 +108,53 @@ func (h *rowHints) get(key string) (locstore.ReadResult, bool) {
 		return locstore.ReadResult{}, false
 	}
 	return v.rr, true
+}
+
+// decoded returns the decoded authority row of the hint for key when it is
+// still the one rr came from.
+func (h *rowHints) decoded(key string, rr locstore.ReadResult) (AuthorityRow, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.rows[key]
+	if !ok || v.auth == nil || v.rr.Found != rr.Found || v.rr.Version != rr.Version {
+		return AuthorityRow{}, false
+	}
+	return *v.auth, true
+}
+
+// keepDecoded attaches row to the hint for key when it is still the one rr
+// came from.
+func (h *rowHints) keepDecoded(key string, rr locstore.ReadResult, row AuthorityRow) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v, ok := h.rows[key]; ok && v.rr.Found == rr.Found && v.rr.Version == rr.Version {
+		v.auth = &row
+		h.rows[key] = v
+	}
+}
+
+// authorityRowOf decodes rr (the row at key), at most once per version
+// while hints remember it.
+func (e *Executor) authorityRowOf(key string, rr locstore.ReadResult) (AuthorityRow, error) {
+	if e.hints == nil {
+		return AuthorityRowOf(key, rr)
+	}
+	if row, ok := e.hints.decoded(key, rr); ok {
+		return row, nil
+	}
+	row, err := AuthorityRowOf(key, rr)
+	if err == nil {
+		e.hints.keepDecoded(key, rr, row)
+	}
+	return row, err
+}
+
+// ObserveAuthority is Observe for an authority row that the caller also
+// wants decoded: it returns AuthorityRowOf(key, rr), decoded once for the
+// caller and the executor's next operation on the row.
+func (e *Executor) ObserveAuthority(key string, rr locstore.ReadResult) (AuthorityRow, error) {
+	e.Observe(key, rr)
+	return e.authorityRowOf(key, rr)
 }
 
 // wrote records the rows an applied batch left: each put at its new version,

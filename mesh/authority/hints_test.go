@@ -149,3 +149,27 @@ func TestHintMaxAge(t *testing.T) {
 		t.Errorf("an aged hint: the authority row was read %d times, want 1", cs.reads[key])
 	}
 }
+
+// A remembered decode is only reused for the same version of the row.
+func TestHintDecodedPerVersion(t *testing.T) {
+	s, _ := newMemory(t)
+	e := newExecutor(t, s, hinted(&manualNow{}))
+	key := authKey(t, player)
+	v1 := activeRow(t, player, nodeA, ownerA, 7, 1, "v1")
+	rr1 := locstore.ReadResult{Found: true, Value: encodeAuth(t, v1.Record), Version: "v1", StoreNow: storeNow}
+	first, err := e.ObserveAuthority(key, rr1)
+	if err != nil || first.Record.AuthorityOwnerGeneration != 1 {
+		t.Fatalf("v1: %+v, %v", first, err)
+	}
+	v2 := activeRow(t, player, nodeB, ownerB, 7, 2, "v2")
+	rr2 := locstore.ReadResult{Found: true, Value: encodeAuth(t, v2.Record), Version: "v2", StoreNow: storeNow}
+	second, err := e.ObserveAuthority(key, rr2)
+	if err != nil || second.Record.AuthorityOwnerGeneration != 2 || second.Version != "v2" {
+		t.Fatalf("v2 after v1: %+v, %v (a decode of another version was reused)", second, err)
+	}
+	// A reader holding the older result still gets its own decode.
+	again, err := e.authorityRowOf(key, rr1)
+	if err != nil || again.Record.AuthorityOwnerGeneration != 1 {
+		t.Fatalf("v1 again: %+v, %v", again, err)
+	}
+}
