@@ -191,7 +191,7 @@ func (p Plan) Observed(row AuthorityRow) bool {
 		}
 		v, err := row.Record.Encode()
 		return err == nil && bytes.Equal(v, p.Value)
-	case OpAbort, OpDelete:
+	case OpAbort, OpDelete, OpReclaim:
 		return !row.Found || row.Record.ObjectGeneration != p.from.Record.ObjectGeneration
 	}
 	return false
