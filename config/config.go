@@ -76,6 +76,7 @@ type Config struct {
 	LocationStore   StoreConfig      `koanf:"location_store"`
 	RelocationStore StoreConfig      `koanf:"relocation_store"`
 	Relocation      RelocationConfig `koanf:"relocation"`
+	Recovery        RecoveryConfig   `koanf:"recovery"`
 	// StoreFailureGrace is how long the node keeps using the last complete
 	// descriptor list (and its connection intents) while the Location Store
 	// is unreachable (§10). It never extends the owner lease.
@@ -162,6 +163,20 @@ type RelocationConfig struct {
 	DrainOnShutdown bool `koanf:"drain_on_shutdown"`
 }
 
+// RecoveryConfig tunes what a node does about the objects of a dead owner
+// (docs/AUTHORITY.md "Reclaiming a dead owner's objects").
+type RecoveryConfig struct {
+	// ReclaimGrace is how long an object's owner lease must have looked
+	// ended to this node before a creation of its Id or the sweep may
+	// remove its record (a paused owner that comes back within it keeps
+	// its objects). Destroy/Close of the dead generation and
+	// `meshnode ctl reclaim` do not wait.
+	ReclaimGrace time.Duration `koanf:"reclaim_grace"`
+	// ReclaimSweepInterval is how often a serving node looks for records
+	// of dead owners and reclaims them; 0 turns the sweep off.
+	ReclaimSweepInterval time.Duration `koanf:"reclaim_sweep_interval"`
+}
+
 // MaxRelocationConcurrency bounds relocation.max_concurrent.
 const MaxRelocationConcurrency = 1024
 
@@ -232,6 +247,7 @@ func Default() Config {
 		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},
 		Relocation: RelocationConfig{Deadline: 30 * time.Second, ChunkSize: 1 << 20, MaxConcurrent: 16,
 			HostDeadline: 5 * time.Minute, DrainOnShutdown: true},
+		Recovery:          RecoveryConfig{ReclaimGrace: time.Minute, ReclaimSweepInterval: time.Minute},
 		StoreFailureGrace: 30 * time.Second,
 		ShutdownDeadline:  30 * time.Second,
 		Log:               LogConfig{Format: LogText, Level: LogInfo},

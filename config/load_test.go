@@ -59,6 +59,7 @@ func nodeYAML() Config {
 		RelocationStore: StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
 		Relocation: RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536, MaxConcurrent: 64, HostDeadline: 90 * time.Second,
 			DrainOnShutdown: false},
+		Recovery:          RecoveryConfig{ReclaimGrace: 30 * time.Second, ReclaimSweepInterval: 0},
 		StoreFailureGrace: 45 * time.Second,
 		ShutdownDeadline:  20 * time.Second,
 		Log:               LogConfig{Format: LogJSON, Level: LogDebug},

@@ -137,6 +137,12 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	positive(&ps, "shutdown_deadline", c.ShutdownDeadline)
 	positive(&ps, "relocation.deadline", c.Relocation.Deadline)
 	positive(&ps, "relocation.host_deadline", c.Relocation.HostDeadline)
+	if c.Recovery.ReclaimGrace < 0 {
+		ps.add("recovery.reclaim_grace", "must not be negative, got %v", c.Recovery.ReclaimGrace)
+	}
+	if c.Recovery.ReclaimSweepInterval < 0 {
+		ps.add("recovery.reclaim_sweep_interval", "must not be negative (0 turns the sweep off), got %v", c.Recovery.ReclaimSweepInterval)
+	}
 	if n := c.Relocation.MaxConcurrent; n < 1 || n > MaxRelocationConcurrency {
 		ps.add("relocation.max_concurrent", "must be 1..%d, got %d", MaxRelocationConcurrency, n)
 	}

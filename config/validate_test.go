@@ -204,6 +204,11 @@ func TestValidateRules(t *testing.T) {
 			want: []Problem{p("relocation.chunk_size", "must be 1024..67108864 bytes (1 KiB..64 MiB, the wire's chunk bound), got 67108865")}},
 		{name: "relocation chunk bounds", mutate: func(c *Config) { c.Relocation.ChunkSize = 1024 }},
 		{name: "relocation chunk 64 MiB", mutate: func(c *Config) { c.Relocation.ChunkSize = 64 << 20 }},
+		{name: "negative reclaim grace", mutate: func(c *Config) { c.Recovery.ReclaimGrace = -time.Second },
+			want: []Problem{p("recovery.reclaim_grace", "must not be negative, got -1s")}},
+		{name: "negative reclaim sweep interval", mutate: func(c *Config) { c.Recovery.ReclaimSweepInterval = -time.Second },
+			want: []Problem{p("recovery.reclaim_sweep_interval", "must not be negative (0 turns the sweep off), got -1s")}},
+		{name: "no grace, no sweep", mutate: func(c *Config) { c.Recovery = RecoveryConfig{} }},
 
 		// log
 		{name: "bad log settings", mutate: func(c *Config) { c.Log = LogConfig{Format: "xml", Level: "verbose"} },

@@ -234,6 +234,13 @@ func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (
 	if row.Record.Allocation.ObjectKind != kind {
 		return row, fmt.Errorf("%w: %q is a %s, not a %s", ErrTypeMismatch, id, row.Record.Allocation.ObjectKind, kind)
 	}
+	// Not Ready to anyone while its owner is gone (§7.4 "current owner
+	// unavailable after commit").
+	if ended, err := m.o.ownerEnded(ctx, row.Record); err != nil {
+		return row, classify(ctx, err, "find "+id)
+	} else if ended {
+		return row, ownerGone(row.Record)
+	}
 	return row, nil
 }
 

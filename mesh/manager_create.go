@@ -283,6 +283,19 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			c.storeDeadline = storeNow.Add(time.Until(c.deadline))
 		}
 		if row.Found {
+			// A Ready record of a dead owner (same kind and type: a
+			// mismatch stays one) is removed once the grace allows and
+			// the creation goes on as for a new Id (dead_owner.go).
+			al := row.Record.Allocation
+			if al.State == record.AllocationActive && al.ObjectKind == c.kind && al.StableType == c.stableType {
+				reclaimed, err := o.reclaimDead(ctx, row, true, string(c.mode))
+				if err != nil {
+					return createResult{}, err
+				}
+				if reclaimed {
+					continue
+				}
+			}
 			res, done, err := followExisting(c, row)
 			if done {
 				return res, err

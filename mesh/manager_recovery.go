@@ -3,7 +3,6 @@ package mesh
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -23,17 +22,8 @@ func (o *objects) recoverAbandoned(ctx context.Context, row authority.AuthorityR
 	if !row.Found || rec.Allocation.State != record.AllocationReserved {
 		return false, nil
 	}
-	leaseKey, err := record.OwnerLeaseKey(rec.OwnerID)
-	if err != nil {
-		return false, nil // an owner id we cannot even key is not ours to judge
-	}
-	rr, err := o.n.loc.Read(ctx, leaseKey)
-	if err != nil {
-		return false, fmt.Errorf("read owner lease of %s's creator: %w", rec.ObjectID, err)
-	}
-	lr, err := authority.LeaseRowOf(leaseKey, rr)
-	if err == nil && lr.Found && lr.Lease.LeaseGeneration == rec.OwnerLeaseGeneration {
-		return false, nil // the creator is alive: wait for its result
+	if ended, err := o.ownerEnded(ctx, rec); err != nil || !ended {
+		return false, err // the creator is alive: wait for its result
 	}
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		return false, nil // our own eligibility is in doubt: change nothing

@@ -230,6 +230,9 @@ func (o *objects) resolve(ctx context.Context, t msgTarget, fresh bool) (follow.
 		StoreVersion: row.Version, Owner: follow.Owner{ID: a.OwnerID, LeaseGeneration: uint64(a.OwnerLeaseGeneration)},
 		Route: follow.Route{NodeRID: a.Allocation.Descriptor.RoutingID, NodeGeneration: uint64(a.Allocation.DescriptorLifecycleGeneration)}}
 	if r.ValidUntil, err = o.ownerDeadline(ctx, r.Owner); err != nil {
+		if errors.Is(err, errOwnerLeaseEnded) {
+			return follow.Ready{}, ownerGone(a)
+		}
 		return follow.Ready{}, err
 	}
 	if _, err := o.cache.Put(r); err != nil {
@@ -262,7 +265,7 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 	}
 	if !rr.Found {
 		o.cache.DropOwner(owner.ID, 0)
-		return 0, fmt.Errorf("%w: owner %s has no lease (the owner is gone)", ErrUnavailable, owner.ID)
+		return 0, fmt.Errorf("%w: %w: owner %s has no lease", ErrUnavailable, errOwnerLeaseEnded, owner.ID)
 	}
 	l, err := record.DecodeOwnerLease(rr.Value)
 	if err != nil {
@@ -270,7 +273,7 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 	}
 	if uint64(l.LeaseGeneration) != owner.LeaseGeneration {
 		o.cache.DropOwner(owner.ID, owner.LeaseGeneration)
-		return 0, fmt.Errorf("%w: owner %s runs lease generation %d, the record names %d", ErrUnavailable, owner.ID, l.LeaseGeneration, owner.LeaseGeneration)
+		return 0, fmt.Errorf("%w: %w: owner %s runs lease generation %d, the record names %d", ErrUnavailable, errOwnerLeaseEnded, owner.ID, l.LeaseGeneration, owner.LeaseGeneration)
 	}
 	d, err := lease.AdmissionDeadline(lease.Observation{SentAt: t0, ReceivedAt: t1, StoreNow: rr.StoreNow, ExpiresAt: rr.ExpiresAt},
 		o.n.cfg.Lease.FencingMargin)

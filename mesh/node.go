@@ -321,6 +321,7 @@ func (n *Node) loop() {
 	t := time.NewTicker(n.discoveryEvery)
 	defer t.Stop()
 	n.Discover(ctx)
+	lastSweep := n.clock.Now()
 	for round := 1; ; round++ {
 		select {
 		case <-n.stop:
@@ -332,7 +333,21 @@ func (n *Node) loop() {
 		if round%reclaimEvery == 0 {
 			n.reclaim(ctx)
 		}
+		if every := n.cfg.Recovery.ReclaimSweepInterval; every > 0 && n.clock.Now()-lastSweep >= every && n.servingState() {
+			lastSweep = n.clock.Now()
+			if _, err := n.reclaimSweep(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("reclaim sweep of dead owners' objects failed", "err", err)
+			}
+		}
 	}
+}
+
+// servingState reports whether the node publishes serving (not draining,
+// stopped or in error).
+func (n *Node) servingState() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state == record.StateServing
 }
 
 // reclaimEvery is how many discovery rounds pass between two reclaim

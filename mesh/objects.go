@@ -40,6 +40,8 @@ type objects struct {
 	// commitLag is how long, recently, a source waited from its cutover
 	// until the store named the target (sourceMove.confirm).
 	commitLag lagAverage
+	// ended: owners this node saw without a live lease (dead_owner.go).
+	ended endedOwners
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool

@@ -43,15 +43,9 @@ func (r *rollMesh) drainRestart(t *testing.T, ctx context.Context, m *mesh.Manag
 // store and returns, per actor id, its state and node RID columns.
 func (r *rollMesh) listActors(t *testing.T) map[string][2]string {
 	t.Helper()
-	cmd := exec.Command(r.bin, "ctl", "list", "--kind", "actor", "--mesh", "roll", "--all")
-	cmd.Env = append(cmd.Environ(), nodeEnv(r.addr, r.ns, "roll", "")...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("ctl list: %v\n%s%s", err, out.String(), errb.String())
-	}
+	out := r.ctl(t, "list", "--kind", "actor", "--mesh", "roll", "--all")
 	got := map[string][2]string{}
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) >= 7 && strings.HasPrefix(f[0], "storm-") {
@@ -71,8 +65,9 @@ func (r *rollMesh) listActors(t *testing.T) map[string][2]string {
 // that was not on the killed server saw each accepted send exactly once
 // and in order, and the killed server's counters are reported, not
 // silently lost: `meshnode ctl list` shows each of them unavailable on the
-// killed server's RID (their state died with it; reclaiming them is the
-// dead-node recovery's job, docs/OPERATIONS.md).
+// killed server's RID; `meshnode ctl reclaim` then removes exactly their
+// records (their state died with the process) and their Ids can be created
+// again.
 func TestMultiProcessStormWithKill(t *testing.T) {
 	r := startRollMesh(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
@@ -154,8 +149,50 @@ func TestMultiProcessStormWithKill(t *testing.T) {
 			t.Errorf("%s on %s is %s, want ready", ref.ActorID, e[1], e[0])
 		}
 	}
-	if !t.Failed() {
-		t.Logf("%d sends to %d counters counted exactly once and in order; the killed server's %d counters reported unavailable: %v",
-			total, len(refs)-len(lost), len(lost), lost)
+	if t.Failed() {
+		return
 	}
+	t.Logf("%d sends to %d counters counted exactly once and in order; the killed server's %d counters reported unavailable: %v",
+		total, len(refs)-len(lost), len(lost), lost)
+
+	// The operator reclaims them (docs/OPERATIONS.md "A node died"): a dry
+	// run lists exactly them, the real run removes exactly them, and their
+	// Ids can be created again (their state started afresh).
+	dry := r.ctl(t, "reclaim", "--all", "--dry-run")
+	if want := fmt.Sprintf("%d would reclaim;", len(lost)); !strings.Contains(dry, want) {
+		t.Fatalf("ctl reclaim --dry-run: want %q in\n%s", want, dry)
+	}
+	out := r.ctl(t, "reclaim", "--all")
+	if want := fmt.Sprintf("%d reclaimed;", len(lost)); !strings.Contains(out, want) {
+		t.Fatalf("ctl reclaim: want %q in\n%s", want, out)
+	}
+	for _, id := range lost {
+		if !strings.Contains(out, fmt.Sprintf("reclaimed actor %q", id)) {
+			t.Errorf("ctl reclaim did not name %s:\n%s", id, out)
+		}
+	}
+	list = r.listActors(t)
+	for _, id := range lost {
+		if _, ok := list[id]; ok {
+			t.Errorf("%s still listed after ctl reclaim", id)
+		}
+		res, err := m.GetOrCreateActor(ctx, id, demoapp.CounterType)
+		if err != nil || res.Outcome != mesh.Created {
+			t.Errorf("GetOrCreate %s after reclaim: %+v, %v; want Created", id, res, err)
+		}
+	}
+}
+
+// ctl runs `meshnode ctl args...` against the mesh's store and returns its
+// standard output; a non-zero exit fails the test.
+func (r *rollMesh) ctl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(r.bin, append([]string{"ctl"}, args...)...)
+	cmd.Env = append(cmd.Environ(), nodeEnv(r.addr, r.ns, "roll", "")...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ctl %v: %v\n%s%s", args, err, out.String(), errb.String())
+	}
+	return out.String()
 }

@@ -39,7 +39,9 @@ const ctlUsage = `usage: meshnode ctl <command> [arguments]
   locate <actor|spot> <id> [config flags]
         where an object is: generation, state (Creating, Ready, Unavailable), type, mesh, node, owner
   list --kind actor|userSpot|instanceSpot [--type T] [--mesh M] [--limit N] [--all]
-        paged operational list (§7.4); --all follows continuations in this process`
+        paged operational list (§7.4); --all follows continuations in this process
+  reclaim <actor|spot> <Id> | --all [--kind K] [--dry-run]
+        remove the records of objects whose owner's lease has ended (their state is lost)`
 
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -55,6 +57,8 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ctlTopology(ctx, args[1:], stdout, stderr)
 	case "locate", "list":
 		return ctlQuery(ctx, args, stdout, stderr)
+	case "reclaim":
+		return ctlReclaim(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, ctlUsage)
 		return ExitOK

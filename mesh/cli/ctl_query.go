@@ -58,6 +58,8 @@ func parseQueryFlags(fs *pflag.FlagSet, args []string, usage string, stdout, std
 			fmt.Fprintln(stdout, usage)
 			return ExitOK, true
 		}
+		// pflag prints nothing itself under ContinueOnError.
+		fmt.Fprintf(stderr, "%s: %v\n\n%s\n", fs.Name(), err, usage)
 		return ExitUsage, true
 	}
 	return 0, false

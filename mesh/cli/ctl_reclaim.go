@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+const reclaimUsage = `usage: meshnode ctl reclaim <actor|spot> <Id> [--dry-run] [--config FILE] [config flags]
+       meshnode ctl reclaim --all [--kind actor|userSpot|instanceSpot] [--dry-run] [--config FILE] [config flags]
+
+Removes the authority records of objects whose owner's lease has ended (the
+process that owned them was killed, or lost its lease for good), so that
+their Ids can be created again. The state those objects held in the dead
+process's memory is lost; this only cleans up their records (and the
+capacity slots the dead run held). An object whose owner is alive is never
+touched: each removal is one conditional batch that checks the owner's lease
+row is still ended and the record unchanged. Unlike the serving nodes'
+background sweep (recovery.reclaim_sweep_interval) it does not wait for
+recovery.reclaim_grace: running it is the operator's decision.
+--dry-run lists what would be reclaimed and changes nothing.
+Exit status: 0 done (also when nothing was dead), 1 a store failure or the
+named object does not exist, 2 bad usage.`
+
+func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const name = "meshnode ctl reclaim"
+	fs := pflag.NewFlagSet("ctl reclaim", pflag.ContinueOnError)
+	all := fs.Bool("all", false, "reclaim every dead owner's object")
+	kindFlag := fs.String("kind", "", "with --all: only this object kind (actor, userSpot, instanceSpot)")
+	dry := fs.Bool("dry-run", false, "list what would be reclaimed; change nothing")
+	config.Flags(fs)
+	if code, done := parseQueryFlags(fs, args, reclaimUsage, stdout, stderr); done {
+		return code
+	}
+	var opts mesh.ReclaimOptions
+	switch {
+	case *all && fs.NArg() == 0:
+		if *kindFlag != "" {
+			k := record.ObjectKind(*kindFlag)
+			if k != record.ObjectActor && k != record.ObjectUserSpot && k != record.ObjectInstanceSpot {
+				fmt.Fprintf(stderr, "%s: --kind %q: want actor, userSpot or instanceSpot\n", name, *kindFlag)
+				return ExitUsage
+			}
+			opts.Kind = k
+		}
+	case !*all && fs.NArg() == 2 && *kindFlag == "":
+		switch record.IdentityKind(fs.Arg(0)) {
+		case record.IdentityActor:
+			opts.Kind = record.ObjectActor
+		case record.IdentitySpot:
+			opts.Kind = record.ObjectUserSpot // every Spot kind has the same key
+		default:
+			fmt.Fprintf(stderr, "%s: object kind %q: want actor or spot\n", name, fs.Arg(0))
+			return ExitUsage
+		}
+		opts.ID = fs.Arg(1)
+		if err := record.ValidateObjectID(opts.ID); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return ExitUsage
+		}
+	default:
+		fmt.Fprintf(stderr, "%s: want <actor|spot> <Id>, or --all [--kind K]\n\n%s\n", name, reclaimUsage)
+		return ExitUsage
+	}
+	opts.DryRun = *dry
+	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return ExitUsage
+	}
+	log := cfg.Logger(stderr)
+	opts.Logger = log
+	st, err := openLocation(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return ExitError
+	}
+	defer st.Close()
+	res, err := mesh.ReclaimDeadOwners(ctx, st, opts)
+	verb := "reclaimed"
+	if opts.DryRun {
+		verb = "would reclaim"
+	}
+	for _, o := range res.Reclaims {
+		fmt.Fprintf(stdout, "%s %s %q (%s, generation %d): owner %s/%d on node %x is gone; its state is lost\n",
+			verb, o.Kind, o.ID, o.StableType, o.Generation, o.Owner, o.OwnerGen, o.NodeRID)
+	}
+	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d changed meanwhile or unreadable\n",
+		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, res.Skipped)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return ExitError
+	}
+	return ExitOK
+}

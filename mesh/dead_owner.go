@@ -1,0 +1,370 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// Objects of a dead owner (docs/AUTHORITY.md "Reclaiming a dead owner's
+// objects", issue 12): an Active record whose owner's lease has ended —
+// the process was killed, or lost its lease for good — is not Ready to
+// anyone. Find, messages and creations answer OwnerGoneError (Unavailable,
+// naming the ended owner); once the record has looked so for the reclaim
+// grace, a creation of the same Id replaces it, a Destroy/Close of its
+// generation removes it, and the reclaim sweep removes it in the
+// background. What the dead process held in memory (state, queue, timers)
+// is lost; only the record is cleaned up.
+
+// errOwnerLeaseEnded marks a read that found an owner's lease row gone or
+// of another generation.
+var errOwnerLeaseEnded = errors.New("owner lease ended")
+
+// OwnerGoneError is the Unavailable answer for an object whose owner's
+// lease has ended. errors.Is(err, ErrUnavailable) holds.
+type OwnerGoneError struct {
+	Kind     record.ObjectKind
+	ID       string
+	Owner    string // the ended owner's OwnerId
+	OwnerGen uint64 // its LeaseGeneration
+	NodeRID  []byte // the node run the record names
+	// ReclaimableIn is how long until a creation may replace the record (0:
+	// now, or not asked).
+	ReclaimableIn time.Duration
+}
+
+func (e *OwnerGoneError) Error() string {
+	s := fmt.Sprintf("%v: %s %q: its owner %s/%d (node %x) is gone: its owner lease ended; the state it held is lost",
+		ErrUnavailable, e.Kind, e.ID, e.Owner, e.OwnerGen, e.NodeRID)
+	if e.ReclaimableIn > 0 {
+		s += fmt.Sprintf("; the Id can be created again in %v (reclaim grace)", e.ReclaimableIn.Round(time.Millisecond))
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, ErrUnavailable) hold.
+func (e *OwnerGoneError) Unwrap() error { return ErrUnavailable }
+
+func ownerGone(a record.Authority) *OwnerGoneError {
+	return &OwnerGoneError{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, Owner: a.OwnerID,
+		OwnerGen: uint64(a.OwnerLeaseGeneration), NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
+}
+
+// endedOwners remembers when this node first saw each owner's lease ended:
+// the reclaim grace counts from there. A lease row that is gone does not
+// say when it expired; the first sighting is at most one discovery round
+// or one sweep after it.
+type endedOwners struct {
+	mu    sync.Mutex
+	first map[authority.Owner]time.Duration
+}
+
+// seen records an ended owner at now and returns how long ago it was first
+// seen ended.
+func (e *endedOwners) seen(o authority.Owner, now time.Duration) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.first == nil {
+		e.first = map[authority.Owner]time.Duration{}
+	}
+	at, ok := e.first[o]
+	if !ok {
+		e.first[o] = now
+		return 0
+	}
+	return now - at
+}
+
+// ownerEnded reports whether the owner a record names has no live lease of
+// its generation. Its own run is alive by definition (its gate guards it),
+// and a host run whose descriptor the last discovery round saw with a valid
+// lease is taken as alive without a read: both only decide whether to look
+// closer; a reclaim itself is conditioned on the lease row (ReclaimRequest).
+// Anything else is judged by reading the owner's lease row directly (§3.1).
+func (o *objects) ownerEnded(ctx context.Context, a record.Authority) (bool, error) {
+	owner := authority.OwnerOf(a)
+	if self, gen := o.n.Owner(); owner.ID == self && owner.LeaseGeneration == gen {
+		return false, nil
+	}
+	if o.n.ownerListedAlive(owner) {
+		return false, nil
+	}
+	ended, err := leaseEnded(ctx, o.n.loc, owner)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", a.ObjectID, err)
+	}
+	if ended {
+		o.ended.seen(owner, o.n.clock.Now())
+	}
+	return ended, nil
+}
+
+// reclaimDead removes row's Active record when its owner's lease has ended
+// and, with grace, has looked ended to this node for the reclaim grace. It
+// returns (true, nil) when it removed the record; (false, *OwnerGoneError)
+// when the owner is gone but the record may not be removed yet; (false,
+// nil) when the owner is alive or the record changed meanwhile (the caller
+// re-reads).
+func (o *objects) reclaimDead(ctx context.Context, row authority.AuthorityRow, grace bool, why string) (bool, error) {
+	a := row.Record
+	if !row.Found || a.Allocation.State != record.AllocationActive {
+		return false, nil
+	}
+	ended, err := o.ownerEnded(ctx, a)
+	if err != nil || !ended {
+		return false, err
+	}
+	gone := ownerGone(a)
+	if grace {
+		if wait := o.n.cfg.Recovery.ReclaimGrace - o.ended.seen(authority.OwnerOf(a), o.n.clock.Now()); wait > 0 {
+			gone.ReclaimableIn = wait
+			return false, gone
+		}
+	}
+	var res ReclaimResult
+	r := reclaimer{loc: o.n.loc, exec: o.exec, log: o.log, why: why, admit: o.n.lease.Gate().Admit}
+	if err := r.reclaimRow(ctx, &res, a, row.Version, map[authority.Owner]bool{authority.OwnerOf(a): true}); err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return false, gone // our own eligibility is in doubt: change nothing
+		}
+		return false, err
+	}
+	return res.Reclaimed == 1, nil
+}
+
+// ownerListedAlive reports whether the last discovery round listed a
+// descriptor of owner's host run with a valid lease.
+func (n *Node) ownerListedAlive(owner authority.Owner) bool {
+	snap, ok := n.LastSnapshot()
+	if !ok {
+		return false
+	}
+	for _, e := range snap.Entries {
+		if e.LeaseValid && e.Descriptor.OwnerID == owner.ID && uint64(e.Descriptor.LeaseGeneration) == owner.LeaseGeneration {
+			return true
+		}
+	}
+	return false
+}
+
+// ReclaimResult counts what a reclaim sweep saw and did.
+type ReclaimResult struct {
+	Scanned   int // authority rows looked at
+	DeadOwner int // Active rows whose owner's lease had ended
+	Reclaimed int // of those, removed
+	Waiting   int // of those, left for the reclaim grace
+	Skipped   int // undecodable, or changed while the sweep looked
+	Reclaims  []ReclaimedObject
+}
+
+// ReclaimedObject names one removed record.
+type ReclaimedObject struct {
+	Kind       record.ObjectKind
+	ID         string
+	StableType string
+	Generation uint64
+	Owner      string // the dead owner
+	OwnerGen   uint64
+	NodeRID    []byte
+}
+
+// ReclaimOptions select what ReclaimDeadOwners looks at.
+type ReclaimOptions struct {
+	// Kind and ID: one object (both set; for a Spot any Spot kind names
+	// the same key), every object of Kind (ID empty), or every object
+	// (Kind empty).
+	Kind record.ObjectKind
+	ID   string
+	// DryRun only counts and lists what would be reclaimed.
+	DryRun bool
+	Logger *slog.Logger
+}
+
+// ReclaimDeadOwners removes the records of objects whose owner's lease has
+// ended, without any grace — `meshnode ctl reclaim`, an operator's
+// decision. A record whose owner is alive is never touched (the batch
+// checks the lease row, authority.ReclaimRequest).
+func ReclaimDeadOwners(ctx context.Context, st locstore.Store, opts ReclaimOptions) (ReclaimResult, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	exec, err := authority.NewExecutor(st, authority.WithLogger(log))
+	if err != nil {
+		return ReclaimResult{}, err
+	}
+	r := reclaimer{loc: st, exec: exec, log: log, dryRun: opts.DryRun, why: "ctl reclaim"}
+	return r.run(ctx, opts.Kind, opts.ID)
+}
+
+// reclaimer is the scan shared by the node's sweep and ctl reclaim.
+type reclaimer struct {
+	loc    locstore.Store
+	exec   *authority.Executor
+	log    *slog.Logger
+	dryRun bool
+	why    string
+	// wait, when set, returns how long an owner seen ended must still be
+	// waited for (the node's reclaim grace); admit is the node's gate.
+	wait  func(authority.Owner) time.Duration
+	admit func() error
+}
+
+func (r reclaimer) run(ctx context.Context, kind record.ObjectKind, id string) (ReclaimResult, error) {
+	var res ReclaimResult
+	if id != "" {
+		key, err := authority.Object{ID: id, Kind: kind}.Key()
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
+		}
+		rr, err := r.loc.Read(ctx, key)
+		if err != nil {
+			return res, fmt.Errorf("read %s: %w", id, err)
+		}
+		if !rr.Found {
+			return res, fmt.Errorf("%w: no %s %q", ErrNotFound, kind, id)
+		}
+		return res, r.one(ctx, &res, "", key, rr.Value, rr.Version, map[authority.Owner]bool{})
+	}
+	// Authority keys are hashes (record.Key): one prefix for every kind;
+	// the kind filter applies to the decoded rows.
+	prefix := record.KindPrefix(record.KindAuthority)
+	ended := map[authority.Owner]bool{} // per sweep: one lease read per owner
+	cursor, restarts := "", 0
+	for {
+		page, err := r.loc.Scan(ctx, locstore.ScanRequest{Prefix: prefix, Limit: 500, Cursor: cursor})
+		if err != nil {
+			return res, fmt.Errorf("reclaim sweep: scan: %w", err)
+		}
+		if page.Expired {
+			if restarts++; restarts > 3 {
+				return res, errors.New("reclaim sweep: scan snapshot kept expiring")
+			}
+			cursor = ""
+			continue
+		}
+		for _, it := range page.Items {
+			if err := r.one(ctx, &res, kind, it.Key, it.Value, it.Version, ended); err != nil {
+				return res, err
+			}
+		}
+		if page.Next == "" {
+			return res, nil
+		}
+		cursor = page.Next
+	}
+}
+
+// one looks at one authority row: reclaims it when it is Active and its
+// owner's lease has ended (and the grace, if any, has passed).
+func (r reclaimer) one(ctx context.Context, res *ReclaimResult, kind record.ObjectKind, key string, value []byte, version string, ended map[authority.Owner]bool) error {
+	a, err := record.DecodeAuthority(value)
+	if err != nil {
+		res.Scanned++
+		res.Skipped++
+		r.log.Warn("reclaim: undecodable authority row", "key", key, "err", err)
+		return nil
+	}
+	if kind != "" && a.Allocation.ObjectKind != kind {
+		return nil
+	}
+	res.Scanned++
+	return r.reclaimRow(ctx, res, a, version, ended)
+}
+
+// reclaimRow reclaims the decoded row a (at version) when it is Active and
+// its owner's lease has ended (and the grace, if any, has passed).
+func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.Authority, version string, ended map[authority.Owner]bool) error {
+	var err error
+	if a.Allocation.State != record.AllocationActive {
+		return nil
+	}
+	owner := authority.OwnerOf(a)
+	dead, ok := ended[owner]
+	if !ok {
+		if dead, err = leaseEnded(ctx, r.loc, owner); err != nil {
+			return err
+		}
+		ended[owner] = dead
+	}
+	if !dead {
+		return nil
+	}
+	res.DeadOwner++
+	if r.wait != nil && r.wait(owner) > 0 {
+		res.Waiting++
+		return nil
+	}
+	obj := ReclaimedObject{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, StableType: a.Allocation.StableType,
+		Generation: uint64(a.ObjectGeneration), Owner: a.OwnerID, OwnerGen: uint64(a.OwnerLeaseGeneration),
+		NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
+	if r.dryRun {
+		res.Reclaims = append(res.Reclaims, obj)
+		return nil
+	}
+	if r.admit != nil {
+		if err := r.admit(); err != nil {
+			return wrapErr(ErrUnavailable, err, "owner lease: reclaim stopped")
+		}
+	}
+	_, err = r.exec.Reclaim(ctx, authority.ReclaimRequest{
+		Object:           authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType},
+		ObjectGeneration: uint64(a.ObjectGeneration), Owner: owner, IfVersion: version})
+	switch {
+	case err == nil:
+	case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound), errors.Is(err, authority.ErrStaleGeneration):
+		res.Skipped++ // changed since the scan: someone else decided
+		return nil
+	default:
+		return fmt.Errorf("reclaim %s: %w", a.ObjectID, err)
+	}
+	res.Reclaimed++
+	res.Reclaims = append(res.Reclaims, obj)
+	r.log.Warn("reclaimed an object of a dead owner: its owner lease ended; the state it held in memory is lost",
+		"object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
+		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
+		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
+	return nil
+}
+
+// leaseEnded reads owner's lease row directly (§3.1): ended when it is gone
+// or holds another generation. An unreadable row is not evidence of death.
+func leaseEnded(ctx context.Context, st locstore.Store, owner authority.Owner) (bool, error) {
+	key, err := record.OwnerLeaseKey(owner.ID)
+	if err != nil {
+		return false, nil // an owner id we cannot even key is not ours to judge
+	}
+	rr, err := st.Read(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("read owner lease of %s: %w", owner.ID, err)
+	}
+	lr, err := authority.LeaseRowOf(key, rr)
+	if err != nil {
+		return false, nil
+	}
+	return !lr.Found || uint64(lr.Lease.LeaseGeneration) != owner.LeaseGeneration, nil
+}
+
+// reclaimSweep is the node's background reclaim: on a serving node, every
+// recovery.reclaim_sweep_interval, records of owners seen dead for the
+// reclaim grace are removed (each logged).
+func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
+	o := n.obj
+	r := reclaimer{loc: n.loc, exec: o.exec, log: n.log, why: "sweep", admit: n.lease.Gate().Admit,
+		wait: func(owner authority.Owner) time.Duration {
+			return n.cfg.Recovery.ReclaimGrace - o.ended.seen(owner, n.clock.Now())
+		}}
+	res, err := r.run(ctx, "", "")
+	if res.DeadOwner > 0 {
+		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
+			"waiting_grace", res.Waiting, "skipped", res.Skipped)
+	}
+	return res, err
+}

@@ -1,0 +1,164 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// deadOwnerCluster is a client node 0 and servers 1 and 2 with short
+// leases (1.2 s TTL), the reclaim grace given and no background sweep.
+func deadOwnerCluster(t *testing.T, loc locstore.Store, grace time.Duration) *cluster {
+	t.Helper()
+	return newClusterOn(t, newFixture(t), loc, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		fast := fastConfig(cfg.Node.MeshName)
+		cfg.Lease = fast.Lease
+		cfg.Recovery.ReclaimGrace = grace
+		cfg.Recovery.ReclaimSweepInterval = 0
+	})
+}
+
+// createOn creates counters named prefix-<i> from node 0 until want of
+// them are on node host.
+func createOn(t *testing.T, c *cluster, prefix string, host, want int) []ActorRef {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	var mine []ActorRef
+	for i := 0; len(mine) < want; i++ {
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("%s-%d", prefix, i), testMoverType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ownerIndex(t, c, record.ObjectActor, ref.ActorID) == host {
+			mine = append(mine, ref)
+		}
+	}
+	return mine
+}
+
+// waitOwnerGone waits until node 0's Find of ref answers OwnerGoneError.
+func waitOwnerGone(t *testing.T, c *cluster, ref ActorRef) *OwnerGoneError {
+	t.Helper()
+	var gone *OwnerGoneError
+	eventually(t, 10*time.Second, "Find to report the owner gone", func() bool {
+		_, err := c.m(0).FindActor(ctxT(t, 5*time.Second), ref.ActorID)
+		return errors.As(err, &gone)
+	})
+	return gone
+}
+
+// A killed owner's objects (issue 12 "Recover a dead node's objects"):
+// once its lease has ended, Find and messages answer OwnerGoneError
+// (Unavailable naming the ended owner), never a Ready ref; GetOrCreate
+// waits for the reclaim grace, then replaces the record with a new
+// generation on a live node; Create does the same; Destroy of the dead
+// generation removes it at once; the dead run's slots are released.
+func TestDeadOwnerObjects(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { runDeadOwnerObjects(t, nil) })
+	t.Run("redis", func(t *testing.T) { runDeadOwnerObjects(t, newRedisLocation(t)) })
+}
+
+func runDeadOwnerObjects(t *testing.T, loc locstore.Store) {
+	const grace = 1500 * time.Millisecond
+	c := deadOwnerCluster(t, loc, grace)
+	ctx := ctxT(t, 60*time.Second)
+	refs := createOn(t, c, "doomed", 2, 3)
+	dead := c.nodes[2]
+	deadOwner, _ := dead.Owner()
+	dead.crash()
+
+	gone := waitOwnerGone(t, c, refs[0])
+	if !errors.Is(gone, ErrUnavailable) || gone.Owner != deadOwner || string(gone.NodeRID) != string(dead.RID()) {
+		t.Fatalf("find: %v, want Unavailable naming owner %s on node %x", gone, deadOwner, dead.RID())
+	}
+	err := c.m(0).SendActor(ctx, refs[0], []byte("one"))
+	if !errors.As(err, &gone) {
+		t.Fatalf("send to a dead owner's actor: %v, want OwnerGoneError", err)
+	}
+
+	// GetOrCreate inside the grace: Unavailable with the time left; after
+	// it, a new generation on the live server.
+	_, err = c.m(0).GetOrCreateActor(ctx, refs[0].ActorID, testMoverType)
+	if !errors.As(err, &gone) || gone.ReclaimableIn <= 0 || gone.ReclaimableIn > grace {
+		t.Fatalf("GetOrCreate inside the grace: %v, want OwnerGoneError with the time left", err)
+	}
+	time.Sleep(gone.ReclaimableIn)
+	res, err := c.m(0).GetOrCreateActor(ctx, refs[0].ActorID, testMoverType)
+	if err != nil || res.Outcome != Created || res.Ref.ObjectGeneration <= refs[0].ObjectGeneration ||
+		ownerIndex(t, c, record.ObjectActor, refs[0].ActorID) != 1 {
+		t.Fatalf("GetOrCreate after the grace: %+v, %v; want a new generation created on node 1", res, err)
+	}
+	if got, err := c.m(0).RequestActor(ctx, res.Ref, []byte("count")); err != nil || string(got) != "count:0" {
+		t.Fatalf("the new generation: %q, %v (its state starts afresh)", got, err)
+	}
+
+	// Create: the grace has passed for this owner too.
+	cref, err := c.m(0).CreateActor(ctx, refs[1].ActorID, testMoverType)
+	if err != nil || cref.ObjectGeneration <= refs[1].ObjectGeneration {
+		t.Fatalf("Create over a dead owner's record: %+v, %v", cref, err)
+	}
+
+	// Destroy of the dead generation removes it without waiting.
+	closed, err := c.m(0).Destroy(ctx, refs[2])
+	if err != nil || !closed {
+		t.Fatalf("Destroy of a dead owner's actor: %v, %v; want closed", closed, err)
+	}
+	if row := rowOf(t, c, record.ObjectActor, refs[2].ActorID); row.Found {
+		t.Fatal("record still there after Destroy")
+	}
+	// Every slot of the dead run went back.
+	id := authority.CounterID{Node: authority.Node{MeshName: dead.cfg.Node.MeshName, RoutingID: dead.run.rid,
+		LifecycleGeneration: dead.run.lifecycleGeneration}, Class: authority.SlotActors}
+	key, err := authority.CapacityKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := c.nodes[0].loc.Read(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := authority.CapacityRowOf(id, rr)
+	if err != nil || row.Usage != (authority.Usage{}) {
+		t.Errorf("the dead run's actor slots: %+v, %v; want none", row.Usage, err)
+	}
+}
+
+// The background sweep reclaims a dead owner's objects after the grace,
+// and only those.
+func TestReclaimSweep(t *testing.T) {
+	c := deadOwnerCluster(t, nil, 200*time.Millisecond)
+	ctx := ctxT(t, 30*time.Second)
+	doomed := createOn(t, c, "swept", 2, 2)
+	kept := createOn(t, c, "kept", 1, 2)
+	c.nodes[2].crash()
+	waitOwnerGone(t, c, doomed[0])
+	reclaimed := 0
+	eventually(t, 10*time.Second, "the sweep to reclaim the dead owner's records", func() bool {
+		r, err := c.nodes[1].reclaimSweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reclaimed += r.Reclaimed
+		return r.DeadOwner == 0
+	})
+	if reclaimed < len(doomed) {
+		t.Errorf("the sweep reclaimed %d records, want at least %d", reclaimed, len(doomed))
+	}
+	for _, ref := range doomed {
+		if rowOf(t, c, record.ObjectActor, ref.ActorID).Found {
+			t.Errorf("%s not reclaimed", ref.ActorID)
+		}
+	}
+	for _, ref := range kept {
+		if _, err := c.m(0).FindActor(ctx, ref.ActorID); err != nil {
+			t.Errorf("%s of a live owner: %v", ref.ActorID, err)
+		}
+	}
+}
