@@ -13,6 +13,13 @@ var ErrArgument = errors.New("locstore: invalid argument")
 // Write is unknown; the caller re-reads the same key (spec §10).
 var ErrUnavailable = errors.New("locstore: store unavailable")
 
+// ErrDataLost is matched when the framework finds that the store no longer
+// holds what it wrote and saw (its namespace marker gone, a live owner lease
+// vanished): the store lost data — FLUSHALL, eviction, a failover to a
+// replica without persistence (docs/store-redis.md). No provider returns it;
+// the framework detects it (mesh/marker, mesh/lease).
+var ErrDataLost = errors.New("locstore: store data lost")
+
 // ArgumentError reports input outside the SPI bounds. Nothing was sent to
 // the store.
 type ArgumentError struct {

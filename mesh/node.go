@@ -25,6 +25,7 @@ import (
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/lease"
+	"github.com/meshnode/meshnode/mesh/marker"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/stores"
 	"github.com/meshnode/meshnode/relocstore"
@@ -73,6 +74,7 @@ type Node struct {
 	reloc              relocstore.Store
 	ownsLoc, ownsReloc bool
 	lease              *lease.Manager
+	marker             marker.Marker // the namespace marker seen at start (checkMarker)
 	tr                 *transport.Node
 	pub                *directory.Publisher
 	run                hostRun
@@ -86,6 +88,7 @@ type Node struct {
 	obj *objects
 
 	mu         sync.Mutex
+	lostErr    error // why the owner lease was lost for good (nil while it holds)
 	state      record.State
 	descriptor record.MeshNodeDescriptor
 	closed     bool
@@ -151,6 +154,17 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.run.rid = rid
 	n.log = log.With("mesh", cfg.Node.MeshName, "rid", hex.EncodeToString(rid))
+
+	// The namespace marker first: a node that saw it can later tell that
+	// the store lost its data (mesh/marker).
+	mk, created, err := marker.Ensure(ctx, n.loc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Location Store namespace marker: %w", ErrStartup, err)
+	}
+	n.marker = mk
+	if created {
+		n.log.Info("namespace marker written: this is the first node of this Location Store namespace", "marker", mk.ID)
+	}
 
 	// §3.1: the host run's (OwnerId, LeaseGeneration) before anything else
 	// is written.
@@ -286,7 +300,18 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 	case lease.EventLost:
 		// The lease cannot come back; this run can do nothing safely. The
 		// gate is already closed for every §5 target.
-		n.log.Error("owner lease lost: node stops accepting work", "err", ev.Err)
+		n.mu.Lock()
+		n.lostErr = ev.Err
+		n.mu.Unlock()
+		if errors.Is(ev.Err, locstore.ErrDataLost) {
+			n.log.Error("STORE DATA LOST: the Location Store no longer holds what this node wrote (FLUSHALL, "+
+				"eviction, or a failover to a replica without persistence); the node stops all new work so that no "+
+				"generation is issued twice. Its objects' state stays in memory but cannot be served; restart the "+
+				"nodes once the store is restored or known empty, and check the Redis settings (docs/store-redis.md)",
+				"err", ev.Err)
+		} else {
+			n.log.Error("owner lease lost: node stops accepting work", "err", ev.Err)
+		}
 		n.setState(record.StateError)
 	case lease.EventExpired:
 		n.log.Warn("admission deadline passed: new work refused until a renew succeeds")
@@ -327,6 +352,7 @@ func (n *Node) loop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+			n.checkMarker(ctx)
 			n.Discover(ctx)
 			n.RefreshCapacityCopy(ctx)
 		}
@@ -340,6 +366,27 @@ func (n *Node) loop() {
 			}
 		}
 	}
+}
+
+// LeaseLost returns why this run's owner lease was lost for good (nil while
+// it holds); errors.Is(err, locstore.ErrDataLost) when the store lost data.
+func (n *Node) LeaseLost() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lostErr
+}
+
+// checkMarker stops the node's new work for good when the store lost its
+// data: the namespace marker it saw at start is gone or replaced. Going on
+// would issue LeaseGenerations and ObjectGenerations again from where the
+// emptied store restarts them (§3.1, §3.2 forbid reusing one) and serve
+// objects whose records no longer exist.
+func (n *Node) checkMarker(ctx context.Context) {
+	err := marker.Check(ctx, n.loc, n.marker)
+	if err == nil || !errors.Is(err, marker.ErrDataLost) {
+		return // a store failure says nothing about the data (lease grace)
+	}
+	n.lease.Fail(err)
 }
 
 // servingState reports whether the node publishes serving (not draining,

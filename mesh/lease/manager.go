@@ -517,7 +517,7 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 		m.failed(err)
 		return true
 	case !wr.Applied:
-		m.markLost(errors.New("renew conflict: the owner-lease record expired or changed"))
+		m.markLost(m.whyGone(ctx, "renew conflict: the owner-lease record expired or changed"))
 		return false
 	case len(wr.Versions) != 1 || wr.Versions[0] == "":
 		m.mu.Lock()
@@ -558,7 +558,11 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 		return false, true
 	}
 	if !rr.Found {
-		m.markLost(errors.New("owner-lease record missing on re-read: expired or deleted"))
+		if t1 < m.gate.Deadline() {
+			m.markLost(dataLost())
+		} else {
+			m.markLost(errors.New("owner-lease record missing on re-read: expired or deleted"))
+		}
 		return false, false
 	}
 	l, derr := decodeOwnerLease(rr.Value)
@@ -582,6 +586,32 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	return true, true
 }
 
+// whyGone explains a renew conflict: our record vanished while this run's
+// admission deadline — computed from the store's own clock and its expiry,
+// less the fencing margin — had not passed means the store lost it (or
+// someone deleted it); otherwise it expired or was replaced.
+func (m *Manager) whyGone(ctx context.Context, conflict string) error {
+	rr, err := m.store.Read(ctx, m.key)
+	if err == nil && !rr.Found && m.clock.Now() < m.gate.Deadline() {
+		return dataLost()
+	}
+	return errors.New(conflict)
+}
+
+func dataLost() error {
+	return fmt.Errorf("%w: the owner-lease record vanished while it was still valid by the store's own clock", locstore.ErrDataLost)
+}
+
+// Fail ends the lease for reason, as a lost lease (EventLost): the gate
+// shuts for good and renewing stops. The node calls it when it finds the
+// store lost its data (mesh/marker). A lease already lost is left as it is.
+func (m *Manager) Fail(reason error) {
+	m.markLost(reason)
+	if m.cancelLoop != nil {
+		m.cancelLoop(reason)
+	}
+}
+
 func (m *Manager) failed(err error) {
 	d := m.gate.Deadline()
 	m.log.Warn("owner lease renew failed; deadline not extended", "deadline", d, "remaining", d-m.clock.Now(), "err", err)
@@ -590,6 +620,10 @@ func (m *Manager) failed(err error) {
 
 func (m *Manager) markLost(reason error) {
 	m.mu.Lock()
+	if m.lost {
+		m.mu.Unlock()
+		return // once: the renew loop and Fail may both get here
+	}
 	m.lost = true
 	m.mu.Unlock()
 	m.gate.shut(ErrLeaseLost)

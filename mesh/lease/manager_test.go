@@ -443,6 +443,9 @@ func TestLeaseLost(t *testing.T) {
 		setup  func(e *env, m *lease.Manager)
 		at     time.Duration // advance to this reading
 		events []lease.EventKind
+		// dataLost: the loss is reported as store data loss (the record
+		// vanished while it was still valid by the store's clock).
+		dataLost bool
 	}{
 		{
 			name: "another generation stored under our key: renew conflicts",
@@ -459,7 +462,7 @@ func TestLeaseLost(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			at: start + 5*sec, events: []lease.EventKind{lease.EventLost},
+			at: start + 5*sec, events: []lease.EventKind{lease.EventLost}, dataLost: true,
 		},
 		{
 			name: "another owner found on the re-read after a lost answer",
@@ -486,6 +489,9 @@ func TestLeaseLost(t *testing.T) {
 			ev := e.expectSet(tt.events...)[lease.EventLost]
 			if !errors.Is(ev.Err, lease.ErrLeaseLost) {
 				t.Fatalf("lost event %v", ev.Err)
+			}
+			if got := errors.Is(ev.Err, locstore.ErrDataLost); got != tt.dataLost {
+				t.Fatalf("lost event %v: store data lost = %v, want %v", ev.Err, got, tt.dataLost)
 			}
 			if err := m.Gate().Admit(); !errors.Is(err, lease.ErrLeaseLost) {
 				t.Fatalf("Admit = %v, want ErrLeaseLost", err)

@@ -116,10 +116,14 @@ func init() {
 	must(RegisterLocation(locmemory.ProviderName, func(_ context.Context, _ config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
 		return locmemory.New(locmemory.WithLogger(log))
 	}))
-	must(RegisterLocation(locredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, _ *slog.Logger) (locstore.Store, error) {
+	must(RegisterLocation(locredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
 		r := cfg.Redis
-		return locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
+		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
 			Password: r.Password, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout})
+		if err == nil && log != nil {
+			warnDurability(ctx, st, log)
+		}
+		return st, err
 	}))
 	must(RegisterRelocation(relmemory.ProviderName, func(_ context.Context, _ config.StoreConfig, _ *slog.Logger) (relocstore.Store, error) {
 		return relmemory.New()
@@ -129,4 +133,19 @@ func init() {
 		return relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
 			Password: r.Password, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log})
 	}))
+}
+
+// warnDurability logs, once per opened store, each Redis setting the
+// Location Store's guarantees need that the server does not have
+// (docs/store-redis.md); settings it cannot read are only mentioned at
+// debug level (CONFIG is often disabled on managed services).
+func warnDurability(ctx context.Context, st *locredis.Store, log *slog.Logger) {
+	warns, err := st.CheckDurability(ctx)
+	if err != nil {
+		log.Debug("Redis durability settings not checked", "err", err)
+		return
+	}
+	for _, w := range warns {
+		log.Warn("Location Store: "+w, "see", "docs/store-redis.md")
+	}
 }
