@@ -186,6 +186,7 @@ type inboundRequest struct {
 	keep   time.Duration // how long the answer is kept once known
 	done   chan struct{} // closed once answer is set
 	answer func(corr uint64) *router.Record
+	forget *time.Timer // drops it once keep has passed (nil until answered)
 }
 
 // acceptInbound registers the request key names, or finds it: first is
@@ -217,13 +218,31 @@ func (o *objects) acceptInbound(key inboundKey, order any, deadline time.Time) (
 func (o *objects) finishInbound(req *inboundRequest, answer func(corr uint64) *router.Record) {
 	req.answer = answer
 	close(req.done)
-	time.AfterFunc(req.keep, func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closing {
+		return // stop forgets every order (forgetOrders)
+	}
+	req.forget = time.AfterFunc(req.keep, func() {
 		o.mu.Lock()
 		if o.orders[req.key] == req {
 			delete(o.orders, req.key)
 		}
 		o.mu.Unlock()
 	})
+}
+
+// forgetOrders stops the timers that keep answered orders: once the node
+// stops nobody asks again, and a pending timer would keep the whole closed
+// node reachable until the order's deadline (up to 5 minutes; seen in the
+// heap benchmark). The caller holds o.mu.
+func (o *objects) forgetOrders() {
+	for _, req := range o.orders {
+		if req.forget != nil {
+			req.forget.Stop()
+		}
+	}
+	o.orders = nil
 }
 
 // createReply builds the command 20 answering 47/49 (§7: Existing |

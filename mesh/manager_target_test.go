@@ -660,3 +660,30 @@ func runSourceAbortAfterLeaseLapse(t *testing.T, f *fixture, loc locstore.Store)
 	}
 	blocker.key.Store(nil)
 }
+
+// A stopped node forgets the answers it kept for retried creations: their
+// timers would otherwise keep the closed node reachable until each
+// creation's deadline (seen as heap held by closed meshes in the host
+// relocation heap benchmark).
+func TestCloseForgetsKeptAnswers(t *testing.T) {
+	c := newCluster(t, 2, func(i int, cfg *config.Config) { clientRole0(i, cfg) })
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := c.m(0).CreateActor(ctx, "kept-answer", testActorType); err != nil {
+		t.Fatal(err)
+	}
+	target := c.nodes[1]
+	target.obj.mu.Lock()
+	kept := len(target.obj.orders)
+	target.obj.mu.Unlock()
+	if kept == 0 {
+		t.Fatal("the target kept no answer: the test does not exercise the timers")
+	}
+	if err := target.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	target.obj.mu.Lock()
+	defer target.obj.mu.Unlock()
+	if len(target.obj.orders) != 0 {
+		t.Fatalf("%d answers still kept (with their timers) after Close", len(target.obj.orders))
+	}
+}

@@ -371,6 +371,7 @@ func (o *objects) stop() {
 	o.rt.Close()
 	o.mu.Lock()
 	o.hosted = map[spot.Key]*hosted{}
+	o.forgetOrders()
 	for id, ch := range o.waiters {
 		ch <- localReply{err: wrapErr(ErrUnavailable, ErrClosed, "node closing")}
 		delete(o.waiters, id)

@@ -543,7 +543,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			}
 		}
 		p, err := plan(snap)
-		if v.used && (err != nil || p.AlreadyApplied) {
+		if v.used.Load() && (err != nil || p.AlreadyApplied) {
 			hinted = false
 			attempt-- // not an attempt: nothing was decided
 			continue

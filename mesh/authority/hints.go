@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -179,8 +180,8 @@ func (h *rowHints) wrote(req locstore.WriteRequest, wr locstore.WriteResult) {
 // view is one snapshot read of one attempt: whether it may use hints, and
 // whether it did.
 type view struct {
-	hinted bool // may answer from hints
-	used   bool // answered at least one row from hints
+	hinted bool        // may answer from hints
+	used   atomic.Bool // answered at least one row from hints (reads run concurrently)
 }
 
 // get reads one anchor row (authority, reservation, lease): from the hints
@@ -189,7 +190,7 @@ type view struct {
 func (e *Executor) get(ctx context.Context, v *view, key string) (locstore.ReadResult, error) {
 	if e.hints != nil && v != nil && v.hinted {
 		if rr, ok := e.hints.get(key); ok {
-			v.used = true
+			v.used.Store(true)
 			return rr, nil
 		}
 	}
