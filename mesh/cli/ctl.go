@@ -39,7 +39,9 @@ const ctlUsage = `usage: meshnode ctl <command> [arguments]
   locate <actor|spot> <id> [config flags]
         where an object is: generation, state (Creating, Ready, Unavailable), type, mesh, node, owner
   list --kind actor|userSpot|instanceSpot [--type T] [--mesh M] [--limit N] [--all]
-        paged operational list (§7.4); --all follows continuations in this process`
+        paged operational list (§7.4); --all follows continuations in this process
+  keygen [--out PATH]
+        generate a CURVE key pair for transport.curve (Z85); --out writes PATH (0600) and PATH.pub`
 
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -55,6 +57,8 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ctlTopology(ctx, args[1:], stdout, stderr)
 	case "locate", "list":
 		return ctlQuery(ctx, args, stdout, stderr)
+	case "keygen":
+		return ctlKeygen(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, ctlUsage)
 		return ExitOK
