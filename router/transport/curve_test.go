@@ -181,6 +181,25 @@ func TestCurveRefusals(t *testing.T) {
 	})
 }
 
+// dialCurve opens a raw CURVE DEALER connection to b with key kp and ZMTP
+// identity id (ours to choose, unlike a Node's).
+func dialCurve(t *testing.T, b *Node, kp curve.KeyPair, id RID) (*zconn, net.Conn) {
+	t.Helper()
+	addr, _ := splitEndpoint(b.Endpoint())
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, _ := KeyFromRID(b.RID())
+	mech := curve.NewMechanism(curve.Config{KeyPair: kp, ServerKey: server})
+	zc, err := openZMTP(raw, zmq4.Dealer, id, false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, mech)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zc.close() })
+	return zc, raw
+}
+
 // TestCurveForgedIdentity: a client holding an allowed key but announcing
 // another node's RID as its ZMTP identity (to send a hello in that node's
 // name) is refused: identity and key are bound.
@@ -192,18 +211,8 @@ func TestCurveForgedIdentity(t *testing.T) {
 	cfgB.OnEvent = ev.on
 	b := startNode(t, cfgB)
 	before := b.Stats().HandshakeFailures
-	addr, _ := splitEndpoint(b.Endpoint())
-	raw, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mech := curve.NewMechanism(curve.Config{KeyPair: ka, ServerKey: kb.Public})
-	zc, err := openZMTP(raw, zmq4.Dealer, CurveRID(kvictim.Public), false,
-		frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, mech)
-	if err != nil {
-		t.Fatal(err) // the handshake itself succeeds: the key is allowed
-	}
-	defer zc.close()
+	// The handshake itself succeeds: the key is allowed.
+	zc, raw := dialCurve(t, b, ka, CurveRID(kvictim.Public))
 	frames, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
 	_ = zc.write(frames)
 	_ = zc.g.flush(time.Second)
@@ -227,18 +236,7 @@ func TestCurveTamperedStream(t *testing.T) {
 	ka, kb := mustKeyPair(t), mustKeyPair(t)
 	allowed := []curve.Key{ka.Public, kb.Public}
 	b := startNode(t, curveTestConfig("b", kb, allowed...))
-	addr, _ := splitEndpoint(b.Endpoint())
-	raw, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mech := curve.NewMechanism(curve.Config{KeyPair: ka, ServerKey: kb.Public})
-	zc, err := openZMTP(raw, zmq4.Dealer, CurveRID(ka.Public), false,
-		frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, mech)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.close()
+	zc, raw := dialCurve(t, b, ka, CurveRID(ka.Public))
 	before := b.Stats().ProtocolErrors
 	sealed, err := zc.sess.Seal(nil, 0, []byte("hello?"))
 	if err != nil {

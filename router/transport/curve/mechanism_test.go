@@ -76,28 +76,30 @@ func TestMechanismOverZMQ4(t *testing.T) {
 	}
 }
 
-func TestMechanismRefusesUnknownKey(t *testing.T) {
+// TestMechanismRefusals: a proven but unknown client key gets ERROR "400";
+// a client using another server key fails the server's HELLO check.
+func TestMechanismRefusals(t *testing.T) {
 	server, client := mustPair(t)
 	other, _ := mustPair(t)
-	_, _, _, _, serr, cerr := openPair(t,
-		Config{KeyPair: server, Authorize: allowOnly(other.Public)},
-		Config{KeyPair: client, ServerKey: server.Public})
-	if !errors.Is(serr, ErrUnauthorized) {
-		t.Fatalf("server: %v", serr)
-	}
-	var rej *RejectedError
-	if !errors.As(cerr, &rej) || rej.Reason != "400" {
-		t.Fatalf("client: %v", cerr)
-	}
-}
-
-func TestMechanismWrongServerKey(t *testing.T) {
-	server, client := mustPair(t)
-	other, _ := mustPair(t)
-	_, _, _, _, serr, cerr := openPair(t,
-		Config{KeyPair: server, Authorize: allowOnly(client.Public)},
-		Config{KeyPair: client, ServerKey: other.Public})
-	if !errors.Is(serr, ErrCrypto) || cerr == nil {
-		t.Fatalf("server %v, client %v", serr, cerr)
+	for _, tc := range []struct {
+		name      string
+		allowed   Key
+		serverKey Key
+		check     func(serr, cerr error) bool
+	}{
+		{"unknown client key", other.Public, server.Public, func(serr, cerr error) bool {
+			var rej *RejectedError
+			return errors.Is(serr, ErrUnauthorized) && errors.As(cerr, &rej) && rej.Reason == "400"
+		}},
+		{"wrong server key", client.Public, other.Public, func(serr, cerr error) bool {
+			return errors.Is(serr, ErrCrypto) && cerr != nil
+		}},
+	} {
+		_, _, _, _, serr, cerr := openPair(t,
+			Config{KeyPair: server, Authorize: allowOnly(tc.allowed)},
+			Config{KeyPair: client, ServerKey: tc.serverKey})
+		if !tc.check(serr, cerr) {
+			t.Errorf("%s: server %v, client %v", tc.name, serr, cerr)
+		}
 	}
 }
