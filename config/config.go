@@ -144,6 +144,29 @@ type TransportConfig struct {
 	SendQueueLimit int `koanf:"send_queue_limit"`
 	// RequestTimeout is the default deadline of a request without one.
 	RequestTimeout time.Duration `koanf:"request_timeout"`
+	// Curve is link security (docs/OPERATIONS.md, Link security).
+	Curve CurveConfig `koanf:"curve"`
+}
+
+// CurveConfig enables CURVE (ZeroMQ RFC 25/26) on every transport
+// connection. With it the node's RID is derived from its public key, so
+// node.routing_id must stay empty.
+type CurveConfig struct {
+	// Enabled switches CURVE on; it is explicit so that a mistyped key
+	// name cannot silently leave a node open.
+	Enabled bool `koanf:"enabled"`
+	// SecretKeyFile holds the node's Z85 secret key (mode 0600); or
+	// SecretKey holds it inline (for the environment). Exactly one.
+	SecretKeyFile string `koanf:"secret_key_file"`
+	SecretKey     string `koanf:"secret_key"`
+	// PublicKey, optional, must be the secret key's public key: a check
+	// against a swapped or wrong key file.
+	PublicKey string `koanf:"public_key"`
+	// AllowedKeysFile lists trusted node public keys, one Z85 key per line
+	// (blank lines, '#' comments and a label after the key are allowed);
+	// AllowedKeys lists more inline. Their union must not be empty.
+	AllowedKeysFile string   `koanf:"allowed_keys_file"`
+	AllowedKeys     []string `koanf:"allowed_keys"`
 }
 
 // RelocationConfig tunes the move of one Actor or Spot (docs/RELOCATION.md).
@@ -242,6 +265,7 @@ func Default() Config {
 			PeerTimeout:      15 * time.Second,
 			SendQueueLimit:   10000,
 			RequestTimeout:   10 * time.Second,
+			Curve:            CurveConfig{AllowedKeys: []string{}},
 		},
 		LocationStore:   StoreConfig{Redis: defaultRedis("meshnode")},
 		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},
@@ -280,6 +304,9 @@ func (c Config) Redacted() Config {
 	}
 	if c.RelocationStore.Redis.Password != "" {
 		c.RelocationStore.Redis.Password = mask
+	}
+	if c.Transport.Curve.SecretKey != "" {
+		c.Transport.Curve.SecretKey = mask
 	}
 	return c
 }

@@ -94,7 +94,9 @@ func EnvName(key string) string {
 
 // hasFlag reports whether a key gets a command-line flag. Secrets do not:
 // command lines are visible to every local user (ps, /proc).
-func hasFlag(key string) bool { return !strings.HasSuffix(key, ".password") }
+func hasFlag(key string) bool {
+	return !strings.HasSuffix(key, ".password") && !strings.HasSuffix(key, ".secret_key")
+}
 
 // help is the one-line meaning of every key; a test checks it is complete.
 var help = map[string]string{
@@ -119,6 +121,12 @@ var help = map[string]string{
 	"transport.peer_timeout":                   "silence after which a peer is down; must exceed liveness_interval",
 	"transport.send_queue_limit":               "records queued per peer before sends fail, at least 1",
 	"transport.request_timeout":                "deadline of a request that carries none",
+	"transport.curve.enabled":                  "CURVE authentication and encryption on every link; the RID is then derived from the public key (node.routing_id must be empty)",
+	"transport.curve.secret_key_file":          "file holding the node's Z85 secret key, mode 0600 (`meshnode ctl keygen` writes one)",
+	"transport.curve.secret_key":               "the node's Z85 secret key inline, for the environment (no flag: command lines are visible to other users); not with secret_key_file",
+	"transport.curve.public_key":               "optional Z85 public key; startup fails unless it matches the secret key",
+	"transport.curve.allowed_keys_file":        "file of trusted node public keys, one Z85 key per line (# comments, a label after the key)",
+	"transport.curve.allowed_keys":             "trusted node public keys inline (Z85, comma-separated in the environment); joined with allowed_keys_file",
 	"location_store.provider":                  "Location Store provider: memory or redis; empty = none (client and server need one, spec §2)",
 	"location_store.redis.addrs":               "Redis host:port list (Sentinel addresses when master_name is set)",
 	"location_store.redis.master_name":         "Redis Sentinel master name; empty = no Sentinel",

@@ -124,7 +124,7 @@ func (ps *problems) add(key, format string, args ...any) {
 // factories the node registers (nil for none).
 func (c Config) Validate(factories []FactoryPolicy) error {
 	ps := problems(slices.Clone(c.loadProblems))
-	c.Node.validate(&ps)
+	c.Node.validate(&ps, c.Transport.Curve.Enabled)
 	c.Lease.validate(&ps)
 	c.Routing.validate(&ps)
 	c.Transport.validate(&ps)
@@ -157,8 +157,11 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	return &ValidationError{Problems: ps}
 }
 
-func (n NodeConfig) validate(ps *problems) {
+func (n NodeConfig) validate(ps *problems, curveOn bool) {
 	text(ps, "node.mesh_name", n.MeshName, true)
+	if n.RoutingID != "" && curveOn {
+		ps.add("node.routing_id", "must be empty with transport.curve.enabled: the RID is derived from the node's public key")
+	}
 	if n.RoutingID != "" {
 		b, err := hex.DecodeString(n.RoutingID)
 		switch {
@@ -246,6 +249,11 @@ func (t TransportConfig) validate(ps *problems) {
 		ps.add("transport.send_queue_limit", "must be at least 1, got %d", t.SendQueueLimit)
 	}
 	positive(ps, "transport.request_timeout", t.RequestTimeout)
+	if t.Curve.Enabled {
+		if _, _, err := t.Curve.Keys(); err != nil {
+			ps.add("transport.curve", "%v", err)
+		}
+	}
 }
 
 func (s StoreConfig) validate(ps *problems, prefix string) {

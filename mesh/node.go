@@ -146,7 +146,19 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: meshnode needs a Location Store to join a mesh (location_store.provider)", ErrStartup)
 	}
 
+	// Link security: with CURVE the RID is the public key's (identity and
+	// key are bound, router/transport/security.go); Validate has read the
+	// key files once already and refused node.routing_id.
+	var curveCfg *transport.CurveConfig
 	rid := transport.RID(cfg.Node.RoutingIDBytes())
+	if cfg.Transport.Curve.Enabled {
+		kp, allowed, err := cfg.Transport.Curve.Keys()
+		if err != nil {
+			return nil, fmt.Errorf("%w: transport.curve: %w", ErrStartup, err)
+		}
+		curveCfg = &transport.CurveConfig{KeyPair: kp, AllowedKeys: allowed}
+		rid = transport.CurveRID(kp.Public)
+	}
 	if rid == nil {
 		if rid, err = transport.NewRandomRID(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrStartup, err)
@@ -207,6 +219,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		PeerTimeout:         cfg.Transport.PeerTimeout,
 		RequestTimeout:      cfg.Transport.RequestTimeout,
 		SendQueueRecords:    cfg.Transport.SendQueueLimit,
+		Curve:               curveCfg,
 		OnEvent:             n.onPeerEvent,
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
 		Logger:              log,                // the transport adds its own rid, mesh and gen

@@ -31,7 +31,7 @@ func commands() []command {
 	return []command{
 		{"run", "run one mesh node from a YAML file and/or MESHNODE_ environment", runNode},
 		{"demo", "run three nodes in one process on loopback with the memory stores", runDemo},
-		{"ctl", "operator tools: key, record, topology, locate, list", runCtl},
+		{"ctl", "operator tools: key, record, topology, locate, list, keygen", runCtl},
 		{"wire", "wire tools: decode <hex>", runWire},
 		{"version", "print the version", runVersion},
 	}

@@ -41,7 +41,9 @@ const ctlUsage = `usage: meshnode ctl <command> [arguments]
   list --kind actor|userSpot|instanceSpot [--type T] [--mesh M] [--limit N] [--all]
         paged operational list (§7.4); --all follows continuations in this process
   reclaim <actor|spot> <Id> | --all [--kind K] [--dry-run]
-        remove the records of objects whose owner's lease has ended (their state is lost)`
+        remove the records of objects whose owner's lease has ended (their state is lost)
+  keygen [--out PATH]
+        generate a CURVE key pair for transport.curve (Z85); --out writes PATH (0600) and PATH.pub`
 
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -59,6 +61,8 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ctlQuery(ctx, args, stdout, stderr)
 	case "reclaim":
 		return ctlReclaim(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return ctlKeygen(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, ctlUsage)
 		return ExitOK

@@ -11,6 +11,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +24,19 @@ const benchPayload = 1024
 
 func benchNodes(b *testing.B, handler Handler) (*Node, *Node) {
 	b.Helper()
-	cfgA, cfgB := testConfig("bench-a", 1), testConfig("bench-b", 1)
+	return benchNodesWith(b, handler, testConfig("bench-a", 1), testConfig("bench-b", 1))
+}
+
+// benchCurveNodes is benchNodes with CURVE on both nodes.
+func benchCurveNodes(b *testing.B, handler Handler) (*Node, *Node) {
+	b.Helper()
+	ka, kb := mustKeyPair(b), mustKeyPair(b)
+	return benchNodesWith(b, handler,
+		curveTestConfig("bench-a", ka, ka.Public, kb.Public), curveTestConfig("bench-b", kb, ka.Public, kb.Public))
+}
+
+func benchNodesWith(b *testing.B, handler Handler, cfgA, cfgB Config) (*Node, *Node) {
+	b.Helper()
 	cfgA.PeerTimeout, cfgB.PeerTimeout = time.Minute, time.Minute
 	cfgA.ProbeInterval, cfgB.ProbeInterval = 5*time.Second, 5*time.Second
 	cfgB.Handler = handler
@@ -34,19 +47,38 @@ func benchNodes(b *testing.B, handler Handler) (*Node, *Node) {
 
 // BenchmarkTransportOneWay: records A→B through Node.Send (encode, bounded
 // queue, writer, decode, handler); one op = one record delivered.
-func BenchmarkTransportOneWay(b *testing.B) {
+func BenchmarkTransportOneWay(b *testing.B) { benchOneWay(b, benchNodes, benchPayload) }
+
+// BenchmarkTransportSecurity: the same one-way and request/reply loads with
+// the NULL mechanism and with CURVE, side by side in one run, at 1 KiB and
+// 64 KiB payloads: the cost of encryption is plain/curve's ns/op ratio.
+//
+//	go test -run '^$' -bench TransportSecurity -count 5 ./router/transport/
+func BenchmarkTransportSecurity(b *testing.B) {
+	for _, size := range []int{benchPayload, 64 << 10} {
+		for _, mode := range []struct {
+			name  string
+			nodes func(*testing.B, Handler) (*Node, *Node)
+		}{{"plain", benchNodes}, {"curve", benchCurveNodes}} {
+			b.Run(fmt.Sprintf("OneWay/%dB/%s", size, mode.name), func(b *testing.B) { benchOneWay(b, mode.nodes, size) })
+			b.Run(fmt.Sprintf("RequestReply/%dB/%s", size, mode.name), func(b *testing.B) { benchRequestReply(b, mode.nodes, size) })
+		}
+	}
+}
+
+func benchOneWay(b *testing.B, nodes func(*testing.B, Handler) (*Node, *Node), size int) {
 	var got atomic.Int64
 	done := make(chan struct{}, 1)
 	var want atomic.Int64
-	a, nb := benchNodes(b, func(_ context.Context, _ PeerInfo, _ *router.Record, _ func(*router.Record) error) {
+	a, nb := nodes(b, func(_ context.Context, _ PeerInfo, _ *router.Record, _ func(*router.Record) error) {
 		if got.Add(1) == want.Load() {
 			done <- struct{}{}
 		}
 	})
-	data := make([]byte, benchPayload)
+	data := make([]byte, size)
 	ctx := context.Background()
 	want.Store(int64(b.N))
-	b.SetBytes(benchPayload)
+	b.SetBytes(int64(size))
 	b.ResetTimer()
 	for i := 0; i < b.N; {
 		err := a.Send(ctx, nb.RID(), seqSend(nb.RID(), uint64(i+1), data))
@@ -66,11 +98,13 @@ func BenchmarkTransportOneWay(b *testing.B) {
 
 // BenchmarkTransportRequestReply: sequential Node.Request with a 1 KiB
 // payload echoed back; one op = one round trip.
-func BenchmarkTransportRequestReply(b *testing.B) {
-	a, nb := benchNodes(b, echoHandler(nil))
-	data := make([]byte, benchPayload)
+func BenchmarkTransportRequestReply(b *testing.B) { benchRequestReply(b, benchNodes, benchPayload) }
+
+func benchRequestReply(b *testing.B, nodes func(*testing.B, Handler) (*Node, *Node), size int) {
+	a, nb := nodes(b, echoHandler(nil))
+	data := make([]byte, size)
 	ctx := context.Background()
-	b.SetBytes(2 * benchPayload)
+	b.SetBytes(2 * int64(size))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := a.Request(ctx, nb.RID(), spotRequest(nb.RID(), uint64(i+1), data)); err != nil {

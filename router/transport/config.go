@@ -119,6 +119,13 @@ type Config struct {
 	// IOBufferBytes is the read and write buffer per connection (64 KiB).
 	IOBufferBytes int
 
+	// Curve enables CURVE authentication and encryption on every
+	// connection (security.go); nil: the NULL mechanism (no
+	// authentication, no encryption). With it, RID nil means
+	// CurveRID(Curve.KeyPair.Public), and any other RID is refused.
+	Curve *CurveConfig
+	curve *curveParams // derived by withDefaults
+
 	// Handler receives inbound records (nil: they are dropped and counted).
 	Handler Handler
 	// OnEvent receives peer events; it is called synchronously from the
@@ -172,6 +179,20 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
+	var errs []string
+	if out.Curve != nil {
+		p, err := newCurveParams(out.Curve)
+		if err != nil {
+			return out, err
+		}
+		out.curve = p
+		want := CurveRID(out.Curve.KeyPair.Public)
+		if out.RID == nil {
+			out.RID = want
+		} else if !out.RID.Equal(want) {
+			errs = append(errs, fmt.Sprintf("with CURVE the RID must be %s, derived from the public key (got %s)", want, out.RID))
+		}
+	}
 	if out.RID == nil {
 		r, err := NewRandomRID()
 		if err != nil {
@@ -179,7 +200,6 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 		out.RID = r
 	}
-	var errs []string
 	if err := validRID(out.RID); err != nil {
 		errs = append(errs, err.Error())
 	}

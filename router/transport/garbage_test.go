@@ -144,7 +144,7 @@ func TestGarbageFromOnePeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte("garbage"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second)
+	zc, err := openZMTP(c, zmq4.Dealer, []byte("garbage"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestGuardPingPong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte("pinger"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second)
+	zc, err := openZMTP(c, zmq4.Dealer, []byte("pinger"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

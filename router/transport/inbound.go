@@ -36,7 +36,7 @@ func (n *Node) onInboundClose(ic *inConn, cause error) {
 // onInboundBad counts a connection-level failure (handshake or ZMTP framing)
 // from a peer whose RID we may not know.
 func (n *Node) onInboundBad(remote, ident string, err error) {
-	if errors.Is(err, ErrFraming) || errors.Is(err, errZMTPPanic) {
+	if isProtocolViolation(err) {
 		n.stats.protocolErrors.Add(1)
 		if ident != "" {
 			n.stats.peer(ident).protocolErrors.Add(1)

@@ -46,6 +46,7 @@ type linkParams struct {
 	queueRecords     int
 	queueBytes       int64
 	maxInbound       int
+	curve            *curveParams // nil: NULL mechanism
 }
 
 func (c *Config) linkParams() linkParams {
@@ -58,6 +59,7 @@ func (c *Config) linkParams() linkParams {
 		queueRecords:     c.SendQueueRecords,
 		queueBytes:       c.SendQueueBytes,
 		maxInbound:       c.MaxInboundConns,
+		curve:            c.curve,
 	}
 }
 
@@ -181,9 +183,14 @@ func (r *routerSock) serve(raw net.Conn) {
 		r.mu.Unlock()
 	}()
 	remote := raw.RemoteAddr().String()
-	zc, err := openZMTP(raw, zmq4.Router, r.p.localID, true, r.p.lim, r.p.bufSize, r.p.handshakeTimeout)
+	zc, err := openZMTP(raw, zmq4.Router, r.p.localID, true, r.p.lim, r.p.bufSize, r.p.handshakeTimeout, r.p.curve.serverMechanism())
 	if err != nil {
 		r.onBad(remote, "", err)
+		return
+	}
+	if err := checkBinding(zc); err != nil {
+		_ = zc.close()
+		r.onBad(remote, string(zc.ident), err)
 		return
 	}
 	if err := validRID(zc.ident); err != nil {
@@ -222,7 +229,7 @@ func (r *routerSock) serve(raw net.Conn) {
 	}
 	ic.pc.close(cause)
 	ic.pc.wait()
-	if errors.Is(cause, ErrFraming) || errors.Is(cause, errZMTPPanic) {
+	if isProtocolViolation(cause) {
 		r.onBad(remote, ic.ident, cause)
 	}
 	r.mu.Lock()
@@ -287,6 +294,10 @@ func dialDealer(ctx context.Context, endpoint string, want []byte, p linkParams)
 	if err != nil {
 		return nil, err
 	}
+	mech, err := p.curve.clientMechanism(want)
+	if err != nil {
+		return nil, err
+	}
 	d := net.Dialer{Timeout: p.handshakeTimeout}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -296,7 +307,7 @@ func dialDealer(ctx context.Context, endpoint string, want []byte, p linkParams)
 	// even before its deadline.
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
-	zc, err := openZMTP(raw, zmq4.Dealer, p.localID, false, p.lim, p.bufSize, p.handshakeTimeout)
+	zc, err := openZMTP(raw, zmq4.Dealer, p.localID, false, p.lim, p.bufSize, p.handshakeTimeout, mech)
 	if err != nil {
 		return nil, err
 	}

@@ -141,7 +141,18 @@ func New(cfg Config) (*Node, error) {
 	n.mu.Lock()
 	n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
 	n.mu.Unlock()
-	n.log.Info("transport: listening", "endpoint", n.endpoint, "advertised", n.adv)
+	if c.curve != nil {
+		n.log.Info("transport: listening", "endpoint", n.endpoint, "advertised", n.adv,
+			"security", "CURVE", "public_key", c.Curve.KeyPair.Public.String(), "allowed_keys", len(c.curve.allowed))
+	} else {
+		n.log.Info("transport: listening", "endpoint", n.endpoint, "advertised", n.adv, "security", "NULL")
+		if !isLoopbackEndpoint(c.Endpoint) {
+			n.log.Warn("transport: SECURITY WARNING: listening on a non-loopback address WITHOUT CURVE: "+
+				"anyone who reaches this port can join the mesh as any node, read every record and forge replies; "+
+				"enable transport.curve (docs/OPERATIONS.md, Link security) or bind loopback only",
+				"endpoint", n.endpoint)
+		}
+	}
 	return n, nil
 }
 
@@ -254,6 +265,13 @@ func (n *Node) Connect(peer RID, endpoint string) error {
 	}
 	if peer.Equal(n.cfg.RID) {
 		return fmt.Errorf("%w: cannot connect to our own RID", ErrConfig)
+	}
+	if n.cfg.curve != nil {
+		// Fail now rather than on every redial: the peer's key (its RID)
+		// must be trusted.
+		if _, err := n.cfg.curve.clientMechanism(peer); err != nil {
+			return err
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -333,7 +333,7 @@ func quickPeer(t *testing.T, i int, addr string, b *Node, hello [][]byte) {
 		if err != nil {
 			return
 		}
-		z, err := openZMTP(c, zmq4.Dealer, id, false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second)
+		z, err := openZMTP(c, zmq4.Dealer, id, false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
 		if err != nil {
 			return
 		}

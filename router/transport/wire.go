@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/security/null"
+
+	"github.com/meshnode/meshnode/router/transport/curve"
 )
 
 // errZMTPPanic wraps a panic raised inside zmq4 while it parsed peer input.
@@ -18,12 +20,19 @@ import (
 var errZMTPPanic = errors.New("transport: zmq4 panicked on peer input")
 
 // zconn is one ZMTP connection: zmq4's Conn (handshake, framing) over our
-// guardConn (limits, buffering, PING interception).
+// guardConn (limits, buffering, PING interception). With CURVE, zmq4 runs
+// only the handshake and zconn frames the MESSAGE commands itself (see
+// package curve for why zmq4's hooks cannot).
 type zconn struct {
 	z     *zmq4.Conn
 	g     *guardConn
 	raw   net.Conn
 	ident []byte // the peer's ZMTP Identity property (its RID), may be empty
+
+	sess    *curve.Session // nil: NULL mechanism, zmq4 frames the data
+	peerKey curve.Key      // CURVE: the peer's authenticated permanent key
+	wbuf    []byte         // CURVE: the writer's sealed-command scratch
+	rbuf    []byte         // CURVE: the reader's frame scratch
 }
 
 // openZMTP performs the ZMTP handshake on raw within timeout (real time: it is
@@ -31,8 +40,18 @@ type zconn struct {
 // deadline inside their accept loop, so one silent TCP client blocks every
 // later connection (zmq4 issue #131); we run it per connection with a
 // deadline.
-func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim frameLimits, bufSize int, timeout time.Duration) (zc *zconn, err error) {
+//
+// mech is the CURVE handshake of this connection, nil for the NULL
+// mechanism.
+func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim frameLimits, bufSize int, timeout time.Duration, mech *curve.Mechanism) (zc *zconn, err error) {
 	g := newGuardConn(raw, lim, bufSize)
+	var sec zmq4.Security = null.Security()
+	if mech != nil {
+		sec = mech
+		// zmq4 always sends as-server 0; CURVE's roles are fixed by that
+		// greeting field (RFC 25), so the server's guard sets it.
+		g.asServer = server
+	}
 	if timeout > 0 {
 		_ = raw.SetDeadline(time.Now().Add(timeout))
 	}
@@ -44,17 +63,24 @@ func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim fra
 			_ = raw.Close()
 		}
 	}()
-	z, err := zmq4.Open(g, null.Security(), typ, zmq4.SocketIdentity(id), server, nil)
+	z, err := zmq4.Open(g, sec, typ, zmq4.SocketIdentity(id), server, nil)
 	if err != nil {
 		return nil, fmt.Errorf("transport: ZMTP handshake with %s: %w", raw.RemoteAddr(), err)
 	}
 	_ = raw.SetDeadline(time.Time{})
 	g.startBuffering()
-	return &zconn{z: z, g: g, raw: raw, ident: []byte(z.Peer.Meta["Identity"])}, nil
+	zc = &zconn{z: z, g: g, raw: raw, ident: []byte(z.Peer.Meta["Identity"])}
+	if mech != nil {
+		zc.sess, zc.peerKey = mech.Session(), mech.PeerKey()
+	}
+	return zc, nil
 }
 
 // recv returns the frames of the next message, skipping ZMTP commands.
 func (c *zconn) recv() (frames [][]byte, err error) {
+	if c.sess != nil {
+		return c.recvCurve()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: read: %v", errZMTPPanic, r)
@@ -75,6 +101,18 @@ func (c *zconn) recv() (frames [][]byte, err error) {
 // write encodes one message into the write buffer (no syscall unless the
 // buffer fills up; flush sends it).
 func (c *zconn) write(frames [][]byte) (err error) {
+	if c.sess != nil {
+		for i, f := range frames {
+			flags := byte(0)
+			if i < len(frames)-1 {
+				flags = curve.FlagMore
+			}
+			if err := c.writeSealed(flags, f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: write: %v", errZMTPPanic, r)
@@ -84,6 +122,11 @@ func (c *zconn) write(frames [][]byte) (err error) {
 }
 
 func (c *zconn) pong(ctx []byte) error {
+	if c.sess != nil {
+		// With CURVE a command travels inside a MESSAGE with the command
+		// flag (libzmq's encoding of ZMTP 3.1 PING/PONG).
+		return c.writeSealed(curve.FlagCommand, append([]byte("\x04PONG"), ctx...))
+	}
 	return c.z.SendCmd(zmq4.CmdPong, ctx)
 }
 

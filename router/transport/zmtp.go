@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/meshnode/meshnode/router/transport/curve"
 )
 
 // ErrFraming is matched by every ZMTP framing violation the guard detects
@@ -67,6 +69,10 @@ type guardConn struct {
 	hdr       [9]byte
 
 	onPing func(context []byte)
+
+	// asServer sets the greeting's as-server octet (CURVE server side).
+	asServer  bool
+	greetSent bool
 
 	wmu      sync.Mutex
 	bw       *bufio.Writer
@@ -214,11 +220,61 @@ func pingContext(body []byte) ([]byte, bool) {
 // records (buffered until flush).
 func (g *guardConn) Write(p []byte) (int, error) {
 	if !g.buffered.Load() {
+		if !g.greetSent {
+			// zmq4 writes its greeting in one Write, first.
+			g.greetSent = true
+			if g.asServer && len(p) == zmtpGreetingLen {
+				q := append([]byte(nil), p...)
+				q[32] = 1 // as-server
+				return g.Conn.Write(q)
+			}
+		}
 		return g.Conn.Write(p)
 	}
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	return g.bw.Write(p)
+}
+
+// readSealed reads one whole frame of the CURVE data phase (a MESSAGE
+// command) into buf, reusing it when large enough. The bound is the
+// largest frame plus the MESSAGE overhead, checked before allocating.
+func (g *guardConn) readSealed(buf []byte) ([]byte, error) {
+	flag, err := g.br.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	if flag&flagReserve != 0 {
+		return nil, g.fail("reserved flag bits 0x%02x", flag)
+	}
+	if flag&flagMore != 0 {
+		return nil, g.fail("MORE flag on a CURVE MESSAGE frame")
+	}
+	var size uint64
+	if flag&flagLong != 0 {
+		if _, err := io.ReadFull(g.br, g.hdr[1:9]); err != nil {
+			return nil, err
+		}
+		size = binary.BigEndian.Uint64(g.hdr[1:9])
+	} else {
+		b, err := g.br.ReadByte()
+		if err != nil {
+			return nil, err
+		}
+		size = uint64(b)
+	}
+	if size > g.lim.maxFrame+curve.MessageOverhead {
+		return nil, g.fail("CURVE frame of %d bytes (limit %d)", size, g.lim.maxFrame+curve.MessageOverhead)
+	}
+	if uint64(cap(buf)) >= size {
+		buf = buf[:size]
+	} else {
+		buf = make([]byte, size)
+	}
+	if _, err := io.ReadFull(g.br, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // startBuffering switches writes to the buffer once the handshake is done.

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshnode/meshnode/router/transport/curve"
+)
+
+func TestCurveConfig(t *testing.T) {
+	dir := t.TempDir()
+	kp, _ := curve.GenerateKeyPair(nil)
+	peer, _ := curve.GenerateKeyPair(nil)
+	secretFile := filepath.Join(dir, "node.key")
+	if err := os.WriteFile(secretFile, []byte(kp.Secret.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openFile := filepath.Join(dir, "open.key")
+	if err := os.WriteFile(openFile, []byte(kp.Secret.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allowFile := filepath.Join(dir, "allowed")
+	if err := os.WriteFile(allowFile, []byte("# mesh\n"+kp.Public.String()+" me\n"+peer.Public.String()+" peer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	on := func(f func(*CurveConfig)) Config {
+		c := valid()
+		c.Transport.Curve = CurveConfig{Enabled: true, SecretKeyFile: secretFile, AllowedKeysFile: allowFile}
+		f(&c.Transport.Curve)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // "" = valid; else a substring of the problem
+	}{
+		{"file and list", on(func(*CurveConfig) {}), ""},
+		{"inline", on(func(c *CurveConfig) {
+			c.SecretKeyFile, c.SecretKey, c.AllowedKeysFile = "", kp.Secret.String(), ""
+			c.AllowedKeys = []string{peer.Public.String()}
+			c.PublicKey = kp.Public.String()
+		}), ""},
+		{"off ignores keys", func() Config { c := valid(); c.Transport.Curve.SecretKey = "junk"; return c }(), ""},
+		{"no secret", on(func(c *CurveConfig) { c.SecretKeyFile = "" }), "secret_key_file or"},
+		{"both secrets", on(func(c *CurveConfig) { c.SecretKey = kp.Secret.String() }), "not both"},
+		{"group-readable secret", on(func(c *CurveConfig) { c.SecretKeyFile = openFile }), "mode"},
+		{"missing file", on(func(c *CurveConfig) { c.SecretKeyFile = filepath.Join(dir, "none") }), "no such file"},
+		{"wrong public key", on(func(c *CurveConfig) { c.PublicKey = peer.Public.String() }), "not the secret key's"},
+		{"no allowed keys", on(func(c *CurveConfig) { c.AllowedKeysFile = "" }), "trusted node keys"},
+		{"bad allowed key", on(func(c *CurveConfig) { c.AllowedKeys = []string{"nope"} }), "allowed_keys entry 1"},
+		{"routing id", func() Config { c := on(func(*CurveConfig) {}); c.Node.RoutingID = "a1b2"; return c }(), "derived from the node's public key"},
+	} {
+		err := tc.cfg.Validate(nil)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want a problem with %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := curve.ReadSecretKeyFile(openFile); !errors.Is(err, curve.ErrKeyFileMode) {
+		t.Errorf("open key file: %v", err)
+	}
+
+	// The environment carries the secret and the list, as documented.
+	c := mustLoad(t, nil, LoadOptions{Environ: []string{
+		"MESHNODE_TRANSPORT__CURVE__ENABLED=true",
+		"MESHNODE_TRANSPORT__CURVE__SECRET_KEY=" + kp.Secret.String(),
+		"MESHNODE_TRANSPORT__CURVE__ALLOWED_KEYS=" + kp.Public.String() + "," + peer.Public.String(),
+	}})
+	got, allowed, err := c.Transport.Curve.Keys()
+	if err != nil || got != kp || len(allowed) != 2 || allowed[1] != peer.Public {
+		t.Fatalf("from the environment: %v %v %v", got.Public, allowed, err)
+	}
+	if r := c.Redacted(); r.Transport.Curve.SecretKey == kp.Secret.String() {
+		t.Fatal("Redacted keeps the secret key")
+	}
+}
