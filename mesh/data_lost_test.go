@@ -78,4 +78,3 @@ func TestStoreDataLostByMarker(t *testing.T) {
 		}
 	}
 }
-

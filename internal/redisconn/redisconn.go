@@ -40,11 +40,11 @@ func NewClient(o Options, operationTimeout time.Duration) goredis.UniversalClien
 		// caching, no push messages), and go-redis's push-notification
 		// check on every RESP3 reply cost ~5 % of a host relocation's CPU
 		// (benchmarks/README.md, issue 11).
-		Protocol: 2,
-		DialTimeout:           operationTimeout,
-		ReadTimeout:           operationTimeout,
-		WriteTimeout:          operationTimeout,
-		PoolTimeout:           operationTimeout,
+		Protocol:     2,
+		DialTimeout:  operationTimeout,
+		ReadTimeout:  operationTimeout,
+		WriteTimeout: operationTimeout,
+		PoolTimeout:  operationTimeout,
 	})
 }
 
