@@ -22,8 +22,11 @@ import (
 type HostRelocateOptions struct {
 	// MaxConcurrent bounds the moves in flight (0: relocation.max_concurrent).
 	MaxConcurrent int
-	// Progress, when set, is called after every object's outcome, one call
-	// at a time, with the counts so far; the last call has End set.
+	// Progress, when set, is called with the counts so far, one call at a
+	// time, on a goroutine of its own: at the start and after outcomes —
+	// a slow callback sees only the latest counts (snapshots it had no time
+	// for are skipped) and never slows the moves. The last call has End
+	// set, and Relocate returns after it.
 	Progress func(HostProgress)
 }
 
@@ -108,12 +111,10 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	p := cmd.Progress()
 	n.log.Info("host relocation started", "objects", p.Total, "skipped", p.Skipped, "max_concurrent", max)
 
-	var mu sync.Mutex // guards cmd and serialises Progress calls
-	report := func() {
-		if opts.Progress != nil {
-			opts.Progress(cmd.Progress())
-		}
-	}
+	var mu sync.Mutex // guards cmd
+	pump := newProgressPump(opts.Progress)
+	defer pump.finish()
+	report := func() { pump.post(cmd.Progress()) }
 	wake := make(chan struct{}, 1)
 	deadline := ctx.Done() // nil once the command was stopped
 	var wg sync.WaitGroup
@@ -164,6 +165,77 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took)
 	n.logNotMoved(res)
 	return res, nil
+}
+
+// progressPump delivers host progress snapshots to a callback on a
+// goroutine of its own, keeping only the latest one not yet delivered: the
+// command never waits for the callback (issue 11: it used to run under the
+// command's lock, so a slow progress bar slowed every move).
+type progressPump struct {
+	fn     func(HostProgress)
+	mu     sync.Mutex
+	latest HostProgress
+	queued bool
+	wake   chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newProgressPump(fn func(HostProgress)) *progressPump {
+	p := &progressPump{fn: fn, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if fn == nil {
+		close(p.done)
+		return p
+	}
+	go p.run()
+	return p
+}
+
+// post replaces the snapshot waiting for delivery.
+func (p *progressPump) post(s HostProgress) {
+	if p.fn == nil {
+		return
+	}
+	p.mu.Lock()
+	p.latest, p.queued = s, true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *progressPump) run() {
+	defer close(p.done)
+	for range p.wake {
+		p.mu.Lock()
+		s, ok, closed := p.latest, p.queued, p.closed
+		p.queued = false
+		p.mu.Unlock()
+		if ok {
+			p.fn(s)
+		}
+		if closed && !ok {
+			return
+		}
+	}
+}
+
+// finish delivers what is still waiting and returns after the last call.
+func (p *progressPump) finish() {
+	if p.fn == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	for {
+		select {
+		case p.wake <- struct{}{}:
+		case <-p.done:
+			return
+		}
+	}
 }
 
 // logNotMoved logs every object of res still on this node.
