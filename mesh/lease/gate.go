@@ -167,6 +167,21 @@ func (g *Gate) extend(deadline time.Duration) {
 	}
 }
 
+// reopen lifts a loss (ErrLeaseLost) after the manager reacquired the
+// lease under a new generation, and opens the gate until deadline. A
+// release (ErrLeaseReleased) is never lifted.
+func (g *Gate) reopen(deadline time.Duration) bool {
+	g.mu.Lock()
+	if g.final != ErrLeaseLost || g.stopped {
+		g.mu.Unlock()
+		return false
+	}
+	g.final = nil
+	g.mu.Unlock()
+	g.extend(deadline)
+	return true
+}
+
 // scheduleLocked arms the expiry notification timer.
 func (g *Gate) scheduleLocked(after time.Duration) {
 	if g.timer != nil {

@@ -48,6 +48,14 @@ type Config struct {
 	// the renew goroutine, a clock timer or the caller of Acquire/Release).
 	// It must return quickly and must not call Release or Close.
 	OnEvent func(Event)
+	// Reacquire: after the lease is lost (expired in the store, or
+	// replaced — not after data loss or a release) keep trying to acquire
+	// it again, with the same OwnerId and a new LeaseGeneration, every
+	// renew interval. On success EventReacquired reports the new generation
+	// while the gate stays shut; the owner calls Resume once it has
+	// re-adopted what it still holds (docs/LEASE.md "Riding out a store
+	// outage").
+	Reacquire bool
 }
 
 // EventKind classifies an Event.
@@ -71,6 +79,9 @@ const (
 	EventLost
 	// EventReleased: the lease was released or the manager closed.
 	EventReleased
+	// EventReacquired: after a loss, a new LeaseGeneration was acquired
+	// (Generation); the gate stays shut until Resume.
+	EventReacquired
 )
 
 func (k EventKind) String() string {
@@ -89,6 +100,8 @@ func (k EventKind) String() string {
 		return "lost"
 	case EventReleased:
 		return "released"
+	case EventReacquired:
+		return "reacquired"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -117,9 +130,10 @@ type Manager struct {
 	log     *slog.Logger
 	onEvent func(Event)
 
-	ownerID string
-	key     string // owner-lease record key
-	gate    *Gate
+	ownerID   string
+	key       string // owner-lease record key
+	gate      *Gate
+	reacquire bool
 
 	mu           sync.Mutex
 	gen          uint64    // set once by acquire
@@ -128,6 +142,9 @@ type Manager struct {
 	version      string    // last known version of our record
 	uncertain    bool      // a write's outcome is unknown: re-read before writing
 	lost         bool
+	lostFor      error         // why (markLost)
+	resumable    bool          // reacquired after a loss; the gate waits for Resume
+	lastDeadline time.Duration // the deadline of the latest acquire/renew (Resume reopens at it)
 	lastStart    time.Duration // t0 of the last successful acquire/renew; the first tick is due at lastStart + interval
 
 	cancelLoop context.CancelCauseFunc
@@ -209,9 +226,10 @@ func newManager(cfg Config) (*Manager, error) {
 		timing:  cfg.Timing,
 		clock:   cfg.Clock,
 		log:     cfg.Logger.With("owner", ownerID),
-		onEvent: cfg.OnEvent,
-		ownerID: ownerID,
-		key:     key,
+		onEvent:   cfg.OnEvent,
+		ownerID:   ownerID,
+		key:       key,
+		reacquire: cfg.Reacquire,
 	}
 	m.gate = newGate(cfg.Clock, m.onGateClose)
 	return m, nil
@@ -294,7 +312,7 @@ func (m *Manager) acquire(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("lease: acquire: %w", context.Cause(ctx))
 		}
-		done, err := m.acquireOnce(ctx, counterKey)
+		done, err := m.acquireOnce(ctx, counterKey, EventAcquired)
 		if err != nil || done {
 			return err
 		}
@@ -303,7 +321,7 @@ func (m *Manager) acquire(ctx context.Context) error {
 
 // acquireOnce makes one attempt. It returns done=false to ask for another
 // attempt (Conflict, or a lost result that did not apply).
-func (m *Manager) acquireOnce(ctx context.Context, counterKey string) (bool, error) {
+func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind EventKind) (bool, error) {
 	cr, _, err := m.read(ctx, counterKey)
 	if err != nil {
 		return false, fmt.Errorf("lease: acquire: read LeaseGeneration counter: %w", err)
@@ -354,7 +372,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string) (bool, err
 		m.acquiredAt, m.lastStoreNow = cr.StoreNow, wr.StoreNow
 		m.mu.Unlock()
 		obs := Observation{SentAt: t0, ReceivedAt: t1, StoreNow: wr.StoreNow, ExpiresAt: WriteExpiry(wr.StoreNow, m.timing.TTL)}
-		return true, m.opened(obs, EventAcquired)
+		return true, m.opened(obs, kind)
 	}
 	// Conflict, a lost result, or an applied result without the version we
 	// need: only our own key can say whether we hold a lease now (§10).
@@ -384,7 +402,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string) (bool, err
 	m.gen, m.version, m.lastStart = uint64(l.LeaseGeneration), rr.Version, obs.SentAt
 	m.acquiredAt, m.lastStoreNow = l.AcquiredAt.Time(), rr.StoreNow
 	m.mu.Unlock()
-	return true, m.opened(obs, EventAcquired)
+	return true, m.opened(obs, kind)
 }
 
 // opened applies the first observation after acquisition.
@@ -392,6 +410,16 @@ func (m *Manager) opened(obs Observation, kind EventKind) error {
 	deadline, err := AdmissionDeadline(obs, m.timing.FencingMargin)
 	if err != nil {
 		return fmt.Errorf("lease: acquire: %w", err)
+	}
+	m.mu.Lock()
+	m.lastDeadline = deadline
+	m.mu.Unlock()
+	if kind == EventReacquired {
+		// The gate stays shut (ErrLeaseLost) until the owner resumes.
+		m.log.Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
+			"new_gen", m.Generation(), "deadline", deadline)
+		m.emit(kind, deadline, nil)
+		return nil
 	}
 	m.log = m.log.With("gen", m.Generation())
 	m.gate.extend(deadline)
@@ -434,10 +462,74 @@ func (m *Manager) run(ctx context.Context) {
 		}
 		start := m.clock.Now()
 		if !m.tick(ctx) {
-			return
+			if !m.reacquireAfterLoss(ctx) {
+				return
+			}
+			m.mu.Lock()
+			start = m.lastStart
+			m.mu.Unlock()
 		}
 		next = start + m.timing.RenewInterval
 	}
+}
+
+// reacquireAfterLoss tries, every renew interval, to acquire a new
+// LeaseGeneration for the same OwnerId once the lease was lost (Config.
+// Reacquire), until it succeeds (true: the renew loop goes on under the
+// new generation, the gate still shut until Resume) or the manager stops
+// (false). A lease lost to store data loss is not reacquired: the store
+// no longer holds what this run relied on.
+func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
+	m.mu.Lock()
+	ok := m.reacquire && m.lost && !errors.Is(m.lostFor, locstore.ErrDataLost)
+	m.mu.Unlock()
+	if !ok || ctx.Err() != nil {
+		return false
+	}
+	counterKey, err := leaseCounterKey()
+	if err != nil {
+		return false
+	}
+	for attempt := 1; ; attempt++ {
+		if !m.waitUntil(ctx, m.clock.Now()+m.timing.RenewInterval) {
+			return false
+		}
+		cctx, done := m.callContext(ctx)
+		got, err := m.acquireOnce(cctx, counterKey, EventReacquired)
+		done()
+		if got && err == nil {
+			m.mu.Lock()
+			m.lost, m.lostFor, m.uncertain, m.resumable = false, nil, false, true
+			m.mu.Unlock()
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			m.log.Warn("owner lease: not reacquired yet; trying again every renew interval", "attempt", attempt, "err", err)
+		}
+	}
+}
+
+// Resume reopens the gate after a reacquisition (EventReacquired), at the
+// deadline of the latest acquire or renew. It reports whether it did: not
+// without a pending reacquisition, nor after a release or a new loss.
+func (m *Manager) Resume() bool {
+	m.mu.Lock()
+	if !m.resumable || m.lost {
+		m.mu.Unlock()
+		return false
+	}
+	m.resumable = false
+	d := m.lastDeadline
+	m.mu.Unlock()
+	if !m.gate.reopen(d) {
+		return false
+	}
+	m.log = m.log.With("gen", m.Generation())
+	m.log.Info("owner lease resumed: new work admitted again", "deadline", d, "remaining", d-m.clock.Now())
+	return true
 }
 
 // waitUntil blocks until the clock reads at least at, or ctx ends (false).
@@ -537,6 +629,9 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 		m.failed(derr)
 		return true
 	}
+	m.mu.Lock()
+	m.lastDeadline = deadline
+	m.mu.Unlock()
 	m.gate.extend(deadline)
 	m.log.Debug("owner lease renewed", "deadline", deadline, "remaining", deadline-t1)
 	m.emit(EventRenewed, deadline, nil)
@@ -624,7 +719,7 @@ func (m *Manager) markLost(reason error) {
 		m.mu.Unlock()
 		return // once: the renew loop and Fail may both get here
 	}
-	m.lost = true
+	m.lost, m.lostFor = true, reason
 	m.mu.Unlock()
 	m.gate.shut(ErrLeaseLost)
 	err := fmt.Errorf("%w: %w", ErrLeaseLost, reason)

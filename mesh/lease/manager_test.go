@@ -757,3 +757,85 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// With Config.Reacquire, a lease lost to an outage longer than the TTL is
+// acquired again — same OwnerId, a new LeaseGeneration — once the store
+// answers; the gate stays shut (the owner must first re-adopt what it
+// holds) until Resume, and the renew loop goes on under the new generation.
+func TestReacquireAfterLoss(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Reacquire = true
+	m, err := lease.Acquire(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	e.expect(lease.EventAcquired)
+	g, first := m.Gate(), m.Generation()
+	e.waitIdle(m, 2)
+	if m.Resume() {
+		t.Fatal("Resume without a reacquisition reopened something")
+	}
+
+	// The store stops answering until past the record's expiry.
+	e.store.setModes(fail, fail)
+	e.clock.AdvanceTo(start + 20*sec)
+	e.store.setModes(pass, pass)
+	deadlineLost := time.After(guard)
+	var lost lease.Event
+	for lost.Kind != lease.EventLost {
+		select {
+		case lost = <-e.events:
+		case <-deadlineLost:
+			t.Fatal("no EventLost")
+		case <-time.After(20 * time.Millisecond):
+			e.clock.Advance(sec / 4)
+		}
+	}
+	if errors.Is(lost.Err, locstore.ErrDataLost) {
+		t.Fatalf("an expiry reported as data loss: %v", lost.Err)
+	}
+	// The next interval: reacquired under a new generation, gate shut.
+	var re lease.Event
+	for i := 0; re.Kind != lease.EventReacquired; i++ {
+		if i > 200 {
+			t.Fatal("no EventReacquired")
+		}
+		e.clock.Advance(sec / 4)
+		select {
+		case re = <-e.events:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if re.Generation <= first || m.Generation() != re.Generation || re.OwnerID != m.OwnerID() {
+		t.Fatalf("reacquired %s/%d, want the same owner with a generation above %d", re.OwnerID, re.Generation, first)
+	}
+	if err := g.Admit(); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Admit before Resume = %v, want the gate still shut", err)
+	}
+	if key, v := m.Fence(); key == "" || v == "" {
+		t.Fatal("no fence after the reacquisition: the owner could not write its re-adoption")
+	}
+	if !m.Resume() {
+		t.Fatal("Resume refused after a reacquisition")
+	}
+	if err := g.Admit(); err != nil {
+		t.Fatalf("Admit after Resume = %v", err)
+	}
+	if m.Resume() {
+		t.Fatal("a second Resume reopened again")
+	}
+	// Renewals go on under the new generation.
+	e.waitIdle(m, 2)
+	e.clock.Advance(5 * sec)
+	for {
+		ev := <-e.events
+		if ev.Kind == lease.EventRenewed {
+			if ev.Generation != re.Generation {
+				t.Fatalf("renewed generation %d, want %d", ev.Generation, re.Generation)
+			}
+			break
+		}
+	}
+}
