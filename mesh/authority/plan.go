@@ -180,6 +180,10 @@ func (p Plan) Observed(row AuthorityRow) bool {
 		pc := row.Record.PendingCreation
 		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
 			pc != nil && pc.ReservationID == p.Record.PendingCreation.ReservationID
+	case OpReadopt:
+		return row.Found && row.Record.ObjectGeneration == p.Record.ObjectGeneration &&
+			row.Record.AuthorityOwnerGeneration == p.Record.AuthorityOwnerGeneration &&
+			OwnerOf(row.Record) == OwnerOf(*p.Record)
 	case OpCommit:
 		return row.Found && row.Record.Allocation.State == record.AllocationActive &&
 			row.Record.ObjectGeneration == p.Record.ObjectGeneration &&

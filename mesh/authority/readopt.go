@@ -1,0 +1,78 @@
+package authority
+
+import (
+	"context"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// OpReadopt re-adopts a record after its owner reacquired its lease under a
+// new generation (docs/LEASE.md "Riding out a store outage").
+const OpReadopt Op = "readopt"
+
+// ReadoptRequest moves an Active record from the owner combination From
+// (this host's run before it lost its lease) to To (the same OwnerId under
+// its new LeaseGeneration), on the same node run, raising
+// AuthorityOwnerGeneration — the change §3.1 calls taking over an expired
+// lease, for an object the host still holds in memory. It only applies
+// while the record is unchanged since the host last wrote it: still naming
+// From and Node, at IfVersion (when given), with no relocation in progress,
+// and To's lease live (its row's version is a condition). Anything else is
+// Conflict: the object changed hands meanwhile (reclaimed, recreated) and
+// the host must drop its copy.
+type ReadoptRequest struct {
+	Object           Object
+	ObjectGeneration uint64
+	From, To         Owner
+	Node             Node // the node run the record must name
+	IfVersion        string
+}
+
+// PlanReadopt plans ReadoptRequest.
+//
+// Rows used: Authority, OwnerLease (of To).
+func PlanReadopt(req ReadoptRequest, snap Snapshot) (Plan, error) {
+	const op = OpReadopt
+	if err := req.From.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "from owner")
+	}
+	if err := req.To.validate(); err != nil {
+		return Plan{}, invalidCause(op, err, "to owner")
+	}
+	if req.From.ID != req.To.ID || req.To.LeaseGeneration <= req.From.LeaseGeneration {
+		return Plan{}, invalid(op, "re-adoption is by the same OwnerId under a later LeaseGeneration (%s/%d -> %s/%d)",
+			req.From.ID, req.From.LeaseGeneration, req.To.ID, req.To.LeaseGeneration)
+	}
+	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
+		return Plan{}, err
+	}
+	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, snap.Authority)
+	if err != nil {
+		return Plan{}, err
+	}
+	row := snap.Authority
+	if err := ownedBy(op, row, req.From); err != nil {
+		return Plan{}, err
+	}
+	if !NodeOf(row.Record).Equal(req.Node) {
+		return Plan{}, conflictWith(op, ErrConflict, row, "the record names node run %s, not %s", NodeOf(row.Record), req.Node)
+	}
+	if row.Record.Relocation != nil {
+		return Plan{}, conflictWith(op, ErrConflict, row, "a relocation of %s is recorded in progress", req.Object.ID)
+	}
+	leaseCond, err := verifyLease(op, snap.OwnerLease, req.To, "new")
+	if err != nil {
+		return Plan{}, err
+	}
+	next, err := moveTo(op, row, Target{Node: req.Node, Owner: req.To}, PayloadUpdate{})
+	if err != nil {
+		return Plan{}, err
+	}
+	return putOnly(op, key, row, next, leaseCond, nil)
+}
+
+// Readopt runs PlanReadopt.
+func (e *Executor) Readopt(ctx context.Context, req ReadoptRequest) (Result, error) {
+	read := e.existingReader(OpReadopt, req.Object, reads{owner: &req.To})
+	return e.run(ctx, OpReadopt, req.Object, read, func(s Snapshot) (Plan, error) { return PlanReadopt(req, s) })
+}
