@@ -56,7 +56,8 @@ type hostRun struct {
 	lifecycleGeneration uint64
 	endpoint            string
 	ownerID             string
-	leaseGeneration     uint64
+	// The run's LeaseGeneration is Node.leaseGen: it changes when the lease
+	// is reacquired after a loss (node_readopt.go).
 }
 
 // entrySpotID is the framework-issued ID of a Server node's Entry Spot (§7:
@@ -69,7 +70,7 @@ func entrySpotID(run hostRun) string {
 // buildDescriptor builds the node's whole MeshNode descriptor (§4). It is
 // validated as a whole (size, capability count) before anything is
 // published: a descriptor that does not fit fails startup, never truncated.
-func buildDescriptor(cfg config.Config, factories []spot.Factory, run hostRun, state record.State) (record.MeshNodeDescriptor, error) {
+func buildDescriptor(cfg config.Config, factories []spot.Factory, run hostRun, leaseGen uint64, state record.State) (record.MeshNodeDescriptor, error) {
 	d := record.MeshNodeDescriptor{
 		MeshName:            cfg.Node.MeshName,
 		RoutingID:           run.rid,
@@ -81,8 +82,9 @@ func buildDescriptor(cfg config.Config, factories []spot.Factory, run hostRun, s
 		State:               state,
 		SecurityIdentity:    cfg.Node.SecurityIdentity,
 		OwnerID:             run.ownerID,
-		LeaseGeneration:     record.Generation(run.leaseGeneration),
-		// The publisher sets DescriptorRevision and UpdatedAt.
+		LeaseGeneration:     record.Generation(leaseGen),
+		// The publisher sets DescriptorRevision and UpdatedAt (and the
+		// lease's current generation).
 	}
 	if cfg.Node.ApplicationVersion > 0 {
 		d.ApplicationVersion = uint64(cfg.Node.ApplicationVersion)

@@ -358,8 +358,8 @@ func TestMessageFollow(t *testing.T) {
 		c.staleRoute(t, fSender, stale, 1, fPrev)
 		s0 := c.stats(fSender)
 		prev, owner := c.nodes[fPrev], c.nodes[fOwner]
-		viaPrev := routeTo{nodeRID: prev.run.rid, nodeGen: prev.run.lifecycleGeneration, ownerGen: 1, leaseGen: prev.run.leaseGeneration}
-		toOwner := routeTo{nodeRID: owner.run.rid, nodeGen: owner.run.lifecycleGeneration, ownerGen: 2, leaseGen: owner.run.leaseGeneration}
+		viaPrev := routeTo{nodeRID: prev.run.rid, nodeGen: prev.run.lifecycleGeneration, ownerGen: 1, leaseGen: prev.leaseGen.Load()}
+		toOwner := routeTo{nodeRID: owner.run.rid, nodeGen: owner.run.lifecycleGeneration, ownerGen: 2, leaseGen: owner.leaseGen.Load()}
 		for _, o := range []fobj{newer, stale} {
 			m := inMessage{fam: familyActor, id: o.key.ID, gen: o.gen}
 			notice := router.NewRecord(&router.MessageFollow{Route: router.MessageFollowRouteV1{

@@ -21,7 +21,7 @@ func TestGetOrCreateRecoversAbandonedCreation(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	obj := authority.Object{ID: "orphan", Kind: record.ObjectActor, StableType: testActorType}
 	bNode := authority.Node{MeshName: "objects", RoutingID: b.run.rid, LifecycleGeneration: b.run.lifecycleGeneration}
-	bOwner := authority.Owner{ID: b.run.ownerID, LeaseGeneration: b.run.leaseGeneration}
+	bOwner := authority.Owner{ID: b.run.ownerID, LeaseGeneration: b.leaseGen.Load()}
 	if _, err := exec.Reserve(ctx, authority.ReserveRequest{Object: obj,
 		Target:   authority.Target{Node: bNode, Owner: bOwner},
 		Creation: record.PendingCreation{ReservationID: "r-orphan", RequestContentReference: "inline"}}); err != nil {

@@ -78,6 +78,7 @@ type Node struct {
 	tr                 *transport.Node
 	pub                *directory.Publisher
 	run                hostRun
+	leaseGen           atomic.Uint64 // this run's current LeaseGeneration (Owner)
 	discoveryEvery     time.Duration
 	discoverMu         sync.Mutex // one discovery round at a time
 	planner            *directory.Planner
@@ -187,18 +188,22 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		Clock:   n.clock,
 		Logger:  n.log,
 		OnEvent: n.onLeaseEvent,
+		// A lost lease is acquired again once the store answers, and the
+		// objects still held are re-adopted (node_readopt.go).
+		Reacquire: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: owner lease: %w", ErrStartup, err)
 	}
-	n.run.ownerID, n.run.leaseGeneration = n.lease.OwnerID(), n.lease.Generation()
+	n.run.ownerID = n.lease.OwnerID()
+	n.leaseGen.Store(n.lease.Generation())
 	// The lifecycle generation must grow across restarts of one RID: peers
 	// refuse a hello whose generation is below the one they admitted (a
 	// late hello of a dead run). The LeaseGeneration comes from a durable,
 	// store-wide increasing counter and is new for every run, so it is the
 	// run's lifecycle generation too; no second counter is needed.
-	n.run.lifecycleGeneration = n.run.leaseGeneration
-	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.leaseGeneration)
+	n.run.lifecycleGeneration = n.leaseGen.Load()
+	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.lifecycleGeneration)
 
 	// Objects: the spot runtime and the inbound object dispatch exist
 	// before the transport, so that its Handler never sees a half-built
@@ -230,7 +235,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.run.endpoint = n.tr.AdvertisedEndpoint()
 
 	// §4: the whole descriptor, validated, before the first publish.
-	if n.descriptor, err = buildDescriptor(cfg, n.factories, n.run, record.StatePreparing); err != nil {
+	if n.descriptor, err = buildDescriptor(cfg, n.factories, n.run, n.leaseGen.Load(), record.StatePreparing); err != nil {
 		return nil, err
 	}
 	if n.pub, err = directory.NewPublisher(directory.PublisherConfig{
@@ -326,6 +331,16 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 			n.log.Error("owner lease lost: node stops accepting work", "err", ev.Err)
 		}
 		n.setState(record.StateError)
+	case lease.EventReacquired:
+		n.mu.Lock()
+		closed := n.closed
+		if !closed {
+			n.wg.Add(1)
+		}
+		n.mu.Unlock()
+		if !closed {
+			go n.readoptAfterReacquire(ev.Generation)
+		}
 	case lease.EventExpired:
 		n.log.Warn("admission deadline passed: new work refused until a renew succeeds")
 	case lease.EventRenewFailed:
@@ -504,7 +519,7 @@ func (n *Node) Endpoint() string { return n.run.endpoint }
 func (n *Node) LifecycleGeneration() uint64 { return n.run.lifecycleGeneration }
 
 // Owner returns this run's (OwnerId, LeaseGeneration).
-func (n *Node) Owner() (string, uint64) { return n.run.ownerID, n.run.leaseGeneration }
+func (n *Node) Owner() (string, uint64) { return n.run.ownerID, n.leaseGen.Load() }
 
 // State returns the node's descriptor state.
 func (n *Node) State() record.State {

@@ -176,6 +176,13 @@ func newCluster(t *testing.T, count int, edit func(i int, c *config.Config)) *cl
 // Store (nil: f's memory store).
 func newClusterOn(t *testing.T, f *fixture, loc locstore.Store, count int, edit func(i int, c *config.Config)) *cluster {
 	t.Helper()
+	return newClusterWith(t, f, func(int) locstore.Store { return loc }, count, edit)
+}
+
+// newClusterWith is newClusterOn with node i's Location Store locFor(i)
+// (nil: f's memory store).
+func newClusterWith(t *testing.T, f *fixture, locFor func(i int) locstore.Store, count int, edit func(i int, c *config.Config)) *cluster {
+	t.Helper()
 	p := newProbe()
 	registerTestFactories(t, f.reg, p)
 	c := &cluster{f: f, probe: p}
@@ -189,7 +196,7 @@ func newClusterOn(t *testing.T, f *fixture, loc locstore.Store, count int, edit 
 		if cfg.Node.ObjectRole != config.RoleServer {
 			opts.Factories = spot.NewRegistry() // only a server registers factories (§2)
 		}
-		if loc != nil {
+		if loc := locFor(i); loc != nil {
 			opts.Location = loc
 		}
 		n, err := Start(context.Background(), opts)

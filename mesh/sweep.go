@@ -33,7 +33,8 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 	if err != nil {
 		return res, err
 	}
-	owner := authority.Owner{ID: n.run.ownerID, LeaseGeneration: n.run.leaseGeneration}
+	id, lg := n.Owner()
+	owner := authority.Owner{ID: id, LeaseGeneration: lg}
 	prefix := record.KindPrefix(record.KindAuthority)
 	cursor := ""
 	var errs []error

@@ -17,7 +17,7 @@ func seed(t *testing.T, exec *authority.Executor, n *Node, id string, commit boo
 	t.Helper()
 	ctx := context.Background()
 	obj := authority.Object{ID: id, Kind: record.ObjectActor, StableType: "demo.counter"}
-	owner := authority.Owner{ID: n.run.ownerID, LeaseGeneration: n.run.leaseGeneration}
+	owner := authority.Owner{ID: n.run.ownerID, LeaseGeneration: n.leaseGen.Load()}
 	res, err := exec.Reserve(ctx, authority.ReserveRequest{
 		Object: obj,
 		Target: authority.Target{Node: authority.Node{MeshName: n.cfg.Node.MeshName, RoutingID: n.run.rid,

@@ -1,0 +1,137 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Riding out a lost lease (docs/LEASE.md "Riding out a store outage",
+// issue 12): the lease manager reacquires the lease under a new
+// LeaseGeneration once the store answers again (EventReacquired) while the
+// admission gate stays shut; then this node re-adopts every object it still
+// serves — one conditional Readopt per object, which only applies while the
+// record is exactly as this run left it — drops, without running anything,
+// each object whose record changed meanwhile (reclaimed after the grace,
+// recreated, moved), reopens the gate (lease.Resume) and publishes serving
+// again. The reclaim and the Readopt of one object condition on the same
+// record version, so exactly one of them applies: never two owners.
+
+// ReadoptResult counts what a re-adoption did.
+type ReadoptResult struct {
+	Kept, Dropped int
+	DroppedIDs    []string // ids dropped (their record changed hands while the lease was lost)
+}
+
+// readoptAfterReacquire runs on its own goroutine after EventReacquired.
+func (n *Node) readoptAfterReacquire(newGen uint64) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	oldGen := n.leaseGen.Load()
+	n.leaseGen.Store(newGen) // routes to the old combination are now stale
+	from := authority.Owner{ID: n.run.ownerID, LeaseGeneration: oldGen}
+	to := authority.Owner{ID: n.run.ownerID, LeaseGeneration: newGen}
+	wait := newBackoff()
+	var res ReadoptResult
+	done := map[spot.Key]bool{}
+	for {
+		r, pending, err := n.obj.readopt(ctx, from, to, done)
+		res.Kept += r.Kept
+		res.Dropped += r.Dropped
+		res.DroppedIDs = append(res.DroppedIDs, r.DroppedIDs...)
+		if err == nil && pending == 0 {
+			break
+		}
+		n.log.Warn("re-adoption after the lease loss not finished; trying again", "pending", pending, "err", err)
+		if wait.sleep(ctx) != nil {
+			return
+		}
+	}
+	if !n.lease.Resume() {
+		n.log.Error("owner lease not resumed after re-adoption (lost again or released)")
+		return
+	}
+	n.mu.Lock()
+	n.lostErr = nil
+	n.mu.Unlock()
+	n.log.Warn("owner lease recovered after its loss: objects re-adopted under the new lease generation",
+		"old_gen", oldGen, "new_gen", newGen, "kept", res.Kept, "dropped", res.Dropped, "dropped_ids", res.DroppedIDs)
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer pcancel()
+	if err := n.publish(pctx, record.StateServing); err != nil {
+		n.log.Warn("descriptor not republished after the lease recovery; the next round retries", "err", err)
+	}
+}
+
+// readopt re-adopts every object this node serves from the owner
+// combination from to to. It returns what it decided and how many objects
+// are still undecided (a store failure); the caller retries those.
+// done holds the objects already re-adopted (a retry skips them: their
+// record now names to, and a second Readopt would read as a change).
+func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done map[spot.Key]bool) (ReadoptResult, int, error) {
+	type item struct {
+		key spot.Key
+		h   *hosted
+	}
+	o.mu.Lock()
+	var todo []item
+	for k, h := range o.hosted {
+		if !h.entry && h.state == hostServing && !done[k] {
+			todo = append(todo, item{k, h})
+		}
+	}
+	o.mu.Unlock()
+	self := authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
+	var res ReadoptResult
+	pending := 0
+	var errs []error
+	for _, it := range todo {
+		h := it.h
+		r, err := o.exec.Readopt(ctx, authority.ReadoptRequest{
+			Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},
+			ObjectGeneration: h.objectGeneration, From: from, To: to, Node: self})
+		switch {
+		case err == nil:
+			o.mu.Lock()
+			if o.hosted[it.key] == h {
+				h.ownerGeneration = uint64(r.Plan.Record.AuthorityOwnerGeneration)
+				h.storeVersion = r.Version
+			}
+			o.mu.Unlock()
+			done[it.key] = true
+			res.Kept++
+		case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound),
+			errors.Is(err, authority.ErrStaleGeneration), errors.Is(err, authority.ErrTypeMismatch):
+			// The record changed hands while the lease was lost: this copy
+			// is no longer the object. Drop it without running anything.
+			o.mu.Lock()
+			if o.hosted[it.key] == h {
+				delete(o.hosted, it.key)
+			}
+			o.mu.Unlock()
+			h.obj.Close()
+			res.Dropped++
+			res.DroppedIDs = append(res.DroppedIDs, it.key.ID)
+			o.log.Warn("dropped an object on re-adoption: its record changed while the lease was lost",
+				"object", it.key.ID, "kind", string(h.kind), "err", err)
+		default:
+			pending++
+			errs = append(errs, fmt.Errorf("%s: %w", it.key.ID, err))
+		}
+		o.cache.Drop(msgTarget{fam: famOf(h.kind), id: it.key.ID}.cacheKey())
+	}
+	return res, pending, errors.Join(errs...)
+}

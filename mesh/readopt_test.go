@@ -1,0 +1,207 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// outageStore fails every call while down, as an unreachable Redis does.
+type outageStore struct {
+	locstore.Store
+	down atomic.Bool
+}
+
+func (s *outageStore) err() error {
+	return &locstore.ProviderError{Provider: "test", Op: "call", Err: context.DeadlineExceeded}
+}
+
+func (s *outageStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if s.down.Load() {
+		return locstore.ReadResult{}, s.err()
+	}
+	return s.Store.Read(ctx, key)
+}
+
+func (s *outageStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if s.down.Load() {
+		return locstore.WriteResult{}, s.err()
+	}
+	return s.Store.Write(ctx, req)
+}
+
+func (s *outageStore) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
+	if s.down.Load() {
+		return locstore.ScanPage{}, s.err()
+	}
+	return s.Store.Scan(ctx, req)
+}
+
+// A store outage longer than the owner lease TTL (issue 12 "Ride out store
+// outages"): every node loses its lease, refuses work meanwhile, acquires a
+// new LeaseGeneration once the store answers, re-adopts its objects and
+// serves again — every object answers with the state it had, under a new
+// AuthorityOwnerGeneration and the new owner generation.
+func TestStoreOutageLongerThanTTLKeepsObjects(t *testing.T) {
+	f := newFixture(t)
+	st := &outageStore{Store: f.loc}
+	c := newClusterOn(t, f, st, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
+	})
+	ctx := ctxT(t, 60*time.Second)
+	var refs []ActorRef
+	for i := 0; i < 6; i++ {
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("survivor-%d", i), testMoverType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k <= i; k++ {
+			if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refs = append(refs, ref)
+	}
+	before := map[string]record.Authority{}
+	for _, ref := range refs {
+		if got, err := c.m(0).RequestActor(ctx, ref, []byte("count")); err != nil {
+			t.Fatal(err)
+		} else {
+			_ = got
+		}
+		before[ref.ActorID] = rowOf(t, c, record.ObjectActor, ref.ActorID).Record
+	}
+	_, gen1 := c.nodes[1].Owner()
+
+	st.down.Store(true)
+	eventually(t, 10*time.Second, "every node to stop admitting work", func() bool {
+		for _, n := range c.nodes {
+			if n.lease.Gate().Admit() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := c.m(0).RequestActor(ctx, refs[0], []byte("count")); err == nil {
+		t.Error("an object answered while its owner's lease had expired")
+	}
+	time.Sleep(1500 * time.Millisecond) // past every record's expiry (TTL 1.2 s)
+	st.down.Store(false)
+
+	eventually(t, 20*time.Second, "every node to serve again", func() bool {
+		for _, n := range c.nodes {
+			if n.LeaseLost() != nil || n.lease.Gate().Admit() != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if _, gen := c.nodes[1].Owner(); gen <= gen1 {
+		t.Fatalf("node 1 serves under lease generation %d, want above %d", gen, gen1)
+	}
+	for i, ref := range refs {
+		want := fmt.Sprintf("count:%d", i+1)
+		var got []byte
+		var err error
+		eventually(t, 10*time.Second, "the object to answer", func() bool {
+			got, err = c.m(0).RequestActor(ctx, ref, []byte("count"))
+			return err == nil
+		})
+		if string(got) != want {
+			t.Errorf("%s after the outage: %q, want %q (its state)", ref.ActorID, got, want)
+		}
+		a := rowOf(t, c, record.ObjectActor, ref.ActorID).Record
+		b := before[ref.ActorID]
+		if a.ObjectGeneration != b.ObjectGeneration || a.AuthorityOwnerGeneration != b.AuthorityOwnerGeneration+1 ||
+			a.OwnerID != b.OwnerID || a.OwnerLeaseGeneration <= b.OwnerLeaseGeneration {
+			t.Errorf("%s record %d/%d %s/%d, want the same object and owner id under a later lease generation and AuthorityOwnerGeneration+1 (was %d/%d %s/%d)",
+				ref.ActorID, a.ObjectGeneration, a.AuthorityOwnerGeneration, a.OwnerID, a.OwnerLeaseGeneration,
+				b.ObjectGeneration, b.AuthorityOwnerGeneration, b.OwnerID, b.OwnerLeaseGeneration)
+		}
+	}
+	// New work is admitted again: a creation after the outage.
+	if _, err := c.m(0).CreateActor(ctx, "after-the-outage", testMoverType); err != nil {
+		t.Fatalf("creation after the outage: %v", err)
+	}
+}
+
+// One node is cut off from the store past its TTL while the others keep
+// running with a short reclaim grace: some of its objects are reclaimed
+// and created again elsewhere meanwhile (those it must drop on its return,
+// without running anything), the others it re-adopts with their state.
+// Never two owners: each object ends on exactly one node.
+func TestCutOffNodeDropsWhatWasReclaimed(t *testing.T) {
+	f := newFixture(t)
+	cut := &outageStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return cut
+		}
+		return nil
+	}, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
+		cfg.Recovery.ReclaimGrace = 100 * time.Millisecond
+		cfg.Recovery.ReclaimSweepInterval = 0
+	})
+	ctx := ctxT(t, 60*time.Second)
+	mine := createOn(t, c, "cutoff", 1, 4)
+	for _, ref := range mine {
+		if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "the sends to land", func() bool {
+		got, err := c.m(0).RequestActor(ctx, mine[len(mine)-1], []byte("count"))
+		return err == nil && string(got) == "count:1"
+	})
+	cut.down.Store(true)
+	// Node 0 sees node 1's objects dead, waits out the grace and recreates
+	// the first two (a new generation on node 2, state afresh).
+	waitOwnerGone(t, c, mine[0])
+	replaced := map[string]ActorRef{}
+	for _, ref := range mine[:2] {
+		var res ActorCreation
+		eventually(t, 10*time.Second, "the dead owner's object to be recreated", func() bool {
+			r, err := c.m(0).GetOrCreateActor(ctx, ref.ActorID, testMoverType)
+			res = r
+			return err == nil
+		})
+		if res.Outcome != Created || ownerIndex(t, c, record.ObjectActor, ref.ActorID) != 2 {
+			t.Fatalf("%s: %+v, want recreated on node 2", ref.ActorID, res)
+		}
+		replaced[ref.ActorID] = res.Ref
+	}
+	cut.down.Store(false)
+	eventually(t, 20*time.Second, "node 1 to serve again", func() bool {
+		return c.nodes[1].LeaseLost() == nil && c.nodes[1].lease.Gate().Admit() == nil
+	})
+	for _, ref := range mine {
+		if r, ok := replaced[ref.ActorID]; ok {
+			if _, hosted := c.nodes[1].obj.hostedFor(spot.Key{ID: ref.ActorID}); hosted {
+				t.Errorf("%s: node 1 still hosts the copy whose record was reclaimed", ref.ActorID)
+			}
+			if got, err := c.m(0).RequestActor(ctx, r, []byte("count")); err != nil || string(got) != "count:0" {
+				t.Errorf("%s recreated: %q, %v; want the new generation's count:0", ref.ActorID, got, err)
+			}
+			continue
+		}
+		var got []byte
+		eventually(t, 10*time.Second, "the re-adopted object to answer", func() bool {
+			g, err := c.m(0).RequestActor(ctx, ref, []byte("count"))
+			got = g
+			return err == nil
+		})
+		if string(got) != "count:1" || ownerIndex(t, c, record.ObjectActor, ref.ActorID) != 1 {
+			t.Errorf("%s: %q on node %d, want its state count:1 on node 1", ref.ActorID, got, ownerIndex(t, c, record.ObjectActor, ref.ActorID))
+		}
+	}
+}
