@@ -254,7 +254,12 @@ type rollMesh struct {
 }
 
 func startRollMesh(t *testing.T, servers int, args ...string) *rollMesh {
-	r := &rollMesh{bin: buildMeshnode(t), addr: testredis.Addr(t), ns: testredis.Namespace(t), args: append([]string{"run"}, args...)}
+	return startRollMeshOn(t, testredis.Addr(t), servers, args...)
+}
+
+// startRollMeshOn is startRollMesh on the Redis at addr.
+func startRollMeshOn(t *testing.T, addr string, servers int, args ...string) *rollMesh {
+	r := &rollMesh{bin: buildMeshnode(t), addr: addr, ns: testredis.Namespace(t), args: append([]string{"run"}, args...)}
 	for i := 0; i < servers; i++ {
 		r.rids = append(r.rids, fmt.Sprintf("0c000%d", i+1))
 		r.procs = append(r.procs, r.start(t, i, 0))

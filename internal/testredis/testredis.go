@@ -82,6 +82,14 @@ func (s *Server) Stop() {
 	})
 }
 
+// Pause stops the server process (SIGSTOP): connections stay open but
+// nothing is answered, as during a network outage; its keys' expiry keeps
+// following the wall clock. Resume continues it (SIGCONT).
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+
 func start() (string, error) {
 	s, err := startServer()
 	if err != nil {
