@@ -316,8 +316,11 @@ func (n *Node) setState(s record.State) {
 func (n *Node) onLeaseEvent(ev lease.Event) {
 	switch ev.Kind {
 	case lease.EventLost:
-		// The lease cannot come back; this run can do nothing safely. The
-		// gate is already closed for every §5 target.
+		// The gate is closed for every §5 target; the objects' work waits
+		// (lease_hold.go) for a reacquisition (node_readopt.go).
+		if n.obj != nil {
+			n.async(n.obj.holdForLease)
+		}
 		n.mu.Lock()
 		n.lostErr = ev.Err
 		n.mu.Unlock()
@@ -332,17 +335,17 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 		}
 		n.setState(record.StateError)
 	case lease.EventReacquired:
-		n.mu.Lock()
-		closed := n.closed
-		if !closed {
-			n.wg.Add(1)
-		}
-		n.mu.Unlock()
-		if !closed {
-			go n.readoptAfterReacquire(ev.Generation)
+		gen := ev.Generation
+		n.async(func() { n.readoptAfterReacquire(gen) })
+	case lease.EventRenewed, lease.EventReconstructed:
+		if n.obj != nil && n.obj.leaseHeld() {
+			n.async(n.obj.releaseLeaseHold) // the gate reopened after a late renew
 		}
 	case lease.EventExpired:
 		n.log.Warn("admission deadline passed: new work refused until a renew succeeds")
+		if n.obj != nil {
+			n.async(n.obj.holdForLease)
+		}
 	case lease.EventRenewFailed:
 		n.log.Warn("owner lease renew failed", "err", ev.Err)
 	}
@@ -393,6 +396,19 @@ func (n *Node) loop() {
 				n.log.Warn("reclaim sweep of dead owners' objects failed", "err", err)
 			}
 		}
+	}
+}
+
+// async runs f on a goroutine Close waits for, unless the node is closing.
+func (n *Node) async(f func()) {
+	n.mu.Lock()
+	closed := n.closed
+	if !closed {
+		n.wg.Add(1)
+	}
+	n.mu.Unlock()
+	if !closed {
+		go func() { defer n.wg.Done(); f() }()
 	}
 }
 

@@ -30,7 +30,6 @@ type ReadoptResult struct {
 
 // readoptAfterReacquire runs on its own goroutine after EventReacquired.
 func (n *Node) readoptAfterReacquire(newGen uint64) {
-	defer n.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -67,6 +66,7 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 	n.mu.Lock()
 	n.lostErr = nil
 	n.mu.Unlock()
+	n.obj.releaseLeaseHold()
 	n.log.Warn("owner lease recovered after its loss: objects re-adopted under the new lease generation",
 		"old_gen", oldGen, "new_gen", newGen, "kept", res.Kept, "dropped", res.Dropped, "dropped_ids", res.DroppedIDs)
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)

@@ -42,6 +42,8 @@ type objects struct {
 	commitLag lagAverage
 	// ended: owners this node saw without a live lease (dead_owner.go).
 	ended endedOwners
+	// lh: objects held while the owner lease does not admit (lease_hold.go).
+	lh leaseHold
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool

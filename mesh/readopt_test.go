@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,4 +205,59 @@ func TestCutOffNodeDropsWhatWasReclaimed(t *testing.T) {
 			t.Errorf("%s: %q on node %d, want its state count:1 on node 1", ref.ActorID, got, ownerIndex(t, c, record.ObjectActor, ref.ActorID))
 		}
 	}
+}
+
+// Work accepted before an outage is not lost to it: one-way messages queued
+// behind a busy turn when the lease stopped admitting wait (the objects'
+// dispatch is held, lease_hold.go) and run once the node has re-adopted
+// the object — without the hold they came up while the gate was shut and
+// were refused.
+func TestOutageKeepsQueuedWork(t *testing.T) {
+	f := newFixture(t)
+	st := &outageStore{Store: f.loc}
+	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
+	})
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "queued", testActorType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unblock sync.Once
+	release := func() { unblock.Do(func() { close(c.probe.gate("outage")) }) }
+	t.Cleanup(release) // a failed test must not leave the turn blocked
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := c.m(0).RequestActor(ctx, ref, []byte("block:outage"))
+		blocked <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the busy turn runs
+	for i := 0; i < 3; i++ {
+		if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, ok := c.nodes[1].obj.hostedFor(spot.Key{ID: ref.ActorID})
+	if !ok {
+		t.Fatal("the actor is not on node 1")
+	}
+	st.down.Store(true)
+	eventually(t, 10*time.Second, "the object's dispatch to be held for the lease", func() bool { return h.obj.Held() })
+	release() // the busy turn ends while the gate is shut
+	time.Sleep(1500 * time.Millisecond)
+	st.down.Store(false)
+	eventually(t, 20*time.Second, "node 1 to serve again", func() bool {
+		return c.nodes[1].LeaseLost() == nil && c.nodes[1].lease.Gate().Admit() == nil
+	})
+	var got []byte
+	eventually(t, 10*time.Second, "the actor to answer", func() bool {
+		g, err := c.m(0).RequestActor(ctx, ref, []byte("count"))
+		got = g
+		return err == nil
+	})
+	if string(got) != "count:3" {
+		t.Fatalf("after the outage: %q, want count:3 (the three sends queued before it)", got)
+	}
+	<-blocked
 }

@@ -1,0 +1,77 @@
+package mesh
+
+import (
+	"sync"
+
+	"github.com/meshnode/meshnode/spot"
+)
+
+// leaseHold keeps the work of this node's objects while its owner lease
+// does not admit (§5: no turn may start; issue 12: "state, queue and timers
+// of re-adopted objects are intact"). Without it a turn whose time came
+// while the gate was shut was refused by gated.Receive — a queued one-way
+// message accepted before the outage, or a timer, was lost. On
+// EventExpired/EventLost every serving object's dispatch is held: arrivals
+// and timers queue; when the gate admits again (a late renew, or Resume
+// after re-adoption) the objects still hosted are released in order.
+type leaseHold struct {
+	mu   sync.Mutex // one hold/release at a time
+	held map[spot.Key]*hosted
+}
+
+// holdForLease holds every serving object not held yet. Hold waits for a running
+// turn, so the caller runs it off the lease's event goroutine.
+func (o *objects) holdForLease() {
+	o.lh.mu.Lock()
+	defer o.lh.mu.Unlock()
+	if o.n.lease.Gate().Admit() == nil {
+		return // admitting again already (a late renew); a later event releases any race
+	}
+	if o.lh.held == nil {
+		o.lh.held = map[spot.Key]*hosted{}
+	}
+	o.mu.Lock()
+	var todo []spot.Key
+	for k, h := range o.hosted {
+		if !h.entry && h.state == hostServing && o.lh.held[k] == nil {
+			o.lh.held[k] = h
+			todo = append(todo, k)
+		}
+	}
+	o.mu.Unlock()
+	for _, k := range todo {
+		o.lh.held[k].obj.Hold()
+	}
+	if len(todo) > 0 {
+		o.log.Info("owner lease not admitting: objects' dispatch held; their messages and timers wait", "objects", len(todo))
+	}
+}
+
+// releaseLeaseHold releases the objects held for the lease that are still
+// hosted (and serving) once the gate admits again.
+func (o *objects) releaseLeaseHold() {
+	o.lh.mu.Lock()
+	defer o.lh.mu.Unlock()
+	if len(o.lh.held) == 0 || o.n.lease.Gate().Admit() != nil {
+		return
+	}
+	n := 0
+	for k, h := range o.lh.held {
+		o.mu.Lock()
+		still := o.hosted[k] == h && h.state == hostServing
+		o.mu.Unlock()
+		if still {
+			h.obj.Release()
+			n++
+		}
+		delete(o.lh.held, k)
+	}
+	o.log.Info("owner lease admitting again: objects' dispatch released", "objects", n)
+}
+
+// leaseHeld reports whether objects are held for the lease.
+func (o *objects) leaseHeld() bool {
+	o.lh.mu.Lock()
+	defer o.lh.mu.Unlock()
+	return len(o.lh.held) > 0
+}
