@@ -144,6 +144,13 @@ type TransportConfig struct {
 	SendQueueLimit int `koanf:"send_queue_limit"`
 	// RequestTimeout is the default deadline of a request without one.
 	RequestTimeout time.Duration `koanf:"request_timeout"`
+	// MaxUnadmitted bounds inbound connections that have not completed
+	// hello; more are closed at accept (docs/TRANSPORT.md "Limits before
+	// admission").
+	MaxUnadmitted int `koanf:"max_unadmitted"`
+	// MaxPeers bounds admitted inbound peers (distinct RIDs); a hello from
+	// one more is rejected with resourceLimit.
+	MaxPeers int `koanf:"max_peers"`
 }
 
 // RelocationConfig tunes the move of one Actor or Spot (docs/RELOCATION.md).
@@ -242,6 +249,10 @@ func Default() Config {
 			PeerTimeout:      15 * time.Second,
 			SendQueueLimit:   10000,
 			RequestTimeout:   10 * time.Second,
+			// transport.DefaultMaxUnadmitted / DefaultMaxPeers (not
+			// imported: config does not depend on the transport).
+			MaxUnadmitted: 64,
+			MaxPeers:      1024,
 		},
 		LocationStore:   StoreConfig{Redis: defaultRedis("meshnode")},
 		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},

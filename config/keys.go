@@ -119,6 +119,8 @@ var help = map[string]string{
 	"transport.peer_timeout":                   "silence after which a peer is down; must exceed liveness_interval",
 	"transport.send_queue_limit":               "records queued per peer before sends fail, at least 1",
 	"transport.request_timeout":                "deadline of a request that carries none",
+	"transport.max_unadmitted":                 "inbound connections that have not completed hello; more are closed at once, at least 1",
+	"transport.max_peers":                      "admitted inbound peers (distinct RIDs); a hello from one more is rejected (resourceLimit), at least 1",
 	"location_store.provider":                  "Location Store provider: memory or redis; empty = none (client and server need one, spec §2)",
 	"location_store.redis.addrs":               "Redis host:port list (Sentinel addresses when master_name is set)",
 	"location_store.redis.master_name":         "Redis Sentinel master name; empty = no Sentinel",

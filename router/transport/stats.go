@@ -31,6 +31,7 @@ type Stats struct {
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
 	RefusedInbound    uint64 // inbound connections refused at MaxInboundConns
+	RefusedUnadmitted uint64 // inbound connections refused at MaxUnadmitted
 	Peers             map[string]PeerStats
 }
 
@@ -105,6 +106,7 @@ func (n *Node) Stats() Stats {
 		Unhandled:         s.unhandled.Load(),
 		InboundConns:      n.rt.count(),
 		RefusedInbound:    n.rt.refusedFull.Load(),
+		RefusedUnadmitted: n.rt.refusedUnadmitted.Load(),
 		Peers:             make(map[string]PeerStats),
 	}
 	s.mu.Lock()
