@@ -72,6 +72,39 @@ func (h *captureLog) lines(msg string) []string {
 	return out
 }
 
+// recvWithin returns the next value from ch, failing the test if none
+// arrives within d.
+func recvWithin[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("no %s within %s", what, d)
+	}
+	var zero T
+	return zero
+}
+
+// rejectedWith starts a node from cfg, links it to target and waits for
+// the first rejection of its hello, which must carry reason. The node's
+// event log is returned for later waits.
+func rejectedWith(t *testing.T, cfg Config, target *Node, reason router.RejectReason) (*Node, *eventLog) {
+	t.Helper()
+	ev := newEventLog()
+	cfg.OnEvent = ev.on
+	n := startNode(t, cfg)
+	if err := n.Connect(target.RID(), target.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	e := ev.wait(t, EventRejected, 5*time.Second)
+	var rej *RejectError
+	if !errors.As(e.Err, &rej) || rej.Reason != reason {
+		t.Fatalf("hello of %s (generation %d): %v, want %s", cfg.RID, cfg.LifecycleGeneration, e.Err, reason)
+	}
+	return n, ev
+}
+
 // helloFrom encodes a hello with n's admission but another lifecycle
 // generation: what a forger (or a restarted run) of n would send.
 func helloFrom(t *testing.T, n *Node, gen uint64) [][]byte {
@@ -230,13 +263,8 @@ func TestPreHelloFrameLimit(t *testing.T) {
 	if err := a.Send(context.Background(), b.RID(), seqSend(b.RID(), 1, make([]byte, 4<<20))); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case n := <-big:
-		if n != 4<<20 {
-			t.Fatalf("payload of %d bytes", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("4 MiB record from an admitted peer not delivered")
+	if n := recvWithin(t, big, 10*time.Second, "4 MiB record from the admitted peer"); n != 4<<20 {
+		t.Fatalf("payload of %d bytes", n)
 	}
 }
 
@@ -313,18 +341,7 @@ func TestMaxPeers(t *testing.T) {
 	connectAndWait(t, p1, b)
 	connectAndWait(t, p2, b)
 
-	ev := newEventLog()
-	cfg3 := testConfig("p3", 1)
-	cfg3.OnEvent = ev.on
-	p3 := startNode(t, cfg3)
-	if err := p3.Connect(b.RID(), b.Endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	e := ev.wait(t, EventRejected, 5*time.Second)
-	var rej *RejectError
-	if !errors.As(e.Err, &rej) || rej.Reason != router.RejectResourceLimit {
-		t.Fatalf("third peer: %v, want resourceLimit", e.Err)
-	}
+	p3, _ := rejectedWith(t, testConfig("p3", 1), b, router.RejectResourceLimit)
 	for _, p := range []*Node{p1, p2} {
 		if _, err := p.Request(context.Background(), b.RID(), spotRequest(b.RID(), 1, []byte("x"))); err != nil {
 			t.Fatalf("admitted peer %s: %v", p.RID(), err)

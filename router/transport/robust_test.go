@@ -253,13 +253,8 @@ func TestRestartDetectedByHello(t *testing.T) {
 	// The "new run" of the same RID says hello to A's ROUTER.
 	newRun := startNode(t, testConfig("b", 21))
 	connectAndWait(t, newRun, a)
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ErrPeerDown) {
-			t.Fatalf("err = %v, want ErrPeerDown", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("request to the old run not failed by the newer generation")
+	if err := recvWithin(t, errc, 5*time.Second, "failure of the request to the old run"); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("err = %v, want ErrPeerDown", err)
 	}
 }
 
@@ -382,44 +377,23 @@ func TestDuplicateIdentityHandover(t *testing.T) {
 	old := startNode(t, cfgOld)
 	connectAndWait(t, old, b)
 
-	evNew := newEventLog()
-	cfgNew := testConfig("p", 2) // same RID, newer run, old one still alive
-	cfgNew.OnEvent = evNew.on
-	newer := startNode(t, cfgNew)
-	if err := newer.Connect(b.RID(), b.Endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	e := evNew.wait(t, EventRejected, 5*time.Second)
-	var rej *RejectError
-	if !errors.As(e.Err, &rej) || rej.Reason != router.RejectDuplicateConnection {
-		t.Fatalf("newer run while the old one is live: %v, want duplicateConnection", e.Err)
-	}
-	if err := old.Send(context.Background(), b.RID(), seqSend(b.RID(), 1, nil)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case gen := <-got:
-		if gen != 1 {
-			t.Fatalf("record attributed to generation %d, want 1 (the old run still holds the RID)", gen)
+	// Same RID, newer run, old one still alive: refused.
+	newer, evNew := rejectedWith(t, testConfig("p", 2), b, router.RejectDuplicateConnection)
+	sendFromGen := func(n *Node, seq, wantGen uint64) {
+		t.Helper()
+		if err := n.Send(context.Background(), b.RID(), seqSend(b.RID(), seq, nil)); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("old run's record not delivered")
+		if gen := recvWithin(t, got, 5*time.Second, "record"); gen != wantGen {
+			t.Fatalf("record attributed to generation %d, want %d", gen, wantGen)
+		}
 	}
+	sendFromGen(old, 1, 1) // the old run still holds the RID
 
 	// The old run goes away: the newer one's retrying link is admitted.
 	_ = old.Close()
 	evNew.wait(t, EventAdmitted, 10*time.Second)
-	if err := newer.Send(context.Background(), b.RID(), seqSend(b.RID(), 2, nil)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case gen := <-got:
-		if gen != 2 {
-			t.Fatalf("record attributed to generation %d, want 2", gen)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("newer run's record not delivered")
-	}
+	sendFromGen(newer, 2, 2)
 	b.rt.mu.Lock()
 	cur := b.rt.byID[string(newer.RID())]
 	b.rt.mu.Unlock()
@@ -427,18 +401,10 @@ func TestDuplicateIdentityHandover(t *testing.T) {
 		t.Fatalf("current connection of the identity: %+v", cur)
 	}
 
-	// An older run coming back is stale (and, the newer run being live,
-	// a duplicate: the identity rule is checked first).
+	// With the newer run gone too, an older run coming back is stale (while
+	// the newer run was live it would have been a duplicate: the identity
+	// rule is checked first).
 	_ = newer.Close()
 	waitFor(t, 5*time.Second, "no inbound connection", func() bool { return b.Stats().InboundConns == 0 })
-	evOld := newEventLog()
-	cfgOld.OnEvent = evOld.on
-	again := startNode(t, cfgOld)
-	if err := again.Connect(b.RID(), b.Endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	e = evOld.wait(t, EventRejected, 5*time.Second)
-	if !errors.As(e.Err, &rej) || rej.Reason != router.RejectLifecycleGenerationStale {
-		t.Fatalf("old run re-hello: %v, want lifecycleGenerationStale", e.Err)
-	}
+	rejectedWith(t, cfgOld, b, router.RejectLifecycleGenerationStale)
 }
