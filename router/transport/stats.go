@@ -27,7 +27,7 @@ type Stats struct {
 	LivenessAcks      uint64 // liveness acks matching the outstanding probe
 	StaleAcks         uint64 // liveness acks not matching the outstanding probe
 	LivenessTimeouts  uint64 // links declared down for missing acks
-	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out
+	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out, and hellos not sent within HandshakeTimeout
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
 	RefusedInbound    uint64 // inbound connections refused at MaxInboundConns
