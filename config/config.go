@@ -144,6 +144,13 @@ type TransportConfig struct {
 	SendQueueLimit int `koanf:"send_queue_limit"`
 	// RequestTimeout is the default deadline of a request without one.
 	RequestTimeout time.Duration `koanf:"request_timeout"`
+	// MaxUnadmitted bounds inbound connections that have not completed
+	// hello; more are closed at accept (docs/TRANSPORT.md "Limits before
+	// admission").
+	MaxUnadmitted int `koanf:"max_unadmitted"`
+	// MaxPeers bounds admitted inbound peers (distinct RIDs); a hello from
+	// one more is rejected with resourceLimit.
+	MaxPeers int `koanf:"max_peers"`
 	// Curve is link security (docs/OPERATIONS.md, Link security).
 	Curve CurveConfig `koanf:"curve"`
 }
@@ -266,6 +273,10 @@ func Default() Config {
 			SendQueueLimit:   10000,
 			RequestTimeout:   10 * time.Second,
 			Curve:            CurveConfig{AllowedKeys: []string{}},
+			// transport.DefaultMaxUnadmitted / DefaultMaxPeers (not
+			// imported: config does not depend on the transport).
+			MaxUnadmitted: 64,
+			MaxPeers:      1024,
 		},
 		LocationStore:   StoreConfig{Redis: defaultRedis("meshnode")},
 		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},

@@ -127,6 +127,8 @@ var help = map[string]string{
 	"transport.curve.public_key":               "optional Z85 public key; startup fails unless it matches the secret key",
 	"transport.curve.allowed_keys_file":        "file of trusted node public keys, one Z85 key per line (# comments, a label after the key)",
 	"transport.curve.allowed_keys":             "trusted node public keys inline (Z85, comma-separated in the environment); joined with allowed_keys_file",
+	"transport.max_unadmitted":                 "inbound connections that have not completed hello; more are closed at once, at least 1",
+	"transport.max_peers":                      "admitted inbound peers (distinct RIDs); a hello from one more is rejected (resourceLimit), at least 1",
 	"location_store.provider":                  "Location Store provider: memory or redis; empty = none (client and server need one, spec §2)",
 	"location_store.redis.addrs":               "Redis host:port list (Sentinel addresses when master_name is set)",
 	"location_store.redis.master_name":         "Redis Sentinel master name; empty = no Sentinel",

@@ -254,6 +254,12 @@ func (t TransportConfig) validate(ps *problems) {
 			ps.add("transport.curve", "%v", err)
 		}
 	}
+	if t.MaxUnadmitted < 1 {
+		ps.add("transport.max_unadmitted", "must be at least 1, got %d", t.MaxUnadmitted)
+	}
+	if t.MaxPeers < 1 {
+		ps.add("transport.max_peers", "must be at least 1, got %d", t.MaxPeers)
+	}
 }
 
 func (s StoreConfig) validate(ps *problems, prefix string) {

@@ -155,11 +155,14 @@ func TestValidateRules(t *testing.T) {
 
 		// transport
 		{name: "transport values", mutate: func(c *Config) {
-			c.Transport = TransportConfig{LivenessInterval: 0, PeerTimeout: 15 * time.Second, SendQueueLimit: 0, RequestTimeout: -time.Second}
+			c.Transport = TransportConfig{LivenessInterval: 0, PeerTimeout: 15 * time.Second, SendQueueLimit: 0, RequestTimeout: -time.Second,
+				MaxUnadmitted: 0, MaxPeers: -1}
 		}, want: []Problem{
 			p("transport.liveness_interval", "must be positive, got 0s"),
 			p("transport.send_queue_limit", "must be at least 1, got 0"),
 			p("transport.request_timeout", "must be positive, got -1s"),
+			p("transport.max_unadmitted", "must be at least 1, got 0"),
+			p("transport.max_peers", "must be at least 1, got -1"),
 		}},
 		{name: "peer timeout not above interval", mutate: func(c *Config) { c.Transport.PeerTimeout = 5 * time.Second },
 			want: []Problem{p("transport.peer_timeout", "must be greater than transport.liveness_interval (5s), got 5s")}},

@@ -225,6 +225,8 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		RequestTimeout:      cfg.Transport.RequestTimeout,
 		SendQueueRecords:    cfg.Transport.SendQueueLimit,
 		Curve:               curveCfg,
+		MaxUnadmitted:       cfg.Transport.MaxUnadmitted,
+		MaxPeers:            cfg.Transport.MaxPeers,
 		OnEvent:             n.onPeerEvent,
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
 		Logger:              log,                // the transport adds its own rid, mesh and gen

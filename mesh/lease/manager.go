@@ -222,10 +222,10 @@ func newManager(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("lease: owner-lease key: %w", err)
 	}
 	m := &Manager{
-		store:   cfg.Store,
-		timing:  cfg.Timing,
-		clock:   cfg.Clock,
-		log:     cfg.Logger.With("owner", ownerID),
+		store:     cfg.Store,
+		timing:    cfg.Timing,
+		clock:     cfg.Clock,
+		log:       cfg.Logger.With("owner", ownerID),
 		onEvent:   cfg.OnEvent,
 		ownerID:   ownerID,
 		key:       key,

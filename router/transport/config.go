@@ -116,6 +116,15 @@ type Config struct {
 	// MaxInboundConns bounds concurrent inbound connections, handshaking
 	// ones included (4096).
 	MaxInboundConns int
+	// MaxUnadmitted bounds inbound connections that have not completed
+	// hello (ZMTP handshake included); a connection accepted beyond it is
+	// closed at once (64). Until its hello is admitted a connection may send
+	// only hello-sized messages (router.HelloMaxFrameBytes) and must say
+	// hello within HandshakeTimeout of its ZMTP handshake.
+	MaxUnadmitted int
+	// MaxPeers bounds admitted inbound peers (distinct RIDs); a hello from a
+	// new RID beyond it is rejected with resourceLimit (1024).
+	MaxPeers int
 	// IOBufferBytes is the read and write buffer per connection (64 KiB).
 	IOBufferBytes int
 
@@ -169,6 +178,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.MaxInboundConns <= 0 {
 		out.MaxInboundConns = 4096
+	}
+	if out.MaxUnadmitted <= 0 {
+		out.MaxUnadmitted = DefaultMaxUnadmitted
+	}
+	if out.MaxPeers <= 0 {
+		out.MaxPeers = DefaultMaxPeers
 	}
 	if out.IOBufferBytes <= 0 {
 		out.IOBufferBytes = 64 << 10

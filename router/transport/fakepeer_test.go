@@ -46,6 +46,11 @@ func newFakePeer(t testing.TB, rid string, gen uint64) *fakePeer {
 			return
 		}
 		if rec.Command == router.CmdHello && f.autoAdmit {
+			// Lift the pre-hello frame limit and hello deadline as the
+			// node's admission does.
+			if _, err := rt.claim(ic); err != nil {
+				t.Errorf("fake peer claim: %v", err)
+			}
 			f.send(ic, &router.Admit{Admission: f.admission()})
 			return
 		}

@@ -44,7 +44,13 @@ func (n *Node) onInboundBad(remote, ident string, err error) {
 	} else {
 		n.stats.handshakeFailures.Add(1)
 	}
-	n.log.Warn("transport: inbound connection failed", "remote", remote, "peer", RID(ident).String(), "err", err)
+	n.hsLog.warn("transport: inbound connection failed", "remote", remote, "peer", RID(ident).String(), "err", err)
+}
+
+// onInboundRefused logs a connection closed at accept (MaxUnadmitted); the
+// router counts it.
+func (n *Node) onInboundRefused(remote string, err error) {
+	n.hsLog.warn("transport: inbound connection refused", "remote", remote, "err", err)
 }
 
 // protocolError drops one bad record from ic: counted (node and peer) and
@@ -90,10 +96,8 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 	}
 	if !admitted {
 		n.stats.notAdmitted.Add(1)
-		if ok, suppressed := ic.logLimit.allow(n.clock.Now(), logEvery); ok {
-			n.log.Warn("transport: dropped record from unadmitted connection", "peer", RID(ic.ident).String(),
-				"remote", ic.remote, "command", rec.Command.String(), "suppressed", suppressed)
-		}
+		n.hsLog.warn("transport: dropped record from unadmitted connection", "peer", RID(ic.ident).String(),
+			"remote", ic.remote, "command", rec.Command.String())
 		return
 	}
 	switch rec.Command {
@@ -166,15 +170,23 @@ func (n *Node) sendFailed(c *peerCounters, err error) error {
 // identityMismatch; a lifecycle generation below one already admitted for
 // that RID → lifecycleGenerationStale; the same generation with a lower
 // descriptor revision → descriptorRevisionStale; node closing →
-// runtimeNotServing.
+// runtimeNotServing; the RID held by another live connection (the identity
+// rule, heldElsewhere) → duplicateConnection; MaxPeers other RIDs admitted
+// → resourceLimit. A rejected hello changes nothing kept for its RID.
 func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 	rm := h.Admission.RouteMesh
 	reason := router.RejectReason(0)
 	detail := ""
+	now := n.clock.Now()
 	n.mu.Lock()
 	prev, seen := n.seen[ic.ident]
 	closed := n.closed
 	ours := n.admission
+	l := n.links[ic.ident]
+	held := ""
+	if !closed && rm != nil && ic.ident != string(n.cfg.RID) {
+		held = n.heldElsewhere(ic, rm.LifecycleGeneration, l, now)
+	}
 	switch {
 	case closed:
 		reason, detail = router.RejectRuntimeNotServing, "node closing"
@@ -186,22 +198,30 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		reason, detail = router.RejectSecurityIdentityMismatch, "security identity differs"
 	case ic.ident == string(n.cfg.RID):
 		reason, detail = router.RejectIdentityMismatch, "peer uses our own RID"
+	case held != "":
+		reason, detail = router.RejectDuplicateConnection, held
 	case seen && rm.LifecycleGeneration < prev.gen:
 		reason, detail = router.RejectLifecycleGenerationStale, fmt.Sprintf("generation %d, already admitted %d", rm.LifecycleGeneration, prev.gen)
 	case seen && rm.LifecycleGeneration == prev.gen && rm.DescriptorRevision < prev.rev:
 		reason, detail = router.RejectDescriptorRevisionStale, fmt.Sprintf("revision %d, already admitted %d", rm.DescriptorRevision, prev.rev)
+	}
+	var old *inConn
+	if reason == 0 {
+		var err error
+		if old, err = n.rt.claim(ic); err != nil {
+			reason, detail = router.RejectResourceLimit, err.Error()
+		}
 	}
 	if reason == 0 {
 		if _, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
 			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision}
 		}
 	}
-	l := n.links[ic.ident]
 	n.mu.Unlock()
 
 	if reason != 0 {
 		n.stats.rejected.Add(1)
-		n.log.Warn("transport: rejecting hello", "peer", RID(ic.ident).String(), "remote", ic.remote,
+		n.hsLog.warn("transport: rejecting hello", "peer", RID(ic.ident).String(), "remote", ic.remote,
 			"reason", reason.String(), "detail", detail)
 		if frames, err := encodeInfra(&router.Reject{Reason: reason}); err == nil {
 			// Close once the reject is flushed: the peer must hello again
@@ -210,6 +230,7 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		}
 		return
 	}
+	supersede(old, ic)
 	info := peerInfoFrom([]byte(ic.ident), ic.remote, rm)
 	frames, err := encodeInfra(&router.Admit{Admission: n.currentAdmission()})
 	if err != nil {
@@ -223,7 +244,6 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 	ic.mu.Lock()
 	ic.admitted, ic.info = true, info
 	ic.mu.Unlock()
-	n.rt.promote(ic)
 	n.log.Info("transport: admitted inbound peer", "peer", info.RID.String(), "remote", ic.remote,
 		"peer_gen", info.LifecycleGeneration, "peer_rev", info.DescriptorRevision)
 	if l != nil {

@@ -47,6 +47,8 @@ type linkParams struct {
 	queueBytes       int64
 	maxInbound       int
 	curve            *curveParams // nil: NULL mechanism
+	maxUnadmitted    int
+	maxPeers         int
 }
 
 func (c *Config) linkParams() linkParams {
@@ -60,6 +62,8 @@ func (c *Config) linkParams() linkParams {
 		queueBytes:       c.SendQueueBytes,
 		maxInbound:       c.MaxInboundConns,
 		curve:            c.curve,
+		maxUnadmitted:    c.MaxUnadmitted,
+		maxPeers:         c.MaxPeers,
 	}
 }
 
@@ -77,6 +81,9 @@ type inConn struct {
 	lastSeen  atomic.Int64 // clock UnixNano of the last record received
 	logLimit  logLimiter
 	superseed atomic.Bool // replaced by a newer connection with the same identity
+	// unadmitted: the connection still counts against MaxUnadmitted (until
+	// admission or close, whichever comes first releases it).
+	unadmitted atomic.Bool
 }
 
 // routerSock is the node's ROUTER: one listener, any number of inbound
@@ -91,16 +98,19 @@ type routerSock struct {
 	onFrames func(ic *inConn, frames [][]byte)
 	onClose  func(ic *inConn, cause error)
 	onBad    func(remote, ident string, err error) // handshake failure or framing violation (ident may be "")
+	onRefuse func(remote string, err error)        // connection closed at accept by a cap (may be nil)
 
 	mu     sync.Mutex
 	conns  map[*inConn]struct{}
 	byID   map[string]*inConn
 	n      int // live connections including handshaking ones
+	unadm  int // live connections not admitted yet (handshaking ones included)
 	closed bool
 	done   chan struct{} // closed by close()
 	wg     sync.WaitGroup
 
-	refusedFull atomic.Uint64
+	refusedFull       atomic.Uint64
+	refusedUnadmitted atomic.Uint64
 }
 
 func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock, error) {
@@ -166,6 +176,12 @@ func (r *routerSock) acceptLoop() {
 			_ = raw.Close()
 			continue
 		}
+		if r.unadm >= r.p.maxUnadmitted {
+			r.mu.Unlock()
+			r.refuseUnadmitted(raw)
+			continue
+		}
+		r.unadm++
 		r.n++
 		r.wg.Add(1)
 		r.mu.Unlock()
@@ -177,13 +193,19 @@ func (r *routerSock) acceptLoop() {
 // The handshake happens here, not in the accept loop, with a deadline.
 func (r *routerSock) serve(raw net.Conn) {
 	defer r.wg.Done()
+	var ic *inConn
 	defer func() {
 		r.mu.Lock()
 		r.n--
+		if ic == nil || ic.unadmitted.Swap(false) {
+			r.unadm--
+		}
 		r.mu.Unlock()
 	}()
 	remote := raw.RemoteAddr().String()
-	zc, err := openZMTP(raw, zmq4.Router, r.p.localID, true, r.p.lim, r.p.bufSize, r.p.handshakeTimeout, r.p.curve.serverMechanism())
+	// Until admission the connection may only send hello-sized messages;
+	// claim restores r.p.lim.
+	zc, err := openZMTP(raw, zmq4.Router, r.p.localID, true, preHelloLimits(r.p.lim), r.p.bufSize, r.p.handshakeTimeout, r.p.curve.serverMechanism())
 	if err != nil {
 		r.onBad(remote, "", err)
 		return
@@ -193,6 +215,10 @@ func (r *routerSock) serve(raw net.Conn) {
 		r.onBad(remote, string(zc.ident), err)
 		return
 	}
+	// The hello is due within the handshake timeout too; claim clears the
+	// deadline. Without it a connection could hold its unadmitted slot
+	// until the idle sweep (PeerTimeout), 3× longer.
+	_ = raw.SetReadDeadline(time.Now().Add(r.p.handshakeTimeout))
 	if err := validRID(zc.ident); err != nil {
 		// Without a usable identity replies could not be routed back; our
 		// peers always set their RID as identity.
@@ -200,11 +226,12 @@ func (r *routerSock) serve(raw net.Conn) {
 		r.onBad(remote, "", fmt.Errorf("%w: peer identity: %v", ErrFraming, err))
 		return
 	}
-	ic := &inConn{
+	ic = &inConn{
 		pc:     newPeerConn(zc, r.p.queueRecords, r.p.queueBytes, r.p.writeTimeout),
 		ident:  string(zc.ident),
 		remote: remote,
 	}
+	ic.unadmitted.Store(true)
 	r.onOpen(ic)
 	ic.pc.start()
 
@@ -229,7 +256,9 @@ func (r *routerSock) serve(raw net.Conn) {
 	}
 	ic.pc.close(cause)
 	ic.pc.wait()
-	if isProtocolViolation(cause) {
+	if bad := unadmittedCause(ic, cause); bad != nil {
+		r.onBad(remote, ic.ident, bad)
+	} else if isProtocolViolation(cause) {
 		r.onBad(remote, ic.ident, cause)
 	}
 	r.mu.Lock()
@@ -239,25 +268,6 @@ func (r *routerSock) serve(raw net.Conn) {
 	}
 	r.mu.Unlock()
 	r.onClose(ic, ic.pc.closedErr())
-}
-
-// promote makes ic the connection of its identity once the node layer has
-// admitted it, closing the one it replaces. Handover: the newest admitted
-// connection of an identity wins (libzmq's ROUTER_HANDOVER); a restarted
-// peer reconnects before its old TCP connection is noticed dead, and keeping
-// the old one would strand the peer (libzmq #2019; zmq4 keeps both and
-// writes replies to each). Promotion waits for admission so that a
-// displaced older run, whose hello is refused as stale, cannot knock the
-// newer run's connection off by merely connecting.
-func (r *routerSock) promote(ic *inConn) {
-	r.mu.Lock()
-	old := r.byID[ic.ident]
-	r.byID[ic.ident] = ic
-	r.mu.Unlock()
-	if old != nil && old != ic {
-		old.superseed.Store(true)
-		old.pc.close(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown))
-	}
 }
 
 func (r *routerSock) count() int {

@@ -85,6 +85,9 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	// hsLog rate-limits the lines strangers can cause (handshake and
+	// admission failures, records before hello, refused connections).
+	hsLog *logGate
 
 	mu        sync.Mutex
 	links     map[string]*link
@@ -119,6 +122,7 @@ func New(cfg Config) (*Node, error) {
 		rt:    rt,
 		links: make(map[string]*link),
 		seen:  make(map[string]genRev),
+		hsLog: newLogGate(c.Clock, log, handshakeLogBurst, handshakeLogEvery),
 	}
 	n.stats.init()
 	n.calls.init()
@@ -137,6 +141,7 @@ func New(cfg Config) (*Node, error) {
 	rt.onFrames = n.onInboundFrames
 	rt.onClose = n.onInboundClose
 	rt.onBad = n.onInboundBad
+	rt.onRefuse = n.onInboundRefused
 	rt.start()
 	n.mu.Lock()
 	n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
@@ -480,6 +485,7 @@ func (n *Node) Close() error {
 	n.calls.close(fmt.Errorf("transport: reply slot: %w", ErrClosed))
 	n.rt.close()
 	n.linkWG.Wait()
+	n.hsLog.stop()
 	n.log.Info("transport: closed")
 	return nil
 }

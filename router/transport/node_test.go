@@ -132,18 +132,7 @@ func TestStaleLifecycleGenerationRejected(t *testing.T) {
 	connectAndWait(t, a1, b)
 	_ = a1.Close()
 	// Same RID, older run: must not be admitted after the newer one was.
-	ev := newEventLog()
-	cfg := testConfig("a", 4)
-	cfg.OnEvent = ev.on
-	a0 := startNode(t, cfg)
-	if err := a0.Connect(b.RID(), b.Endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	e := ev.wait(t, EventRejected, 5*time.Second)
-	var rej *RejectError
-	if !errors.As(e.Err, &rej) || rej.Reason != router.RejectLifecycleGenerationStale {
-		t.Fatalf("err = %v, want lifecycleGenerationStale", e.Err)
-	}
+	rejectedWith(t, testConfig("a", 4), b, router.RejectLifecycleGenerationStale)
 }
 
 func TestConfigValidation(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/router"
@@ -245,6 +246,7 @@ func (l *link) connect(ep string) (*session, error) {
 			info:    peerInfoFrom(l.rid, zc.raw.RemoteAddr().String(), rm),
 			pending: make(map[uint64]*Call),
 		}
+		s.heard.Store(n.clock.Now().UnixNano())
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
@@ -284,6 +286,7 @@ type session struct {
 	endErr      error
 	pending     map[uint64]*Call // calls whose request went out on this session
 	outstanding uint64           // probe id awaiting its ack, 0 if none
+	heard       atomic.Int64     // clock UnixNano of admission or the last record received (identity rule)
 	lastProbe   uint64
 	probeT      Timer
 	deadT       Timer
@@ -307,6 +310,7 @@ func (s *session) serve() error {
 		}
 		s.l.counters.recordsIn.Add(1)
 		n.stats.recordsIn.Add(1)
+		s.heard.Store(n.clock.Now().UnixNano())
 		switch rec.Command {
 		case router.CmdLivenessAck:
 			s.onAck(rec.Body.(*router.LivenessAck).ProbeID)

@@ -253,13 +253,8 @@ func TestRestartDetectedByHello(t *testing.T) {
 	// The "new run" of the same RID says hello to A's ROUTER.
 	newRun := startNode(t, testConfig("b", 21))
 	connectAndWait(t, newRun, a)
-	select {
-	case err := <-errc:
-		if !errors.Is(err, ErrPeerDown) {
-			t.Fatalf("err = %v, want ErrPeerDown", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("request to the old run not failed by the newer generation")
+	if err := recvWithin(t, errc, 5*time.Second, "failure of the request to the old run"); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("err = %v, want ErrPeerDown", err)
 	}
 }
 
@@ -365,53 +360,51 @@ func quickPeer(t *testing.T, i int, addr string, b *Node, hello [][]byte) {
 
 // TestDuplicateIdentityHandover: a second connection with the same identity
 // replaces the first on our ROUTER (ZeroMQ ROUTER_HANDOVER semantics: a
-// restarted peer reconnects before its old TCP connection is noticed dead).
-// The displaced older run cannot take the identity back: its re-hello
-// carries an older lifecycle generation and is rejected as stale.
+// restarted peer reconnects before its old TCP connection is noticed dead),
+// but only once the first is no longer live (the identity rule,
+// docs/TRANSPORT.md): while the old run still speaks on its connection, a
+// newer generation's hello is refused with duplicateConnection and changes
+// nothing. When the old run is gone the newer run is admitted, and a
+// displaced older run cannot take the identity back: its re-hello carries
+// an older lifecycle generation and is rejected as stale.
 func TestDuplicateIdentityHandover(t *testing.T) {
 	got := make(chan uint64, 16)
 	cfgB := testConfig("b", 1)
 	cfgB.Handler = echoHandler(func(from PeerInfo, r *router.Record) { got <- from.LifecycleGeneration })
 	b := startNode(t, cfgB)
 
-	evOld := newEventLog()
 	cfgOld := testConfig("p", 1)
-	cfgOld.OnEvent = evOld.on
 	old := startNode(t, cfgOld)
 	connectAndWait(t, old, b)
-	evOld.wait(t, EventAdmitted, 5*time.Second)
 
-	cfgNew := testConfig("p", 2) // same RID, newer run, old one still alive
-	newer := startNode(t, cfgNew)
-	connectAndWait(t, newer, b)
-
-	// The old run's connection was displaced; its link goes down and its
-	// re-admission is refused as stale.
-	evOld.wait(t, EventDown, 5*time.Second)
-	e := evOld.wait(t, EventRejected, 5*time.Second)
-	var rej *RejectError
-	if !errors.As(e.Err, &rej) || rej.Reason != router.RejectLifecycleGenerationStale {
-		t.Fatalf("old run re-hello: %v, want lifecycleGenerationStale", e.Err)
-	}
-	if err := newer.Send(context.Background(), b.RID(), seqSend(b.RID(), 1, nil)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case gen := <-got:
-		if gen != 2 {
-			t.Fatalf("record attributed to generation %d, want 2", gen)
+	// Same RID, newer run, old one still alive: refused.
+	newer, evNew := rejectedWith(t, testConfig("p", 2), b, router.RejectDuplicateConnection)
+	sendFromGen := func(n *Node, seq, wantGen uint64) {
+		t.Helper()
+		if err := n.Send(context.Background(), b.RID(), seqSend(b.RID(), seq, nil)); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("newer run's record not delivered")
+		if gen := recvWithin(t, got, 5*time.Second, "record"); gen != wantGen {
+			t.Fatalf("record attributed to generation %d, want %d", gen, wantGen)
+		}
 	}
-	// The identity's current connection is the newer run's; once the old
-	// run stops retrying only that one remains.
+	sendFromGen(old, 1, 1) // the old run still holds the RID
+
+	// The old run goes away: the newer one's retrying link is admitted.
+	_ = old.Close()
+	evNew.wait(t, EventAdmitted, 10*time.Second)
+	sendFromGen(newer, 2, 2)
 	b.rt.mu.Lock()
 	cur := b.rt.byID[string(newer.RID())]
 	b.rt.mu.Unlock()
 	if cur == nil || cur.info.LifecycleGeneration != 2 {
 		t.Fatalf("current connection of the identity: %+v", cur)
 	}
-	_ = old.Close()
-	waitFor(t, 5*time.Second, "one inbound connection", func() bool { return b.Stats().InboundConns == 1 })
+
+	// With the newer run gone too, an older run coming back is stale (while
+	// the newer run was live it would have been a duplicate: the identity
+	// rule is checked first).
+	_ = newer.Close()
+	waitFor(t, 5*time.Second, "no inbound connection", func() bool { return b.Stats().InboundConns == 0 })
+	rejectedWith(t, cfgOld, b, router.RejectLifecycleGenerationStale)
 }

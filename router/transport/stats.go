@@ -27,10 +27,11 @@ type Stats struct {
 	LivenessAcks      uint64 // liveness acks matching the outstanding probe
 	StaleAcks         uint64 // liveness acks not matching the outstanding probe
 	LivenessTimeouts  uint64 // links declared down for missing acks
-	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out
+	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out, and hellos not sent within HandshakeTimeout
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
 	RefusedInbound    uint64 // inbound connections refused at MaxInboundConns
+	RefusedUnadmitted uint64 // inbound connections refused at MaxUnadmitted
 	Peers             map[string]PeerStats
 }
 
@@ -105,6 +106,7 @@ func (n *Node) Stats() Stats {
 		Unhandled:         s.unhandled.Load(),
 		InboundConns:      n.rt.count(),
 		RefusedInbound:    n.rt.refusedFull.Load(),
+		RefusedUnadmitted: n.rt.refusedUnadmitted.Load(),
 		Peers:             make(map[string]PeerStats),
 	}
 	s.mu.Lock()
