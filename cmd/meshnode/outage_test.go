@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/mesh"
@@ -109,4 +112,41 @@ func TestMultiProcessPausedNodeRecovers(t *testing.T) {
 	}, r.procs...)
 	checkCounters(t, ctx, r.client.Manager(), snd)
 	sendMore(t, ctx, r, snd)
+}
+
+// FLUSHALL under a running mesh (issue 12 "Store data loss goes
+// unnoticed"): every server reports STORE DATA LOST and stops new work for
+// good instead of issuing generations again from the emptied store.
+func TestMultiProcessFlushAllIsReported(t *testing.T) {
+	srv := testredis.NewServer(t)
+	r := startRollMeshOn(t, srv.Addr, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := r.client.Manager().CreateActor(ctx, "flushed", demoapp.CounterType); err != nil {
+		t.Fatal(err)
+	}
+	if err := goredis.NewClient(&goredis.Options{Addr: srv.Addr}).FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.procs {
+		p := p
+		waitUntil(t, 20*time.Second, p.name+" to report the data loss", func() bool {
+			return p.seen("STORE DATA LOST: the Location Store no longer holds what this node wrote (FLUSHALL, " +
+				"eviction, or a failover to a replica without persistence); the node stops all new work so that no " +
+				"generation is issued twice. Its objects' state stays in memory but cannot be served; restart the " +
+				"nodes once the store is restored or known empty, and check the Redis settings (docs/store-redis.md)")
+		}, r.procs...)
+	}
+	// Nothing was written back by the nodes that saw the loss: no lease,
+	// no descriptor, no counter restarted.
+	time.Sleep(2 * time.Second)
+	keys, err := goredis.NewClient(&goredis.Options{Addr: srv.Addr}).Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !strings.Contains(k, "cursor") {
+			t.Errorf("key %s written after the data loss", k)
+		}
+	}
 }
