@@ -93,7 +93,11 @@ func (h *rowHints) put(key string, rr locstore.ReadResult) {
 			clear(h.rows)
 		}
 	}
-	h.rows[key] = rowHint{rr: rr, at: now}
+	next := rowHint{rr: rr, at: now}
+	if old, ok := h.rows[key]; ok && old.auth != nil && old.rr.Found == rr.Found && old.rr.Version == rr.Version {
+		next.auth = old.auth // the same version read again (a poll): keep its decode
+	}
+	h.rows[key] = next
 }
 
 func (h *rowHints) get(key string) (locstore.ReadResult, bool) {
