@@ -31,19 +31,19 @@ func (o *objects) holdForLease() {
 		o.lh.held = map[spot.Key]*hosted{}
 	}
 	o.mu.Lock()
-	var todo []spot.Key
+	var hold []spot.Key
 	for k, h := range o.hosted {
 		if !h.entry && h.state == hostServing && o.lh.held[k] == nil {
 			o.lh.held[k] = h
-			todo = append(todo, k)
+			hold = append(hold, k)
 		}
 	}
 	o.mu.Unlock()
-	for _, k := range todo {
+	for _, k := range hold {
 		o.lh.held[k].obj.Hold()
 	}
-	if len(todo) > 0 {
-		o.log.Info("owner lease not admitting: objects' dispatch held; their messages and timers wait", "objects", len(todo))
+	if len(hold) > 0 {
+		o.log.Info("owner lease not admitting: objects' dispatch held; their messages and timers wait", "objects", len(hold))
 	}
 }
 

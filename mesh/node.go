@@ -367,15 +367,8 @@ func (n *Node) onPeerEvent(ev transport.Event) {
 // loop runs discovery every interval until Close.
 func (n *Node) loop() {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.stopContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	t := time.NewTicker(n.discoveryEvery)
 	defer t.Stop()
 	n.Discover(ctx)
@@ -433,6 +426,20 @@ func (n *Node) checkMarker(ctx context.Context) {
 		return // a store failure says nothing about the data (lease grace)
 	}
 	n.lease.Fail(err)
+}
+
+// stopContext returns a context that ends when the node stops (Close) or
+// cancel is called.
+func (n *Node) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // servingState reports whether the node publishes serving (not draining,

@@ -30,15 +30,8 @@ type ReadoptResult struct {
 
 // readoptAfterReacquire runs on its own goroutine after EventReacquired.
 func (n *Node) readoptAfterReacquire(newGen uint64) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.stopContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	oldGen := n.leaseGen.Load()
 	n.leaseGen.Store(newGen) // routes to the old combination are now stale
 	from := authority.Owner{ID: n.run.ownerID, LeaseGeneration: oldGen}
@@ -87,10 +80,10 @@ func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done ma
 		h   *hosted
 	}
 	o.mu.Lock()
-	var todo []item
+	var undecided []item
 	for k, h := range o.hosted {
 		if !h.entry && h.state == hostServing && !done[k] {
-			todo = append(todo, item{k, h})
+			undecided = append(undecided, item{k, h})
 		}
 	}
 	o.mu.Unlock()
@@ -98,7 +91,7 @@ func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done ma
 	var res ReadoptResult
 	pending := 0
 	var errs []error
-	for _, it := range todo {
+	for _, it := range undecided {
 		h := it.h
 		r, err := o.exec.Readopt(ctx, authority.ReadoptRequest{
 			Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},

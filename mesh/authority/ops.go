@@ -378,21 +378,35 @@ func ownerLease(op Op, row AuthorityRow, owner Owner, lease LeaseRow) (locstore.
 // by owner, owner's lease valid. It returns the record's key and the lease
 // condition.
 func ownedActive(op Op, obj Object, objGen uint64, ifVersion string, owner Owner, snap Snapshot) (string, locstore.Condition, error) {
-	if err := owner.validate(); err != nil {
-		return "", locstore.Condition{}, invalidCause(op, err, "owner")
-	}
-	if err := requireGeneration(op, objGen); err != nil {
-		return "", locstore.Condition{}, err
-	}
-	key, err := existing(op, obj, objGen, ifVersion, record.AllocationActive, snap.Authority)
+	key, err := activeOwnedBy(op, obj, objGen, ifVersion, owner, snap)
 	if err != nil {
 		return "", locstore.Condition{}, err
 	}
-	leaseCond, err := ownerLease(op, snap.Authority, owner, snap.OwnerLease)
+	leaseCond, err := verifyLease(op, snap.OwnerLease, owner, "current")
 	if err != nil {
 		return "", locstore.Condition{}, err
 	}
 	return key, leaseCond, nil
+}
+
+// activeOwnedBy is ownedActive without the lease: owner and the caller's
+// ObjectGeneration valid, the record as asked and Active, owned by owner
+// (Reclaim and Readopt judge owner's lease their own way).
+func activeOwnedBy(op Op, obj Object, objGen uint64, ifVersion string, owner Owner, snap Snapshot) (string, error) {
+	if err := owner.validate(); err != nil {
+		return "", invalidCause(op, err, "owner")
+	}
+	if err := requireGeneration(op, objGen); err != nil {
+		return "", err
+	}
+	key, err := existing(op, obj, objGen, ifVersion, record.AllocationActive, snap.Authority)
+	if err != nil {
+		return "", err
+	}
+	if err := ownedBy(op, snap.Authority, owner); err != nil {
+		return "", err
+	}
+	return key, nil
 }
 
 // PlanCommit plans that reservation's Reserved → Active: reserved slots

@@ -2,8 +2,6 @@ package authority
 
 import (
 	"context"
-
-	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // OpReadopt re-adopts a record after its owner reacquired its lease under a
@@ -33,9 +31,6 @@ type ReadoptRequest struct {
 // Rows used: Authority, OwnerLease (of To).
 func PlanReadopt(req ReadoptRequest, snap Snapshot) (Plan, error) {
 	const op = OpReadopt
-	if err := req.From.validate(); err != nil {
-		return Plan{}, invalidCause(op, err, "from owner")
-	}
 	if err := req.To.validate(); err != nil {
 		return Plan{}, invalidCause(op, err, "to owner")
 	}
@@ -43,17 +38,11 @@ func PlanReadopt(req ReadoptRequest, snap Snapshot) (Plan, error) {
 		return Plan{}, invalid(op, "re-adoption is by the same OwnerId under a later LeaseGeneration (%s/%d -> %s/%d)",
 			req.From.ID, req.From.LeaseGeneration, req.To.ID, req.To.LeaseGeneration)
 	}
-	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
-		return Plan{}, err
-	}
-	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, snap.Authority)
+	key, err := activeOwnedBy(op, req.Object, req.ObjectGeneration, req.IfVersion, req.From, snap)
 	if err != nil {
 		return Plan{}, err
 	}
 	row := snap.Authority
-	if err := ownedBy(op, row, req.From); err != nil {
-		return Plan{}, err
-	}
 	if !NodeOf(row.Record).Equal(req.Node) {
 		return Plan{}, conflictWith(op, ErrConflict, row, "the record names node run %s, not %s", NodeOf(row.Record), req.Node)
 	}

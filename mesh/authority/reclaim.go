@@ -39,20 +39,11 @@ type ReclaimRequest struct {
 // Rows used: Authority, OwnerLease (of req.Owner), Capacity (record's node).
 func PlanReclaim(req ReclaimRequest, snap Snapshot) (Plan, error) {
 	const op = OpReclaim
-	if err := req.Owner.validate(); err != nil {
-		return Plan{}, invalidCause(op, err, "owner")
-	}
-	if err := requireGeneration(op, req.ObjectGeneration); err != nil {
-		return Plan{}, err
-	}
-	key, err := existing(op, req.Object, req.ObjectGeneration, req.IfVersion, record.AllocationActive, snap.Authority)
+	key, err := activeOwnedBy(op, req.Object, req.ObjectGeneration, req.IfVersion, req.Owner, snap)
 	if err != nil {
 		return Plan{}, err
 	}
 	row := snap.Authority
-	if err := ownedBy(op, row, req.Owner); err != nil {
-		return Plan{}, err
-	}
 	leaseCond, err := leaseEnded(op, snap.OwnerLease, req.Owner)
 	if err != nil {
 		return Plan{}, err
