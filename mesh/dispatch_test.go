@@ -52,3 +52,32 @@ func TestUnhandledCommandGetsProtocolError(t *testing.T) {
 		t.Fatalf("node stopped serving: %v", err)
 	}
 }
+
+// Command 39 (Instance Spots, not built yet: issue 13) never meets silence:
+// a request is answered at once with a typed command 20, so its sender does
+// not wait for its deadline.
+func TestInstanceSpotRequestIsAnswered(t *testing.T) {
+	c := clientAndServer(t)
+	ctx := ctxT(t, 20*time.Second)
+	target := c.nodes[1]
+	rec := router.NewRecord(&router.InstanceSpot{
+		Route: router.InstanceRoute{Kind: router.InstanceRouteColdActivation, Cold: &router.InstanceColdRoute{
+			TargetNodeRID: target.RID(), TargetNodeGeneration: target.LifecycleGeneration(), TargetSpotID: "room-7",
+			TargetMeshName: "objects", StableType: testSpotType, TargetDescriptorVersion: "1",
+			DeadlineUnixMs: uint64(time.Now().Add(10 * time.Second).UnixMilli())}},
+		SourceNodeGeneration: c.nodes[0].LifecycleGeneration(), SourceNodeRID: c.nodes[0].RID(),
+		OperationKind: router.InstanceRequest, Operation: opIDOf(NewOperationID()), ReplyRouteID: 77,
+	}, nil, &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte("hello")})
+	start := time.Now()
+	resp, err := c.nodes[0].Transport().Request(ctx, transport.RID(target.RID()), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, ok := resp.Body.(*router.Reply)
+	if !ok || rep.Result == router.ResultOK {
+		t.Fatalf("answer %v, want a typed failure", resp.Body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("answered after %v: the sender waited", took)
+	}
+}

@@ -27,6 +27,11 @@ func setCorrelation(b router.Body, c uint64) bool {
 		t.Correlation = c
 	case *router.RelocationPrepare:
 		t.Correlation = c
+	case *router.InstanceSpot:
+		if t.OperationKind != router.InstanceRequest {
+			return false // a send has no reply route
+		}
+		t.ReplyRouteID = c
 	default:
 		return false
 	}
@@ -52,6 +57,10 @@ func RequestCorrelation(rec *router.Record) (uint64, bool) {
 		return t.Correlation, true
 	case *router.RelocationPrepare:
 		return t.Correlation, true
+	case *router.InstanceSpot:
+		// A request's reply route id is the correlation of its command 20
+		// (§7.1); a send has none.
+		return t.ReplyRouteID, t.OperationKind == router.InstanceRequest && t.ReplyRouteID != 0
 	}
 	return 0, false
 }
