@@ -34,13 +34,11 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 	defer cancel()
 	oldGen := n.leaseGen.Load()
 	n.leaseGen.Store(newGen) // routes to the old combination are now stale
-	from := authority.Owner{ID: n.run.ownerID, LeaseGeneration: oldGen}
 	to := authority.Owner{ID: n.run.ownerID, LeaseGeneration: newGen}
 	wait := newBackoff()
 	var res ReadoptResult
-	done := map[spot.Key]bool{}
 	for {
-		r, pending, err := n.obj.readopt(ctx, from, to, done)
+		r, pending, err := n.obj.readopt(ctx, to)
 		res.Kept += r.Kept
 		res.Dropped += r.Dropped
 		res.DroppedIDs = append(res.DroppedIDs, r.DroppedIDs...)
@@ -62,19 +60,33 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 	n.obj.releaseLeaseHold()
 	n.log.Warn("owner lease recovered after its loss: objects re-adopted under the new lease generation",
 		"old_gen", oldGen, "new_gen", newGen, "kept", res.Kept, "dropped", res.Dropped, "dropped_ids", res.DroppedIDs)
-	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer pcancel()
-	if err := n.publish(pctx, record.StateServing); err != nil {
-		n.log.Warn("descriptor not republished after the lease recovery; the next round retries", "err", err)
+	// Serving again for the others once the descriptor says so: retried
+	// until it lands (or the node stops), since nothing else republishes it.
+	wait = newBackoff()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := n.publish(pctx, record.StateServing)
+		pcancel()
+		if err == nil {
+			return
+		}
+		n.log.Warn("descriptor not republished after the lease recovery; trying again", "err", err)
+		if wait.sleep(ctx) != nil {
+			return
+		}
 	}
 }
 
-// readopt re-adopts every object this node serves from the owner
-// combination from to to. It returns what it decided and how many objects
-// are still undecided (a store failure); the caller retries those.
-// done holds the objects already re-adopted (a retry skips them: their
-// record now names to, and a second Readopt would read as a change).
-func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done map[spot.Key]bool) (ReadoptResult, int, error) {
+// readopt re-adopts every object this node serves to the owner
+// combination to. Each record is read first: one that names this OwnerId
+// under an earlier generation is this process's own (OwnerIds are never
+// shared), whichever loss it dates from — so a lease lost again during a
+// re-adoption is handled by the next one; one already at to is kept; any
+// other record (gone, another owner, another generation of the object)
+// means the copy here is no longer the object. It returns what it decided
+// and how many objects are still undecided (a store failure); the caller
+// retries those.
+func (o *objects) readopt(ctx context.Context, to authority.Owner) (ReadoptResult, int, error) {
 	type item struct {
 		key spot.Key
 		h   *hosted
@@ -82,7 +94,7 @@ func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done ma
 	o.mu.Lock()
 	var undecided []item
 	for k, h := range o.hosted {
-		if !h.entry && h.state == hostServing && !done[k] {
+		if !h.entry && h.state == hostServing {
 			undecided = append(undecided, item{k, h})
 		}
 	}
@@ -93,9 +105,26 @@ func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done ma
 	var errs []error
 	for _, it := range undecided {
 		h := it.h
-		r, err := o.exec.Readopt(ctx, authority.ReadoptRequest{
-			Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},
-			ObjectGeneration: h.objectGeneration, From: from, To: to, Node: self})
+		row, _, err := o.readAuthorityAt(ctx, h.kind, it.key.ID)
+		if err != nil {
+			pending++
+			errs = append(errs, fmt.Errorf("%s: %w", it.key.ID, err))
+			continue
+		}
+		a := row.Record
+		if row.Found && authority.OwnerOf(a) == to && uint64(a.ObjectGeneration) == h.objectGeneration {
+			res.Kept++ // re-adopted by an earlier pass
+			continue
+		}
+		var r authority.Result
+		if row.Found && a.OwnerID == to.ID && uint64(a.OwnerLeaseGeneration) < to.LeaseGeneration {
+			from := authority.Owner{ID: to.ID, LeaseGeneration: uint64(a.OwnerLeaseGeneration)}
+			r, err = o.exec.Readopt(ctx, authority.ReadoptRequest{
+				Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},
+				ObjectGeneration: h.objectGeneration, From: from, To: to, Node: self, IfVersion: row.Version})
+		} else {
+			err = fmt.Errorf("%w: the record is gone or names another owner", authority.ErrConflict)
+		}
 		switch {
 		case err == nil:
 			o.mu.Lock()
@@ -104,7 +133,6 @@ func (o *objects) readopt(ctx context.Context, from, to authority.Owner, done ma
 				h.storeVersion = r.Version
 			}
 			o.mu.Unlock()
-			done[it.key] = true
 			res.Kept++
 		case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound),
 			errors.Is(err, authority.ErrStaleGeneration), errors.Is(err, authority.ErrTypeMismatch):
