@@ -233,13 +233,17 @@ func (o *objects) noticeFollowed(from transport.PeerInfo, rec *router.Record) {
 		Source: followRoute(m, src), Target: followRoute(m, m.to), HopCount: m.hop,
 		OriginalOperation: m.op, OriginalReplyRouteID: m.corr,
 	}}, nil, nil)
+	// Counted before the send (and taken back if it fails): the origin may
+	// act on the notice before Send returns, and a reader of both nodes'
+	// counters must never see the effect before its cause.
+	o.stats.followNotices.Add(1)
 	// Send, not SendWait: the notice is an optimisation, and this runs on
 	// the goroutine reading a peer's connection.
 	if err := o.n.tr.Send(o.halt, transport.RID(org.rid), notice); err != nil {
+		o.stats.followNotices.Add(^uint64(0))
 		o.log.Debug("command 50 not sent", "object", m.id, "origin", org.String(), "err", err)
 		return
 	}
-	o.stats.followNotices.Add(1)
 }
 
 // followRoute is the command 50 route of m's object addressed with to.
