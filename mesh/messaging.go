@@ -56,6 +56,7 @@ type msgTarget struct {
 	fam  opFamily
 	id   string
 	gen  uint64
+	inst bool // an Instance Spot (fam is familySpot)
 	sess *sessionTag
 	op   router.OperationID // a Session's operation id (zero: a fresh one)
 	// control is the meshnode.control metadata of a framework message
@@ -73,6 +74,9 @@ func (t msgTarget) cacheKey() follow.Key {
 func (t msgTarget) spotKey() spot.Key { return spot.Key{Spot: t.fam == familySpot, ID: t.id} }
 
 func (t msgTarget) kind() record.ObjectKind {
+	if t.inst {
+		return record.ObjectInstanceSpot
+	}
 	if t.fam == familySpot {
 		return record.ObjectUserSpot
 	}

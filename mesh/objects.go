@@ -44,6 +44,9 @@ type objects struct {
 	ended endedOwners
 	// lh: objects held while the owner lease does not admit (lease_hold.go).
 	lh leaseHold
+	// activating: cold activations of Instance Spots in progress here
+	// (instance_target.go).
+	activating activations
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool
@@ -81,6 +84,10 @@ type objectStats struct {
 	sessionIgnored, sessionRoutesSent      atomic.Uint64
 	sessionRebinds                         atomic.Uint64
 	routeBarriers, routeBarriersTimedOut   atomic.Uint64 // route switches (route_barrier.go)
+	// Instance Spots (instance_target.go, instance_recover.go).
+	instanceActivated, instanceRefused  atomic.Uint64
+	instanceDropped, instanceRecovered  atomic.Uint64
+	instanceCancelled, instanceDataLost atomic.Uint64
 }
 
 // ObjectStats is a snapshot of a node's object counters.
@@ -119,6 +126,16 @@ type ObjectStats struct {
 	// first sent a barrier on the previous route (route_barrier.go);
 	// RouteBarriersTimedOut those whose barrier went unanswered.
 	RouteBarriers, RouteBarriersTimedOut uint64
+	// Instance Spots (§7.1): InstancesActivated counts cold activations
+	// this node completed (Ready, first message queued); InstanceRefused
+	// commands 39 it refused before storing anything; InstanceDropped
+	// one-way first messages it could not deliver (logged);
+	// InstancesRecovered activations it resumed from the stored first
+	// message after their owner died; InstancesCancelled Creating records
+	// of dead owners it cancelled; InstancesDataLost activations whose
+	// stored first message was missing or corrupt.
+	InstancesActivated, InstanceRefused, InstanceDropped      uint64
+	InstancesRecovered, InstancesCancelled, InstancesDataLost uint64
 }
 
 // testHooks let tests inject the failures the spec's result tables name.
@@ -141,6 +158,9 @@ type testHooks struct {
 	// restoreChunk returns the bytes the source sends as chunk index of
 	// its Restore stream (a test may return a corrupted copy).
 	restoreChunk func(id string, b chunk.Binding, index int, data []byte) []byte
+	// activationStep runs at a named point of a cold activation of id
+	// (instance_target.go); a test blocks in it to crash the node there.
+	activationStep func(id, step string)
 	// arrivalEnded reports how a target attempt for id ended.
 	arrivalEnded func(id string, state relocation.TargetState, failure relocation.TargetFailure)
 }
@@ -284,6 +304,7 @@ func newObjects(n *Node) (*objects, error) {
 	o.registerCommands()
 	o.registerRelocation()
 	o.registerSessions()
+	o.registerInstance()
 	o.halt, o.haltCall = context.WithCancel(context.Background())
 	for _, f := range n.factories {
 		o.registry[f.StableType] = f
@@ -346,11 +367,17 @@ func (e *entrySpot) Receive(t *spot.Turn, env spot.Envelope) error {
 type gated struct {
 	h    spot.Handler
 	gate interface{ Admit() error }
+	// first, when set, is told once the first turn that ran is over: a
+	// cold-activated Instance Spot's first message (instance_target.go).
+	first *firstTurn
 }
 
 func (g gated) Receive(t *spot.Turn, env spot.Envelope) error {
 	if err := g.gate.Admit(); err != nil {
 		return wrapErr(ErrUnavailable, err, "owner lease: turn not started")
+	}
+	if g.first != nil {
+		defer g.first.over()
 	}
 	return g.h.Receive(t, env)
 }
@@ -505,6 +532,9 @@ func (o *objects) snapshotStats() ObjectStats {
 		SessionRoutesIgnored: o.stats.sessionIgnored.Load(), SessionRoutesSent: o.stats.sessionRoutesSent.Load(),
 		SessionRebinds: o.stats.sessionRebinds.Load(),
 		RouteBarriers:  o.stats.routeBarriers.Load(), RouteBarriersTimedOut: o.stats.routeBarriersTimedOut.Load(),
+		InstancesActivated: o.stats.instanceActivated.Load(), InstanceRefused: o.stats.instanceRefused.Load(),
+		InstanceDropped: o.stats.instanceDropped.Load(), InstancesRecovered: o.stats.instanceRecovered.Load(),
+		InstancesCancelled: o.stats.instanceCancelled.Load(), InstancesDataLost: o.stats.instanceDataLost.Load(),
 	}
 }
 

@@ -27,6 +27,8 @@ const (
 	testMoverType    = "test.mover"
 	testRecreateType = "test.recreate"
 	testSpotMover    = "test.spot-mover"
+	// testInstanceType is the one Instance Spot type of the test nodes.
+	testInstanceType = "test.instance"
 )
 
 // echoSnapshot is the test snapshot adapter: the echo's send count.
@@ -113,13 +115,17 @@ type echo struct {
 func (e *echo) Receive(t *spot.Turn, env spot.Envelope) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if name, ok := strings.CutPrefix(string(env.Body), "block:"); ok {
+		<-e.p.gate(name) // a busy turn: the message waits for the test
+		if env.Kind != spot.Request {
+			e.sends++
+			return nil
+		}
+		return t.Reply([]byte("unblocked"))
+	}
 	if env.Kind != spot.Request {
 		e.sends++
 		return nil
-	}
-	if name, ok := strings.CutPrefix(string(env.Body), "block:"); ok {
-		<-e.p.gate(name) // a busy turn: the request waits for the test
-		return t.Reply([]byte("unblocked"))
 	}
 	switch string(env.Body) {
 	case "count":
@@ -141,6 +147,7 @@ func registerTestFactories(t *testing.T, reg *spot.Registry, p *probe) {
 		{StableType: testMoverType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: echoSnapshot{p}, New: p.newFn},
 		{StableType: testRecreateType, Kind: spot.KindActor, Policy: spot.PolicyRecreate, New: p.newFn},
 		{StableType: testSpotMover, Kind: spot.KindUserSpot, Policy: spot.PolicyPreserveState, Snapshot: echoSnapshot{p}, New: p.newFn},
+		spotFactory(testInstanceType, p),
 	} {
 		if err := reg.Register(f); err != nil {
 			t.Fatal(err)
@@ -280,4 +287,9 @@ func (o *objects) stateOf(key spot.Key) (hostState, bool) {
 		return 0, false
 	}
 	return h.state, true
+}
+
+// spotFactory is an Instance Spot factory of the echo object.
+func spotFactory(stableType string, p *probe) spot.Factory {
+	return spot.Factory{StableType: stableType, Kind: spot.KindInstanceSpot, Policy: spot.PolicyDisabled, New: p.newFn}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -19,6 +20,9 @@ type candidate struct {
 	limits authority.Limits
 	weight int
 	local  bool
+	// descriptorVersion is the descriptor's revision as the list saw it
+	// (command 39's targetDescriptorVersion).
+	descriptorVersion string
 }
 
 func (c candidate) key() string { return c.node.String() }
@@ -71,11 +75,12 @@ func candidatesOf(snap directory.Snapshot, f candidateFilter) []candidate {
 			}
 		}
 		c := candidate{
-			node:   authority.Node{MeshName: d.MeshName, RoutingID: d.RoutingID, LifecycleGeneration: uint64(d.LifecycleGeneration)},
-			owner:  authority.Owner{ID: d.OwnerID, LeaseGeneration: uint64(d.LeaseGeneration)},
-			limits: authority.Limits{Actors: d.Capacity.Actors.Limit, Spots: d.Capacity.Spots.Limit, SpotType: capLimit},
-			weight: d.PlacementWeight,
-			local:  local,
+			node:              authority.Node{MeshName: d.MeshName, RoutingID: d.RoutingID, LifecycleGeneration: uint64(d.LifecycleGeneration)},
+			owner:             authority.Owner{ID: d.OwnerID, LeaseGeneration: uint64(d.LeaseGeneration)},
+			limits:            authority.Limits{Actors: d.Capacity.Actors.Limit, Spots: d.Capacity.Spots.Limit, SpotType: capLimit},
+			weight:            d.PlacementWeight,
+			local:             local,
+			descriptorVersion: strconv.FormatUint(uint64(d.DescriptorRevision), 10),
 		}
 		if f.excluded[c.key()] != 0 {
 			continue

@@ -127,6 +127,13 @@ type NewOwnerRequest struct {
 	// Without it, NewOwner is the recovery owner replacement (§3.3), which
 	// removes any relocation progress.
 	Relocation *RelocationRef
+	// ResumeActivation makes a recovery owner replacement (no Relocation)
+	// of an Instance Spot whose first message is not yet recorded done: the
+	// record must hold pendingCreation, which the new record keeps, so the
+	// new owner restores the stored first message before anything else
+	// (§7.1 restart table, "After Ready, before restoring the first
+	// message"). Without it such a record is Conflict, as before.
+	ResumeActivation bool
 }
 
 // DeleteRequest removes the Active record and its capacity (§6.1, §11).
@@ -631,7 +638,11 @@ func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	if err := checkTargetCombination(op, cur, req.Target); err != nil {
 		return Plan{}, err
 	}
-	if err := noCreationState(op, row); err != nil {
+	if req.ResumeActivation {
+		if cur.PendingCreation == nil || cur.Allocation.ObjectKind != record.ObjectInstanceSpot {
+			return Plan{}, conflictWith(op, ErrConflict, row, "%s holds no Instance Spot activation to resume", req.Object.ID)
+		}
+	} else if err := noCreationState(op, row); err != nil {
 		return Plan{}, err
 	}
 	leaseCond, err := verifyLease(op, snap.TargetLease, req.Target.Owner, "target")

@@ -1059,3 +1059,58 @@ func TestPlanObserved(t *testing.T) {
 		t.Error("Preserve observation wrong")
 	}
 }
+
+// §7.1 restart table: the recovery owner change of an Instance Spot whose
+// first message is not recorded done keeps pendingCreation; every other
+// owner change of such a record is refused.
+func TestPlanNewOwnerResumeActivation(t *testing.T) {
+	withPending := func(o Object) Snapshot {
+		row := activeRow(t, o, nodeA, ownerA, 101, 4, "v1")
+		pc := pending("res-1")
+		row.Record.PendingCreation = &pc
+		return Snapshot{Authority: row, TargetLease: leaseRow(t, ownerB, "lB"), Capacity: []CapacityRow{
+			capRow(spotsOf(nodeA), 0, 1, "sa"), capRow(spotsOf(nodeB), 0, 0, "sb"),
+			capRow(CounterID{Node: nodeA, Class: SlotSpotType, SpotKind: record.ObjectInstanceSpot, StableType: "Shard"}, 0, 1, "ta"),
+			capRow(CounterID{Node: nodeB, Class: SlotSpotType, SpotKind: record.ObjectInstanceSpot, StableType: "Shard"}, 0, 0, "tb"),
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		obj    Object
+		resume bool
+		ok     bool
+	}{
+		{"instance spot, resume: kept", shard, true, true},
+		{"instance spot, plain recovery: refused", shard, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := NewOwnerRequest{Object: tc.obj, ObjectGeneration: 101, IfVersion: "v1", ResumeActivation: tc.resume,
+				Target: Target{Node: nodeB, Owner: ownerB, Limits: Limits{Spots: 10}}}
+			p, err := PlanNewOwner(req, withPending(tc.obj))
+			if !tc.ok {
+				if !errors.Is(err, ErrConflict) {
+					t.Fatalf("err = %v, want Conflict", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Record.PendingCreation == nil || p.Record.PendingCreation.ReservationID != "res-1" {
+				t.Fatal("the resumed record lost its pendingCreation")
+			}
+			if p.Record.ObjectGeneration != 101 || p.Record.OwnerID != ownerB.ID || p.Record.AuthorityOwnerGeneration != 5 {
+				t.Fatalf("record %+v: want ObjectGeneration kept, owner B, AuthorityOwnerGeneration 5", p.Record)
+			}
+		})
+	}
+	t.Run("resume of a record without an activation is refused", func(t *testing.T) {
+		req := NewOwnerRequest{Object: player, ObjectGeneration: 101, IfVersion: "v1", ResumeActivation: true,
+			Target: Target{Node: nodeB, Owner: ownerB, Limits: Limits{Actors: 10}}}
+		snap := Snapshot{Authority: activeRow(t, player, nodeA, ownerA, 101, 4, "v1"), TargetLease: leaseRow(t, ownerB, "lB"),
+			Capacity: []CapacityRow{capRow(actorsOf(nodeA), 0, 3, "ka"), capRow(actorsOf(nodeB), 1, 2, "kb")}}
+		if _, err := PlanNewOwner(req, snap); !errors.Is(err, ErrConflict) {
+			t.Fatalf("err = %v, want Conflict", err)
+		}
+	})
+}

@@ -1,0 +1,595 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/activation"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/relocstore"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// The activating node's side of Instance Spots (spec §7.1; docs/
+// INSTANCE-SPOTS.md). Order of a cold activation, each step only after the
+// one before succeeded:
+//
+//  1. the activation record (creation info + first message) is stored in
+//     the Relocation Store under its fixed reference and read back and
+//     verified (§10: stored and re-verified before the Location Store
+//     points at it);
+//  2. Reserve: a Creating record naming this node run as owner, with the
+//     capacity, whose pendingCreation references that payload — when
+//     several nodes race, exactly one Reserve succeeds and only that node
+//     runs the factory; a loser deletes its own payload and delivers to the
+//     winner;
+//  3. factory, then the instance is opened held with the first message
+//     already at the head of its queue;
+//  4. Commit: Ready with the capacity in use, keeping pendingCreation (the
+//     recovery info stays until the first message is done);
+//  5. dispatch opens; after the first message's turn: Preserve clearing
+//     pendingCreation (end of use recorded in the Location Store), then the
+//     payload is deleted from the Relocation Store.
+
+// activationRetention is how long a stored activation record lives: it
+// must outlast the first message's turn and a restart of its node (the
+// restart table restores from it), and an orphan (stored, never pointed at)
+// goes when it ends.
+const activationRetention = 24 * time.Hour
+
+// payloadRereads bounds the re-reads of a payload that is not visible
+// (§10: "re-read only a limited number of times").
+const payloadRereads = 3
+
+// firstTurn calls fn once, after the first turn of a cold-activated
+// instance ran (its first message, at the head of the queue).
+type firstTurn struct {
+	once sync.Once
+	fn   func()
+}
+
+func (f *firstTurn) over() { f.once.Do(f.fn) }
+
+// activations are the cold activations in progress on this node, by SpotId:
+// a second message for the same id waits for the first's outcome instead
+// of racing it through the store.
+type activations struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// claim returns (nil, true) when the caller now activates id (it must call
+// release), or the channel closed when the activation in progress ends.
+func (a *activations) claim(id string) (chan struct{}, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch, busy := a.m[id]; busy {
+		return ch, false
+	}
+	if a.m == nil {
+		a.m = map[string]chan struct{}{}
+	}
+	a.m[id] = make(chan struct{})
+	return nil, true
+}
+
+func (a *activations) release(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch, ok := a.m[id]; ok {
+		close(ch)
+		delete(a.m, id)
+	}
+}
+
+// registerInstance adds command 39 to the dispatch table.
+func (o *objects) registerInstance() {
+	o.handle(router.CmdInstanceSpot, func(_ context.Context, from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error) {
+		o.inboundInstance(from, rec, reply)
+	})
+}
+
+// inboundInstance handles command 39. A Ready route is a Spot message under
+// an exact authority fence: it takes the Spot path (fence check, mailbox,
+// Message Follow). A cold-activation route starts an activation here.
+func (o *objects) inboundInstance(from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error) {
+	b := rec.Body.(*router.InstanceSpot)
+	corr, _ := transport.RequestCorrelation(rec)
+	refuse := func(err error) {
+		o.stats.instanceRefused.Add(1)
+		if corr != 0 {
+			o.sendReply(reply, replyRecord(familySpot, corr, nil, err))
+			return
+		}
+		o.log.Warn("instance spot message refused", "peer", from.RID.String(), "err", err)
+	}
+	if r := b.Route.Ready; r != nil {
+		fence := router.SpotRouteFence{Spot: router.SpotRef{SpotID: r.TargetSpotID, ObjectGeneration: r.Authority.ObjectGeneration},
+			TargetNodeRID: r.TargetNodeRID, TargetNodeGeneration: r.TargetNodeGeneration,
+			ExpectedAuthorityOwnerGeneration: r.Authority.AuthorityOwnerGeneration, ExpectedOwnerLeaseGeneration: r.Authority.LeaseGeneration}
+		var body router.Body = &router.SpotSend{Operation: b.Operation, SourceSpotID: b.SourceSpotID, TargetSpot: fence}
+		if corr != 0 {
+			body = &router.SpotRequest{Correlation: corr, Operation: b.Operation, SourceSpotID: b.SourceSpotID, TargetSpot: fence}
+		}
+		o.inboundSpot(from, fence, corr, router.NewRecord(body, rec.Metadata, rec.Payload), reply)
+		return
+	}
+	c := b.Route.Cold
+	if c == nil {
+		refuse(fmt.Errorf("%w: command 39 without a route", ErrInvalidOperation))
+		return
+	}
+	if err := sourceIsPeer(from, b.SourceNodeRID, b.SourceNodeGeneration); err != nil {
+		refuse(err)
+		return
+	}
+	var body []byte
+	if rec.Payload != nil {
+		body = append([]byte(nil), rec.Payload.Data...)
+	}
+	var op [16]byte
+	putUint64(op[:8], b.Operation.High)
+	putUint64(op[8:], b.Operation.Low)
+	ar := activation.Record{SpotID: c.TargetSpotID, StableType: c.StableType, MeshName: c.TargetMeshName,
+		TargetRID: c.TargetNodeRID, TargetGen: c.TargetNodeGeneration, SourceRID: b.SourceNodeRID, SourceGen: b.SourceNodeGeneration,
+		SourceSpotID: b.SourceSpotID, Operation: op, Request: corr != 0, ReplyRouteID: corr, DeadlineUnixMs: c.DeadlineUnixMs,
+		Metadata: rec.Metadata, Body: body}
+	if err := o.startActivation(ar, origin{rid: from.RID, gen: from.LifecycleGeneration}, reply); err != nil {
+		refuse(err)
+	}
+}
+
+// startActivation checks what can be checked at once and runs the
+// activation on its own goroutine (it reads and writes the stores and runs
+// a factory; it must not hold up the connection it came on). A request's
+// answer — success or failure — goes through its reply route: to the
+// connection it came on (reply), or to the local waiter the sender
+// registered (reply nil).
+func (o *objects) startActivation(rec activation.Record, org origin, reply func(*router.Record) error) error {
+	if err := o.activationRefusal(rec); err != nil {
+		return err
+	}
+	if err := o.begin(); err != nil {
+		return fmt.Errorf("%w: %w: node closing: %w", ErrUnavailable, errRouteStale, err)
+	}
+	var route []byte
+	if rec.Request {
+		r := replyRoute{fam: familySpot, gen: org.gen, corr: rec.ReplyRouteID, rid: org.rid}
+		route = r.encode()
+		if reply != nil {
+			o.mu.Lock()
+			o.remotes[r.key()] = remoteReply{reply: reply}
+			o.mu.Unlock()
+		}
+	}
+	go func() {
+		defer o.work.Done()
+		o.activate(rec, org, route)
+	}()
+	return nil
+}
+
+// activationRefusal is every check that needs no store: the activation is
+// addressed to this node run in its mesh, this node can activate the type
+// now, and the deadline has not passed. A refusal here means nothing was
+// stored or run (errRouteStale: the sender may try another node).
+func (o *objects) activationRefusal(rec activation.Record) error {
+	stale := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %w: %s", ErrUnavailable, errRouteStale, fmt.Sprintf(format, a...))
+	}
+	if err := record.ValidateObjectID(rec.SpotID); err != nil {
+		return fmt.Errorf("%w: spot id: %w", ErrInvalidOperation, err)
+	}
+	if !bytes.Equal(rec.TargetRID, o.n.run.rid) || rec.TargetGen != o.n.run.lifecycleGeneration {
+		return stale("activation addressed to node run %x/%d, this is %x/%d", rec.TargetRID, rec.TargetGen, o.n.run.rid, o.n.run.lifecycleGeneration)
+	}
+	if rec.MeshName != o.n.cfg.Node.MeshName {
+		return stale("activation in mesh %q, this node is in %q", rec.MeshName, o.n.cfg.Node.MeshName)
+	}
+	if err := o.instanceRole(); err != nil {
+		return err
+	}
+	if st := o.n.State(); st != record.StateServing {
+		return stale("node is %s, not serving", st)
+	}
+	if o.hostMove.Load() {
+		return stale("a host relocation is emptying this node")
+	}
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		return stale("owner lease: %v", err)
+	}
+	if f, ok := o.registry[rec.StableType]; !ok || f.Kind != spot.KindInstanceSpot {
+		return stale("no Instance Spot factory %q on this node", rec.StableType)
+	}
+	if time.Now().After(time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62)))) {
+		return deadlineErr("activation of %s: deadline passed before it arrived", rec.SpotID)
+	}
+	return nil
+}
+
+// activate runs one activation to its end and answers it exactly once.
+func (o *objects) activate(rec activation.Record, org origin, route []byte) {
+	ctx, cancel := context.WithDeadline(o.halt, time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62))))
+	defer cancel()
+	answer := func(body []byte, err error) {
+		if route != nil {
+			if err != nil {
+				o.log.Debug("Instance Spot request failed", "object", rec.SpotID, "type", rec.StableType, "err", err)
+			}
+			o.Reply(route, body, err)
+			return
+		}
+		if err != nil {
+			o.stats.instanceDropped.Add(1)
+			o.log.Warn("one-way message to an Instance Spot not delivered", "object", rec.SpotID, "type", rec.StableType,
+				"source", hex.EncodeToString(rec.SourceRID), "err", err)
+		}
+	}
+	for {
+		wait, mine := o.activating.claim(rec.SpotID)
+		if mine {
+			break
+		}
+		// Another message for the same id is activating it here: its
+		// outcome decides (Ready: deliver; failed: try ourselves).
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			answer(nil, ctxErr(ctx, "instance spot %s: waiting for its activation", rec.SpotID))
+			return
+		}
+	}
+	defer o.activating.release(rec.SpotID)
+	wait := newBackoff()
+	for {
+		if ctx.Err() != nil {
+			answer(nil, ctxErr(ctx, "activation of %s", rec.SpotID))
+			return
+		}
+		row, _, err := o.readAuthorityAt(ctx, record.ObjectInstanceSpot, rec.SpotID)
+		if err != nil {
+			answer(nil, classify(ctx, err, "activation of "+rec.SpotID))
+			return
+		}
+		if row.Found {
+			m := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, claimed: true}
+			ready, err := o.instanceRow(ctx, m, row)
+			if err != nil {
+				answer(nil, err)
+				return
+			}
+			if !ready {
+				if err := wait.sleep(ctx); err != nil {
+					answer(nil, ctxErr(ctx, "instance spot %s: waiting for its activation", rec.SpotID))
+					return
+				}
+				continue
+			}
+			// Already Ready (another node won, or it existed): the message is
+			// delivered once to the current owner (§7.1).
+			reply, err := o.deliver(ctx, instanceTarget(rec.SpotID, uint64(row.Record.ObjectGeneration), opIDOf(rec.Operation)), rec.Body, rec.Request)
+			answer(reply, err)
+			return
+		}
+		done, err := o.coldActivate(ctx, rec, org, route)
+		if err != nil {
+			answer(nil, err)
+			return
+		}
+		if done {
+			return // the first message is queued; its turn answers it
+		}
+		// Another node's Reserve won: read again and deliver to it.
+	}
+}
+
+// coldActivate runs steps 1–5 (see the top of this file). done reports that
+// the first message is queued on the new instance (its turn answers it); a
+// false done with a nil error means another activation got the record
+// first.
+func (o *objects) coldActivate(ctx context.Context, rec activation.Record, org origin, route []byte) (bool, error) {
+	n := o.n
+	payload, err := rec.Encode()
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
+	}
+	ref := activation.Reference(rec.SpotID, rec.SourceRID, rec.SourceGen, rec.Operation)
+	sum := activation.Checksum(payload)
+	if err := o.storeActivation(ctx, ref, payload, sum); err != nil {
+		return false, err
+	}
+	if h := o.hook().activationStep; h != nil {
+		h(rec.SpotID, "stored")
+	}
+	ownerID, leaseGen := n.Owner()
+	self := authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}
+	node := authority.Node{MeshName: n.cfg.Node.MeshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration}
+	obj := authority.Object{ID: rec.SpotID, Kind: record.ObjectInstanceSpot, StableType: rec.StableType}
+	rsv := NewOperationID()
+	rsvID := hex.EncodeToString(rsv[:])
+	if err := n.lease.Gate().Admit(); err != nil {
+		o.forgetPayload(ref)
+		return false, fmt.Errorf("%w: %w: owner lease: no reservation: %w", ErrUnavailable, errRouteStale, err)
+	}
+	res, err := o.exec.Reserve(ctx, authority.ReserveRequest{Object: obj,
+		Target:   authority.Target{Node: node, Owner: self, Limits: o.instanceLimits(rec.StableType)},
+		Creation: record.PendingCreation{ReservationID: rsvID, RequestContentReference: ref, RequestSHA256: sum, RequestEncodedSize: len(payload)}})
+	if err != nil {
+		var ae *authority.Error
+		switch {
+		case errors.Is(err, authority.ErrTypeMismatch):
+			o.forgetPayload(ref)
+			return false, err
+		case errors.Is(err, authority.ErrCapacityExhausted):
+			o.forgetPayload(ref)
+			return false, fmt.Errorf("%w: %w: %w", ErrUnavailable, errRouteStale, err)
+		case errors.As(err, &ae) && ae.Kind == authority.ErrConflict && ae.Current != nil:
+			o.forgetPayload(ref) // lost the race: nothing points at our payload
+			return false, nil
+		case errors.As(err, &ae) && ae.Kind == authority.ErrConflict:
+			o.forgetPayload(ref)
+			return false, fmt.Errorf("%w: %w: reservation refused: %w", ErrUnavailable, errRouteStale, err)
+		}
+		// Unknown outcome: the record may point at the payload; it stays
+		// (the restart table, or its retention, deals with it).
+		return false, classify(ctx, err, "reserve "+rec.SpotID)
+	}
+	objGen, ownerGen := uint64(res.Plan.Record.ObjectGeneration), uint64(res.Plan.Record.AuthorityOwnerGeneration)
+	version := res.Version
+	if version == "" {
+		row, _, err := o.readAuthorityAt(ctx, record.ObjectInstanceSpot, rec.SpotID)
+		if err != nil {
+			return false, classify(ctx, err, "re-read "+rec.SpotID)
+		}
+		if !row.Found || row.Record.PendingCreation == nil || row.Record.PendingCreation.ReservationID != rsvID {
+			return false, nil
+		}
+		version = row.Version
+	}
+	if h := o.hook().activationStep; h != nil {
+		h(rec.SpotID, "reserved")
+	}
+	abort := func(why error) error {
+		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		defer cancel()
+		if err := n.lease.Gate().Admit(); err != nil {
+			return why
+		}
+		if _, err := o.exec.Abort(wctx, authority.AbortRequest{Object: obj, ReservationID: rsvID, ObjectGeneration: objGen,
+			IfVersion: version, Owner: &self}); err != nil {
+			o.log.Warn("instance activation: reservation not returned", "object", rec.SpotID, "err", err)
+			return why
+		}
+		o.forgetPayload(ref)
+		return why
+	}
+	return true, o.openInstance(ctx, instanceBuild{rec: rec, org: org, route: route, ref: ref, objGen: objGen, ownerGen: ownerGen,
+		commit: func(ctx context.Context) (string, error) {
+			r, err := o.exec.Commit(ctx, authority.CommitRequest{Object: obj, ReservationID: rsvID, ObjectGeneration: objGen,
+				Owner: self, IfVersion: version, KeepPendingCreation: true})
+			return r.Version, err
+		}, undo: abort})
+}
+
+// instanceBuild is what openInstance needs: the activation record, its
+// reply route and reference, the generations the record names, and how to
+// make the instance Ready (commit) or give the record back (undo).
+type instanceBuild struct {
+	rec              activation.Record
+	org              origin
+	route            []byte
+	ref              string
+	objGen, ownerGen uint64
+	// commit records Ready (or, when resuming, is nil: the record already
+	// is Ready and owned here) and returns the StoreVersion.
+	commit func(context.Context) (string, error)
+	undo   func(why error) error
+	// version is the StoreVersion when commit is nil.
+	version string
+	// noFirst opens the instance with an empty queue (DataLost: the first
+	// message is gone) and no recovery info to end.
+	noFirst bool
+}
+
+// openInstance runs the factory and opens the instance with the first
+// message at the head of its queue (steps 3–5): held until the record says
+// Ready, then dispatching. An error means nothing runs here and the first
+// message is not queued anywhere (its answer is the caller's to give).
+func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
+	rec := b.rec
+	f := o.registry[rec.StableType]
+	handler, ferr := runFactory(ctx, f, spot.CreateRequest{ID: rec.SpotID, Generation: b.objGen, StableType: rec.StableType})
+	if ferr != nil {
+		var declined *spot.Declined
+		if errors.As(ferr, &declined) {
+			return b.undo(fmt.Errorf("%w: instance spot %s declined by its factory: %s", ErrRejected, rec.SpotID, declined.Reason))
+		}
+		if ctx.Err() != nil {
+			return b.undo(classify(ctx, ferr, "factory of "+rec.SpotID))
+		}
+		typ := "factoryError"
+		if errors.Is(ferr, errFactoryPanic) {
+			typ = "factoryPanic"
+		}
+		return b.undo(&CreateFailedError{ID: rec.SpotID, Type: typ, Message: validText(ferr.Error())})
+	}
+	env := spot.Envelope{Kind: spot.Send, Body: rec.Body, Meta: envMeta{op: opIDOf(rec.Operation), org: b.org}.encode()}
+	if b.route != nil {
+		env.Kind, env.ReplyRoute = spot.Request, b.route
+	}
+	key := spot.Key{Spot: true, ID: rec.SpotID}
+	gate := o.n.lease.Gate()
+	spec := spot.Spec{Key: key, Kind: spot.KindInstanceSpot, StableType: rec.StableType, Generation: b.objGen,
+		Handler: gated{h: handler, gate: gate}, Held: true}
+	ft := &firstTurn{fn: func() { go o.firstMessageDone(rec.SpotID, rec.StableType, b.objGen, b.ref) }}
+	if !b.noFirst {
+		spec.Handler = gated{h: handler, gate: gate, first: ft}
+		spec.Restored = &spot.Captured{Queue: []spot.Envelope{env}}
+	}
+	sobj, err := o.rt.Open(spec)
+	if err != nil {
+		return b.undo(wrapErr(ErrUnavailable, err, "open instance %s", rec.SpotID))
+	}
+	hs := &hosted{obj: sobj, kind: record.ObjectInstanceSpot, stableType: rec.StableType, objectGeneration: b.objGen, ownerGeneration: b.ownerGen}
+	o.mu.Lock()
+	o.hosted[key] = hs
+	o.mu.Unlock()
+	version := b.version
+	if b.commit != nil {
+		if err := o.n.lease.Gate().Admit(); err != nil {
+			o.unhostInstance(key, hs)
+			return b.undo(wrapErr(ErrUnavailable, err, "owner lease: %s not made Ready", rec.SpotID))
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+		version, err = b.commit(wctx)
+		cancel()
+		if err != nil {
+			o.unhostInstance(key, hs)
+			return b.undo(classify(nil, err, "record "+rec.SpotID+" Ready"))
+		}
+	}
+	o.mu.Lock()
+	hs.storeVersion = version
+	o.mu.Unlock()
+	o.stats.instanceActivated.Add(1)
+	sobj.Release()
+	o.log.Debug("instance spot activated", "object", rec.SpotID, "type", rec.StableType, "gen", b.objGen)
+	return nil
+}
+
+// unhostInstance removes a prepared instance that never became Ready; its
+// queued first message is discarded, not answered (the caller answers).
+func (o *objects) unhostInstance(key spot.Key, hs *hosted) {
+	o.mu.Lock()
+	if o.hosted[key] == hs {
+		delete(o.hosted, key)
+	}
+	o.mu.Unlock()
+	hs.obj.Discard()
+}
+
+// firstMessageDone ends the use of the recovery info once the first
+// message's turn is over: Preserve clears pendingCreation (the Location
+// Store first records the end of use), then the payload is deleted (§10).
+// A record that is gone or changed meanwhile no longer points at the
+// payload: it is deleted all the same.
+func (o *objects) firstMessageDone(id, stableType string, gen uint64, ref string) {
+	ctx, cancel := context.WithTimeout(o.halt, 4*storeWriteTimeout)
+	defer cancel()
+	obj := authority.Object{ID: id, Kind: record.ObjectInstanceSpot, StableType: stableType}
+	key := spot.Key{Spot: true, ID: id}
+	wait := newBackoff()
+	for {
+		if err := o.n.lease.Gate().Admit(); err != nil {
+			// Without owner eligibility nothing may change the record; the
+			// recovery info stays and the payload with it (§5).
+			o.log.Warn("instance spot: end of the first message not recorded (owner lease)", "object", id, "err", err)
+			return
+		}
+		ownerID, leaseGen := o.n.Owner()
+		res, err := o.exec.Preserve(ctx, authority.PreserveRequest{Object: obj, ObjectGeneration: gen,
+			Owner: authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}, ClearPendingCreation: true})
+		if err == nil {
+			o.mu.Lock()
+			if h, ok := o.hosted[key]; ok && h.objectGeneration == gen {
+				h.storeVersion = res.Version
+			}
+			o.mu.Unlock()
+			break
+		}
+		if errors.Is(err, authority.ErrNotFound) || errors.Is(err, authority.ErrStaleGeneration) || errors.Is(err, authority.ErrTypeMismatch) {
+			break // the record no longer points at the payload
+		}
+		if row, rerr := o.readAuthority(ctx, record.ObjectInstanceSpot, id); rerr == nil {
+			switch {
+			case !row.Found || uint64(row.Record.ObjectGeneration) != gen || row.Record.PendingCreation == nil ||
+				row.Record.PendingCreation.RequestContentReference != ref:
+				o.forgetPayload(ref) // nothing points at it any more
+				return
+			case row.Record.OwnerID != ownerID || uint64(row.Record.OwnerLeaseGeneration) != leaseGen:
+				// Another owner took the record over (this node was
+				// presumed dead): the recovery info is its to end.
+				o.log.Warn("instance spot: another owner took over before the first message was recorded done", "object", id,
+					"owner", row.Record.OwnerID)
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			o.log.Warn("instance spot: end of the first message not recorded", "object", id, "err", err)
+			return
+		}
+		_ = wait.sleep(ctx)
+	}
+	o.forgetPayload(ref)
+}
+
+// storeActivation stores payload under ref and reads it back (§10: "stored
+// first and re-verified"). The same bytes already there (a retried
+// activation) are fine; other bytes under the reference mean the
+// operation id was reused for another message.
+func (o *objects) storeActivation(ctx context.Context, ref string, payload []byte, sum [32]byte) error {
+	pr, err := o.n.reloc.Put(ctx, ref, payload, activationRetention)
+	if err != nil {
+		return classifyReloc(ctx, err, "store the activation of "+ref)
+	}
+	if pr.Outcome == relocstore.Conflict {
+		return fmt.Errorf("%w: activation reference %s holds another message (operation id reused)", ErrInvalidOperation, ref)
+	}
+	got, state, err := o.readPayload(ctx, ref, len(payload), sum)
+	if err != nil {
+		return err
+	}
+	if state != activation.PayloadIntact || !bytes.Equal(got, payload) {
+		return fmt.Errorf("%w: %w: the stored activation %s did not read back intact (%s)", ErrUnavailable, errRouteStale, ref, state)
+	}
+	return nil
+}
+
+// readPayload reads ref with §10's bounded re-reads and checks its size and
+// checksum.
+func (o *objects) readPayload(ctx context.Context, ref string, size int, sum [32]byte) ([]byte, activation.PayloadState, error) {
+	for i := 0; ; i++ {
+		rr, err := o.n.reloc.Read(ctx, ref)
+		if err != nil {
+			return nil, 0, classifyReloc(ctx, err, "read the activation "+ref)
+		}
+		if rr.Found {
+			if len(rr.Bytes) != size || activation.Checksum(rr.Bytes) != sum {
+				return nil, activation.PayloadCorrupt, nil
+			}
+			return rr.Bytes, activation.PayloadIntact, nil
+		}
+		if i+1 >= payloadRereads {
+			return nil, activation.PayloadMissing, nil
+		}
+		if err := sleepCtx(ctx, time.Duration(i+1)*20*time.Millisecond); err != nil {
+			return nil, 0, ctxErr(ctx, "read the activation %s", ref)
+		}
+	}
+}
+
+// forgetPayload deletes a payload no record points at (best effort: its
+// retention removes it otherwise).
+func (o *objects) forgetPayload(ref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
+	defer cancel()
+	if err := o.n.reloc.Delete(ctx, ref); err != nil {
+		o.log.Warn("instance activation payload not deleted; its retention removes it", "ref", ref, "err", err)
+	}
+}
+
+// classifyReloc maps a Relocation Store error into the vocabulary.
+func classifyReloc(ctx context.Context, err error, what string) error {
+	if errors.Is(err, relocstore.ErrUnavailable) && (ctx == nil || ctx.Err() == nil) {
+		return wrapErr(ErrUnavailable, err, "%s", what)
+	}
+	return classify(ctx, err, what)
+}

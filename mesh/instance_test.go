@@ -1,0 +1,468 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/activation"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/relocstore"
+)
+
+// instanceCluster: node 0 a client (no factories), nodes 1..count-1 servers
+// offering the one Instance Spot type testInstanceType.
+func instanceCluster(t *testing.T, redis bool, count int) *cluster {
+	f := newFixture(t)
+	if redis {
+		return newClusterOn(t, f, newRedisLocation(t), count, clientRole0)
+	}
+	return newClusterOn(t, f, nil, count, clientRole0)
+}
+
+// instanceRow reads the authority record of an Instance Spot id.
+func (c *cluster) instanceRecord(t *testing.T, id string) (record.Authority, bool) {
+	t.Helper()
+	row, err := c.nodes[0].obj.readAuthority(context.Background(), record.ObjectInstanceSpot, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row.Record, row.Found
+}
+
+// payloadGone reports whether no activation payload of id is left in the
+// Relocation Store (the reference of op from node src).
+func (c *cluster) payloadGone(t *testing.T, ref string) bool {
+	t.Helper()
+	rr, err := c.f.reloc.Read(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !rr.Found
+}
+
+// hostOf is the index of the node hosting Instance Spot id, or -1.
+func (c *cluster) instanceHost(id string) int {
+	for i, n := range c.nodes {
+		if n.obj.hostedInstance(id) {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestInstanceSpotColdActivation(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			c := instanceCluster(t, store == "redis", 3)
+			ctx := ctxT(t, 30*time.Second)
+
+			// §7.1: no record → the chosen target creates the Spot and
+			// processes that same message; the type is chosen
+			// automatically (one Instance Spot type offered).
+			got, err := c.m(0).RequestInstance(ctx, "room-1", []byte("whoami"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "room-1" {
+				t.Fatalf("first message answered %q", got)
+			}
+			a, ok := c.instanceRecord(t, "room-1")
+			if !ok || a.Allocation.State != record.AllocationActive || a.Allocation.ObjectKind != record.ObjectInstanceSpot ||
+				a.Allocation.StableType != testInstanceType {
+				t.Fatalf("record %+v (found %v), want a Ready Instance Spot of %s", a.Allocation, ok, testInstanceType)
+			}
+			host := c.instanceHost("room-1")
+			if host < 1 || c.nodes[host].RID()[0] != a.Allocation.Descriptor.RoutingID[0] {
+				t.Fatalf("hosted on node %d, record names %x", host, a.Allocation.Descriptor.RoutingID)
+			}
+			// The recovery info ends after the first message: record first,
+			// then the payload.
+			eventually(t, 10*time.Second, "pendingCreation cleared", func() bool {
+				a, _ := c.instanceRecord(t, "room-1")
+				return a.PendingCreation == nil
+			})
+			if n := c.probe.runCount("room-1"); n != 1 {
+				t.Fatalf("factory ran %d times", n)
+			}
+
+			// One-way sends to a Spot that does not exist yet activate it
+			// too, and the first of them is counted by the instance.
+			if err := c.m(0).SendInstance(ctx, "room-2", []byte("hello"), InstanceType(testInstanceType)); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 4; i++ {
+				if err := c.m(i%3).SendInstance(ctx, "room-2", []byte("hello")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, 10*time.Second, "five sends counted", func() bool {
+				got, err := c.m(0).RequestInstance(ctx, "room-2", []byte("count"))
+				return err == nil && string(got) == "count:5"
+			})
+			if n := c.probe.runCount("room-2"); n != 1 {
+				t.Fatalf("factory ran %d times", n)
+			}
+			st := c.nodes[1].ObjectStats()
+			st2 := c.nodes[2].ObjectStats()
+			if st.InstancesActivated+st2.InstancesActivated != 2 {
+				t.Fatalf("%d+%d activations, want 2", st.InstancesActivated, st2.InstancesActivated)
+			}
+		})
+	}
+}
+
+// §7.1 "If multiple targets try at the same time, only the one that
+// succeeds runs the factory"; every message is delivered once.
+func TestInstanceSpotConcurrentFirstMessages(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			c := instanceCluster(t, store == "redis", 3)
+			ctx := ctxT(t, 40*time.Second)
+			const calls = 24
+			var wg sync.WaitGroup
+			errs := make([]error, calls)
+			start := make(chan struct{})
+			for i := 0; i < calls; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					<-start
+					if i%2 == 0 {
+						errs[i] = c.m(i%3).SendInstance(ctx, "hot", []byte("x"))
+					} else {
+						_, errs[i] = c.m(i%3).RequestInstance(ctx, "hot", []byte("ping"))
+					}
+				}(i)
+			}
+			close(start)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			if n := c.probe.runCount("hot"); n != 1 {
+				t.Fatalf("factory ran %d times, want 1", n)
+			}
+			eventually(t, 10*time.Second, "every one-way message counted once", func() bool {
+				got, err := c.m(0).RequestInstance(ctx, "hot", []byte("count"))
+				return err == nil && string(got) == fmt.Sprintf("count:%d", calls/2)
+			})
+		})
+	}
+}
+
+// §7.1 type rules and TypeMismatch.
+func TestInstanceSpotTypeRules(t *testing.T) {
+	c := instanceCluster(t, false, 2)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := c.m(0).GetOrCreateUserSpot(ctx, "user-1", testSpotType); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.m(0).RequestInstance(ctx, "user-1", []byte("x"))
+	wantIs(t, err, ErrTypeMismatch)
+	if _, err := c.m(0).RequestInstance(ctx, "inst-1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.m(0).RequestInstance(ctx, "inst-1", []byte("x"), InstanceType("test.other-instance"))
+	wantIs(t, err, ErrTypeMismatch)
+	// A type nobody offers: nowhere to place it.
+	_, err = c.m(0).RequestInstance(ctx, "inst-2", []byte("x"), InstanceType("test.nobody"))
+	wantIs(t, err, ErrUnavailable)
+	// Options are checked before anything is sent.
+	_, err = c.m(0).RequestInstance(ctx, "inst-3", []byte("x"), InstanceType("a"), InstanceType("b"))
+	wantIs(t, err, ErrInvalidOperation)
+	_, err = c.m(0).RequestInstance(ctx, "inst-3", make([]byte, MaxInstanceMessage+1))
+	wantIs(t, err, ErrInvalidOperation)
+	_, err = c.m(0).RequestInstance(ctx, "entry:x", []byte("x"))
+	wantIs(t, err, ErrInvalidOperation)
+	if _, found := c.instanceRecord(t, "inst-3"); found {
+		t.Fatal("a refused call created a record")
+	}
+}
+
+// §7.1 "Type omitted: NotFound if there are 0; InvalidOperation if there
+// are two or more", on real descriptor lists.
+func TestInstanceSpotTypeOmitted(t *testing.T) {
+	t.Run("none offered", func(t *testing.T) {
+		c := instanceCluster(t, false, 2)
+		_, err := c.nodes[0].obj.instanceTypeOf(context.Background(), "mesh-without-servers")
+		wantIs(t, err, ErrNotFound)
+	})
+	t.Run("two offered", func(t *testing.T) {
+		ctx := ctxT(t, 20*time.Second)
+		c := instanceCluster(t, false, 2)
+		// A second server offering another Instance Spot type.
+		f := c.f
+		if err := f.reg.Register(spotFactory("test.instance-b", c.probe)); err != nil {
+			t.Fatal(err)
+		}
+		cfg := objConfig("objects")
+		cfg.Node.RoutingID = "0909"
+		n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc, DiscoveryInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		eventually(t, 10*time.Second, "client sees the new server", func() bool {
+			_, err := c.nodes[0].obj.instanceTypeOf(ctx, "objects")
+			return err != nil
+		})
+		_, err = c.m(0).RequestInstance(ctx, "amb", []byte("x"))
+		wantIs(t, err, ErrInvalidOperation)
+		got, err := n.Manager().RequestInstance(ctx, "amb", []byte("whoami"), InstanceType("test.instance-b"))
+		if err != nil || string(got) != "amb" {
+			t.Fatalf("named type: %q, %v", got, err)
+		}
+	})
+}
+
+// §7.1 restart table, each row, with the activating node crashed at that
+// point (in-process: everything stops, nothing is cleaned up, its lease
+// expires).
+func TestInstanceSpotRecoveryAfterCrash(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) { runInstanceRecovery(t, store == "redis") })
+	}
+}
+
+func runInstanceRecovery(t *testing.T, redis bool) {
+	stepBlock := func(c *cluster, node int, id, step string) chan struct{} {
+		reached := make(chan struct{})
+		release := make(chan struct{})
+		var once sync.Once
+		c.nodes[node].obj.hooks.Store(&testHooks{activationStep: func(got, s string) {
+			if got == id && s == step {
+				once.Do(func() { close(reached) })
+				<-release
+			}
+		}})
+		t.Cleanup(func() { close(release) })
+		return reached
+	}
+	t.Run("after storing, before Creating: an orphan, a new activation", func(t *testing.T) {
+		c := instanceCluster(t, redis, 3)
+		ctx := ctxT(t, 40*time.Second)
+		// Both servers stop after storing, so whichever is chosen holds.
+		r1, r2 := stepBlock(c, 1, "orphan", "stored"), stepBlock(c, 2, "orphan", "stored")
+		if err := c.m(0).SendInstance(ctx, "orphan", []byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		crashed := waitEither(t, r1, r2)
+		c.nodes[crashed].crash()
+		c.notAdmitted(t, 0, crashed)
+		if _, found := c.instanceRecord(t, "orphan"); found {
+			t.Fatal("a record exists, though the node stopped before Creating")
+		}
+		other := 3 - crashed
+		c.nodes[other].obj.hooks.Store(nil)
+		got, err := c.m(0).RequestInstance(ctx, "orphan", []byte("whoami"))
+		if err != nil || string(got) != "orphan" {
+			t.Fatalf("next message: %q, %v", got, err)
+		}
+		// The crashed node's payload is pointed at by nothing: it waits
+		// for its retention (24 h), the record names the new payload.
+		a, _ := c.instanceRecord(t, "orphan")
+		if a.OwnerID == c.nodes[crashed].run.ownerID {
+			t.Fatal("the crashed node owns the record")
+		}
+	})
+
+	t.Run("after Creating, before Ready: the same record is cancelled", func(t *testing.T) {
+		c := instanceCluster(t, redis, 3)
+		ctx := ctxT(t, 40*time.Second)
+		r1, r2 := stepBlock(c, 1, "half", "reserved"), stepBlock(c, 2, "half", "reserved")
+		if err := c.m(0).SendInstance(ctx, "half", []byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		crashed := waitEither(t, r1, r2)
+		a, found := c.instanceRecord(t, "half")
+		if !found || a.Allocation.State != record.AllocationReserved || a.PendingCreation == nil {
+			t.Fatalf("record %+v, want Creating with recovery info", a)
+		}
+		ref := a.PendingCreation.RequestContentReference
+		c.nodes[crashed].crash()
+		other := 3 - crashed
+		c.nodes[other].obj.hooks.Store(nil)
+		// Waits for the Creating record until its creator's lease ends,
+		// then cancels it and activates afresh with this message.
+		got, err := c.m(0).RequestInstance(ctx, "half", []byte("count"))
+		if err != nil || string(got) != "count:0" {
+			t.Fatalf("next message: %q, %v (the cancelled first message must not have run)", got, err)
+		}
+		if !c.payloadGone(t, ref) {
+			t.Fatal("the cancelled activation's payload is still stored")
+		}
+		total := c.nodes[0].ObjectStats().InstancesCancelled + c.nodes[other].ObjectStats().InstancesCancelled
+		if total != 1 {
+			t.Fatalf("%d cancellations, want 1", total)
+		}
+	})
+
+	t.Run("after Ready, before the first message is done: restored from it", func(t *testing.T) {
+		c := instanceCluster(t, redis, 3)
+		ctx := ctxT(t, 60*time.Second)
+		// The first message is a request whose turn blocks: Ready, first
+		// message not done, when the owner crashes.
+		if err := c.m(0).SendInstance(ctx, "resume", []byte("block:resume")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
+			a, found := c.instanceRecord(t, "resume")
+			return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("resume") > 0
+		})
+		owner := c.instanceHost("resume")
+		a, _ := c.instanceRecord(t, "resume")
+		gen := a.ObjectGeneration
+		ref := a.PendingCreation.RequestContentReference
+		c.nodes[owner].crash()
+		close(c.probe.gate("resume")) // the restored turn (and the stale one) may finish
+		other := 3 - owner
+		c.ownerLeaseEnded(t, other, a)
+		// The next message finds the record, its owner gone: the stored
+		// first message runs first on the surviving server, then this one.
+		got, err := c.m(0).RequestInstance(ctx, "resume", []byte("count"), InstanceType(testInstanceType))
+		if err != nil || string(got) != "count:1" {
+			t.Fatalf("next message: %q, %v; want count:1 (the restored first message ran before it)", got, err)
+		}
+		a, _ = c.instanceRecord(t, "resume")
+		if a.ObjectGeneration != gen || a.OwnerID != c.nodes[other].run.ownerID {
+			t.Fatalf("record gen %d owner %s; want generation %d kept, owner node %d", a.ObjectGeneration, a.OwnerID, gen, other)
+		}
+		eventually(t, 10*time.Second, "recovery info ended after the restored first message", func() bool {
+			a, _ := c.instanceRecord(t, "resume")
+			return a.PendingCreation == nil && c.payloadGone(t, ref)
+		})
+		if n := c.nodes[other].ObjectStats().InstancesRecovered; n != 1 {
+			t.Fatalf("%d recoveries, want 1", n)
+		}
+	})
+
+	t.Run("after Ready, payload lost: DataLost recorded, owner not rolled back", func(t *testing.T) {
+		c := instanceCluster(t, redis, 3)
+		ctx := ctxT(t, 60*time.Second)
+		if err := c.m(0).SendInstance(ctx, "lost", []byte("block:lost")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
+			a, found := c.instanceRecord(t, "lost")
+			return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("lost") > 0
+		})
+		owner := c.instanceHost("lost")
+		a, _ := c.instanceRecord(t, "lost")
+		if err := c.f.reloc.Delete(ctx, a.PendingCreation.RequestContentReference); err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[owner].crash()
+		close(c.probe.gate("lost"))
+		other := 3 - owner
+		c.ownerLeaseEnded(t, other, a)
+		got, err := c.m(0).RequestInstance(ctx, "lost", []byte("whoami"))
+		if err != nil || string(got) != "lost" {
+			t.Fatalf("next message: %q, %v", got, err)
+		}
+		a, _ = c.instanceRecord(t, "lost")
+		var marker objectError
+		if err := json.Unmarshal(a.Payload, &marker); err != nil || marker.Error != "dataLost" {
+			t.Fatalf("location record payload %q: want a dataLost error", a.Payload)
+		}
+		if a.PendingCreation != nil || a.OwnerID != c.nodes[other].run.ownerID {
+			t.Fatalf("record %+v: want recovery info cleared, owner node %d", a, other)
+		}
+		if n := c.nodes[other].ObjectStats().InstancesDataLost; n != 1 {
+			t.Fatalf("%d DataLost, want 1", n)
+		}
+	})
+
+	t.Run("corrupt payload: DataLost", func(t *testing.T) {
+		c := instanceCluster(t, redis, 3)
+		ctx := ctxT(t, 60*time.Second)
+		if err := c.m(0).SendInstance(ctx, "bent", []byte("block:bent")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
+			a, found := c.instanceRecord(t, "bent")
+			return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("bent") > 0
+		})
+		owner := c.instanceHost("bent")
+		a, _ := c.instanceRecord(t, "bent")
+		ref := a.PendingCreation.RequestContentReference
+		// The surviving server reads other bytes under the reference (a
+		// store that corrupted them): the checksum check must catch it.
+		c.nodes[owner].crash()
+		close(c.probe.gate("bent"))
+		other := 3 - owner
+		c.ownerLeaseEnded(t, other, a)
+		corrupt := relocCorrupting{Store: c.f.reloc, ref: ref}
+		c.nodes[other].reloc = corrupt
+		got, err := c.m(0).RequestInstance(ctx, "bent", []byte("whoami"))
+		if err != nil || string(got) != "bent" {
+			t.Fatalf("next message: %q, %v", got, err)
+		}
+		if n := c.nodes[other].ObjectStats().InstancesDataLost; n != 1 {
+			t.Fatalf("%d DataLost, want 1", n)
+		}
+	})
+}
+
+// relocCorrupting answers a read of ref with bytes whose checksum differs.
+type relocCorrupting struct {
+	relocstore.Store
+	ref string
+}
+
+func (r relocCorrupting) Read(ctx context.Context, ref string) (relocstore.ReadResult, error) {
+	if ref == r.ref {
+		return relocstore.ReadResult{Found: true, Bytes: []byte("not the activation"), StoreNow: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}, nil
+	}
+	return r.Store.Read(ctx, ref)
+}
+
+func waitEither(t *testing.T, a, b chan struct{}) int {
+	t.Helper()
+	select {
+	case <-a:
+		return 1
+	case <-b:
+		return 2
+	case <-time.After(20 * time.Second):
+		t.Fatal("no server reached the step")
+	}
+	return 0
+}
+
+// The activation reference is fixed by the operation: a check that the
+// mesh uses the activation package's reference for what it stores.
+func TestInstanceSpotPayloadReference(t *testing.T) {
+	ref := activation.Reference("x", []byte{1}, 1, [16]byte{1})
+	if len(ref) < len(activationRefPrefix) || ref[:len(activationRefPrefix)] != activationRefPrefix {
+		t.Fatalf("reference %q does not start with %q (recovery would not recognise it)", ref, activationRefPrefix)
+	}
+}
+
+// ownerLeaseEnded waits until node i sees a's owner lease ended (a message
+// before that meets an owner that still looks alive: Unavailable).
+func (c *cluster) ownerLeaseEnded(t *testing.T, i int, a record.Authority) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the crashed owner's lease to end", func() bool {
+		ended, err := c.nodes[i].obj.ownerEnded(context.Background(), a)
+		return err == nil && ended
+	})
+}
+
+// notAdmitted waits until node i no longer admits node j (crashed).
+func (c *cluster) notAdmitted(t *testing.T, i, j int) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the crashed node's link to drop", func() bool {
+		for _, p := range c.nodes[i].Transport().Peers() {
+			if string(p.RID) == string(c.nodes[j].RID()) {
+				return false
+			}
+		}
+		return true
+	})
+}
