@@ -177,3 +177,6 @@ func (o *objects) hostedInstance(id string) bool {
 	h, ok := o.hostedFor(spot.Key{Spot: true, ID: id})
 	return ok && h.kind == record.ObjectInstanceSpot
 }
+
+// HostsInstance reports whether this node hosts the Instance Spot id now.
+func (n *Node) HostsInstance(id string) bool { return n.obj.hostedInstance(id) }

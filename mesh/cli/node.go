@@ -39,6 +39,9 @@ func registry() (*spot.Registry, error) {
 	if err := demoapp.Register(r); err != nil {
 		return nil, err
 	}
+	if err := demoapp.RegisterInstances(r); err != nil {
+		return nil, err
+	}
 	for _, f := range spot.Default.All() {
 		if err := r.Register(f); err != nil {
 			return nil, err
@@ -238,6 +241,9 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	counters, rooms, err := demoObjects(wctx, nodes, stdout)
 	if err != nil {
 		return fmt.Errorf("objects: %w", err)
+	}
+	if err := demoInstances(wctx, nodes, stdout); err != nil {
+		return fmt.Errorf("instance spots: %w", err)
 	}
 	if err := demoMoves(wctx, nodes, counters, rooms, stdout); err != nil {
 		return fmt.Errorf("moves: %w", err)
