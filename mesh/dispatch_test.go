@@ -53,9 +53,9 @@ func TestUnhandledCommandGetsProtocolError(t *testing.T) {
 	}
 }
 
-// Command 39 (Instance Spots, not built yet: issue 13) never meets silence:
-// a request is answered at once with a typed command 20, so its sender does
-// not wait for its deadline.
+// Command 39 never meets silence: a cold activation this node cannot take (the
+// type is not one of its Instance Spot types) is answered at once with a
+// typed command 20, so its sender does not wait for its deadline.
 func TestInstanceSpotRequestIsAnswered(t *testing.T) {
 	c := clientAndServer(t)
 	ctx := ctxT(t, 20*time.Second)
@@ -79,5 +79,47 @@ func TestInstanceSpotRequestIsAnswered(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("answered after %v: the sender waited", took)
+	}
+}
+
+// Command 39 with a Ready route is a Spot message under an exact authority
+// fence (§7.1 "A Ready record exists"): the right fence is delivered and
+// answered, a stale one is refused with a typed answer.
+func TestInstanceSpotReadyRoute(t *testing.T) {
+	c := instanceCluster(t, false, 2)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := c.m(0).RequestInstance(ctx, "ready-route", []byte("whoami")); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := c.instanceRecord(t, "ready-route")
+	target := c.nodes[1]
+	send := func(ownerGen uint64) *router.Reply {
+		t.Helper()
+		rec := router.NewRecord(&router.InstanceSpot{
+			Route: router.InstanceRoute{Kind: router.InstanceRouteReady, Ready: &router.InstanceReadyRoute{
+				TargetNodeRID: target.RID(), TargetNodeGeneration: target.LifecycleGeneration(), TargetSpotID: "ready-route",
+				Authority: router.AuthorityGenerationFence{ObjectGeneration: uint64(a.ObjectGeneration), OwnerID: a.OwnerID,
+					AuthorityOwnerGeneration: ownerGen, LeaseGeneration: uint64(a.OwnerLeaseGeneration), StoreVersion: "1"}}},
+			SourceNodeGeneration: c.nodes[0].LifecycleGeneration(), SourceNodeRID: c.nodes[0].RID(),
+			OperationKind: router.InstanceRequest, Operation: opIDOf(NewOperationID()),
+		}, nil, &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte("hello")})
+		resp, err := c.nodes[0].Transport().Request(ctx, transport.RID(target.RID()), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, ok := resp.Body.(*router.Reply)
+		if !ok {
+			t.Fatalf("answer %v", resp.Body)
+		}
+		if rep.Result == router.ResultOK && (resp.Payload == nil || string(resp.Payload.Data) != "echo:hello") {
+			t.Fatalf("payload %v", resp.Payload)
+		}
+		return rep
+	}
+	if rep := send(uint64(a.AuthorityOwnerGeneration)); rep.Result != router.ResultOK {
+		t.Fatalf("exact fence answered %s/%s", rep.Result, rep.FailureCode)
+	}
+	if rep := send(uint64(a.AuthorityOwnerGeneration) + 1); rep.Result == router.ResultOK {
+		t.Fatal("a stale fence was delivered")
 	}
 }
