@@ -161,7 +161,11 @@ type ReclaimResult struct {
 	Reclaimed int // of those, removed
 	Waiting   int // of those, left for the reclaim grace
 	Skipped   int // undecodable, or changed while the sweep looked
-	Reclaims  []ReclaimedObject
+	// Resumed counts Instance Spots whose first message was not recorded
+	// done: a node's sweep restores them from the stored first message
+	// instead of removing them (docs/INSTANCE-SPOTS.md).
+	Resumed  int
+	Reclaims []ReclaimedObject
 }
 
 // ReclaimedObject names one removed record.
@@ -215,6 +219,11 @@ type reclaimer struct {
 	// waited for (the node's reclaim grace); admit is the node's gate.
 	wait  func(authority.Owner) time.Duration
 	admit func() error
+	// resume, when set (a node's sweep), takes an Instance Spot whose first
+	// message is not recorded done instead of removing it: handled false
+	// leaves the row for a node that offers its type. Without it (ctl
+	// reclaim, an explicit operator action) such a row is removed too.
+	resume func(ctx context.Context, a record.Authority, version string) (handled bool, err error)
 }
 
 func (r reclaimer) run(ctx context.Context, kind record.ObjectKind, id string) (ReclaimResult, error) {
@@ -298,6 +307,19 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		return nil
 	}
 	res.DeadOwner++
+	if r.resume != nil && a.PendingCreation != nil && a.Allocation.ObjectKind == record.ObjectInstanceSpot {
+		handled, err := r.resume(ctx, a, version)
+		switch {
+		case err != nil:
+			r.log.Warn("sweep: Instance Spot of a dead owner not restored", "object", a.ObjectID, "err", err)
+			res.Skipped++
+		case handled:
+			res.Resumed++
+		default:
+			res.Skipped++
+		}
+		return nil
+	}
 	if r.wait != nil && r.wait(owner) > 0 {
 		res.Waiting++
 		return nil
@@ -360,11 +382,22 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 	r := reclaimer{loc: n.loc, exec: o.exec, log: n.log, why: "sweep", admit: n.lease.Gate().Admit,
 		wait: func(owner authority.Owner) time.Duration {
 			return n.cfg.Recovery.ReclaimGrace - o.ended.seen(owner, n.clock.Now())
+		},
+		resume: func(ctx context.Context, a record.Authority, version string) (bool, error) {
+			key, err := authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind}.Key()
+			if err != nil {
+				return false, err
+			}
+			done, err := o.recoverInstance(ctx, authority.AuthorityRow{Key: key, Found: true, Record: a, Version: version}, false)
+			if errors.Is(err, errCannotRestore) {
+				return false, nil
+			}
+			return done, err
 		}}
 	res, err := r.run(ctx, "", "")
 	if res.DeadOwner > 0 {
 		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
-			"waiting_grace", res.Waiting, "skipped", res.Skipped)
+			"resumed", res.Resumed, "waiting_grace", res.Waiting, "skipped", res.Skipped)
 	}
 	return res, err
 }

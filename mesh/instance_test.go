@@ -466,3 +466,38 @@ func (c *cluster) notAdmitted(t *testing.T, i, j int) {
 		return true
 	})
 }
+
+// A node's reclaim sweep restores an Instance Spot whose owner died before
+// its first message was recorded done, instead of removing it: nobody has to
+// message it again for its first message to run.
+func TestInstanceSpotRestoredBySweep(t *testing.T) {
+	c := instanceCluster(t, false, 3)
+	ctx := ctxT(t, 40*time.Second)
+	if err := c.m(0).SendInstance(ctx, "swept", []byte("block:swept")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
+		a, found := c.instanceRecord(t, "swept")
+		return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("swept") > 0
+	})
+	owner := c.instanceHost("swept")
+	a, _ := c.instanceRecord(t, "swept")
+	c.nodes[owner].crash()
+	close(c.probe.gate("swept"))
+	other := 3 - owner
+	c.ownerLeaseEnded(t, other, a)
+	res, err := c.nodes[other].reclaimSweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Resumed != 1 || res.Reclaimed != 0 {
+		t.Fatalf("sweep %+v: want the Instance Spot resumed, nothing removed", res)
+	}
+	if !c.nodes[other].HostsInstance("swept") {
+		t.Fatal("the sweeping node does not host the restored Spot")
+	}
+	got, err := c.m(0).RequestInstance(ctx, "swept", []byte("count"))
+	if err != nil || string(got) != "count:1" {
+		t.Fatalf("count %q, %v: want the restored first message counted", got, err)
+	}
+}
