@@ -217,6 +217,16 @@ func (m *Manager) FindSpot(ctx context.Context, spotID string) (SpotRef, error) 
 	return spotRefOf(spotID, row.Record), nil
 }
 
+// FindInstance returns the current Ready Instance Spot under spotID (§7.2);
+// it never activates one (a message does, SendInstance/RequestInstance).
+func (m *Manager) FindInstance(ctx context.Context, spotID string) (SpotRef, error) {
+	row, err := m.find(ctx, record.ObjectInstanceSpot, spotID)
+	if err != nil {
+		return SpotRef{}, err
+	}
+	return spotRefOf(spotID, row.Record), nil
+}
+
 func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (authority.AuthorityRow, error) {
 	if err := m.checkRole(); err != nil {
 		return authority.AuthorityRow{}, err

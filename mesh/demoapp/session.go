@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/meshnode/meshnode/spot"
 )
@@ -23,12 +25,25 @@ func RegisterInstances(r *spot.Registry) error { return r.Register(SessionFactor
 //	send anything        → counts it
 //	request "count"      → replies the decimal count (not counting itself)
 //	request anything     → counts it, replies "session <id> #<n> on generation <g>"
+//	"sleep <ms>"         → counts it after a turn of that long (at most
+//	                       MaxSessionSleep): slow work, to watch a node die
+//	                       in the middle of a first message
 type Session struct{ n int }
+
+// MaxSessionSleep bounds a "sleep" turn.
+const MaxSessionSleep = 10 * time.Second
 
 // Receive implements spot.Handler.
 func (s *Session) Receive(t *spot.Turn, env spot.Envelope) error {
 	if env.Kind == spot.Request && string(env.Body) == "count" {
 		return t.Reply([]byte(strconv.Itoa(s.n)))
+	}
+	if ms, ok := strings.CutPrefix(string(env.Body), "sleep "); ok {
+		d, err := strconv.Atoi(ms)
+		if err != nil || d < 0 {
+			return fmt.Errorf("demo session: bad sleep %q", ms)
+		}
+		time.Sleep(min(time.Duration(d)*time.Millisecond, MaxSessionSleep))
 	}
 	s.n++
 	if env.Kind != spot.Request {
