@@ -43,7 +43,14 @@ suite objects ./benchmarks/objects \
   'BenchmarkCreateActorRedisParallel=BenchmarkCreateActorRedis' \
   'BenchmarkRequestActor=BenchmarkTransportActorRequest' \
   'BenchmarkRequestActorParallel=BenchmarkTransportActorRequestParallel' \
-  'BenchmarkSendActor=BenchmarkTransportActorSend'
+  'BenchmarkSendActor=BenchmarkTransportActorSend' \
+  'BenchmarkColdActivation=BenchmarkCreateActor' \
+  'BenchmarkColdActivation=BenchmarkTransportCreateRoundTrip' \
+  'BenchmarkColdActivationRedis=BenchmarkCreateActorRedis' \
+  'BenchmarkColdActivationRedis=BenchmarkTransportCreateRoundTrip' \
+  'BenchmarkColdActivationRedis=BenchmarkRedisStore3KeyBatch' \
+  'BenchmarkColdActivationRedis=BenchmarkRedisStoreRead' \
+  'BenchmarkColdActivationRedis=BenchmarkRedisRelocPutReadDelete'
 suite relocation ./benchmarks/relocation \
   'BenchmarkRelocateActor=BenchmarkRelocateBaselineRoundTrips' \
   'BenchmarkRelocateActor=BenchmarkRelocateBaselineStore' \

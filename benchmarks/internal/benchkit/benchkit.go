@@ -28,6 +28,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/relocstore"
 	relmemory "github.com/meshnode/meshnode/relocstore/memory"
+	relredis "github.com/meshnode/meshnode/relocstore/redis"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
 )
@@ -118,6 +119,25 @@ func OpenLocation(b *testing.B, be Backend) func() *CountingStore {
 	return nil
 }
 
+// OpenRelocation returns the Relocation Store the nodes share: memory, or
+// relocstore/redis on MESHNODE_TEST_REDIS_ADDR under a namespace of its own
+// (what Instance Spot activations store).
+func OpenRelocation(b *testing.B, be Backend) relocstore.Store {
+	b.Helper()
+	var s relocstore.Store
+	var err error
+	if be == Redis {
+		s, err = relredis.New(context.Background(), relredis.Options{Addrs: []string{testredis.Addr(b)}, Namespace: testredis.Namespace(b) + "-reloc"})
+	} else {
+		s, err = relmemory.New()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	CloseLater(b, s)
+	return s
+}
+
 // NodeConfig is production timing (lease, routing, transport) with errors
 // logged only.
 func NodeConfig(role config.ObjectRole) config.Config {
@@ -171,11 +191,7 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 // admitted links to every other node.
 func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register func(*spot.Registry) error) *Cluster {
 	b.Helper()
-	reloc, err := relmemory.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	CloseLater(b, reloc)
+	reloc := OpenRelocation(b, be)
 	c := &Cluster{loc: OpenLocation(b, be), reloc: reloc, register: register}
 	c.Add(b, roles...)
 	return c
