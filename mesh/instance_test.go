@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/activation"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/relocstore"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // instanceCluster: node 0 a client (no factories), nodes 1..count-1 servers
@@ -156,9 +158,15 @@ func TestInstanceSpotConcurrentFirstMessages(t *testing.T) {
 	}
 }
 
-// §7.1 type rules and TypeMismatch.
+// §7.1 type rules and TypeMismatch, mesh rules, refusals before sending.
 func TestInstanceSpotTypeRules(t *testing.T) {
-	c := instanceCluster(t, false, 2)
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) { runInstanceTypeRules(t, store == "redis") })
+	}
+}
+
+func runInstanceTypeRules(t *testing.T, redis bool) {
+	c := instanceCluster(t, redis, 2)
 	ctx := ctxT(t, 20*time.Second)
 	if _, err := c.m(0).GetOrCreateUserSpot(ctx, "user-1", testSpotType); err != nil {
 		t.Fatal(err)
@@ -183,6 +191,34 @@ func TestInstanceSpotTypeRules(t *testing.T) {
 	if _, found := c.instanceRecord(t, "inst-3"); found {
 		t.Fatal("a refused call created a record")
 	}
+	// §7.1 "No record, InMesh specified": a mesh with no live node is
+	// NotFound; this node places only in its own mesh.
+	_, err = c.m(0).RequestInstance(ctx, "inst-4", []byte("x"), InstanceMesh("no-such-mesh"))
+	wantIs(t, err, ErrNotFound)
+	got, err := c.m(0).RequestInstance(ctx, "inst-4", []byte("whoami"), InstanceMesh("objects"))
+	if err != nil || string(got) != "inst-4" {
+		t.Fatalf("own mesh named: %q, %v", got, err)
+	}
+	// A Ready Spot keeps its mesh whatever the option says (§7.1 "The
+	// request option doesn't change the current owner").
+	if got, err := c.m(0).RequestInstance(ctx, "inst-4", []byte("whoami"), InstanceMesh("no-such-mesh")); err != nil || string(got) != "inst-4" {
+		t.Fatalf("Ready Spot with another mesh named: %q, %v", got, err)
+	}
+}
+
+// §7.1 "InMesh omitted: NotConfigured if there's no object-role Mesh".
+func TestInstanceSpotWithoutObjectRole(t *testing.T) {
+	f := newFixture(t)
+	cfg := objConfig("objects")
+	cfg.Node.ObjectRole = config.RoleNone
+	cfg.Node.RoutingID = "0a0a"
+	n, err := Start(context.Background(), Options{Config: cfg, Factories: spot.NewRegistry(), Location: f.loc, Relocation: f.reloc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	_, err = n.Manager().RequestInstance(ctxT(t, 5*time.Second), "x", []byte("x"))
+	wantIs(t, err, ErrNotConfigured)
 }
 
 // §7.1 "Type omitted: NotFound if there are 0; InvalidOperation if there
