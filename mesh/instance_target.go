@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ import (
 // restart table restores from it), and an orphan (stored, never pointed at)
 // goes when it ends.
 const activationRetention = 24 * time.Hour
+
+// maxActivationWait bounds one activation's work on this node whatever
+// deadline its sender gave (4× DefaultInstanceTimeout).
+const maxActivationWait = 4 * DefaultInstanceTimeout
 
 // payloadRereads bounds the re-reads of a payload that is not visible
 // (§10: "re-read only a limited number of times").
@@ -188,6 +193,9 @@ func (o *objects) activationRefusal(rec activation.Record) error {
 	if err := record.ValidateObjectID(rec.SpotID); err != nil {
 		return fmt.Errorf("%w: spot id: %w", ErrInvalidOperation, err)
 	}
+	if strings.HasPrefix(rec.SpotID, entrySpotPrefix) {
+		return fmt.Errorf("%w: SpotId %q uses the Entry Spot prefix %q", ErrInvalidOperation, rec.SpotID, entrySpotPrefix)
+	}
 	if !bytes.Equal(rec.TargetRID, o.n.run.rid) || rec.TargetGen != o.n.run.lifecycleGeneration {
 		return stale("activation addressed to node run %x/%d, this is %x/%d", rec.TargetRID, rec.TargetGen, o.n.run.rid, o.n.run.lifecycleGeneration)
 	}
@@ -217,7 +225,13 @@ func (o *objects) activationRefusal(rec activation.Record) error {
 
 // activate runs one activation to its end and answers it exactly once.
 func (o *objects) activate(rec activation.Record, org origin, route []byte) {
-	ctx, cancel := context.WithDeadline(o.halt, time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62))))
+	// The sender's deadline, but never longer than maxActivationWait from
+	// now: a peer's far-future deadline must not hold a goroutine here.
+	deadline := time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62)))
+	if limit := time.Now().Add(maxActivationWait); deadline.After(limit) {
+		deadline = limit
+	}
+	ctx, cancel := context.WithDeadline(o.halt, deadline)
 	defer cancel()
 	answer := func(body []byte, err error) {
 		if route != nil {
