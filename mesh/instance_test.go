@@ -344,15 +344,7 @@ func runInstanceRecovery(t *testing.T, redis bool) {
 		ctx := ctxT(t, 60*time.Second)
 		// The first message is a request whose turn blocks: Ready, first
 		// message not done, when the owner crashes.
-		if err := c.m(0).SendInstance(ctx, "resume", []byte("block:resume")); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
-			a, found := c.instanceRecord(t, "resume")
-			return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("resume") > 0
-		})
-		owner := c.instanceHost("resume")
-		a, _ := c.instanceRecord(t, "resume")
+		owner, a := c.midFirstMessage(t, ctx, "resume")
 		gen := a.ObjectGeneration
 		ref := a.PendingCreation.RequestContentReference
 		c.nodes[owner].crash()
@@ -381,15 +373,7 @@ func runInstanceRecovery(t *testing.T, redis bool) {
 	t.Run("after Ready, payload lost: DataLost recorded, owner not rolled back", func(t *testing.T) {
 		c := instanceCluster(t, redis, 3)
 		ctx := ctxT(t, 60*time.Second)
-		if err := c.m(0).SendInstance(ctx, "lost", []byte("block:lost")); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
-			a, found := c.instanceRecord(t, "lost")
-			return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("lost") > 0
-		})
-		owner := c.instanceHost("lost")
-		a, _ := c.instanceRecord(t, "lost")
+		owner, a := c.midFirstMessage(t, ctx, "lost")
 		if err := c.f.reloc.Delete(ctx, a.PendingCreation.RequestContentReference); err != nil {
 			t.Fatal(err)
 		}
@@ -417,15 +401,7 @@ func runInstanceRecovery(t *testing.T, redis bool) {
 	t.Run("corrupt payload: DataLost", func(t *testing.T) {
 		c := instanceCluster(t, redis, 3)
 		ctx := ctxT(t, 60*time.Second)
-		if err := c.m(0).SendInstance(ctx, "bent", []byte("block:bent")); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
-			a, found := c.instanceRecord(t, "bent")
-			return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("bent") > 0
-		})
-		owner := c.instanceHost("bent")
-		a, _ := c.instanceRecord(t, "bent")
+		owner, a := c.midFirstMessage(t, ctx, "bent")
 		ref := a.PendingCreation.RequestContentReference
 		// The surviving server reads other bytes under the reference (a
 		// store that corrupted them): the checksum check must catch it.
@@ -509,15 +485,7 @@ func (c *cluster) notAdmitted(t *testing.T, i, j int) {
 func TestInstanceSpotRestoredBySweep(t *testing.T) {
 	c := instanceCluster(t, false, 3)
 	ctx := ctxT(t, 40*time.Second)
-	if err := c.m(0).SendInstance(ctx, "swept", []byte("block:swept")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
-		a, found := c.instanceRecord(t, "swept")
-		return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost("swept") > 0
-	})
-	owner := c.instanceHost("swept")
-	a, _ := c.instanceRecord(t, "swept")
+	owner, a := c.midFirstMessage(t, ctx, "swept")
 	c.nodes[owner].crash()
 	close(c.probe.gate("swept"))
 	other := 3 - owner
@@ -536,4 +504,20 @@ func TestInstanceSpotRestoredBySweep(t *testing.T) {
 	if err != nil || string(got) != "count:1" {
 		t.Fatalf("count %q, %v: want the restored first message counted", got, err)
 	}
+}
+
+// midFirstMessage sends a first message to Instance Spot id whose turn
+// blocks (until the probe's gate id opens) and waits until the Spot is Ready
+// with that message running: the owner node and the record.
+func (c *cluster) midFirstMessage(t *testing.T, ctx context.Context, id string) (int, record.Authority) {
+	t.Helper()
+	if err := c.m(0).SendInstance(ctx, id, []byte("block:"+id)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "Ready with the first message running", func() bool {
+		a, found := c.instanceRecord(t, id)
+		return found && a.Allocation.State == record.AllocationActive && a.PendingCreation != nil && c.instanceHost(id) > 0
+	})
+	a, _ := c.instanceRecord(t, id)
+	return c.instanceHost(id), a
 }
