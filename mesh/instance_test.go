@@ -342,8 +342,8 @@ func runInstanceRecovery(t *testing.T, redis bool) {
 	t.Run("after Ready, before the first message is done: restored from it", func(t *testing.T) {
 		c := instanceCluster(t, redis, 3)
 		ctx := ctxT(t, 60*time.Second)
-		// The first message is a request whose turn blocks: Ready, first
-		// message not done, when the owner crashes.
+		// The first message's turn blocks: Ready, first message not done,
+		// when the owner crashes.
 		owner, a := c.midFirstMessage(t, ctx, "resume")
 		gen := a.ObjectGeneration
 		ref := a.PendingCreation.RequestContentReference
