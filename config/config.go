@@ -85,12 +85,32 @@ type Config struct {
 	// shutdown completes as ForceStopped.
 	ShutdownDeadline time.Duration `koanf:"shutdown_deadline"`
 	Log              LogConfig     `koanf:"log"`
+	// Admin is the node's HTTP admin listener (metrics, probes, status,
+	// control); off unless Listen is set (docs/OPERATIONS.md "Admin
+	// endpoint").
+	Admin AdminConfig `koanf:"admin"`
 
 	// loadProblems are the problems Load found while decoding (unknown keys,
 	// values of the wrong type). Validate reports them first so that a user
 	// sees every problem in one run.
 	loadProblems []Problem
 }
+
+// AdminConfig configures the admin HTTP listener.
+type AdminConfig struct {
+	// Listen is host:port to bind; empty = no listener. A non-loopback
+	// host requires Token.
+	Listen string `koanf:"listen"`
+	// Token, when set, is required (Authorization: Bearer) by every
+	// endpoint but /healthz and /readyz — and by the control endpoints
+	// (relocate, pprof) even on loopback. No flag: command lines are
+	// visible to other users.
+	Token string `koanf:"token"`
+}
+
+// MinAdminToken is the shortest admin token accepted: a token an attacker
+// can guess protects nothing.
+const MinAdminToken = 16
 
 // NodeConfig describes the MeshNode itself.
 type NodeConfig struct {

@@ -150,6 +150,7 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 		ps.add("relocation.chunk_size", "must be %d..%d bytes (1 KiB..64 MiB, the wire's chunk bound), got %d", MinRelocationChunk, MaxRelocationChunk, n)
 	}
 	c.Log.validate(&ps)
+	c.Admin.validate(&ps)
 	c.validateRoles(&ps, factories)
 	if len(ps) == 0 {
 		return nil
@@ -423,4 +424,37 @@ func hostPort(s string) bool {
 	}
 	port, err := strconv.Atoi(portText)
 	return err == nil && port >= 1 && port <= 65535 && strings.TrimLeft(portText, "0123456789") == ""
+}
+
+// validate checks the admin listener: a host:port, and a token whenever the
+// listener is reachable from other hosts (an unauthenticated control
+// endpoint on the network would let anyone drain the node).
+func (a AdminConfig) validate(ps *problems) {
+	if a.Token != "" && len(a.Token) < MinAdminToken {
+		ps.add("admin.token", "must be at least %d bytes, got %d", MinAdminToken, len(a.Token))
+	}
+	if a.Listen == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		ps.add("admin.listen", "must be host:port, got %q: %v", a.Listen, err)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		ps.add("admin.listen", "port must be 0..65535, got %q", port)
+	}
+	if !LoopbackHost(host) && a.Token == "" {
+		ps.add("admin.listen", "binds %q, which is not loopback: set admin.token (MESHNODE_ADMIN__TOKEN) or bind 127.0.0.1", host)
+	}
+}
+
+// LoopbackHost reports whether host names only the loopback interface. An
+// empty host or a wildcard (0.0.0.0, ::) binds every interface.
+func LoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
