@@ -73,10 +73,7 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		n.protocolError(ic, "malformed record", err)
 		return
 	}
-	n.stats.recordsIn.Add(1)
-	if c := ic.pc.counters; c != nil {
-		c.recordsIn.Add(1)
-	}
+	n.stats.received(ic.pc.counters, frames)
 	ic.mu.Lock()
 	admitted, info := ic.admitted, ic.info
 	ic.mu.Unlock()

@@ -73,6 +73,14 @@ func TestAdmissionSendRequest(t *testing.T) {
 		if st.RecordsIn < 12 || st.ProtocolErrors != 0 || st.Peers[a.RID().String()].RecordsIn < 12 {
 			t.Fatalf("stats of b: %+v", st)
 		}
+		// Bytes: at least the payloads, on both sides of the link; b's bytes
+		// in from a match a's bytes out to b once nothing is in flight.
+		if ps := st.Peers[a.RID().String()]; ps.BytesIn < 2+10*4 || st.BytesIn < ps.BytesIn {
+			t.Fatalf("bytes of b: %+v / %+v", st, ps)
+		}
+		if sa := a.Stats(); sa.BytesOut == 0 || sa.Peers[b.RID().String()].BytesOut == 0 || sa.Peers[b.RID().String()].Queued != 0 {
+			t.Fatalf("bytes of a: %+v", sa)
+		}
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}

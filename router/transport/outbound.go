@@ -205,8 +205,7 @@ func (l *link) connect(ep string) (*session, error) {
 			l.protocolError("malformed record before admit", err)
 			continue
 		}
-		l.counters.recordsIn.Add(1)
-		n.stats.recordsIn.Add(1)
+		n.stats.received(l.counters, frames)
 		switch rec.Command {
 		case router.CmdReject:
 			n.stats.rejectedByPeer.Add(1)
@@ -308,8 +307,7 @@ func (s *session) serve() error {
 			s.l.protocolError("malformed record", err)
 			continue
 		}
-		s.l.counters.recordsIn.Add(1)
-		n.stats.recordsIn.Add(1)
+		n.stats.received(s.l.counters, frames)
 		s.heard.Store(n.clock.Now().UnixNano())
 		switch rec.Command {
 		case router.CmdLivenessAck:

@@ -218,8 +218,7 @@ func (pc *peerConn) writer() {
 				return false
 			}
 			if c := pc.counters; c != nil {
-				c.recordsOut.Add(1)
-				c.node.recordsOut.Add(1)
+				c.sent(frames)
 			}
 			return true
 		}

@@ -15,6 +15,8 @@ const maxPeerStats = 4096
 type Stats struct {
 	RecordsIn         uint64 // well-formed records received (all commands)
 	RecordsOut        uint64 // records written to a socket (all commands)
+	BytesIn           uint64 // frame bytes of the records received (ZMTP framing excluded)
+	BytesOut          uint64 // frame bytes of the records written
 	ProtocolErrors    uint64 // malformed records, misrouted commands, ZMTP framing violations
 	NotAdmitted       uint64 // records dropped because their connection was not admitted
 	Rejected          uint64 // hellos this node rejected
@@ -38,8 +40,13 @@ type Stats struct {
 // PeerStats are the counters of one peer RID (hex key in Stats.Peers), both
 // directions together.
 type PeerStats struct {
-	RecordsIn      uint64
-	RecordsOut     uint64
+	RecordsIn  uint64
+	RecordsOut uint64
+	BytesIn    uint64
+	BytesOut   uint64
+	// Queued is the records waiting on this node's link to the peer now
+	// (transport.send_queue_limit bounds it).
+	Queued         int
 	ProtocolErrors uint64
 	Backpressure   uint64
 }
@@ -48,12 +55,15 @@ type peerCounters struct {
 	node           *stats
 	recordsIn      atomic.Uint64
 	recordsOut     atomic.Uint64
+	bytesIn        atomic.Uint64
+	bytesOut       atomic.Uint64
 	protocolErrors atomic.Uint64
 	backpressure   atomic.Uint64
 }
 
 type stats struct {
 	recordsIn, recordsOut                atomic.Uint64
+	bytesIn, bytesOut                    atomic.Uint64
 	protocolErrors, notAdmitted          atomic.Uint64
 	rejected, rejectedByPeer             atomic.Uint64
 	backpressure, lateReplies, staleAcks atomic.Uint64
@@ -90,6 +100,8 @@ func (n *Node) Stats() Stats {
 	out := Stats{
 		RecordsIn:         s.recordsIn.Load(),
 		RecordsOut:        s.recordsOut.Load(),
+		BytesIn:           s.bytesIn.Load(),
+		BytesOut:          s.bytesOut.Load(),
 		ProtocolErrors:    s.protocolErrors.Load(),
 		NotAdmitted:       s.notAdmitted.Load(),
 		Rejected:          s.rejected.Load(),
@@ -114,10 +126,58 @@ func (n *Node) Stats() Stats {
 		out.Peers[RID(rid).String()] = PeerStats{
 			RecordsIn:      c.recordsIn.Load(),
 			RecordsOut:     c.recordsOut.Load(),
+			BytesIn:        c.bytesIn.Load(),
+			BytesOut:       c.bytesOut.Load(),
 			ProtocolErrors: c.protocolErrors.Load(),
 			Backpressure:   c.backpressure.Load(),
 		}
 	}
 	s.mu.Unlock()
+	n.mu.Lock()
+	links := make([]*link, 0, len(n.links))
+	for _, l := range n.links {
+		links = append(links, l)
+	}
+	n.mu.Unlock()
+	for _, l := range links {
+		l.mu.Lock()
+		if l.sess != nil {
+			k := l.rid.String()
+			ps := out.Peers[k]
+			ps.Queued = len(l.sess.pc.q)
+			out.Peers[k] = ps
+		}
+		l.mu.Unlock()
+	}
 	return out
+}
+
+// framesLen is the bytes a record's frames carry.
+func framesLen(frames [][]byte) uint64 {
+	var n uint64
+	for _, f := range frames {
+		n += uint64(len(f))
+	}
+	return n
+}
+
+// received counts one well-formed record of frames from a peer (c may be
+// nil before the peer is known).
+func (s *stats) received(c *peerCounters, frames [][]byte) {
+	b := framesLen(frames)
+	s.recordsIn.Add(1)
+	s.bytesIn.Add(b)
+	if c != nil {
+		c.recordsIn.Add(1)
+		c.bytesIn.Add(b)
+	}
+}
+
+// sent counts one record of frames written to a peer.
+func (c *peerCounters) sent(frames [][]byte) {
+	b := framesLen(frames)
+	c.recordsOut.Add(1)
+	c.bytesOut.Add(b)
+	c.node.recordsOut.Add(1)
+	c.node.bytesOut.Add(b)
 }
