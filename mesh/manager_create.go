@@ -186,6 +186,13 @@ func creationRequestKey(op authority.OperationRef) string {
 }
 
 func (m *Manager) create(ctx context.Context, mode createMode, kind record.ObjectKind, id, stableType string, opts []CreateOption) (createResult, error) {
+	res, err := m.createOnce(ctx, mode, kind, id, stableType, opts)
+	m.o.n.metrics.creationEnded(string(kind), res, err)
+	return res, err
+}
+
+// createOnce is create without the metrics.
+func (m *Manager) createOnce(ctx context.Context, mode createMode, kind record.ObjectKind, id, stableType string, opts []CreateOption) (createResult, error) {
 	o := m.o
 	co, err := applyOptions(opts)
 	if err != nil {

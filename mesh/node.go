@@ -23,6 +23,7 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/marker"
@@ -87,6 +88,10 @@ type Node struct {
 	// obj hosts this node's Actors and Spots and serves the Manager
 	// (objects.go; the Objects issue).
 	obj *objects
+	// metrics is the node's Prometheus registry (metrics.go); admin its
+	// HTTP admin listener when admin.listen is set (admin_node.go).
+	metrics *nodeMetrics
+	admin   *admin.Server
 
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
@@ -145,6 +150,13 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		// Role none without a store: the node can neither publish nor
 		// discover; it is still a valid (if lonely) configuration.
 		return nil, fmt.Errorf("%w: meshnode needs a Location Store to join a mesh (location_store.provider)", ErrStartup)
+	}
+	// Every store call is timed for /metrics (metrics.go); Close still
+	// reaches the provider through the wrapper.
+	n.metrics = newNodeMetrics(n)
+	n.loc = observedLocation{Store: n.loc, h: n.metrics.storeCalls}
+	if n.reloc != nil {
+		n.reloc = observedRelocation{Store: n.reloc, h: n.metrics.storeCalls}
 	}
 
 	// Link security: with CURVE the RID is the public key's (identity and
@@ -263,6 +275,9 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.log.Info("node serving", "endpoint", n.run.endpoint, "lifecycle", n.run.lifecycleGeneration,
 		"role", cfg.Node.ObjectRole, "revision", uint64(n.pub.Revision()))
+	if err := n.startAdmin(); err != nil {
+		return nil, fmt.Errorf("%w: admin listener: %w", ErrStartup, err)
+	}
 
 	n.wg.Add(1)
 	go n.loop()
@@ -624,6 +639,7 @@ func (n *Node) Close(ctx context.Context) error {
 // also the cleanup of a failed Start.
 func (n *Node) teardown(ctx context.Context) error {
 	var errs []error
+	n.stopAdmin()
 	if n.obj != nil {
 		n.obj.stop() // no runtime goroutine outlives a failed Start (objects.go)
 	}

@@ -157,6 +157,15 @@ type sourceMove struct {
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
+	o.n.metrics.relocationStarted()
+	t0 := time.Now()
+	res, err := o.relocateOne(ctx, kind, id, gen, opts)
+	o.n.metrics.relocationEnded(res, err, time.Since(t0))
+	return res, err
+}
+
+// relocateOne is relocate without the metrics.
+func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
 	var ro relocateOptions
 	for _, f := range opts {
 		f(&ro)

@@ -1,0 +1,184 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxJobs bounds the finished host commands kept for GET (oldest go first).
+const maxJobs = 32
+
+// maxRequestID bounds a requestId.
+const maxRequestID = 128
+
+// jobs are this node's host commands by id; one runs at a time.
+type jobs struct {
+	mu      sync.Mutex
+	m       map[string]*job
+	order   []string
+	running string
+}
+
+type job struct {
+	mu sync.Mutex
+	j  Job
+}
+
+func (j *job) snapshot() Job {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := j.j
+	if out.Result != nil {
+		r := *out.Result
+		out.Result = &r
+	}
+	return out
+}
+
+// current returns the running job, if any.
+func (s *Server) current() *Job {
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	if s.jobs.running == "" {
+		return nil
+	}
+	j := s.jobs.m[s.jobs.running].snapshot()
+	return &j
+}
+
+// CurrentJob is the host command running now, for the status document.
+func (s *Server) CurrentJob() *Job { return s.current() }
+
+func (s *Server) postRelocate(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Relocate == nil {
+		writeText(w, http.StatusNotImplemented, "this node runs no host commands")
+		return
+	}
+	var req RelocateRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	if err != nil {
+		writeText(w, http.StatusBadRequest, "body: "+err.Error())
+		return
+	}
+	if len(body) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeText(w, http.StatusBadRequest, `body must be {"requestId": "...", "drain": false}: `+err.Error())
+			return
+		}
+	}
+	if len(req.RequestID) > maxRequestID {
+		writeText(w, http.StatusBadRequest, fmt.Sprintf("requestId is %d bytes, at most %d", len(req.RequestID), maxRequestID))
+		return
+	}
+	j, created, err := s.startJob(req)
+	switch {
+	case errors.Is(err, ErrBusy):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "running": s.current()})
+		return
+	case err != nil:
+		writeText(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusAccepted
+	}
+	w.Header().Set("Location", "/v1/relocate/"+j.ID)
+	writeJSON(w, code, j)
+}
+
+func (s *Server) getRelocate(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.jobs.mu.Lock()
+	j := s.jobs.m[id]
+	s.jobs.mu.Unlock()
+	if j == nil {
+		writeText(w, http.StatusNotFound, "no host command "+id+" on this node")
+		return
+	}
+	writeJSON(w, http.StatusOK, j.snapshot())
+}
+
+// startJob returns the job of req.RequestID if it exists (created false),
+// else starts one unless another is running.
+func (s *Server) startJob(req RelocateRequest) (Job, bool, error) {
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	if req.RequestID != "" {
+		if j, ok := s.jobs.m[req.RequestID]; ok {
+			snap := j.snapshot()
+			if snap.Drain != req.Drain {
+				return Job{}, false, fmt.Errorf("requestId %q was a %s", req.RequestID, kindOf(snap.Drain))
+			}
+			return snap, false, nil
+		}
+	}
+	if s.jobs.running != "" {
+		return Job{}, false, fmt.Errorf("%w (%s)", ErrBusy, s.jobs.running)
+	}
+	id := req.RequestID
+	if id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	j := &job{j: Job{ID: id, Drain: req.Drain, State: JobRunning, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}}
+	s.jobs.m[id] = j
+	s.jobs.order = append(s.jobs.order, id)
+	s.jobs.running = id
+	for len(s.jobs.order) > maxJobs {
+		old := s.jobs.order[0]
+		s.jobs.order = s.jobs.order[1:]
+		if old != s.jobs.running {
+			delete(s.jobs.m, old)
+		}
+	}
+	s.log.Info("admin: host command started", "id", id, "kind", kindOf(req.Drain))
+	go s.run(j)
+	return j.snapshot(), true, nil
+}
+
+// run executes one host command. It does not use the HTTP request's
+// context: the command outlives the POST.
+func (s *Server) run(j *job) {
+	progress := func(p Progress) {
+		j.mu.Lock()
+		j.j.Progress = p
+		j.mu.Unlock()
+	}
+	res, err := s.opts.Relocate(context.Background(), j.j.Drain, progress)
+	j.mu.Lock()
+	j.j.Result = &res
+	j.j.Progress = res.Progress
+	j.j.State = JobDone
+	if err != nil {
+		j.j.State, j.j.Error = JobFailed, err.Error()
+	}
+	id := j.j.ID
+	j.mu.Unlock()
+	s.jobs.mu.Lock()
+	if s.jobs.running == id {
+		s.jobs.running = ""
+	}
+	s.jobs.mu.Unlock()
+	s.log.Info("admin: host command ended", "id", id, "end", res.End, "moved", res.Progress.Moved,
+		"failed", res.Progress.Failed, "err", err)
+}
+
+func kindOf(drain bool) string {
+	if drain {
+		return "drain"
+	}
+	return "relocate"
+}

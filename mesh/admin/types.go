@@ -1,0 +1,106 @@
+package admin
+
+// Status is GET /v1/status: this node as it sees itself.
+type Status struct {
+	Mesh                string `json:"mesh"`
+	RID                 string `json:"rid"` // hex
+	Endpoint            string `json:"endpoint"`
+	LifecycleGeneration uint64 `json:"lifecycleGeneration"`
+	State               string `json:"state"` // the descriptor state: serving, draining, ...
+	Role                string `json:"role"`
+	OwnerID             string `json:"ownerId"`
+	LeaseGeneration     uint64 `json:"leaseGeneration"`
+	// LeaseRemainingSeconds is how long new work is admitted without
+	// another successful renewal (0 when the admission gate is shut).
+	LeaseRemainingSeconds float64 `json:"leaseRemainingSeconds"`
+	Ready                 bool    `json:"ready"`
+	NotReady              string  `json:"notReady,omitempty"`
+	Peers                 []Peer  `json:"peers"`
+	Objects               Objects `json:"objects"`
+	// HostCommand is the host Relocate or drain in progress, if any.
+	HostCommand *Job `json:"hostCommand,omitempty"`
+}
+
+// Peer is one admitted peer link.
+type Peer struct {
+	RID                 string `json:"rid"`
+	Endpoint            string `json:"endpoint"`
+	LifecycleGeneration uint64 `json:"lifecycleGeneration"`
+	RecordsIn           uint64 `json:"recordsIn"`
+	RecordsOut          uint64 `json:"recordsOut"`
+	BytesIn             uint64 `json:"bytesIn"`
+	BytesOut            uint64 `json:"bytesOut"`
+	Queued              int    `json:"queued"`
+}
+
+// Objects counts what the node hosts and what it did.
+type Objects struct {
+	Hosted int `json:"hosted"`
+	// ByType counts hosted objects by "kind/type".
+	ByType map[string]int `json:"byType"`
+	// Counters are the node's object counters (delivered, forwarded, ...).
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// Progress is a host command's counts so far.
+type Progress struct {
+	Total      int    `json:"total"`
+	Moved      int    `json:"moved"`
+	Skipped    int    `json:"skipped"`
+	Failed     int    `json:"failed"`
+	Gone       int    `json:"gone"`
+	NotStarted int    `json:"notStarted"`
+	Running    int    `json:"running"`
+	Pending    int    `json:"pending"`
+	Bytes      int64  `json:"bytes"`
+	End        string `json:"end,omitempty"` // "" while running; completed or forceStopped
+}
+
+// Remaining is what has no final outcome yet.
+func (p Progress) Remaining() int { return p.Pending + p.Running }
+
+// ObjectOutcome is one object's final outcome in a host command.
+type ObjectOutcome struct {
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	Target  string `json:"target,omitempty"` // hex RID
+	TookMs  int64  `json:"tookMs"`
+}
+
+// Result is how a host command ended.
+type Result struct {
+	End      string          `json:"end"`
+	Progress Progress        `json:"progress"`
+	Objects  []ObjectOutcome `json:"objects,omitempty"`
+	TookMs   int64           `json:"tookMs"`
+}
+
+// Job is GET /v1/relocate/{id} (and POST's answer).
+type Job struct {
+	ID        string   `json:"id"`
+	Drain     bool     `json:"drain"`
+	State     string   `json:"state"` // running, done, failed
+	StartedAt string   `json:"startedAt"`
+	Progress  Progress `json:"progress"`
+	Result    *Result  `json:"result,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// Job states.
+const (
+	JobRunning = "running"
+	JobDone    = "done"
+	JobFailed  = "failed"
+)
+
+// RelocateRequest is POST /v1/relocate's body.
+type RelocateRequest struct {
+	// RequestID makes the POST idempotent: the same id returns the same job
+	// (its progress, or its result). Empty: a fresh id.
+	RequestID string `json:"requestId"`
+	// Drain runs a drain (move, then the orderly shutdown) instead of a
+	// host Relocate; the node stops when it ends.
+	Drain bool `json:"drain"`
+}

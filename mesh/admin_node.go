@@ -1,0 +1,154 @@
+package mesh
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/admin"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// The node's side of its admin listener (mesh/admin): what /readyz,
+// /v1/status and /v1/relocate ask of it. The listener starts once the node
+// serves (Start) and stops last in Close.
+
+// errNotServing and friends are the readiness refusals (/readyz's text).
+var errNotReady = errors.New("not ready")
+
+// ready is nil when the node takes traffic: it publishes serving, its owner
+// lease admits new work, and the lease was not lost (re-adoption after a
+// loss keeps it unready until done).
+func (n *Node) ready() error {
+	if n.lease == nil || n.obj == nil {
+		return fmt.Errorf("%w: starting", errNotReady)
+	}
+	if st := n.State(); st != record.StateServing {
+		return fmt.Errorf("%w: node is %s", errNotReady, st)
+	}
+	if err := n.LeaseLost(); err != nil {
+		return fmt.Errorf("%w: owner lease lost: %v", errNotReady, err)
+	}
+	if err := n.lease.Gate().Admit(); err != nil {
+		return fmt.Errorf("%w: owner lease does not admit new work: %v", errNotReady, err)
+	}
+	return nil
+}
+
+// Ready reports nil when the node takes traffic (what /readyz serves).
+func (n *Node) Ready() error { return n.ready() }
+
+// leaseRemaining is how long the admission gate stays open without another
+// renewal (0 when shut).
+func (n *Node) leaseRemaining() time.Duration {
+	g := n.lease.Gate()
+	if g.Admit() != nil {
+		return 0
+	}
+	return max(g.Remaining(), 0)
+}
+
+// AdminAddr is the admin listener's bound address ("" when off).
+func (n *Node) AdminAddr() string {
+	if n.admin == nil {
+		return ""
+	}
+	return n.admin.Addr()
+}
+
+// startAdmin starts the admin listener when admin.listen is set.
+func (n *Node) startAdmin() error {
+	a := n.cfg.Admin
+	if a.Listen == "" {
+		return nil
+	}
+	srv, err := admin.Start(admin.Options{Listen: a.Listen, Token: a.Token, Ready: n.ready, Status: n.adminStatus,
+		Gatherer: n.metrics.reg, Relocate: n.adminRelocate, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.admin = srv
+	return nil
+}
+
+// stopAdmin stops the listener (idempotent).
+func (n *Node) stopAdmin() {
+	if n.admin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := n.admin.Close(ctx); err != nil {
+		n.log.Warn("admin listener: close", "err", err)
+	}
+}
+
+// adminStatus is GET /v1/status.
+func (n *Node) adminStatus() admin.Status {
+	owner, gen := n.Owner()
+	st := admin.Status{Mesh: n.cfg.Node.MeshName, RID: hex.EncodeToString(n.run.rid), Endpoint: n.run.endpoint,
+		LifecycleGeneration: n.run.lifecycleGeneration, State: string(n.State()), Role: string(n.cfg.Node.ObjectRole),
+		OwnerID: owner, LeaseGeneration: gen, LeaseRemainingSeconds: n.leaseRemaining().Seconds(), Ready: true,
+		Peers: []admin.Peer{}}
+	if err := n.ready(); err != nil {
+		st.Ready, st.NotReady = false, err.Error()
+	}
+	ts := n.tr.Stats()
+	for _, p := range n.tr.Peers() {
+		ps := ts.Peers[p.RID.String()]
+		st.Peers = append(st.Peers, admin.Peer{RID: p.RID.String(), Endpoint: p.Endpoint, LifecycleGeneration: p.LifecycleGeneration,
+			RecordsIn: ps.RecordsIn, RecordsOut: ps.RecordsOut, BytesIn: ps.BytesIn, BytesOut: ps.BytesOut, Queued: ps.Queued})
+	}
+	os := n.obj.snapshotStats()
+	st.Objects = admin.Objects{Hosted: 0, ByType: map[string]int{}, Counters: map[string]uint64{
+		"delivered": os.Delivered, "fenceRefused": os.FenceRefused, "followForwarded": os.FollowForwarded,
+		"followRefused": os.FollowRefused, "routeCacheHits": os.RouteCacheHits, "routeCacheMisses": os.RouteCacheMisses,
+		"instancesActivated": os.InstancesActivated, "instancesRecovered": os.InstancesRecovered,
+	}}
+	for k, c := range n.obj.hostedByType() {
+		st.Objects.ByType[k.kind+"/"+k.stableType] = c
+		st.Objects.Hosted += c
+	}
+	if n.admin != nil {
+		st.HostCommand = n.admin.CurrentJob()
+	}
+	return st
+}
+
+// adminRelocate runs POST /v1/relocate: a host Relocate, or a drain (which
+// ends with the node's orderly stop).
+func (n *Node) adminRelocate(ctx context.Context, drain bool, progress func(admin.Progress)) (admin.Result, error) {
+	opts := HostRelocateOptions{Progress: func(p HostProgress) { progress(adminProgress(p)) }}
+	var res HostRelocationResult
+	var err error
+	if drain {
+		res, err = n.Drain(ctx, opts)
+	} else {
+		res, err = n.Relocate(ctx, opts)
+	}
+	out := admin.Result{End: res.End.String(), Progress: adminProgress(res.Progress), TookMs: res.Took.Milliseconds()}
+	for _, o := range res.Objects {
+		kind := record.ObjectActor
+		if o.Object.Spot {
+			kind = record.ObjectUserSpot
+		}
+		oo := admin.ObjectOutcome{Kind: string(kind), ID: o.Object.ID, Outcome: o.Outcome.String(), Reason: o.Reason,
+			TookMs: o.Took.Milliseconds()}
+		if len(o.Target) > 0 {
+			oo.Target = hex.EncodeToString(o.Target)
+		}
+		out.Objects = append(out.Objects, oo)
+	}
+	return out, err
+}
+
+func adminProgress(p HostProgress) admin.Progress {
+	out := admin.Progress{Total: p.Total, Moved: p.Moved, Skipped: p.Skipped, Failed: p.Failed, Gone: p.Gone,
+		NotStarted: p.NotStarted, Running: p.Running, Pending: p.Pending, Bytes: p.Bytes}
+	if p.End != 0 {
+		out.End = p.End.String()
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+package mesh
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh/admin"
+)
+
+const adminToken = "test-admin-token-0123456789"
+
+// adminGet fetches path from node i's admin listener with the token.
+func (c *cluster) adminGet(t *testing.T, i int, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+c.nodes[i].AdminAddr()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricValue is the value of the sample of family name whose labels
+// contain every given label pair, from a Prometheus text exposition; -1 when
+// absent.
+func metricValue(body, name string, labels ...string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest[strings.LastIndex(rest, " "):]), 64)
+		if err == nil {
+			return v
+		}
+	}
+	return -1
+}
+
+func adminCluster(t *testing.T, n int) *cluster {
+	return newCluster(t, n, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Admin = config.AdminConfig{Listen: "127.0.0.1:0", Token: adminToken}
+	})
+}
+
+// Issue 14 "Done when": metric families move as traffic flows; probes
+// change state when the lease lapses.
+func TestAdminMetricsMoveWithTraffic(t *testing.T) {
+	c := adminCluster(t, 2)
+	ctx := ctxT(t, 30*time.Second)
+	_, body := c.adminGet(t, 1, "/metrics")
+	hosted0 := metricValue(body, "meshnode_objects_hosted", `kind="actor"`, `type="`+testActorType+`"`)
+	delivered0 := metricValue(body, "meshnode_messages_delivered_total")
+	for i := 0; i < 3; i++ {
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("m-%d", i), testActorType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 5; k++ {
+			if _, err := c.m(0).RequestActor(ctx, ref, []byte("count")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	code, body := c.adminGet(t, 1, "/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	if got := metricValue(body, "meshnode_objects_hosted", `kind="actor"`, `type="`+testActorType+`"`); got != max(hosted0, 0)+3 {
+		t.Fatalf("hosted gauge %v, want %v+3", got, hosted0)
+	}
+	if got := metricValue(body, "meshnode_messages_delivered_total"); got < delivered0+15 {
+		t.Fatalf("delivered %v, want at least %v", got, delivered0+15)
+	}
+	for _, want := range []string{
+		`meshnode_store_operation_duration_seconds_count{op="write",outcome="ok",store="location"}`,
+		`meshnode_transport_records_total{direction="in",peer=`,
+		`meshnode_transport_bytes_total{direction="out",peer=`,
+		"meshnode_owner_lease_remaining_seconds ",
+		"meshnode_ready 1",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// The client node counts its creations.
+	_, body = c.adminGet(t, 0, "/metrics")
+	if got := metricValue(body, "meshnode_creations_total", `kind="actor"`, `outcome="created"`); got != 3 {
+		t.Fatalf("creations created = %v, want 3", got)
+	}
+
+	// /v1/status.
+	_, body = c.adminGet(t, 1, "/v1/status")
+	var st admin.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Ready || st.State != "serving" || len(st.Peers) != 1 || st.Objects.ByType["actor/"+testActorType] < 3 {
+		t.Fatalf("status %+v", st)
+	}
+
+	// Readiness follows the lease: the lease stops renewing, the gate shuts,
+	// /readyz says 503 and the gauge 0.
+	if code, _ := c.adminGet(t, 1, "/readyz"); code != 200 {
+		t.Fatalf("readyz = %d before the lease lapsed", code)
+	}
+	c.nodes[1].crashLease()
+	eventually(t, 15*time.Second, "readyz to turn 503 once the lease lapsed", func() bool {
+		code, _ := c.adminGet(t, 1, "/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	_, body = c.adminGet(t, 1, "/metrics")
+	if metricValue(body, "meshnode_ready") != 0 || metricValue(body, "meshnode_owner_lease_remaining_seconds") != 0 {
+		t.Fatal("ready gauge / lease remaining did not drop with the lease")
+	}
+}
+
+// POST /v1/relocate runs a host Relocate; GET follows it to its outcome.
+func TestAdminRelocate(t *testing.T) {
+	c := adminCluster(t, 3)
+	ctx := ctxT(t, 40*time.Second)
+	var ids []string
+	for i := 0; i < 6; i++ {
+		ref, err := c.m(1).CreateActor(ctx, fmt.Sprintf("r-%d", i), testMoverType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ref.ActorID)
+	}
+	src := -1
+	for i := 1; i < 3; i++ {
+		if n := c.nodes[i].ObjectStats().Hosted; n > 1 {
+			src = i
+		}
+	}
+	if src < 0 {
+		t.Fatal("no server hosts the actors")
+	}
+	req, _ := http.NewRequest("POST", "http://"+c.nodes[src].AdminAddr()+"/v1/relocate", strings.NewReader(`{"requestId":"move-1"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST = %d", resp.StatusCode)
+	}
+	var j admin.Job
+	eventually(t, 30*time.Second, "the host command to end", func() bool {
+		_, body := c.adminGet(t, src, "/v1/relocate/move-1")
+		if err := json.Unmarshal([]byte(body), &j); err != nil {
+			t.Fatal(err)
+		}
+		return j.State != admin.JobRunning
+	})
+	if j.State != admin.JobDone || j.Result == nil || j.Result.End != "completed" {
+		t.Fatalf("job %+v", j)
+	}
+	moved := 0
+	for _, o := range j.Result.Objects {
+		if o.Outcome == "moved" {
+			moved++
+		}
+	}
+	if moved == 0 || moved != j.Result.Progress.Moved {
+		t.Fatalf("moved %d objects, progress says %d", moved, j.Result.Progress.Moved)
+	}
+	_, body := c.adminGet(t, src, "/metrics")
+	if got := metricValue(body, "meshnode_relocations_total", `outcome="moved"`); got != float64(moved) {
+		t.Fatalf("relocations moved = %v, want %d", got, moved)
+	}
+	if metricValue(body, "meshnode_relocation_bytes_total") <= 0 {
+		t.Fatal("no relocation bytes counted")
+	}
+}

@@ -1,0 +1,332 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/relocstore"
+)
+
+// A node's Prometheus metrics (docs/OPERATIONS.md "Metrics"). Counters the
+// node already keeps (ObjectStats, transport Stats, the lease) are read at
+// scrape time by nodeCollector — nothing on the message path changes for
+// them. What has no counter elsewhere is observed here: store call
+// latencies (the instrumented stores below), relocations and creations.
+// Label sets are bounded: kinds, stable types, operations, outcomes,
+// relocation reasons and peer RIDs (nodes, never objects).
+
+type nodeMetrics struct {
+	reg *prometheus.Registry
+
+	storeCalls   *prometheus.HistogramVec // store, op, outcome
+	relocations  *prometheus.CounterVec   // outcome, reason
+	relocSeconds prometheus.Histogram
+	relocBytes   prometheus.Counter
+	relocRunning prometheus.Gauge
+	creations    *prometheus.CounterVec // kind, outcome
+}
+
+func newNodeMetrics(n *Node) *nodeMetrics {
+	m := &nodeMetrics{reg: prometheus.NewRegistry()}
+	m.storeCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "meshnode_store_operation_duration_seconds",
+		Help: "Location Store and Relocation Store calls by store, operation and outcome (ok, conflict, missing, unavailable, error).",
+		// 100 µs (memory, a local Redis) to 5 s (an operation timeout).
+		Buckets: prometheus.ExponentialBucketsRange(0.0001, 5, 14),
+	}, []string{"store", "op", "outcome"})
+	m.relocations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshnode_relocations_total",
+		Help: "Moves of one object this node ran as source, by outcome (moved, not_moved, error) and reason.",
+	}, []string{"outcome", "reason"})
+	m.relocSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "meshnode_relocation_duration_seconds",
+		Help:    "Duration of the moves this node ran as source, whatever their outcome.",
+		Buckets: prometheus.ExponentialBucketsRange(0.0005, 30, 14),
+	})
+	m.relocBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "meshnode_relocation_bytes_total",
+		Help: "Restore payload bytes of the moves this node completed as source.",
+	})
+	m.relocRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "meshnode_relocations_in_flight",
+		Help: "Moves this node is running as source now.",
+	})
+	m.creations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshnode_creations_total",
+		Help: "Create and GetOrCreate calls made on this node, by object kind and outcome (created, existing, rejected, failed, error).",
+	}, []string{"kind", "outcome"})
+	m.reg.MustRegister(m.storeCalls, m.relocations, m.relocSeconds, m.relocBytes, m.relocRunning, m.creations,
+		nodeCollector{n: n},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Gatherer is the node's metrics registry (what /metrics serves).
+func (n *Node) Gatherer() prometheus.Gatherer { return n.metrics.reg }
+
+// relocationStarted / relocationEnded bracket one move (objects.relocate).
+func (m *nodeMetrics) relocationStarted() { m.relocRunning.Inc() }
+
+func (m *nodeMetrics) relocationEnded(res RelocationResult, err error, took time.Duration) {
+	m.relocRunning.Dec()
+	m.relocSeconds.Observe(took.Seconds())
+	switch {
+	case err != nil:
+		m.relocations.WithLabelValues("error", errorClass(err)).Inc()
+	case res.Outcome == Moved:
+		m.relocations.WithLabelValues("moved", "").Inc()
+		m.relocBytes.Add(float64(res.PayloadBytes))
+	default:
+		m.relocations.WithLabelValues("not_moved", res.Reason).Inc()
+	}
+}
+
+// creationEnded counts one Create/GetOrCreate call.
+func (m *nodeMetrics) creationEnded(kind string, res createResult, err error) {
+	outcome := "error"
+	var cf *CreateFailedError
+	switch {
+	case err == nil && res.outcome == Existing:
+		outcome = "existing"
+	case err == nil:
+		outcome = "created"
+	case errors.Is(err, ErrRejected):
+		outcome = "rejected"
+	case errors.As(err, &cf):
+		outcome = "failed"
+	}
+	m.creations.WithLabelValues(kind, outcome).Inc()
+}
+
+// errorClass is a bounded label for an error: its vocabulary class.
+func errorClass(err error) string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{ErrDeadlineExceeded, "deadline_exceeded"}, {ErrNotFound, "not_found"}, {ErrStaleGeneration, "stale_generation"},
+		{ErrMoving, "moving"}, {ErrTypeMismatch, "type_mismatch"}, {ErrInvalidOperation, "invalid_operation"},
+		{ErrCapacityExhausted, "capacity_exhausted"}, {ErrUnavailable, "unavailable"},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	return "other"
+}
+
+// storeOutcome is the outcome label of a store call.
+func storeOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, locstore.ErrUnavailable), errors.Is(err, relocstore.ErrUnavailable),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "unavailable"
+	}
+	return "error"
+}
+
+// observedLocation is a Location Store that times every call.
+type observedLocation struct {
+	locstore.Store
+	h *prometheus.HistogramVec
+}
+
+func (s observedLocation) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	t0 := time.Now()
+	rr, err := s.Store.Read(ctx, key)
+	outcome := storeOutcome(err)
+	if err == nil && !rr.Found {
+		outcome = "missing"
+	}
+	s.h.WithLabelValues("location", "read", outcome).Observe(time.Since(t0).Seconds())
+	return rr, err
+}
+
+func (s observedLocation) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	t0 := time.Now()
+	res, err := s.Store.Write(ctx, req)
+	outcome := storeOutcome(err)
+	if err == nil && !res.Applied {
+		outcome = "conflict"
+	}
+	s.h.WithLabelValues("location", "write", outcome).Observe(time.Since(t0).Seconds())
+	return res, err
+}
+
+func (s observedLocation) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
+	t0 := time.Now()
+	p, err := s.Store.Scan(ctx, req)
+	s.h.WithLabelValues("location", "scan", storeOutcome(err)).Observe(time.Since(t0).Seconds())
+	return p, err
+}
+
+// observedRelocation is a Relocation Store that times every call.
+type observedRelocation struct {
+	relocstore.Store
+	h *prometheus.HistogramVec
+}
+
+func (s observedRelocation) observe(op, outcome string, t0 time.Time) {
+	s.h.WithLabelValues("relocation", op, outcome).Observe(time.Since(t0).Seconds())
+}
+
+func (s observedRelocation) Put(ctx context.Context, ref string, payload []byte, retention time.Duration) (relocstore.PutResult, error) {
+	t0 := time.Now()
+	r, err := s.Store.Put(ctx, ref, payload, retention)
+	outcome := storeOutcome(err)
+	if err == nil && r.Outcome == relocstore.Conflict {
+		outcome = "conflict"
+	}
+	s.observe("put", outcome, t0)
+	return r, err
+}
+
+func (s observedRelocation) Read(ctx context.Context, ref string) (relocstore.ReadResult, error) {
+	t0 := time.Now()
+	r, err := s.Store.Read(ctx, ref)
+	outcome := storeOutcome(err)
+	if err == nil && !r.Found {
+		outcome = "missing"
+	}
+	s.observe("read", outcome, t0)
+	return r, err
+}
+
+func (s observedRelocation) Renew(ctx context.Context, ref string, retention time.Duration) (relocstore.RenewResult, error) {
+	t0 := time.Now()
+	r, err := s.Store.Renew(ctx, ref, retention)
+	outcome := storeOutcome(err)
+	if err == nil && !r.Renewed {
+		outcome = "missing"
+	}
+	s.observe("renew", outcome, t0)
+	return r, err
+}
+
+func (s observedRelocation) Delete(ctx context.Context, ref string) error {
+	t0 := time.Now()
+	err := s.Store.Delete(ctx, ref)
+	s.observe("delete", storeOutcome(err), t0)
+	return err
+}
+
+// nodeCollector reads the node's own counters at scrape time.
+type nodeCollector struct{ n *Node }
+
+var (
+	descHosted = prometheus.NewDesc("meshnode_objects_hosted", "Objects this node hosts, by kind and stable type (Entry Spot excluded).",
+		[]string{"kind", "type"}, nil)
+	descDelivered = prometheus.NewDesc("meshnode_messages_delivered_total", "Messages this node put into a hosted object's mailbox.", nil, nil)
+	descForwarded = prometheus.NewDesc("meshnode_messages_forwarded_total", "Messages this node passed on to an object's new owner (Message Follow).", nil, nil)
+	descRefused   = prometheus.NewDesc("meshnode_messages_refused_total", "Inbound messages not delivered, by reason (fence, follow, unhandled, instance).",
+		[]string{"reason"}, nil)
+	descCacheHits   = prometheus.NewDesc("meshnode_route_cache_hits_total", "Route resolutions answered by the route cache.", nil, nil)
+	descCacheMisses = prometheus.NewDesc("meshnode_route_cache_misses_total", "Route resolutions that read the Location Store.", nil, nil)
+	descInstance    = prometheus.NewDesc("meshnode_instance_spot_activations_total", "Instance Spot cold activations on this node, by outcome (activated, recovered, cancelled, data_lost, refused, dropped).",
+		[]string{"outcome"}, nil)
+	descRecords = prometheus.NewDesc("meshnode_transport_records_total", "Records on this node's links, by peer RID and direction (in, out).",
+		[]string{"peer", "direction"}, nil)
+	descBytes = prometheus.NewDesc("meshnode_transport_bytes_total", "Record frame bytes on this node's links, by peer RID and direction (in, out).",
+		[]string{"peer", "direction"}, nil)
+	descQueued = prometheus.NewDesc("meshnode_transport_queued_records", "Records waiting on this node's link to a peer.", []string{"peer"}, nil)
+	descPeers  = prometheus.NewDesc("meshnode_transport_peers_admitted", "Peers this node has an admitted link to.", nil, nil)
+	descBackp  = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
+	descProto  = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
+	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
+	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
+	descHostMv = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
+)
+
+func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
+		descInstance, descRecords, descBytes, descQueued, descPeers, descBackp, descProto, descLease, descReady, descHostMv} {
+		ch <- d
+	}
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if n.obj != nil {
+		for k, count := range n.obj.hostedByType() {
+			gauge(descHosted, float64(count), k.kind, k.stableType)
+		}
+		st := n.obj.snapshotStats()
+		counter(descDelivered, st.Delivered)
+		counter(descForwarded, st.FollowForwarded)
+		counter(descRefused, st.FenceRefused, "fence")
+		counter(descRefused, st.FollowRefused, "follow")
+		counter(descRefused, n.obj.stats.unhandled.Load(), "unhandled")
+		counter(descRefused, st.InstanceRefused, "instance")
+		counter(descCacheHits, st.RouteCacheHits)
+		counter(descCacheMisses, st.RouteCacheMisses)
+		for _, o := range []struct {
+			name string
+			v    uint64
+		}{{"activated", st.InstancesActivated}, {"recovered", st.InstancesRecovered}, {"cancelled", st.InstancesCancelled},
+			{"data_lost", st.InstancesDataLost}, {"refused", st.InstanceRefused}, {"dropped", st.InstanceDropped}} {
+			counter(descInstance, o.v, o.name)
+		}
+		running := 0.0
+		if n.obj.hostMove.Load() {
+			running = 1
+		}
+		gauge(descHostMv, running)
+	}
+	if n.tr != nil {
+		ts := n.tr.Stats()
+		for peer, ps := range ts.Peers {
+			counter(descRecords, ps.RecordsIn, peer, "in")
+			counter(descRecords, ps.RecordsOut, peer, "out")
+			counter(descBytes, ps.BytesIn, peer, "in")
+			counter(descBytes, ps.BytesOut, peer, "out")
+			gauge(descQueued, float64(ps.Queued), peer)
+		}
+		gauge(descPeers, float64(len(n.tr.Peers())))
+		counter(descBackp, ts.Backpressure)
+		counter(descProto, ts.ProtocolErrors)
+	}
+	if n.lease != nil {
+		gauge(descLease, n.leaseRemaining().Seconds())
+	}
+	ready := 0.0
+	if n.ready() == nil {
+		ready = 1
+	}
+	gauge(descReady, ready)
+}
+
+// typeKey is a (kind, stable type) pair of hosted objects.
+type typeKey struct{ kind, stableType string }
+
+// hostedByType counts the hosted objects (the Entry Spot excluded).
+func (o *objects) hostedByType() map[typeKey]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[typeKey]int{}
+	for _, h := range o.hosted {
+		if h.entry {
+			continue
+		}
+		out[typeKey{string(h.kind), h.stableType}]++
+	}
+	return out
+}
+
+// The instrumented stores keep satisfying the SPIs.
+var (
+	_ locstore.Store   = observedLocation{}
+	_ relocstore.Store = observedRelocation{}
+)
