@@ -581,6 +581,10 @@ func (n *Node) LastSnapshot() (directory.Snapshot, bool) {
 	return n.lastSnap, n.haveSnap
 }
 
+// Done is closed once the node has stopped (Close, or a drain through the
+// admin listener, finished).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
 // Close shuts the node down in the order of §11: stop accepting work
 // (draining), stop discovery, publish stopped, release the owner lease,
 // close the transport and the stores the node opened. It completes exactly

@@ -42,6 +42,12 @@ const ctlUsage = `usage: meshnode ctl <command> [arguments]
         paged operational list (§7.4); --all follows continuations in this process
   reclaim <actor|spot> <Id> | --all [--kind K] [--dry-run]
         remove the records of objects whose owner's lease has ended (their state is lost)
+  status <admin-url>
+        a node's status from its admin listener (admin.listen): state, readiness,
+        lease, hosted objects, peers, host command in progress
+  relocate <admin-url> [--drain] [--request-id ID]
+        host Relocate (or drain) of that node with live progress; exit 1 if anything
+        was not moved. The admin token is read from MESHNODE_ADMIN__TOKEN
   keygen [--out PATH]
         generate a CURVE key pair for transport.curve (Z85); --out writes PATH (0600) and PATH.pub`
 
@@ -57,6 +63,10 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ctlRecord(ctx, args[1:], stdout, stderr)
 	case "topology":
 		return ctlTopology(ctx, args[1:], stdout, stderr)
+	case "status":
+		return ctlStatus(ctx, args[1:], stdout, stderr)
+	case "relocate":
+		return ctlRelocate(ctx, args[1:], stdout, stderr)
 	case "locate", "list":
 		return ctlQuery(ctx, args, stdout, stderr)
 	case "reclaim":

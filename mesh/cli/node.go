@@ -100,7 +100,17 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	fmt.Fprintf(stdout, "meshnode: node %x serving at %s (mesh %q)\n", node.RID(), node.Endpoint(), cfg.Node.MeshName)
-	<-ctx.Done()
+	if addr := node.AdminAddr(); addr != "" {
+		fmt.Fprintf(stdout, "meshnode: admin listener on http://%s\n", addr)
+	}
+	select {
+	case <-ctx.Done():
+	case <-node.Done():
+		// Stopped from its admin listener (POST /v1/relocate with drain):
+		// the drain already ran the orderly shutdown.
+		fmt.Fprintln(stdout, "meshnode: node stopped (drained through the admin listener)")
+		return ExitOK
+	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDeadline)
 	defer cancel()
 	if cfg.Relocation.DrainOnShutdown && cfg.Node.ObjectRole == config.RoleServer {

@@ -1,0 +1,388 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/textable"
+	"github.com/meshnode/meshnode/mesh/admin"
+)
+
+// `meshnode ctl status` and `ctl relocate`: clients of a node's admin
+// listener (mesh/admin; docs/OPERATIONS.md "Admin endpoint"). The token is
+// read from the environment (MESHNODE_ADMIN__TOKEN), never from a flag:
+// command lines are visible to other users.
+
+const ctlStatusUsage = `usage: meshnode ctl status <admin-url>
+
+Prints a node's status from its admin listener (admin.listen): descriptor
+state, readiness, owner lease, hosted objects, peers and the host command in
+progress. <admin-url> is http://host:port (or host:port). The token, when the
+node has one, is read from MESHNODE_ADMIN__TOKEN.`
+
+const ctlRelocateUsage = `usage: meshnode ctl relocate <admin-url> [--drain] [--request-id ID] [--poll DURATION]
+
+Runs a host Relocate on the node behind <admin-url> (every object it owns
+moves to the other serving nodes), or with --drain a drain (the same, then
+the node's orderly stop). Shows live progress (a progress bar on a terminal,
+plain lines otherwise), then the outcome per object kind. Exits 0 when every
+object moved (or was skipped by its policy), 1 otherwise. --request-id makes
+the command idempotent: running it again with the same id follows the same
+host command instead of starting another. The token is read from
+MESHNODE_ADMIN__TOKEN.`
+
+// adminClient talks to one admin listener.
+type adminClient struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func newAdminClient(rawURL string) (*adminClient, error) {
+	u := strings.TrimRight(rawURL, "/")
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return nil, fmt.Errorf("admin URL %q: want http://host:port", rawURL)
+	}
+	return &adminClient{base: u, token: os.Getenv(config.EnvName("admin.token")), http: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+// errUnauthorized: the node wants a token we do not have (or another).
+var errUnauthorized = errors.New("unauthorized")
+
+func (c *adminClient) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		hint := "set MESHNODE_ADMIN__TOKEN to the node's admin.token"
+		if c.token != "" {
+			hint = "MESHNODE_ADMIN__TOKEN does not match the node's admin.token"
+		}
+		return resp.StatusCode, fmt.Errorf("%w: %s", errUnauthorized, hint)
+	case resp.StatusCode >= 300:
+		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: unreadable answer: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func ctlStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("ctl status", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if code, done := parseCtlFlags(fs, args, ctlStatusUsage, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "meshnode ctl status: want exactly one <admin-url>\n\n"+ctlStatusUsage)
+		return ExitUsage
+	}
+	c, err := newAdminClient(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl status:", err)
+		return ExitUsage
+	}
+	var st admin.Status
+	if _, err := c.do(ctx, "GET", "/v1/status", nil, &st); err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl status:", err)
+		return ExitError
+	}
+	if err := printStatus(stdout, st); err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl status:", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+func printStatus(w io.Writer, st admin.Status) error {
+	ready := "yes"
+	if !st.Ready {
+		ready = "no (" + st.NotReady + ")"
+	}
+	fmt.Fprintf(w, "node %s  mesh %s  role %s  state %s  ready %s\n", st.RID, st.Mesh, st.Role, st.State, ready)
+	fmt.Fprintf(w, "endpoint %s  lifecycle generation %d\n", st.Endpoint, st.LifecycleGeneration)
+	fmt.Fprintf(w, "owner %s  lease generation %d  new work admitted for %s without a renewal\n\n", st.OwnerID, st.LeaseGeneration,
+		(time.Duration(st.LeaseRemainingSeconds * float64(time.Second))).Round(time.Millisecond))
+	fmt.Fprintf(w, "objects hosted: %d\n", st.Objects.Hosted)
+	var rows [][]string
+	for _, k := range sortedKeys(st.Objects.ByType) {
+		kind, typ, _ := strings.Cut(k, "/")
+		rows = append(rows, []string{kind, typ, strconv.Itoa(st.Objects.ByType[k])})
+	}
+	if len(rows) > 0 {
+		if err := textable.Write(w, []string{"KIND", "TYPE", "HOSTED"}, rows); err != nil {
+			return err
+		}
+	}
+	rows = rows[:0]
+	for _, k := range sortedKeys(st.Objects.Counters) {
+		rows = append(rows, []string{k, strconv.FormatUint(st.Objects.Counters[k], 10)})
+	}
+	fmt.Fprintln(w)
+	if err := textable.Write(w, []string{"COUNTER", "VALUE"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\npeers admitted: %d\n", len(st.Peers))
+	rows = rows[:0]
+	for _, p := range st.Peers {
+		rows = append(rows, []string{p.RID, p.Endpoint, strconv.FormatUint(p.LifecycleGeneration, 10),
+			fmt.Sprintf("%d / %d", p.RecordsIn, p.RecordsOut), fmt.Sprintf("%s / %s", bytesText(p.BytesIn), bytesText(p.BytesOut)),
+			strconv.Itoa(p.Queued)})
+	}
+	if len(rows) > 0 {
+		if err := textable.Write(w, []string{"RID", "ENDPOINT", "GEN", "RECORDS IN/OUT", "BYTES IN/OUT", "QUEUED"}, rows); err != nil {
+			return err
+		}
+	}
+	if j := st.HostCommand; j != nil {
+		fmt.Fprintf(w, "\nhost command %s (%s) %s: %s\n", j.ID, kindName(j.Drain), j.State, progressText(j.Progress))
+	} else {
+		fmt.Fprintln(w, "\nhost command: none running")
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func bytesText(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+func kindName(drain bool) string {
+	if drain {
+		return "drain"
+	}
+	return "relocate"
+}
+
+func progressText(p admin.Progress) string {
+	return fmt.Sprintf("%d/%d moved, %d failed, %d skipped, %d remaining", p.Moved, p.Total, p.Failed, p.Skipped, p.Remaining())
+}
+
+func ctlRelocate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("ctl relocate", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	drain := fs.Bool("drain", false, "drain: move everything, then stop the node")
+	reqID := fs.String("request-id", "", "idempotency id (default: a fresh one)")
+	poll := fs.Duration("poll", 250*time.Millisecond, "how often progress is read")
+	if code, done := parseCtlFlags(fs, args, ctlRelocateUsage, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "meshnode ctl relocate: want exactly one <admin-url>\n\n"+ctlRelocateUsage)
+		return ExitUsage
+	}
+	if *poll <= 0 {
+		fmt.Fprintln(stderr, "meshnode ctl relocate: --poll must be positive")
+		return ExitUsage
+	}
+	c, err := newAdminClient(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
+		return ExitUsage
+	}
+	var j admin.Job
+	code, err := c.do(ctx, "POST", "/v1/relocate", admin.RelocateRequest{RequestID: *reqID, Drain: *drain}, &j)
+	if err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
+		return ExitError
+	}
+	verb := "started"
+	if code == http.StatusOK {
+		verb = "following (already started)"
+	}
+	fmt.Fprintf(stdout, "%s %s %s on %s\n", kindName(j.Drain), j.ID, verb, c.base)
+	view := newProgressView(stdout)
+	final, err := followJob(ctx, c, j.ID, *poll, view.show)
+	view.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
+		return ExitError
+	}
+	return printOutcome(stdout, stderr, final)
+}
+
+// followJob polls the job until it ends. A drain stops the node (and its
+// listener) once its moves are over: a failed read after the progress
+// showed the end is that stop, not an error.
+func followJob(ctx context.Context, c *adminClient, id string, poll time.Duration, show func(admin.Progress)) (admin.Job, error) {
+	var last admin.Job
+	for {
+		var j admin.Job
+		_, err := c.do(ctx, "GET", "/v1/relocate/"+id, nil, &j)
+		switch {
+		case err != nil && last.Drain && last.Progress.End != "":
+			last.State = admin.JobDone
+			return last, nil
+		case err != nil:
+			return last, fmt.Errorf("lost contact with the node while %s %s ran: %w", kindName(last.Drain), id, err)
+		}
+		show(j.Progress)
+		if j.State != admin.JobRunning {
+			return j, nil
+		}
+		last = j
+		select {
+		case <-ctx.Done():
+			return last, fmt.Errorf("%w (the host command goes on on the node; follow it with --request-id %s)", ctx.Err(), id)
+		case <-time.After(poll):
+		}
+	}
+}
+
+// progressView shows progress: a progress bar on a terminal, else a plain
+// line whenever the counts change.
+type progressView struct {
+	w    io.Writer
+	bar  *progressbar.ProgressBar
+	last admin.Progress
+}
+
+func newProgressView(w io.Writer) *progressView {
+	v := &progressView{w: w}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		v.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("objects"), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	return v
+}
+
+func (v *progressView) show(p admin.Progress) {
+	if p == v.last {
+		return
+	}
+	v.last = p
+	if v.bar == nil {
+		fmt.Fprintf(v.w, "progress: %s\n", progressText(p))
+		return
+	}
+	if v.bar.GetMax() != p.Total {
+		v.bar.ChangeMax(p.Total)
+	}
+	v.bar.Describe(fmt.Sprintf("moved %d  failed %d  remaining %d", p.Moved, p.Failed, p.Remaining()))
+	_ = v.bar.Set(p.Total - p.Remaining())
+}
+
+func (v *progressView) done() {
+	if v.bar != nil {
+		_ = v.bar.Finish()
+		fmt.Fprintln(v.w)
+	}
+}
+
+// printOutcome prints the final table and returns the exit status: 0 when
+// nothing failed and nothing was left unstarted.
+func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
+	p := j.Progress
+	end := p.End
+	if j.Result != nil {
+		p, end = j.Result.Progress, j.Result.End
+	}
+	fmt.Fprintf(stdout, "%s %s ended: %s\n", kindName(j.Drain), j.ID, end)
+	rows := [][]string{
+		{"moved", strconv.Itoa(p.Moved)}, {"skipped (relocation disabled)", strconv.Itoa(p.Skipped)},
+		{"failed (still here, working)", strconv.Itoa(p.Failed)}, {"not started (deadline)", strconv.Itoa(p.NotStarted)},
+		{"gone (closed meanwhile)", strconv.Itoa(p.Gone)}, {"total", strconv.Itoa(p.Total)},
+	}
+	if err := textable.Write(stdout, []string{"OUTCOME", "OBJECTS"}, rows); err != nil {
+		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
+		return ExitError
+	}
+	if j.Result != nil {
+		var failed [][]string
+		for _, o := range j.Result.Objects {
+			if o.Outcome == "failed" || o.Outcome == "notStarted" {
+				failed = append(failed, []string{o.Kind, o.ID, o.Outcome, o.Reason})
+			}
+		}
+		if len(failed) > 0 {
+			fmt.Fprintln(stdout, "\nobjects not moved:")
+			_ = textable.Write(stdout, []string{"KIND", "ID", "OUTCOME", "REASON"}, failed)
+		}
+	}
+	if j.Error != "" {
+		fmt.Fprintln(stderr, "meshnode ctl relocate:", j.Error)
+		return ExitError
+	}
+	if p.Failed > 0 || p.NotStarted > 0 || end != "completed" {
+		return ExitError
+	}
+	return ExitOK
+}
+
+// parseCtlFlags parses args: --help prints usage to stdout (exit 0); a flag
+// error names the flag on stderr (exit 2). done reports that the command
+// should return code now.
+func parseCtlFlags(fs *pflag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintln(stdout, usage)
+			return ExitOK, true
+		}
+		fmt.Fprintf(stderr, "meshnode %s: %v (see --help)\n", fs.Name(), err)
+		return ExitUsage, true
+	}
+	return 0, false
+}

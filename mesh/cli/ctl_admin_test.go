@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	locmemory "github.com/meshnode/meshnode/locstore/memory"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/demoapp"
+	relmemory "github.com/meshnode/meshnode/relocstore/memory"
+	"github.com/meshnode/meshnode/spot"
+)
+
+const testAdminToken = "cli-admin-token-0123456789"
+
+// adminMesh starts two server nodes on shared memory stores, each with an
+// admin listener on loopback and testAdminToken.
+func adminMesh(t *testing.T) []*mesh.Node {
+	t.Helper()
+	loc, err := locmemory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloc, err := relmemory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loc.Close(); reloc.Close() })
+	reg := spot.NewRegistry()
+	if err := demoapp.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*mesh.Node
+	for i := 0; i < 2; i++ {
+		cfg := config.Default()
+		cfg.Node.MeshName = "adm"
+		cfg.Node.RoutingID = fmt.Sprintf("0a0%d", i+1)
+		cfg.Lease.RenewInterval, cfg.Lease.RenewTimeout, cfg.Lease.TTL, cfg.Lease.FencingMargin = 500*time.Millisecond, 400*time.Millisecond, 4*time.Second, time.Second
+		cfg.Admin = config.AdminConfig{Listen: "127.0.0.1:0", Token: testAdminToken}
+		cfg.LocationStore.Provider, cfg.RelocationStore.Provider = config.ProviderMemory, config.ProviderMemory
+		n, err := mesh.Start(context.Background(), mesh.Options{Config: cfg, Factories: reg, Location: loc, Relocation: reloc,
+			DiscoveryInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		nodes = append(nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		if err := n.WaitPeers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+func TestCtlStatusAndRelocate(t *testing.T) {
+	nodes := adminMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Counters on node 1 only: node 2 does not take new objects meanwhile.
+	m := nodes[0].Manager()
+	deadline := time.Now().Add(10 * time.Second)
+	created := 0
+	for i := 0; created < 5; i++ {
+		ref, err := m.CreateActor(ctx, fmt.Sprintf("c-%d", i), demoapp.CounterType)
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if string(ref.NodeRID) == string(nodes[0].RID()) {
+			created++
+		}
+	}
+	url := "http://" + nodes[0].AdminAddr()
+	t.Setenv(config.EnvName("admin.token"), testAdminToken)
+
+	var out, errb bytes.Buffer
+	if code := Main(ctx, []string{"ctl", "status", url}, &out, &errb); code != ExitOK {
+		t.Fatalf("ctl status: exit %d: %s", code, errb.String())
+	}
+	t.Logf("status:\n%s", out.String())
+	for _, want := range []string{"state serving", "ready yes", "actor", demoapp.CounterType, "peers admitted: 1", "host command: none running"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ctl status output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	errb.Reset()
+	code := Main(ctx, []string{"ctl", "relocate", url, "--request-id", "cli-1", "--poll", "20ms"}, &out, &errb)
+	if code != ExitOK {
+		t.Fatalf("ctl relocate: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("relocate:\n%s", out.String())
+	for _, want := range []string{"relocate cli-1 started", "progress:", "relocate cli-1 ended: completed", "OUTCOME", "moved"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ctl relocate output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if h := nodes[0].ObjectStats().Hosted; h != 1 { // the Entry Spot stays
+		t.Fatalf("node 1 still hosts %d objects", h)
+	}
+	// The same request id follows the same (finished) command.
+	out.Reset()
+	if code := Main(ctx, []string{"ctl", "relocate", url, "--request-id", "cli-1"}, &out, &errb); code != ExitOK ||
+		!strings.Contains(out.String(), "following (already started)") {
+		t.Fatalf("repeated request id: exit %d:\n%s", code, out.String())
+	}
+}
+
+// The refusals an operator meets: no or a wrong token, a node that is not
+// there, bad arguments.
+func TestCtlAdminRefusals(t *testing.T) {
+	nodes := adminMesh(t)
+	url := "http://" + nodes[0].AdminAddr()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		token string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"no token", "", []string{"ctl", "status", url}, ExitError, "set MESHNODE_ADMIN__TOKEN"},
+		{"wrong token", "wrong-token-0123456789", []string{"ctl", "status", url}, ExitError, "does not match"},
+		{"wrong token relocate", "wrong-token-0123456789", []string{"ctl", "relocate", url}, ExitError, "unauthorized"},
+		{"nobody there", testAdminToken, []string{"ctl", "status", "127.0.0.1:1"}, ExitError, "connection refused"},
+		{"no url", testAdminToken, []string{"ctl", "status"}, ExitUsage, "want exactly one <admin-url>"},
+		{"bad flag", testAdminToken, []string{"ctl", "relocate", url, "--poll", "x"}, ExitUsage, "--poll"},
+		{"bad scheme", testAdminToken, []string{"ctl", "status", "ftp://x"}, ExitUsage, "want http://host:port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(config.EnvName("admin.token"), tc.token)
+			var out, errb bytes.Buffer
+			if code := Main(ctx, tc.args, &out, &errb); code != tc.code || !strings.Contains(errb.String(), tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errb.String(), tc.code, tc.want)
+			}
+		})
+	}
+	var out, errb bytes.Buffer
+	for _, cmd := range []string{"status", "relocate"} {
+		out.Reset()
+		if code := Main(ctx, []string{"ctl", cmd, "--help"}, &out, &errb); code != ExitOK || !strings.Contains(out.String(), "usage: meshnode ctl "+cmd) {
+			t.Fatalf("ctl %s --help: exit %d %q", cmd, code, out.String())
+		}
+	}
+}
