@@ -737,6 +737,17 @@ func TestRelocationOwnerCASConverges(t *testing.T) {
 				if res.Outcome != Moved || !res.Confirmed || res.AuthorityOwnerGeneration != uint64(gen)+1 {
 					t.Fatalf("outcome %v (%s), confirmed %v, AuthorityOwnerGeneration %d", res.Outcome, res.Reason, res.Confirmed, res.AuthorityOwnerGeneration)
 				}
+				if tc.apply {
+					// The batch that applies runs to its end even when its
+					// caller stopped waiting (WithoutCancel above); on a
+					// loaded machine it may still be in flight here.
+					eventually(t, 10*time.Second, "the applied batch to finish", func() bool {
+						_, applied := faults.counts()
+						faults.mu.Lock()
+						defer faults.mu.Unlock()
+						return applied == 1 || faults.notApplied != nil
+					})
+				}
 				failed, applied := faults.counts()
 				if failed != tc.failWrites || (tc.apply && applied != 1) {
 					t.Fatalf("%d owner CAS batches failed (%d applied; %v), want %d", failed, applied, faults.notApplied, tc.failWrites)
