@@ -134,7 +134,8 @@ func startNode(ctx context.Context, name string, role config.ObjectRole, reg *sp
 // any peer. Until discovery has found the others and their links are
 // admitted, placement sees no server (a create from front fails with
 // ErrUnavailable) and a message to an object on a peer fails with
-// transport.ErrUnknownPeer (wrapped in ErrUnavailable).
+// ErrUnavailable wrapping transport.ErrUnknownPeer (no link yet) or
+// transport.ErrNotAdmitted (the handshake is not done).
 func (k *walk) waitForPeers(ctx context.Context) error {
 	nodes := k.nodes()
 	// Each node ran its first discovery round inside Start, before the
