@@ -558,6 +558,9 @@ func (o *Object) turn(env Envelope) {
 		if err == nil {
 			err = ErrNoReply
 		}
+		// The requester gets a typed failure without this text (the wire
+		// carries a code only); the node keeps it for whoever debugs.
+		o.rt.log.Debug("request failed in its handler", "object", o.key.ID, "spot", o.key.Spot, "err", err)
 		o.reply(env.ReplyRoute, nil, err)
 	} else if err != nil {
 		o.rt.log.Warn("handler error", "object", o.key.ID, "spot", o.key.Spot, "kind", env.Kind.String(), "err", err)
