@@ -227,9 +227,11 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		Curve:               curveCfg,
 		MaxUnadmitted:       cfg.Transport.MaxUnadmitted,
 		MaxPeers:            cfg.Transport.MaxPeers,
-		OnEvent:             n.onPeerEvent,
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
-		Logger:              log,                // the transport adds its own rid, mesh and gen
+		// The transport adds its own rid, mesh and gen, and logs every peer
+		// event (admitted, down, rejected) itself, once, with the peer's
+		// generation: the node installs no OnEvent that would log it again.
+		Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: transport: %w", ErrStartup, err)
@@ -350,17 +352,6 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 		}
 	case lease.EventRenewFailed:
 		n.log.Warn("owner lease renew failed", "err", ev.Err)
-	}
-}
-
-func (n *Node) onPeerEvent(ev transport.Event) {
-	switch ev.Kind {
-	case transport.EventAdmitted:
-		n.log.Info("peer admitted", "peer", ev.Peer.RID.String(), "endpoint", ev.Peer.Endpoint)
-	case transport.EventDown:
-		n.log.Info("peer down", "peer", ev.Peer.RID.String(), "err", ev.Err)
-	case transport.EventRejected:
-		n.log.Warn("peer rejected", "peer", ev.Peer.RID.String(), "err", ev.Err)
 	}
 }
 
