@@ -181,14 +181,12 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	key := storeKeyOf(fs.Arg(0))
 	st, err := openLocation(ctx, cfg, cfg.Logger(stderr))
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	defer st.Close()
 	res, err := st.Read(ctx, key)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl record: read %s: %v\n", key, err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), fmt.Errorf("read %s: %w", key, err))
 	}
 	if !res.Found {
 		fmt.Fprintf(stderr, "meshnode ctl record: %s: missing (store time %s)\n", key, res.StoreNow.UTC().Format(time.RFC3339Nano))
@@ -272,14 +270,12 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	log := cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	defer st.Close()
 	snap, err := directory.Lister{Store: st, PageSize: 1000, Logger: log}.List(ctx, *meshName)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	if err := directory.RenderTable(stdout, directory.Rows(snap)); err != nil {
 		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)

@@ -63,8 +63,7 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	log := cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	defer st.Close()
 	e, found, err := query.Reader{Store: st, Logger: log}.Locate(ctx, kind, id)
@@ -73,8 +72,7 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return ExitUsage
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	case !found:
 		fmt.Fprintf(stderr, "%s: %s %q: no record\n", name, kind, id)
 		return ExitError
@@ -117,8 +115,7 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	defer st.Close()
 	r := query.Reader{Store: st, Logger: log}
@@ -170,8 +167,7 @@ func listFailed(stderr io.Writer, name string, err error, shown int) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v%s\n", name, err, incomplete)
-	return ExitError
+	return storeFailed(stderr, name, fmt.Errorf("%w%s", err, incomplete))
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -72,8 +72,7 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	opts.Logger = log
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	defer st.Close()
 	res, err := mesh.ReclaimDeadOwners(ctx, st, opts)
@@ -88,8 +87,7 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d changed meanwhile or unreadable\n",
 		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, res.Skipped)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	return ExitOK
 }
