@@ -240,7 +240,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	if err := demoDrain(ctx, nodes, stdout); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released)")
+	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released, descriptor removed)")
 	return nil
 }
 
