@@ -239,9 +239,11 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		Curve:               curveCfg,
 		MaxUnadmitted:       cfg.Transport.MaxUnadmitted,
 		MaxPeers:            cfg.Transport.MaxPeers,
-		OnEvent:             n.onPeerEvent,
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
-		Logger:              log,                // the transport adds its own rid, mesh and gen
+		// The transport adds its own rid, mesh and gen, and logs every peer
+		// event (admitted, down, rejected) itself, once, with the peer's
+		// generation: the node installs no OnEvent that would log it again.
+		Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: transport: %w", ErrStartup, err)
@@ -368,17 +370,6 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 	}
 }
 
-func (n *Node) onPeerEvent(ev transport.Event) {
-	switch ev.Kind {
-	case transport.EventAdmitted:
-		n.log.Info("peer admitted", "peer", ev.Peer.RID.String(), "endpoint", ev.Peer.Endpoint)
-	case transport.EventDown:
-		n.log.Info("peer down", "peer", ev.Peer.RID.String(), "err", ev.Err)
-	case transport.EventRejected:
-		n.log.Warn("peer rejected", "peer", ev.Peer.RID.String(), "err", ev.Err)
-	}
-}
-
 // loop runs discovery every interval until Close.
 func (n *Node) loop() {
 	defer n.wg.Done()
@@ -470,8 +461,9 @@ func (n *Node) servingState() bool {
 const reclaimEvery = 120
 
 // reclaim deletes descriptors whose owner lease has been gone for a long
-// time, so random RIDs do not accumulate (docs/DISCOVERY.md). It is the
-// descriptor's own expiry path; the §11 owner sweep never touches them.
+// time (or that say stopped and whose lease is gone), so random RIDs do not
+// accumulate (docs/DISCOVERY.md). It is the descriptor's own expiry path;
+// the §11 owner sweep never touches them.
 func (n *Node) reclaim(ctx context.Context) {
 	res, err := directory.Reclaim(ctx, n.loc, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log})
 	if err != nil && ctx.Err() == nil {
@@ -587,7 +579,8 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close shuts the node down in the order of §11: stop accepting work
 // (draining), stop discovery, publish stopped, release the owner lease,
-// close the transport and the stores the node opened. It completes exactly
+// remove the stopped descriptor (removeStoppedDescriptor), close the
+// transport and the stores the node opened. It completes exactly
 // once; later calls return the first result. ctx bounds the store work; when
 // it ends first the remaining steps still run (ForceStopped) and every
 // goroutine, timer and socket is gone when Close returns.
@@ -650,6 +643,8 @@ func (n *Node) teardown(ctx context.Context) error {
 	if n.lease != nil {
 		if err := n.lease.Release(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("release lease: %w", err))
+		} else if n.stateIs(record.StateStopped) {
+			n.removeStoppedDescriptor(ctx)
 		}
 		n.lease.Close()
 	}
@@ -665,6 +660,28 @@ func (n *Node) teardown(ctx context.Context) error {
 		errs = append(errs, n.loc.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// removeStoppedDescriptor deletes this run's descriptor after an orderly
+// stop: it says `stopped` and the lease is released, so it is of no more
+// use to anyone, and left in place it would stay listed (ctl topology) until
+// another node's reclaim round. directory.ReclaimKey keeps the §11 rule: the
+// delete holds only while the lease is gone. A failure only leaves the
+// descriptor for the other nodes' reclaim, so it is logged, not returned.
+func (n *Node) removeStoppedDescriptor(ctx context.Context) {
+	res, err := directory.ReclaimKey(ctx, n.loc, n.pub.Key(), directory.ReclaimOptions{Logger: n.log})
+	switch {
+	case err != nil:
+		n.log.Warn("stopped descriptor not removed; the other nodes reclaim it", "err", err)
+	case res.Deleted == 1:
+		n.log.Info("stopped descriptor removed")
+	}
+}
+
+func (n *Node) stateIs(s record.State) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state == s
 }
 
 // leavingRun names a node run by routing id and lifecycle generation.

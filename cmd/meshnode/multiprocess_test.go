@@ -198,7 +198,7 @@ func admittedAll(ps []*proc, rids []string) func() bool {
 	return func() bool {
 		for i, p := range ps {
 			for j := range ps {
-				if i != j && !p.seen("peer admitted", "peer", rids[j]) {
+				if i != j && !p.seen("transport: peer admitted", "peer", rids[j]) {
 					return false
 				}
 			}
@@ -258,8 +258,8 @@ func TestMultiProcessDiscoveryKillRestart(t *testing.T) {
 	// Restart with the same RID: takeover of its descriptor, new generations.
 	n3 := start("n3b", rids[2])
 	waitUntil(t, 20*time.Second, "the restarted n3 and the others to admit each other", func() bool {
-		return n3.seen("peer admitted", "peer", rids[0]) && n3.seen("peer admitted", "peer", rids[1]) &&
-			procs[0].count("peer admitted", "peer", rids[2]) >= 2 && procs[1].count("peer admitted", "peer", rids[2]) >= 2
+		return n3.seen("transport: peer admitted", "peer", rids[0]) && n3.seen("transport: peer admitted", "peer", rids[1]) &&
+			procs[0].count("transport: peer admitted", "peer", rids[2]) >= 2 && procs[1].count("transport: peer admitted", "peer", rids[2]) >= 2
 	}, procs[0], procs[1], n3)
 	after, ok := entry(rids[2])
 	if !ok || !after.LeaseValid {

@@ -305,7 +305,7 @@ func (r *rollMesh) restart(t *testing.T, i, run int, oldGen uint64) {
 	var before []int
 	for j, p := range r.procs {
 		if j != i && !r.dead[j] {
-			before = append(before, p.count("peer admitted", "peer", r.rids[i]))
+			before = append(before, p.count("transport: peer admitted", "peer", r.rids[i]))
 		}
 	}
 	r.procs[i] = r.start(t, i, run)
@@ -315,7 +315,7 @@ func (r *rollMesh) restart(t *testing.T, i, run int, oldGen uint64) {
 			if j == i || r.dead[j] {
 				continue
 			}
-			if p.count("peer admitted", "peer", r.rids[i]) <= before[k] || !r.procs[i].seen("peer admitted", "peer", r.rids[j]) {
+			if p.count("transport: peer admitted", "peer", r.rids[i]) <= before[k] || !r.procs[i].seen("transport: peer admitted", "peer", r.rids[j]) {
 				return false
 			}
 			k++

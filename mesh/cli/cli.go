@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 )
 
 // Exit codes.
@@ -21,50 +22,110 @@ const (
 // Version is set at build time with -ldflags "-X .../mesh/cli.Version=v1.2.3".
 var Version = "dev"
 
+// command is one entry of a command table: the top-level commands, and the
+// subcommands of a group such as ctl (ctl.go) or wire.
 type command struct {
 	name    string
-	summary string
+	summary string // one line in the group's command list
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-func commands() []command {
-	return []command{
-		{"run", "run one mesh node from a YAML file and/or MESHNODE_ environment", runNode},
-		{"demo", "run three nodes in one process on loopback with the memory stores", runDemo},
-		{"ctl", "operator tools: key, record, topology, locate, list, keygen", runCtl},
-		{"wire", "wire tools: decode <hex>", runWire},
-		{"version", "print the version", runVersion},
+// group is a command made of subcommands ("meshnode", "meshnode ctl").
+// Every group behaves the same: without arguments it prints its usage to
+// stderr and exits 2; "help", -h and --help print it to stdout and exit 0;
+// "help <command>" is "<command> --help"; an unknown command is named, with
+// a hint to --help, and exits 2.
+type group struct {
+	name     string // full name, e.g. "meshnode ctl"
+	synopsis string // what follows the name on the usage line
+	intro    string // optional text after the usage line
+	commands []command
+}
+
+func (g group) usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: %s %s\n", g.name, g.synopsis)
+	if g.intro != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(g.intro, "\n"))
+	}
+	fmt.Fprintln(w, "\nCommands:")
+	width := 0
+	for _, c := range g.commands {
+		width = max(width, len(c.name))
+	}
+	for _, c := range g.commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun '%s <command> --help' for a command's usage.\n", g.name)
+}
+
+func (g group) find(name string) (command, bool) {
+	for _, c := range g.commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func (g group) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		g.usage(stderr)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "-h", "--help":
+		g.usage(stdout)
+		return ExitOK
+	case "help":
+		if len(args) == 1 {
+			g.usage(stdout)
+			return ExitOK
+		}
+		if c, ok := g.find(args[1]); ok {
+			return c.run(ctx, []string{"--help"}, stdout, stderr)
+		}
+		return usageError(stderr, g.name, "help: unknown command %q", args[1])
+	}
+	if c, ok := g.find(args[0]); ok {
+		return c.run(ctx, args[1:], stdout, stderr)
+	}
+	if strings.HasPrefix(args[0], "-") {
+		return usageError(stderr, g.name, "a command comes before any flag, got %q", args[0])
+	}
+	return usageError(stderr, g.name, "unknown command %q", args[0])
+}
+
+func mainGroup() group {
+	return group{
+		name:     "meshnode",
+		synopsis: "<command> [arguments]",
+		commands: []command{
+			{"run", "run one mesh node from a YAML file and/or MESHNODE_ environment", runNode},
+			{"demo", "run three nodes in one process on loopback with the memory stores", runDemo},
+			{"ctl", "operator tools: " + strings.Join(ctlNames(), ", "), runCtl},
+			{"wire", "wire tools: decode <hex>", runWire},
+			{"version", "print the version", runVersion},
+		},
 	}
 }
 
 // Main runs the command line and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "meshnode: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return ExitUsage
+	return mainGroup().run(ctx, args, stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: meshnode <command> [arguments]")
-	fmt.Fprintln(w)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-	}
-}
+const versionUsage = `usage: meshnode version
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
+Prints the version of this binary and the Go version it was built with.`
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("meshnode version")
+	if code, done := parseFlags(fs, args, helpText(fs, versionUsage, false), stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
+	}
 	v := Version
 	goVersion := ""
 	if bi, ok := debug.ReadBuildInfo(); ok {

@@ -12,86 +12,92 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
-const ctlUsage = `usage: meshnode ctl <command> [arguments]
-
-  key <record-kind> <fields...> [--namespace NS]
-        print a record's logical key preimage (escaped), store key and Redis key:
-          key mesh-node <MeshName> <RoutingIdHex>
-          key owner-lease <OwnerId>
-          key client-server <ChannelName> <RoutingIdHex>
-          key fanout-publisher <ChannelName> <RoutingIdHex>
-          key authority <actor|spot> <Id>
-          key counter <object-generation|lease-generation|descriptor-change:<kind>>
-  record <key> [--config FILE] [config flags]
-        read one record from the configured Location Store and pretty-print it;
-        <key> is a store key (authority:<hex>) or a full Redis key ({ns}:k:authority:<hex>)
-  topology [--mesh NAME] [--config FILE] [config flags]
-        one row per MeshNode descriptor in the configured Location Store
-        (mesh, RID, endpoint, state, role, weight, capacity, lease expiry)
-  locate <actor|spot> <id> [config flags]
-        where an object is: generation, state (Creating, Ready, Unavailable), type, mesh, node, owner
-  list --kind actor|userSpot|instanceSpot [--type T] [--mesh M] [--limit N] [--all]
-        paged operational list (§7.4); --all follows continuations in this process
-  reclaim <actor|spot> <Id> | --all [--kind K] [--dry-run]
-        remove the records of objects whose owner's lease has ended (their state is lost)
-  status <admin-url>
-        a node's status from its admin listener (admin.listen): state, readiness,
-        lease, hosted objects, peers, host command in progress
-  relocate <admin-url> [--drain] [--request-id ID]
-        host Relocate (or drain) of that node with live progress; exit 1 if anything
-        was not moved. The admin token is read from MESHNODE_ADMIN__TOKEN
-  keygen [--out PATH]
-        generate a CURVE key pair for transport.curve (Z85); --out writes PATH (0600) and PATH.pub`
-
-func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, ctlUsage)
-		return ExitUsage
+// ctlCommands is the table of "meshnode ctl" subcommands. To add one, write
+// its file (a usage constant and a run function that parses its flags with
+// newFlagSet and parseFlags, like ctlTopology) and add one row here: the
+// ctl command list, "ctl help <name>" and the top-level summary follow
+// from this table.
+func ctlCommands() []command {
+	return []command{
+		{"key", "print a record's key preimage, store key and Redis key", ctlKey},
+		{"record", "read one record from the Location Store and pretty-print it", ctlRecord},
+		{"topology", "one row per MeshNode descriptor in the Location Store", ctlTopology},
+		{"locate", "where an Actor or Spot is: generation, state, node, owner", ctlLocate},
+		{"list", "paged list of the Actors or Spots of one kind", ctlList},
+		{"reclaim", "remove the records of objects whose owner's lease has ended", ctlReclaim},
+		{"status", "a node's status from its admin listener (admin.listen)", ctlStatus},
+		{"relocate", "host Relocate or drain of a node through its admin listener, with progress", ctlRelocate},
+		{"keygen", "generate a CURVE key pair for transport.curve", ctlKeygen},
 	}
-	switch args[0] {
-	case "key":
-		return ctlKey(args[1:], stdout, stderr)
-	case "record":
-		return ctlRecord(ctx, args[1:], stdout, stderr)
-	case "topology":
-		return ctlTopology(ctx, args[1:], stdout, stderr)
-	case "status":
-		return ctlStatus(ctx, args[1:], stdout, stderr)
-	case "relocate":
-		return ctlRelocate(ctx, args[1:], stdout, stderr)
-	case "locate", "list":
-		return ctlQuery(ctx, args, stdout, stderr)
-	case "reclaim":
-		return ctlReclaim(ctx, args[1:], stdout, stderr)
-	case "keygen":
-		return ctlKeygen(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, ctlUsage)
-		return ExitOK
-	}
-	fmt.Fprintf(stderr, "meshnode ctl: unknown command %q\n\n%s\n", args[0], ctlUsage)
-	return ExitUsage
 }
 
-func ctlKey(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ctl key", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+// ctlNames lists the ctl subcommands, for the top-level summary.
+func ctlNames() []string {
+	var names []string
+	for _, c := range ctlCommands() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+func ctlGroup() group {
+	return group{
+		name:     "meshnode ctl",
+		synopsis: "<command> [arguments]",
+		intro: "Operator tools. The commands that read a store take the same configuration as\n" +
+			"'meshnode run' (--config FILE, MESHNODE_ environment, configuration flags).",
+		commands: ctlCommands(),
+	}
+}
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return ctlGroup().run(ctx, args, stdout, stderr)
+}
+
+const keyUsage = `usage: meshnode ctl key <record-kind> <fields...> [--namespace NS]
+
+Prints a record's logical key preimage (NULs shown as \0), its hex, its store
+key and its Redis key, to find the record by hand:
+
+  key mesh-node <MeshName> <RoutingIdHex>
+  key owner-lease <OwnerId>
+  key client-server <ChannelName> <RoutingIdHex>
+  key fanout-publisher <ChannelName> <RoutingIdHex>
+  key authority <actor|spot> <Id>
+  key counter <object-generation|lease-generation|descriptor-change:<kind>>
+
+Reads no store.`
+
+const recordUsage = `usage: meshnode ctl record <key> [--config FILE] [config flags]
+
+Reads one record from the configured Location Store and pretty-prints it with
+its version, expiry and whether it decodes as its kind. <key> is a store key
+(authority:<hex>) or a full Redis key ({ns}:k:authority:<hex>); 'meshnode ctl
+key' computes it.
+Exit status: 0 found, 1 missing or a store failure, 2 bad usage.`
+
+const topologyUsage = `usage: meshnode ctl topology [--mesh NAME] [--config FILE] [config flags]
+
+One row per MeshNode descriptor in the configured Location Store: mesh, RID,
+endpoint, state, role, weight, capacity (active[+reserved]/limit) and lease
+(time left by the store's clock, or "expired" when the node's owner lease is
+gone: a crashed run, shown until the serving nodes reclaim its descriptor).`
+
+func ctlKey(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("meshnode ctl key")
 	ns := fs.String("namespace", config.Default().LocationStore.Redis.Namespace, "Redis key namespace of the Location Store")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, done := parseFlags(fs, args, helpText(fs, keyUsage, false), stdout, stderr); done {
+		return code
 	}
 	pre, err := preimageFor(fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl key: %v\n\n%s\n", err, ctlUsage)
-		return ExitUsage
+		return usageError(stderr, fs.Name(), "%v", err)
 	}
 	fmt.Fprintf(stdout, "preimage:     %s\n", escapePreimage(pre))
 	fmt.Fprintf(stdout, "preimage hex: %s\n", hex.EncodeToString(pre))
@@ -161,15 +167,13 @@ func escapePreimage(p []byte) string {
 }
 
 func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ctl record", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("meshnode ctl record")
 	config.Flags(fs)
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, done := parseFlags(fs, args, helpText(fs, recordUsage, false), stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "meshnode ctl record: want exactly one key\n\n%s\n", ctlUsage)
-		return ExitUsage
+		return usageError(stderr, fs.Name(), "want exactly one key, got %d arguments", fs.NArg())
 	}
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
 	if err != nil {
@@ -179,14 +183,12 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	key := storeKeyOf(fs.Arg(0))
 	st, err := openLocation(ctx, cfg, cfg.Logger(stderr))
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	defer st.Close()
 	res, err := st.Read(ctx, key)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl record: read %s: %v\n", key, err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), fmt.Errorf("read %s: %w", key, err))
 	}
 	if !res.Found {
 		fmt.Fprintf(stderr, "meshnode ctl record: %s: missing (store time %s)\n", key, res.StoreNow.UTC().Format(time.RFC3339Nano))
@@ -253,12 +255,14 @@ func decodeAs(kind record.Kind, v []byte) error {
 }
 
 func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ctl topology", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	config.Flags(fs)
+	fs := newFlagSet("meshnode ctl topology")
 	meshName := fs.String("mesh", "", "only this mesh (default: every mesh)")
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	config.Flags(fs)
+	if code, done := parseFlags(fs, args, helpText(fs, topologyUsage, false), stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
 	if err != nil {
@@ -268,14 +272,12 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	log := cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	defer st.Close()
 	snap, err := directory.Lister{Store: st, PageSize: 1000, Logger: log}.List(ctx, *meshName)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
-		return ExitError
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	if err := directory.RenderTable(stdout, directory.Rows(snap)); err != nil {
 		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/meshnode/meshnode/config"
@@ -114,19 +113,17 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 }
 
 func ctlStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ctl status", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if code, done := parseCtlFlags(fs, args, ctlStatusUsage, stdout, stderr); done {
+	const name = "meshnode ctl status"
+	fs := newFlagSet(name)
+	if code, done := parseFlags(fs, args, helpText(fs, ctlStatusUsage, false), stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "meshnode ctl status: want exactly one <admin-url>\n\n"+ctlStatusUsage)
-		return ExitUsage
+		return usageError(stderr, name, "want exactly one <admin-url>, got %d arguments", fs.NArg())
 	}
 	c, err := newAdminClient(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, "meshnode ctl status:", err)
-		return ExitUsage
+		return usageError(stderr, name, "%v", err)
 	}
 	var st admin.Status
 	if _, err := c.do(ctx, "GET", "/v1/status", nil, &st); err != nil {
@@ -221,26 +218,23 @@ func progressText(p admin.Progress) string {
 }
 
 func ctlRelocate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ctl relocate", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	const name = "meshnode ctl relocate"
+	fs := newFlagSet(name)
 	drain := fs.Bool("drain", false, "drain: move everything, then stop the node")
 	reqID := fs.String("request-id", "", "idempotency id (default: a fresh one)")
 	poll := fs.Duration("poll", 250*time.Millisecond, "how often progress is read")
-	if code, done := parseCtlFlags(fs, args, ctlRelocateUsage, stdout, stderr); done {
+	if code, done := parseFlags(fs, args, helpText(fs, ctlRelocateUsage, false), stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "meshnode ctl relocate: want exactly one <admin-url>\n\n"+ctlRelocateUsage)
-		return ExitUsage
+		return usageError(stderr, name, "want exactly one <admin-url>, got %d arguments", fs.NArg())
 	}
 	if *poll <= 0 {
-		fmt.Fprintln(stderr, "meshnode ctl relocate: --poll must be positive")
-		return ExitUsage
+		return usageError(stderr, name, "--poll must be positive, got %v", *poll)
 	}
 	c, err := newAdminClient(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
-		return ExitUsage
+		return usageError(stderr, name, "%v", err)
 	}
 	var j admin.Job
 	code, err := c.do(ctx, "POST", "/v1/relocate", admin.RelocateRequest{RequestID: *reqID, Drain: *drain}, &j)
@@ -370,19 +364,4 @@ func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
 		return ExitError
 	}
 	return ExitOK
-}
-
-// parseCtlFlags parses args: --help prints usage to stdout (exit 0); a flag
-// error names the flag on stderr (exit 2). done reports that the command
-// should return code now.
-func parseCtlFlags(fs *pflag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(stdout, usage)
-			return ExitOK, true
-		}
-		fmt.Fprintf(stderr, "meshnode %s: %v (see --help)\n", fs.Name(), err)
-		return ExitUsage, true
-	}
-	return 0, false
 }

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/spf13/pflag"
 
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/router/transport/curve"
@@ -21,20 +19,14 @@ const keygenUsage = `usage: meshnode ctl keygen [--out PATH]
   RID. Add the public key to every node's allowed keys.`
 
 // ctlKeygen is `meshnode ctl keygen`.
-func ctlKeygen(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("ctl keygen", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, keygenUsage) }
+func ctlKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("meshnode ctl keygen")
 	out := fs.String("out", "", "write the secret key to this file (0600) and the public key to FILE.pub")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if code, done := parseFlags(fs, args, helpText(fs, keygenUsage, false), stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, keygenUsage)
-		return ExitUsage
+		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
 	kp, err := curve.GenerateKeyPair(nil)
 	if err != nil {

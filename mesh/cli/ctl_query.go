@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/query"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -40,50 +38,22 @@ its snapshot lives (5 minutes by default, judged by the store); with the redis
 provider it works from any process on the same store namespace. When the
 snapshot expired, list again from the first page.`
 
-// ctlQuery dispatches "ctl locate" and "ctl list" (args[0] is the command).
-func ctlQuery(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if args[0] == "locate" {
-		return ctlLocate(ctx, args[1:], stdout, stderr)
-	}
-	return ctlList(ctx, args[1:], stdout, stderr)
-}
-
-// parseQueryFlags parses a ctl query's flags; done is set (with the exit
-// code) when the command must stop: --help or a flag error.
-func parseQueryFlags(fs *pflag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, done bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, usage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(stdout, usage)
-			return ExitOK, true
-		}
-		// pflag prints nothing itself under ContinueOnError.
-		fmt.Fprintf(stderr, "%s: %v\n\n%s\n", fs.Name(), err, usage)
-		return ExitUsage, true
-	}
-	return 0, false
-}
-
 func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "meshnode ctl locate"
-	fs := pflag.NewFlagSet("ctl locate", pflag.ContinueOnError)
+	fs := newFlagSet(name)
 	config.Flags(fs)
-	if code, done := parseQueryFlags(fs, args, locateUsage, stdout, stderr); done {
+	if code, done := parseFlags(fs, args, helpText(fs, locateUsage, false), stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintf(stderr, "%s: want <actor|spot> <Id>\n\n%s\n", name, locateUsage)
-		return ExitUsage
+		return usageError(stderr, name, "want <actor|spot> <Id>")
 	}
 	kind, id := record.IdentityKind(fs.Arg(0)), fs.Arg(1)
 	if kind != record.IdentityActor && kind != record.IdentitySpot {
-		fmt.Fprintf(stderr, "%s: object kind %q: want actor or spot (every Spot kind is \"spot\")\n", name, fs.Arg(0))
-		return ExitUsage
+		return usageError(stderr, name, "object kind %q: want actor or spot (every Spot kind is \"spot\")", fs.Arg(0))
 	}
 	if err := record.ValidateObjectID(id); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitUsage
+		return usageError(stderr, name, "%v", err)
 	}
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
 	if err != nil {
@@ -93,8 +63,7 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	log := cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	defer st.Close()
 	e, found, err := query.Reader{Store: st, Logger: log}.Locate(ctx, kind, id)
@@ -103,8 +72,7 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return ExitUsage
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	case !found:
 		fmt.Fprintf(stderr, "%s: %s %q: no record\n", name, kind, id)
 		return ExitError
@@ -118,7 +86,7 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "meshnode ctl list"
-	fs := pflag.NewFlagSet("ctl list", pflag.ContinueOnError)
+	fs := newFlagSet(name)
 	kind := fs.String("kind", "", "object kind: actor, userSpot or instanceSpot (required)")
 	stableType := fs.String("type", "", "only this stable type (exact)")
 	meshName := fs.String("mesh", "", "only objects placed in this mesh")
@@ -126,16 +94,14 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	all := fs.Bool("all", false, "follow continuations and print every page")
 	cont := fs.String("continue", "", "continuation token printed by the previous page")
 	config.Flags(fs)
-	if code, done := parseQueryFlags(fs, args, listUsage, stdout, stderr); done {
+	if code, done := parseFlags(fs, args, helpText(fs, listUsage, false), stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n\n%s\n", name, fs.Arg(0), listUsage)
-		return ExitUsage
+		return usageError(stderr, name, "unexpected argument %q", fs.Arg(0))
 	}
 	if *kind == "" {
-		fmt.Fprintf(stderr, "%s: --kind is required (actor, userSpot or instanceSpot)\n\n%s\n", name, listUsage)
-		return ExitUsage
+		return usageError(stderr, name, "--kind is required (actor, userSpot or instanceSpot)")
 	}
 	req := query.ListRequest{
 		Kind: record.ObjectKind(*kind), StableType: *stableType, MeshName: *meshName,
@@ -149,8 +115,7 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	defer st.Close()
 	r := query.Reader{Store: st, Logger: log}
@@ -202,8 +167,7 @@ func listFailed(stderr io.Writer, name string, err error, shown int) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "%s: %v%s\n", name, err, incomplete)
-	return ExitError
+	return storeFailed(stderr, name, fmt.Errorf("%w%s", err, incomplete))
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

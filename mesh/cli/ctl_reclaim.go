@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/spf13/pflag"
-
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -30,12 +28,12 @@ named object does not exist, 2 bad usage.`
 
 func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	const name = "meshnode ctl reclaim"
-	fs := pflag.NewFlagSet("ctl reclaim", pflag.ContinueOnError)
+	fs := newFlagSet(name)
 	all := fs.Bool("all", false, "reclaim every dead owner's object")
 	kindFlag := fs.String("kind", "", "with --all: only this object kind (actor, userSpot, instanceSpot)")
 	dry := fs.Bool("dry-run", false, "list what would be reclaimed; change nothing")
 	config.Flags(fs)
-	if code, done := parseQueryFlags(fs, args, reclaimUsage, stdout, stderr); done {
+	if code, done := parseFlags(fs, args, helpText(fs, reclaimUsage, false), stdout, stderr); done {
 		return code
 	}
 	var opts mesh.ReclaimOptions
@@ -44,8 +42,7 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if *kindFlag != "" {
 			k := record.ObjectKind(*kindFlag)
 			if k != record.ObjectActor && k != record.ObjectUserSpot && k != record.ObjectInstanceSpot {
-				fmt.Fprintf(stderr, "%s: --kind %q: want actor, userSpot or instanceSpot\n", name, *kindFlag)
-				return ExitUsage
+				return usageError(stderr, name, "--kind %q: want actor, userSpot or instanceSpot", *kindFlag)
 			}
 			opts.Kind = k
 		}
@@ -56,17 +53,14 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case record.IdentitySpot:
 			opts.Kind = record.ObjectUserSpot // every Spot kind has the same key
 		default:
-			fmt.Fprintf(stderr, "%s: object kind %q: want actor or spot\n", name, fs.Arg(0))
-			return ExitUsage
+			return usageError(stderr, name, "object kind %q: want actor or spot", fs.Arg(0))
 		}
 		opts.ID = fs.Arg(1)
 		if err := record.ValidateObjectID(opts.ID); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return ExitUsage
+			return usageError(stderr, name, "%v", err)
 		}
 	default:
-		fmt.Fprintf(stderr, "%s: want <actor|spot> <Id>, or --all [--kind K]\n\n%s\n", name, reclaimUsage)
-		return ExitUsage
+		return usageError(stderr, name, "want <actor|spot> <Id>, or --all [--kind K]")
 	}
 	opts.DryRun = *dry
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
@@ -78,8 +72,7 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	opts.Logger = log
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	defer st.Close()
 	res, err := mesh.ReclaimDeadOwners(ctx, st, opts)
@@ -94,8 +87,7 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d changed meanwhile or unreadable\n",
 		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, res.Skipped)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return ExitError
+		return storeFailed(stderr, name, err)
 	}
 	return ExitOK
 }

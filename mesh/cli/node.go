@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
@@ -60,19 +58,13 @@ file (--config or MESHNODE_CONFIG), then MESHNODE_ environment variables,
 then flags; see docs/OPERATIONS.md and docs/node.example.yaml.`
 
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, runUsage); fs.PrintDefaults() }
+	fs := newFlagSet("meshnode run")
 	config.Flags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if code, done := parseFlags(fs, args, helpText(fs, runUsage, true), stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "meshnode run: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
 	if err != nil {
@@ -131,7 +123,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-const demoUsage = `usage: meshnode demo [--nodes N] [--log-level LEVEL]
+const demoUsage = `usage: meshnode demo [--nodes N] [--redis host:port] [--log-level LEVEL] [--timeout D]
 
 Starts N (default 3) nodes in this process on loopback TCP with the
 in-memory Location and Relocation Stores, waits until every node has
@@ -152,22 +144,19 @@ instead, under a fresh namespace per run (printed), to try the same on
 the production store.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, demoUsage); fs.PrintDefaults() }
+	fs := newFlagSet("meshnode demo")
 	count := fs.Int("nodes", 3, "number of nodes")
 	level := fs.String("log-level", "warn", "log level of the nodes (debug, info, warn, error)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long the nodes may take to find each other")
 	redisAddr := fs.String("redis", "", "use the Redis providers at host:port (a fresh namespace per run) instead of the memory stores")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	if code, done := parseFlags(fs, args, helpText(fs, demoUsage, false), stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
 	if *count < 1 || *count > 64 {
-		fmt.Fprintf(stderr, "meshnode demo: --nodes must be 1..64\n")
-		return ExitUsage
+		return usageError(stderr, fs.Name(), "invalid value %d for --nodes: want 1..64", *count)
 	}
 	if err := demo(ctx, demoOptions{count: *count, level: *level, timeout: *timeout, redis: *redisAddr}, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "meshnode demo: %v\n", err)
@@ -261,7 +250,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	if err := demoDrain(ctx, nodes, stdout); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released)")
+	fmt.Fprintln(stdout, "\nshutting down (draining, stopped, lease released, descriptor removed)")
 	return nil
 }
 
@@ -471,6 +460,20 @@ func printLinks(w io.Writer, nodes []*mesh.Node) {
 		}
 		fmt.Fprintln(w, b.String())
 	}
+}
+
+// storeFailed reports a store failure of the ctl command name and returns
+// ExitError. When Redis refused a command for want of an ACL permission,
+// it says where the permissions each ctl command needs are listed: the
+// Redis text alone ("NOPERM ... 'set' command") does not tell an operator
+// who gave ctl a read-only account why a read needs more.
+func storeFailed(stderr io.Writer, name string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if msg := err.Error(); strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
+		fmt.Fprintf(stderr, "%s: the Redis account may not run a command this needs; docs/OPERATIONS.md, "+
+			"\"A Redis account for ctl\", gives the ACL rule\n", name)
+	}
+	return ExitError
 }
 
 // openLocation opens the configured Location Store for ctl commands.

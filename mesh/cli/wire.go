@@ -13,25 +13,40 @@ import (
 	"github.com/meshnode/meshnode/router"
 )
 
-const wireUsage = `usage: meshnode wire decode <frame-hex> [<frame-hex> ...]
+func wireGroup() group {
+	return group{
+		name:     "meshnode wire",
+		synopsis: "<command> [arguments]",
+		intro:    "Wire tools: inspect what the transport sends (docs/PROTOCOL.md).",
+		commands: []command{
+			{"decode", "decode one service record given as hex frames and print it as JSON", wireDecode},
+		},
+	}
+}
+
+func runWire(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return wireGroup().run(ctx, args, stdout, stderr)
+}
+
+const wireDecodeUsage = `usage: meshnode wire decode <frame-hex> [<frame-hex> ...]
 
 Decodes one service record given as hex frames (frame 0 = head prefix and
 body, then the metadata frame when flag 0x01 is set, then the application
 payload frames) and prints it as JSON, or prints the protocol error.
-Whitespace and ':' inside a hex argument are ignored.`
+Whitespace and ':' inside a hex argument are ignored.
+Exit status: 0 decoded, 1 not hex or a protocol error, 2 bad usage.`
 
-func runWire(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "decode" {
-		fmt.Fprintln(stderr, wireUsage)
-		return ExitUsage
+func wireDecode(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("meshnode wire decode")
+	if code, done := parseFlags(fs, args, helpText(fs, wireDecodeUsage, false), stdout, stderr); done {
+		return code
 	}
-	if len(args) < 2 {
-		fmt.Fprintln(stderr, wireUsage)
-		return ExitUsage
+	if fs.NArg() == 0 {
+		return usageError(stderr, fs.Name(), "want at least one hex frame")
 	}
-	out, err := decodeWire(args[1:])
+	out, err := decodeWire(fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "meshnode wire decode: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return ExitError
 	}
 	fmt.Fprintln(stdout, out)

@@ -14,9 +14,10 @@
 //     owner lease is then read directly; a descriptor whose lease is gone is
 //     returned with LeaseValid false and never used for connecting.
 //   - Reclaim deletes descriptors whose owner lease has been gone for long,
-//     so that the store does not grow without bound; descriptors are
-//     otherwise durable and replaced by takeover (spec §11: never by the
-//     owner sweep).
+//     or at once when they say `stopped`, so that the store does not grow
+//     without bound; descriptors are otherwise durable and replaced by
+//     takeover (spec §11: never by the owner sweep). ReclaimKey does the
+//     same for one key: a stopping node's last step on its own descriptor.
 //   - Planner (no I/O, injected monotonic time) keeps the last complete list
 //     and the connection intents derived from it, and holds them unchanged
 //     through a store failure (StoreFailureGrace, §10).

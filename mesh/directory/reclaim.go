@@ -15,8 +15,9 @@ import (
 // ReclaimOptions configures Reclaim. The zero value uses the defaults.
 type ReclaimOptions struct {
 	// MinAge: a descriptor whose owner lease is gone is deleted only when
-	// the store's time is more than MinAge past its updatedAtEpochMs. 0
-	// means DefaultReclaimAge.
+	// the store's time is more than MinAge past its updatedAtEpochMs,
+	// unless it says `stopped` (an orderly stop: deleted at once). 0 means
+	// DefaultReclaimAge.
 	MinAge time.Duration
 	// PageSize is the scan page size, 1..1000; 0 means DefaultPageSize.
 	PageSize int
@@ -40,9 +41,9 @@ type ReclaimResult struct {
 	Undecodable int // skipped: never delete what cannot be read
 }
 
-// Reclaim deletes MeshNode descriptors whose owner lease is gone and whose
-// last publish (updatedAtEpochMs) is more than MinAge old by the store's
-// clock. Descriptors are durable and are otherwise only replaced by a
+// Reclaim deletes MeshNode descriptors whose owner lease is gone and which
+// either say `stopped` or were last published (updatedAtEpochMs) more than
+// MinAge ago by the store's clock. Descriptors are durable and are otherwise only replaced by a
 // takeover (spec §11); without this, routing ids that are never reused
 // would accumulate. Discovery calls it occasionally; it is not urgent,
 // because readers already ignore descriptors without a valid lease.
@@ -127,6 +128,68 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 	return res, nil
 }
 
+// ReclaimKey applies Reclaim's rule to the one descriptor stored at key
+// (a Publisher's Key): it is deleted if its owner lease is gone and it
+// either says `stopped` or was last published more than MinAge ago, by the
+// same conditional batch as Reclaim's. A stopping node calls it last,
+// after releasing its lease, so that a cleanly stopped run leaves the
+// topology at once (docs/DISCOVERY.md §2). It is still the descriptor's own
+// lease-expiry path of spec §11, not the owner sweep: the batch holds only
+// while the lease is gone, and a takeover in between (a new run with a
+// valid lease) is left alone. A missing key is not an error. opts.PageSize
+// is not used.
+func ReclaimKey(ctx context.Context, store locstore.Store, key string, opts ReclaimOptions) (ReclaimResult, error) {
+	var res ReclaimResult
+	if store == nil {
+		return res, fmt.Errorf("%w: reclaim: no Location Store", ErrInvalidArgument)
+	}
+	switch {
+	case opts.MinAge < 0:
+		return res, fmt.Errorf("%w: reclaim: MinAge %v is negative", ErrInvalidArgument, opts.MinAge)
+	case opts.MaxAttempts < 0:
+		return res, fmt.Errorf("%w: reclaim: MaxAttempts %d is negative", ErrInvalidArgument, opts.MaxAttempts)
+	}
+	if opts.MinAge == 0 {
+		opts.MinAge = DefaultReclaimAge
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 8
+	}
+	counterKey, err := changeCounterKey()
+	if err != nil {
+		return res, err
+	}
+	rr, err := store.Read(ctx, key)
+	if err != nil {
+		return res, fmt.Errorf("directory: reclaim %s: %w", key, err)
+	}
+	if !rr.Found {
+		return res, nil
+	}
+	res.Scanned = 1
+	it := locstore.Item{Key: key, Value: rr.Value, Version: rr.Version, ExpiresAt: rr.ExpiresAt}
+	d, err := decodeItem(it)
+	if err != nil {
+		res.Undecodable++
+		return res, nil // never delete what cannot be read
+	}
+	verdict, err := reclaimOne(ctx, store, opts, counterKey, it, d)
+	if err != nil {
+		return res, fmt.Errorf("directory: reclaim %s: %w", key, err)
+	}
+	switch verdict {
+	case reclaimDeleted:
+		res.Deleted++
+	case reclaimLive:
+		res.Live++
+	case reclaimYoung:
+		res.Young++
+	case reclaimChanged:
+		res.Changed++
+	}
+	return res, nil
+}
+
 type reclaimVerdict uint8
 
 const (
@@ -145,7 +208,12 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		if lc.Valid || lc.Unreadable {
 			return reclaimLive, nil
 		}
-		if lc.StoreNow.Sub(d.UpdatedAt.Time()) <= opts.MinAge {
+		// A run that stopped in order published `stopped` and then released
+		// its lease (§11): with both said, there is nothing left for a
+		// reader to tell apart, so its descriptor goes without waiting
+		// MinAge. MinAge is for runs that ended otherwise (a crash, a lost
+		// lease), whose descriptor is the only trace an operator sees.
+		if d.State != record.StateStopped && lc.StoreNow.Sub(d.UpdatedAt.Time()) <= opts.MinAge {
 			return reclaimYoung, nil
 		}
 		if opts.Gate != nil {

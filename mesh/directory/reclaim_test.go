@@ -186,3 +186,81 @@ func TestReclaimConcurrentChanges(t *testing.T) {
 		}
 	})
 }
+
+// A descriptor that says `stopped` (an orderly §11 stop) goes as soon as
+// its owner lease is gone, without waiting MinAge; while the lease holds it
+// stays, and other states still wait MinAge.
+func TestReclaimStopped(t *testing.T) {
+	// publishAs publishes rid's descriptor in state under a fresh lease
+	// and returns that lease.
+	publishAs := func(t *testing.T, mem locstore.Store, owner string, gen record.Generation, rid []byte, state record.State) *testLease {
+		t.Helper()
+		l := grantLease(t, mem, owner, gen, time.Hour)
+		n := newNode(t, mem, l, "a", rid)
+		if state != record.StatePreparing {
+			d := n.desc
+			d.State = state
+			mustPublish(t, n.pub, d, directory.Published)
+		}
+		return l
+	}
+	tests := []struct {
+		name    string
+		state   record.State
+		release bool
+		want    directory.ReclaimResult
+	}{
+		{"stopped, lease released: deleted at once", record.StateStopped, true, directory.ReclaimResult{Scanned: 1, Deleted: 1}},
+		{"stopped, lease held: kept", record.StateStopped, false, directory.ReclaimResult{Scanned: 1, Live: 1}},
+		{"serving, lease gone: waits MinAge", record.StateServing, true, directory.ReclaimResult{Scanned: 1, Young: 1}},
+	}
+	for _, tt := range tests {
+		for _, one := range []bool{false, true} {
+			name := tt.name + " (Reclaim)"
+			if one {
+				name = tt.name + " (ReclaimKey)"
+			}
+			t.Run(name, func(t *testing.T) {
+				mem, _ := newMem(t)
+				l := publishAs(t, mem, "owner-1", 1, []byte{1}, tt.state)
+				if tt.release {
+					l.revoke()
+				}
+				var got directory.ReclaimResult
+				var err error
+				if one {
+					got, err = directory.ReclaimKey(context.Background(), mem, mustKey(t, "a", []byte{1}), directory.ReclaimOptions{Logger: quiet()})
+				} else {
+					got, err = directory.Reclaim(context.Background(), mem, directory.ReclaimOptions{Logger: quiet()})
+				}
+				if err != nil || got != tt.want {
+					t.Fatalf("= %+v, %v; want %+v", got, err, tt.want)
+				}
+				all, err := directory.List(context.Background(), mem, "", 100)
+				if err != nil || len(all.Entries) != 1-tt.want.Deleted {
+					t.Fatalf("%d descriptors left, want %d (%v)", len(all.Entries), 1-tt.want.Deleted, err)
+				}
+			})
+		}
+	}
+	t.Run("ReclaimKey: a takeover by a live run is left alone", func(t *testing.T) {
+		mem, _ := newMem(t)
+		old := publishAs(t, mem, "owner-old", 1, []byte{1}, record.StateStopped)
+		old.revoke()
+		publishAs(t, mem, "owner-new", 2, []byte{1}, record.StateServing)
+		got, err := directory.ReclaimKey(context.Background(), mem, mustKey(t, "a", []byte{1}), directory.ReclaimOptions{Logger: quiet()})
+		if err != nil || got != (directory.ReclaimResult{Scanned: 1, Live: 1}) {
+			t.Fatalf("= %+v, %v", got, err)
+		}
+		if d, _ := stored(t, mem, mustKey(t, "a", []byte{1})); d.OwnerID != "owner-new" {
+			t.Fatalf("descriptor of the new run touched: %+v", d)
+		}
+	})
+	t.Run("ReclaimKey: missing key", func(t *testing.T) {
+		mem, _ := newMem(t)
+		got, err := directory.ReclaimKey(context.Background(), mem, mustKey(t, "a", []byte{9}), directory.ReclaimOptions{Logger: quiet()})
+		if err != nil || got != (directory.ReclaimResult{}) {
+			t.Fatalf("= %+v, %v", got, err)
+		}
+	})
+}

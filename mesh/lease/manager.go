@@ -417,15 +417,28 @@ func (m *Manager) opened(obs Observation, kind EventKind) error {
 	if kind == EventReacquired {
 		// The gate stays shut (ErrLeaseLost) until the owner resumes.
 		m.log.Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
-			"new_gen", m.Generation(), "deadline", deadline)
+			m.deadlineAttrs(deadline, "new_gen", m.Generation())...)
 		m.emit(kind, deadline, nil)
 		return nil
 	}
 	m.log = m.log.With("gen", m.Generation())
 	m.gate.extend(deadline)
-	m.log.Info("owner lease acquired", "deadline", deadline, "remaining", deadline-m.clock.Now())
+	m.log.Info("owner lease acquired", m.deadlineAttrs(deadline)...)
 	m.emit(kind, deadline, nil)
 	return nil
+}
+
+// deadlineAttrs presents an admission deadline for a log reader, followed
+// by more. The deadline itself is a reading of the monotonic Clock, an
+// offset from an origin private to this process ("deadline=1m35.02s" told
+// an operator nothing), so the log shows the wall-clock instant it falls on
+// ("deadline", RFC 3339 in the text format) and the time left
+// ("remaining", negative once passed). Presentation only: the gate still
+// judges by the monotonic clock alone.
+func (m *Manager) deadlineAttrs(d time.Duration, more ...any) []any {
+	left := d - m.clock.Now()
+	attrs := []any{"deadline", time.Now().Add(left).Round(time.Millisecond), "remaining", left.Round(time.Millisecond)}
+	return append(attrs, more...)
 }
 
 func (m *Manager) emit(kind EventKind, deadline time.Duration, err error) {
@@ -442,7 +455,7 @@ func (m *Manager) onGateClose(reason error) {
 		return
 	}
 	d := m.gate.Deadline()
-	m.log.Warn("admission gate closed: local admission deadline passed without a successful renew", "deadline", d)
+	m.log.Warn("admission gate closed: local admission deadline passed without a successful renew", m.deadlineAttrs(d)...)
 	m.emit(EventExpired, d, reason)
 }
 
@@ -528,7 +541,7 @@ func (m *Manager) Resume() bool {
 		return false
 	}
 	m.log = m.log.With("gen", m.Generation())
-	m.log.Info("owner lease resumed: new work admitted again", "deadline", d, "remaining", d-m.clock.Now())
+	m.log.Info("owner lease resumed: new work admitted again", m.deadlineAttrs(d)...)
 	return true
 }
 
@@ -633,7 +646,7 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 	m.lastDeadline = deadline
 	m.mu.Unlock()
 	m.gate.extend(deadline)
-	m.log.Debug("owner lease renewed", "deadline", deadline, "remaining", deadline-t1)
+	m.log.Debug("owner lease renewed", m.deadlineAttrs(deadline)...)
 	m.emit(EventRenewed, deadline, nil)
 	return true
 }
@@ -676,7 +689,7 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	m.version, m.uncertain, m.lastStoreNow = rr.Version, false, rr.StoreNow
 	m.mu.Unlock()
 	m.gate.extend(deadline)
-	m.log.Info("lost renew result settled by re-read", "applied", applied, "deadline", deadline, "remaining", deadline-t1)
+	m.log.Info("lost renew result settled by re-read", m.deadlineAttrs(deadline, "applied", applied)...)
 	m.emit(EventReconstructed, deadline, nil)
 	return true, true
 }
@@ -709,7 +722,7 @@ func (m *Manager) Fail(reason error) {
 
 func (m *Manager) failed(err error) {
 	d := m.gate.Deadline()
-	m.log.Warn("owner lease renew failed; deadline not extended", "deadline", d, "remaining", d-m.clock.Now(), "err", err)
+	m.log.Warn("owner lease renew failed; deadline not extended", m.deadlineAttrs(d, "err", err)...)
 	m.emit(EventRenewFailed, d, err)
 }
 
@@ -723,7 +736,7 @@ func (m *Manager) markLost(reason error) {
 	m.mu.Unlock()
 	m.gate.shut(ErrLeaseLost)
 	err := fmt.Errorf("%w: %w", ErrLeaseLost, reason)
-	m.log.Error("owner lease lost; new work refused until the process restarts", "deadline", m.gate.Deadline(), "err", reason)
+	m.log.Error("owner lease lost; new work refused until the process restarts", m.deadlineAttrs(m.gate.Deadline(), "err", reason)...)
 	m.emit(EventLost, m.gate.Deadline(), err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -730,10 +731,17 @@ func TestLogsUseStableKeys(t *testing.T) {
 		if !ok {
 			t.Fatalf("no %q log line in %v", msg, buf.String())
 		}
-		for _, k := range []string{"owner", "gen", "deadline"} {
+		for _, k := range []string{"owner", "gen", "deadline", "remaining"} {
 			if _, ok := rec[k]; !ok {
 				t.Fatalf("%q log line lacks key %q: %v", msg, k, rec)
 			}
+		}
+		// The deadline is shown as a wall-clock time, not as the offset
+		// of the process-private monotonic clock (which reads in seconds
+		// since the manager started here).
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(rec["deadline"]))
+		if err != nil || at.Before(time.Now().Add(-time.Hour)) || at.After(time.Now().Add(time.Hour)) {
+			t.Fatalf("%q: deadline %v is not a wall-clock time near now (%v)", msg, rec["deadline"], err)
 		}
 		if rec["owner"] != m.OwnerID() {
 			t.Fatalf("owner key = %v", rec["owner"])

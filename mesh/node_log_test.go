@@ -1,0 +1,97 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a log sink shared by a node's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var logMsg = regexp.MustCompile(`msg="([^"]*)"|msg=(\S+)`)
+
+// countPeerEvent counts the log lines whose message says event ("peer
+// admitted", "peer down") about the peer with routing id rid.
+func countPeerEvent(log string, event string, rid []byte) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		m := logMsg.FindStringSubmatch(line)
+		if m == nil || !strings.Contains(m[1]+m[2], event) {
+			continue
+		}
+		if strings.Contains(line, " peer="+hex.EncodeToString(rid)) {
+			n++
+		}
+	}
+	return n
+}
+
+// Each transport peer event is logged once: the transport logs it, and the
+// node adds no second line for the same event.
+func TestPeerEventsLoggedOnce(t *testing.T) {
+	f := newFixture(t)
+	start := func(sink *lockedBuffer) *Node {
+		cfg := fastConfig("m")
+		cfg.Log.Level = "info"
+		log := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc,
+			DiscoveryInterval: 100 * time.Millisecond, Logger: log})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	var logA, logB lockedBuffer
+	a, b := start(&logA), start(&logB)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "A to see B down", func() bool { return countPeerEvent(logA.String(), "peer down", b.RID()) > 0 })
+	// Give a duplicate logged after the first line the time to show.
+	time.Sleep(200 * time.Millisecond)
+	for _, c := range []struct {
+		name  string
+		log   string
+		event string
+		peer  []byte
+	}{
+		{"A: B admitted", logA.String(), "peer admitted", b.RID()},
+		{"B: A admitted", logB.String(), "peer admitted", a.RID()},
+		{"A: B down", logA.String(), "peer down", b.RID()},
+	} {
+		if n := countPeerEvent(c.log, c.event, c.peer); n != 1 {
+			t.Errorf("%s: %d log lines, want 1:\n%s", c.name, n, c.log)
+		}
+	}
+}
