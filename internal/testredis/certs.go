@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -111,4 +112,23 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ClientTLS returns a client configuration trusting the CA and presenting
+// the client certificate.
+func (c *Certs) ClientTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	ca, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		t.Fatalf("%s holds no certificate", c.CAFile)
+	}
+	cert, err := tls.LoadX509KeyPair(c.ClientCertFile, c.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}
 }
