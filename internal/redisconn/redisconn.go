@@ -98,7 +98,7 @@ func Explain(err error) error {
 	case err == nil:
 		return nil
 	case isAuth(err):
-		return fmt.Errorf("%w (check the user name and password): %w", ErrAuth, err)
+		return fmt.Errorf("%w: %w", ErrAuth, err)
 	case isTLS(err):
 		return fmt.Errorf("%w: %w", ErrTLS, err)
 	}
