@@ -5,6 +5,8 @@ package testredis
 // and the Relocation Store. The providers' contract suites run as a user
 // with exactly these rights, so a command added to a provider without
 // updating them fails there; removing any one of them fails one suite.
+// docs/store-redis.md ("Securing the connection") shows them as an ACL
+// rule, and TestStoreACLDocumented keeps the two equal.
 var StoreCommands = []string{
 	// connection and the scripts themselves
 	"ping", "evalsha", "eval", "script|load", "time",

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +64,18 @@ func TestSecuredServer(t *testing.T) {
 			t.Fatal("PING over TLS without the required client certificate succeeded")
 		}
 	})
+}
+
+// TestStoreACLDocumented keeps the ACL rule of docs/store-redis.md equal to
+// StoreACL, whose rights the providers' contract suites run with.
+func TestStoreACLDocumented(t *testing.T) {
+	const doc = "../../docs/store-redis.md"
+	text, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := "ACL SETUSER " + strings.Join(StoreACL("meshnode", "PASSWORD", "meshnode", "meshnode-reloc"), " ")
+	if !strings.Contains(string(text), "\n"+rule+"\n") {
+		t.Fatalf("%s does not show the rule the contract suites run with:\n%s", doc, rule)
+	}
 }
