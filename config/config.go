@@ -255,8 +255,36 @@ type RedisConfig struct {
 	DB         int      `koanf:"db"`
 	// Namespace prefixes every key so that several meshes (or tests) share
 	// one server without seeing each other.
-	Namespace        string        `koanf:"namespace"`
-	OperationTimeout time.Duration `koanf:"operation_timeout"`
+	Namespace        string         `koanf:"namespace"`
+	OperationTimeout time.Duration  `koanf:"operation_timeout"`
+	TLS              RedisTLSConfig `koanf:"tls"`
+}
+
+// RedisTLSConfig makes the redis provider connect with TLS
+// (docs/store-redis.md, Securing the connection). ClientConfig turns it
+// into a *tls.Config.
+type RedisTLSConfig struct {
+	// Enabled switches TLS on; it is explicit, and the other keys are
+	// refused without it, so that a forgotten or mistyped key cannot
+	// silently leave the connection in plain text.
+	Enabled bool `koanf:"enabled"`
+	// CAFile holds the PEM certificates that may sign the server's
+	// certificate; empty means the system's roots.
+	CAFile string `koanf:"ca_file"`
+	// CertFile and KeyFile are the client certificate and its private key
+	// (PEM), for servers that require one (tls-auth-clients); both or
+	// neither.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// ServerName is the name the server's certificate must carry; empty
+	// means the host of each address dialled.
+	ServerName string `koanf:"server_name"`
+	// MinVersion is the lowest TLS version offered: "1.2" or "1.3".
+	MinVersion string `koanf:"min_version"`
+	// InsecureSkipVerify accepts any server certificate. Only for a test
+	// setup: anyone on the path can then pose as the server. It is never
+	// implied, and the store logs a security warning when it is on.
+	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
 }
 
 // LogConfig selects the slog handler.
@@ -310,7 +338,8 @@ func Default() Config {
 }
 
 func defaultRedis(namespace string) RedisConfig {
-	return RedisConfig{Addrs: []string{}, Namespace: namespace, OperationTimeout: 2 * time.Second}
+	return RedisConfig{Addrs: []string{}, Namespace: namespace, OperationTimeout: 2 * time.Second,
+		TLS: RedisTLSConfig{MinVersion: TLSVersion12}}
 }
 
 // RoutingIDBytes returns the configured RID, or nil when the node should
@@ -327,7 +356,8 @@ func (n NodeConfig) RoutingIDBytes() []byte {
 	return b
 }
 
-// Redacted returns a copy that is safe to log: passwords are replaced.
+// Redacted returns a copy that is safe to log: passwords and inline keys
+// are replaced. (TLS settings hold only file paths, never key material.)
 func (c Config) Redacted() Config {
 	const mask = "REDACTED"
 	if c.LocationStore.Redis.Password != "" {

@@ -55,7 +55,8 @@ func nodeYAML() Config {
 			SendQueueLimit: 500, RequestTimeout: 7 * time.Second, MaxUnadmitted: 16, MaxPeers: 200, Curve: CurveConfig{AllowedKeys: []string{}}},
 		LocationStore: StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{
 			Addrs: []string{"redis-a:6379", "redis-b:6379"}, MasterName: "mymaster", Username: "mesh",
-			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond}},
+			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond,
+			TLS: RedisTLSConfig{MinVersion: TLSVersion12}}},
 		RelocationStore: StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
 		Relocation: RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536, MaxConcurrent: 64, HostDeadline: 90 * time.Second,
 			DrainOnShutdown: false},

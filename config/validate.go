@@ -282,6 +282,7 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 		if r.Namespace == "" {
 			ps.add(prefix+".redis.namespace", "must not be empty when provider is redis")
 		}
+		r.TLS.build(ps, prefix+".redis.tls")
 	default:
 		ps.add(prefix+".provider", "unknown provider %q (known: memory, redis)", s.Provider)
 	}

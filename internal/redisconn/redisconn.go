@@ -3,13 +3,32 @@
 // the per-operation context deadline bounds dial, pool wait and socket I/O,
 // and there are no hidden client retries, because a failed call must report
 // "outcome unknown" at once so the framework can re-read (spec §10).
+//
+// It also turns the errors of a connection's first command into ones that
+// say what is wrong (Explain): a refused password or a failed TLS
+// handshake, instead of a bare server reply or an x509 detail.
 package redisconn
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
+
+// ErrAuth is the cause when the server refused the credentials: a wrong
+// user name or password, a disabled ACL user, no password where the server
+// requires one, or a password where it has none.
+var ErrAuth = errors.New("authentication failed")
+
+// ErrTLS is the cause when no TLS session could be set up: the server's
+// certificate is not trusted or not for the name dialled, the server
+// refused the client certificate, or one side does not speak TLS.
+var ErrTLS = errors.New("TLS handshake failed")
 
 // Options are the connection settings a provider takes from its config.
 type Options struct {
@@ -21,6 +40,10 @@ type Options struct {
 	Password   string
 	DB         int
 	PoolSize   int // 0 = go-redis default
+	// TLSConfig, when not nil, makes every connection (to Sentinels, too)
+	// use TLS with it. An empty ServerName is taken from each address
+	// dialled, so Cluster nodes are each verified under their own name.
+	TLSConfig *tls.Config
 }
 
 // NewClient returns a UniversalClient whose fixed timeouts equal the
@@ -34,6 +57,7 @@ func NewClient(o Options, operationTimeout time.Duration) goredis.UniversalClien
 		Password:              o.Password,
 		DB:                    o.DB,
 		PoolSize:              o.PoolSize,
+		TLSConfig:             o.TLSConfig,
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 		// RESP2: the providers use no RESP3 feature (no client-side
@@ -62,4 +86,49 @@ func ContextTimeoutEnabled(c goredis.UniversalClient) bool {
 		return c.Options().ContextTimeoutEnabled
 	}
 	return true
+}
+
+// Explain wraps err, the failure of a connection's first command, in
+// ErrAuth or ErrTLS when it is one of those, so that a startup error says
+// "authentication failed" rather than only the server's reply; other
+// errors are returned unchanged. No credential is ever part of the text:
+// Redis's replies do not echo the password.
+func Explain(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isAuth(err):
+		return fmt.Errorf("%w: %w", ErrAuth, err)
+	case isTLS(err):
+		return fmt.Errorf("%w: %w", ErrTLS, err)
+	}
+	return err
+}
+
+func isAuth(err error) bool {
+	if goredis.IsAuthError(err) { // NOAUTH, WRONGPASS
+		return true
+	}
+	// "ERR AUTH <password> called without any password configured for the
+	// default user" (a password sent to a server without one), and Redis
+	// before 6's "ERR invalid password" (HasErrorPrefix skips "ERR ").
+	return goredis.HasErrorPrefix(err, "AUTH ") || goredis.HasErrorPrefix(err, "invalid password")
+}
+
+func isTLS(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+		alert    tls.AlertError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	if errors.As(err, &verify) || errors.As(err, &header) || errors.As(err, &alert) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return true
+	}
+	// An alert the server sent (a refused client certificate) reaches the
+	// client as an unexported type, only its text is recognizable.
+	return strings.Contains(err.Error(), "remote error: tls: ")
 }

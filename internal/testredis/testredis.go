@@ -8,12 +8,15 @@
 package testredis
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,8 +54,60 @@ func Addr(t testing.TB) string {
 // cleanup. Use it when a test needs a second server or must stop one.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	s, err := startServer()
+	s, err := startServer(ServerOptions{})
 	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// ServerOptions describe a secured server for NewSecuredServer.
+type ServerOptions struct {
+	// Password is the default user's password (requirepass); the server
+	// then refuses unauthenticated clients.
+	Password string
+	// Users are ACL users created once the server is up, each an ACL
+	// SETUSER argument list whose first entry is the user name, e.g.
+	// {"app", "on", ">secret", "~*", "+@all"}.
+	Users [][]string
+	// TLS, when set, adds a TLS listener (Server.TLSAddr). The plain port
+	// stays open on loopback: the helper configures the server through it,
+	// and a test can use it to show the same server in plain text.
+	TLS *TLSOptions
+}
+
+// TLSOptions are the server side of a TLS listener; NewCerts writes files
+// that fit (Certs.ServerTLS).
+type TLSOptions struct {
+	CertFile, KeyFile string
+	// CAFile verifies client certificates.
+	CAFile string
+	// RequireClientCert refuses clients without a certificate signed by
+	// CAFile (tls-auth-clients yes); otherwise one is optional.
+	RequireClientCert bool
+}
+
+// ErrNoTLS means the redis-server on PATH was built without TLS support.
+var ErrNoTLS = errors.New("redis-server was built without TLS support")
+
+// errSetup marks a server that started but refused the test's options.
+var errSetup = errors.New("testredis: server setup")
+
+// NewSecuredServer starts a dedicated redis-server as opts describe and
+// stops it at cleanup. Redis being unavailable is handled as by Addr. A
+// server built without TLS makes a test asking for TLS skip, loudly: that
+// is a limitation of the machine's Redis, not a missing service, and tests
+// without TLS still run.
+func NewSecuredServer(t testing.TB, opts ServerOptions) *Server {
+	t.Helper()
+	s, err := startServer(opts)
+	switch {
+	case errors.Is(err, errSetup):
+		t.Fatal(err) // the test's own options are wrong, not the machine
+	case errors.Is(err, ErrNoTLS):
+		t.Skipf("!!! SKIPPED: %v; the Redis TLS connection was NOT tested (install a redis-server built with BUILD_TLS=yes, as Debian's is) !!!", err)
+	case err != nil:
 		unavailable(t, err)
 	}
 	t.Cleanup(s.Stop)
@@ -70,15 +125,18 @@ func unavailable(t testing.TB, err error) {
 // Server is a redis-server child process.
 type Server struct {
 	Addr string
-	cmd  *exec.Cmd
-	once sync.Once
+	// TLSAddr is the TLS listener's address when ServerOptions.TLS was set.
+	TLSAddr string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once the process has been waited for
+	once    sync.Once
 }
 
 // Stop kills the server and waits for it.
 func (s *Server) Stop() {
 	s.once.Do(func() {
 		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+		<-s.exited
 	})
 }
 
@@ -91,14 +149,14 @@ func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
 func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
 
 func start() (string, error) {
-	s, err := startServer()
+	s, err := startServer(ServerOptions{})
 	if err != nil {
 		return "", err
 	}
 	return s.Addr, nil
 }
 
-func startServer() (*Server, error) {
+func startServer(opts ServerOptions) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not on PATH: %w", err)
@@ -109,24 +167,105 @@ func startServer() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning")
+		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"}
+		if opts.Password != "" {
+			args = append(args, "--requirepass", opts.Password)
+		}
+		tlsPort := 0
+		if o := opts.TLS; o != nil {
+			if tlsPort, err = freePort(); err != nil {
+				return nil, err
+			}
+			auth := "optional"
+			if o.RequireClientCert {
+				auth = "yes"
+			}
+			args = append(args, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", o.CertFile,
+				"--tls-key-file", o.KeyFile, "--tls-ca-cert-file", o.CAFile, "--tls-auth-clients", auth)
+		}
+		cmd := exec.Command(bin, args...)
+		// Kept to explain a server that exits at startup.
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		// The server must not outlive the test binary, even on a crash.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
-		if lastErr = waitReady(s.Addr, 5*time.Second); lastErr == nil {
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, exited: make(chan struct{})}
+		if tlsPort != 0 {
+			s.TLSAddr = "127.0.0.1:" + strconv.Itoa(tlsPort)
+		}
+		// One waiter, so that readiness can stop at once when the server
+		// exits (a bad option, a port taken meanwhile).
+		go func() { _ = cmd.Wait(); close(s.exited) }()
+		if lastErr = waitReady(s.Addr, opts.Password, 5*time.Second, s.exited); lastErr == nil {
+			if err := addUsers(s.Addr, opts.Password, opts.Users); err != nil {
+				s.Stop()
+				return nil, err
+			}
 			return s, nil
 		}
 		s.Stop()
+		if opts.TLS != nil && noTLS(out.String()) {
+			return nil, ErrNoTLS
+		}
+		if text := strings.TrimSpace(out.String()); text != "" {
+			lastErr = fmt.Errorf("%w; redis-server said: %s", lastErr, text)
+		}
 	}
 	return nil, fmt.Errorf("redis-server did not become ready: %w", lastErr)
 }
 
-func waitReady(addr string, within time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+// noTLS recognizes a redis-server that cannot serve TLS: a build without
+// it does not know the tls-* directives.
+func noTLS(output string) bool {
+	o := strings.ToLower(output)
+	return strings.Contains(o, "tls") && (strings.Contains(o, "bad directive") || strings.Contains(o, "not supported"))
+}
+
+// addUsers creates the ACL users through the plain port.
+func addUsers(addr, password string, users [][]string) error {
+	if len(users) == 0 {
+		return nil
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, u := range users {
+		args := []any{"ACL", "SETUSER"}
+		for _, a := range u {
+			args = append(args, a)
+		}
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			return fmt.Errorf("%w: ACL SETUSER %s: %w", errSetup, u[0], err)
+		}
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer the process's output goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func waitReady(addr, password string, within time.Duration, exited <-chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(within)
 	for {
@@ -139,7 +278,11 @@ func waitReady(addr string, within time.Duration) error {
 		if time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server exited at startup (last ping: %w)", err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

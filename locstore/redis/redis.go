@@ -67,6 +67,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -108,14 +109,27 @@ const (
 // ErrClosed is the cause of the ProviderError returned after Close.
 var ErrClosed = errors.New("locstore/redis: store closed")
 
+// ErrAuth is the cause of New's ProviderError when the server refused the
+// user name or password; ErrTLS when no TLS session could be set up. Both
+// are the same values for the Relocation Store provider.
+var (
+	ErrAuth = redisconn.ErrAuth
+	ErrTLS  = redisconn.ErrTLS
+)
+
 // Options configures New.
 type Options struct {
 	// Addrs: one address is a standalone server, several are Cluster seed
 	// nodes; with MasterName they are Sentinel addresses.
 	Addrs      []string
 	MasterName string
-	Username   string
-	Password   string
+	// Username and Password log in (Redis ACL user, or only a password for
+	// the default user / requirepass).
+	Username string
+	Password string
+	// TLSConfig, when not nil, makes every connection use TLS with it; an
+	// empty ServerName is taken from each address dialled.
+	TLSConfig *tls.Config
 	// DB selects the database of a standalone or Sentinel-managed server
 	// (a Cluster has only database 0).
 	DB int
@@ -182,13 +196,14 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// No client retries (see the package doc, Failures); the operation
 	// timeout bounds dial, pool wait and I/O (internal/redisconn).
 	s.client = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
-		Username: opts.Username, Password: opts.Password, DB: opts.DB, PoolSize: opts.PoolSize}, s.timeout)
+		Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig, DB: opts.DB,
+		PoolSize: opts.PoolSize}, s.timeout)
 	s.owned = true
 	pctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.client.Ping(pctx).Err(); err != nil {
 		_ = s.client.Close()
-		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: err}
+		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.Explain(err)}
 	}
 	return s, nil
 }

@@ -2,10 +2,14 @@
 // configuration names. Providers register by name, like database/sql
 // drivers; "memory" and "redis" are registered here. The framework never
 // invents a store: an empty provider name opens nothing (§2).
+//
+// For "redis" it also turns the TLS keys into a client configuration and
+// points a refused login or TLS handshake at the keys to check.
 package stores
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
@@ -117,22 +122,70 @@ func init() {
 		return locmemory.New(locmemory.WithLogger(log))
 	}))
 	must(RegisterLocation(locredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
+		const prefix = "location_store"
 		r := cfg.Redis
+		tlsCfg, err := redisTLS(r, prefix, log)
+		if err != nil {
+			return nil, err
+		}
 		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
-			Password: r.Password, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout})
-		if err == nil && log != nil {
+			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout})
+		if err != nil {
+			return nil, explainOpen(prefix, err)
+		}
+		if log != nil {
 			warnDurability(ctx, st, log)
 		}
-		return st, err
+		return st, nil
 	}))
 	must(RegisterRelocation(relmemory.ProviderName, func(_ context.Context, _ config.StoreConfig, _ *slog.Logger) (relocstore.Store, error) {
 		return relmemory.New()
 	}))
 	must(RegisterRelocation(relredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (relocstore.Store, error) {
+		const prefix = "relocation_store"
 		r := cfg.Redis
-		return relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
-			Password: r.Password, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log})
+		tlsCfg, err := redisTLS(r, prefix, log)
+		if err != nil {
+			return nil, err
+		}
+		st, err := relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
+			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log})
+		if err != nil {
+			return nil, explainOpen(prefix, err)
+		}
+		return st, nil
 	}))
+}
+
+// redisTLS builds the TLS client configuration of a redis store (nil when
+// TLS is off). Config.Validate reports the same problems, but ctl commands
+// open stores without validating the whole configuration, so a bad file
+// must still stop here with the key named (a *config.ValidationError).
+func redisTLS(r config.RedisConfig, prefix string, log *slog.Logger) (*tls.Config, error) {
+	c, err := r.TLS.ClientConfig(prefix + ".redis.tls")
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if c.InsecureSkipVerify && log != nil {
+		log.Warn("SECURITY WARNING: "+prefix+".redis.tls.insecure_skip_verify is true: the Redis server's certificate is NOT verified, "+
+			"so anyone on the network path can pose as the server and read the store's password and data; use it for tests only",
+			"addrs", r.Addrs)
+	}
+	return c, nil
+}
+
+// explainOpen names the keys to check when the server refused the login or
+// the TLS handshake, the two startup failures an operator fixes in the
+// configuration. The password is never part of the message.
+func explainOpen(prefix string, err error) error {
+	switch {
+	case errors.Is(err, redisconn.ErrAuth):
+		return fmt.Errorf("%w (check %s.redis.username and %s.redis.password, e.g. %s)",
+			err, prefix, prefix, config.EnvName(prefix+".redis.password"))
+	case errors.Is(err, redisconn.ErrTLS):
+		return fmt.Errorf("%w (check %s.redis.tls.*)", err, prefix)
+	}
+	return err
 }
 
 // warnDurability logs, once per opened store, each Redis setting the

@@ -29,6 +29,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -80,6 +81,14 @@ var ErrClosed = errors.New("redis relocation store is closed")
 // version this provider understands, or is malformed.
 var ErrFormat = errors.New("redis relocation store: unsupported or malformed record")
 
+// ErrAuth is the cause of New's ProviderError when the server refused the
+// user name or password; ErrTLS when no TLS session could be set up. Both
+// are the same values for the Location Store provider.
+var (
+	ErrAuth = redisconn.ErrAuth
+	ErrTLS  = redisconn.ErrTLS
+)
+
 // ErrIntegrity is the cause when the stored bytes do not match the length or
 // digest recorded at Put. The bytes are not returned.
 var ErrIntegrity = errors.New("redis relocation store: stored bytes do not match their digest")
@@ -90,9 +99,14 @@ type Options struct {
 	// or Cluster seed addresses (more than one address).
 	Addrs      []string
 	MasterName string
-	Username   string
-	Password   string
-	DB         int
+	// Username and Password log in (Redis ACL user, or only a password for
+	// the default user / requirepass).
+	Username string
+	Password string
+	// TLSConfig, when not nil, makes every connection use TLS with it; an
+	// empty ServerName is taken from each address dialled.
+	TLSConfig *tls.Config
+	DB        int
 	// Namespace isolates this store's keys: every key is "{Namespace}:rs1:…".
 	// 1..MaxNamespaceBytes printable ASCII bytes without '{' or '}' (the
 	// braces delimit the Cluster hash tag).
@@ -140,13 +154,13 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// once and the framework re-reads or re-Puts (spec §10), which is safe
 	// for every operation of this store (internal/redisconn).
 	s.c = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
-		Username: opts.Username, Password: opts.Password, DB: opts.DB}, s.opTimeout)
+		Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig, DB: opts.DB}, s.opTimeout)
 	s.ownsClient = true
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
 	if err := s.c.Ping(octx).Err(); err != nil {
 		_ = s.c.Close()
-		return nil, s.fail(octx, "new", err)
+		return nil, s.fail(octx, "new", redisconn.Explain(err))
 	}
 	return s, nil
 }

@@ -1,0 +1,33 @@
+package testredis
+
+// StoreCommands are the commands the Redis store providers send, their
+// scripts included: the least an ACL user needs to run the Location Store
+// and the Relocation Store. The providers' contract suites run as a user
+// with exactly these rights, so a command added to a provider without
+// updating them fails there; removing any one of them fails one suite.
+// docs/store-redis.md ("Securing the connection") shows them as an ACL
+// rule, and TestStoreACLDocumented keeps the two equal.
+var StoreCommands = []string{
+	// connection and the scripts themselves
+	"ping", "evalsha", "eval", "script|load", "time",
+	// sent directly or from the scripts
+	"get", "set", "del", "exists", "rename", "strlen", "incrby",
+	"hget", "hmget", "hset", "hdel",
+	"persist", "pexpire", "pexpireat", "pttl",
+	"zadd", "zrem", "zrange", "zrangebyscore", "zrangebylex",
+}
+
+// StoreACL returns the ACL SETUSER arguments of a user named name, with
+// password, allowed StoreCommands on the keys of the given store
+// namespaces only: the rule docs/store-redis.md recommends.
+func StoreACL(name, password string, namespaces ...string) []string {
+	rule := []string{name, "reset", "on", ">" + password}
+	for _, ns := range namespaces {
+		rule = append(rule, "~{"+ns+"}:*")
+	}
+	rule = append(rule, "-@all")
+	for _, c := range StoreCommands {
+		rule = append(rule, "+"+c)
+	}
+	return rule
+}

@@ -1,0 +1,113 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/internal/testredis"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/locstore/storetest"
+)
+
+// Credentials of the secured servers below.
+const (
+	defaultPassword = "default-s3cret"
+	appUser         = "meshnode"
+	appPassword     = "app-s3cret"
+)
+
+// aclNamespace prefixes the namespaces of the ACL user's tests; its rights
+// cover "{acl-*}:*" only.
+const aclNamespace = "acl-"
+
+// TestContractACLUser runs the whole contract suite as an ACL user with
+// only the rights docs/store-redis.md recommends (testredis.StoreACL): if
+// the provider sends a command they lack, some case fails with NOPERM.
+func TestContractACLUser(t *testing.T) {
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, aclNamespace+"*")}})
+	h := harness()
+	h.New = func(t *testing.T) locstore.Store {
+		st, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword,
+			Namespace: aclNamespace + testredis.Namespace(t), OperationTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("New as ACL user %s: %v", appUser, err)
+		}
+		return st
+	}
+	storetest.Run(t, h)
+}
+
+// TestOpenRefusedLogin: New fails at once, with ErrAuth, when the server
+// refuses the credentials, and never shows the password.
+func TestOpenRefusedLogin(t *testing.T) {
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}})
+	tests := []struct {
+		name               string
+		username, password string
+	}{
+		{"no password", "", ""},
+		{"wrong password", "", "wrong-s3cret"},
+		{"ACL user, wrong password", appUser, "wrong-s3cret"},
+		{"ACL user, default user's password", appUser, defaultPassword},
+		{"unknown user", "nobody", appPassword},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 2 * time.Second
+			start := time.Now()
+			st, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Username: tc.username, Password: tc.password,
+				Namespace: testredis.Namespace(t), OperationTimeout: timeout})
+			if err == nil {
+				st.Close()
+				t.Fatal("New succeeded")
+			}
+			if !errors.Is(err, ErrAuth) || !errors.Is(err, locstore.ErrUnavailable) {
+				t.Fatalf("New err = %v, want ErrAuth and ErrUnavailable", err)
+			}
+			if d := time.Since(start); d > timeout/2 {
+				t.Errorf("New took %v to fail: a refused login must be reported at once", d)
+			}
+			if !strings.Contains(err.Error(), "authentication failed") {
+				t.Errorf("error %q does not say authentication failed", err)
+			}
+			for _, secret := range []string{tc.password, defaultPassword, appPassword} {
+				if secret != "" && strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q shows a password", err)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenTLS: with TLSConfig every connection is TLS; the server here
+// also requires a client certificate and the ACL user's password.
+func TestOpenTLS(t *testing.T) {
+	ctx := context.Background()
+	certs := testredis.NewCerts(t)
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}, TLS: certs.ServerTLS(true)})
+	st, err := New(ctx, Options{Addrs: []string{s.TLSAddr}, Username: appUser, Password: appPassword,
+		TLSConfig: certs.ClientTLS(t), Namespace: testredis.Namespace(t)})
+	if err != nil {
+		t.Fatalf("New over TLS: %v", err)
+	}
+	defer st.Close()
+	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("v"))}}); err != nil || !res.Applied {
+		t.Fatalf("Write over TLS: %+v %v", res, err)
+	}
+	if res, err := st.Read(ctx, "k"); err != nil || string(res.Value) != "v" {
+		t.Fatalf("Read over TLS: %+v %v", res, err)
+	}
+
+	untrusting := certs.ClientTLS(t)
+	untrusting.RootCAs = testredis.NewCerts(t).ClientTLS(t).RootCAs // another CA
+	if _, err := New(ctx, Options{Addrs: []string{s.TLSAddr}, Username: appUser, Password: appPassword,
+		TLSConfig: untrusting, Namespace: testredis.Namespace(t)}); !errors.Is(err, ErrTLS) {
+		t.Fatalf("New with a CA that did not sign the server's certificate: err = %v, want ErrTLS", err)
+	}
+}

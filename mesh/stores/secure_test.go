@@ -1,0 +1,222 @@
+package stores
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/testredis"
+	"github.com/meshnode/meshnode/locstore"
+	locredis "github.com/meshnode/meshnode/locstore/redis"
+	relredis "github.com/meshnode/meshnode/relocstore/redis"
+)
+
+const (
+	defaultPassword = "default-s3cret"
+	appUser         = "meshnode"
+	appPassword     = "app-s3cret"
+)
+
+// errAny, as an expected error, accepts any failure.
+var errAny = errors.New("any error")
+
+// logBuffer collects a test's log lines, to check what was logged and that
+// no password ever is.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newLog(t *testing.T) (*slog.Logger, *logBuffer) {
+	buf := &logBuffer{}
+	t.Cleanup(func() {
+		for _, secret := range []string{defaultPassword, appPassword, "wrong-s3cret"} {
+			if strings.Contains(buf.String(), secret) {
+				t.Errorf("the log shows a password:\n%s", buf)
+			}
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// redisStores returns both stores' configuration for one server.
+func redisStores(t *testing.T, addr string) (loc, rel config.StoreConfig) {
+	def := config.Default()
+	loc, rel = def.LocationStore, def.RelocationStore
+	loc.Provider, rel.Provider = config.ProviderRedis, config.ProviderRedis
+	loc.Redis.Addrs, rel.Redis.Addrs = []string{addr}, []string{addr}
+	ns := testredis.Namespace(t)
+	loc.Redis.Namespace, rel.Redis.Namespace = ns, ns+"-reloc"
+	return loc, rel
+}
+
+// openBoth opens both stores, uses each once and closes them; it returns
+// the first error of each open.
+func openBoth(t *testing.T, loc, rel config.StoreConfig, log *slog.Logger) (locErr, relErr error) {
+	t.Helper()
+	ctx := context.Background()
+	if ls, err := OpenLocation(ctx, loc, log); err != nil {
+		locErr = err
+	} else {
+		defer ls.Close()
+		res, err := ls.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("v"))}})
+		if err != nil || !res.Applied {
+			t.Fatalf("write through the Location Store: %+v %v", res, err)
+		}
+	}
+	if rs, err := OpenRelocation(ctx, rel, log); err != nil {
+		relErr = err
+	} else {
+		defer rs.Close()
+		if _, err := rs.Put(ctx, "ref", []byte("payload"), 0); err != nil {
+			t.Fatalf("put through the Relocation Store: %v", err)
+		}
+	}
+	return locErr, relErr
+}
+
+// TestOpenWithCredentials: location_store/relocation_store.redis.username
+// and .password reach the server, and a refused login stops the open at
+// once with an error naming the store and the keys to check.
+func TestOpenWithCredentials(t *testing.T) {
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}})
+	tests := []struct {
+		name               string
+		username, password string
+		refused            bool
+	}{
+		{"default user, requirepass", "", defaultPassword, false},
+		{"ACL user", appUser, appPassword, false},
+		{"no password", "", "", true},
+		{"wrong password", "", "wrong-s3cret", true},
+		{"ACL user, wrong password", appUser, "wrong-s3cret", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			log, _ := newLog(t)
+			loc, rel := redisStores(t, s.Addr)
+			for _, c := range []*config.StoreConfig{&loc, &rel} {
+				c.Redis.Username, c.Redis.Password = tc.username, tc.password
+			}
+			start := time.Now()
+			locErr, relErr := openBoth(t, loc, rel, log)
+			if !tc.refused {
+				if locErr != nil || relErr != nil {
+					t.Fatalf("open: location %v, relocation %v", locErr, relErr)
+				}
+				return
+			}
+			if d := time.Since(start); d > loc.Redis.OperationTimeout {
+				t.Errorf("refused opens took %v: they must fail at once, not wait out a timeout", d)
+			}
+			for _, c := range []struct {
+				err           error
+				store, prefix string
+			}{{locErr, `location store "redis"`, "location_store"}, {relErr, `relocation store "redis"`, "relocation_store"}} {
+				if !errors.Is(c.err, locredis.ErrAuth) || !errors.Is(c.err, relredis.ErrAuth) {
+					t.Fatalf("open %s: err = %v, want ErrAuth", c.store, c.err)
+				}
+				msg := c.err.Error()
+				for _, part := range []string{c.store, "authentication failed", c.prefix + ".redis.password"} {
+					if !strings.Contains(msg, part) {
+						t.Errorf("error %q does not contain %q", msg, part)
+					}
+				}
+				if tc.password != "" && strings.Contains(msg, tc.password) {
+					t.Errorf("error %q shows the password", msg)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenWithTLS: the tls keys reach the connection: the server here
+// serves TLS only to clients with a certificate of its CA.
+func TestOpenWithTLS(t *testing.T) {
+	certs := testredis.NewCerts(t)
+	other := testredis.NewCerts(t)
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}, TLS: certs.ServerTLS(true)})
+	full := config.RedisTLSConfig{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCertFile,
+		KeyFile: certs.ClientKeyFile, MinVersion: config.TLSVersion12}
+	with := func(f func(*config.RedisTLSConfig)) config.RedisTLSConfig { c := full; f(&c); return c }
+	tests := []struct {
+		name       string
+		tls        config.RedisTLSConfig
+		want       error  // of both opens
+		wantKey    string // the problem's key after the store prefix, for config.ErrInvalid
+		wantInsec  bool   // a security warning is logged
+		wantInText string
+	}{
+		{name: "CA, client certificate", tls: full},
+		{name: "server name", tls: with(func(c *config.RedisTLSConfig) { c.ServerName = testredis.ServerName })},
+		{name: "TLS 1.3", tls: with(func(c *config.RedisTLSConfig) { c.MinVersion = config.TLSVersion13 })},
+		{name: "insecure_skip_verify", wantInsec: true,
+			tls: with(func(c *config.RedisTLSConfig) { c.CAFile, c.InsecureSkipVerify = "", true })},
+		{name: "another CA", want: locredis.ErrTLS, wantInText: ".redis.tls.*",
+			tls: with(func(c *config.RedisTLSConfig) { c.CAFile = other.CAFile })},
+		{name: "wrong server name", want: locredis.ErrTLS,
+			tls: with(func(c *config.RedisTLSConfig) { c.ServerName = "other.test" })},
+		// The server may only reset the connection (see
+		// internal/redisconn TestTLS), so any failure will do.
+		{name: "no client certificate", want: errAny,
+			tls: with(func(c *config.RedisTLSConfig) { c.CertFile, c.KeyFile = "", "" })},
+		{name: "missing CA file", want: config.ErrInvalid, wantKey: ".redis.tls.ca_file",
+			tls: with(func(c *config.RedisTLSConfig) { c.CAFile = filepath.Join(t.TempDir(), "missing.pem") })},
+		{name: "certificate without key", want: config.ErrInvalid, wantKey: ".redis.tls.key_file",
+			tls: with(func(c *config.RedisTLSConfig) { c.KeyFile = "" })},
+		{name: "tls keys without enabled", want: config.ErrInvalid, wantKey: ".redis.tls.ca_file",
+			tls: with(func(c *config.RedisTLSConfig) { c.Enabled = false })},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			log, logged := newLog(t)
+			loc, rel := redisStores(t, s.TLSAddr)
+			for _, c := range []*config.StoreConfig{&loc, &rel} {
+				c.Redis.Username, c.Redis.Password, c.Redis.TLS = appUser, appPassword, tc.tls
+			}
+			locErr, relErr := openBoth(t, loc, rel, log)
+			for _, c := range []struct {
+				err    error
+				prefix string
+			}{{locErr, "location_store"}, {relErr, "relocation_store"}} {
+				if ok := errors.Is(c.err, tc.want) || (tc.want == errAny && c.err != nil); !ok || (tc.want == nil) != (c.err == nil) {
+					t.Fatalf("open %s: err = %v, want %v", c.prefix, c.err, tc.want)
+				}
+				if tc.wantKey != "" {
+					var ve *config.ValidationError
+					if !errors.As(c.err, &ve) || ve.Problems[0].Key != c.prefix+tc.wantKey {
+						t.Errorf("open %s: err = %v, want a *config.ValidationError naming %s", c.prefix, c.err, c.prefix+tc.wantKey)
+					}
+				}
+				if tc.wantInText != "" && !strings.Contains(c.err.Error(), c.prefix+tc.wantInText) {
+					t.Errorf("open %s: error %q does not name %s", c.prefix, c.err, c.prefix+tc.wantInText)
+				}
+				warned := strings.Contains(logged.String(), "SECURITY WARNING: "+c.prefix+".redis.tls.insecure_skip_verify is true")
+				if warned != tc.wantInsec {
+					t.Errorf("security warning for %s logged = %v, want %v; log:\n%s", c.prefix, warned, tc.wantInsec, logged)
+				}
+			}
+		})
+	}
+}

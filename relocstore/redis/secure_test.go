@@ -1,0 +1,109 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/internal/testredis"
+	"github.com/meshnode/meshnode/relocstore"
+	relocredis "github.com/meshnode/meshnode/relocstore/redis"
+	"github.com/meshnode/meshnode/relocstore/storetest"
+)
+
+// Credentials of the secured servers below.
+const (
+	defaultPassword = "default-s3cret"
+	appUser         = "meshnode"
+	appPassword     = "app-s3cret"
+)
+
+// TestContractACLUser runs the whole contract suite as an ACL user with
+// only the rights docs/store-redis.md recommends (testredis.StoreACL): if
+// the provider sends a command they lack, some case fails with NOPERM.
+func TestContractACLUser(t *testing.T) {
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "acl-*")}})
+	storetest.Run(t, storetest.Harness{
+		Name: relocredis.ProviderName,
+		New: func(t *testing.T) relocstore.Store {
+			return newStore(t, relocredis.Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword,
+				Namespace: "acl-" + testredis.Namespace(t), OperationTimeout: 30 * time.Second})
+		},
+		Advance: func(t *testing.T, s relocstore.Store, d time.Duration) {
+			relocredis.AdvanceClock(s.(*relocredis.Store), d)
+		},
+		ExpiryUnit: time.Second,
+	})
+}
+
+// TestOpenRefusedLogin: New fails at once, with ErrAuth, when the server
+// refuses the credentials, and never shows the password.
+func TestOpenRefusedLogin(t *testing.T) {
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}})
+	tests := []struct {
+		name               string
+		username, password string
+	}{
+		{"no password", "", ""},
+		{"wrong password", "", "wrong-s3cret"},
+		{"ACL user, wrong password", appUser, "wrong-s3cret"},
+		{"unknown user", "nobody", appPassword},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 2 * time.Second
+			start := time.Now()
+			st, err := relocredis.New(context.Background(), relocredis.Options{Addrs: []string{s.Addr},
+				Username: tc.username, Password: tc.password, Namespace: testredis.Namespace(t), OperationTimeout: timeout})
+			if err == nil {
+				st.Close()
+				t.Fatal("New succeeded")
+			}
+			if !errors.Is(err, relocredis.ErrAuth) || !errors.Is(err, relocstore.ErrUnavailable) {
+				t.Fatalf("New err = %v, want ErrAuth and ErrUnavailable", err)
+			}
+			if d := time.Since(start); d > timeout/2 {
+				t.Errorf("New took %v to fail: a refused login must be reported at once", d)
+			}
+			if !strings.Contains(err.Error(), "authentication failed") {
+				t.Errorf("error %q does not say authentication failed", err)
+			}
+			for _, secret := range []string{tc.password, defaultPassword, appPassword} {
+				if secret != "" && strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q shows a password", err)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenTLS: with TLSConfig every connection is TLS; the server here
+// also requires a client certificate and the ACL user's password.
+func TestOpenTLS(t *testing.T) {
+	ctx := context.Background()
+	certs := testredis.NewCerts(t)
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}, TLS: certs.ServerTLS(true)})
+	st := newStore(t, relocredis.Options{Addrs: []string{s.TLSAddr}, Username: appUser, Password: appPassword,
+		TLSConfig: certs.ClientTLS(t)})
+	defer st.Close()
+	payload := []byte("payload over TLS")
+	if _, err := st.Put(ctx, "ref", payload, 0); err != nil {
+		t.Fatalf("Put over TLS: %v", err)
+	}
+	got, err := st.Read(ctx, "ref")
+	if err != nil || !got.Found || string(got.Bytes) != string(payload) {
+		t.Fatalf("Read over TLS: %+v %v", got, err)
+	}
+
+	untrusting := certs.ClientTLS(t)
+	untrusting.RootCAs = testredis.NewCerts(t).ClientTLS(t).RootCAs // another CA
+	if _, err := relocredis.New(ctx, relocredis.Options{Addrs: []string{s.TLSAddr}, Username: appUser, Password: appPassword,
+		TLSConfig: untrusting, Namespace: testredis.Namespace(t)}); !errors.Is(err, relocredis.ErrTLS) {
+		t.Fatalf("New with a CA that did not sign the server's certificate: err = %v, want ErrTLS", err)
+	}
+}
