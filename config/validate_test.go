@@ -53,6 +53,21 @@ func TestValidateRules(t *testing.T) {
 			factories: []FactoryPolicy{actor, userSpot, recreate, preserve, instanceSpot}},
 
 		// node
+		{name: "admin on loopback without a token", mutate: func(c *Config) { c.Admin.Listen = "127.0.0.1:9464" }},
+		{name: "admin on localhost without a token", mutate: func(c *Config) { c.Admin.Listen = "localhost:0" }},
+		{name: "admin on every interface without a token", mutate: func(c *Config) { c.Admin.Listen = "0.0.0.0:9464" },
+			want: []Problem{p("admin.listen", `binds "0.0.0.0", which is not loopback: set admin.token (MESHNODE_ADMIN__TOKEN) or bind 127.0.0.1`)}},
+		{name: "admin on an empty host without a token", mutate: func(c *Config) { c.Admin.Listen = ":9464" },
+			want: []Problem{p("admin.listen", `binds "", which is not loopback: set admin.token (MESHNODE_ADMIN__TOKEN) or bind 127.0.0.1`)}},
+		{name: "admin on the network with a token", mutate: func(c *Config) {
+			c.Admin.Listen, c.Admin.Token = "10.0.0.5:9464", "0123456789abcdef"
+		}},
+		{name: "admin token too short", mutate: func(c *Config) { c.Admin.Token = "short" },
+			want: []Problem{p("admin.token", "must be at least 16 bytes, got 5")}},
+		{name: "admin listen not host:port", mutate: func(c *Config) { c.Admin.Listen = "9464" },
+			want: []Problem{p("admin.listen", `must be host:port, got "9464": address 9464: missing port in address`)}},
+		{name: "admin port out of range", mutate: func(c *Config) { c.Admin.Listen = "127.0.0.1:70000" },
+			want: []Problem{p("admin.listen", `port must be 0..65535, got "70000"`)}},
 		{name: "empty mesh name", mutate: func(c *Config) { c.Node.MeshName = "" },
 			want: []Problem{p("node.mesh_name", "must not be empty")}},
 		{name: "long mesh name", mutate: func(c *Config) { c.Node.MeshName = strings.Repeat("m", 256) },
