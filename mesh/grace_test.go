@@ -10,8 +10,8 @@ import (
 	"github.com/meshnode/meshnode/locstore"
 )
 
-// flakyStore fails every Scan while down is set (a Location Store outage
-// as discovery sees it); other operations pass through so the lease keeps
+// flakyStore fails every Scan and Read while down is set (a Location Store
+// outage as discovery sees it); writes pass through so the lease keeps
 // renewing and the test isolates §10's discovery rules.
 type flakyStore struct {
 	locstore.Store
@@ -19,6 +19,16 @@ type flakyStore struct {
 }
 
 var errOutage = &locstore.ProviderError{Provider: "test", Op: "scan", Err: errors.New("outage")}
+
+// Read fails too during the outage: a store that cannot scan cannot be
+// relied on to read (discovery reads the change counter first, and skips
+// the scan while it is unchanged).
+func (s *flakyStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if s.down.Load() {
+		return locstore.ReadResult{}, errOutage
+	}
+	return s.Store.Read(ctx, key)
+}
 
 func (s *flakyStore) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
 	if s.down.Load() {

@@ -3,12 +3,14 @@ package mesh
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/relocstore"
 )
 
@@ -242,11 +244,16 @@ var (
 	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
 	descHostMv = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
+	descDisc   = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, lease).",
+		[]string{"kind"}, nil)
+	descRounds = prometheus.NewDesc("meshnode_discovery_rounds_total", "Discovery rounds, by whether the descriptor list was read (listed) or unchanged (cached).",
+		[]string{"list"}, nil)
 )
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descQueued, descPeers, descBackp, descProto, descLease, descReady, descHostMv} {
+		descInstance, descRecords, descBytes, descQueued, descPeers, descBackp, descProto, descLease, descReady, descHostMv,
+		descDisc, descRounds} {
 		ch <- d
 	}
 }
@@ -301,11 +308,45 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if n.lease != nil {
 		gauge(descLease, n.leaseRemaining().Seconds())
 	}
+	ds := n.DiscoveryStats()
+	counter(descDisc, ds.CounterReads, "counter")
+	counter(descDisc, ds.ScanPages, "scan_page")
+	counter(descDisc, ds.LeaseReads, "lease")
+	counter(descRounds, ds.Listed, "listed")
+	counter(descRounds, ds.Rounds-ds.Listed, "cached")
 	ready := 0.0
 	if n.ready() == nil {
 		ready = 1
 	}
 	gauge(descReady, ready)
+}
+
+// discoveryCounters are the store reads of the discovery rounds.
+type discoveryCounters struct {
+	rounds, listed, counterReads, scanPages, leaseReads atomic.Uint64
+}
+
+func (c *discoveryCounters) add(st directory.RoundStats) {
+	c.rounds.Add(1)
+	if st.Listed {
+		c.listed.Add(1)
+	}
+	c.counterReads.Add(uint64(st.CounterReads))
+	c.scanPages.Add(uint64(st.ScanPages))
+	c.leaseReads.Add(uint64(st.LeaseReads))
+}
+
+// DiscoveryStats are the discovery rounds this node ran and their store
+// reads (docs/DISCOVERY.md "Cost at scale").
+type DiscoveryStats struct {
+	Rounds, Listed, CounterReads, ScanPages, LeaseReads uint64
+}
+
+// DiscoveryStats returns the node's discovery counters.
+func (n *Node) DiscoveryStats() DiscoveryStats {
+	c := &n.discoveryReads
+	return DiscoveryStats{Rounds: c.rounds.Load(), Listed: c.listed.Load(), CounterReads: c.counterReads.Load(),
+		ScanPages: c.scanPages.Load(), LeaseReads: c.leaseReads.Load()}
 }
 
 // typeKey is a (kind, stable type) pair of hosted objects.

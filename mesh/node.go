@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,10 @@ type Node struct {
 	// HTTP admin listener when admin.listen is set (admin_node.go).
 	metrics *nodeMetrics
 	admin   *admin.Server
+	// tracker is discovery's memory between rounds (Discover);
+	// discoveryReads counts its store reads.
+	tracker        *directory.Tracker
+	discoveryReads discoveryCounters
 
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
@@ -216,6 +221,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	// run's lifecycle generation too; no second counter is needed.
 	n.run.lifecycleGeneration = n.leaseGen.Load()
 	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.lifecycleGeneration)
+	n.tracker = &directory.Tracker{Store: n.loc, PageSize: locstore.MaxPageItems, Logger: n.log}
 
 	// Objects: the spot runtime and the inbound object dispatch exist
 	// before the transport, so that its Handler never sees a half-built
@@ -375,7 +381,9 @@ func (n *Node) loop() {
 	defer n.wg.Done()
 	ctx, cancel := n.stopContext()
 	defer cancel()
-	t := time.NewTicker(n.discoveryEvery)
+	// Rounds are spread (±10 %) so that a thousand nodes started together
+	// do not read the store in the same instant every interval.
+	t := time.NewTimer(jittered(n.discoveryEvery))
 	defer t.Stop()
 	n.Discover(ctx)
 	lastSweep := n.clock.Now()
@@ -384,6 +392,7 @@ func (n *Node) loop() {
 		case <-n.stop:
 			return
 		case <-t.C:
+			t.Reset(jittered(n.discoveryEvery))
 			n.checkMarker(ctx)
 			n.Discover(ctx)
 			n.RefreshCapacityCopy(ctx)
@@ -398,6 +407,11 @@ func (n *Node) loop() {
 			}
 		}
 	}
+}
+
+// jittered is d ± 10 %.
+func jittered(d time.Duration) time.Duration {
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
 }
 
 // async runs f on a goroutine Close waits for, unless the node is closing.
@@ -485,7 +499,12 @@ func (n *Node) Discover(ctx context.Context) error {
 	defer n.discoverMu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, n.cfg.Lease.RenewInterval+n.cfg.LocationStore.Redis.OperationTimeout)
 	defer cancel()
-	snap, err := directory.Lister{Store: n.loc, PageSize: 1000, Logger: n.log}.List(rctx, n.cfg.Node.MeshName)
+	// The Tracker reads only what may have changed since the last round:
+	// the change counter always, the list when it moved, a lease when it
+	// is new, its descriptor changed or its known expiry came
+	// (docs/DISCOVERY.md "Cost at scale").
+	snap, st, err := n.tracker.Round(rctx, n.cfg.Node.MeshName)
+	n.discoveryReads.add(st)
 	now := n.clock.Now()
 	if err != nil && ctx.Err() != nil {
 		return err // stopping: not a store failure

@@ -115,7 +115,7 @@ func (l Lister) List(ctx context.Context, meshName string) (Snapshot, error) {
 		if err := ctx.Err(); err != nil {
 			return Snapshot{}, fmt.Errorf("directory: list: %w", context.Cause(ctx))
 		}
-		snap, err := l.readOnce(ctx, counterKey, meshName, log)
+		snap, _, err := l.readOnceCounter(ctx, counterKey, meshName, log)
 		if err != nil {
 			return Snapshot{}, fmt.Errorf("directory: list: %w", err)
 		}
@@ -138,16 +138,17 @@ func (l Lister) List(ctx context.Context, meshName string) (Snapshot, error) {
 	return Snapshot{}, fmt.Errorf("%w (%d attempts)", last, attempts)
 }
 
-// readOnce is one counter/scan/counter round: nil for ScanExpired, a
-// snapshot with Complete false when the counter moved.
-func (l Lister) readOnce(ctx context.Context, counterKey, meshName string, log *slog.Logger) (*Snapshot, error) {
+// readOnceCounter is one counter/scan/counter round: nil for ScanExpired, a
+// snapshot with Complete false when the counter moved; and the closing
+// counter observation.
+func (l Lister) readOnceCounter(ctx context.Context, counterKey, meshName string, log *slog.Logger) (*Snapshot, counterState, error) {
 	before, err := readCounter(ctx, l.Store, counterKey)
 	if err != nil {
-		return nil, err
+		return nil, counterState{}, err
 	}
 	items, expired, err := scanAll(ctx, l.Store, descriptorPrefix, l.PageSize)
 	if err != nil || expired {
-		return nil, err
+		return nil, counterState{}, err
 	}
 	s := &Snapshot{MeshName: meshName}
 	for _, it := range items {
@@ -164,12 +165,12 @@ func (l Lister) readOnce(ctx context.Context, counterKey, meshName string, log *
 	}
 	after, err := readCounter(ctx, l.Store, counterKey)
 	if err != nil {
-		return nil, err
+		return nil, counterState{}, err
 	}
 	s.ChangeNumber, s.StoreNow = after.Value, after.StoreNow
 	s.Complete = before.same(after)
 	sortEntries(s.Entries)
-	return s, nil
+	return s, after, nil
 }
 
 // decodeItem decodes a scanned value and checks that it belongs under its

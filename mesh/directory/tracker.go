@@ -1,0 +1,213 @@
+package directory
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// Tracker is discovery that reads only what may have changed
+// (docs/DISCOVERY.md "Cost at scale"). It keeps, between rounds, the last
+// complete descriptor list and what each host run's owner lease was last
+// seen to say; a round then costs:
+//
+//   - one read of the descriptor change counter. Every descriptor write
+//     and delete bumps it in the same batch, so an unchanged counter (same
+//     store version) proves the list is still exactly the last complete
+//     one — the same-point-in-time list of §4, without a scan;
+//   - a full list (counter, scan, counter, as Lister) only when it moved;
+//   - one owner-lease read per host run whose lease may have changed what
+//     it says: a run not seen before, a run whose descriptor changed, and
+//     a run whose last known expiry has passed. A lease's expiry only moves
+//     forward while it is held (renewals extend it; a release or a loss is
+//     followed by a descriptor change), so "valid until the expiry last
+//     read" is exact, not a guess: the lease is re-read when that expiry
+//     comes, and a run that stopped renewing is invalid from that round on
+//     — the same bound as reading every lease every round (lease expiry
+//     plus one round). An invalid lease (missing, expired, another
+//     generation) stays invalid for that run: a new lease is a new
+//     LeaseGeneration and a new descriptor.
+//
+// A Tracker is not safe for concurrent use; the node serialises rounds.
+type Tracker struct {
+	Store locstore.Store
+	// PageSize is the scan page size of a full list, 1..1000.
+	PageSize int
+	Logger   *slog.Logger
+
+	last    *Snapshot
+	counter counterState
+	leases  map[leaseRun]knownLease
+}
+
+type leaseRun struct {
+	owner string
+	gen   record.Generation
+}
+
+// knownLease is what a run's lease said when last read.
+type knownLease struct {
+	check leaseCheck
+	// descVersion is the descriptor's store version when the lease was
+	// read: a changed descriptor has its lease read again.
+	descVersion string
+}
+
+// RoundStats counts one round's store reads.
+type RoundStats struct {
+	// Listed: the change counter had moved and the whole list was read.
+	Listed       bool
+	CounterReads int
+	ScanPages    int
+	LeaseReads   int
+}
+
+// Reads is every store read of the round.
+func (s RoundStats) Reads() int { return s.CounterReads + s.ScanPages + s.LeaseReads }
+
+// Round returns the current complete list of meshName with each entry's
+// lease verdict, reading as little as the rules above allow. On error
+// nothing is returned and the Tracker's state is unchanged except for
+// lease verdicts already refreshed (they stay exact).
+func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundStats, error) {
+	var st RoundStats
+	if t.Store == nil {
+		return Snapshot{}, st, fmt.Errorf("%w: tracker: no Location Store", ErrInvalidArgument)
+	}
+	if err := validPageSize(t.PageSize); err != nil {
+		return Snapshot{}, st, err
+	}
+	if t.last != nil && t.last.MeshName != meshName {
+		t.last, t.leases = nil, nil // another mesh: start over
+	}
+	if t.leases == nil {
+		t.leases = map[leaseRun]knownLease{}
+	}
+	counterKey, err := changeCounterKey()
+	if err != nil {
+		return Snapshot{}, st, err
+	}
+	var snap Snapshot
+	c, err := readCounter(ctx, t.Store, counterKey)
+	st.CounterReads++
+	if err != nil {
+		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
+	}
+	if t.last != nil && c.same(t.counter) {
+		snap = *t.last
+		snap.Entries = slices.Clone(t.last.Entries)
+		snap.StoreNow = c.StoreNow
+		snap.Attempts = 0
+	} else {
+		counted := &countingStore{Store: t.Store}
+		s, err := Lister{Store: counted, PageSize: t.PageSize, Logger: t.Logger}.descriptors(ctx, meshName)
+		st.Listed, st.CounterReads, st.ScanPages = true, st.CounterReads+counted.reads, counted.scans
+		if err != nil {
+			return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
+		}
+		snap, c = s.snap, s.closing
+	}
+	// Lease verdicts: read what may have changed; the rest is exact from
+	// the last read (see the type's comment).
+	seen := make(map[leaseRun]bool, len(snap.Entries))
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
+		k, ok := t.leases[r]
+		due := !ok || k.descVersion != e.Version || k.check.Unreadable ||
+			(k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt))
+		if due && !seen[r] {
+			lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
+			st.LeaseReads++
+			if err != nil {
+				return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
+			}
+			k = knownLease{check: lc, descVersion: e.Version}
+			t.leases[r] = k
+		}
+		seen[r] = true
+		valid := k.check.Valid && snap.StoreNow.Before(k.check.ExpiresAt)
+		e.LeaseValid, e.LeaseCheckedAt = valid, k.check.StoreNow
+		e.LeaseExpiresAt = time.Time{}
+		if k.check.Found {
+			e.LeaseExpiresAt = k.check.ExpiresAt
+		}
+	}
+	for r := range t.leases {
+		if !seen[r] {
+			delete(t.leases, r)
+		}
+	}
+	snap.Complete = true
+	last := snap
+	last.Entries = slices.Clone(snap.Entries)
+	t.last, t.counter = &last, c
+	return snap, st, nil
+}
+
+// listed is a complete descriptor list without lease verdicts and the
+// counter observation that closed it.
+type listed struct {
+	snap    Snapshot
+	closing counterState
+}
+
+// descriptors is List without the lease reads: counter, scan, counter,
+// again until consistent (same rules as List).
+func (l Lister) descriptors(ctx context.Context, meshName string) (listed, error) {
+	if meshName != "" {
+		if err := record.ValidateMeshName(meshName); err != nil {
+			return listed{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	log := l.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	counterKey, err := changeCounterKey()
+	if err != nil {
+		return listed{}, err
+	}
+	var last error
+	for attempt := 1; attempt <= DefaultListAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return listed{}, context.Cause(ctx)
+		}
+		snap, closing, err := l.readOnceCounter(ctx, counterKey, meshName, log)
+		if err != nil {
+			return listed{}, err
+		}
+		if snap == nil {
+			last = ErrScanExpired
+			continue
+		}
+		if !snap.Complete {
+			last = ErrListChanged
+			continue
+		}
+		snap.Attempts = attempt
+		return listed{snap: *snap, closing: closing}, nil
+	}
+	return listed{}, fmt.Errorf("%w (%d attempts)", last, DefaultListAttempts)
+}
+
+// countingStore counts the reads and scan pages of a full list.
+type countingStore struct {
+	locstore.Store
+	reads, scans int
+}
+
+func (s *countingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	s.reads++
+	return s.Store.Read(ctx, key)
+}
+
+func (s *countingStore) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
+	s.scans++
+	return s.Store.Scan(ctx, req)
+}

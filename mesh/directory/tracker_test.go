@@ -1,0 +1,116 @@
+package directory_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/meshnode/meshnode/mesh/directory"
+)
+
+// valid maps "mesh/rid" to LeaseValid.
+func valid(s directory.Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range s.Entries {
+		out[fmt.Sprintf("%s/%x", e.Descriptor.MeshName, e.Descriptor.RoutingID)] = e.LeaseValid
+	}
+	return out
+}
+
+// The Tracker reads only what may have changed, and its verdicts equal a
+// full List's at every step (the same-point list and §3.1 lease rule).
+func TestTrackerReadsOnlyWhatChanged(t *testing.T) {
+	mem, clock := newMem(t)
+	ctx := context.Background()
+	la := grantLease(t, mem, "owner-a", 1, leaseTTL)
+	lb := grantLease(t, mem, "owner-b", 2, leaseTTL)
+	newNode(t, mem, la, "m", []byte{0x01})
+	newNode(t, mem, lb, "m", []byte{0x02})
+	tr := &directory.Tracker{Store: mem, PageSize: 1000, Logger: quiet()}
+	same := func(step string) directory.Snapshot {
+		t.Helper()
+		got, st, err := tr.Round(ctx, "m")
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		full, err := directory.List(ctx, mem, "m", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(rids(got)) != fmt.Sprint(rids(full)) || fmt.Sprint(valid(got)) != fmt.Sprint(valid(full)) {
+			t.Fatalf("%s: tracker %v %v, full list %v %v", step, rids(got), valid(got), rids(full), valid(full))
+		}
+		t.Logf("%s: %+v", step, st)
+		lastStats = st
+		return got
+	}
+	type want struct {
+		listed              bool
+		leaseReads, counter int
+	}
+	check := func(step string, w want) {
+		t.Helper()
+		same(step)
+		if lastStats.Listed != w.listed || lastStats.LeaseReads != w.leaseReads || lastStats.CounterReads != w.counter {
+			t.Fatalf("%s: stats %+v, want listed=%v leaseReads=%d counterReads=%d", step, lastStats, w.listed, w.leaseReads, w.counter)
+		}
+	}
+	check("first round", want{listed: true, leaseReads: 2, counter: 3})
+	check("nothing changed", want{listed: false, leaseReads: 0, counter: 1})
+	clock.Advance(leaseTTL / 3)
+	la.renew(leaseTTL, true)
+	check("a renewed, no expiry due", want{listed: false, leaseReads: 0, counter: 1})
+	// b stops renewing; a keeps renewing. When the expiries last read
+	// come, both are read again: a is valid to a later expiry, b invalid.
+	clock.Advance(leaseTTL/3 + leaseTTL/3)
+	la.renew(leaseTTL, true)
+	clock.Advance(leaseTTL / 3)
+	got := same("expiry due")
+	if lastStats.LeaseReads != 2 || !valid(got)["m/01"] || valid(got)["m/02"] {
+		t.Fatalf("expiry due: %+v %v; want both read, a valid, b not", lastStats, valid(got))
+	}
+	check("b stays invalid without reads", want{listed: false, leaseReads: 0, counter: 1})
+	// A joined node: the counter moved, the list is read, only its lease.
+	lc := grantLease(t, mem, "owner-c", 3, leaseTTL)
+	newNode(t, mem, lc, "m", []byte{0x03})
+	check("a node joined", want{listed: true, leaseReads: 1, counter: 3})
+	if !valid(lastSnap(t, tr, ctx))["m/03"] {
+		t.Fatal("the joined node is not valid")
+	}
+}
+
+var lastStats directory.RoundStats
+
+func lastSnap(t *testing.T, tr *directory.Tracker, ctx context.Context) directory.Snapshot {
+	t.Helper()
+	s, _, err := tr.Round(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A lease deleted before its expiry (an orderly stop releases it) is always
+// followed by a descriptor change; the Tracker re-reads the lease of a
+// changed descriptor at once.
+func TestTrackerReadsTheLeaseOfAChangedDescriptor(t *testing.T) {
+	mem, _ := newMem(t)
+	ctx := context.Background()
+	la := grantLease(t, mem, "owner-a", 1, leaseTTL)
+	n := newNode(t, mem, la, "m", []byte{0x01})
+	tr := &directory.Tracker{Store: mem, PageSize: 2, Logger: quiet()}
+	if s, _, err := tr.Round(ctx, "m"); err != nil || !valid(s)["m/01"] {
+		t.Fatalf("first round: %v %v", valid(s), err)
+	}
+	d := n.desc
+	d.State = "stopped"
+	mustPublish(t, n.pub, d, directory.Published)
+	la.revoke()
+	s, st, err := tr.Round(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Listed || st.LeaseReads != 1 || valid(s)["m/01"] {
+		t.Fatalf("after stop: %+v %v; want the list and the lease read, invalid", st, valid(s))
+	}
+}
