@@ -478,14 +478,36 @@ const reclaimEvery = 120
 // time (or that say stopped and whose lease is gone), so random RIDs do not
 // accumulate (docs/DISCOVERY.md). It is the descriptor's own expiry path;
 // the §11 owner sweep never touches them.
+//
+// Only the descriptors the last discovery round saw without a valid lease
+// are looked at (each with one conditional ReclaimKey): no scan of the
+// whole namespace and no lease read of the live runs, so the cost follows
+// the dead runs, not the mesh size (docs/DISCOVERY.md "Cost at scale").
 func (n *Node) reclaim(ctx context.Context) {
-	res, err := directory.Reclaim(ctx, n.loc, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log})
-	if err != nil && ctx.Err() == nil {
-		n.log.Warn("descriptor reclaim failed", "err", err)
+	snap, ok := n.LastSnapshot()
+	if !ok {
 		return
 	}
-	if res.Deleted > 0 {
-		n.log.Info("reclaimed descriptors of dead runs", "deleted", res.Deleted, "scanned", res.Scanned)
+	deleted := 0
+	for _, e := range snap.Entries {
+		if e.LeaseValid {
+			continue
+		}
+		d := e.Descriptor
+		if d.State != record.StateStopped && snap.StoreNow.Sub(d.UpdatedAt.Time()) <= directory.DefaultReclaimAge {
+			continue // a crashed run's descriptor stays its MinAge, for operators
+		}
+		res, err := directory.ReclaimKey(ctx, n.loc, e.Key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log})
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("descriptor reclaim failed", "key", e.Key, "err", err)
+			}
+			return
+		}
+		deleted += res.Deleted
+	}
+	if deleted > 0 {
+		n.log.Info("reclaimed descriptors of dead runs", "deleted", deleted)
 	}
 }
 

@@ -114,22 +114,23 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	}
 	// Lease verdicts: read what may have changed; the rest is exact from
 	// the last read (see the type's comment).
+	due := map[leaseRun]string{} // run → the descriptor version it is read for
+	for _, e := range snap.Entries {
+		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
+		k, ok := t.leases[r]
+		if !ok || k.descVersion != e.Version || k.check.Unreadable || (k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt)) {
+			due[r] = e.Version
+		}
+	}
+	st.LeaseReads = len(due)
+	if err := t.readLeases(ctx, due); err != nil {
+		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
+	}
 	seen := make(map[leaseRun]bool, len(snap.Entries))
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
 		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
-		k, ok := t.leases[r]
-		due := !ok || k.descVersion != e.Version || k.check.Unreadable ||
-			(k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt))
-		if due && !seen[r] {
-			lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
-			st.LeaseReads++
-			if err != nil {
-				return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
-			}
-			k = knownLease{check: lc, descVersion: e.Version}
-			t.leases[r] = k
-		}
+		k := t.leases[r]
 		seen[r] = true
 		valid := k.check.Valid && snap.StoreNow.Before(k.check.ExpiresAt)
 		e.LeaseValid, e.LeaseCheckedAt = valid, k.check.StoreNow
@@ -148,6 +149,51 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	last.Entries = slices.Clone(snap.Entries)
 	t.last, t.counter = &last, c
 	return snap, st, nil
+}
+
+// leaseReadConcurrency bounds the lease reads of one round in flight: a
+// round after a list change (or a burst of expiries) may read many, and
+// one at a time each waits a full store round trip.
+const leaseReadConcurrency = 16
+
+// readLeases reads the leases of due (at most leaseReadConcurrency at once)
+// and records each verdict. The first error is returned; verdicts already
+// read stay (they are exact).
+func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]string) error {
+	type result struct {
+		r   leaseRun
+		k   knownLease
+		err error
+	}
+	runs := make(chan leaseRun)
+	results := make(chan result)
+	workers := min(leaseReadConcurrency, len(due))
+	for range workers {
+		go func() {
+			for r := range runs {
+				lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
+				results <- result{r: r, k: knownLease{check: lc, descVersion: due[r]}, err: err}
+			}
+		}()
+	}
+	go func() {
+		for r := range due {
+			runs <- r
+		}
+		close(runs)
+	}()
+	var first error
+	for range due {
+		res := <-results
+		if res.err != nil {
+			if first == nil {
+				first = res.err
+			}
+			continue
+		}
+		t.leases[res.r] = res.k
+	}
+	return first
 }
 
 // listed is a complete descriptor list without lease verdicts and the
