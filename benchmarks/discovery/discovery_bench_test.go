@@ -130,7 +130,7 @@ func newSimNode(b testing.TB, st locstore.Store, i int) *simNode {
 	entry := fmt.Sprintf("entry:%x:1", s.rid)
 	d := record.MeshNodeDescriptor{MeshName: meshName, RoutingID: s.rid, LifecycleGeneration: 1,
 		Endpoint: fmt.Sprintf("tcp://10.%d.%d.%d:7000", byte(i>>16), byte(i>>8), byte(i)), ObjectRole: record.RoleServer,
-		EntrySpotID: &entry,
+		EntrySpotID:     &entry,
 		PlacementWeight: 100, Capacity: record.NodeCapacity{Actors: record.SlotUsage{Limit: 10000}},
 		State: record.StateServing, OwnerID: owner, LeaseGeneration: 1, DescriptorRevision: 1}
 	if res, err := p.Publish(context.Background(), d); err != nil || res.Outcome != directory.Published {
