@@ -114,6 +114,8 @@ func benchCreate(b *testing.B, be benchkit.Backend, parallel bool) {
 		return nil
 	}
 	before := p.Counts()
+	cpu := benchkit.NewCPUMeter(b, be)
+	cpu0 := cpu.Read(b)
 	b.ResetTimer()
 	if parallel {
 		b.SetParallelism(benchParallelism)
@@ -135,6 +137,9 @@ func benchCreate(b *testing.B, be benchkit.Backend, parallel bool) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 	p.ReportStore(b, before)
+	// CPU per creation (this process: both nodes; and redis-server): on 2
+	// shared cores it bounds concurrent creations long before the store does.
+	cpu.Report(b, cpu.Read(b).Sub(cpu0), float64(b.N), "create")
 }
 
 // BenchmarkCreateActor: sequential remote creations, memory store.
