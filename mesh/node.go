@@ -221,7 +221,8 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	// run's lifecycle generation too; no second counter is needed.
 	n.run.lifecycleGeneration = n.leaseGen.Load()
 	n.log = n.log.With("owner", n.run.ownerID, "gen", n.run.lifecycleGeneration)
-	n.tracker = &directory.Tracker{Store: n.loc, PageSize: locstore.MaxPageItems, Logger: n.log}
+	n.tracker = &directory.Tracker{Store: n.loc, PageSize: locstore.MaxPageItems, Logger: n.log, Self: rid,
+		Linked: n.linked}
 
 	// Objects: the spot runtime and the inbound object dispatch exist
 	// before the transport, so that its Handler never sees a half-built
@@ -409,6 +410,33 @@ func (n *Node) loop() {
 	}
 }
 
+// linked reports an admitted link to that node run (the Tracker trusts
+// the list for runs it does not watch while their links are up).
+func (n *Node) linked(rid []byte, gen uint64) bool {
+	if n.tr == nil {
+		return false
+	}
+	p, ok := n.tr.Peer(transport.RID(rid))
+	return ok && p.LifecycleGeneration == gen
+}
+
+// removeDeadWatched removes the descriptors of runs this node watches whose
+// lease ended while their links stayed up (directory.Tracker): the other
+// nodes trust the list for those and learn of it only from the removal.
+func (n *Node) removeDeadWatched(ctx context.Context) {
+	for _, key := range n.tracker.DeadWatched() {
+		res, err := directory.ReclaimKey(ctx, n.loc, key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log,
+			MinAge: time.Nanosecond})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			n.log.Warn("discovery: descriptor of a run without its lease not removed", "key", key, "err", err)
+		case res.Deleted > 0:
+			n.log.Warn("discovery: a watched run lost its owner lease while its links were up; its descriptor is removed so that every node stops using it",
+				"key", key)
+		}
+	}
+}
+
 // jittered is d ± 10 %.
 func jittered(d time.Duration) time.Duration {
 	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
@@ -545,6 +573,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.lastSnap, n.haveSnap = snap, true
 	n.mu.Unlock()
 	n.noteLeaving(snap)
+	n.removeDeadWatched(rctx)
 	for _, a := range actions {
 		peer := transport.RID(a.RoutingID)
 		switch a.Kind {

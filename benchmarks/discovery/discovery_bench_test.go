@@ -10,6 +10,8 @@ package discovery
 // died.
 //
 //	BenchmarkDiscoveryMinute/nodes-…     memory store, virtual time: 12 rounds of 5 s
+//	                                 (tracked: with watching, every other link up;
+//	                                 expiry-only: every lease at its expiry, no watching)
 //	                                 (one minute) with every lease renewed every
 //	                                 5 s (TTL 15 s, renewals spread over the
 //	                                 interval), a node joining and one dying;
@@ -153,7 +155,8 @@ func validOf(s directory.Snapshot, rid []byte) (found, valid bool) {
 type minuteResult struct {
 	fullReads, fullPages, fullBytes float64
 	trReads, trPages, trBytes       float64
-	joinFull, joinTracked           int // rounds until the joined node is listed valid
+	exReads, exBytes                float64 // expiry reads without watching
+	joinFull, joinTracked           int     // rounds until the joined node is listed valid
 	deathFull, deathTracked         time.Duration
 }
 
@@ -168,15 +171,23 @@ func minute(b *testing.B, n int) minuteResult {
 	for i := range nodes {
 		nodes[i] = newSimNode(b, mem, i)
 	}
-	full, tracked := &counting{Store: mem}, &counting{Store: mem}
-	tr := &directory.Tracker{Store: tracked, PageSize: pageItems}
+	full, tracked, expiry := &counting{Store: mem}, &counting{Store: mem}, &counting{Store: mem}
+	dead := nodes[n/2]
+	deadLinks := false // the dead node's links drop when it dies (round 3)
+	// The measuring node is one of the simulated ones (nodes[0]): it has a
+	// link to every live node and watches its two ring successors.
+	tr := &directory.Tracker{Store: tracked, PageSize: pageItems, Self: nodes[0].rid,
+		Linked: func(rid []byte, _ uint64) bool { return !(deadLinks && string(rid) == string(dead.rid)) }}
+	ex := &directory.Tracker{Store: expiry, PageSize: pageItems} // no watching: every lease at its expiry
 	ctx := context.Background()
-	if _, _, err := tr.Round(ctx, meshName); err != nil { // the node's first round
-		b.Fatal(err)
+	for _, t := range []*directory.Tracker{tr, ex} { // the node's first round
+		if _, _, err := t.Round(ctx, meshName); err != nil {
+			b.Fatal(err)
+		}
 	}
 	tracked.take()
+	expiry.take()
 	var res minuteResult
-	dead := nodes[n/2]
 	var joined *simNode
 	var deathAt time.Time
 	for round := 1; round <= rounds; round++ {
@@ -195,6 +206,7 @@ func minute(b *testing.B, n int) minuteResult {
 		}
 		if round == 3 && deathAt.IsZero() {
 			deathAt = clock.Now()
+			deadLinks = true
 		}
 		if round == 6 {
 			joined = newSimNode(b, mem, n+1)
@@ -207,6 +219,11 @@ func minute(b *testing.B, n int) minuteResult {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if _, _, err := ex.Round(ctx, meshName); err != nil {
+			b.Fatal(err)
+		}
+		r0, _, b0 := expiry.take()
+		res.exReads, res.exBytes = res.exReads+float64(r0), res.exBytes+float64(b0)
 		r, p, by := full.take()
 		res.fullReads, res.fullPages, res.fullBytes = res.fullReads+float64(r), res.fullPages+float64(p), res.fullBytes+float64(by)
 		r, p, by = tracked.take()
@@ -226,7 +243,7 @@ func minute(b *testing.B, n int) minuteResult {
 			}
 		}
 	}
-	for _, p := range []*float64{&res.fullReads, &res.fullPages, &res.fullBytes, &res.trReads, &res.trPages, &res.trBytes} {
+	for _, p := range []*float64{&res.fullReads, &res.fullPages, &res.fullBytes, &res.trReads, &res.trPages, &res.trBytes, &res.exReads, &res.exBytes} {
 		*p /= rounds
 	}
 	return res
@@ -241,6 +258,8 @@ func BenchmarkDiscoveryMinute(b *testing.B) {
 			}
 			b.ReportMetric(res.fullReads, "full-reads/round")
 			b.ReportMetric(res.trReads, "tracked-reads/round")
+			b.ReportMetric(res.exReads, "expiry-only-reads/round")
+			b.ReportMetric(res.exBytes, "expiry-only-bytes/round")
 			b.ReportMetric(res.fullPages, "full-pages/round")
 			b.ReportMetric(res.trPages, "tracked-pages/round")
 			b.ReportMetric(res.fullBytes, "full-bytes/round")

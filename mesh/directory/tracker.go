@@ -33,16 +33,89 @@ import (
 //     generation) stays invalid for that run: a new lease is a new
 //     LeaseGeneration and a new descriptor.
 //
+// Watching (when Linked is set) removes the last N² term: a run whose
+// known expiry has come is read again only by the nodes that watch it —
+// its Watchers successors in the ring of listed runs sorted by mesh and
+// RID — and by any node without a healthy link to it. The others keep it
+// valid while it stays listed: a run that dies loses its links (a killed
+// process at once, a paused one after transport.peer_timeout), so every
+// node still reads its lease at expiry; a run that lost only its store
+// lease while its process and links live is found by its watchers, which
+// remove its descriptor (DeadWatched), and the others see the counter move
+// the next round (one round later than the bound above, in that case only). With every link healthy a round reads the leases of
+// Watchers runs per lease period, whatever the mesh size.
+//
 // A Tracker is not safe for concurrent use; the node serialises rounds.
 type Tracker struct {
 	Store locstore.Store
 	// PageSize is the scan page size of a full list, 1..1000.
 	PageSize int
 	Logger   *slog.Logger
+	// Self is this node's RoutingID (its place in the watch ring).
+	Self []byte
+	// Linked, when set, reports a healthy admitted link to that node run;
+	// nil reads every run's lease at its expiry (no watching).
+	Linked func(rid []byte, lifecycleGeneration uint64) bool
+	// Watchers is how many ring successors watch each run (0: 2).
+	Watchers int
 
 	last    *Snapshot
 	counter counterState
 	leases  map[leaseRun]knownLease
+	// deadWatched are the keys of the descriptors of the last round whose
+	// lease this node found ended as one of their watchers.
+	deadWatched []string
+}
+
+// DeadWatched returns the descriptor keys the last round found without a
+// valid lease among the runs this node watches while their links are still
+// up (a process alive but without its lease): the node removes them
+// (directory.ReclaimKey), so that the nodes that trusted the list learn of
+// it through the change counter. A run whose links went down is read by
+// every node itself; its descriptor stays for the operator (Reclaim's
+// MinAge).
+func (t *Tracker) DeadWatched() []string { return slices.Clone(t.deadWatched) }
+
+// watched returns the indexes of the entries this node watches: the
+// Watchers entries after Self in the sorted list (wrapping), Self excluded.
+// Without Linked, every entry.
+func (t *Tracker) watched(entries []Entry) map[int]bool {
+	out := map[int]bool{}
+	if t.Linked == nil {
+		for i := range entries {
+			out[i] = true
+		}
+		return out
+	}
+	k := t.Watchers
+	if k <= 0 {
+		k = 2
+	}
+	self := -1
+	for i, e := range entries {
+		if string(e.Descriptor.RoutingID) == string(t.Self) {
+			self = i
+			break
+		}
+	}
+	if self < 0 {
+		// Not listed (yet): insert position by RID order.
+		self = len(entries)
+		for i, e := range entries {
+			if string(e.Descriptor.RoutingID) > string(t.Self) {
+				self = i
+				break
+			}
+		}
+		self-- // the successors start at self+1
+	}
+	for step := 1; step <= len(entries) && len(out) < k; step++ {
+		i := ((self+step)%len(entries) + len(entries)) % len(entries)
+		if string(entries[i].Descriptor.RoutingID) != string(t.Self) {
+			out[i] = true
+		}
+	}
+	return out
 }
 
 type leaseRun struct {
@@ -114,11 +187,19 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	}
 	// Lease verdicts: read what may have changed; the rest is exact from
 	// the last read (see the type's comment).
+	watch := t.watched(snap.Entries)
+	// trusted: a run whose known expiry has come but that this node
+	// neither watches nor has lost its link to: kept valid while listed.
+	trusted := func(i int) bool {
+		d := snap.Entries[i].Descriptor
+		return !watch[i] && t.Linked(d.RoutingID, uint64(d.LifecycleGeneration))
+	}
 	due := map[leaseRun]string{} // run → the descriptor version it is read for
-	for _, e := range snap.Entries {
+	for i, e := range snap.Entries {
 		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
 		k, ok := t.leases[r]
-		if !ok || k.descVersion != e.Version || k.check.Unreadable || (k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt)) {
+		expired := k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt)
+		if !ok || k.descVersion != e.Version || k.check.Unreadable || (expired && !trusted(i)) {
 			due[r] = e.Version
 		}
 	}
@@ -127,12 +208,19 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
 	}
 	seen := make(map[leaseRun]bool, len(snap.Entries))
+	t.deadWatched = t.deadWatched[:0]
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
 		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
 		k := t.leases[r]
 		seen[r] = true
-		valid := k.check.Valid && snap.StoreNow.Before(k.check.ExpiresAt)
+		valid := k.check.Valid && (snap.StoreNow.Before(k.check.ExpiresAt) || (due[r] == "" && trusted(i)))
+		if !valid && watch[i] && !k.check.Unreadable && t.Linked != nil &&
+			t.Linked(e.Descriptor.RoutingID, uint64(e.Descriptor.LifecycleGeneration)) {
+			// Its process still answers on its links, so the nodes that
+			// trust the list would not look: only its removal tells them.
+			t.deadWatched = append(t.deadWatched, e.Key)
+		}
 		e.LeaseValid, e.LeaseCheckedAt = valid, k.check.StoreNow
 		e.LeaseExpiresAt = time.Time{}
 		if k.check.Found {

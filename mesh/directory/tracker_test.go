@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh/directory"
 )
@@ -112,5 +113,65 @@ func TestTrackerReadsTheLeaseOfAChangedDescriptor(t *testing.T) {
 	}
 	if !st.Listed || st.LeaseReads != 1 || valid(s)["m/01"] {
 		t.Fatalf("after stop: %+v %v; want the list and the lease read, invalid", st, valid(s))
+	}
+}
+
+// With watching, a run whose known expiry came is read again only by its
+// watchers (ring successors) and by nodes without a link to it; the others
+// keep it valid while listed. A watched run that lost its lease while its
+// links are up is reported for removal.
+func TestTrackerWatching(t *testing.T) {
+	mem, clock := newMem(t)
+	ctx := context.Background()
+	var leases []*testLease
+	for i := 1; i <= 6; i++ {
+		l := grantLease(t, mem, fmt.Sprintf("owner-%d", i), 1, leaseTTL)
+		leases = append(leases, l)
+		newNode(t, mem, l, "m", []byte{byte(i)})
+	}
+	linked := map[byte]bool{}
+	for i := 1; i <= 6; i++ {
+		linked[byte(i)] = true
+	}
+	// This node is RID 02: it watches 03 and 04.
+	tr := &directory.Tracker{Store: mem, PageSize: 1000, Logger: quiet(), Self: []byte{2}, Watchers: 2,
+		Linked: func(rid []byte, _ uint64) bool { return linked[rid[0]] }}
+	if _, st, err := tr.Round(ctx, "m"); err != nil || st.LeaseReads != 6 {
+		t.Fatalf("first round: %+v %v", st, err)
+	}
+	// Everyone but 04 renews; 05 loses its link. At the expiry: 03 and 04
+	// (watched) and 05 (unlinked) are read; 01, 02, 06 are trusted.
+	clock.Advance(leaseTTL - time.Second)
+	for i, l := range leases {
+		if i+1 != 4 {
+			l.renew(leaseTTL, true)
+		}
+	}
+	linked[5] = false
+	clock.Advance(2 * time.Second)
+	s, st, err := tr.Round(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LeaseReads != 3 {
+		t.Fatalf("expiry round read %d leases, want 3 (two watched, one unlinked)", st.LeaseReads)
+	}
+	v := valid(s)
+	for rid, want := range map[string]bool{"m/01": true, "m/02": true, "m/03": true, "m/04": false, "m/05": true, "m/06": true} {
+		if v[rid] != want {
+			t.Errorf("%s valid %v, want %v", rid, v[rid], want)
+		}
+	}
+	// 04 died with its links up (a zombie): its watcher reports it.
+	if dead := tr.DeadWatched(); len(dead) != 1 || dead[0] != mustKey(t, "m", []byte{4}) {
+		t.Fatalf("dead watched %v, want 04's key", dead)
+	}
+	// Without links to it, it is not reported (every node reads it itself).
+	linked[4] = false
+	if _, _, err := tr.Round(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if dead := tr.DeadWatched(); len(dead) != 0 {
+		t.Fatalf("dead watched %v, want none (its links are down)", dead)
 	}
 }
