@@ -111,3 +111,60 @@ func TestScenarioRedis(t *testing.T) {
 	defer s.Close()
 	publishListScenario(t, s)
 }
+
+// trackerScenario runs the Tracker against a full List on one store, step
+// by step: the first round, an unchanged round (one read), a node joining,
+// a node stopping (descriptor stopped, then its lease released), with
+// watching on. Its lists and verdicts must equal List's at every step.
+func trackerScenario(t *testing.T, s locstore.Store) {
+	ctx := context.Background()
+	la := grantLease(t, s, "owner-a", 1, time.Minute)
+	lb := grantLease(t, s, "owner-b", 2, time.Minute)
+	newNode(t, s, la, "game", []byte{0x0a})
+	b := newNode(t, s, lb, "game", []byte{0x0b})
+	tr := &directory.Tracker{Store: s, PageSize: 1, Self: []byte{0x0a}, Linked: func([]byte, uint64) bool { return true }}
+	step := func(name string, wantReads int) {
+		t.Helper()
+		got, st, err := tr.Round(ctx, "game")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		full, err := directory.List(ctx, s, "game", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(rids(got)) != fmt.Sprint(rids(full)) || fmt.Sprint(valid(got)) != fmt.Sprint(valid(full)) || !got.Complete {
+			t.Fatalf("%s: tracker %v %v, List %v %v", name, rids(got), valid(got), rids(full), valid(full))
+		}
+		if wantReads >= 0 && st.Reads() != wantReads {
+			t.Fatalf("%s: %d reads (%+v), want %d", name, st.Reads(), st, wantReads)
+		}
+	}
+	step("first round", -1)
+	step("unchanged", 1)
+	lc := grantLease(t, s, "owner-c", 3, time.Minute)
+	newNode(t, s, lc, "game", []byte{0x0c})
+	step("joined", -1)
+	d := b.desc
+	d.State = record.StateStopped
+	mustPublish(t, b.pub, d, directory.Published)
+	lb.revoke()
+	step("stopped", -1)
+	step("unchanged again", 1)
+}
+
+func TestTrackerScenarioMemory(t *testing.T) {
+	mem, _ := newMem(t)
+	trackerScenario(t, mem)
+}
+
+func TestTrackerScenarioRedis(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := locredis.New(ctx, locredis.Options{Addrs: []string{testredis.Addr(t)}, Namespace: testredis.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	trackerScenario(t, s)
+}
