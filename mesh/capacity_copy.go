@@ -50,16 +50,27 @@ func (n *Node) readCapacity(ctx context.Context, c record.NodeCapacity) (record.
 }
 
 // RefreshCapacityCopy republishes the descriptor when its capacity copy
-// differs from the store counters. It runs once per discovery round, so the
-// copy an operator sees (ctl topology) lags the counters by at most one
-// round, and a burst of creations costs one descriptor revision, not one
-// per object.
-func (n *Node) RefreshCapacityCopy(ctx context.Context) {
+// differs from the store counters.
+func (n *Node) RefreshCapacityCopy(ctx context.Context) { n.refreshCapacityCopy(ctx, true) }
+
+// capacityCopyRounds is how many discovery rounds the copy may lag the
+// counters when no class became full or stopped being full: every publish
+// bumps the descriptor change counter, which makes every node of the mesh
+// read the whole descriptor list again (docs/DISCOVERY.md §3.1), and a node
+// creating objects would otherwise publish on every round.
+const capacityCopyRounds = 12
+
+// refreshCapacityCopy is the discovery loop's refresh: the copy is for
+// operators (placement reads the counters themselves), so unless force it
+// is republished at most every capacityCopyRounds rounds — or at once when
+// a class with a limit became full or left full, which an operator wants to
+// see.
+func (n *Node) refreshCapacityCopy(ctx context.Context, force bool) {
 	if n.cfg.Node.ObjectRole != "server" || !n.lease.Gate().Open() {
 		return
 	}
 	n.mu.Lock()
-	cur, state := n.descriptor.Capacity, n.state
+	cur, state, at := n.descriptor.Capacity, n.state, n.capCopyAt
 	n.mu.Unlock()
 	if state != record.StateServing {
 		return
@@ -74,10 +85,30 @@ func (n *Node) RefreshCapacityCopy(ctx context.Context) {
 	if reflect.DeepEqual(fresh, cur) {
 		return
 	}
+	now := n.clock.Now()
+	if !force && now-at < capacityCopyRounds*n.discoveryEvery && fullness(fresh) == fullness(cur) {
+		return
+	}
 	n.mu.Lock()
 	n.descriptor.Capacity = fresh
+	n.capCopyAt = now
 	n.mu.Unlock()
 	if err := n.publish(ctx, state); err != nil && ctx.Err() == nil {
 		n.log.Warn("capacity copy: publish", "err", err)
 	}
+}
+
+// fullness says which limited classes are full, as a comparable string.
+func fullness(c record.NodeCapacity) string {
+	full := func(u record.SlotUsage) byte {
+		if u.Limit > 0 && u.Active+u.Reserved >= u.Limit {
+			return '1'
+		}
+		return '0'
+	}
+	b := []byte{full(c.Actors), full(c.Spots)}
+	for _, st := range c.SpotTypes {
+		b = append(b, full(record.SlotUsage{Active: st.Active, Reserved: st.Reserved, Limit: st.Limit}))
+	}
+	return string(b)
 }

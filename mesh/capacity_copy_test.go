@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"github.com/meshnode/meshnode/config"
 	"testing"
 	"time"
 
@@ -41,5 +42,32 @@ func TestDescriptorCapacityCopyFollowsCounters(t *testing.T) {
 	n.RefreshCapacityCopy(ctx) // unchanged counters: no new revision
 	if n.pub.Revision() != rev {
 		t.Fatalf("an unchanged copy was republished (revision %d -> %d)", rev, n.pub.Revision())
+	}
+}
+
+// The discovery loop's refresh does not republish on every round while
+// objects come and go (each publish makes every node re-list): it waits
+// capacityCopyRounds rounds, unless a limited class became full.
+func TestCapacityCopyThrottled(t *testing.T) {
+	c := newCluster(t, 1, func(_ int, cfg *config.Config) { cfg.Node.Limits.Actors = 3 })
+	n, m := c.nodes[0], c.m(0)
+	ctx := ctxT(t, 20*time.Second)
+	n.RefreshCapacityCopy(ctx) // baseline, and the throttle's clock starts
+	rev := n.pub.Revision()
+	if _, err := m.CreateActor(ctx, "thr-1", testActorType); err != nil {
+		t.Fatal(err)
+	}
+	n.refreshCapacityCopy(ctx, false)
+	if n.pub.Revision() != rev {
+		t.Fatal("a change below any limit was republished before capacityCopyRounds rounds")
+	}
+	for _, id := range []string{"thr-2", "thr-3"} {
+		if _, err := m.CreateActor(ctx, id, testActorType); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.refreshCapacityCopy(ctx, false)
+	if n.pub.Revision() == rev {
+		t.Fatal("the Actor class became full and the copy was not republished")
 	}
 }

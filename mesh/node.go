@@ -97,6 +97,9 @@ type Node struct {
 	// discoveryReads counts its store reads.
 	tracker        *directory.Tracker
 	discoveryReads discoveryCounters
+	// capCopyAt is when the capacity copy was last republished (monotonic;
+	// capacity_copy.go).
+	capCopyAt time.Duration
 
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
@@ -396,7 +399,7 @@ func (n *Node) loop() {
 			t.Reset(jittered(n.discoveryEvery))
 			n.checkMarker(ctx)
 			n.Discover(ctx)
-			n.RefreshCapacityCopy(ctx)
+			n.refreshCapacityCopy(ctx, false)
 		}
 		if round%reclaimEvery == 0 {
 			n.reclaim(ctx)
