@@ -57,7 +57,7 @@ func TestStoreOutageLongerThanTTLKeepsObjects(t *testing.T) {
 		clientRole0(i, cfg)
 		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
 	})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := ctxT(t, 90*time.Second)
 	var refs []ActorRef
 	for i := 0; i < 6; i++ {
 		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("survivor-%d", i), testMoverType)
@@ -97,7 +97,7 @@ func TestStoreOutageLongerThanTTLKeepsObjects(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past every record's expiry (TTL 1.2 s)
 	st.down.Store(false)
 
-	eventually(t, 20*time.Second, "every node to serve again", func() bool {
+	eventually(t, 40*time.Second, "every node to serve again", func() bool {
 		for _, n := range c.nodes {
 			if n.LeaseLost() != nil || n.lease.Gate().Admit() != nil {
 				return false
@@ -153,7 +153,7 @@ func TestCutOffNodeDropsWhatWasReclaimed(t *testing.T) {
 		cfg.Recovery.ReclaimGrace = 100 * time.Millisecond
 		cfg.Recovery.ReclaimSweepInterval = 0
 	})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := ctxT(t, 90*time.Second)
 	mine := createOn(t, c, "cutoff", 1, 4)
 	for _, ref := range mine {
 		if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
@@ -182,7 +182,7 @@ func TestCutOffNodeDropsWhatWasReclaimed(t *testing.T) {
 		replaced[ref.ActorID] = res.Ref
 	}
 	cut.down.Store(false)
-	eventually(t, 20*time.Second, "node 1 to serve again", func() bool {
+	eventually(t, 40*time.Second, "node 1 to serve again", func() bool {
 		return c.nodes[1].LeaseLost() == nil && c.nodes[1].lease.Gate().Admit() == nil
 	})
 	for _, ref := range mine {
@@ -219,7 +219,7 @@ func TestOutageKeepsQueuedWork(t *testing.T) {
 		clientRole0(i, cfg)
 		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
 	})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := ctxT(t, 90*time.Second)
 	ref, err := c.m(0).CreateActor(ctx, "queued", testActorType)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestOutageKeepsQueuedWork(t *testing.T) {
 	release() // the busy turn ends while the gate is shut
 	time.Sleep(1500 * time.Millisecond)
 	st.down.Store(false)
-	eventually(t, 20*time.Second, "node 1 to serve again", func() bool {
+	eventually(t, 40*time.Second, "node 1 to serve again", func() bool {
 		return c.nodes[1].LeaseLost() == nil && c.nodes[1].lease.Gate().Admit() == nil
 	})
 	var got []byte
