@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
@@ -171,6 +172,7 @@ func (o *objects) runInstance(ctx context.Context, c *instanceMsg, otherMesh boo
 			return nil, err
 		}
 		if row.Found {
+			o.sentActivations.forget(c.id) // the record shows: the usual paths keep the order
 			ready, err := o.instanceRow(ctx, c, row)
 			if errors.Is(err, errCannotRestore) {
 				// Its stored first message must run first, on a node
@@ -219,18 +221,82 @@ func (o *objects) runInstance(ctx context.Context, c *instanceMsg, otherMesh boo
 }
 
 // activateElsewhere places c's activation on a node offering its type and
-// hands it over; a node that did not take it is added to excluded.
+// hands it over; a node that did not take it is added to excluded. While
+// an activation this node sent for the id may not show in the store yet,
+// the next message for it goes to the same node (sentActivations), which
+// runs them in arrival order — placing it anew could activate the Spot
+// elsewhere with the second message first.
 func (o *objects) activateElsewhere(ctx context.Context, c *instanceMsg, excluded map[string]exclusion) ([]byte, error) {
-	cand, err := o.place(ctx, record.ObjectInstanceSpot, c.stableType, c.mesh, excluded)
-	if err != nil {
-		return nil, err
+	cand, ok := o.sentActivations.target(c.id, c.stableType, c.mesh)
+	if !ok || excluded[cand.key()] != 0 {
+		var err error
+		if cand, err = o.place(ctx, record.ObjectInstanceSpot, c.stableType, c.mesh, excluded); err != nil {
+			return nil, err
+		}
 	}
+	o.sentActivations.sent(c.id, c.stableType, c.mesh, cand)
 	reply, err := o.sendActivation(ctx, c, cand)
 	if err != nil && notTaken(err) {
+		o.sentActivations.forget(c.id)
 		o.log.Debug("instance activation not taken; trying another node", "object", c.id, "node", cand.key(), "err", err)
 		excluded[cand.key()] = excludedFailed
 	}
 	return reply, err
+}
+
+// sentActivations remembers, per Instance Spot id, the node this node last
+// handed a cold activation to, until the store shows the Spot (or
+// DefaultInstanceTimeout passes): messages that find no record yet follow
+// the first to the same node instead of racing it.
+type sentActivations struct {
+	mu sync.Mutex
+	m  map[string]sentActivation
+}
+
+type sentActivation struct {
+	stableType, mesh string
+	cand             candidate
+	until            time.Time
+}
+
+// maxSentActivations bounds the map (oldest entries are not tracked; an
+// entry only matters for the instants before its activation shows).
+const maxSentActivations = 4096
+
+func (s *sentActivations) target(id, stableType, mesh string) (candidate, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.m[id]
+	if !ok || time.Now().After(a.until) || a.stableType != stableType || a.mesh != mesh {
+		return candidate{}, false
+	}
+	return a.cand, true
+}
+
+func (s *sentActivations) sent(id, stableType, mesh string, cand candidate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]sentActivation{}
+	}
+	if len(s.m) >= maxSentActivations {
+		now := time.Now()
+		for k, a := range s.m {
+			if now.After(a.until) {
+				delete(s.m, k)
+			}
+		}
+		if len(s.m) >= maxSentActivations {
+			return
+		}
+	}
+	s.m[id] = sentActivation{stableType: stableType, mesh: mesh, cand: cand, until: time.Now().Add(DefaultInstanceTimeout)}
+}
+
+func (s *sentActivations) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
 }
 
 // instanceRow applies §7.1's "current location" rows to a record that

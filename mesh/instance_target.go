@@ -65,10 +65,46 @@ func (f *firstTurn) over() { f.once.Do(f.fn) }
 
 // activations are the cold activations in progress on this node, by SpotId:
 // a second message for the same id waits for the first's outcome instead
-// of racing it through the store.
+// of racing it through the store. Messages for one id run one after the
+// other in the order they arrived (enqueue): the first activates the Spot,
+// the next find it Ready and are delivered behind it, so one sender's
+// messages keep their order across the activation.
 type activations struct {
 	mu sync.Mutex
 	m  map[string]chan struct{}
+	// queues are the activations waiting per id, run by one goroutine per
+	// id while any is queued.
+	queues map[string][]func()
+}
+
+// enqueue runs f after every activation of id enqueued before it, on a
+// goroutine of its own (it reads and writes the stores).
+func (a *activations) enqueue(id string, f func()) {
+	a.mu.Lock()
+	if a.queues == nil {
+		a.queues = map[string][]func(){}
+	}
+	q, running := a.queues[id]
+	a.queues[id] = append(q, f)
+	a.mu.Unlock()
+	if running {
+		return
+	}
+	go func() {
+		for {
+			a.mu.Lock()
+			q := a.queues[id]
+			if len(q) == 0 {
+				delete(a.queues, id)
+				a.mu.Unlock()
+				return
+			}
+			next := q[0]
+			a.queues[id] = q[1:]
+			a.mu.Unlock()
+			next()
+		}
+	}()
 }
 
 // claim returns (nil, true) when the caller now activates id (it must call
@@ -175,10 +211,10 @@ func (o *objects) startActivation(rec activation.Record, org origin, reply func(
 			o.mu.Unlock()
 		}
 	}
-	go func() {
+	o.activating.enqueue(rec.SpotID, func() {
 		defer o.work.Done()
 		o.activate(rec, org, route)
-	}()
+	})
 	return nil
 }
 

@@ -521,3 +521,38 @@ func (c *cluster) midFirstMessage(t *testing.T, ctx context.Context, id string) 
 	a, _ := c.instanceRecord(t, id)
 	return c.instanceHost(id), a
 }
+
+// One sender's messages keep their order across an activation: a send
+// immediately followed by a request, from a client and from a server node,
+// to Spots that do not exist yet — the request always sees the send.
+func TestInstanceSpotOrderAcrossActivation(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) { runInstanceOrder(t, store == "redis") })
+	}
+}
+
+func runInstanceOrder(t *testing.T, redis bool) {
+	c := instanceCluster(t, redis, 3)
+	ctx := ctxT(t, 60*time.Second)
+	for _, from := range []int{0, 1} {
+		for i := 0; i < 15; i++ {
+			id := fmt.Sprintf("order-%d-%d", from, i)
+			if err := c.m(from).SendInstance(ctx, id, []byte("first")); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.m(from).SendInstance(ctx, id, []byte("second")); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.m(from).RequestInstance(ctx, id, []byte("count"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "count:2" {
+				t.Fatalf("%s from node %d: %q, want count:2 (both sends before the request)", id, from, got)
+			}
+			if n := c.probe.runCount(id); n != 1 {
+				t.Fatalf("%s: factory ran %d times", id, n)
+			}
+		}
+	}
+}

@@ -47,6 +47,9 @@ type objects struct {
 	// activating: cold activations of Instance Spots in progress here
 	// (instance_target.go).
 	activating activations
+	// sentActivations: where this node sent cold activations not yet
+	// visible in the store (instance.go).
+	sentActivations sentActivations
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool
