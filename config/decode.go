@@ -315,15 +315,16 @@ func show(raw any) string {
 func suggest(prefix, name string) string {
 	best, bestDist := "", 3 // at most 2 edits
 	for _, s := range sections[prefix] {
-		if dist := editDistance(name, s); dist < bestDist && dist < len(s) {
+		if dist := EditDistance(name, s); dist < bestDist && dist < len(s) {
 			best, bestDist = s, dist
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance between a and b (in bytes: keys
+// and flag names are ASCII). The command line uses it to suggest a flag.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

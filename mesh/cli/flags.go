@@ -117,7 +117,7 @@ func valueProblem(f *pflag.Flag, value string, cause error) string {
 func closestFlag(fs *pflag.FlagSet, name string) string {
 	best, bestDist, tie := "", 3, false
 	fs.VisitAll(func(f *pflag.Flag) {
-		d := editDistance(name, f.Name)
+		d := config.EditDistance(name, f.Name)
 		switch {
 		case d < bestDist:
 			best, bestDist, tie = f.Name, d, false
@@ -131,27 +131,6 @@ func closestFlag(fs *pflag.FlagSet, name string) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b (in bytes; flag
-// names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
 
 // configFlagNames are the flags config.Flags registers (--config and one
 // per configuration key).

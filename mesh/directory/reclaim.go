@@ -31,6 +31,23 @@ type ReclaimOptions struct {
 	Logger *slog.Logger
 }
 
+// normalize checks opts and fills in the defaults (MinAge, MaxAttempts).
+func (opts *ReclaimOptions) normalize() error {
+	switch {
+	case opts.MinAge < 0:
+		return fmt.Errorf("%w: reclaim: MinAge %v is negative", ErrInvalidArgument, opts.MinAge)
+	case opts.MaxAttempts < 0:
+		return fmt.Errorf("%w: reclaim: MaxAttempts %d is negative", ErrInvalidArgument, opts.MaxAttempts)
+	}
+	if opts.MinAge == 0 {
+		opts.MinAge = DefaultReclaimAge
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 8
+	}
+	return nil
+}
+
 // ReclaimResult counts what Reclaim saw and did.
 type ReclaimResult struct {
 	Scanned     int // descriptors in the scan snapshot
@@ -59,23 +76,14 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 	if store == nil {
 		return res, fmt.Errorf("%w: reclaim: no Location Store", ErrInvalidArgument)
 	}
-	switch {
-	case opts.MinAge < 0:
-		return res, fmt.Errorf("%w: reclaim: MinAge %v is negative", ErrInvalidArgument, opts.MinAge)
-	case opts.MaxAttempts < 0:
-		return res, fmt.Errorf("%w: reclaim: MaxAttempts %d is negative", ErrInvalidArgument, opts.MaxAttempts)
-	}
-	if opts.MinAge == 0 {
-		opts.MinAge = DefaultReclaimAge
+	if err := opts.normalize(); err != nil {
+		return res, err
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
 	}
 	if err := validPageSize(opts.PageSize); err != nil {
 		return res, err
-	}
-	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = 8
 	}
 	log := opts.Logger
 	if log == nil {
@@ -143,17 +151,8 @@ func ReclaimKey(ctx context.Context, store locstore.Store, key string, opts Recl
 	if store == nil {
 		return res, fmt.Errorf("%w: reclaim: no Location Store", ErrInvalidArgument)
 	}
-	switch {
-	case opts.MinAge < 0:
-		return res, fmt.Errorf("%w: reclaim: MinAge %v is negative", ErrInvalidArgument, opts.MinAge)
-	case opts.MaxAttempts < 0:
-		return res, fmt.Errorf("%w: reclaim: MaxAttempts %d is negative", ErrInvalidArgument, opts.MaxAttempts)
-	}
-	if opts.MinAge == 0 {
-		opts.MinAge = DefaultReclaimAge
-	}
-	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = 8
+	if err := opts.normalize(); err != nil {
+		return res, err
 	}
 	counterKey, err := changeCounterKey()
 	if err != nil {
