@@ -131,7 +131,6 @@ func closestFlag(fs *pflag.FlagSet, name string) string {
 	return best
 }
 
-
 // configFlagNames are the flags config.Flags registers (--config and one
 // per configuration key).
 var configFlagNames = sync.OnceValue(func() map[string]bool {
