@@ -98,44 +98,15 @@ func (l Lister) List(ctx context.Context, meshName string) (Snapshot, error) {
 	if l.MaxAttempts < 0 {
 		return Snapshot{}, fmt.Errorf("%w: list: MaxAttempts %d is negative", ErrInvalidArgument, l.MaxAttempts)
 	}
-	attempts := l.MaxAttempts
-	if attempts == 0 {
-		attempts = DefaultListAttempts
-	}
-	log := l.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	counterKey, err := changeCounterKey()
+	ls, err := l.descriptors(ctx, meshName)
 	if err != nil {
-		return Snapshot{}, err
+		return Snapshot{}, fmt.Errorf("directory: list: %w", err)
 	}
-	var last error
-	for attempt := 1; attempt <= attempts; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return Snapshot{}, fmt.Errorf("directory: list: %w", context.Cause(ctx))
-		}
-		snap, _, err := l.readOnceCounter(ctx, counterKey, meshName, log)
-		if err != nil {
-			return Snapshot{}, fmt.Errorf("directory: list: %w", err)
-		}
-		if snap == nil {
-			last = ErrScanExpired
-			log.Debug("descriptor scan expired; restarting from the first page", "attempt", attempt)
-			continue
-		}
-		if !snap.Complete {
-			last = ErrListChanged
-			log.Debug("descriptor list changed while read; reading again", "attempt", attempt)
-			continue
-		}
-		snap.Attempts = attempt
-		if err := checkLeases(ctx, l.Store, snap); err != nil {
-			return Snapshot{}, fmt.Errorf("directory: list: %w", err)
-		}
-		return *snap, nil
+	snap := ls.snap
+	if err := checkLeases(ctx, l.Store, &snap); err != nil {
+		return Snapshot{}, fmt.Errorf("directory: list: %w", err)
 	}
-	return Snapshot{}, fmt.Errorf("%w (%d attempts)", last, attempts)
+	return snap, nil
 }
 
 // readOnceCounter is one counter/scan/counter round: nil for ScanExpired, a

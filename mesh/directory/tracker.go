@@ -292,12 +292,17 @@ type listed struct {
 }
 
 // descriptors is List without the lease reads: counter, scan, counter,
-// again until consistent (same rules as List).
+// again until consistent, up to MaxAttempts (same rules as List); and the
+// counter observation that closed the list.
 func (l Lister) descriptors(ctx context.Context, meshName string) (listed, error) {
 	if meshName != "" {
 		if err := record.ValidateMeshName(meshName); err != nil {
 			return listed{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
+	}
+	attempts := l.MaxAttempts
+	if attempts == 0 {
+		attempts = DefaultListAttempts
 	}
 	log := l.Logger
 	if log == nil {
@@ -308,7 +313,7 @@ func (l Lister) descriptors(ctx context.Context, meshName string) (listed, error
 		return listed{}, err
 	}
 	var last error
-	for attempt := 1; attempt <= DefaultListAttempts; attempt++ {
+	for attempt := 1; attempt <= attempts; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return listed{}, context.Cause(ctx)
 		}
@@ -318,16 +323,18 @@ func (l Lister) descriptors(ctx context.Context, meshName string) (listed, error
 		}
 		if snap == nil {
 			last = ErrScanExpired
+			log.Debug("descriptor scan expired; restarting from the first page", "attempt", attempt)
 			continue
 		}
 		if !snap.Complete {
 			last = ErrListChanged
+			log.Debug("descriptor list changed while read; reading again", "attempt", attempt)
 			continue
 		}
 		snap.Attempts = attempt
 		return listed{snap: *snap, closing: closing}, nil
 	}
-	return listed{}, fmt.Errorf("%w (%d attempts)", last, DefaultListAttempts)
+	return listed{}, fmt.Errorf("%w (%d attempts)", last, attempts)
 }
 
 // countingStore counts the reads and scan pages of a full list.
