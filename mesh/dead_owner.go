@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -224,6 +225,9 @@ type reclaimer struct {
 	// leaves the row for a node that offers its type. Without it (ctl
 	// reclaim, an explicit operator action) such a row is removed too.
 	resume func(ctx context.Context, a record.Authority, version string) (handled bool, err error)
+	// prefixes, when set, are the authority key prefixes to scan (a node's
+	// shares, sweepPrefixes); nil scans every authority row.
+	prefixes []string
 }
 
 func (r reclaimer) run(ctx context.Context, kind record.ObjectKind, id string) (ReclaimResult, error) {
@@ -243,32 +247,78 @@ func (r reclaimer) run(ctx context.Context, kind record.ObjectKind, id string) (
 		return res, r.one(ctx, &res, "", key, rr.Value, rr.Version, map[authority.Owner]bool{})
 	}
 	// Authority keys are hashes (record.Key): one prefix for every kind;
-	// the kind filter applies to the decoded rows.
-	prefix := record.KindPrefix(record.KindAuthority)
+	// the kind filter applies to the decoded rows. A node's sweep may scan
+	// only its shares of the key space (sweepShards).
+	prefixes := r.prefixes
+	if prefixes == nil {
+		prefixes = []string{record.KindPrefix(record.KindAuthority)}
+	}
 	ended := map[authority.Owner]bool{} // per sweep: one lease read per owner
+	for _, prefix := range prefixes {
+		if err := r.scan(ctx, &res, kind, prefix, ended); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// scan looks at every authority row under prefix (one snapshot scan).
+func (r reclaimer) scan(ctx context.Context, res *ReclaimResult, kind record.ObjectKind, prefix string, ended map[authority.Owner]bool) error {
 	cursor, restarts := "", 0
 	for {
 		page, err := r.loc.Scan(ctx, locstore.ScanRequest{Prefix: prefix, Limit: 500, Cursor: cursor})
 		if err != nil {
-			return res, fmt.Errorf("reclaim sweep: scan: %w", err)
+			return fmt.Errorf("reclaim sweep: scan: %w", err)
 		}
 		if page.Expired {
 			if restarts++; restarts > 3 {
-				return res, errors.New("reclaim sweep: scan snapshot kept expiring")
+				return errors.New("reclaim sweep: scan snapshot kept expiring")
 			}
 			cursor = ""
 			continue
 		}
 		for _, it := range page.Items {
-			if err := r.one(ctx, &res, kind, it.Key, it.Value, it.Version, ended); err != nil {
-				return res, err
+			if err := r.one(ctx, res, kind, it.Key, it.Value, it.Version, ended); err != nil {
+				return err
 			}
 		}
 		if page.Next == "" {
-			return res, nil
+			return nil
 		}
 		cursor = page.Next
 	}
+}
+
+// Sweep shards: authority keys are "authority:" and a hex digest, so the
+// first two hex digits split them into 256 even shares. In a mesh of more
+// than sweepShardAll serving nodes each shard is swept by sweepShardCopies
+// of them (consecutive in RID order) instead of by every node: the sweep's
+// store cost stops growing with the number of nodes (docs/DISCOVERY.md
+// §3.1), and a shard still has a sweeper while one of its two is down.
+const (
+	sweepShards      = 256
+	sweepShardAll    = 16
+	sweepShardCopies = 2
+)
+
+// sweepPrefixes returns the authority key prefixes the node at index self
+// of n serving nodes (sorted by RID) sweeps: nil (every key) when n is at
+// most sweepShardAll or self is not among them.
+func sweepPrefixes(self, n int) []string {
+	if n <= sweepShardAll || self < 0 || self >= n {
+		return nil
+	}
+	var out []string
+	base := record.KindPrefix(record.KindAuthority)
+	for s := 0; s < sweepShards; s++ {
+		for c := 0; c < sweepShardCopies; c++ {
+			if (s+c)%n == self {
+				out = append(out, fmt.Sprintf("%s%02x", base, s))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // one looks at one authority row: reclaims it when it is Active and its
@@ -394,10 +444,32 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 			}
 			return done, err
 		}}
+	r.prefixes = sweepPrefixes(n.sweepPosition())
 	res, err := r.run(ctx, "", "")
 	if res.DeadOwner > 0 {
 		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
 			"resumed", res.Resumed, "waiting_grace", res.Waiting, "skipped", res.Skipped)
 	}
 	return res, err
+}
+
+// sweepPosition is this node's index among the serving server nodes of
+// its mesh in the last discovery list (sorted by RID), and their count.
+func (n *Node) sweepPosition() (int, int) {
+	snap, ok := n.LastSnapshot()
+	if !ok {
+		return -1, 0
+	}
+	self, count := -1, 0
+	for _, e := range snap.Entries { // sorted by mesh, then RID
+		d := e.Descriptor
+		if d.MeshName != n.cfg.Node.MeshName || !e.LeaseValid || d.State != record.StateServing || d.ObjectRole != record.RoleServer {
+			continue
+		}
+		if bytes.Equal(d.RoutingID, n.run.rid) {
+			self = count
+		}
+		count++
+	}
+	return self, count
 }

@@ -3,6 +3,7 @@ package mesh
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +161,90 @@ func TestReclaimSweep(t *testing.T) {
 		if _, err := c.m(0).FindActor(ctx, ref.ActorID); err != nil {
 			t.Errorf("%s of a live owner: %v", ref.ActorID, err)
 		}
+	}
+}
+
+// In a mesh of more than sweepShardAll serving nodes every authority key
+// shard is swept by exactly sweepShardCopies distinct nodes; in a smaller
+// one (or for a node not listed) every node sweeps everything.
+func TestSweepPrefixes(t *testing.T) {
+	for _, n := range []int{1, 3, 16} {
+		if p := sweepPrefixes(0, n); p != nil {
+			t.Fatalf("%d nodes: prefixes %v, want every key", n, len(p))
+		}
+	}
+	if p := sweepPrefixes(-1, 40); p != nil {
+		t.Fatal("a node not listed must sweep everything")
+	}
+	for _, n := range []int{17, 40, 256, 1000} {
+		count := map[string]int{}
+		total := 0
+		for self := 0; self < n; self++ {
+			for _, p := range sweepPrefixes(self, n) {
+				count[p]++
+				total++
+			}
+		}
+		if len(count) != sweepShards {
+			t.Fatalf("%d nodes: %d shards covered, want %d", n, len(count), sweepShards)
+		}
+		for p, c := range count {
+			if c != sweepShardCopies {
+				t.Fatalf("%d nodes: shard %s swept by %d nodes, want %d", n, p, c, sweepShardCopies)
+			}
+		}
+		if total != sweepShards*sweepShardCopies {
+			t.Fatalf("%d nodes: %d assignments", n, total)
+		}
+	}
+	// A key lands in exactly one shard prefix.
+	key, _ := authority.Object{ID: "x", Kind: record.ObjectActor}.Key()
+	hits := 0
+	for self := 0; self < 40; self++ {
+		for _, p := range sweepPrefixes(self, 40) {
+			if strings.HasPrefix(key, p) {
+				hits++
+			}
+		}
+	}
+	if hits != sweepShardCopies {
+		t.Fatalf("key %s matched %d node prefixes, want %d", key, hits, sweepShardCopies)
+	}
+}
+
+// A sweep with shares looks only at the rows under its prefixes.
+func TestReclaimSweepOnlyItsShards(t *testing.T) {
+	c := deadOwnerCluster(t, nil, 0)
+	ctx := ctxT(t, 30*time.Second)
+	shard := func(ref ActorRef) string {
+		k, _ := authority.Object{ID: ref.ActorID, Kind: record.ObjectActor}.Key()
+		return k[:len(record.KindPrefix(record.KindAuthority))+2]
+	}
+	// Two objects of the doomed node in different shards (4 make a tie
+	// all but impossible: 1 in 256³).
+	all := createOn(t, c, "shard", 2, 4)
+	doomed := []ActorRef{all[0]}
+	for _, ref := range all[1:] {
+		if shard(ref) != shard(all[0]) {
+			doomed = append(doomed, ref)
+			break
+		}
+	}
+	if len(doomed) != 2 {
+		t.Fatal("four objects hashed into one shard")
+	}
+	c.nodes[2].crash()
+	waitOwnerGone(t, c, doomed[0])
+	n := c.nodes[1]
+	r := reclaimer{loc: n.loc, exec: n.obj.exec, log: n.log, why: "test", admit: n.lease.Gate().Admit,
+		prefixes: []string{shard(doomed[0])}}
+	eventually(t, 10*time.Second, "the first object's shard to be reclaimed", func() bool {
+		if _, err := r.run(ctx, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		return !rowOf(t, c, record.ObjectActor, doomed[0].ActorID).Found
+	})
+	if !rowOf(t, c, record.ObjectActor, doomed[1].ActorID).Found {
+		t.Fatal("a row outside the sweep's shards was reclaimed")
 	}
 }
