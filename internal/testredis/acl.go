@@ -1,5 +1,11 @@
 package testredis
 
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
 // StoreCommands are the commands the Redis store providers send, their
 // scripts included: the least an ACL user needs to run the Location Store
 // and the Relocation Store. The providers' contract suites run as a user
@@ -30,4 +36,23 @@ func StoreACL(name, password string, namespaces ...string) []string {
 		rule = append(rule, "+"+c)
 	}
 	return rule
+}
+
+// CheckRefusedLogin checks how a store provider reports a refused login: it
+// failed within half of its operation timeout (a refusal is known at once,
+// not after a timeout), says "authentication failed", and shows none of
+// secrets. The provider-specific error kinds are the caller's to check.
+func CheckRefusedLogin(t testing.TB, err error, took, timeout time.Duration, secrets ...string) {
+	t.Helper()
+	if took > timeout/2 {
+		t.Errorf("New took %v to fail: a refused login must be reported at once", took)
+	}
+	if !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("error %q does not say authentication failed", err)
+	}
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q shows a password", err)
+		}
+	}
 }

@@ -101,16 +101,20 @@ func TestScenarioMemory(t *testing.T) {
 	publishListScenario(t, mem)
 }
 
-func TestScenarioRedis(t *testing.T) {
+// redisStore opens locstore/redis on the test's Redis, closed at cleanup.
+func redisStore(t *testing.T) locstore.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := locredis.New(ctx, locredis.Options{Addrs: []string{testredis.Addr(t)}, Namespace: testredis.Namespace(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	publishListScenario(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
+
+func TestScenarioRedis(t *testing.T) { publishListScenario(t, redisStore(t)) }
 
 // trackerScenario runs the Tracker against a full List on one store, step
 // by step: the first round, an unchanged round (one read), a node joining,
@@ -158,13 +162,4 @@ func TestTrackerScenarioMemory(t *testing.T) {
 	trackerScenario(t, mem)
 }
 
-func TestTrackerScenarioRedis(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := locredis.New(ctx, locredis.Options{Addrs: []string{testredis.Addr(t)}, Namespace: testredis.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	trackerScenario(t, s)
-}
+func TestTrackerScenarioRedis(t *testing.T) { trackerScenario(t, redisStore(t)) }
