@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -55,14 +56,30 @@ func (n *Node) RefreshCapacityCopy(ctx context.Context) { n.refreshCapacityCopy(
 
 // capacityCopyRounds is how many discovery rounds the copy may lag the
 // counters when no class became full or stopped being full: every publish
-// bumps the descriptor change counter, which makes every node of the mesh
-// read the whole descriptor list again (docs/DISCOVERY.md §3.1), and a node
-// creating objects would otherwise publish on every round.
+// is a descriptor change that every node of the mesh reads the next round
+// (docs/DISCOVERY.md §3.1), and a node creating objects would otherwise
+// publish on every round.
 const capacityCopyRounds = 12
+
+// capacityCopyMeshRate is how many capacity-copy publishes per round the
+// whole mesh may make: in a mesh of N nodes each node's copy may lag
+// max(capacityCopyRounds, N / capacityCopyMeshRate) rounds. Each publish
+// costs every node about one read the next round, so without this bound a
+// mesh of busy nodes would cost O(N²) reads per round again (N/12 changes
+// per round, each read by N nodes), and at N ≳ 700 it would change faster
+// than the descriptor journal keeps, sending every node back to whole
+// lists.
+const capacityCopyMeshRate = 2
+
+// capacityCopyInterval is the lag allowed, in rounds, in a mesh of listed
+// nodes.
+func capacityCopyInterval(listed int) int {
+	return max(capacityCopyRounds, (listed+capacityCopyMeshRate-1)/capacityCopyMeshRate)
+}
 
 // refreshCapacityCopy is the discovery loop's refresh: the copy is for
 // operators (placement reads the counters themselves), so unless force it
-// is republished at most every capacityCopyRounds rounds — or at once when
+// is republished at most every capacityCopyInterval rounds — or at once when
 // a class with a limit became full or left full, which an operator wants to
 // see.
 func (n *Node) refreshCapacityCopy(ctx context.Context, force bool) {
@@ -70,7 +87,7 @@ func (n *Node) refreshCapacityCopy(ctx context.Context, force bool) {
 		return
 	}
 	n.mu.Lock()
-	cur, state, at := n.descriptor.Capacity, n.state, n.capCopyAt
+	cur, state, at, listed := n.descriptor.Capacity, n.state, n.capCopyAt, len(n.lastSnap.Entries)
 	n.mu.Unlock()
 	if state != record.StateServing {
 		return
@@ -86,7 +103,7 @@ func (n *Node) refreshCapacityCopy(ctx context.Context, force bool) {
 		return
 	}
 	now := n.clock.Now()
-	if !force && now-at < capacityCopyRounds*n.discoveryEvery && fullness(fresh) == fullness(cur) {
+	if !force && now-at < time.Duration(capacityCopyInterval(listed))*n.discoveryEvery && fullness(fresh) == fullness(cur) {
 		return
 	}
 	n.mu.Lock()

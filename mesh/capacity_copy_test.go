@@ -71,3 +71,15 @@ func TestCapacityCopyThrottled(t *testing.T) {
 		t.Fatal("the Actor class became full and the copy was not republished")
 	}
 }
+
+// The copy's lag grows with the mesh so that the whole mesh republishes
+// about capacityCopyMeshRate copies per round, whatever its size.
+func TestCapacityCopyIntervalScalesWithTheMesh(t *testing.T) {
+	for _, c := range []struct{ listed, rounds int }{
+		{0, 12}, {3, 12}, {24, 12}, {25, 13}, {100, 50}, {1000, 500}, {5001, 2501},
+	} {
+		if got := capacityCopyInterval(c.listed); got != c.rounds {
+			t.Errorf("capacityCopyInterval(%d) = %d, want %d", c.listed, got, c.rounds)
+		}
+	}
+}

@@ -244,9 +244,9 @@ var (
 	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
 	descHostMv = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
-	descDisc   = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, lease).",
+	descDisc   = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, journal, lease).",
 		[]string{"kind"}, nil)
-	descRounds = prometheus.NewDesc("meshnode_discovery_rounds_total", "Discovery rounds, by whether the descriptor list was read (listed) or unchanged (cached).",
+	descRounds = prometheus.NewDesc("meshnode_discovery_rounds_total", "Discovery rounds, by whether the descriptor list was read whole (listed), brought up to date from the descriptor journal (followed) or unchanged (cached).",
 		[]string{"list"}, nil)
 )
 
@@ -311,9 +311,11 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ds := n.DiscoveryStats()
 	counter(descDisc, ds.CounterReads, "counter")
 	counter(descDisc, ds.ScanPages, "scan_page")
+	counter(descDisc, ds.JournalReads, "journal")
 	counter(descDisc, ds.LeaseReads, "lease")
 	counter(descRounds, ds.Listed, "listed")
-	counter(descRounds, ds.Rounds-ds.Listed, "cached")
+	counter(descRounds, ds.Followed, "followed")
+	counter(descRounds, ds.Rounds-ds.Listed-ds.Followed, "cached")
 	ready := 0.0
 	if n.ready() == nil {
 		ready = 1
@@ -323,7 +325,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 
 // discoveryCounters are the store reads of the discovery rounds.
 type discoveryCounters struct {
-	rounds, listed, counterReads, scanPages, leaseReads atomic.Uint64
+	rounds, listed, followed, counterReads, scanPages, journalReads, leaseReads atomic.Uint64
 }
 
 func (c *discoveryCounters) add(st directory.RoundStats) {
@@ -331,22 +333,29 @@ func (c *discoveryCounters) add(st directory.RoundStats) {
 	if st.Listed {
 		c.listed.Add(1)
 	}
+	if st.Followed {
+		c.followed.Add(1)
+	}
 	c.counterReads.Add(uint64(st.CounterReads))
 	c.scanPages.Add(uint64(st.ScanPages))
+	c.journalReads.Add(uint64(st.JournalReads))
 	c.leaseReads.Add(uint64(st.LeaseReads))
 }
 
 // DiscoveryStats are the discovery rounds this node ran and their store
-// reads (docs/DISCOVERY.md "Cost at scale").
+// reads (docs/DISCOVERY.md "Cost at scale"): Listed rounds read the whole
+// list, Followed ones brought it up to date from the descriptor journal,
+// the others found the change counter unchanged.
 type DiscoveryStats struct {
-	Rounds, Listed, CounterReads, ScanPages, LeaseReads uint64
+	Rounds, Listed, Followed, CounterReads, ScanPages, JournalReads, LeaseReads uint64
 }
 
 // DiscoveryStats returns the node's discovery counters.
 func (n *Node) DiscoveryStats() DiscoveryStats {
 	c := &n.discoveryReads
-	return DiscoveryStats{Rounds: c.rounds.Load(), Listed: c.listed.Load(), CounterReads: c.counterReads.Load(),
-		ScanPages: c.scanPages.Load(), LeaseReads: c.leaseReads.Load()}
+	return DiscoveryStats{Rounds: c.rounds.Load(), Listed: c.listed.Load(), Followed: c.followed.Load(),
+		CounterReads: c.counterReads.Load(), ScanPages: c.scanPages.Load(), JournalReads: c.journalReads.Load(),
+		LeaseReads: c.leaseReads.Load()}
 }
 
 // typeKey is a (kind, stable type) pair of hosted objects.

@@ -113,10 +113,9 @@ type Publisher struct {
 	log         *slog.Logger
 	maxAttempts int
 
-	meshName   string
-	routingID  []byte
-	key        string // descriptor key
-	counterKey string
+	meshName  string
+	routingID []byte
+	key       string // descriptor key
 
 	mu          sync.Mutex
 	lastRev     record.Generation // last revision issued (or adopted from the store)
@@ -142,10 +141,6 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: publisher: %w", ErrInvalidArgument, err)
 	}
-	counterKey, err := changeCounterKey()
-	if err != nil {
-		return nil, fmt.Errorf("publisher: %w", err)
-	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultPublishAttempts
 	}
@@ -156,7 +151,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return &Publisher{
 		store: cfg.Store, lease: cfg.Lease, gate: cfg.Gate, maxAttempts: cfg.MaxAttempts,
 		log:      cfg.Logger.With("mesh", cfg.MeshName, "rid", hex.EncodeToString(rid)),
-		meshName: cfg.MeshName, routingID: rid, key: key, counterKey: counterKey,
+		meshName: cfg.MeshName, routingID: rid, key: key,
 		lastRev: cfg.LastRevision,
 	}, nil
 }
@@ -370,15 +365,15 @@ func (p *Publisher) plan(ctx context.Context, d record.MeshNodeDescriptor, c []b
 		}
 		conds = append(conds, locstore.IfVersion(p.key, rr.Version))
 	}
-	cs, err := readCounter(ctx, p.store, p.counterKey)
+	ch, err := readChange(ctx, p.store)
 	if err != nil {
 		return res, req, nil, true, fmt.Errorf("directory: publish: %w", err)
 	}
-	bump, err := cs.bump(p.counterKey)
+	muts, err := ch.mutations(p.key)
 	if err != nil {
 		return res, req, nil, true, fmt.Errorf("directory: publish: %w", err)
 	}
-	conds = append(conds, cs.condition(p.counterKey))
+	conds = append(conds, ch.conditions()...)
 	d.UpdatedAt = record.EpochMillisOf(rr.StoreNow)
 	value, err = d.Encode()
 	if err != nil {
@@ -388,7 +383,7 @@ func (p *Publisher) plan(ctx context.Context, d record.MeshNodeDescriptor, c []b
 	}
 	req = locstore.WriteRequest{
 		Conditions: conds,
-		Mutations:  []locstore.Mutation{bump, locstore.Put(p.key, value)},
+		Mutations:  append(muts, locstore.Put(p.key, value)),
 	}
 	return res, req, value, false, nil
 }

@@ -43,15 +43,17 @@ func TestPublishRevisionsAndBatch(t *testing.T) {
 		t.Fatalf("change counter %d, want 1", c)
 	}
 
-	// The batch: fence, counter, descriptor conditions; counter and
-	// descriptor puts, durable.
+	// The batch: fence, counter, journal, descriptor conditions; counter,
+	// journal and descriptor puts, durable.
 	req := hs.lastWrite
 	leaseKey, leaseVersion := l.Fence()
 	counterName, _ := record.DescriptorCounter(record.KindMeshNode)
 	counterKey, _ := record.CounterKey(counterName)
+	journalKey, _ := record.DescriptorJournalKey(record.KindMeshNode)
 	wantConds := map[string]locstore.Condition{
 		leaseKey:   locstore.IfVersion(leaseKey, leaseVersion),
 		counterKey: locstore.IfMissing(counterKey),
+		journalKey: locstore.IfMissing(journalKey),
 		p.Key():    locstore.IfMissing(p.Key()),
 	}
 	if len(req.Conditions) != len(wantConds) {
@@ -62,11 +64,11 @@ func TestPublishRevisionsAndBatch(t *testing.T) {
 			t.Fatalf("condition %+v, want %+v", c, w)
 		}
 	}
-	if len(req.Mutations) != 2 {
+	if len(req.Mutations) != 3 {
 		t.Fatalf("mutations %+v", req.Mutations)
 	}
 	for _, m := range req.Mutations {
-		if m.Kind != locstore.MutPut || m.Retention != 0 || (m.Key != counterKey && m.Key != p.Key()) {
+		if m.Kind != locstore.MutPut || m.Retention != 0 || (m.Key != counterKey && m.Key != journalKey && m.Key != p.Key()) {
 			t.Fatalf("mutation %s kind %v retention %v", m.Key, m.Kind, m.Retention)
 		}
 	}

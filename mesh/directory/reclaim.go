@@ -89,13 +89,12 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 	if log == nil {
 		log = slog.Default()
 	}
-	counterKey, err := changeCounterKey()
-	if err != nil {
-		return res, err
-	}
 	var items []locstore.Item
 	for restarts := 0; ; restarts++ {
-		var expired bool
+		var (
+			expired bool
+			err     error
+		)
 		items, expired, err = scanAll(ctx, store, descriptorPrefix, opts.PageSize)
 		if err != nil {
 			return res, fmt.Errorf("directory: reclaim: %w", err)
@@ -115,7 +114,7 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 			log.Warn("undecodable MeshNode descriptor left in place", "key", it.Key, "err", err)
 			continue
 		}
-		verdict, err := reclaimOne(ctx, store, opts, counterKey, it, d)
+		verdict, err := reclaimOne(ctx, store, opts, it, d)
 		if err != nil {
 			return res, fmt.Errorf("directory: reclaim %s: %w", it.Key, err)
 		}
@@ -154,10 +153,6 @@ func ReclaimKey(ctx context.Context, store locstore.Store, key string, opts Recl
 	if err := opts.normalize(); err != nil {
 		return res, err
 	}
-	counterKey, err := changeCounterKey()
-	if err != nil {
-		return res, err
-	}
 	rr, err := store.Read(ctx, key)
 	if err != nil {
 		return res, fmt.Errorf("directory: reclaim %s: %w", key, err)
@@ -172,7 +167,7 @@ func ReclaimKey(ctx context.Context, store locstore.Store, key string, opts Recl
 		res.Undecodable++
 		return res, nil // never delete what cannot be read
 	}
-	verdict, err := reclaimOne(ctx, store, opts, counterKey, it, d)
+	verdict, err := reclaimOne(ctx, store, opts, it, d)
 	if err != nil {
 		return res, fmt.Errorf("directory: reclaim %s: %w", key, err)
 	}
@@ -198,7 +193,7 @@ const (
 	reclaimChanged
 )
 
-func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, counterKey string, it locstore.Item, d record.MeshNodeDescriptor) (reclaimVerdict, error) {
+func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, it locstore.Item, d record.MeshNodeDescriptor) (reclaimVerdict, error) {
 	for attempt := 1; attempt <= opts.MaxAttempts; attempt++ {
 		lc, err := checkLease(ctx, store, d.OwnerID, d.LeaseGeneration)
 		if err != nil {
@@ -220,17 +215,17 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 				return 0, fmt.Errorf("not admitted: %w", err)
 			}
 		}
-		cs, err := readCounter(ctx, store, counterKey)
+		ch, err := readChange(ctx, store)
 		if err != nil {
 			return 0, err
 		}
-		bump, err := cs.bump(counterKey)
+		muts, err := ch.mutations(it.Key)
 		if err != nil {
 			return 0, err
 		}
 		wr, err := store.Write(ctx, locstore.WriteRequest{
-			Conditions: []locstore.Condition{locstore.IfVersion(it.Key, it.Version), lc.condition(), cs.condition(counterKey)},
-			Mutations:  []locstore.Mutation{locstore.Delete(it.Key), bump},
+			Conditions: append([]locstore.Condition{locstore.IfVersion(it.Key, it.Version), lc.condition()}, ch.conditions()...),
+			Mutations:  append([]locstore.Mutation{locstore.Delete(it.Key)}, muts...),
 		})
 		if err != nil && errors.Is(err, locstore.ErrArgument) {
 			return 0, err

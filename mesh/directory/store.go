@@ -77,19 +77,87 @@ func (c counterState) condition(key string) locstore.Condition {
 	return locstore.IfMissing(key)
 }
 
+// journalKey is the store key of the MeshNode descriptor journal
+// (record.DescriptorJournal; docs/DISCOVERY.md §3.2).
+func journalKey() (string, error) { return record.DescriptorJournalKey(record.KindMeshNode) }
+
+// change is what a writer of a MeshNode descriptor read before its batch:
+// the change counter and the journal. Every descriptor put or delete bumps
+// the counter and appends its key to the journal in the same batch,
+// conditioned on both as read (a concurrent change makes it a Conflict).
+type change struct {
+	counterKey, journalKey string
+	counter                counterState
+	journalFound           bool
+	journalVersion         string
+	journal                record.DescriptorJournal
+}
+
+// readChange reads the counter and the journal. A journal that does not
+// decode (another version's) is replaced: readers that cannot follow it
+// read the whole list, which is always correct.
+func readChange(ctx context.Context, store locstore.Store) (change, error) {
+	ck, err := changeCounterKey()
+	if err != nil {
+		return change{}, err
+	}
+	jk, err := journalKey()
+	if err != nil {
+		return change{}, err
+	}
+	c := change{counterKey: ck, journalKey: jk}
+	if c.counter, err = readCounter(ctx, store, ck); err != nil {
+		return change{}, err
+	}
+	rr, err := store.Read(ctx, jk)
+	if err != nil {
+		return change{}, fmt.Errorf("read descriptor journal: %w", err)
+	}
+	if rr.Found {
+		c.journalFound, c.journalVersion = true, rr.Version
+		if j, derr := record.DecodeDescriptorJournal(rr.Value); derr == nil {
+			c.journal = j
+		}
+	}
+	return c, nil
+}
+
+// conditions assert the counter and the journal are still as read.
+func (c change) conditions() []locstore.Condition {
+	jc := locstore.IfMissing(c.journalKey)
+	if c.journalFound {
+		jc = locstore.IfVersion(c.journalKey, c.journalVersion)
+	}
+	return []locstore.Condition{c.counter.condition(c.counterKey), jc}
+}
+
+// mutations are the counter's next value and the journal with descKey
+// appended.
+func (c change) mutations(descKey string) ([]locstore.Mutation, error) {
+	bump, next, err := c.counter.bump(c.counterKey)
+	if err != nil {
+		return nil, err
+	}
+	j, err := c.journal.Append(next, descKey).Encode()
+	if err != nil {
+		return nil, fmt.Errorf("%w: journal: %w", ErrCounter, err)
+	}
+	return []locstore.Mutation{bump, locstore.Put(c.journalKey, j)}, nil
+}
+
 // bump returns the Put of the next counter value. The counter is a change
 // number, not an issued generation, so it may reach 2^63-1 itself; only a
 // value beyond is refused.
-func (c counterState) bump(key string) (locstore.Mutation, error) {
+func (c counterState) bump(key string) (locstore.Mutation, record.Generation, error) {
 	next, err := record.NextRevision(c.Value)
 	if err != nil {
-		return locstore.Mutation{}, fmt.Errorf("%w: at %d, cannot count another change", ErrCounter, c.Value)
+		return locstore.Mutation{}, 0, fmt.Errorf("%w: at %d, cannot count another change", ErrCounter, c.Value)
 	}
 	v, err := record.Counter{Value: next}.Encode()
 	if err != nil {
-		return locstore.Mutation{}, fmt.Errorf("%w: %w", ErrCounter, err)
+		return locstore.Mutation{}, 0, fmt.Errorf("%w: %w", ErrCounter, err)
 	}
-	return locstore.Put(key, v), nil
+	return locstore.Put(key, v), next, nil
 }
 
 // leaseCheck is the verdict on one host run's owner lease, read directly

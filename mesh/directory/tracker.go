@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -58,10 +59,15 @@ type Tracker struct {
 	Linked func(rid []byte, lifecycleGeneration uint64) bool
 	// Watchers is how many ring successors watch each run (0: 2).
 	Watchers int
+	// FullRelist reads the whole list whenever the counter moved, without
+	// following the descriptor journal (tracker_journal.go): what a round
+	// cost before the journal, kept for comparison in the benchmarks.
+	FullRelist bool
 
-	last    *Snapshot
-	counter counterState
-	leases  map[leaseRun]knownLease
+	last       *Snapshot
+	counter    counterState
+	counterKey string
+	leases     map[leaseRun]knownLease
 	// deadWatched are the keys of the descriptors of the last round whose
 	// lease this node found ended as one of their watchers.
 	deadWatched []string
@@ -134,14 +140,28 @@ type knownLease struct {
 // RoundStats counts one round's store reads.
 type RoundStats struct {
 	// Listed: the change counter had moved and the whole list was read.
-	Listed       bool
+	Listed bool
+	// Followed: the change counter had moved and the list was brought up
+	// to date from the descriptor journal (JournalReads: the journal and
+	// the changed descriptors).
+	Followed     bool
 	CounterReads int
 	ScanPages    int
+	JournalReads int
 	LeaseReads   int
 }
 
 // Reads is every store read of the round.
-func (s RoundStats) Reads() int { return s.CounterReads + s.ScanPages + s.LeaseReads }
+func (s RoundStats) Reads() int {
+	return s.CounterReads + s.ScanPages + s.JournalReads + s.LeaseReads
+}
+
+func (t *Tracker) logger() *slog.Logger {
+	if t.Logger == nil {
+		return slog.Default()
+	}
+	return t.Logger
+}
 
 // Round returns the current complete list of meshName with each entry's
 // lease verdict, reading as little as the rules above allow. On error
@@ -161,12 +181,15 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	if t.leases == nil {
 		t.leases = map[leaseRun]knownLease{}
 	}
-	counterKey, err := changeCounterKey()
-	if err != nil {
-		return Snapshot{}, st, err
+	if t.counterKey == "" {
+		k, err := changeCounterKey()
+		if err != nil {
+			return Snapshot{}, st, err
+		}
+		t.counterKey = k
 	}
 	var snap Snapshot
-	c, err := readCounter(ctx, t.Store, counterKey)
+	c, err := readCounter(ctx, t.Store, t.counterKey)
 	st.CounterReads++
 	if err != nil {
 		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
@@ -176,14 +199,8 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		snap.Entries = slices.Clone(t.last.Entries)
 		snap.StoreNow = c.StoreNow
 		snap.Attempts = 0
-	} else {
-		counted := &countingStore{Store: t.Store}
-		s, err := Lister{Store: counted, PageSize: t.PageSize, Logger: t.Logger}.descriptors(ctx, meshName)
-		st.Listed, st.CounterReads, st.ScanPages = true, st.CounterReads+counted.reads, counted.scans
-		if err != nil {
-			return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
-		}
-		snap, c = s.snap, s.closing
+	} else if snap, c, err = t.changedList(ctx, meshName, c, &st); err != nil {
+		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
 	}
 	// Lease verdicts: read what may have changed; the rest is exact from
 	// the last read (see the type's comment).
@@ -239,49 +256,76 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	return snap, st, nil
 }
 
-// leaseReadConcurrency bounds the lease reads of one round in flight: a
-// round after a list change (or a burst of expiries) may read many, and
-// one at a time each waits a full store round trip.
-const leaseReadConcurrency = 16
+// changedList returns the list after the counter moved (or on the first
+// round): brought up to date from the journal when it can be, else read
+// whole; and the counter observation that closed it.
+func (t *Tracker) changedList(ctx context.Context, meshName string, c counterState, st *RoundStats) (Snapshot, counterState, error) {
+	if !t.FullRelist {
+		l, ok, err := t.followJournal(ctx, meshName, c, st)
+		if err != nil || ok {
+			return l.snap, l.closing, err
+		}
+	}
+	counted := &countingStore{Store: t.Store}
+	s, err := Lister{Store: counted, PageSize: t.PageSize, Logger: t.Logger}.descriptors(ctx, meshName)
+	st.Listed, st.CounterReads, st.ScanPages = true, st.CounterReads+counted.reads, st.ScanPages+counted.scans
+	return s.snap, s.closing, err
+}
 
-// readLeases reads the leases of due (at most leaseReadConcurrency at once)
-// and records each verdict. The first error is returned; verdicts already
-// read stay (they are exact).
-func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]string) error {
+// readConcurrency bounds the reads of one round in flight (leases due,
+// descriptors the journal names): a round after a list change or a burst
+// of expiries may read many, and one at a time each waits a full store
+// round trip.
+const readConcurrency = 16
+
+// readAll calls read for every key, at most readConcurrency at once, and
+// returns the results of the calls that succeeded and the first error.
+func readAll[K comparable, V any](keys []K, read func(K) (V, error)) (map[K]V, error) {
 	type result struct {
-		r   leaseRun
-		k   knownLease
+		k   K
+		v   V
 		err error
 	}
-	runs := make(chan leaseRun)
-	results := make(chan result)
-	workers := min(leaseReadConcurrency, len(due))
-	for range workers {
+	in := make(chan K)
+	out := make(chan result)
+	for range min(readConcurrency, len(keys)) {
 		go func() {
-			for r := range runs {
-				lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
-				results <- result{r: r, k: knownLease{check: lc, descVersion: due[r]}, err: err}
+			for k := range in {
+				v, err := read(k)
+				out <- result{k, v, err}
 			}
 		}()
 	}
 	go func() {
-		for r := range due {
-			runs <- r
+		for _, k := range keys {
+			in <- k
 		}
-		close(runs)
+		close(in)
 	}()
+	got := make(map[K]V, len(keys))
 	var first error
-	for range due {
-		res := <-results
-		if res.err != nil {
+	for range keys {
+		r := <-out
+		if r.err != nil {
 			if first == nil {
-				first = res.err
+				first = r.err
 			}
 			continue
 		}
-		t.leases[res.r] = res.k
+		got[r.k] = r.v
 	}
-	return first
+	return got, first
+}
+
+// readLeases reads the leases of due and records each verdict. The first
+// error is returned; verdicts already read stay (they are exact).
+func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]string) error {
+	got, err := readAll(slices.Collect(maps.Keys(due)), func(r leaseRun) (knownLease, error) {
+		lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
+		return knownLease{check: lc, descVersion: due[r]}, err
+	})
+	maps.Copy(t.leases, got)
+	return err
 }
 
 // listed is a complete descriptor list without lease verdicts and the

@@ -48,6 +48,11 @@ func CheckCanonical(kind Kind, value []byte) error {
 		if r, err = DecodeCounter(value); err == nil {
 			canonical, err = r.Encode()
 		}
+	case KindDescriptorJournal:
+		var r DescriptorJournal
+		if r, err = DecodeDescriptorJournal(value); err == nil {
+			canonical, err = r.Encode()
+		}
 	default:
 		return &FieldError{Kind: kind, Field: "kind", Reason: "unknown record kind " + strconv.Quote(string(kind))}
 	}

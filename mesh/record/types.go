@@ -30,7 +30,8 @@ const (
 // logical key preimage.
 type Kind string
 
-// Record kinds. KindCounter is project-specific (not in spec §3.4).
+// Record kinds. KindCounter and KindDescriptorJournal are project-specific
+// (not in spec §3.4).
 const (
 	KindMeshNode        Kind = "mesh-node"
 	KindOwnerLease      Kind = "owner-lease"
@@ -38,6 +39,9 @@ const (
 	KindFanoutPublisher Kind = "fanout-publisher"
 	KindAuthority       Kind = "authority"
 	KindCounter         Kind = "counter"
+	// KindDescriptorJournal is the record naming the descriptor keys the
+	// last changes touched (journal.go).
+	KindDescriptorJournal Kind = "descriptor-journal"
 )
 
 // Generation is a 63-bit unsigned generation or revision: ObjectGeneration,
