@@ -64,10 +64,14 @@ suite relocation ./benchmarks/relocation \
   'BenchmarkRestoreStream64MiB=BenchmarkTransportStream64MiB' \
   'BenchmarkTransportStream64MiB=BenchmarkRawZmq4Stream64MiB'
 SUITE_BENCHTIME=1x suite discovery ./benchmarks/discovery \
-  'BenchmarkDiscoveryMinute/nodes-1000@tracked-reads/round=BenchmarkDiscoveryMinute/nodes-1000@full-reads/round' \
-  'BenchmarkDiscoveryMinute/nodes-1000@tracked-bytes/round=BenchmarkDiscoveryMinute/nodes-1000@full-bytes/round' \
-  'BenchmarkDiscoveryMinute/nodes-5000@tracked-reads/round=BenchmarkDiscoveryMinute/nodes-5000@full-reads/round' \
-  'BenchmarkDiscoveryRoundRedis/tracked-unchanged/nodes-1000=BenchmarkDiscoveryRoundRedis/full/nodes-1000'
+  'BenchmarkDiscoveryMinute/churn-0/nodes-1000@tracked-reads/round=BenchmarkDiscoveryMinute/churn-0/nodes-1000@full-reads/round' \
+  'BenchmarkDiscoveryMinute/churn-0/nodes-1000@tracked-bytes/round=BenchmarkDiscoveryMinute/churn-0/nodes-1000@full-bytes/round' \
+  'BenchmarkDiscoveryMinute/churn-0/nodes-5000@tracked-reads/round=BenchmarkDiscoveryMinute/churn-0/nodes-5000@full-reads/round' \
+  'BenchmarkDiscoveryMinute/churn-2/nodes-1000@tracked-bytes/round=BenchmarkDiscoveryMinute/churn-2/nodes-1000@relist-bytes/round' \
+  'BenchmarkDiscoveryMinute/churn-2/nodes-5000@tracked-bytes/round=BenchmarkDiscoveryMinute/churn-2/nodes-5000@relist-bytes/round' \
+  'BenchmarkDiscoveryRoundRedis/tracked-unchanged/nodes-1000=BenchmarkDiscoveryRoundRedis/full/nodes-1000' \
+  'BenchmarkDiscoveryScaleRedis/nodes-1000@disc-reads/round=BenchmarkDiscoveryScaleRedis/nodes-1000@before-reads/round' \
+  'BenchmarkDiscoveryScaleRedis/nodes-1000@bytes/round=BenchmarkDiscoveryScaleRedis/nodes-1000@before-bytes/round'
 SUITE_BENCHTIME=${HOST_BENCHTIME:-1x} SUITE_TIMEOUT=60m suite hostrelocate ./benchmarks/hostrelocate \
   'BenchmarkHostRelocateMemory=BenchmarkHostStoreCeilingMemory' \
   'BenchmarkHostRelocateMemory=BenchmarkHostRawZmq4' \

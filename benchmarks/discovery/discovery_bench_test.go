@@ -9,9 +9,12 @@ package discovery
 // simulated mesh, and how soon each notices a node that joined and one that
 // died.
 //
-//	BenchmarkDiscoveryMinute/nodes-…     memory store, virtual time: 12 rounds of 5 s
-//	                                 (tracked: with watching, every other link up;
-//	                                 expiry-only: every lease at its expiry, no watching)
+//	BenchmarkDiscoveryMinute/churn-C/nodes-…  memory store, virtual time: 12 rounds of 5 s
+//	                                 (tracked: with watching and the descriptor journal,
+//	                                 every other link up; relist: the same without the
+//	                                 journal (whole list on every change); expiry-only:
+//	                                 every lease at its expiry, no watching; C nodes
+//	                                 republish their capacity copy each round)
 //	                                 (one minute) with every lease renewed every
 //	                                 5 s (TTL 15 s, renewals spread over the
 //	                                 interval), a node joining and one dying;
@@ -89,6 +92,17 @@ type simNode struct {
 	rid   []byte
 	mu    sync.Mutex
 	ver   string
+	pub   *directory.Publisher
+	desc  record.MeshNodeDescriptor
+}
+
+// republish changes the descriptor's capacity copy (what a busy node
+// publishes now and then) and publishes it.
+func (s *simNode) republish(b testing.TB) {
+	s.desc.Capacity.Actors.Active++
+	if res, err := s.pub.Publish(context.Background(), s.desc); err != nil || res.Outcome != directory.Published {
+		b.Fatalf("republish %s: %v %+v", s.owner, err, res)
+	}
 }
 
 func (s *simNode) OwnerID() string    { return s.owner }
@@ -138,6 +152,7 @@ func newSimNode(b testing.TB, st locstore.Store, i int) *simNode {
 	if res, err := p.Publish(context.Background(), d); err != nil || res.Outcome != directory.Published {
 		b.Fatalf("publish %d: %v %+v", i, err, res)
 	}
+	s.pub, s.desc = p, d
 	return s
 }
 
@@ -155,12 +170,13 @@ func validOf(s directory.Snapshot, rid []byte) (found, valid bool) {
 type minuteResult struct {
 	fullReads, fullPages, fullBytes float64
 	trReads, trPages, trBytes       float64
+	rlReads, rlBytes                float64 // tracked, whole list on every change (no journal)
 	exReads, exBytes                float64 // expiry reads without watching
 	joinFull, joinTracked           int     // rounds until the joined node is listed valid
 	deathFull, deathTracked         time.Duration
 }
 
-func minute(b *testing.B, n int) minuteResult {
+func minute(b *testing.B, n, churn int) minuteResult {
 	clock := locmemory.NewManualClock(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))
 	mem, err := locmemory.New(locmemory.WithClock(clock), locmemory.WithSnapshotTTL(time.Hour))
 	if err != nil {
@@ -171,22 +187,24 @@ func minute(b *testing.B, n int) minuteResult {
 	for i := range nodes {
 		nodes[i] = newSimNode(b, mem, i)
 	}
-	full, tracked, expiry := &counting{Store: mem}, &counting{Store: mem}, &counting{Store: mem}
+	full, tracked, expiry, relisted := &counting{Store: mem}, &counting{Store: mem}, &counting{Store: mem}, &counting{Store: mem}
 	dead := nodes[n/2]
 	deadLinks := false // the dead node's links drop when it dies (round 3)
 	// The measuring node is one of the simulated ones (nodes[0]): it has a
 	// link to every live node and watches its two ring successors.
-	tr := &directory.Tracker{Store: tracked, PageSize: pageItems, Self: nodes[0].rid,
-		Linked: func(rid []byte, _ uint64) bool { return !(deadLinks && string(rid) == string(dead.rid)) }}
+	linked := func(rid []byte, _ uint64) bool { return !(deadLinks && string(rid) == string(dead.rid)) }
+	tr := &directory.Tracker{Store: tracked, PageSize: pageItems, Self: nodes[0].rid, Linked: linked}
+	rl := &directory.Tracker{Store: relisted, PageSize: pageItems, Self: nodes[0].rid, Linked: linked, FullRelist: true}
 	ex := &directory.Tracker{Store: expiry, PageSize: pageItems} // no watching: every lease at its expiry
 	ctx := context.Background()
-	for _, t := range []*directory.Tracker{tr, ex} { // the node's first round
+	for _, t := range []*directory.Tracker{tr, rl, ex} { // the node's first round
 		if _, _, err := t.Round(ctx, meshName); err != nil {
 			b.Fatal(err)
 		}
 	}
 	tracked.take()
 	expiry.take()
+	relisted.take()
 	var res minuteResult
 	var joined *simNode
 	var deathAt time.Time
@@ -211,6 +229,13 @@ func minute(b *testing.B, n int) minuteResult {
 		if round == 6 {
 			joined = newSimNode(b, mem, n+1)
 		}
+		// Busy nodes republish their capacity copy: churn changes per
+		// round, spread over the live nodes.
+		for c := 0; c < churn; c++ {
+			if s := nodes[(round*churn+c)*7919%n]; s != dead {
+				s.republish(b)
+			}
+		}
 		fs, err := directory.List(ctx, full, meshName, pageItems)
 		if err != nil {
 			b.Fatal(err)
@@ -222,6 +247,11 @@ func minute(b *testing.B, n int) minuteResult {
 		if _, _, err := ex.Round(ctx, meshName); err != nil {
 			b.Fatal(err)
 		}
+		if _, _, err := rl.Round(ctx, meshName); err != nil {
+			b.Fatal(err)
+		}
+		r1, _, b1 := relisted.take()
+		res.rlReads, res.rlBytes = res.rlReads+float64(r1), res.rlBytes+float64(b1)
 		r0, _, b0 := expiry.take()
 		res.exReads, res.exBytes = res.exReads+float64(r0), res.exBytes+float64(b0)
 		r, p, by := full.take()
@@ -243,32 +273,36 @@ func minute(b *testing.B, n int) minuteResult {
 			}
 		}
 	}
-	for _, p := range []*float64{&res.fullReads, &res.fullPages, &res.fullBytes, &res.trReads, &res.trPages, &res.trBytes, &res.exReads, &res.exBytes} {
+	for _, p := range []*float64{&res.fullReads, &res.fullPages, &res.fullBytes, &res.trReads, &res.trPages, &res.trBytes, &res.exReads, &res.exBytes, &res.rlReads, &res.rlBytes} {
 		*p /= rounds
 	}
 	return res
 }
 
 func BenchmarkDiscoveryMinute(b *testing.B) {
-	for _, n := range []int{10, 100, 1000, 5000} {
-		b.Run(fmt.Sprintf("nodes-%d", n), func(b *testing.B) {
-			var res minuteResult
-			for i := 0; i < b.N; i++ {
-				res = minute(b, n)
-			}
-			b.ReportMetric(res.fullReads, "full-reads/round")
-			b.ReportMetric(res.trReads, "tracked-reads/round")
-			b.ReportMetric(res.exReads, "expiry-only-reads/round")
-			b.ReportMetric(res.exBytes, "expiry-only-bytes/round")
-			b.ReportMetric(res.fullPages, "full-pages/round")
-			b.ReportMetric(res.trPages, "tracked-pages/round")
-			b.ReportMetric(res.fullBytes, "full-bytes/round")
-			b.ReportMetric(res.trBytes, "tracked-bytes/round")
-			b.ReportMetric(res.deathFull.Seconds(), "full-death-notice-s")
-			b.ReportMetric(res.deathTracked.Seconds(), "tracked-death-notice-s")
-			b.ReportMetric(float64(res.joinFull), "full-join-notice-rounds")
-			b.ReportMetric(float64(res.joinTracked), "tracked-join-notice-rounds")
-		})
+	for _, churn := range []int{0, 2} {
+		for _, n := range []int{10, 100, 1000, 5000} {
+			b.Run(fmt.Sprintf("churn-%d/nodes-%d", churn, n), func(b *testing.B) {
+				var res minuteResult
+				for i := 0; i < b.N; i++ {
+					res = minute(b, n, churn)
+				}
+				b.ReportMetric(res.rlReads, "relist-reads/round")
+				b.ReportMetric(res.rlBytes, "relist-bytes/round")
+				b.ReportMetric(res.fullReads, "full-reads/round")
+				b.ReportMetric(res.trReads, "tracked-reads/round")
+				b.ReportMetric(res.exReads, "expiry-only-reads/round")
+				b.ReportMetric(res.exBytes, "expiry-only-bytes/round")
+				b.ReportMetric(res.fullPages, "full-pages/round")
+				b.ReportMetric(res.trPages, "tracked-pages/round")
+				b.ReportMetric(res.fullBytes, "full-bytes/round")
+				b.ReportMetric(res.trBytes, "tracked-bytes/round")
+				b.ReportMetric(res.deathFull.Seconds(), "full-death-notice-s")
+				b.ReportMetric(res.deathTracked.Seconds(), "tracked-death-notice-s")
+				b.ReportMetric(float64(res.joinFull), "full-join-notice-rounds")
+				b.ReportMetric(float64(res.joinTracked), "tracked-join-notice-rounds")
+			})
+		}
 	}
 }
 

@@ -21,12 +21,16 @@ import (
 //     and delete bumps it in the same batch, so an unchanged counter (same
 //     store version) proves the list is still exactly the last complete
 //     one — the same-point-in-time list of §4, without a scan;
-//   - a full list (counter, scan, counter, as Lister) only when it moved;
+//   - when it moved, the changed descriptors the descriptor journal names
+//     and the counter again (tracker_journal.go), or the whole list
+//     (counter, scan, counter, as Lister) when the journal cannot prove
+//     the result;
 //   - one owner-lease read per host run whose lease may have changed what
-//     it says: a run not seen before, a run whose descriptor changed, and
-//     a run whose last known expiry has passed. A lease's expiry only moves
-//     forward while it is held (renewals extend it; a release or a loss is
-//     followed by a descriptor change), so "valid until the expiry last
+//     it says: a run not seen before, a run whose descriptor state changed,
+//     and a run whose last known expiry has passed. A lease's expiry only
+//     moves forward while it is held (renewals extend it; a release is
+//     preceded by the `stopped` state, a loss followed by a new run's
+//     descriptor), so "valid until the expiry last
 //     read" is exact, not a guess: the lease is re-read when that expiry
 //     comes, and a run that stopped renewing is invalid from that round on
 //     — the same bound as reading every lease every round (lease expiry
@@ -132,9 +136,13 @@ type leaseRun struct {
 // knownLease is what a run's lease said when last read.
 type knownLease struct {
 	check leaseCheck
-	// descVersion is the descriptor's store version when the lease was
-	// read: a changed descriptor has its lease read again.
-	descVersion string
+	// state is the descriptor state the verdict was read under: a
+	// descriptor whose state changed has its lease read again. A change
+	// that keeps the state (a capacity copy, a weight) needs no read: the
+	// run's publisher commits only while its lease is live (the batch is
+	// fenced on it), so the known expiry stays the bound, and a release is
+	// always preceded by the `stopped` state (§11).
+	state record.State
 }
 
 // RoundStats counts one round's store reads.
@@ -211,13 +219,13 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		d := snap.Entries[i].Descriptor
 		return !watch[i] && t.Linked(d.RoutingID, uint64(d.LifecycleGeneration))
 	}
-	due := map[leaseRun]string{} // run → the descriptor version it is read for
+	due := map[leaseRun]record.State{} // run → the descriptor state it is read under
 	for i, e := range snap.Entries {
 		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
 		k, ok := t.leases[r]
 		expired := k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt)
-		if !ok || k.descVersion != e.Version || k.check.Unreadable || (expired && !trusted(i)) {
-			due[r] = e.Version
+		if !ok || k.state != e.Descriptor.State || k.check.Unreadable || (expired && !trusted(i)) {
+			due[r] = e.Descriptor.State
 		}
 	}
 	st.LeaseReads = len(due)
@@ -231,7 +239,8 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
 		k := t.leases[r]
 		seen[r] = true
-		valid := k.check.Valid && (snap.StoreNow.Before(k.check.ExpiresAt) || (due[r] == "" && trusted(i)))
+		_, read := due[r]
+		valid := k.check.Valid && (snap.StoreNow.Before(k.check.ExpiresAt) || (!read && trusted(i)))
 		if !valid && watch[i] && !k.check.Unreadable && t.Linked != nil &&
 			t.Linked(e.Descriptor.RoutingID, uint64(e.Descriptor.LifecycleGeneration)) {
 			// Its process still answers on its links, so the nodes that
@@ -319,10 +328,10 @@ func readAll[K comparable, V any](keys []K, read func(K) (V, error)) (map[K]V, e
 
 // readLeases reads the leases of due and records each verdict. The first
 // error is returned; verdicts already read stay (they are exact).
-func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]string) error {
+func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]record.State) error {
 	got, err := readAll(slices.Collect(maps.Keys(due)), func(r leaseRun) (knownLease, error) {
 		lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
-		return knownLease{check: lc, descVersion: due[r]}, err
+		return knownLease{check: lc, state: due[r]}, err
 	})
 	maps.Copy(t.leases, got)
 	return err

@@ -80,6 +80,13 @@ func TestTrackerReadsOnlyWhatChanged(t *testing.T) {
 	if !valid(lastSnap(t, tr, ctx))["m/03"] {
 		t.Fatal("the joined node is not valid")
 	}
+	// A change that keeps the state (a capacity copy) is followed without
+	// a lease read: its publish was fenced on the live lease.
+	nb := newNode(t, mem, grantLease(t, mem, "owner-d", 4, leaseTTL), "m", []byte{0x04})
+	check("another joined", want{followed: true, leaseReads: 1, counter: 2, journal: 2})
+	nb.desc.Capacity.Actors.Active = 7
+	mustPublish(t, nb.pub, nb.desc, directory.Published)
+	check("capacity copy changed", want{followed: true, leaseReads: 0, counter: 2, journal: 2})
 }
 
 var lastStats directory.RoundStats
