@@ -156,6 +156,11 @@ func preimageFor(a []string) ([]byte, error) {
 		}
 		name := strings.ReplaceAll(a[1], ":", "\x00")
 		return record.CounterPreimage(record.CounterName(name))
+	case record.KindDescriptorJournal:
+		if err := want(1, "mesh-node"); err != nil {
+			return nil, err
+		}
+		return record.DescriptorJournalPreimage(record.Kind(a[1]))
 	}
 	return nil, fmt.Errorf("unknown record kind %q", a[0])
 }
@@ -248,6 +253,8 @@ func decodeAs(kind record.Kind, v []byte) error {
 		_, err = record.DecodeAuthority(v)
 	case record.KindCounter:
 		_, err = record.DecodeCounter(v)
+	case record.KindDescriptorJournal:
+		_, err = record.DecodeDescriptorJournal(v)
 	default:
 		err = fmt.Errorf("not a framework record kind %q", kind)
 	}

@@ -28,6 +28,8 @@ func TestCtlKey(t *testing.T) {
 		}},
 		{"namespace flag", []string{"owner-lease", "o1", "--namespace", "prod"}, ExitOK, []string{"redis key:    {prod}:k:owner-lease:"}},
 		{"mesh node", []string{"mesh-node", "default", "0a0b"}, ExitOK, []string{`"mesh-node\0default\00a0b"`}},
+		{"descriptor journal", []string{"descriptor-journal", "mesh-node"}, ExitOK, []string{`"descriptor-journal\0mesh-node"`, "store key:    descriptor-journal:"}},
+		{"journal of another kind", []string{"descriptor-journal", "authority"}, ExitUsage, nil},
 		{"bad rid", []string{"mesh-node", "default", "xyz"}, ExitUsage, nil},
 		{"wrong arity", []string{"authority", "actor"}, ExitUsage, nil},
 		{"unknown kind", []string{"session", "x"}, ExitUsage, nil},
