@@ -41,6 +41,11 @@ suite objects ./benchmarks/objects \
   'BenchmarkCreateActorRedis=BenchmarkRedisStoreRead' \
   'BenchmarkCreateActorRedisParallel=BenchmarkTransportCreateRoundTripParallel' \
   'BenchmarkCreateActorRedisParallel=BenchmarkCreateActorRedis' \
+  'BenchmarkCreateActorRedisCreators/creators-8@creates/s=BenchmarkCreateActorRedisCreators/creators-1@creates/s' \
+  'BenchmarkCreateActorRedisCreators/creators-32@creates/s=BenchmarkCreateActorRedisCreators/creators-1@creates/s' \
+  'BenchmarkCreateActorRedisCreators/creators-1@creates/s=BenchmarkCreateStoreCeilingRedis/creators-1@creates/s' \
+  'BenchmarkCreateActorRedisCreators/creators-8@creates/s=BenchmarkCreateStoreCeilingRedis/creators-8@creates/s' \
+  'BenchmarkCreateActorRedisCreators/creators-32@creates/s=BenchmarkCreateStoreCeilingRedis/creators-32@creates/s' \
   'BenchmarkRequestActor=BenchmarkTransportActorRequest' \
   'BenchmarkRequestActorParallel=BenchmarkTransportActorRequestParallel' \
   'BenchmarkSendActor=BenchmarkTransportActorSend' \
