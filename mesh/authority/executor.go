@@ -39,6 +39,7 @@ type Executor struct {
 	maxAttempts int
 	backoff     func(attempt int) time.Duration
 	hints       *rowHints // nil: every attempt reads (WithRowHints)
+	lanes       *lanes    // nil: no queueing on hot counters (WithoutLanes)
 }
 
 // ExecutorOption configures NewExecutor.
@@ -67,6 +68,15 @@ func WithMaxAttempts(n int) ExecutorOption {
 			return fmt.Errorf("authority: WithMaxAttempts: %d is negative", n)
 		}
 		e.maxAttempts = n
+		return nil
+	}
+}
+
+// WithoutLanes turns off the queueing of this executor's operations on a
+// hot counter (lanes.go); for comparison in benchmarks and tests.
+func WithoutLanes() ExecutorOption {
+	return func(e *Executor) error {
+		e.lanes = nil
 		return nil
 	}
 }
@@ -102,7 +112,7 @@ func NewExecutor(store locstore.Store, opts ...ExecutorOption) (*Executor, error
 	if store == nil {
 		return nil, errors.New("authority: NewExecutor: nil store")
 	}
-	e := &Executor{store: store, log: slog.Default(), maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff}
+	e := &Executor{store: store, log: slog.Default(), maxAttempts: DefaultMaxAttempts, backoff: defaultBackoff, lanes: &lanes{}}
 	for _, o := range opts {
 		if err := o(e); err != nil {
 			return nil, err
@@ -531,6 +541,39 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 	// until the first batch is sent, and never for a decision that writes
 	// nothing: such a plan is re-planned on a fresh read.
 	hinted := e.hints != nil
+	// release gives back the hot-counter lanes this operation holds
+	// (lanes.go); taken at most once, kept until it returns.
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	acquire := func(hot []string) error {
+		r, err := e.lanes.acquire(ctx, hot)
+		if err != nil {
+			return fmt.Errorf("authority %s: waiting for a hot counter: %w", op, err)
+		}
+		release = r
+		return nil
+	}
+	takeLanes := func(req locstore.WriteRequest, always bool) (bool, error) {
+		if release != nil || e.lanes == nil {
+			return false, nil
+		}
+		hot := hotKeys(req)
+		if len(hot) == 0 || (!always && !e.lanes.busy(hot)) {
+			return false, nil
+		}
+		return true, acquire(hot)
+	}
+	if e.lanes != nil {
+		if hot := e.lanes.expected(op); hot != nil {
+			if err := acquire(hot); err != nil {
+				return Result{}, err
+			}
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		v := &view{hinted: hinted}
 		snap, err := read(ctx, v)
@@ -579,6 +622,17 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		if p.TerminalSkipped {
 			log.Warn("final result not recorded: its retention (deadline + 5 min) had passed by store time")
 		}
+		if e.lanes != nil {
+			e.lanes.remember(op, hotKeys(p.Request))
+		}
+		// Another operation of this executor is queued on a counter this
+		// batch conditions: wait for the turn, then read and plan again.
+		if took, err := takeLanes(p.Request, false); err != nil {
+			return Result{}, err
+		} else if took {
+			attempt-- // nothing was sent
+			continue
+		}
 		wr, werr := e.store.Write(ctx, p.Request)
 		sent++
 		hinted = false
@@ -613,6 +667,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			return Result{}, newErr(op, ErrConflict, "rows kept changing: no batch applied in %d attempts", attempt)
 		}
 		if werr == nil {
+			// Lost on a counter: queue on it before reading again, so the
+			// operations of this executor stop losing to each other.
+			if _, err := takeLanes(p.Request, true); err != nil {
+				return Result{}, err
+			}
 			if err := sleep(ctx, e.backoff(attempt)); err != nil {
 				return Result{}, fmt.Errorf("authority %s: %w", op, err)
 			}
