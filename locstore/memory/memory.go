@@ -179,7 +179,10 @@ type Store struct {
 	snapSeq uint64
 }
 
-var _ locstore.Store = (*Store)(nil)
+var (
+	_ locstore.Store       = (*Store)(nil)
+	_ locstore.MultiReader = (*Store)(nil)
+)
 
 // New returns an empty store. It fails only on an invalid option.
 func New(opts ...Option) (*Store, error) {
@@ -242,10 +245,37 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 	if s.closed {
 		return locstore.ReadResult{}, fail(op, ErrClosed)
 	}
+	return s.readLocked(key, s.clock.Now()), nil
+}
+
+// ReadMany implements locstore.MultiReader: every key under one read lock,
+// at one StoreNow.
+func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	const op = "readMany"
+	if err := locstore.ValidateReadKeys(op, keys); err != nil {
+		return nil, err
+	}
+	if err := start(ctx, op); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, fail(op, ErrClosed)
+	}
 	now := s.clock.Now()
+	out := make([]locstore.ReadResult, len(keys))
+	for i, k := range keys {
+		out[i] = s.readLocked(k, now)
+	}
+	return out, nil
+}
+
+// readLocked is one key's ReadResult at now; s.mu is held.
+func (s *Store) readLocked(key string, now time.Time) locstore.ReadResult {
 	e := s.data[key]
 	if !e.live(now) {
-		return locstore.ReadResult{StoreNow: now}, nil
+		return locstore.ReadResult{StoreNow: now}
 	}
 	return locstore.ReadResult{
 		Found:     true,
@@ -253,7 +283,7 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 		Version:   e.version,
 		ExpiresAt: e.expiresAt,
 		StoreNow:  now,
-	}, nil
+	}
 }
 
 // Write validates the whole request before anything, then, under the store

@@ -174,7 +174,10 @@ type Store struct {
 	closeErr  error
 }
 
-var _ locstore.Store = (*Store)(nil)
+var (
+	_ locstore.Store       = (*Store)(nil)
+	_ locstore.MultiReader = (*Store)(nil)
+)
 
 // New connects to Redis as opts describes and checks the connection with a
 // PING bounded by ctx and the operation timeout. The Store owns the client:
@@ -430,6 +433,52 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 	res.Version = ver
 	res.ExpiresAt = exp
 	return res, nil
+}
+
+// ReadMany implements locstore.MultiReader: one script call for every key.
+func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	const op = "readMany"
+	if err := locstore.ValidateReadKeys(op, keys); err != nil {
+		return nil, err
+	}
+	ctx, cancel, err := s.opContext(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	c := newCall(len(keys), 0)
+	for _, k := range keys {
+		c.key(s.dataKey(k))
+	}
+	r, err := s.eval(ctx, readManyScript, c)
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	if len(r) != 1+3*len(keys) {
+		return nil, s.fail(op, fmt.Errorf("readMany reply has %d elements for %d keys", len(r), len(keys)))
+	}
+	now, err := replyInt(r[0])
+	if err != nil {
+		return nil, s.fail(op, err)
+	}
+	storeNow := time.UnixMilli(now)
+	out := make([]locstore.ReadResult, len(keys))
+	for i := range keys {
+		v, ver, x, err := replyStrings3(r[1+3*i], r[2+3*i], r[3+3*i])
+		if err != nil {
+			return nil, s.fail(op, err)
+		}
+		out[i].StoreNow = storeNow
+		if ver == "" {
+			continue
+		}
+		exp, err := parseExpiresAt(x)
+		if err != nil {
+			return nil, s.fail(op, err)
+		}
+		out[i].Found, out[i].Value, out[i].Version, out[i].ExpiresAt = true, []byte(v), ver, exp
+	}
+	return out, nil
 }
 
 // Write implements locstore.Store.

@@ -36,6 +36,28 @@ if r[3] and tonumber(r[3]) <= now then return {now} end
 return {now, r[1] or '', r[2], r[3] or ''}
 `
 
+// readManySrc: KEYS = data keys. Returns {now, then per key three
+// elements: value, version, expiresAt} with an empty version for a key
+// absent or expired at now (a stored version is never empty). One script
+// run, so every key is observed at the same instant.
+const readManySrc = luaPrelude + `
+local now = now_ms()
+local out = {now}
+for i = 1, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], 'v', 's', 'x')
+  if (not r[2]) or (r[3] and tonumber(r[3]) <= now) then
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+  else
+    out[#out + 1] = r[1] or ''
+    out[#out + 1] = r[2]
+    out[#out + 1] = r[3] or ''
+  end
+end
+return out
+`
+
 // openSnapshotsLua finds the open snapshots of the namespace. KEYS[2] of
 // the write script and KEYS[3] of the scan script is the registry, a ZSET of
 // snapshot ids scored by their sequence S; a snapshot is open while its
@@ -303,7 +325,8 @@ func newScript(src string) *script {
 }
 
 var (
-	readScript  = newScript(readSrc)
-	writeScript = newScript(writeSrc)
-	scanScript  = newScript(scanSrc)
+	readScript     = newScript(readSrc)
+	readManyScript = newScript(readManySrc)
+	writeScript    = newScript(writeSrc)
+	scanScript     = newScript(scanSrc)
 )

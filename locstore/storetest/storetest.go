@@ -112,6 +112,7 @@ var contract = []check{
 	{"Versions", testVersions},
 	{"Delete", testDelete},
 	{"ReadIsOneObservation", testTornRead},
+	{"ReadMany", testReadMany},
 	{"Expiry", testExpiry},
 	{"ConflictChangesNothing", testConflict},
 	{"ArgumentBounds", testBounds},
