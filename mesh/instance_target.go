@@ -107,6 +107,28 @@ func (a *activations) enqueue(id string, f func()) {
 	}()
 }
 
+// after queues f behind the activations of id still queued or running and
+// reports true, or reports false (f not run) when there are none. A message
+// that reaches an Instance Spot by its usual route (its sender saw the
+// record Ready) must not overtake one its sender handed to the activation
+// route just before (command 39, queued here until the activation ends):
+// both come from one sender over one ordered connection, or from this
+// node's own Manager, so queueing behind is what keeps their order.
+func (a *activations) after(id string, f func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q, running := a.queues[id]
+	if !running {
+		return false
+	}
+	a.queues[id] = append(q, f)
+	return true
+}
+
+// activationTurn is the context key marking a turn of an id's activation
+// queue (its value: the SpotId).
+type activationTurn struct{}
+
 // claim returns (nil, true) when the caller now activates id (it must call
 // release), or the channel closed when the activation in progress ends.
 func (a *activations) claim(id string) (chan struct{}, bool) {
@@ -269,6 +291,9 @@ func (o *objects) activate(rec activation.Record, org origin, route []byte) {
 	}
 	ctx, cancel := context.WithDeadline(o.halt, deadline)
 	defer cancel()
+	// This runs as a turn of id's activation queue: a local delivery from
+	// here must not queue behind itself (deliverLocal).
+	ctx = context.WithValue(ctx, activationTurn{}, rec.SpotID)
 	answer := func(body []byte, err error) {
 		if route != nil {
 			if err != nil {
@@ -509,6 +534,9 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 	o.mu.Lock()
 	hs.storeVersion = version
 	o.mu.Unlock()
+	if h := o.hook().activationStep; h != nil {
+		h(rec.SpotID, "committed")
+	}
 	o.stats.instanceActivated.Add(1)
 	sobj.Release()
 	o.log.Debug("instance spot activated", "object", rec.SpotID, "type", rec.StableType, "gen", b.objGen)

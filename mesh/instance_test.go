@@ -531,6 +531,65 @@ func TestInstanceSpotOrderAcrossActivation(t *testing.T) {
 	}
 }
 
+// The race behind the order rule, made certain: the second message finds
+// no record and follows the first on the activation route (command 39,
+// queued on the activating node), the request finds the record Ready
+// (committed, the activation not yet over) and takes the usual route. It
+// must still run after the second message: the usual route queues behind
+// the id's activations on that node.
+func TestInstanceSpotUsualRouteWaitsBehindActivation(t *testing.T) {
+	c := instanceCluster(t, false, 3)
+	ctx := ctxT(t, 30*time.Second)
+	const id = "behind"
+	var stored, committed [2]chan struct{}
+	release := map[string]chan struct{}{"stored": make(chan struct{}), "committed": make(chan struct{})}
+	for i, node := range []int{1, 2} {
+		stored[i], committed[i] = make(chan struct{}), make(chan struct{})
+		var onceS, onceC sync.Once
+		reachedS, reachedC := stored[i], committed[i]
+		c.nodes[node].obj.hooks.Store(&testHooks{activationStep: func(got, s string) {
+			if got != id {
+				return
+			}
+			switch s {
+			case "stored":
+				onceS.Do(func() { close(reachedS) })
+			case "committed":
+				onceC.Do(func() { close(reachedC) })
+			default:
+				return
+			}
+			<-release[s]
+		}})
+	}
+	if err := c.m(0).SendInstance(ctx, id, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	waitEither(t, stored[0], stored[1])
+	// No record yet: the second message follows the first to its node.
+	if err := c.m(0).SendInstance(ctx, id, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	close(release["stored"])
+	waitEither(t, committed[0], committed[1])
+	// Ready in the store, the activation still running: the usual route.
+	type answer struct {
+		body []byte
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		b, err := c.m(0).RequestInstance(ctx, id, []byte("count"))
+		got <- answer{b, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the request is at the activating node by now
+	close(release["committed"])
+	a := <-got
+	if a.err != nil || string(a.body) != "count:2" {
+		t.Fatalf("count %q, %v: want count:2 (the second message before the request)", a.body, a.err)
+	}
+}
+
 func runInstanceOrder(t *testing.T, redis bool) {
 	c := instanceCluster(t, redis, 3)
 	ctx := ctxT(t, 60*time.Second)

@@ -312,6 +312,19 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 		k, ch = route.key(), make(chan localReply, 1)
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
+	if inTurn, _ := ctx.Value(activationTurn{}).(string); t.fam == familySpot && inTurn != t.id {
+		// Behind this node's Instance Spot activations of the id (as
+		// inboundSpot): they carry earlier messages of this Manager. Not
+		// from a turn of that queue itself, which would wait for itself.
+		turn := make(chan struct{})
+		if o.activating.after(t.id, func() { close(turn) }) {
+			select {
+			case <-turn:
+			case <-ctx.Done():
+				return nil, ctxErr(ctx, "message to %s: waiting behind its activation", t.id)
+			}
+		}
+	}
 	var perr error
 	_, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration,
 		func(d dest) {
@@ -569,8 +582,15 @@ func (o *objects) inboundActor(from transport.PeerInfo, f router.ActorRouteFence
 }
 
 func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
-	o.inbound(from, familySpot, f.Spot.SpotID, f.Spot.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
-		f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
+	deliver := func() {
+		o.inbound(from, familySpot, f.Spot.SpotID, f.Spot.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
+			f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
+	}
+	// Behind the Instance Spot activations of this id still queued here
+	// (activations.after): they carry earlier messages of the same sender.
+	if !o.activating.after(f.Spot.SpotID, deliver) {
+		deliver()
+	}
 }
 
 // inbound delivers a remote message after the fence check. corr is 0 for a

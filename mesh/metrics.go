@@ -151,6 +151,15 @@ func (s observedLocation) Read(ctx context.Context, key string) (locstore.ReadRe
 	return rr, err
 }
 
+// ReadMany keeps the store's one-call read (locstore.MultiReader) visible
+// through the wrapper; it is observed as one call.
+func (s observedLocation) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	t0 := time.Now()
+	rs, err := locstore.ReadMany(ctx, s.Store, keys)
+	s.h.WithLabelValues("location", "read_many", storeOutcome(err)).Observe(time.Since(t0).Seconds())
+	return rs, err
+}
+
 func (s observedLocation) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
 	t0 := time.Now()
 	res, err := s.Store.Write(ctx, req)
@@ -377,6 +386,7 @@ func (o *objects) hostedByType() map[typeKey]int {
 
 // The instrumented stores keep satisfying the SPIs.
 var (
-	_ locstore.Store   = observedLocation{}
-	_ relocstore.Store = observedRelocation{}
+	_ locstore.Store       = observedLocation{}
+	_ locstore.MultiReader = observedLocation{}
+	_ relocstore.Store     = observedRelocation{}
 )

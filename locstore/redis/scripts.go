@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 )
 
-// The three Lua scripts below are the whole server-side contract of the
+// The Lua scripts below are the whole server-side contract of the
 // provider (docs/store-redis.md describes them in prose). Each SPI operation
 // is one script call, so everything it reads and writes is observed and
 // changed atomically by Redis; StoreNow is the server's TIME read inside the

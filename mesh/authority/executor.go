@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -160,21 +159,37 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 	if b, err := BundleFor(req.Object.Kind, req.Object.StableType); err == nil {
 		ids = CountersFor(req.Target.Node, b)
 	}
+	// One call: the authority row and, for the common case that it is
+	// missing, everything a creation plans on.
 	read := func(ctx context.Context, v *view) (Snapshot, error) {
-		s, err := e.readAuthority(ctx, v, OpReserve, key)
+		const op = OpReserve
+		var r rowSet
+		ai := r.add(key, true)
+		ci := r.add(counterKey, false)
+		lk, err := leaseKeyOf(op, req.Target.Owner.ID)
 		if err != nil {
+			return Snapshot{}, err
+		}
+		li := r.add(lk, true)
+		capAt, err := capacityRows(op, &r, ids)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		got, err := e.fetch(ctx, v, op, r)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		s := Snapshot{StoreNow: got.now}
+		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil || s.Authority.Found {
 			return s, err
 		}
-		if s.Authority.Found {
-			return s, nil
+		if s.ObjectGeneration, err = CounterRowOf(counterKey, got.rr[ci]); err != nil {
+			return s, withOp(op, err)
 		}
-		if s.ObjectGeneration, err = e.readCounter(ctx, OpReserve, counterKey); err != nil {
+		if s.TargetLease, err = leaseAt(op, lk, got.rr[li]); err != nil {
 			return s, err
 		}
-		if s.TargetLease, err = e.readLease(ctx, v, OpReserve, req.Target.Owner.ID); err != nil {
-			return s, err
-		}
-		s.Capacity, err = e.readCapacity(ctx, OpReserve, ids)
+		s.Capacity, err = capacityAt(op, ids, got, capAt)
 		return s, err
 	}
 	return e.run(ctx, OpReserve, req.Object, read, func(s Snapshot) (Plan, error) { return PlanReserve(req, s) })
@@ -264,28 +279,50 @@ func (e *Executor) ReleaseCapacity(ctx context.Context, req CapacityRequest) (Re
 func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, *view) (Snapshot, error) {
 	const op = OpSecureCapacity
 	return func(ctx context.Context, v *view) (Snapshot, error) {
-		var s Snapshot
-		var err error
-		if s.Reservation, err = e.readReservation(ctx, v, op, req.ReservationID); err != nil || s.Reservation.Found {
-			return s, err
-		}
 		key, err := req.Object.Key()
 		if err != nil {
-			return s, invalidCause(op, err, "object")
+			return Snapshot{}, invalidCause(op, err, "object")
 		}
-		var a Snapshot
-		err = concurrently(
-			func() (err error) { a, err = e.readAuthority(ctx, v, op, key); return err },
-			func() (err error) { s.OwnerLease, err = e.readLease(ctx, v, op, req.Source.Owner.ID); return err },
-			func() (err error) { s.TargetLease, err = e.readLease(ctx, v, op, req.Target.Owner.ID); return err })
+		rk, err := reservationKeyOf(op, req.ReservationID)
 		if err != nil {
+			return Snapshot{}, err
+		}
+		ok, err := leaseKeyOf(op, req.Source.Owner.ID)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		tk, err := leaseKeyOf(op, req.Target.Owner.ID)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		ids := CountersFor(req.Target.Node, req.Bundle)
+		var r rowSet
+		ri, ai, oi, ti := r.add(rk, true), r.add(key, true), r.add(ok, true), r.add(tk, true)
+		capAt, err := capacityRows(op, &r, ids)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		got, err := e.fetch(ctx, v, op, r)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		s := Snapshot{StoreNow: got.now}
+		if s.Reservation, err = reservationAt(op, rk, got.rr[ri]); err != nil || s.Reservation.Found {
 			return s, err
 		}
-		s.StoreNow, s.Authority = a.StoreNow, a.Authority
+		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil {
+			return s, err
+		}
+		if s.OwnerLease, err = leaseAt(op, ok, got.rr[oi]); err != nil {
+			return s, err
+		}
+		if s.TargetLease, err = leaseAt(op, tk, got.rr[ti]); err != nil {
+			return s, err
+		}
 		if !s.Authority.Found {
 			return s, nil
 		}
-		s.Capacity, err = e.readCapacity(ctx, op, CountersFor(req.Target.Node, req.Bundle))
+		s.Capacity, err = capacityAt(op, ids, got, capAt)
 		return s, err
 	}
 }
@@ -295,9 +332,16 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, 
 func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context, *view) (Snapshot, error) {
 	const op = OpReleaseCapacity
 	return func(ctx context.Context, v *view) (Snapshot, error) {
-		var s Snapshot
-		var err error
-		if s.Reservation, err = e.readReservation(ctx, v, op, req.ReservationID); err != nil || !s.Reservation.Found {
+		rk, err := reservationKeyOf(op, req.ReservationID)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		got, err := e.fetch(ctx, v, op, rowSet{keys: []string{rk}, anchor: []bool{true}})
+		if err != nil {
+			return Snapshot{}, err
+		}
+		s := Snapshot{StoreNow: got.now}
+		if s.Reservation, err = reservationAt(op, rk, got.rr[0]); err != nil || !s.Reservation.Found {
 			return s, err
 		}
 		r := s.Reservation.Reservation
@@ -309,14 +353,30 @@ func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context,
 func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest, lease bool, plan func(CapacityRequest, Snapshot) (Plan, error)) (Result, error) {
 	ids := CountersFor(req.Target.Node, req.Bundle)
 	read := func(ctx context.Context, v *view) (Snapshot, error) {
-		var s Snapshot
-		var err error
+		var r rowSet
+		li := -1
 		if lease {
-			if s.TargetLease, err = e.readLease(ctx, v, op, req.Target.Owner.ID); err != nil {
+			lk, err := leaseKeyOf(op, req.Target.Owner.ID)
+			if err != nil {
+				return Snapshot{}, err
+			}
+			li = r.add(lk, true)
+		}
+		capAt, err := capacityRows(op, &r, ids)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		got, err := e.fetch(ctx, v, op, r)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		s := Snapshot{StoreNow: got.now}
+		if li >= 0 {
+			if s.TargetLease, err = leaseAt(op, r.keys[li], got.rr[li]); err != nil {
 				return s, err
 			}
 		}
-		s.Capacity, err = e.readCapacity(ctx, op, ids)
+		s.Capacity, err = capacityAt(op, ids, got, capAt)
 		return s, err
 	}
 	return e.run(ctx, op, Object{}, read, func(s Snapshot) (Plan, error) { return plan(req, s) })
@@ -365,29 +425,55 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 		if err != nil {
 			return Snapshot{}, invalidCause(op, err, "object")
 		}
-		var res ReservationRow
+		// One call for the anchor rows, in the order above; the leases are
+		// read beside the authority row: only their versions matter, as
+		// conditions.
+		var rows rowSet
+		ri, oi, ti := -1, -1, -1
 		if r.reservation != nil && *r.reservation != ([16]byte{}) {
-			if res, err = e.readReservation(ctx, v, op, *r.reservation); err != nil {
+			rk, err := reservationKeyOf(op, *r.reservation)
+			if err != nil {
 				return Snapshot{}, err
 			}
+			ri = rows.add(rk, true)
 		}
-		// The leases are read beside the authority row (one round trip
-		// on a remote store): only their versions matter, as conditions.
-		var s Snapshot
-		reads := []func() error{func() (err error) { s, err = e.readAuthority(ctx, v, op, key); return err }}
-		var owner, target LeaseRow
-		if r.owner != nil && r.owner.ID != "" {
-			reads = append(reads, func() (err error) { owner, err = e.readLease(ctx, v, op, r.owner.ID); return err })
+		ai := rows.add(key, true)
+		for _, l := range []struct {
+			owner *Owner
+			at    *int
+		}{{r.owner, &oi}, {r.target, &ti}} {
+			if l.owner != nil && l.owner.ID != "" {
+				lk, err := leaseKeyOf(op, l.owner.ID)
+				if err != nil {
+					return Snapshot{}, err
+				}
+				*l.at = rows.add(lk, true)
+			}
 		}
-		if r.target != nil && r.target.ID != "" {
-			reads = append(reads, func() (err error) { target, err = e.readLease(ctx, v, op, r.target.ID); return err })
+		got, err := e.fetch(ctx, v, op, rows)
+		if err != nil {
+			return Snapshot{}, err
 		}
-		err = concurrently(reads...)
-		s.Reservation, s.OwnerLease, s.TargetLease = res, owner, target
-		if err != nil || !s.Authority.Found {
+		s := Snapshot{StoreNow: got.now}
+		if ri >= 0 {
+			if s.Reservation, err = reservationAt(op, rows.keys[ri], got.rr[ri]); err != nil {
+				return s, err
+			}
+		}
+		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil {
 			return s, err
 		}
-		if !r.capacity {
+		if oi >= 0 {
+			if s.OwnerLease, err = leaseAt(op, rows.keys[oi], got.rr[oi]); err != nil {
+				return s, err
+			}
+		}
+		if ti >= 0 {
+			if s.TargetLease, err = leaseAt(op, rows.keys[ti], got.rr[ti]); err != nil {
+				return s, err
+			}
+		}
+		if !s.Authority.Found || !r.capacity {
 			return s, nil
 		}
 		bun := s.Authority.Record.Allocation.Capacity
@@ -404,19 +490,6 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 	}
 }
 
-func (e *Executor) readReservation(ctx context.Context, v *view, op Op, id [16]byte) (ReservationRow, error) {
-	key, err := ReservationKey(id)
-	if err != nil {
-		return ReservationRow{}, invalidCause(op, err, "reservation")
-	}
-	rr, err := e.get(ctx, v, key)
-	if err != nil {
-		return ReservationRow{}, fmt.Errorf("authority %s: read reservation: %w", op, err)
-	}
-	row, err := ReservationRowOf(key, rr)
-	return row, withOp(op, err)
-}
-
 func containsCounter(ids []CounterID, id CounterID) bool {
 	for _, x := range ids {
 		if x.equal(id) {
@@ -424,93 +497,6 @@ func containsCounter(ids []CounterID, id CounterID) bool {
 		}
 	}
 	return false
-}
-
-func (e *Executor) readAuthority(ctx context.Context, v *view, op Op, key string) (Snapshot, error) {
-	rr, err := e.get(ctx, v, key)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("authority %s: read authority: %w", op, err)
-	}
-	row, err := e.authorityRowOf(key, rr)
-	if err != nil {
-		return Snapshot{}, withOp(op, err)
-	}
-	return Snapshot{StoreNow: rr.StoreNow, Authority: row}, nil
-}
-
-func (e *Executor) readCounter(ctx context.Context, op Op, key string) (CounterRow, error) {
-	rr, err := e.store.Read(ctx, key)
-	if err != nil {
-		return CounterRow{}, fmt.Errorf("authority %s: read ObjectGeneration counter: %w", op, err)
-	}
-	row, err := CounterRowOf(key, rr)
-	return row, withOp(op, err)
-}
-
-func (e *Executor) readLease(ctx context.Context, v *view, op Op, ownerID string) (LeaseRow, error) {
-	key, err := record.OwnerLeaseKey(ownerID)
-	if err != nil {
-		return LeaseRow{}, invalidCause(op, err, "owner id")
-	}
-	rr, err := e.get(ctx, v, key)
-	if err != nil {
-		return LeaseRow{}, fmt.Errorf("authority %s: read owner lease: %w", op, err)
-	}
-	row, err := LeaseRowOf(key, rr)
-	return row, withOp(op, err)
-}
-
-// readCapacity reads the counters ids, all at once (their order among
-// themselves does not matter; they come after the anchor rows).
-func (e *Executor) readCapacity(ctx context.Context, op Op, ids []CounterID) ([]CapacityRow, error) {
-	rows := make([]CapacityRow, len(ids))
-	reads := make([]func() error, len(ids))
-	for i, id := range ids {
-		key, err := CapacityKey(id)
-		if err != nil {
-			return nil, invalidCause(op, err, "capacity counter %s", id)
-		}
-		reads[i] = func() error {
-			rr, err := e.store.Read(ctx, key)
-			if err != nil {
-				return fmt.Errorf("authority %s: read capacity counter %s: %w", op, id, err)
-			}
-			row, err := CapacityRowOf(id, rr)
-			if err != nil {
-				return withOp(op, err)
-			}
-			rows[i] = row
-			return nil
-		}
-	}
-	if err := concurrently(reads...); err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
-
-// concurrently runs the independent reads fns at once — one store round
-// trip instead of len(fns) — and returns the first error in fns' order.
-func concurrently(fns ...func() error) error {
-	if len(fns) == 1 {
-		return fns[0]()
-	}
-	errs := make([]error, len(fns))
-	var wg sync.WaitGroup
-	for i, f := range fns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f()
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func withOp(op Op, err error) error {

@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -185,22 +184,5 @@ func (h *rowHints) wrote(req locstore.WriteRequest, wr locstore.WriteResult) {
 // whether it did.
 type view struct {
 	hinted bool        // may answer from hints
-	used   atomic.Bool // answered at least one row from hints (reads run concurrently)
-}
-
-// get reads one anchor row (authority, reservation, lease): from the hints
-// when v allows it and one is fresh, else from the store, remembering what
-// the store said.
-func (e *Executor) get(ctx context.Context, v *view, key string) (locstore.ReadResult, error) {
-	if e.hints != nil && v != nil && v.hinted {
-		if rr, ok := e.hints.get(key); ok {
-			v.used.Store(true)
-			return rr, nil
-		}
-	}
-	rr, err := e.store.Read(ctx, key)
-	if err == nil && e.hints != nil {
-		e.hints.put(key, rr)
-	}
-	return rr, err
+	used   atomic.Bool // answered at least one row from hints
 }

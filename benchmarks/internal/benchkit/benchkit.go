@@ -44,13 +44,22 @@ var ErrorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Leve
 // CountingStore counts what passes through a Location Store.
 type CountingStore struct {
 	locstore.Store
-	reads, writes, conflicts, writeKeys atomic.Uint64
+	reads, writes, conflicts, writeKeys, readKeys atomic.Uint64
 }
 
 // Read implements locstore.Store.
 func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
 	s.reads.Add(1)
+	s.readKeys.Add(1)
 	return s.Store.Read(ctx, key)
+}
+
+// ReadMany implements locstore.MultiReader: one call, counted as one read
+// (what it costs is a call, like a Read's), its keys in ReadKeys.
+func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	s.reads.Add(1)
+	s.readKeys.Add(uint64(len(keys)))
+	return locstore.ReadMany(ctx, s.Store, keys)
 }
 
 // Write implements locstore.Store; a write that was not applied is a
@@ -65,9 +74,9 @@ func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (l
 	return res, err
 }
 
-// Counts are store calls so far; WriteKeys sums the rows the writes put
-// or deleted.
-type Counts struct{ Reads, Writes, Conflicts, WriteKeys uint64 }
+// Counts are store calls so far (a ReadMany is one read); WriteKeys sums the
+// rows the writes put or deleted, ReadKeys the rows the reads read.
+type Counts struct{ Reads, Writes, Conflicts, WriteKeys, ReadKeys uint64 }
 
 // --- stores -----------------------------------------------------------------
 
@@ -171,6 +180,7 @@ func (c *Cluster) Counts() Counts {
 		n.Writes += s.writes.Load()
 		n.Conflicts += s.conflicts.Load()
 		n.WriteKeys += s.writeKeys.Load()
+		n.ReadKeys += s.readKeys.Load()
 	}
 	return n
 }
@@ -180,6 +190,7 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 	after := c.Counts()
 	n := float64(b.N)
 	b.ReportMetric(float64(after.Reads-before.Reads)/n, "store-reads/op")
+	b.ReportMetric(float64(after.ReadKeys-before.ReadKeys)/n, "store-read-keys/op")
 	b.ReportMetric(float64(after.Writes-before.Writes)/n, "store-writes/op")
 	b.ReportMetric(float64(after.Conflicts-before.Conflicts)/n, "store-conflicts/op")
 }

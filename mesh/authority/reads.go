@@ -1,0 +1,161 @@
+package authority
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// Reading a snapshot: the rows one step of an operation needs (an
+// authority row, the leases and the reservation it names, the counters it
+// moves) are read together, in one store call when the store is a
+// locstore.MultiReader — one round trip and one script run instead of one
+// per row, which is what bounds creations and moves per second on Redis
+// (benchmarks/README.md, issues 11 and 15) — and then observed at one
+// instant, so no batch can apply between two of them. A store without it is
+// read one row after the other in the order the rows were added, which the
+// readers keep as the torn-read argument of existingReader requires
+// (reservation before authority, counters after the rows they follow from).
+//
+// Anchor rows (authority, reservation, leases) may be answered by the row
+// hints on an attempt that allows it (hints.go); counters never are: every
+// concurrent operation moves them.
+
+// rowSet is the rows one step reads together.
+type rowSet struct {
+	keys   []string
+	anchor []bool // may be answered by a hint
+}
+
+// add appends a row and returns its index.
+func (r *rowSet) add(key string, anchor bool) int {
+	r.keys, r.anchor = append(r.keys, key), append(r.anchor, anchor)
+	return len(r.keys) - 1
+}
+
+// rowsRead is what a rowSet read: a result per row, in order, and the
+// store time of the store call (zero when every row came from hints).
+type rowsRead struct {
+	rr  []locstore.ReadResult
+	now time.Time
+}
+
+// fetch reads r: hinted anchors from the hints when v allows, the rest in
+// one call (locstore.ReadMany). Anchors read from the store are remembered
+// as hints.
+func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRead, error) {
+	out := rowsRead{rr: make([]locstore.ReadResult, len(r.keys))}
+	var keys []string
+	var at []int
+	for i, k := range r.keys {
+		if r.anchor[i] && e.hints != nil && v != nil && v.hinted {
+			if rr, ok := e.hints.get(k); ok {
+				v.used.Store(true)
+				out.rr[i] = rr
+				continue
+			}
+		}
+		keys, at = append(keys, k), append(at, i)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), locstore.MaxReadKeys)
+		rs, err := locstore.ReadMany(ctx, e.store, keys[:n])
+		if err != nil {
+			return rowsRead{}, fmt.Errorf("authority %s: read rows: %w", op, err)
+		}
+		for j, rr := range rs {
+			i := at[j]
+			out.rr[i] = rr
+			if out.now.IsZero() {
+				out.now = rr.StoreNow
+			}
+			if r.anchor[i] && e.hints != nil {
+				e.hints.put(r.keys[i], rr)
+			}
+		}
+		keys, at = keys[n:], at[n:]
+	}
+	if out.now.IsZero() && len(out.rr) > 0 {
+		out.now = out.rr[0].StoreNow // every row hinted: the first hint's time
+	}
+	return out, nil
+}
+
+// Row keys and decoders. A decode error names the operation.
+
+func (e *Executor) authorityAt(op Op, key string, rr locstore.ReadResult) (AuthorityRow, error) {
+	row, err := e.authorityRowOf(key, rr)
+	return row, withOp(op, err)
+}
+
+func leaseKeyOf(op Op, ownerID string) (string, error) {
+	key, err := record.OwnerLeaseKey(ownerID)
+	if err != nil {
+		return "", invalidCause(op, err, "owner id")
+	}
+	return key, nil
+}
+
+func leaseAt(op Op, key string, rr locstore.ReadResult) (LeaseRow, error) {
+	row, err := LeaseRowOf(key, rr)
+	return row, withOp(op, err)
+}
+
+func reservationKeyOf(op Op, id [16]byte) (string, error) {
+	key, err := ReservationKey(id)
+	if err != nil {
+		return "", invalidCause(op, err, "reservation")
+	}
+	return key, nil
+}
+
+func reservationAt(op Op, key string, rr locstore.ReadResult) (ReservationRow, error) {
+	row, err := ReservationRowOf(key, rr)
+	return row, withOp(op, err)
+}
+
+// capacityRows adds the counters ids to r and returns their indexes.
+func capacityRows(op Op, r *rowSet, ids []CounterID) ([]int, error) {
+	at := make([]int, len(ids))
+	for i, id := range ids {
+		key, err := CapacityKey(id)
+		if err != nil {
+			return nil, invalidCause(op, err, "capacity counter %s", id)
+		}
+		at[i] = r.add(key, false)
+	}
+	return at, nil
+}
+
+// capacityAt decodes the counters ids from got at the indexes at.
+func capacityAt(op Op, ids []CounterID, got rowsRead, at []int) ([]CapacityRow, error) {
+	rows := make([]CapacityRow, len(ids))
+	for i, id := range ids {
+		row, err := CapacityRowOf(id, got.rr[at[i]])
+		if err != nil {
+			return nil, withOp(op, err)
+		}
+		rows[i] = row
+	}
+	return rows, nil
+}
+
+// readCapacity reads the counters ids in one call.
+func (e *Executor) readCapacity(ctx context.Context, op Op, ids []CounterID) ([]CapacityRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var r rowSet
+	at, err := capacityRows(op, &r, ids)
+	if err != nil {
+		return nil, err
+	}
+	got, err := e.fetch(ctx, nil, op, r)
+	if err != nil {
+		return nil, err
+	}
+	return capacityAt(op, ids, got, at)
+}
