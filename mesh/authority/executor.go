@@ -166,11 +166,10 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 		var r rowSet
 		ai := r.add(key, true)
 		ci := r.add(counterKey, false)
-		lk, err := leaseKeyOf(op, req.Target.Owner.ID)
+		li, err := r.addLease(op, req.Target.Owner.ID)
 		if err != nil {
 			return Snapshot{}, err
 		}
-		li := r.add(lk, true)
 		capAt, err := capacityRows(op, &r, ids)
 		if err != nil {
 			return Snapshot{}, err
@@ -186,7 +185,7 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 		if s.ObjectGeneration, err = CounterRowOf(counterKey, got.rr[ci]); err != nil {
 			return s, withOp(op, err)
 		}
-		if s.TargetLease, err = leaseAt(op, lk, got.rr[li]); err != nil {
+		if s.TargetLease, err = got.lease(op, r, li); err != nil {
 			return s, err
 		}
 		s.Capacity, err = capacityAt(op, ids, got, capAt)
@@ -287,17 +286,17 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, 
 		if err != nil {
 			return Snapshot{}, err
 		}
-		ok, err := leaseKeyOf(op, req.Source.Owner.ID)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		tk, err := leaseKeyOf(op, req.Target.Owner.ID)
-		if err != nil {
-			return Snapshot{}, err
-		}
 		ids := CountersFor(req.Target.Node, req.Bundle)
 		var r rowSet
-		ri, ai, oi, ti := r.add(rk, true), r.add(key, true), r.add(ok, true), r.add(tk, true)
+		ri, ai := r.add(rk, true), r.add(key, true)
+		oi, err := r.addLease(op, req.Source.Owner.ID)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		ti, err := r.addLease(op, req.Target.Owner.ID)
+		if err != nil {
+			return Snapshot{}, err
+		}
 		capAt, err := capacityRows(op, &r, ids)
 		if err != nil {
 			return Snapshot{}, err
@@ -313,10 +312,10 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, 
 		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil {
 			return s, err
 		}
-		if s.OwnerLease, err = leaseAt(op, ok, got.rr[oi]); err != nil {
+		if s.OwnerLease, err = got.lease(op, r, oi); err != nil {
 			return s, err
 		}
-		if s.TargetLease, err = leaseAt(op, tk, got.rr[ti]); err != nil {
+		if s.TargetLease, err = got.lease(op, r, ti); err != nil {
 			return s, err
 		}
 		if !s.Authority.Found {
@@ -354,13 +353,13 @@ func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest,
 	ids := CountersFor(req.Target.Node, req.Bundle)
 	read := func(ctx context.Context, v *view) (Snapshot, error) {
 		var r rowSet
-		li := -1
+		owner := ""
 		if lease {
-			lk, err := leaseKeyOf(op, req.Target.Owner.ID)
-			if err != nil {
-				return Snapshot{}, err
-			}
-			li = r.add(lk, true)
+			owner = req.Target.Owner.ID
+		}
+		li, err := r.addLease(op, owner)
+		if err != nil {
+			return Snapshot{}, err
 		}
 		capAt, err := capacityRows(op, &r, ids)
 		if err != nil {
@@ -371,10 +370,8 @@ func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest,
 			return Snapshot{}, err
 		}
 		s := Snapshot{StoreNow: got.now}
-		if li >= 0 {
-			if s.TargetLease, err = leaseAt(op, r.keys[li], got.rr[li]); err != nil {
-				return s, err
-			}
+		if s.TargetLease, err = got.lease(op, r, li); err != nil {
+			return s, err
 		}
 		s.Capacity, err = capacityAt(op, ids, got, capAt)
 		return s, err
@@ -429,7 +426,7 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 		// read beside the authority row: only their versions matter, as
 		// conditions.
 		var rows rowSet
-		ri, oi, ti := -1, -1, -1
+		ri := -1
 		if r.reservation != nil && *r.reservation != ([16]byte{}) {
 			rk, err := reservationKeyOf(op, *r.reservation)
 			if err != nil {
@@ -438,17 +435,19 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 			ri = rows.add(rk, true)
 		}
 		ai := rows.add(key, true)
-		for _, l := range []struct {
-			owner *Owner
-			at    *int
-		}{{r.owner, &oi}, {r.target, &ti}} {
-			if l.owner != nil && l.owner.ID != "" {
-				lk, err := leaseKeyOf(op, l.owner.ID)
-				if err != nil {
-					return Snapshot{}, err
-				}
-				*l.at = rows.add(lk, true)
+		ownerID := func(o *Owner) string {
+			if o == nil {
+				return ""
 			}
+			return o.ID
+		}
+		oi, err := rows.addLease(op, ownerID(r.owner))
+		if err != nil {
+			return Snapshot{}, err
+		}
+		ti, err := rows.addLease(op, ownerID(r.target))
+		if err != nil {
+			return Snapshot{}, err
 		}
 		got, err := e.fetch(ctx, v, op, rows)
 		if err != nil {
@@ -463,15 +462,11 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil {
 			return s, err
 		}
-		if oi >= 0 {
-			if s.OwnerLease, err = leaseAt(op, rows.keys[oi], got.rr[oi]); err != nil {
-				return s, err
-			}
+		if s.OwnerLease, err = got.lease(op, rows, oi); err != nil {
+			return s, err
 		}
-		if ti >= 0 {
-			if s.TargetLease, err = leaseAt(op, rows.keys[ti], got.rr[ti]); err != nil {
-				return s, err
-			}
+		if s.TargetLease, err = got.lease(op, rows, ti); err != nil {
+			return s, err
 		}
 		if !s.Authority.Found || !r.capacity {
 			return s, nil

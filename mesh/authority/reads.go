@@ -91,16 +91,25 @@ func (e *Executor) authorityAt(op Op, key string, rr locstore.ReadResult) (Autho
 	return row, withOp(op, err)
 }
 
-func leaseKeyOf(op Op, ownerID string) (string, error) {
+// addLease adds the owner lease of ownerID (an anchor) and returns its
+// index; -1 and nothing added when ownerID is empty.
+func (r *rowSet) addLease(op Op, ownerID string) (int, error) {
+	if ownerID == "" {
+		return -1, nil
+	}
 	key, err := record.OwnerLeaseKey(ownerID)
 	if err != nil {
-		return "", invalidCause(op, err, "owner id")
+		return -1, invalidCause(op, err, "owner id")
 	}
-	return key, nil
+	return r.add(key, true), nil
 }
 
-func leaseAt(op Op, key string, rr locstore.ReadResult) (LeaseRow, error) {
-	row, err := LeaseRowOf(key, rr)
+// lease decodes the lease row at index i of r (the zero row when i < 0).
+func (got rowsRead) lease(op Op, r rowSet, i int) (LeaseRow, error) {
+	if i < 0 {
+		return LeaseRow{}, nil
+	}
+	row, err := LeaseRowOf(r.keys[i], got.rr[i])
 	return row, withOp(op, err)
 }
 
