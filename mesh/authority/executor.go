@@ -306,7 +306,7 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, 
 			return Snapshot{}, err
 		}
 		s := Snapshot{StoreNow: got.now}
-		if s.Reservation, err = reservationAt(op, rk, got.rr[ri]); err != nil || s.Reservation.Found {
+		if s.Reservation, err = e.reservationAt(op, rk, got.rr[ri]); err != nil || s.Reservation.Found {
 			return s, err
 		}
 		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil {
@@ -340,7 +340,7 @@ func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context,
 			return Snapshot{}, err
 		}
 		s := Snapshot{StoreNow: got.now}
-		if s.Reservation, err = reservationAt(op, rk, got.rr[0]); err != nil || !s.Reservation.Found {
+		if s.Reservation, err = e.reservationAt(op, rk, got.rr[0]); err != nil || !s.Reservation.Found {
 			return s, err
 		}
 		r := s.Reservation.Reservation
@@ -455,7 +455,7 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 		}
 		s := Snapshot{StoreNow: got.now}
 		if ri >= 0 {
-			if s.Reservation, err = reservationAt(op, rows.keys[ri], got.rr[ri]); err != nil {
+			if s.Reservation, err = e.reservationAt(op, rows.keys[ri], got.rr[ri]); err != nil {
 				return s, err
 			}
 		}
@@ -620,7 +620,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		switch {
 		case werr == nil && wr.Applied:
 			if e.hints != nil {
-				e.hints.wrote(p.Request, wr)
+				e.hints.wrote(p, wr)
 			}
 			res := Result{Plan: p, StoreNow: wr.StoreNow, Attempts: sent}
 			if p.Record != nil && p.AuthorityMutation >= 0 && p.AuthorityMutation < len(wr.Versions) {

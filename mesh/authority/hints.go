@@ -38,10 +38,13 @@ type rowHints struct {
 type rowHint struct {
 	rr locstore.ReadResult
 	at time.Duration // h.now() when it was seen
-	// auth is rr decoded, for an authority row once one reader decoded it:
-	// the strict record decode was the largest CPU item of a move
-	// (benchmarks/README.md), and a row is read by several steps.
+	// auth is rr decoded, for an authority row once one reader decoded it
+	// (or the batch that wrote it had the record): the strict record decode
+	// was the largest CPU item of a move (benchmarks/README.md), and a row is
+	// read by several steps. res is the same for a reservation row, whose
+	// strict decode was the next largest.
 	auth *AuthorityRow
+	res  *ReservationRow
 }
 
 // maxHints bounds the memory of the hints: past it, old entries are swept,
@@ -93,8 +96,8 @@ func (h *rowHints) put(key string, rr locstore.ReadResult) {
 		}
 	}
 	next := rowHint{rr: rr, at: now}
-	if old, ok := h.rows[key]; ok && old.auth != nil && old.rr.Found == rr.Found && old.rr.Version == rr.Version {
-		next.auth = old.auth // the same version read again (a poll): keep its decode
+	if old, ok := h.rows[key]; ok && old.rr.Found == rr.Found && old.rr.Version == rr.Version {
+		next.auth, next.res = old.auth, old.res // the same version read again (a poll): keep its decode
 	}
 	h.rows[key] = next
 }
@@ -137,6 +140,45 @@ func (h *rowHints) keepDecoded(key string, rr locstore.ReadResult, row Authority
 	}
 }
 
+// reservation returns the decoded reservation row of the hint for key when
+// it is still the one rr came from.
+func (h *rowHints) reservation(key string, rr locstore.ReadResult) (ReservationRow, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.rows[key]
+	if !ok || v.res == nil || v.rr.Found != rr.Found || v.rr.Version != rr.Version {
+		return ReservationRow{}, false
+	}
+	return *v.res, true
+}
+
+// keepReservation attaches row to the hint for key when it is still the
+// one rr came from.
+func (h *rowHints) keepReservation(key string, rr locstore.ReadResult, row ReservationRow) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v, ok := h.rows[key]; ok && v.rr.Found == rr.Found && v.rr.Version == rr.Version {
+		v.res = &row
+		h.rows[key] = v
+	}
+}
+
+// reservationRowOf decodes rr (the reservation row at key), at most once
+// per version while hints remember it.
+func (e *Executor) reservationRowOf(key string, rr locstore.ReadResult) (ReservationRow, error) {
+	if e.hints == nil {
+		return ReservationRowOf(key, rr)
+	}
+	if row, ok := e.hints.reservation(key, rr); ok {
+		return row, nil
+	}
+	row, err := ReservationRowOf(key, rr)
+	if err == nil {
+		e.hints.keepReservation(key, rr, row)
+	}
+	return row, err
+}
+
 // authorityRowOf decodes rr (the row at key), at most once per version
 // while hints remember it.
 func (e *Executor) authorityRowOf(key string, rr locstore.ReadResult) (AuthorityRow, error) {
@@ -161,10 +203,12 @@ func (e *Executor) ObserveAuthority(key string, rr locstore.ReadResult) (Authori
 	return e.authorityRowOf(key, rr)
 }
 
-// wrote records the rows an applied batch left: each put at its new version,
-// each deleted row as Missing.
-func (h *rowHints) wrote(req locstore.WriteRequest, wr locstore.WriteResult) {
-	for i, m := range req.Mutations {
+// wrote records the rows an applied batch of p left: each put at its new
+// version, each deleted row as Missing; the authority row and the
+// reservation row with the records p encoded into them, so that the next
+// step need not decode what this one wrote.
+func (h *rowHints) wrote(p Plan, wr locstore.WriteResult) {
+	for i, m := range p.Request.Mutations {
 		rr := locstore.ReadResult{StoreNow: wr.StoreNow}
 		switch {
 		case m.Kind == locstore.MutDelete:
@@ -177,6 +221,13 @@ func (h *rowHints) wrote(req locstore.WriteRequest, wr locstore.WriteResult) {
 			continue
 		}
 		h.put(m.Key, rr)
+		switch {
+		case !rr.Found:
+		case i == p.AuthorityMutation && p.Record != nil:
+			h.keepDecoded(m.Key, rr, AuthorityRow{Key: m.Key, Found: true, Record: *p.Record, Version: rr.Version})
+		case m.Key == p.ReservationKey && p.Reservation != nil:
+			h.keepReservation(m.Key, rr, ReservationRow{Key: m.Key, Found: true, Reservation: *p.Reservation, Version: rr.Version})
+		}
 	}
 }
 

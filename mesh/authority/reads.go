@@ -121,8 +121,8 @@ func reservationKeyOf(op Op, id [16]byte) (string, error) {
 	return key, nil
 }
 
-func reservationAt(op Op, key string, rr locstore.ReadResult) (ReservationRow, error) {
-	row, err := ReservationRowOf(key, rr)
+func (e *Executor) reservationAt(op Op, key string, rr locstore.ReadResult) (ReservationRow, error) {
+	row, err := e.reservationRowOf(key, rr)
 	return row, withOp(op, err)
 }
 
