@@ -175,18 +175,23 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 	if err != nil {
 		return candidate{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
+	// The counters of every candidate with a limit, in one read.
+	var limited []authority.Node
+	for _, c := range cands {
+		if c.limits.Actors > 0 || c.limits.Spots > 0 || c.limits.SpotType > 0 {
+			limited = append(limited, c.node)
+		}
+	}
+	usage, err := o.readCapacities(ctx, limited, bun)
+	if err != nil {
+		return candidate{}, classify(ctx, err, "read capacity of the candidate nodes")
+	}
 	full := 0
 	roomy := cands[:0:0]
 	for _, c := range cands {
-		if c.limits.Actors > 0 || c.limits.Spots > 0 || c.limits.SpotType > 0 {
-			rows, err := o.readCapacity(ctx, c.node, bun)
-			if err != nil {
-				return candidate{}, classify(ctx, err, "read capacity of "+c.key())
-			}
-			if !hasRoom(rows, c.limits, bun) {
-				full++
-				continue
-			}
+		if rows, ok := usage[c.key()]; ok && !hasRoom(rows, c.limits, bun) {
+			full++
+			continue
 		}
 		roomy = append(roomy, c)
 	}
@@ -215,23 +220,42 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 }
 
 func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun authority.Bundle) ([]authority.CapacityRow, error) {
-	var rows []authority.CapacityRow
-	for _, id := range authority.CountersFor(node, bun) {
-		key, err := authority.CapacityKey(id)
-		if err != nil {
-			return nil, err
+	rows, err := o.readCapacities(ctx, []authority.Node{node}, bun)
+	return rows[node.String()], err
+}
+
+// readCapacities reads the counters bun uses on each of nodes, in as few
+// calls as locstore.ReadMany allows, by candidate key.
+func (o *objects) readCapacities(ctx context.Context, nodes []authority.Node, bun authority.Bundle) (map[string][]authority.CapacityRow, error) {
+	var ids []authority.CounterID
+	var keys []string
+	for _, node := range nodes {
+		for _, id := range authority.CountersFor(node, bun) {
+			key, err := authority.CapacityKey(id)
+			if err != nil {
+				return nil, err
+			}
+			ids, keys = append(ids, id), append(keys, key)
 		}
-		rr, err := o.n.loc.Read(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		row, err := authority.CapacityRowOf(id, rr)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
 	}
-	return rows, nil
+	out := make(map[string][]authority.CapacityRow, len(nodes))
+	for len(keys) > 0 {
+		n := min(len(keys), locstore.MaxReadKeys)
+		rs, err := locstore.ReadMany(ctx, o.n.loc, keys[:n])
+		if err != nil {
+			return nil, err
+		}
+		for i, rr := range rs {
+			row, err := authority.CapacityRowOf(ids[i], rr)
+			if err != nil {
+				return nil, err
+			}
+			k := ids[i].Node.String()
+			out[k] = append(out[k], row)
+		}
+		ids, keys = ids[n:], keys[n:]
+	}
+	return out, nil
 }
 
 // otherMesh answers a creation whose InMesh names a mesh this node is not a
