@@ -348,10 +348,18 @@ func (r *capReader) str() string {
 	return ""
 }
 
-// nullStr reads null or a string; ok is false for null.
-func (r *capReader) nullStr() (string, bool) {
+// null consumes null when it comes next and reports whether it did.
+func (r *capReader) null() bool {
 	if !r.bad && len(r.in)-r.pos >= 4 && string(r.in[r.pos:r.pos+4]) == "null" {
 		r.pos += 4
+		return true
+	}
+	return false
+}
+
+// nullStr reads null or a string; ok is false for null.
+func (r *capReader) nullStr() (string, bool) {
+	if r.null() {
 		return "", false
 	}
 	return r.str(), true

@@ -799,3 +799,44 @@ func TestDecideNewOwner(t *testing.T) {
 		wantErr(t, err, ErrInvalidOperation)
 	})
 }
+
+// The reservation fast path accepts exactly what the strict path accepts,
+// with the same result: every one-byte edit and deletion of canonical
+// values either falls back (ok false) or decodes as the strict path does.
+func TestReservationFastPathAgrees(t *testing.T) {
+	spot := reservationOf(room, 11, "v1")
+	spot.Bundle.Actors = 3
+	actor := reservationOf(player, 1<<62, "v\"1") // an escape: strict path only
+	big := reservationOf(player, 1<<63-1, "7")   // 19 digits: strict path only
+	edits := []byte{'0', '1', '9', 'a', 'A', '"', '\\', ' ', 'n', ':', ',', '}', 0x00, 0xff}
+	for _, c := range []struct {
+		r     Reservation
+		plain bool
+	}{{spot, true}, {actor, false}, {big, false}, {reservationOf(player, 42, "12-34"), true}} {
+		want := encodeRes(t, c.r)
+		if _, ok := decodeCanonicalReservation(want); ok != c.plain {
+			t.Errorf("fast path on %s: ok=%v, want %v", want, ok, c.plain)
+		}
+		if got, err := DecodeReservation(want); err != nil || !got.Equal(c.r) {
+			t.Errorf("DecodeReservation(%s) = %+v, %v", want, got, err)
+		}
+		for i := range want {
+			for _, e := range append(edits, 0) { // 0: delete byte i
+				v := append([]byte(nil), want...)
+				if e == 0 {
+					v = append(v[:i], v[i+1:]...)
+				} else {
+					v[i] = e
+				}
+				fast, ok := decodeCanonicalReservation(v)
+				if !ok {
+					continue
+				}
+				strict, err := decodeReservationStrict(v)
+				if err != nil || !strict.Equal(fast) {
+					t.Fatalf("%s: fast path %+v, strict path %+v %v", v, fast, strict, err)
+				}
+			}
+		}
+	}
+}
