@@ -807,7 +807,7 @@ func TestReservationFastPathAgrees(t *testing.T) {
 	spot := reservationOf(room, 11, "v1")
 	spot.Bundle.Actors = 3
 	actor := reservationOf(player, 1<<62, "v\"1") // an escape: strict path only
-	big := reservationOf(player, 1<<63-1, "7")   // 19 digits: strict path only
+	big := reservationOf(player, 1<<63-1, "7")    // 19 digits: strict path only
 	edits := []byte{'0', '1', '9', 'a', 'A', '"', '\\', ' ', 'n', ':', ',', '}', 0x00, 0xff}
 	for _, c := range []struct {
 		r     Reservation
