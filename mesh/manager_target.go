@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
@@ -311,7 +312,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	if err := gate.Admit(); err != nil {
 		return fw(wrapErr(ErrUnavailable, err, "owner lease"))
 	}
-	row, storeNow, err := o.readAuthorityAt(ctx, ord.kind, ord.id)
+	row, storeNow, content, err := o.readAuthorityAndRequest(ctx, ord)
 	if err != nil {
 		return fw(classify(ctx, err, "target read"))
 	}
@@ -373,7 +374,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	if !ok || objectKind(f.Kind) != ord.kind {
 		return failBefore(fmt.Errorf("%w: no %s factory %q on this node", ErrUnavailable, ord.kind, ord.stableType))
 	}
-	body, err := o.readContent(ctx, pc, ord)
+	body, err := checkContent(content, pc, ord)
 	if err != nil {
 		return failBefore(err)
 	}
@@ -453,11 +454,27 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 // readContent reads the stored creation request the record references and
 // checks it is the request the reservation was made for (size, SHA-256,
 // kind, type).
-func (o *objects) readContent(ctx context.Context, pc *record.PendingCreation, ord createOrder) ([]byte, error) {
-	rr, err := o.n.loc.Read(ctx, pc.RequestContentReference)
+// readAuthorityAndRequest reads the authority row of ord's object and the
+// creation request its reservation names (derived from the order's
+// OperationId, checked against the row by the caller), in one store call.
+func (o *objects) readAuthorityAndRequest(ctx context.Context, ord createOrder) (authority.AuthorityRow, time.Time, locstore.ReadResult, error) {
+	key, err := authority.Object{ID: ord.id, Kind: ord.kind}.Key()
 	if err != nil {
-		return nil, classify(ctx, err, "read creation request")
+		return authority.AuthorityRow{}, time.Time{}, locstore.ReadResult{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
+	o.stats.authorityReads.Add(1)
+	rs, err := locstore.ReadMany(ctx, o.n.loc, []string{key, creationRequestKey(ord.op)})
+	if err != nil {
+		return authority.AuthorityRow{}, time.Time{}, locstore.ReadResult{}, fmt.Errorf("read authority of %s and its creation request: %w", ord.id, err)
+	}
+	// The next authority operation on it need not read or decode it again.
+	row, err := o.exec.ObserveAuthority(key, rs[0])
+	return row, rs[0].StoreNow, rs[1], err
+}
+
+// checkContent checks the stored creation request rr against the
+// reservation's size and SHA-256 and returns its body.
+func checkContent(rr locstore.ReadResult, pc *record.PendingCreation, ord createOrder) ([]byte, error) {
 	if !rr.Found {
 		return nil, fmt.Errorf("%w: creation request of %s is gone", ErrUnavailable, ord.id)
 	}
