@@ -6,46 +6,52 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // readCapacity reads this node run's capacity counters (the source of truth,
-// §4) and returns the descriptor's operator copy with the limits it already
-// carries.
+// §4), all in one store call, and returns the descriptor's operator copy
+// with the limits it already carries.
 func (n *Node) readCapacity(ctx context.Context, c record.NodeCapacity) (record.NodeCapacity, error) {
 	node := authority.Node{MeshName: n.cfg.Node.MeshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration}
-	read := func(id authority.CounterID) (authority.Usage, error) {
-		key, err := authority.CapacityKey(id)
+	ids := []authority.CounterID{{Node: node, Class: authority.SlotActors}, {Node: node, Class: authority.SlotSpots}}
+	for _, st := range c.SpotTypes {
+		ids = append(ids, authority.CounterID{Node: node, Class: authority.SlotSpotType, SpotKind: st.ObjectKind, StableType: st.StableType})
+	}
+	usage := make([]authority.Usage, len(ids))
+	for from := 0; from < len(ids); from += locstore.MaxReadKeys {
+		part := ids[from:min(from+locstore.MaxReadKeys, len(ids))]
+		keys := make([]string, len(part))
+		for i, id := range part {
+			key, err := authority.CapacityKey(id)
+			if err != nil {
+				return c, err
+			}
+			keys[i] = key
+		}
+		rs, err := locstore.ReadMany(ctx, n.loc, keys)
 		if err != nil {
-			return authority.Usage{}, err
+			return c, err
 		}
-		res, err := n.loc.Read(ctx, key)
-		if err != nil || !res.Found {
-			return authority.Usage{}, err // missing = zero (authority deletes rows at zero)
+		for i, rr := range rs {
+			if !rr.Found {
+				continue // missing = zero (authority deletes rows at zero)
+			}
+			_, u, err := authority.DecodeCapacity(rr.Value)
+			if err != nil {
+				return c, fmt.Errorf("capacity counter %s: %w", part[i], err)
+			}
+			usage[from+i] = u
 		}
-		_, u, err := authority.DecodeCapacity(res.Value)
-		if err != nil {
-			return authority.Usage{}, fmt.Errorf("capacity counter %s: %w", id, err)
-		}
-		return u, nil
 	}
 	out := c
 	out.SpotTypes = append([]record.SpotTypeUsage(nil), c.SpotTypes...)
-	u, err := read(authority.CounterID{Node: node, Class: authority.SlotActors})
-	if err != nil {
-		return c, err
-	}
-	out.Actors.Active, out.Actors.Reserved = u.Active, u.Reserved
-	if u, err = read(authority.CounterID{Node: node, Class: authority.SlotSpots}); err != nil {
-		return c, err
-	}
-	out.Spots.Active, out.Spots.Reserved = u.Active, u.Reserved
-	for i, st := range out.SpotTypes {
-		if u, err = read(authority.CounterID{Node: node, Class: authority.SlotSpotType, SpotKind: st.ObjectKind, StableType: st.StableType}); err != nil {
-			return c, err
-		}
-		out.SpotTypes[i].Active, out.SpotTypes[i].Reserved = u.Active, u.Reserved
+	out.Actors.Active, out.Actors.Reserved = usage[0].Active, usage[0].Reserved
+	out.Spots.Active, out.Spots.Reserved = usage[1].Active, usage[1].Reserved
+	for i := range out.SpotTypes {
+		out.SpotTypes[i].Active, out.SpotTypes[i].Reserved = usage[2+i].Active, usage[2+i].Reserved
 	}
 	return out, nil
 }
