@@ -13,17 +13,24 @@ package discovery
 //
 //	TestDiscoveryScaleRedis         N = 100, in make test: asserts the bounds
 //	BenchmarkDiscoveryScaleRedis    N = 1,000 (MESHNODE_BENCH_SCALE_NODES to
-//	                                change): reports the figures
+//	                                change; 5,000 measured): reports the figures
+//
+// Beyond runsPerProcess simulated runs, the simulators run in child
+// processes (this test binary again, TestMain), so that no process needs
+// more file descriptors than this machine allows.
 //
 // Timing is the lease's at a fifth of the defaults (renew 1 s, TTL 3 s, the
 // same 1:3 ratio, so reads per round are what the defaults give; notice
 // times scale by 5).
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +53,10 @@ import (
 const (
 	scaleRenew = time.Second
 	scaleTTL   = 3 * time.Second
+	// scaleProbe is the links' liveness interval: a crashed run's links
+	// drop when its sockets close, so probes only keep idle links
+	// checked; at the nodes' default they would cost 3·N probes a second.
+	scaleProbe = 5 * time.Second
 )
 
 // opCounter counts every store call of one node and the bytes they carry.
@@ -109,9 +120,9 @@ type scaleMesh struct {
 	nodes  []*mesh.Node
 	counts []*opCounter
 	store  locstore.Store // the simulator's and the baseline's
-	// watched[i] is the simulated run right after node i in the ring (one
-	// it watches).
-	watched []*meshsim.Run
+	// dead and zombie are the runs the scenario crashes and makes lose
+	// their lease (zombie is watched by node 0).
+	dead, zombie *meshsim.Run
 }
 
 func scaleConfig(rid []byte) config.Config {
@@ -123,7 +134,7 @@ func scaleConfig(rid []byte) config.Config {
 	cfg.RelocationStore.Provider = config.ProviderMemory
 	cfg.Lease.RenewInterval, cfg.Lease.TTL = scaleRenew, scaleTTL
 	cfg.Lease.RenewTimeout, cfg.Lease.FencingMargin = 500*time.Millisecond, time.Second
-	cfg.Transport.LivenessInterval, cfg.Transport.PeerTimeout = scaleRenew, scaleTTL
+	cfg.Transport.LivenessInterval, cfg.Transport.PeerTimeout = scaleProbe, 3*scaleProbe
 	cfg.Log.Level = config.LogError
 	return cfg
 }
@@ -138,23 +149,58 @@ func openRedis(tb testing.TB, addr, ns string) locstore.Store {
 	return st
 }
 
+// simConfig is the simulators' configuration, in this process and in the
+// child processes.
+func simConfig(store locstore.Store) meshsim.Config {
+	return meshsim.Config{Store: store, MeshName: meshName, SecurityIdentity: mesh.AnonymousIdentity,
+		LeaseTTL: scaleTTL, RenewEvery: scaleRenew, Links: true, ProbeInterval: scaleProbe, PeerTimeout: 3 * scaleProbe,
+		Logger: slog.New(slog.DiscardHandler)}
+}
+
+// runsPerProcess bounds the simulated runs one process holds: each has a
+// listener and an accepted connection per real node, and this machine
+// allows 20,000 file descriptors per process (the three real nodes' own
+// process holds 3 × N outbound links).
+const runsPerProcess = 1500
+
 func startScaleMesh(tb testing.TB, n int) *scaleMesh {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	m := &scaleMesh{n: n, addr: testredis.Addr(tb), ns: testredis.Namespace(tb)}
 	m.store = openRedis(tb, m.addr, m.ns)
 	quiet := slog.New(slog.DiscardHandler)
-	sim, err := meshsim.New(meshsim.Config{Store: m.store, MeshName: meshName, SecurityIdentity: mesh.AnonymousIdentity,
-		LeaseTTL: scaleTTL, RenewEvery: scaleRenew, Links: true, ProbeInterval: scaleRenew, PeerTimeout: scaleTTL, Logger: quiet})
+	sim, err := meshsim.New(simConfig(m.store))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	m.sim = sim
 	tb.Cleanup(func() { _ = sim.Close() })
-	runs, err := sim.Add(ctx, n)
+	// The real nodes sit right after runs n/4, n/2, 3n/4 in the ring
+	// (RID(at)+0x80): each watches runs at+1 and at+2. The runs the
+	// scenario acts on — one that crashes (n/8, watched by no real node)
+	// and one that loses its lease (n/4+1, watched by node 0) — live in
+	// this process; the others, beyond runsPerProcess, in child processes.
+	local := map[int]bool{n / 8: true, n/4 + 1: true}
+	var bulk []int
+	for i := range n {
+		if !local[i] {
+			bulk = append(bulk, i)
+		}
+	}
+	own := []int{n / 8, n/4 + 1}
+	if n <= runsPerProcess {
+		own, bulk = append(own, bulk...), nil
+	}
+	runs, err := sim.AddAt(ctx, own)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	m.dead, m.zombie = runs[0], runs[1]
+	for len(bulk) > 0 {
+		part := bulk[:min(len(bulk), runsPerProcess)]
+		bulk = bulk[len(part):]
+		startSimChild(tb, m.addr, m.ns, part)
 	}
 	reloc, err := relmemory.New()
 	if err != nil {
@@ -162,8 +208,6 @@ func startScaleMesh(tb testing.TB, n int) *scaleMesh {
 	}
 	tb.Cleanup(func() { _ = reloc.Close() })
 	for _, at := range []int{n / 4, n / 2, 3 * n / 4} {
-		// RID(at)+0x80 sorts right after run `at`: the node watches runs
-		// at+1 and at+2.
 		rid := append(meshsim.RID(at), 0x80)
 		c := &opCounter{Store: openRedis(tb, m.addr, m.ns)}
 		node, err := mesh.Start(ctx, mesh.Options{Config: scaleConfig(rid), Location: c, Relocation: reloc, Logger: quiet})
@@ -175,7 +219,7 @@ func startScaleMesh(tb testing.TB, n int) *scaleMesh {
 			defer cancel()
 			_ = node.Close(cctx)
 		})
-		m.nodes, m.counts, m.watched = append(m.nodes, node), append(m.counts, c), append(m.watched, runs[at+1])
+		m.nodes, m.counts = append(m.nodes, node), append(m.counts, c)
 	}
 	for _, node := range m.nodes {
 		if err := node.WaitPeers(ctx, n+len(m.nodes)-1); err != nil {
@@ -183,6 +227,95 @@ func startScaleMesh(tb testing.TB, n int) *scaleMesh {
 		}
 	}
 	return m
+}
+
+// Child simulator processes: this test binary run again with
+// envSimChild set holds the simulated runs it is given, prints "ready" and
+// keeps them until its stdin closes (the parent ended).
+const envSimChild = "MESHNODE_MESHSIM_CHILD"
+
+// startSimChild starts a child simulator holding the runs idx and waits
+// until they are published and listening.
+func startSimChild(tb testing.TB, addr, ns string, idx []int) {
+	tb.Helper()
+	spec := make([]string, len(idx))
+	for i, v := range idx {
+		spec[i] = strconv.Itoa(v)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envSimChild+"="+addr+" "+ns+" "+strings.Join(spec, ","))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		tb.Fatalf("simulator child: %q, %v", line, err)
+	}
+}
+
+// runSimChild is the child's side (TestMain).
+func runSimChild(spec string) int {
+	parts := strings.Fields(spec)
+	if len(parts) != 3 {
+		fmt.Fprintf(os.Stderr, "meshsim child: bad %s %q\n", envSimChild, spec)
+		return 2
+	}
+	var idx []int
+	for _, f := range strings.Split(parts[2], ",") {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "meshsim child: bad run number %q\n", f)
+			return 2
+		}
+		idx = append(idx, v)
+	}
+	ctx := context.Background()
+	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{parts[0]}, Namespace: parts[1], PoolSize: 32})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim child:", err)
+		return 1
+	}
+	defer st.Close()
+	sim, err := meshsim.New(simConfig(st))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim child:", err)
+		return 1
+	}
+	defer sim.Close()
+	if _, err := sim.AddAt(ctx, idx); err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim child:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it or ends
+	return 0
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(envSimChild); spec != "" {
+		os.Exit(runSimChild(spec))
+	}
+	os.Exit(m.Run())
 }
 
 func (m *scaleMesh) snapshot(i int) opSnapshot {
@@ -311,7 +444,7 @@ func runScale(tb testing.TB, n int, window time.Duration) scaleResult {
 		before[i] = m.snapshot(i)
 	}
 	// A run joins: every node must list it valid, and link to it.
-	joined, err := m.sim.Add(context.Background(), 1)
+	joined, err := m.sim.AddAt(context.Background(), []int{n}) // after every run, wherever they live
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -322,14 +455,14 @@ func runScale(tb testing.TB, n int, window time.Duration) scaleResult {
 	}
 	// A run crashes (lease no longer renewed, links drop): one no real node
 	// watches.
-	dead := m.sim.Runs()[n/8]
+	dead := m.dead
 	if err := m.sim.Kill(dead); err != nil {
 		tb.Fatal(err)
 	}
 	res.death, res.deathR = m.notice(tb, "crash", dead.RID, notValid, 60*time.Second)
 	// A run loses its lease while its links stay up: its watcher (node 0)
 	// removes its descriptor, and every node sees that.
-	zombie := m.watched[0]
+	zombie := m.zombie
 	m.sim.LoseLease(zombie)
 	res.zombie, res.zombieR = m.notice(tb, "lease lost, links up", zombie.RID, notValid, 60*time.Second)
 	var followed, changeReads float64

@@ -61,6 +61,7 @@ type Sim struct {
 
 	mu   sync.Mutex
 	runs []*Run
+	next int // the lowest number above every run added
 
 	renewals atomic.Uint64
 	stop     chan struct{}
@@ -100,19 +101,30 @@ func (s *Sim) Runs() []*Run {
 func RID(i int) []byte { return []byte{0x5e, byte(i >> 16), byte(i >> 8), byte(i)} }
 
 // Add creates count more runs: lease, endpoint, descriptor. Runs are
-// numbered on from the last one.
+// numbered on from the highest number used so far.
 func (s *Sim) Add(ctx context.Context, count int) ([]*Run, error) {
 	s.mu.Lock()
-	first := len(s.runs)
+	first := s.next
 	s.mu.Unlock()
-	out := make([]*Run, 0, count)
-	for i := first; i < first+count; i++ {
+	idx := make([]int, count)
+	for i := range idx {
+		idx[i] = first + i
+	}
+	return s.AddAt(ctx, idx)
+}
+
+// AddAt creates the runs numbered idx (RID(i) each): several simulators,
+// in several processes, can share one mesh by taking disjoint numbers.
+func (s *Sim) AddAt(ctx context.Context, idx []int) ([]*Run, error) {
+	out := make([]*Run, 0, len(idx))
+	for _, i := range idx {
 		r, err := s.add(ctx, i)
 		if err != nil {
 			return out, fmt.Errorf("meshsim: run %d: %w", i, err)
 		}
 		s.mu.Lock()
 		s.runs = append(s.runs, r)
+		s.next = max(s.next, i+1)
 		s.mu.Unlock()
 		out = append(out, r)
 	}
