@@ -164,16 +164,9 @@ func (e *Executor) Reserve(ctx context.Context, req ReserveRequest) (Result, err
 	read := func(ctx context.Context, v *view) (Snapshot, error) {
 		const op = OpReserve
 		var r rowSet
-		ai := r.add(key, true)
-		ci := r.add(counterKey, false)
-		li, err := r.addLease(op, req.Target.Owner.ID)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		capAt, err := capacityRows(op, &r, ids)
-		if err != nil {
-			return Snapshot{}, err
-		}
+		ai, ci := r.add(key, true), r.add(counterKey, false)
+		li := r.addLease(op, req.Target.Owner.ID)
+		capAt := r.addCapacity(op, ids)
 		got, err := e.fetch(ctx, v, op, r)
 		if err != nil {
 			return Snapshot{}, err
@@ -282,31 +275,17 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, 
 		if err != nil {
 			return Snapshot{}, invalidCause(op, err, "object")
 		}
-		rk, err := reservationKeyOf(op, req.ReservationID)
-		if err != nil {
-			return Snapshot{}, err
-		}
 		ids := CountersFor(req.Target.Node, req.Bundle)
 		var r rowSet
-		ri, ai := r.add(rk, true), r.add(key, true)
-		oi, err := r.addLease(op, req.Source.Owner.ID)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		ti, err := r.addLease(op, req.Target.Owner.ID)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		capAt, err := capacityRows(op, &r, ids)
-		if err != nil {
-			return Snapshot{}, err
-		}
+		ri, ai := r.addReservation(op, req.ReservationID), r.add(key, true)
+		oi, ti := r.addLease(op, req.Source.Owner.ID), r.addLease(op, req.Target.Owner.ID)
+		capAt := r.addCapacity(op, ids)
 		got, err := e.fetch(ctx, v, op, r)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		s := Snapshot{StoreNow: got.now}
-		if s.Reservation, err = e.reservationAt(op, rk, got.rr[ri]); err != nil || s.Reservation.Found {
+		if s.Reservation, err = e.reservationAt(op, r.keys[ri], got.rr[ri]); err != nil || s.Reservation.Found {
 			return s, err
 		}
 		if s.Authority, err = e.authorityAt(op, key, got.rr[ai]); err != nil {
@@ -331,16 +310,14 @@ func (e *Executor) secureKeyedReader(req CapacityRequest) func(context.Context, 
 func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context, *view) (Snapshot, error) {
 	const op = OpReleaseCapacity
 	return func(ctx context.Context, v *view) (Snapshot, error) {
-		rk, err := reservationKeyOf(op, req.ReservationID)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		got, err := e.fetch(ctx, v, op, rowSet{keys: []string{rk}, anchor: []bool{true}})
+		var rows rowSet
+		ri := rows.addReservation(op, req.ReservationID)
+		got, err := e.fetch(ctx, v, op, rows)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		s := Snapshot{StoreNow: got.now}
-		if s.Reservation, err = e.reservationAt(op, rk, got.rr[0]); err != nil || !s.Reservation.Found {
+		if s.Reservation, err = e.reservationAt(op, rows.keys[ri], got.rr[ri]); err != nil || !s.Reservation.Found {
 			return s, err
 		}
 		r := s.Reservation.Reservation
@@ -357,14 +334,8 @@ func (e *Executor) capacityOnly(ctx context.Context, op Op, req CapacityRequest,
 		if lease {
 			owner = req.Target.Owner.ID
 		}
-		li, err := r.addLease(op, owner)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		capAt, err := capacityRows(op, &r, ids)
-		if err != nil {
-			return Snapshot{}, err
-		}
+		li := r.addLease(op, owner)
+		capAt := r.addCapacity(op, ids)
 		got, err := e.fetch(ctx, v, op, r)
 		if err != nil {
 			return Snapshot{}, err
@@ -428,11 +399,7 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 		var rows rowSet
 		ri := -1
 		if r.reservation != nil && *r.reservation != ([16]byte{}) {
-			rk, err := reservationKeyOf(op, *r.reservation)
-			if err != nil {
-				return Snapshot{}, err
-			}
-			ri = rows.add(rk, true)
+			ri = rows.addReservation(op, *r.reservation)
 		}
 		ai := rows.add(key, true)
 		ownerID := func(o *Owner) string {
@@ -441,14 +408,7 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 			}
 			return o.ID
 		}
-		oi, err := rows.addLease(op, ownerID(r.owner))
-		if err != nil {
-			return Snapshot{}, err
-		}
-		ti, err := rows.addLease(op, ownerID(r.target))
-		if err != nil {
-			return Snapshot{}, err
-		}
+		oi, ti := rows.addLease(op, ownerID(r.owner)), rows.addLease(op, ownerID(r.target))
 		got, err := e.fetch(ctx, v, op, rows)
 		if err != nil {
 			return Snapshot{}, err

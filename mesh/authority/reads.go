@@ -24,10 +24,12 @@ import (
 // hints on an attempt that allows it (hints.go); counters never are: every
 // concurrent operation moves them.
 
-// rowSet is the rows one step reads together.
+// rowSet is the rows one step reads together. A key that cannot be built
+// is kept as err, which fetch returns before reading anything.
 type rowSet struct {
 	keys   []string
 	anchor []bool // may be answered by a hint
+	err    error
 }
 
 // add appends a row and returns its index.
@@ -47,6 +49,9 @@ type rowsRead struct {
 // one call (locstore.ReadMany). Anchors read from the store are remembered
 // as hints.
 func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRead, error) {
+	if r.err != nil {
+		return rowsRead{}, r.err
+	}
 	out := rowsRead{rr: make([]locstore.ReadResult, len(r.keys))}
 	var keys []string
 	var at []int
@@ -93,15 +98,46 @@ func (e *Executor) authorityAt(op Op, key string, rr locstore.ReadResult) (Autho
 
 // addLease adds the owner lease of ownerID (an anchor) and returns its
 // index; -1 and nothing added when ownerID is empty.
-func (r *rowSet) addLease(op Op, ownerID string) (int, error) {
+func (r *rowSet) addLease(op Op, ownerID string) int {
 	if ownerID == "" {
-		return -1, nil
+		return -1
 	}
 	key, err := record.OwnerLeaseKey(ownerID)
 	if err != nil {
-		return -1, invalidCause(op, err, "owner id")
+		r.fail(invalidCause(op, err, "owner id"))
+		return -1
 	}
-	return r.add(key, true), nil
+	return r.add(key, true)
+}
+
+// addReservation adds the reservation row of id (an anchor).
+func (r *rowSet) addReservation(op Op, id [16]byte) int {
+	key, err := ReservationKey(id)
+	if err != nil {
+		r.fail(invalidCause(op, err, "reservation"))
+		return -1
+	}
+	return r.add(key, true)
+}
+
+// addCapacity adds the counters ids and returns their indexes.
+func (r *rowSet) addCapacity(op Op, ids []CounterID) []int {
+	at := make([]int, len(ids))
+	for i, id := range ids {
+		key, err := CapacityKey(id)
+		if err != nil {
+			r.fail(invalidCause(op, err, "capacity counter %s", id))
+			return nil
+		}
+		at[i] = r.add(key, false)
+	}
+	return at
+}
+
+func (r *rowSet) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
 }
 
 // lease decodes the lease row at index i of r (the zero row when i < 0).
@@ -113,30 +149,9 @@ func (got rowsRead) lease(op Op, r rowSet, i int) (LeaseRow, error) {
 	return row, withOp(op, err)
 }
 
-func reservationKeyOf(op Op, id [16]byte) (string, error) {
-	key, err := ReservationKey(id)
-	if err != nil {
-		return "", invalidCause(op, err, "reservation")
-	}
-	return key, nil
-}
-
 func (e *Executor) reservationAt(op Op, key string, rr locstore.ReadResult) (ReservationRow, error) {
 	row, err := e.reservationRowOf(key, rr)
 	return row, withOp(op, err)
-}
-
-// capacityRows adds the counters ids to r and returns their indexes.
-func capacityRows(op Op, r *rowSet, ids []CounterID) ([]int, error) {
-	at := make([]int, len(ids))
-	for i, id := range ids {
-		key, err := CapacityKey(id)
-		if err != nil {
-			return nil, invalidCause(op, err, "capacity counter %s", id)
-		}
-		at[i] = r.add(key, false)
-	}
-	return at, nil
 }
 
 // capacityAt decodes the counters ids from got at the indexes at.
@@ -158,10 +173,7 @@ func (e *Executor) readCapacity(ctx context.Context, op Op, ids []CounterID) ([]
 		return nil, nil
 	}
 	var r rowSet
-	at, err := capacityRows(op, &r, ids)
-	if err != nil {
-		return nil, err
-	}
+	at := r.addCapacity(op, ids)
 	got, err := e.fetch(ctx, nil, op, r)
 	if err != nil {
 		return nil, err
