@@ -415,7 +415,14 @@ func (m *Manager) opened(obs Observation, kind EventKind) error {
 	m.lastDeadline = deadline
 	m.mu.Unlock()
 	if kind == EventReacquired {
-		// The gate stays shut (ErrLeaseLost) until the owner resumes.
+		// The gate stays shut (ErrLeaseLost) until the owner resumes. The
+		// manager is resumable before the event goes out: the owner may
+		// re-adopt its objects and call Resume at once (with nothing to
+		// re-adopt, before this goroutine runs again), and a Resume that
+		// found the manager not yet resumable left the gate shut for good.
+		m.mu.Lock()
+		m.lost, m.lostFor, m.uncertain, m.resumable = false, nil, false, true
+		m.mu.Unlock()
 		m.log.Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
 			m.deadlineAttrs(deadline, "new_gen", m.Generation())...)
 		m.emit(kind, deadline, nil)
@@ -511,10 +518,7 @@ func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
 		got, err := m.acquireOnce(cctx, counterKey, EventReacquired)
 		done()
 		if got && err == nil {
-			m.mu.Lock()
-			m.lost, m.lostFor, m.uncertain, m.resumable = false, nil, false, true
-			m.mu.Unlock()
-			return true
+			return true // resumable since opened, before the event
 		}
 		if ctx.Err() != nil {
 			return false

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -844,6 +845,55 @@ func TestReacquireAfterLoss(t *testing.T) {
 				t.Fatalf("renewed generation %d, want %d", ev.Generation, re.Generation)
 			}
 			break
+		}
+	}
+}
+
+// An owner with nothing to re-adopt resumes at once — from the very
+// EventReacquired callback, before the manager's own goroutine runs again.
+// The manager is resumable by then: a Resume that came too early used to
+// find it not yet resumable and left the gate shut for good (seen as nodes
+// that never served again after a store outage, once re-adoption got fast).
+func TestResumeFromTheReacquiredEvent(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Reacquire = true
+	var mgr atomic.Pointer[lease.Manager]
+	resumed := make(chan bool, 1)
+	forward := cfg.OnEvent
+	cfg.OnEvent = func(ev lease.Event) {
+		if ev.Kind == lease.EventReacquired {
+			resumed <- mgr.Load().Resume()
+		}
+		forward(ev)
+	}
+	m, err := lease.Acquire(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.Store(m)
+	t.Cleanup(func() { _ = m.Close() })
+	e.expect(lease.EventAcquired)
+	e.waitIdle(m, 2)
+	e.store.setModes(fail, fail)
+	e.clock.AdvanceTo(start + 20*sec)
+	e.store.setModes(pass, pass)
+	deadline := time.After(guard)
+	for {
+		select {
+		case ok := <-resumed:
+			if !ok {
+				t.Fatal("Resume from the EventReacquired callback refused: the gate would stay shut")
+			}
+			if err := m.Gate().Admit(); err != nil {
+				t.Fatalf("Admit after Resume = %v", err)
+			}
+			return
+		case <-e.events:
+		case <-deadline:
+			t.Fatal("no EventReacquired")
+		case <-time.After(20 * time.Millisecond):
+			e.clock.Advance(sec / 4)
 		}
 	}
 }
