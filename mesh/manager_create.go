@@ -103,8 +103,16 @@ type createCall struct {
 	contentKey string
 	deadline   time.Time // local
 	// storeDeadline is the call's deadline on the store's clock, fixed from
-	// the first read's StoreNow (the store is the one clock all nodes share).
+	// the first store time the call sees (the store is the one clock all
+	// nodes share).
 	storeDeadline time.Time
+}
+
+// fixStoreDeadline sets storeDeadline from a store time just seen, once.
+func (c *createCall) fixStoreDeadline(storeNow time.Time) {
+	if c.storeDeadline.IsZero() && !storeNow.IsZero() {
+		c.storeDeadline = storeNow.Add(time.Until(c.deadline))
+	}
 }
 
 type createResult struct {
@@ -278,24 +286,37 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 	}
 	excluded := map[string]exclusion{}
 	wait := newBackoff()
+	// A round either reads the authority row first (readFirst) or places
+	// at once and lets the Reserve read the row together with everything
+	// else it plans on, in one store call: a new Id — what a creation is
+	// for — then costs no read of its own (issue 15). A Reserve that finds
+	// the record hands it back (authority.Error.Current) and the round
+	// follows it exactly as a first read would have. The row is read first
+	// when the record was seen a moment ago (a Creating record waited on,
+	// a dead owner's record reclaimed) and when placement fails, so that a
+	// failed placement never hides an existing object.
+	var row *authority.AuthorityRow
+	readFirst := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return createResult{}, ctxErr(ctx, "%s %s", c.mode, c.id)
 		}
-		row, storeNow, err := o.readAuthorityAt(ctx, c.kind, c.id)
-		if err != nil {
-			return createResult{}, err
+		if readFirst {
+			r, storeNow, err := o.readAuthorityAt(ctx, c.kind, c.id)
+			if err != nil {
+				return createResult{}, err
+			}
+			c.fixStoreDeadline(storeNow)
+			row = &r
 		}
-		if c.storeDeadline.IsZero() {
-			c.storeDeadline = storeNow.Add(time.Until(c.deadline))
-		}
-		if row.Found {
+		if row != nil && row.Found {
 			// A Ready record of a dead owner (same kind and type: a
 			// mismatch stays one) is removed once the grace allows and
 			// the creation goes on as for a new Id (dead_owner.go).
 			al := row.Record.Allocation
+			readFirst = true
 			if al.State == record.AllocationActive && al.ObjectKind == c.kind && al.StableType == c.stableType {
-				reclaimed, err := o.reclaimDead(ctx, row, true, string(c.mode))
+				reclaimed, err := o.reclaimDead(ctx, *row, true, string(c.mode))
 				if err != nil {
 					return createResult{}, err
 				}
@@ -303,13 +324,13 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 					continue
 				}
 			}
-			res, done, err := followExisting(c, row)
+			res, done, err := followExisting(c, *row)
 			if done {
 				return res, err
 			}
 			// GetOrCreate on Creating: wait for that creation's result,
 			// unless its creator is gone for good (manager_recovery.go).
-			if aborted, err := o.recoverAbandoned(ctx, row); err != nil {
+			if aborted, err := o.recoverAbandoned(ctx, *row); err != nil {
 				return createResult{}, err
 			} else if aborted {
 				continue
@@ -319,11 +340,18 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			}
 			continue
 		}
+		known := row != nil // read Missing this round
+		row = nil
 		cand, err := o.place(ctx, c.kind, c.stableType, c.mesh, excluded)
 		if err != nil {
+			if !known {
+				readFirst = true
+				continue
+			}
 			return createResult{}, err
 		}
-		retention, err := contentRetention(c, storeNow)
+		readFirst = false
+		retention, err := contentRetention(c)
 		if err != nil {
 			return createResult{}, err
 		}
@@ -332,8 +360,9 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 		rsv := NewOperationID()
 		reservationID := hex.EncodeToString(rsv[:])
-		// The row read just above (Missing) is a hint of the executor's:
-		// Reserve does not read it again (readAuthorityAt).
+		// The Reserve reads the authority row with the rows it plans on
+		// (one call), or takes it from the executor's hints when this round
+		// read it Missing just above (readAuthorityAt).
 		res, err := o.exec.Reserve(ctx, authority.ReserveRequest{
 			Object: authority.Object{ID: c.id, Kind: c.kind, StableType: c.stableType},
 			Target: authority.Target{Node: cand.node, Owner: cand.owner, Limits: cand.limits},
@@ -347,14 +376,15 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		if err != nil {
 			var ae *authority.Error
 			switch {
-			case errors.Is(err, authority.ErrTypeMismatch):
-				return createResult{}, err
+			case errors.As(err, &ae) && ae.Current != nil:
+				// The record exists (another creation got there first, or
+				// it is of another kind or type): follow it.
+				row = ae.Current
+				continue
 			case errors.Is(err, authority.ErrCapacityExhausted):
 				o.log.Debug("placement: node full, excluded", "node", cand.key(), "object", c.id)
 				excluded[cand.key()] = excludedFull
 				continue
-			case errors.As(err, &ae) && ae.Kind == authority.ErrConflict && ae.Current != nil:
-				continue // another creation got there first: follow the record
 			case errors.As(err, &ae) && ae.Kind == authority.ErrConflict:
 				// The target's lease is gone or changed: that run is out.
 				excluded[cand.key()] = excludedFailed
@@ -362,6 +392,7 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			}
 			return createResult{}, err
 		}
+		c.fixStoreDeadline(res.StoreNow)
 		ord := createOrder{kind: c.kind, id: c.id, stableType: c.stableType, op: c.op, reservationID: reservationID,
 			version: res.Version, objGen: uint64(res.Plan.Record.ObjectGeneration),
 			ownerGen: uint64(res.Plan.Record.AuthorityOwnerGeneration), deadline: c.storeDeadline,
@@ -468,10 +499,11 @@ func (o *objects) readAuthorityAt(ctx context.Context, kind record.ObjectKind, i
 }
 
 // contentRetention is how long the creation request is kept: until 5
-// minutes past the deadline, like the final result (§7), counted from the
-// store time of the read the Reserve is planned from.
-func contentRetention(c *createCall, storeNow time.Time) (time.Duration, error) {
-	retention := c.storeDeadline.Add(authority.TerminalRetentionAfterDeadline).Sub(storeNow)
+// minutes past the deadline, like the final result (§7). A retention is a
+// span, so the local clock measures it; only the deadline itself is sent on
+// the store's clock (fixStoreDeadline).
+func contentRetention(c *createCall) (time.Duration, error) {
+	retention := time.Until(c.deadline) + authority.TerminalRetentionAfterDeadline
 	if retention <= 0 {
 		return 0, deadlineErr("%s %s: deadline already passed", c.mode, c.id)
 	}

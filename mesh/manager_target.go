@@ -451,21 +451,31 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		rid: append([]byte(nil), n.run.rid...)}
 }
 
-// readContent reads the stored creation request the record references and
-// checks it is the request the reservation was made for (size, SHA-256,
-// kind, type).
-// readAuthorityAndRequest reads the authority row of ord's object and the
-// creation request its reservation names (derived from the order's
-// OperationId, checked against the row by the caller), in one store call.
+// readAuthorityAndRequest reads, in one store call, the authority row of
+// ord's object, the creation request its reservation names (derived from
+// the order's OperationId, checked against the row by the caller) and this
+// node run's capacity counters the Commit will move, which it hands to the
+// executor (authority.Executor.ObserveCounter): a lone creation's Commit then
+// needs no read of its own (issue 15).
 func (o *objects) readAuthorityAndRequest(ctx context.Context, ord createOrder) (authority.AuthorityRow, time.Time, locstore.ReadResult, error) {
 	key, err := authority.Object{ID: ord.id, Kind: ord.kind}.Key()
 	if err != nil {
 		return authority.AuthorityRow{}, time.Time{}, locstore.ReadResult{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
+	keys := []string{key, creationRequestKey(ord.op)}
+	if b, err := authority.BundleFor(ord.kind, ord.stableType); err == nil {
+		self := authority.Node{MeshName: ord.meshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
+		if ck, err := authority.CapacityKeys(self, b); err == nil {
+			keys = append(keys, ck...)
+		}
+	}
 	o.stats.authorityReads.Add(1)
-	rs, err := locstore.ReadMany(ctx, o.n.loc, []string{key, creationRequestKey(ord.op)})
+	rs, err := locstore.ReadMany(ctx, o.n.loc, keys)
 	if err != nil {
 		return authority.AuthorityRow{}, time.Time{}, locstore.ReadResult{}, fmt.Errorf("read authority of %s and its creation request: %w", ord.id, err)
+	}
+	for i := 2; i < len(keys); i++ {
+		o.exec.ObserveCounter(keys[i], rs[i])
 	}
 	// The next authority operation on it need not read or decode it again.
 	row, err := o.exec.ObserveAuthority(key, rs[0])

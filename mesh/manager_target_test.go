@@ -156,7 +156,7 @@ func reservedOrder(t *testing.T, c *cluster, kind record.ObjectKind, id, stableT
 	call.content = encodeCreationRequest(modeCreate, kind, id, stableType, call.body)
 	call.sha = sha256.Sum256(call.content)
 	call.contentKey = creationRequestKey(call.op)
-	retention, err := contentRetention(call, storeNow)
+	retention, err := contentRetention(call)
 	if err != nil {
 		t.Fatal(err)
 	}

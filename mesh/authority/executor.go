@@ -321,7 +321,7 @@ func (e *Executor) releaseKeyedReader(req CapacityRequest) func(context.Context,
 			return s, err
 		}
 		r := s.Reservation.Reservation
-		s.Capacity, err = e.readCapacity(ctx, op, CountersFor(r.Target.Node, r.Bundle))
+		s.Capacity, err = e.readCapacity(ctx, v, op, CountersFor(r.Target.Node, r.Bundle))
 		return s, err
 	}
 }
@@ -440,7 +440,7 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 				}
 			}
 		}
-		s.Capacity, err = e.readCapacity(ctx, op, ids)
+		s.Capacity, err = e.readCapacity(ctx, v, op, ids)
 		return s, err
 	}
 }
@@ -516,7 +516,9 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		v := &view{hinted: hinted}
+		// Prefetched counters only while this operation has not queued on a
+		// lane: a lane's earlier holder has moved the counter since.
+		v := &view{hinted: hinted, counters: hinted && release == nil && e.hints != nil}
 		snap, err := read(ctx, v)
 		if err != nil {
 			if len(unknown) > 0 {
@@ -577,6 +579,9 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		wr, werr := e.store.Write(ctx, p.Request)
 		sent++
 		hinted = false
+		if werr == nil && e.hints != nil {
+			e.hints.counterMoved(p.Request, wr.Applied)
+		}
 		switch {
 		case werr == nil && wr.Applied:
 			if e.hints != nil {

@@ -25,14 +25,20 @@ import (
 // expired lease cannot hide behind a hint either: an expired row is Missing
 // to the store, so the batch's IfVersion on it fails.
 //
-// Counters (capacity, ObjectGeneration) are never hinted: they are shared by
-// every concurrent operation, so a remembered counter would mostly be stale.
+// Counters (capacity, ObjectGeneration) are not hinted from these rows: they
+// are shared by every concurrent operation, so a remembered counter would
+// mostly be stale. Only a counter a caller has just read and handed over is
+// planned on, under the stricter rules of counter_hints.go.
 type rowHints struct {
 	maxAge time.Duration
 	now    func() time.Duration // a monotonic reading; only differences matter
 
 	mu   sync.Mutex
 	rows map[string]rowHint
+	// counters are prefetched counter rows (ObserveCounter), lost the last
+	// time a batch of this executor lost on each counter (counter_hints.go).
+	counters map[string]rowHint
+	lost     map[string]time.Duration
 }
 
 type rowHint struct {
@@ -234,6 +240,7 @@ func (h *rowHints) wrote(p Plan, wr locstore.WriteResult) {
 // view is one snapshot read of one attempt: whether it may use hints, and
 // whether it did.
 type view struct {
-	hinted bool        // may answer from hints
-	used   atomic.Bool // answered at least one row from hints
+	hinted   bool        // may answer from hints
+	counters bool        // may also answer counters from prefetched values
+	used     atomic.Bool // answered at least one row from hints
 }

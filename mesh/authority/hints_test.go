@@ -134,11 +134,7 @@ func TestHintedExpiredLeaseRefused(t *testing.T) {
 // A hint older than its maximum age is read again.
 func TestHintMaxAge(t *testing.T) {
 	ctx := context.Background()
-	mem, _ := newMemory(t)
-	putLease(t, mem, ownerA)
-	cs := &countingStore{Store: mem, reads: map[string]int{}}
-	clock := &manualNow{}
-	e := newExecutor(t, cs, hinted(clock))
+	_, cs, clock, e := countedHinted(t)
 	key := authKey(t, player)
 	e.Observe(key, locstore.ReadResult{StoreNow: storeNow})
 	clock.advance(time.Second + time.Nanosecond)

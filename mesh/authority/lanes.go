@@ -3,7 +3,6 @@ package authority
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -75,7 +74,7 @@ type lane struct {
 func hotKeys(req locstore.WriteRequest) []string {
 	var out []string
 	for _, c := range req.Conditions {
-		if strings.HasPrefix(c.Key, counterPrefix) || strings.HasPrefix(c.Key, capacityPrefix) {
+		if isCounterKey(c.Key) {
 			out = append(out, c.Key)
 		}
 	}
@@ -88,8 +87,12 @@ var (
 	capacityPrefix = record.KindPrefix(KindCapacity)
 )
 
-// busy reports whether another operation holds or waits for one of keys.
+// busy reports whether another operation holds or waits for one of keys
+// (never without lanes).
 func (l *lanes) busy(keys []string) bool {
+	if l == nil {
+		return false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {

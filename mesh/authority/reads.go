@@ -21,8 +21,9 @@ import (
 // (reservation before authority, counters after the rows they follow from).
 //
 // Anchor rows (authority, reservation, leases) may be answered by the row
-// hints on an attempt that allows it (hints.go); counters never are: every
-// concurrent operation moves them.
+// hints on an attempt that allows it (hints.go); counters only by a value a
+// caller has just read and handed over, under the rules of counter_hints.go:
+// every concurrent operation moves them.
 
 // rowSet is the rows one step reads together. A key that cannot be built
 // is kept as err, which fetch returns before reading anything.
@@ -58,6 +59,13 @@ func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRea
 	for i, k := range r.keys {
 		if r.anchor[i] && e.hints != nil && v != nil && v.hinted {
 			if rr, ok := e.hints.get(k); ok {
+				v.used.Store(true)
+				out.rr[i] = rr
+				continue
+			}
+		}
+		if !r.anchor[i] && v != nil && v.counters && !e.lanes.busy([]string{k}) {
+			if rr, ok := e.hints.takeCounter(k); ok {
 				v.used.Store(true)
 				out.rr[i] = rr
 				continue
@@ -167,14 +175,15 @@ func capacityAt(op Op, ids []CounterID, got rowsRead, at []int) ([]CapacityRow, 
 	return rows, nil
 }
 
-// readCapacity reads the counters ids in one call.
-func (e *Executor) readCapacity(ctx context.Context, op Op, ids []CounterID) ([]CapacityRow, error) {
+// readCapacity reads the counters ids in one call (or takes prefetched
+// values, when v allows).
+func (e *Executor) readCapacity(ctx context.Context, v *view, op Op, ids []CounterID) ([]CapacityRow, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	var r rowSet
 	at := r.addCapacity(op, ids)
-	got, err := e.fetch(ctx, nil, op, r)
+	got, err := e.fetch(ctx, v, op, r)
 	if err != nil {
 		return nil, err
 	}

@@ -45,12 +45,20 @@ var ErrorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Leve
 type CountingStore struct {
 	locstore.Store
 	reads, writes, conflicts, writeKeys, readKeys atomic.Uint64
+	// nanos is the time callers spent in store calls: beside ns/op it says
+	// how much of an operation is waiting on the store and how much is the
+	// node's own work (issue 15).
+	nanos atomic.Int64
 }
+
+// timed adds the time since start to the store-call time.
+func (s *CountingStore) timed(start time.Time) { s.nanos.Add(int64(time.Since(start))) }
 
 // Read implements locstore.Store.
 func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
 	s.reads.Add(1)
 	s.readKeys.Add(1)
+	defer s.timed(time.Now())
 	return s.Store.Read(ctx, key)
 }
 
@@ -59,6 +67,7 @@ func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResu
 func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
 	s.reads.Add(1)
 	s.readKeys.Add(uint64(len(keys)))
+	defer s.timed(time.Now())
 	return locstore.ReadMany(ctx, s.Store, keys)
 }
 
@@ -67,7 +76,9 @@ func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore
 func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
 	s.writes.Add(1)
 	s.writeKeys.Add(uint64(len(req.Mutations)))
+	start := time.Now()
 	res, err := s.Store.Write(ctx, req)
+	s.timed(start)
 	if err == nil && !res.Applied {
 		s.conflicts.Add(1)
 	}
@@ -75,8 +86,12 @@ func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (l
 }
 
 // Counts are store calls so far (a ReadMany is one read); WriteKeys sums the
-// rows the writes put or deleted, ReadKeys the rows the reads read.
-type Counts struct{ Reads, Writes, Conflicts, WriteKeys, ReadKeys uint64 }
+// rows the writes put or deleted, ReadKeys the rows the reads read; Time is
+// the time callers spent in store calls (summed over concurrent callers).
+type Counts struct {
+	Reads, Writes, Conflicts, WriteKeys, ReadKeys uint64
+	Time                                          time.Duration
+}
 
 // --- stores -----------------------------------------------------------------
 
@@ -181,6 +196,7 @@ func (c *Cluster) Counts() Counts {
 		n.Conflicts += s.conflicts.Load()
 		n.WriteKeys += s.writeKeys.Load()
 		n.ReadKeys += s.readKeys.Load()
+		n.Time += time.Duration(s.nanos.Load())
 	}
 	return n
 }
@@ -193,6 +209,7 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 	b.ReportMetric(float64(after.ReadKeys-before.ReadKeys)/n, "store-read-keys/op")
 	b.ReportMetric(float64(after.Writes-before.Writes)/n, "store-writes/op")
 	b.ReportMetric(float64(after.Conflicts-before.Conflicts)/n, "store-conflicts/op")
+	b.ReportMetric(float64((after.Time-before.Time).Microseconds())/n, "store-us/op")
 }
 
 // StartCluster starts one node per role, in order, on one Location Store

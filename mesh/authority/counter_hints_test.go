@@ -1,0 +1,201 @@
+package authority
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+var player2 = Object{ID: "user:43", Kind: record.ObjectActor, StableType: "Player"}
+
+// countedHinted is a memory store with ownerA's lease, the same store
+// counting its reads, a hints clock and a hinted executor over the
+// counting store.
+func countedHinted(t *testing.T) (locstore.Store, *countingStore, *manualNow, *Executor) {
+	t.Helper()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	cs := &countingStore{Store: mem, reads: map[string]int{}}
+	clock := &manualNow{}
+	return mem, cs, clock, newExecutor(t, cs, hinted(clock))
+}
+
+// prefetchCounter reads the actors counter of nodeA from the store, as the
+// creation target does in its first call, and hands it to e.
+func prefetchCounter(t *testing.T, s locstore.Store, e *Executor) string {
+	t.Helper()
+	key := capKey(t, actorsOf(nodeA))
+	rr, err := s.Read(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ObserveCounter(key, rr)
+	return key
+}
+
+// reserveFor reserves obj on nodeA through e and returns the commit request.
+func reserveFor(t *testing.T, e *Executor, obj Object, res string) CommitRequest {
+	t.Helper()
+	r, err := e.Reserve(context.Background(), ReserveRequest{Object: obj, Target: targetA(), Creation: pending(res)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return CommitRequest{Object: obj, ReservationID: res, Owner: ownerA,
+		ObjectGeneration: uint64(r.Plan.Record.ObjectGeneration), IfVersion: r.Version}
+}
+
+// A counter the caller has just read spares the Commit its own read, once.
+func TestPrefetchedCounterSparesARead(t *testing.T) {
+	ctx := context.Background()
+	mem, cs, _, e := countedHinted(t)
+	commit := reserveFor(t, e, player, "res-1")
+	key := prefetchCounter(t, mem, e)
+	before := cs.reads[key]
+	r, err := e.Commit(ctx, commit)
+	if err != nil || r.Attempts != 1 {
+		t.Fatalf("commit: %+v, %v", r, err)
+	}
+	if got := cs.reads[key] - before; got != 0 {
+		t.Errorf("Commit read the prefetched counter %d times, want 0", got)
+	}
+	if u := readUsage(t, mem, actorsOf(nodeA)); u != (Usage{Active: 1}) {
+		t.Errorf("counter after commit: %+v", u)
+	}
+	// Used once: the next operation on the counter reads it.
+	if _, err := e.Delete(ctx, DeleteRequest{Object: player, ObjectGeneration: commit.ObjectGeneration, Owner: ownerA}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reads[key] - before; got != 1 {
+		t.Errorf("Delete after the Commit read the counter %d times, want 1", got)
+	}
+}
+
+// When the prefetched counter is not used: after a batch of this executor
+// moved it, while its lane is busy, and within counterQuiet of a batch that
+// lost on it; and a stale value that is used costs one Conflict, never a
+// wrong count.
+func TestPrefetchedCounterRules(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// between runs after the prefetch, before the Commit.
+		between       func(t *testing.T, mem locstore.Store, e *Executor, clock *manualNow)
+		wantAttempts  int
+		wantCountRead bool
+		want          Usage
+	}{
+		{name: "own batch moved it", wantAttempts: 1, wantCountRead: true, want: Usage{Reserved: 1, Active: 1},
+			between: func(t *testing.T, _ locstore.Store, e *Executor, _ *manualNow) {
+				reserveFor(t, e, player2, "res-2")
+			}},
+		{name: "another writer moved it: one conflict", wantAttempts: 2, wantCountRead: true, want: Usage{Reserved: 1, Active: 1},
+			between: func(t *testing.T, mem locstore.Store, _ *Executor, _ *manualNow) {
+				reserveFor(t, newExecutor(t, mem), player2, "res-2")
+			}},
+		{name: "aged", wantAttempts: 1, wantCountRead: true, want: Usage{Active: 1},
+			between: func(t *testing.T, _ locstore.Store, _ *Executor, clock *manualNow) {
+				clock.advance(time.Second + time.Nanosecond)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem, cs, clock, e := countedHinted(t)
+			commit := reserveFor(t, e, player, "res-1")
+			key := prefetchCounter(t, mem, e)
+			tc.between(t, mem, e, clock)
+			before := cs.reads[key]
+			r, err := e.Commit(ctx, commit)
+			if err != nil || r.Attempts != tc.wantAttempts {
+				t.Fatalf("commit: attempts %d, %v; want %d", r.Attempts, err, tc.wantAttempts)
+			}
+			if read := cs.reads[key] > before; read != tc.wantCountRead {
+				t.Errorf("counter read by the Commit: %v, want %v", read, tc.wantCountRead)
+			}
+			if u := readUsage(t, mem, actorsOf(nodeA)); u != tc.want {
+				t.Errorf("counter after commit: %+v, want %+v", u, tc.want)
+			}
+		})
+	}
+}
+
+// After a batch lost on a counter, prefetched values of it are not used
+// for counterQuiet; then they are again.
+func TestPrefetchedCounterQuietAfterALoss(t *testing.T) {
+	ctx := context.Background()
+	mem, cs, clock, e := countedHinted(t)
+	other := newExecutor(t, mem)
+	c1 := reserveFor(t, e, player, "res-1")
+	key := prefetchCounter(t, mem, e)
+	c2 := reserveFor(t, other, player2, "res-2") // moves it behind e's back
+	if r, err := e.Commit(ctx, c1); err != nil || r.Attempts != 2 {
+		t.Fatalf("commit on a stale prefetch: %+v, %v (want one conflict)", r, err)
+	}
+	c2.Owner = ownerA
+	prefetchCounter(t, mem, e)
+	before := cs.reads[key]
+	if _, err := e.Commit(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+	if cs.reads[key] == before {
+		t.Error("a prefetched counter was used within counterQuiet of a loss on it")
+	}
+	clock.advance(counterQuiet)
+	c3 := reserveFor(t, e, Object{ID: "user:44", Kind: record.ObjectActor, StableType: "Player"}, "res-3")
+	prefetchCounter(t, mem, e)
+	before = cs.reads[key]
+	if r, err := e.Commit(ctx, c3); err != nil || r.Attempts != 1 {
+		t.Fatalf("commit: %+v, %v", r, err)
+	}
+	if cs.reads[key] != before {
+		t.Error("a prefetched counter was not used once the quiet time had passed")
+	}
+}
+
+// A prefetched counter is not taken while another operation of the
+// executor holds or waits for its lane (that one is about to move it).
+func TestPrefetchedCounterNotUsedOnABusyLane(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	cs := &countingStore{Store: mem, reads: map[string]int{}}
+	e := newExecutor(t, cs, hinted(&manualNow{}))
+	key := prefetchCounter(t, mem, e)
+	release, err := e.lanes.acquire(ctx, []string{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r rowSet
+	r.add(key, false)
+	if _, err := e.fetch(ctx, &view{hinted: true, counters: true}, OpCommit, r); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if cs.reads[key] != 1 {
+		t.Errorf("counter reads: %d, want 1 (fetch read it: its lane was busy)", cs.reads[key])
+	}
+	v := &view{hinted: true, counters: true}
+	if _, err := e.fetch(ctx, v, OpCommit, r); err != nil {
+		t.Fatal(err)
+	}
+	if cs.reads[key] != 1 || !v.used.Load() {
+		t.Errorf("counter reads: %d, used %v; want the prefetched value once the lane is free", cs.reads[key], v.used.Load())
+	}
+}
+
+// A stale prefetched value that would refuse (the node looks full) is
+// re-planned on a fresh read before the refusal is believed.
+func TestPrefetchedCounterRefusalIsReread(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	e := newExecutor(t, mem, hinted(&manualNow{}))
+	key := capKey(t, actorsOf(nodeA))
+	e.ObserveCounter(key, locstore.ReadResult{Found: true, Value: capValue(t, actorsOf(nodeA), 0, 2), Version: "v-stale", StoreNow: storeNow})
+	tgt := targetA()
+	tgt.Limits.Actors = 2
+	r, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: tgt, Creation: pending("res-1")})
+	if err != nil || r.Attempts != 1 {
+		t.Fatalf("reserve after a stale full counter: %+v, %v (want reserved in one batch)", r, err)
+	}
+}
