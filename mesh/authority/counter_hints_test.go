@@ -199,3 +199,47 @@ func TestPrefetchedCounterRefusalIsReread(t *testing.T) {
 		t.Fatalf("reserve after a stale full counter: %+v, %v (want reserved in one batch)", r, err)
 	}
 }
+
+// callCounter counts read calls; a ReadMany is one call.
+type callCounter struct {
+	locstore.Store
+	calls int
+}
+
+func (c *callCounter) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	c.calls++
+	return c.Store.Read(ctx, key)
+}
+
+func (c *callCounter) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	c.calls++
+	return locstore.ReadMany(ctx, c.Store, keys)
+}
+
+// When the authority row comes from the hints, the counters it names are
+// read in the same call as the other rows (here the target's lease), not in
+// a call of their own after it.
+func TestCountersJoinTheAnchorCall(t *testing.T) {
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	putLease(t, mem, ownerB)
+	cc := &callCounter{Store: mem}
+	e := newExecutor(t, cc, hinted(&manualNow{}))
+	commit := reserveFor(t, e, player, "res-1")
+	c, err := e.Commit(ctx, commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := cc.calls
+	if _, err := e.NewOwner(ctx, NewOwnerRequest{Object: player, ObjectGeneration: commit.ObjectGeneration,
+		IfVersion: c.Version, Target: targetB()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cc.calls - before; got != 1 {
+		t.Errorf("NewOwner on a hinted authority row made %d read calls, want 1 (target lease and both nodes' counters together)", got)
+	}
+	if u := readUsage(t, mem, actorsOf(nodeB)); u != (Usage{Active: 1}) {
+		t.Errorf("target counter: %+v", u)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -385,8 +386,10 @@ type reads struct {
 // consumes a reservation (the relocation's NewOwner) also changes the
 // authority row, so a reservation read as present next to an authority row
 // already changed leads to the answer the newer row gives. Counters are read
-// after the authority row (their keys come from it); a counter read short
-// because of a later batch is re-read (see tornRead in run).
+// after the authority row (their keys come from it) — in the same call as
+// the other rows when the authority row is a hint, which is read before any
+// of them; a counter read short because of a later batch is re-read (see
+// tornRead in run).
 func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Context, *view) (Snapshot, error) {
 	return func(ctx context.Context, v *view) (Snapshot, error) {
 		key, err := obj.Key()
@@ -409,6 +412,20 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 			return o.ID
 		}
 		oi, ti := rows.addLease(op, ownerID(r.owner)), rows.addLease(op, ownerID(r.target))
+		// When the authority row will come from the hints, its counters'
+		// keys are known now: they join this call instead of a call of
+		// their own after it (a relocation's NewOwner read the reservation
+		// row, then the counters).
+		var early []CounterID
+		var earlyAt []int
+		if r.capacity && v != nil && v.hinted && e.hints != nil {
+			if rr, ok := e.hints.get(key); ok && rr.Found {
+				if row, err := e.authorityRowOf(key, rr); err == nil {
+					early = r.counterIDs(row)
+					earlyAt = rows.addCapacity(op, early)
+				}
+			}
+		}
 		got, err := e.fetch(ctx, v, op, rows)
 		if err != nil {
 			return Snapshot{}, err
@@ -431,18 +448,29 @@ func (e *Executor) existingReader(op Op, obj Object, r reads) func(context.Conte
 		if !s.Authority.Found || !r.capacity {
 			return s, nil
 		}
-		bun := s.Authority.Record.Allocation.Capacity
-		ids := CountersFor(NodeOf(s.Authority.Record), bun)
-		if r.targetNode != nil {
-			for _, id := range CountersFor(*r.targetNode, bun) {
-				if !containsCounter(ids, id) {
-					ids = append(ids, id)
-				}
-			}
+		ids := r.counterIDs(s.Authority)
+		if earlyAt != nil && slices.EqualFunc(ids, early, CounterID.equal) {
+			s.Capacity, err = capacityAt(op, ids, got, earlyAt)
+			return s, err
 		}
 		s.Capacity, err = e.readCapacity(ctx, v, op, ids)
 		return s, err
 	}
+}
+
+// counterIDs are the counters an operation on row reads: those of the
+// record's node and, with targetNode, the target's.
+func (r reads) counterIDs(row AuthorityRow) []CounterID {
+	bun := row.Record.Allocation.Capacity
+	ids := CountersFor(NodeOf(row.Record), bun)
+	if r.targetNode != nil {
+		for _, id := range CountersFor(*r.targetNode, bun) {
+			if !containsCounter(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 func containsCounter(ids []CounterID, id CounterID) bool {
