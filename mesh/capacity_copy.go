@@ -2,11 +2,9 @@ package mesh
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"time"
 
-	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -20,31 +18,13 @@ func (n *Node) readCapacity(ctx context.Context, c record.NodeCapacity) (record.
 	for _, st := range c.SpotTypes {
 		ids = append(ids, authority.CounterID{Node: node, Class: authority.SlotSpotType, SpotKind: st.ObjectKind, StableType: st.StableType})
 	}
+	rows, err := authority.ReadCounters(ctx, n.loc, ids)
+	if err != nil {
+		return c, err
+	}
 	usage := make([]authority.Usage, len(ids))
-	for from := 0; from < len(ids); from += locstore.MaxReadKeys {
-		part := ids[from:min(from+locstore.MaxReadKeys, len(ids))]
-		keys := make([]string, len(part))
-		for i, id := range part {
-			key, err := authority.CapacityKey(id)
-			if err != nil {
-				return c, err
-			}
-			keys[i] = key
-		}
-		rs, err := locstore.ReadMany(ctx, n.loc, keys)
-		if err != nil {
-			return c, err
-		}
-		for i, rr := range rs {
-			if !rr.Found {
-				continue // missing = zero (authority deletes rows at zero)
-			}
-			_, u, err := authority.DecodeCapacity(rr.Value)
-			if err != nil {
-				return c, fmt.Errorf("capacity counter %s: %w", part[i], err)
-			}
-			usage[from+i] = u
-		}
+	for i, r := range rows {
+		usage[i] = r.Usage // missing rows are zero (authority deletes rows at zero)
 	}
 	out := c
 	out.SpotTypes = append([]record.SpotTypeUsage(nil), c.SpotTypes...)

@@ -96,7 +96,7 @@ func runRemoteCreationStoreCalls(t *testing.T, loc locstore.Store) {
 		t.Fatal(err)
 	}
 	server := authority.Node{MeshName: "objects", RoutingID: c.nodes[1].run.rid, LifecycleGeneration: c.nodes[1].run.lifecycleGeneration}
-	counters, err := authority.CapacityKeys(server, authority.Bundle{Actors: 1})
+	counters, err := authority.BundleCounterKeys(server, authority.Bundle{Actors: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,17 +117,9 @@ func runDeadOwnerObjects(t *testing.T, loc locstore.Store) {
 	// Every slot of the dead run went back.
 	id := authority.CounterID{Node: authority.Node{MeshName: dead.cfg.Node.MeshName, RoutingID: dead.run.rid,
 		LifecycleGeneration: dead.run.lifecycleGeneration}, Class: authority.SlotActors}
-	key, err := authority.CapacityKey(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rr, err := c.nodes[0].loc.Read(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, err := authority.CapacityRowOf(id, rr)
-	if err != nil || row.Usage != (authority.Usage{}) {
-		t.Errorf("the dead run's actor slots: %+v, %v; want none", row.Usage, err)
+	rows, err := authority.ReadCounters(ctx, c.nodes[0].loc, []authority.CounterID{id})
+	if err != nil || rows[0].Usage != (authority.Usage{}) || rows[0].Found {
+		t.Errorf("the dead run's actor slots: %+v, %v; want none (and no rows)", rows, err)
 	}
 }
 

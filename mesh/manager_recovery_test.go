@@ -39,11 +39,8 @@ func TestGetOrCreateRecoversAbandonedCreation(t *testing.T) {
 	}
 	t.Logf("recovered after %v (creator's lease TTL %v)", time.Since(start).Round(10*time.Millisecond), objConfig("x").Lease.TTL)
 	// B's reserved actor slot went back with the abort.
-	bActors, err := authority.CapacityKey(authority.CounterID{Node: bNode, Class: authority.SlotActors})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rr, err := c.f.loc.Read(ctx, bActors); err != nil || rr.Found {
-		t.Fatalf("dead node's capacity counter still present (found %v, err %v)", rr.Found, err)
+	rows, err := authority.ReadCounters(ctx, c.f.loc, []authority.CounterID{{Node: bNode, Class: authority.SlotActors}})
+	if err != nil || rows[0].Found {
+		t.Fatalf("dead node's capacity counter still present (%+v, err %v)", rows, err)
 	}
 }

@@ -465,7 +465,7 @@ func (o *objects) readAuthorityAndRequest(ctx context.Context, ord createOrder) 
 	keys := []string{key, creationRequestKey(ord.op)}
 	if b, err := authority.BundleFor(ord.kind, ord.stableType); err == nil {
 		self := authority.Node{MeshName: ord.meshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
-		if ck, err := authority.CapacityKeys(self, b); err == nil {
+		if ck, err := authority.BundleCounterKeys(self, b); err == nil {
 			keys = append(keys, ck...)
 		}
 	}

@@ -228,32 +228,17 @@ func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun aut
 // calls as locstore.ReadMany allows, by candidate key.
 func (o *objects) readCapacities(ctx context.Context, nodes []authority.Node, bun authority.Bundle) (map[string][]authority.CapacityRow, error) {
 	var ids []authority.CounterID
-	var keys []string
 	for _, node := range nodes {
-		for _, id := range authority.CountersFor(node, bun) {
-			key, err := authority.CapacityKey(id)
-			if err != nil {
-				return nil, err
-			}
-			ids, keys = append(ids, id), append(keys, key)
-		}
+		ids = append(ids, authority.CountersFor(node, bun)...)
+	}
+	rows, err := authority.ReadCounters(ctx, o.n.loc, ids)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string][]authority.CapacityRow, len(nodes))
-	for len(keys) > 0 {
-		n := min(len(keys), locstore.MaxReadKeys)
-		rs, err := locstore.ReadMany(ctx, o.n.loc, keys[:n])
-		if err != nil {
-			return nil, err
-		}
-		for i, rr := range rs {
-			row, err := authority.CapacityRowOf(ids[i], rr)
-			if err != nil {
-				return nil, err
-			}
-			k := ids[i].Node.String()
-			out[k] = append(out[k], row)
-		}
-		ids, keys = ids[n:], keys[n:]
+	for _, row := range rows {
+		k := row.ID.Node.String()
+		out[k] = append(out[k], row)
 	}
 	return out, nil
 }

@@ -238,17 +238,17 @@ func sameOwnership(t *testing.T, before, after authority.AuthorityRow) {
 	}
 }
 
-// capacityOf is the usage of every capacity counter in s and the number of
-// relocation reservation rows.
-func capacityOf(t *testing.T, s locstore.Store) (map[string]authority.Usage, int) {
+// capacityOf is the count of every stored capacity row in s (by key) and
+// the number of relocation reservation rows.
+func capacityOf(t *testing.T, s locstore.Store) (map[string]int, int) {
 	t.Helper()
-	out := map[string]authority.Usage{}
+	out := map[string]int{}
 	for _, it := range scanKinds(t, s, authority.KindCapacity) {
-		_, u, err := authority.DecodeCapacity(it.Value)
+		_, _, n, err := authority.DecodeCapacity(it.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[it.Key] = u
+		out[it.Key] = n
 	}
 	return out, len(scanKinds(t, s, authority.KindRelocationReservation))
 }

@@ -90,9 +90,10 @@ func TestCloseSweepsOnlyThisRunsAuthorityRows(t *testing.T) {
 	if len(rows) != 1 || rows["b-active"].OwnerID != b.run.ownerID {
 		t.Fatalf("rows after sweep: %v", rows)
 	}
-	// Only B's actor slot counter remains: A's were returned to zero and removed.
-	if n := capacityRows(t, f.loc); n != 1 {
-		t.Fatalf("%d capacity rows after the sweep, want B's one", n)
+	// Only B's actor slot counter remains (its secured and active rows):
+	// A's were returned to zero and removed.
+	if n := capacityRows(t, f.loc); n != 2 {
+		t.Fatalf("%d capacity rows after the sweep, want B's two", n)
 	}
 	// Close runs the same sweep before releasing the lease.
 	seed(t, exec, a, "a-late", true)

@@ -3,6 +3,7 @@ package authority
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -17,6 +18,17 @@ import (
 // reserved+active never exceeds it. Limits are the node's configuration
 // (its descriptor's capacity limits) and are passed in, not stored: the
 // counters are usage only.
+//
+// A counter is stored as two rows (issue 15): the secured count
+// (reserved+active, what a limit bounds) and the active count; reserved is
+// their difference. Why two: a creation's Reserve (run by the source) adds
+// to the secured count and its Commit (run by the target) moves the slots
+// from reserved to active, which leaves the secured count as it is. With
+// one row both batches were conditioned on it, so every concurrent creation
+// on a node made the source's Reserves and the target's Commits lose to
+// each other across processes (0.8 Conflicts per creation, each a read and
+// a batch more under the counter's lane). With two rows a Reserve
+// conditions the secured row and a Commit the active row only.
 //
 // Why per run (lifecycleGeneration) and not per RoutingId: an authority
 // record's allocation names its node by (descriptor {meshName,
@@ -120,24 +132,41 @@ func (c CounterID) validate() error {
 	return nil
 }
 
-// CapacityPreimage is the counter's logical key preimage:
+// Measure names one of the two stored rows of a counter.
+type Measure string
+
+// Measures.
+const (
+	// MeasureSecured is reserved+active: the slots secured on the node run,
+	// in use or not; a limit bounds it.
+	MeasureSecured Measure = "secured"
+	// MeasureActive is the slots in use by Active authority records.
+	MeasureActive Measure = "active"
+)
+
+// CapacityPreimage is the logical key preimage of one stored row of a
+// counter:
 //
-//	capacity\0{MeshName}\0{hex(RoutingId)}\0{lifecycleGeneration}\0actors
-//	capacity\0{MeshName}\0{hex(RoutingId)}\0{lifecycleGeneration}\0spots
-//	capacity\0{MeshName}\0{hex(RoutingId)}\0{lifecycleGeneration}\0spotType\0{userSpot|instanceSpot}\0{stableType}
+//	capacity\0{MeshName}\0{hex(RoutingId)}\0{lifecycleGeneration}\0actors\0{secured|active}
+//	capacity\0{MeshName}\0{hex(RoutingId)}\0{lifecycleGeneration}\0spots\0{secured|active}
+//	capacity\0{MeshName}\0{hex(RoutingId)}\0{lifecycleGeneration}\0spotType\0{userSpot|instanceSpot}\0{stableType}\0{secured|active}
 //
 // lifecycleGeneration is decimal. The values follow the rules of
 // docs/RECORDS.md §1.2 (no NUL inside a value), so the \0 separators fix
 // the boundaries.
-func CapacityPreimage(c CounterID) ([]byte, error) {
+func CapacityPreimage(c CounterID, m Measure) ([]byte, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
+	}
+	if m != MeasureSecured && m != MeasureActive {
+		return nil, fmt.Errorf("unknown capacity measure %q", m)
 	}
 	parts := []string{string(KindCapacity), c.Node.MeshName, hex.EncodeToString(c.Node.RoutingID),
 		strconv.FormatUint(c.Node.LifecycleGeneration, 10), string(c.Class)}
 	if c.Class == SlotSpotType {
 		parts = append(parts, string(c.SpotKind), c.StableType)
 	}
+	parts = append(parts, string(m))
 	var b []byte
 	for i, p := range parts {
 		if i > 0 {
@@ -148,14 +177,24 @@ func CapacityPreimage(c CounterID) ([]byte, error) {
 	return b, nil
 }
 
-// CapacityKey is the counter's store key: record.Key(CapacityPreimage(c)),
-// "capacity:" + lowercase hex SHA-256 of the preimage.
-func CapacityKey(c CounterID) (string, error) {
-	p, err := CapacityPreimage(c)
+// CapacityKey is the store key of one row of a counter:
+// record.Key(CapacityPreimage(c, m)), "capacity:" + lowercase hex SHA-256
+// of the preimage.
+func CapacityKey(c CounterID, m Measure) (string, error) {
+	p, err := CapacityPreimage(c, m)
 	if err != nil {
 		return "", err
 	}
 	return record.Key(p), nil
+}
+
+// CounterKeys are the store keys of both rows of counter c.
+func CounterKeys(c CounterID) (secured, active string, err error) {
+	if secured, err = CapacityKey(c, MeasureSecured); err != nil {
+		return "", "", err
+	}
+	active, err = CapacityKey(c, MeasureActive)
+	return secured, active, err
 }
 
 // Usage is a capacity counter's value: slots reserved and slots active.
@@ -167,49 +206,59 @@ type Usage struct {
 // Total is Reserved+Active, the amount a limit bounds.
 func (u Usage) Total() int { return u.Reserved + u.Active }
 
-// capacityJSON mirrors the capacity record's members for decoding.
+// capacityRecordVersion is the recordVersion of a counter row. Version 1
+// was one row per counter holding {active, reserved}; version 2 is one row
+// per measure holding count.
+const capacityRecordVersion = 2
+
+// capacityJSON mirrors the capacity row's members for decoding.
 type capacityJSON struct {
-	Active              int64   `json:"active"`
 	Class               string  `json:"class"`
+	Count               int64   `json:"count"`
 	LifecycleGeneration string  `json:"lifecycleGeneration"`
+	Measure             string  `json:"measure"`
 	MeshName            string  `json:"meshName"`
 	ObjectKind          *string `json:"objectKind"`
 	RecordVersion       int64   `json:"recordVersion"`
-	Reserved            int64   `json:"reserved"`
 	RoutingIDHex        string  `json:"routingIdHex"`
 	StableType          *string `json:"stableType"`
 }
 
-// EncodeCapacity returns the canonical value of counter c holding u:
+// EncodeCapacity returns the canonical value of the m row of counter c
+// holding count:
 //
-//	{"active":N,"class":"…","lifecycleGeneration":"N","meshName":"…",
-//	 "objectKind":null|"…","recordVersion":1,"reserved":N,
+//	{"class":"…","count":N,"lifecycleGeneration":"N","measure":"secured|active",
+//	 "meshName":"…","objectKind":null|"…","recordVersion":2,
 //	 "routingIdHex":"…","stableType":null|"…"}
 //
-// The counter's identity is repeated in the value so that an operator (or a
+// The row's identity is repeated in the value so that an operator (or a
 // sweep over the "capacity:" prefix) can tell which counter a row is, and so
 // that a reader detects a row read under the wrong key.
-func EncodeCapacity(c CounterID, u Usage) ([]byte, error) {
+func EncodeCapacity(c CounterID, m Measure, count int) ([]byte, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if u.Reserved < 0 || u.Active < 0 || u.Reserved > record.MaxSlots || u.Active > record.MaxSlots || u.Total() > record.MaxSlots {
-		return nil, fmt.Errorf("usage reserved=%d active=%d outside 0..2^31-1", u.Reserved, u.Active)
+	if m != MeasureSecured && m != MeasureActive {
+		return nil, fmt.Errorf("unknown capacity measure %q", m)
 	}
-	return appendCapacity(make([]byte, 0, 160+len(c.Node.MeshName)+2*len(c.Node.RoutingID)+len(c.StableType)), c, u), nil
+	if count < 0 || count > record.MaxSlots {
+		return nil, fmt.Errorf("%s count %d outside 0..2^31-1", m, count)
+	}
+	return appendCapacity(make([]byte, 0, 170+len(c.Node.MeshName)+2*len(c.Node.RoutingID)+len(c.StableType)), c, m, count), nil
 }
 
-// appendCapacity writes the canonical value of a valid counter and usage.
-// The members are written in their canonical (sorted) order by hand, so
-// that encoding, and the canonical check of decoding, build no
-// intermediate values.
-func appendCapacity(b []byte, c CounterID, u Usage) []byte {
-	b = append(b, `{"active":`...)
-	b = strconv.AppendUint(b, uint64(u.Active), 10)
-	b = append(b, `,"class":`...)
+// appendCapacity writes the canonical value of a valid row. The members
+// are written in their canonical (sorted) order by hand, so that encoding,
+// and the canonical check of decoding, build no intermediate values.
+func appendCapacity(b []byte, c CounterID, m Measure, count int) []byte {
+	b = append(b, `{"class":`...)
 	b = appendJSONString(b, string(c.Class))
+	b = append(b, `,"count":`...)
+	b = strconv.AppendUint(b, uint64(count), 10)
 	b = append(b, `,"lifecycleGeneration":"`...)
 	b = strconv.AppendUint(b, c.Node.LifecycleGeneration, 10)
+	b = append(b, `","measure":"`...)
+	b = append(b, m...)
 	b = append(b, `","meshName":`...)
 	b = appendJSONString(b, c.Node.MeshName)
 	b = append(b, `,"objectKind":`...)
@@ -219,9 +268,7 @@ func appendCapacity(b []byte, c CounterID, u Usage) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"recordVersion":`...)
-	b = strconv.AppendUint(b, record.RecordVersion, 10)
-	b = append(b, `,"reserved":`...)
-	b = strconv.AppendUint(b, uint64(u.Reserved), 10)
+	b = strconv.AppendUint(b, capacityRecordVersion, 10)
 	b = append(b, `,"routingIdHex":"`...)
 	b = hex.AppendEncode(b, c.Node.RoutingID)
 	b = append(b, `","stableType":`...)
@@ -235,33 +282,32 @@ func appendCapacity(b []byte, c CounterID, u Usage) []byte {
 
 // decodeCanonicalCapacity is DecodeCapacity's fast path: it reads value
 // as laid out by appendCapacity (strings without escapes only) and accepts
-// it only if the counter and usage read are valid and encode back to
-// exactly value. Such a value is one DecodeCapacity's strict path accepts
-// with the same result; anything else (escapes, other spellings, every
-// error) goes to that path, which also words the errors.
-func decodeCanonicalCapacity(value []byte) (CounterID, Usage, bool) {
+// it only if the row read is valid and encodes back to exactly value. Such
+// a value is one DecodeCapacity's strict path accepts with the same result;
+// anything else (escapes, other spellings, every error) goes to that path,
+// which also words the errors.
+func decodeCanonicalCapacity(value []byte) (CounterID, Measure, int, bool) {
 	r := capReader{in: value}
 	var id CounterID
-	var u Usage
-	r.lit(`{"active":`)
-	u.Active = r.num()
-	r.lit(`,"class":`)
+	r.lit(`{"class":`)
 	class := r.str()
+	r.lit(`,"count":`)
+	count := r.num()
 	r.lit(`,"lifecycleGeneration":"`)
 	id.Node.LifecycleGeneration = uint64(r.num())
-	r.lit(`","meshName":`)
+	r.lit(`","measure":`)
+	measure := Measure(r.str())
+	r.lit(`,"meshName":`)
 	mesh := r.str()
 	r.lit(`,"objectKind":`)
 	kind, hasKind := r.nullStr()
-	r.lit(`,"recordVersion":1,"reserved":`)
-	u.Reserved = r.num()
-	r.lit(`,"routingIdHex":`)
+	r.lit(`,"recordVersion":2,"routingIdHex":`)
 	ridHex := r.str()
 	r.lit(`,"stableType":`)
 	stable, hasStable := r.nullStr()
 	r.lit(`}`)
-	if r.bad || r.pos != len(value) || hasKind != hasStable {
-		return CounterID{}, Usage{}, false
+	if r.bad || r.pos != len(value) || hasKind != hasStable || (measure != MeasureSecured && measure != MeasureActive) {
+		return CounterID{}, "", 0, false
 	}
 	switch class {
 	case string(SlotActors):
@@ -271,7 +317,7 @@ func decodeCanonicalCapacity(value []byte) (CounterID, Usage, bool) {
 	case string(SlotSpotType):
 		id.Class = SlotSpotType
 	default:
-		return CounterID{}, Usage{}, false
+		return CounterID{}, "", 0, false
 	}
 	switch kind {
 	case "":
@@ -280,21 +326,21 @@ func decodeCanonicalCapacity(value []byte) (CounterID, Usage, bool) {
 	case string(record.ObjectInstanceSpot):
 		id.SpotKind = record.ObjectInstanceSpot
 	default:
-		return CounterID{}, Usage{}, false
+		return CounterID{}, "", 0, false
 	}
 	rid, err := hex.DecodeString(ridHex)
 	if err != nil {
-		return CounterID{}, Usage{}, false
+		return CounterID{}, "", 0, false
 	}
 	id.Node.MeshName, id.Node.RoutingID, id.StableType = mesh, rid, stable
-	if id.validate() != nil || u.Reserved > record.MaxSlots || u.Active > record.MaxSlots || u.Total() > record.MaxSlots {
-		return CounterID{}, Usage{}, false
+	if id.validate() != nil || count > record.MaxSlots {
+		return CounterID{}, "", 0, false
 	}
 	var buf [256]byte
-	if !bytes.Equal(appendCapacity(buf[:0], id, u), value) {
-		return CounterID{}, Usage{}, false
+	if !bytes.Equal(appendCapacity(buf[:0], id, measure, count), value) {
+		return CounterID{}, "", 0, false
 	}
-	return id, u, true
+	return id, measure, count, true
 }
 
 // capReader reads the pieces of a canonical capacity value; any surprise
@@ -365,13 +411,15 @@ func (r *capReader) nullStr() (string, bool) {
 	return r.str(), true
 }
 
-// DecodeCapacity reads a capacity counter value and returns the counter it
-// names and its usage. Only the canonical bytes are accepted (our writers
-// only write those, and every write is a whole-value CAS).
-func DecodeCapacity(value []byte) (CounterID, Usage, error) {
+// DecodeCapacity reads a capacity row value and returns the counter and
+// measure it names and its count. Only the canonical bytes are accepted (our
+// writers only write those, and every write is a whole-value CAS); a row of
+// another recordVersion (the one-row layout of version 1 included) is a
+// *record.UnknownVersionError.
+func DecodeCapacity(value []byte) (CounterID, Measure, int, error) {
 	if len(value) <= record.MaxValueBytes {
-		if id, u, ok := decodeCanonicalCapacity(value); ok {
-			return id, u, nil
+		if id, m, n, ok := decodeCanonicalCapacity(value); ok {
+			return id, m, n, nil
 		}
 	}
 	return decodeCapacityStrict(value)
@@ -380,15 +428,22 @@ func DecodeCapacity(value []byte) (CounterID, Usage, error) {
 // decodeCapacityStrict is DecodeCapacity by encoding/json and a canonical
 // re-encoding check: the reference behaviour, and the path that words the
 // errors.
-func decodeCapacityStrict(value []byte) (CounterID, Usage, error) {
+func decodeCapacityStrict(value []byte) (CounterID, Measure, int, error) {
 	var j capacityJSON
 	var id CounterID
-	var u Usage
 	if len(value) > record.MaxValueBytes {
-		return id, u, fmt.Errorf("capacity value is %d bytes, limit %d", len(value), record.MaxValueBytes)
+		return id, "", 0, fmt.Errorf("capacity value is %d bytes, limit %d", len(value), record.MaxValueBytes)
+	}
+	// A row of another layout (version 1 held {active, reserved} in one row)
+	// has other members: name its version rather than an unknown member.
+	var v struct {
+		RecordVersion *int64 `json:"recordVersion"`
+	}
+	if json.Unmarshal(value, &v) == nil && v.RecordVersion != nil && *v.RecordVersion != capacityRecordVersion {
+		return id, "", 0, &record.UnknownVersionError{Kind: KindCapacity, Version: strconv.FormatInt(*v.RecordVersion, 10)}
 	}
 	err := decodeStrict(value, &j, func() ([]byte, error) {
-		if j.RecordVersion != record.RecordVersion {
+		if j.RecordVersion != capacityRecordVersion {
 			return nil, &record.UnknownVersionError{Kind: KindCapacity, Version: strconv.FormatInt(j.RecordVersion, 10)}
 		}
 		rid, err := hex.DecodeString(j.RoutingIDHex)
@@ -406,16 +461,15 @@ func decodeCapacityStrict(value []byte) (CounterID, Usage, error) {
 		if j.ObjectKind != nil {
 			id.SpotKind, id.StableType = record.ObjectKind(*j.ObjectKind), *j.StableType
 		}
-		if j.Reserved < 0 || j.Active < 0 || j.Reserved > record.MaxSlots || j.Active > record.MaxSlots {
-			return nil, fmt.Errorf("usage reserved=%d active=%d outside 0..2^31-1", j.Reserved, j.Active)
+		if j.Count < 0 || j.Count > record.MaxSlots {
+			return nil, fmt.Errorf("count %d outside 0..2^31-1", j.Count)
 		}
-		u = Usage{Reserved: int(j.Reserved), Active: int(j.Active)}
-		return EncodeCapacity(id, u)
+		return EncodeCapacity(id, Measure(j.Measure), int(j.Count))
 	})
 	if err != nil {
-		return CounterID{}, Usage{}, err
+		return CounterID{}, "", 0, err
 	}
-	return id, u, nil
+	return id, Measure(j.Measure), int(j.Count), nil
 }
 
 // Limits are a node run's capacity limits for one object's counters: the

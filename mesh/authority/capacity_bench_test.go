@@ -19,14 +19,14 @@ func BenchmarkDecodeCapacity(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			v, err := EncodeCapacity(c.id, Usage{Reserved: 3, Active: 1207})
+			v, err := EncodeCapacity(c.id, MeasureSecured, 1210)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(len(v)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := DecodeCapacity(v); err != nil {
+				if _, _, _, err := DecodeCapacity(v); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -43,13 +43,16 @@ func TestCapacityFastPathAgrees(t *testing.T) {
 		spotTypeOf(Node{MeshName: "é", RoutingID: []byte{0xff}, LifecycleGeneration: 1<<63 - 1}, record.ObjectUserSpot, "a\"b")}
 	edits := []byte{'0', '1', '9', 'a', 'A', '"', '\\', ' ', 'n', ':', ',', '}', 0x00, 0xff}
 	for _, id := range ids {
-		for _, u := range []Usage{{0, 0}, {3, 1207}, {record.MaxSlots, 0}} {
-			want, err := EncodeCapacity(id, u)
+		for _, u := range []struct {
+			m Measure
+			n int
+		}{{MeasureSecured, 0}, {MeasureActive, 1207}, {MeasureSecured, record.MaxSlots}} {
+			want, err := EncodeCapacity(id, u.m, u.n)
 			if err != nil {
 				t.Fatal(err)
 			}
 			plain := id.StableType != "a\"b" && id.Node.LifecycleGeneration < 1e18
-			if _, _, ok := decodeCanonicalCapacity(want); ok != plain {
+			if _, _, _, ok := decodeCanonicalCapacity(want); ok != plain {
 				t.Errorf("fast path on %s: ok=%v, want %v", want, ok, plain)
 			}
 			for i := range want {
@@ -60,13 +63,13 @@ func TestCapacityFastPathAgrees(t *testing.T) {
 					} else {
 						v[i] = e
 					}
-					fid, fu, ok := decodeCanonicalCapacity(v)
+					fid, fm, fn, ok := decodeCanonicalCapacity(v)
 					if !ok {
 						continue
 					}
-					sid, su, err := decodeCapacityStrict(v)
-					if err != nil || !sid.equal(fid) || su != fu {
-						t.Fatalf("%s: fast path %v %v, strict path %v %v %v", v, fid, fu, sid, su, err)
+					sid, sm, sn, err := decodeCapacityStrict(v)
+					if err != nil || !sid.equal(fid) || sm != fm || sn != fn {
+						t.Fatalf("%s: fast path %v %v %d, strict path %v %v %d %v", v, fid, fm, fn, sid, sm, sn, err)
 					}
 				}
 			}

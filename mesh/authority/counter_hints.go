@@ -64,17 +64,17 @@ func (e *Executor) ObserveCounter(key string, rr locstore.ReadResult) {
 	h.counters[key] = rowHint{rr: rr, at: now}
 }
 
-// CapacityKeys are the store keys of the counters a bundle moves on node:
-// what a caller reads to prefetch them (ObserveCounter).
-func CapacityKeys(node Node, b Bundle) ([]string, error) {
-	ids := CountersFor(node, b)
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		k, err := CapacityKey(id)
+// BundleCounterKeys are the store keys of the counters a bundle moves on
+// node, both rows of each: what a caller reads to prefetch them
+// (ObserveCounter).
+func BundleCounterKeys(node Node, b Bundle) ([]string, error) {
+	var keys []string
+	for _, id := range CountersFor(node, b) {
+		secured, active, err := CounterKeys(id)
 		if err != nil {
 			return nil, err
 		}
-		keys[i] = k
+		keys = append(keys, active, secured)
 	}
 	return keys, nil
 }
@@ -83,24 +83,38 @@ func isCounterKey(key string) bool {
 	return strings.HasPrefix(key, counterPrefix) || strings.HasPrefix(key, capacityPrefix)
 }
 
-// takeCounter returns and forgets the prefetched value of the counter key
-// when it may still be planned on.
-func (h *rowHints) takeCounter(key string) (locstore.ReadResult, bool) {
+// takeCounters returns the prefetched values of every counter row r reads
+// (its non-anchor rows) and forgets them — or nothing, when one of them may
+// not be planned on: a counter's two rows come from one read or not at all.
+func (e *Executor) takeCounters(r rowSet) map[string]locstore.ReadResult {
+	var keys []string
+	for i, k := range r.keys {
+		if !r.anchor[i] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 || e.lanes.busy(keys) {
+		return nil
+	}
+	h := e.hints
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v, ok := h.counters[key]
-	if !ok {
-		return locstore.ReadResult{}, false
+	out := make(map[string]locstore.ReadResult, len(keys))
+	for _, k := range keys {
+		v, ok := h.counters[k]
+		if !ok || now-v.at > h.maxAge {
+			return nil
+		}
+		if at, lost := h.lost[k]; lost && now-at < counterQuiet {
+			return nil
+		}
+		out[k] = v.rr
 	}
-	delete(h.counters, key)
-	if now-v.at > h.maxAge {
-		return locstore.ReadResult{}, false
+	for _, k := range keys {
+		delete(h.counters, k)
 	}
-	if at, lost := h.lost[key]; lost && now-at < counterQuiet {
-		return locstore.ReadResult{}, false
-	}
-	return v.rr, true
+	return out
 }
 
 // counterMoved drops the prefetched values of the counters a batch of this

@@ -23,17 +23,19 @@ func countedHinted(t *testing.T) (locstore.Store, *countingStore, *manualNow, *E
 	return mem, cs, clock, newExecutor(t, cs, hinted(clock))
 }
 
-// prefetchCounter reads the actors counter of nodeA from the store, as the
-// creation target does in its first call, and hands it to e.
+// prefetchCounter reads the actors counter of nodeA (both rows) from the
+// store, as the creation target does in its first call, and hands it to e.
+// It returns the key of the active row, the one a Commit conditions.
 func prefetchCounter(t *testing.T, s locstore.Store, e *Executor) string {
 	t.Helper()
-	key := capKey(t, actorsOf(nodeA))
-	rr, err := s.Read(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
+	for _, key := range []string{secKey(t, actorsOf(nodeA)), actKey(t, actorsOf(nodeA))} {
+		rr, err := s.Read(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ObserveCounter(key, rr)
 	}
-	e.ObserveCounter(key, rr)
-	return key
+	return actKey(t, actorsOf(nodeA))
 }
 
 // reserveFor reserves obj on nodeA through e and returns the commit request.
@@ -91,7 +93,16 @@ func TestPrefetchedCounterRules(t *testing.T) {
 			between: func(t *testing.T, _ locstore.Store, e *Executor, _ *manualNow) {
 				reserveFor(t, e, player2, "res-2")
 			}},
-		{name: "another writer moved it: one conflict", wantAttempts: 2, wantCountRead: true, want: Usage{Reserved: 1, Active: 1},
+		{name: "another writer moved its active row: one conflict", wantAttempts: 2, wantCountRead: true, want: Usage{Active: 2},
+			between: func(t *testing.T, mem locstore.Store, _ *Executor, _ *manualNow) {
+				other := newExecutor(t, mem)
+				if _, err := other.Commit(context.Background(), reserveFor(t, other, player2, "res-2")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		// A Reserve moves only the secured row, which a Commit does not
+		// condition: another creation's Reserve costs the Commit nothing.
+		{name: "another writer's Reserve: no conflict", wantAttempts: 1, wantCountRead: false, want: Usage{Reserved: 1, Active: 1},
 			between: func(t *testing.T, mem locstore.Store, _ *Executor, _ *manualNow) {
 				reserveFor(t, newExecutor(t, mem), player2, "res-2")
 			}},
@@ -127,12 +138,15 @@ func TestPrefetchedCounterQuietAfterALoss(t *testing.T) {
 	mem, cs, clock, e := countedHinted(t)
 	other := newExecutor(t, mem)
 	c1 := reserveFor(t, e, player, "res-1")
+	c2 := reserveFor(t, e, player2, "res-2")
 	key := prefetchCounter(t, mem, e)
-	c2 := reserveFor(t, other, player2, "res-2") // moves it behind e's back
-	if r, err := e.Commit(ctx, c1); err != nil || r.Attempts != 2 {
-		t.Fatalf("commit on a stale prefetch: %+v, %v (want one conflict)", r, err)
+	if _, err := other.Commit(ctx, c2); err != nil { // moves the active row behind e's back
+		t.Fatal(err)
 	}
-	c2.Owner = ownerA
+	if r, err := e.Commit(ctx, c1); err != nil || r.Attempts != 2 {
+		t.Fatalf("commit on a stale prefetch: attempts %d, %v (want one conflict)", r.Attempts, err)
+	}
+	c2 = reserveFor(t, e, Object{ID: "user:45", Kind: record.ObjectActor, StableType: "Player"}, "res-5")
 	prefetchCounter(t, mem, e)
 	before := cs.reads[key]
 	if _, err := e.Commit(ctx, c2); err != nil {
@@ -190,8 +204,9 @@ func TestPrefetchedCounterRefusalIsReread(t *testing.T) {
 	mem, _ := newMemory(t)
 	putLease(t, mem, ownerA)
 	e := newExecutor(t, mem, hinted(&manualNow{}))
-	key := capKey(t, actorsOf(nodeA))
-	e.ObserveCounter(key, locstore.ReadResult{Found: true, Value: capValue(t, actorsOf(nodeA), 0, 2), Version: "v-stale", StoreNow: storeNow})
+	id := actorsOf(nodeA)
+	e.ObserveCounter(secKey(t, id), locstore.ReadResult{Found: true, Value: secVal(t, id, 2), Version: "v-stale", StoreNow: storeNow})
+	e.ObserveCounter(actKey(t, id), locstore.ReadResult{Found: true, Value: actVal(t, id, 2), Version: "v-stale", StoreNow: storeNow})
 	tgt := targetA()
 	tgt.Limits.Actors = 2
 	r, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: tgt, Creation: pending("res-1")})
@@ -241,5 +256,39 @@ func TestCountersJoinTheAnchorCall(t *testing.T) {
 	}
 	if u := readUsage(t, mem, actorsOf(nodeB)); u != (Usage{Active: 1}) {
 		t.Errorf("target counter: %+v", u)
+	}
+}
+
+// A counter's two rows are taken from a prefetch together or not at all:
+// one row prefetched beside the other read now is no snapshot.
+func TestPrefetchedCounterRowsAllOrNone(t *testing.T) {
+	ctx := context.Background()
+	_, cs, _, e := countedHinted(t)
+	id := actorsOf(nodeA)
+	e.ObserveCounter(actKey(t, id), locstore.ReadResult{StoreNow: storeNow}) // the secured row not handed over
+	var r rowSet
+	r.addCapacity(OpCommit, []CounterID{id})
+	v := &view{hinted: true, counters: true}
+	if _, err := e.fetch(ctx, v, OpCommit, r); err != nil {
+		t.Fatal(err)
+	}
+	if v.used.Load() || cs.reads[actKey(t, id)] != 1 || cs.reads[secKey(t, id)] != 1 {
+		t.Errorf("used %v, reads active %d secured %d; want both rows read from the store",
+			v.used.Load(), cs.reads[actKey(t, id)], cs.reads[secKey(t, id)])
+	}
+}
+
+// A hinted row that does not decode is not the store's answer: the
+// operation reads again instead of failing.
+func TestUndecodableHintIsReread(t *testing.T) {
+	ctx := context.Background()
+	mem, _, _, e := countedHinted(t)
+	commit := reserveFor(t, e, player, "res-1")
+	e.Observe(authKey(t, player), locstore.ReadResult{Found: true, Value: []byte("{not a record"), Version: "v-junk", StoreNow: storeNow})
+	if r, err := e.Commit(ctx, commit); err != nil || r.Attempts != 1 {
+		t.Fatalf("commit after an undecodable hint: %+v, %v", r, err)
+	}
+	if u := readUsage(t, mem, actorsOf(nodeA)); u != (Usage{Active: 1}) {
+		t.Errorf("counter: %+v", u)
 	}
 }

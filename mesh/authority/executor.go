@@ -548,6 +548,13 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		// lane: a lane's earlier holder has moved the counter since.
 		v := &view{hinted: hinted, counters: hinted && release == nil && e.hints != nil}
 		snap, err := read(ctx, v)
+		if err != nil && v.used.Load() && ctx.Err() == nil {
+			// Rows from hints that do not fit together (a counter's rows
+			// of two reads): not the store's answer; read it.
+			hinted = false
+			attempt--
+			continue
+		}
 		if err != nil {
 			if len(unknown) > 0 {
 				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)

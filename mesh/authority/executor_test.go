@@ -98,15 +98,11 @@ func putLease(t testing.TB, s locstore.Store, o Owner) {
 
 func readUsage(t testing.TB, s locstore.Store, id CounterID) Usage {
 	t.Helper()
-	rr, err := s.Read(context.Background(), capKey(t, id))
+	rows, err := ReadCounters(context.Background(), s, []CounterID{id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := CapacityRowOf(id, rr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return row.Usage
+	return rows[0].Usage
 }
 
 func readObjectCounter(t testing.TB, s locstore.Store) uint64 {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,10 +51,50 @@ func objGenKey(t testing.TB) string {
 	return mustKey(t, k, err)
 }
 
-func capKey(t testing.TB, id CounterID) string {
+// secKey and actKey are the stored rows of counter id: secured
+// (reserved+active) and active.
+func secKey(t testing.TB, id CounterID) string {
 	t.Helper()
-	k, err := CapacityKey(id)
+	k, err := CapacityKey(id, MeasureSecured)
 	return mustKey(t, k, err)
+}
+
+func actKey(t testing.TB, id CounterID) string {
+	t.Helper()
+	k, err := CapacityKey(id, MeasureActive)
+	return mustKey(t, k, err)
+}
+
+// secVal and actVal are the canonical values of those rows holding n.
+func secVal(t testing.TB, id CounterID, n int) []byte {
+	t.Helper()
+	v, err := EncodeCapacity(id, MeasureSecured, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func actVal(t testing.TB, id CounterID, n int) []byte {
+	t.Helper()
+	v, err := EncodeCapacity(id, MeasureActive, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// byKey sorts conditions by key: applyCapacity adds the counters' rows in
+// key order, whose order between two rows is their digests'.
+func byKey(cs ...locstore.Condition) []locstore.Condition {
+	slices.SortFunc(cs, func(a, b locstore.Condition) int { return strings.Compare(a.Key, b.Key) })
+	return cs
+}
+
+// mutsByKey sorts mutations by key, as byKey.
+func mutsByKey(ms ...locstore.Mutation) []locstore.Mutation {
+	slices.SortFunc(ms, func(a, b locstore.Mutation) int { return strings.Compare(a.Key, b.Key) })
+	return ms
 }
 
 func actorsOf(n Node) CounterID { return CounterID{Node: n, Class: SlotActors} }
@@ -73,19 +114,33 @@ func missingLease(t testing.TB, id string) LeaseRow {
 	return LeaseRow{Key: leaseKey(t, id)}
 }
 
+// capRow is counter id read with its rows at version+"s" (secured, present
+// when reserved+active > 0) and version+"a" (active, present when active >
+// 0).
 func capRow(id CounterID, reserved, active int, version string) CapacityRow {
-	return CapacityRow{ID: id, Found: true, Usage: Usage{Reserved: reserved, Active: active}, Version: version}
+	r := CapacityRow{ID: id, Usage: Usage{Reserved: reserved, Active: active}}
+	if reserved+active > 0 {
+		r.Found, r.Secured = true, StoredCount{Found: true, Version: version + "s"}
+	}
+	if active > 0 {
+		r.Active = StoredCount{Found: true, Version: version + "a"}
+	}
+	return r
 }
 
 func noCap(id CounterID) CapacityRow { return CapacityRow{ID: id} }
 
-func capValue(t testing.TB, id CounterID, reserved, active int) []byte {
+// capPuts are the mutations that store usage u of counter id (a zero row
+// is deleted), for seeding a store.
+func capPuts(t testing.TB, id CounterID, u Usage) []locstore.Mutation {
 	t.Helper()
-	v, err := EncodeCapacity(id, Usage{Reserved: reserved, Active: active})
-	if err != nil {
-		t.Fatal(err)
+	put := func(k string, v []byte, n int) locstore.Mutation {
+		if n == 0 {
+			return locstore.Delete(k)
+		}
+		return locstore.Put(k, v)
 	}
-	return v
+	return []locstore.Mutation{put(secKey(t, id), secVal(t, id, u.Total()), u.Total()), put(actKey(t, id), actVal(t, id, u.Active), u.Active)}
 }
 
 func counterValue(t testing.TB, v uint64) []byte {

@@ -57,7 +57,7 @@ func TestHintsSpareReads(t *testing.T) {
 	if cs.reads[key] != 0 {
 		t.Errorf("Reserve read the observed authority row %d times", cs.reads[key])
 	}
-	lease, counter := leaseKey(t, ownerA.ID), capKey(t, actorsOf(nodeA))
+	lease, counter := leaseKey(t, ownerA.ID), actKey(t, actorsOf(nodeA))
 	if cs.reads[lease] != 1 || cs.reads[counter] != 1 {
 		t.Errorf("Reserve reads: lease %d, counter %d; want 1 each", cs.reads[lease], cs.reads[counter])
 	}

@@ -15,7 +15,7 @@ import (
 func TestHotKeys(t *testing.T) {
 	obj := authKey(t, Object{Kind: "actor", ID: "a", StableType: "T"})
 	gen := objGenKey(t)
-	capA := capKey(t, actorsOf(nodeA))
+	capA := secKey(t, actorsOf(nodeA))
 	lease := leaseKey(t, ownerA.ID)
 	req := locstore.WriteRequest{Conditions: []locstore.Condition{
 		locstore.IfMissing(obj), locstore.IfVersion(capA, "1"), locstore.IfVersion(lease, "2"), locstore.IfVersion(gen, "3"), locstore.IfVersion(capA, "1"),

@@ -459,8 +459,11 @@ func PlanCommit(req CommitRequest, snap Snapshot) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	// The reserved slots are the record's own (Reserved, under its version
+	// in this batch): guarded, so only the active row is conditioned and a
+	// Commit no longer contends with the Reserves of other creations.
 	node, bun := NodeOf(cur), cur.Allocation.Capacity
-	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(node, bun, -1, 1, nil)); err != nil {
+	if p.Capacity, err = applyCapacity(b, snap, guardedBy(bundleDeltas(node, bun, -1, 1, nil))); err != nil {
 		return Plan{}, err
 	}
 	if err := addTerminal(b, &p, req.Terminal, next, req.Object.ID, snap.StoreNow); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,12 +51,12 @@ func TestPlanReserve(t *testing.T) {
 				locstore.IfMissing(authKey(t, player)),
 				locstore.IfVersion(ctrKey, "c1"),
 				locstore.IfVersion(leaseKey(t, ownerA.ID), "lA"),
-				locstore.IfVersion(capKey(t, actorsOf(nodeA)), "k1"),
+				locstore.IfVersion(secKey(t, actorsOf(nodeA)), "k1s"), // reserved 0→1: the secured row alone
 			},
 			Mutations: []locstore.Mutation{
 				locstore.Put(authKey(t, player), encodeAuth(t, rec)),
 				locstore.Put(ctrKey, counterValue(t, 101)),
-				locstore.Put(capKey(t, actorsOf(nodeA)), capValue(t, actorsOf(nodeA), 1, 2)),
+				locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 3)),
 			},
 		})
 		if p.Record.ObjectGeneration != 101 || p.Record.AuthorityOwnerGeneration != 1 {
@@ -83,12 +84,12 @@ func TestPlanReserve(t *testing.T) {
 				locstore.IfMissing(authKey(t, player)),
 				locstore.IfMissing(ctrKey),
 				locstore.IfVersion(leaseKey(t, ownerA.ID), "lA"),
-				locstore.IfMissing(capKey(t, actorsOf(nodeA))),
+				locstore.IfMissing(secKey(t, actorsOf(nodeA))),
 			},
 			Mutations: []locstore.Mutation{
 				locstore.Put(authKey(t, player), encodeAuth(t, wantRecord(player, 1, "res-1", []byte("init")))),
 				locstore.Put(ctrKey, counterValue(t, 1)),
-				locstore.Put(capKey(t, actorsOf(nodeA)), capValue(t, actorsOf(nodeA), 1, 0)),
+				locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 1)),
 			},
 		})
 	})
@@ -355,23 +356,34 @@ func TestCapacityTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := map[string]change{}
+			secured, active := map[string]bool{}, map[string]bool{}
 			for _, c := range tc.want {
-				want[capKey(t, c.id)] = c
+				want[c.id.String()] = c
+				secured[secKey(t, c.id)], active[actKey(t, c.id)] = true, true
 			}
 			if len(p.Capacity) != len(tc.want) {
 				t.Fatalf("changed %d counters, want %d: %+v", len(p.Capacity), len(tc.want), p.Capacity)
 			}
 			for _, c := range p.Capacity {
-				w, ok := want[c.Key]
+				w, ok := want[c.ID.String()]
 				if !ok || c.Before != w.before || c.After != w.after || !c.ID.equal(w.id) {
 					t.Errorf("change %s %+v -> %+v not expected (want %+v)", c.ID, c.Before, c.After, w)
 				}
 			}
-			// Every changed counter is conditioned and written; nothing else is.
+			// Every changed counter's secured row is conditioned and
+			// written; a Reserve leaves the active rows alone.
 			capMuts := 0
 			for _, m := range p.Request.Mutations {
-				if _, ok := want[m.Key]; ok {
+				if secured[m.Key] {
 					capMuts++
+				}
+				if active[m.Key] {
+					t.Errorf("a Reserve wrote the active row %s", m.Key)
+				}
+			}
+			for _, c := range p.Request.Conditions {
+				if active[c.Key] {
+					t.Errorf("a Reserve conditioned the active row %s", c.Key)
 				}
 			}
 			if capMuts != len(tc.want) {
@@ -392,16 +404,17 @@ func TestCapacityTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := sortedKeys(capKey(t, actorsOf(nodeB)), capKey(t, spotsOf(nodeB)), capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room")))
-		vals := map[string][]byte{
-			capKey(t, actorsOf(nodeB)):                                  capValue(t, actorsOf(nodeB), 3, 10),
-			capKey(t, spotsOf(nodeB)):                                   capValue(t, spotsOf(nodeB), 1, 0),
-			capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room")): capValue(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room"), 1, 0),
+		roomB := spotTypeOf(nodeB, record.ObjectUserSpot, "Room")
+		keys := sortedKeys(secKey(t, actorsOf(nodeB)), secKey(t, spotsOf(nodeB)), secKey(t, roomB))
+		vals := map[string][]byte{ // the secured rows only: reserved grows, active stays
+			secKey(t, actorsOf(nodeB)): secVal(t, actorsOf(nodeB), 13),
+			secKey(t, spotsOf(nodeB)):  secVal(t, spotsOf(nodeB), 1),
+			secKey(t, roomB):           secVal(t, roomB, 1),
 		}
 		conds := map[string]locstore.Condition{
-			capKey(t, actorsOf(nodeB)):                                  locstore.IfVersion(capKey(t, actorsOf(nodeB)), "a"),
-			capKey(t, spotsOf(nodeB)):                                   locstore.IfMissing(capKey(t, spotsOf(nodeB))),
-			capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room")): locstore.IfMissing(capKey(t, spotTypeOf(nodeB, record.ObjectUserSpot, "Room"))),
+			secKey(t, actorsOf(nodeB)): locstore.IfVersion(secKey(t, actorsOf(nodeB)), "as"),
+			secKey(t, spotsOf(nodeB)):  locstore.IfMissing(secKey(t, spotsOf(nodeB))),
+			secKey(t, roomB):           locstore.IfMissing(secKey(t, roomB)),
 		}
 		want := locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion(leaseKey(t, ownerB.ID), "lB")}}
 		for _, k := range keys {
@@ -448,13 +461,14 @@ func TestPlanReleaseCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := sortedKeys(capKey(t, actorsOf(nodeB)), capKey(t, spotsOf(nodeB)), capKey(t, room))
+	// Releasing reserved slots lowers the secured rows only.
+	keys := sortedKeys(secKey(t, actorsOf(nodeB)), secKey(t, spotsOf(nodeB)), secKey(t, room))
 	muts := map[string]locstore.Mutation{
-		capKey(t, actorsOf(nodeB)): locstore.Put(capKey(t, actorsOf(nodeB)), capValue(t, actorsOf(nodeB), 0, 4)),
-		capKey(t, spotsOf(nodeB)):  locstore.Delete(capKey(t, spotsOf(nodeB))), // back to zero: the row goes
-		capKey(t, room):            locstore.Put(capKey(t, room), capValue(t, room, 1, 0)),
+		secKey(t, actorsOf(nodeB)): locstore.Put(secKey(t, actorsOf(nodeB)), secVal(t, actorsOf(nodeB), 4)),
+		secKey(t, spotsOf(nodeB)):  locstore.Delete(secKey(t, spotsOf(nodeB))), // back to zero: the row goes
+		secKey(t, room):            locstore.Put(secKey(t, room), secVal(t, room, 1)),
 	}
-	vers := map[string]string{capKey(t, actorsOf(nodeB)): "a", capKey(t, spotsOf(nodeB)): "s", capKey(t, room): "t"}
+	vers := map[string]string{secKey(t, actorsOf(nodeB)): "as", secKey(t, spotsOf(nodeB)): "ss", secKey(t, room): "ts"}
 	var want locstore.WriteRequest
 	for _, k := range keys {
 		want.Conditions = append(want.Conditions, locstore.IfVersion(k, vers[k]))
@@ -514,12 +528,14 @@ func TestPlanCommit(t *testing.T) {
 			Conditions: []locstore.Condition{
 				locstore.IfVersion(authKey(t, player), "v1"),
 				locstore.IfVersion(leaseKey(t, ownerA.ID), "lA"),
-				locstore.IfVersion(capKey(t, actorsOf(nodeA)), "k1"),
+				// reserved 1→0, active 2→3: the secured row (3) stays and is
+				// not conditioned (the slot is the Reserved record's own)
+				locstore.IfVersion(actKey(t, actorsOf(nodeA)), "k1a"),
 				locstore.IfMissing(termKey),
 			},
 			Mutations: []locstore.Mutation{
 				locstore.Put(authKey(t, player), encodeAuth(t, rec)),
-				locstore.Put(capKey(t, actorsOf(nodeA)), capValue(t, actorsOf(nodeA), 0, 3)),
+				locstore.Put(actKey(t, actorsOf(nodeA)), actVal(t, actorsOf(nodeA), 3)),
 				// deadline 10 s after StoreNow, kept 5 min past it
 				locstore.PutExpiring(termKey, termValue, 5*time.Minute+10*time.Second),
 			},
@@ -634,12 +650,13 @@ func TestPlanAbort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := sortedKeys(capKey(t, spotsOf(nodeA)), capKey(t, roomType))
+		// The reserved slots go back: the secured rows only.
+		keys := sortedKeys(secKey(t, spotsOf(nodeA)), secKey(t, roomType))
 		muts := map[string]locstore.Mutation{
-			capKey(t, spotsOf(nodeA)): locstore.Put(capKey(t, spotsOf(nodeA)), capValue(t, spotsOf(nodeA), 0, 3)),
-			capKey(t, roomType):       locstore.Delete(capKey(t, roomType)),
+			secKey(t, spotsOf(nodeA)): locstore.Put(secKey(t, spotsOf(nodeA)), secVal(t, spotsOf(nodeA), 3)),
+			secKey(t, roomType):       locstore.Delete(secKey(t, roomType)),
 		}
-		vers := map[string]string{capKey(t, spotsOf(nodeA)): "s", capKey(t, roomType): "t"}
+		vers := map[string]string{secKey(t, spotsOf(nodeA)): "ss", secKey(t, roomType): "ts"}
 		want := locstore.WriteRequest{
 			Conditions: []locstore.Condition{locstore.IfVersion(authKey(t, room), "v1")},
 			Mutations:  []locstore.Mutation{locstore.Delete(authKey(t, room))},
@@ -808,18 +825,13 @@ func TestPlanNewOwner(t *testing.T) {
 		a := authority(player, nodeB, ownerB, record.AllocationActive, 101, 5)
 		return a
 	}
-	capBatch := func(srcAfter, dstAfter Usage) (conds []locstore.Condition, muts []locstore.Mutation) {
-		ka, kb := capKey(t, actorsOf(nodeA)), capKey(t, actorsOf(nodeB))
-		c := map[string]locstore.Condition{ka: locstore.IfVersion(ka, "ka"), kb: locstore.IfVersion(kb, "kb")}
-		m := map[string]locstore.Mutation{
-			ka: locstore.Put(ka, capValue(t, actorsOf(nodeA), srcAfter.Reserved, srcAfter.Active)),
-			kb: locstore.Put(kb, capValue(t, actorsOf(nodeB), dstAfter.Reserved, dstAfter.Active)),
-		}
-		for _, k := range sortedKeys(ka, kb) {
-			conds = append(conds, c[k])
-			muts = append(muts, m[k])
-		}
-		return conds, muts
+	// The source's slots leave both its rows; the target's arrive under
+	// its limits (both rows grow) or, pre-secured, move from reserved to
+	// active with the secured row held unchanged (no reservation row
+	// guards an unkeyed pre-secured move).
+	capBatch := func(srcAfter, dstAfter Usage, preSecured bool) ([]locstore.Condition, []locstore.Mutation) {
+		_, snap := base()
+		return capBatch(t, capStep{row: snap.Capacity[0], after: srcAfter}, capStep{row: snap.Capacity[1], after: dstAfter, holdSecured: preSecured})
 	}
 
 	t.Run("Active to the target owner under its limits, exact batch", func(t *testing.T) {
@@ -828,7 +840,7 @@ func TestPlanNewOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conds, muts := capBatch(Usage{0, 2}, Usage{1, 3})
+		conds, muts := capBatch(Usage{0, 2}, Usage{1, 3}, false)
 		wantRequest(t, p.Request, locstore.WriteRequest{
 			Conditions: append([]locstore.Condition{
 				locstore.IfVersion(authKey(t, player), "v1"),
@@ -849,7 +861,7 @@ func TestPlanNewOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conds, muts := capBatch(Usage{0, 2}, Usage{0, 3})
+		conds, muts := capBatch(Usage{0, 2}, Usage{0, 3}, true)
 		wantRequest(t, p.Request, locstore.WriteRequest{
 			Conditions: append([]locstore.Condition{
 				locstore.IfVersion(authKey(t, player), "v1"),
@@ -884,16 +896,23 @@ func TestPlanNewOwner(t *testing.T) {
 			got[c.ID.String()] = c
 		}
 		for _, w := range []struct {
-			id      CounterID
-			after   Usage
-			deleted bool
+			id    CounterID
+			after Usage
 		}{
-			{spotsOf(nodeA), Usage{}, true}, {spotTypeOf(nodeA, record.ObjectUserSpot, "Room"), Usage{}, true},
-			{spotsOf(nodeB), Usage{0, 1}, false}, {spotTypeOf(nodeB, record.ObjectUserSpot, "Room"), Usage{0, 1}, false},
+			{spotsOf(nodeA), Usage{}}, {spotTypeOf(nodeA, record.ObjectUserSpot, "Room"), Usage{}},
+			{spotsOf(nodeB), Usage{0, 1}}, {spotTypeOf(nodeB, record.ObjectUserSpot, "Room"), Usage{0, 1}},
 		} {
 			c, ok := got[w.id.String()]
-			if !ok || c.After != w.after || c.Deleted != w.deleted {
-				t.Errorf("%s: %+v (present %v), want after %+v deleted %v", w.id, c, ok, w.after, w.deleted)
+			if !ok || c.After != w.after {
+				t.Errorf("%s: %+v (present %v), want after %+v", w.id, c, ok, w.after)
+			}
+		}
+		// The source's rows back at zero are deleted.
+		for _, id := range []CounterID{spotsOf(nodeA), spotTypeOf(nodeA, record.ObjectUserSpot, "Room")} {
+			for _, k := range []string{secKey(t, id), actKey(t, id)} {
+				if !slices.ContainsFunc(p.Request.Mutations, func(m locstore.Mutation) bool { return m.Kind == locstore.MutDelete && m.Key == k }) {
+					t.Errorf("%s: row %s not deleted at zero", id, k)
+				}
 			}
 		}
 		if len(got) != 4 {
@@ -967,15 +986,19 @@ func TestPlanDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRequest(t, p.Request, locstore.WriteRequest{
-			Conditions: []locstore.Condition{
+			Conditions: append([]locstore.Condition{
 				locstore.IfVersion(authKey(t, player), "v1"),
 				locstore.IfVersion(leaseKey(t, ownerA.ID), "lA"),
-				locstore.IfVersion(capKey(t, actorsOf(nodeA)), "k1"),
-			},
-			Mutations: []locstore.Mutation{
+			}, byKey( // an active slot goes: both rows, 3 → 2
+				locstore.IfVersion(secKey(t, actorsOf(nodeA)), "k1s"),
+				locstore.IfVersion(actKey(t, actorsOf(nodeA)), "k1a"),
+			)...),
+			Mutations: append([]locstore.Mutation{
 				locstore.Delete(authKey(t, player)),
-				locstore.Put(capKey(t, actorsOf(nodeA)), capValue(t, actorsOf(nodeA), 0, 2)),
-			},
+			}, mutsByKey(
+				locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 2)),
+				locstore.Put(actKey(t, actorsOf(nodeA)), actVal(t, actorsOf(nodeA), 2)),
+			)...),
 		})
 	})
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -85,11 +86,9 @@ func SetPayload(b []byte) PayloadUpdate { return PayloadUpdate{Set: true, Value:
 
 // CapacityChange reports what a plan does to one capacity counter.
 type CapacityChange struct {
-	ID      CounterID
-	Key     string
-	Before  Usage
-	After   Usage
-	Deleted bool // After is zero usage: the row is deleted (a missing row reads as zero)
+	ID     CounterID
+	Before Usage
+	After  Usage
 }
 
 // Plan is one planned Location Store batch and what it leaves behind.
@@ -268,40 +267,65 @@ type capDelta struct {
 	reserved, active int
 	limit            int
 	checkLimit       bool
+	// guarded: the reserved slots this contribution takes (reserved < 0)
+	// are held for it by another row the batch is conditioned on — a
+	// Commit's own Reserved authority record, a relocation's reservation
+	// row — so no other batch can take them meanwhile and the secured row,
+	// which the move from reserved to active leaves as it is, need not be
+	// conditioned (applyCapacity).
+	guarded bool
+}
+
+// guardedBy marks contributions as guarded (see capDelta).
+func guardedBy(ds []capDelta) []capDelta {
+	for i := range ds {
+		ds[i].guarded = true
+	}
+	return ds
 }
 
 // applyCapacity merges the contributions per counter, checks each result
 // against the snapshot row, the limits and the slot range, and adds the
-// conditions and mutations in key order. Contributions that cancel out
-// leave the counter untouched (no condition, no write).
+// conditions and mutations of the counters' stored rows in key order.
+// Contributions that cancel out leave the counter untouched (no condition,
+// no write).
+//
+// A counter is two stored rows (capacity.go): secured = reserved + active,
+// and active. A row is conditioned and written only when its count
+// changes, so a move from reserved to active (a Commit, a pre-secured
+// NewOwner) writes the active row alone — except when the reserved slots
+// it takes are not guarded by another row of the batch: then the secured
+// row is conditioned too (unchanged, not written), so that no concurrent
+// batch can release those slots between the read and the write.
 func applyCapacity(b *batch, snap Snapshot, deltas []capDelta) ([]CapacityChange, error) {
-	type merged struct {
-		capDelta
-		key string
-	}
-	var order []string
-	byKey := map[string]*merged{}
+	var order []CounterID
+	byID := map[string]*capDelta{}
 	for _, d := range deltas {
-		key, err := CapacityKey(d.id)
-		if err != nil {
-			return nil, invalidCause(b.op, err, "capacity counter %s", d.id)
-		}
-		m, ok := byKey[key]
+		k := d.id.String()
+		m, ok := byID[k]
 		if !ok {
-			m = &merged{capDelta: capDelta{id: d.id}, key: key}
-			byKey[key] = m
-			order = append(order, key)
+			m = &capDelta{id: d.id, guarded: true}
+			byID[k] = m
+			order = append(order, d.id)
 		}
 		m.reserved += d.reserved
 		m.active += d.active
 		if d.checkLimit {
 			m.checkLimit, m.limit = true, d.limit
 		}
+		if d.reserved < 0 && !d.guarded {
+			m.guarded = false
+		}
 	}
-	slices.Sort(order)
+	type rowOp struct {
+		key  string
+		cond locstore.Condition
+		mut  *locstore.Mutation
+	}
+	var ops []rowOp
 	var changes []CapacityChange
-	for _, key := range order {
-		m := byKey[key]
+	for _, id := range order {
+		m := byID[id.String()]
 		if m.reserved == 0 && m.active == 0 {
 			continue
 		}
@@ -309,10 +333,7 @@ func applyCapacity(b *batch, snap Snapshot, deltas []capDelta) ([]CapacityChange
 		if !ok {
 			return nil, invalid(b.op, "snapshot lacks capacity counter %s", m.id)
 		}
-		before := Usage{}
-		if row.Found {
-			before = row.Usage
-		}
+		before := row.Usage
 		after := Usage{Reserved: before.Reserved + m.reserved, Active: before.Active + m.active}
 		if after.Reserved < 0 || after.Active < 0 {
 			id := m.id
@@ -329,25 +350,52 @@ func applyCapacity(b *batch, snap Snapshot, deltas []capDelta) ([]CapacityChange
 				Reason: fmt.Sprintf("counter %s: reserved=%d active=%d, limit %s, needs %d more",
 					m.id, before.Reserved, before.Active, limitText(m.limit, m.checkLimit), after.Total()-before.Total())}
 		}
-		if row.Found {
-			if err := b.cond(locstore.IfVersion(key, row.Version)); err != nil {
-				return nil, err
+		securedKey, activeKey, err := CounterKeys(m.id)
+		if err != nil {
+			return nil, invalidCause(b.op, err, "capacity counter %s", m.id)
+		}
+		for _, r := range []struct {
+			key           string
+			m             Measure
+			stored        StoredCount
+			before, after int
+			condOnly      bool
+		}{
+			{securedKey, MeasureSecured, row.Secured, before.Total(), after.Total(), m.reserved < 0 && !m.guarded},
+			{activeKey, MeasureActive, row.Active, before.Active, after.Active, false},
+		} {
+			if r.before == r.after && !r.condOnly {
+				continue
 			}
-		} else if err := b.cond(locstore.IfMissing(key)); err != nil {
+			op := rowOp{key: r.key, cond: locstore.IfMissing(r.key)}
+			if r.stored.Found {
+				op.cond = locstore.IfVersion(r.key, r.stored.Version)
+			}
+			switch {
+			case r.before == r.after:
+			case r.after == 0:
+				mut := locstore.Delete(r.key) // a missing row reads as zero
+				op.mut = &mut
+			default:
+				v, err := EncodeCapacity(m.id, r.m, r.after)
+				if err != nil {
+					return nil, invalidCause(b.op, err, "capacity counter %s", m.id)
+				}
+				mut := locstore.Put(r.key, v)
+				op.mut = &mut
+			}
+			ops = append(ops, op)
+		}
+		changes = append(changes, CapacityChange{ID: m.id, Before: before, After: after})
+	}
+	slices.SortFunc(ops, func(x, y rowOp) int { return strings.Compare(x.key, y.key) })
+	for _, op := range ops {
+		if err := b.cond(op.cond); err != nil {
 			return nil, err
 		}
-		ch := CapacityChange{ID: m.id, Key: key, Before: before, After: after}
-		if after == (Usage{}) {
-			ch.Deleted = true
-			b.mut(locstore.Delete(key))
-		} else {
-			v, err := EncodeCapacity(m.id, after)
-			if err != nil {
-				return nil, invalidCause(b.op, err, "capacity counter %s", m.id)
-			}
-			b.mut(locstore.Put(key, v))
+		if op.mut != nil {
+			b.mut(*op.mut)
 		}
-		changes = append(changes, ch)
 	}
 	return changes, nil
 }

@@ -54,6 +54,13 @@ func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRea
 		return rowsRead{}, r.err
 	}
 	out := rowsRead{rr: make([]locstore.ReadResult, len(r.keys))}
+	// Prefetched counters are taken all or none: a counter is two rows, and
+	// one row prefetched beside the other read now would not be one
+	// snapshot.
+	var counters map[string]locstore.ReadResult
+	if v != nil && v.counters {
+		counters = e.takeCounters(r)
+	}
 	var keys []string
 	var at []int
 	for i, k := range r.keys {
@@ -64,12 +71,10 @@ func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRea
 				continue
 			}
 		}
-		if !r.anchor[i] && v != nil && v.counters && !e.lanes.busy([]string{k}) {
-			if rr, ok := e.hints.takeCounter(k); ok {
-				v.used.Store(true)
-				out.rr[i] = rr
-				continue
-			}
+		if rr, ok := counters[k]; ok {
+			v.used.Store(true)
+			out.rr[i] = rr
+			continue
 		}
 		keys, at = append(keys, k), append(at, i)
 	}
@@ -128,16 +133,21 @@ func (r *rowSet) addReservation(op Op, id [16]byte) int {
 	return r.add(key, true)
 }
 
-// addCapacity adds the counters ids and returns their indexes.
+// addCapacity adds the two rows of each counter of ids and returns the
+// index of each counter's first row. The active row is read before the
+// secured row: on a store without MultiReader a Commit (active +n, secured
+// unchanged) that applies between the two reads then shows more reserved
+// slots, not fewer, so it cannot make a counter look short (tornRead).
 func (r *rowSet) addCapacity(op Op, ids []CounterID) []int {
 	at := make([]int, len(ids))
 	for i, id := range ids {
-		key, err := CapacityKey(id)
+		secured, active, err := CounterKeys(id)
 		if err != nil {
 			r.fail(invalidCause(op, err, "capacity counter %s", id))
 			return nil
 		}
-		at[i] = r.add(key, false)
+		at[i] = r.add(active, false)
+		r.add(secured, false)
 	}
 	return at
 }
@@ -166,7 +176,7 @@ func (e *Executor) reservationAt(op Op, key string, rr locstore.ReadResult) (Res
 func capacityAt(op Op, ids []CounterID, got rowsRead, at []int) ([]CapacityRow, error) {
 	rows := make([]CapacityRow, len(ids))
 	for i, id := range ids {
-		row, err := CapacityRowOf(id, got.rr[at[i]])
+		row, err := CapacityRowOf(id, got.rr[at[i]+1], got.rr[at[i]])
 		if err != nil {
 			return nil, withOp(op, err)
 		}
@@ -188,4 +198,30 @@ func (e *Executor) readCapacity(ctx context.Context, v *view, op Op, ids []Count
 		return nil, err
 	}
 	return capacityAt(op, ids, got, at)
+}
+
+// ReadCounters reads the counters ids (both rows of each) outside an
+// operation — placement's pre-check, the descriptor's capacity copy — in as
+// few store calls as locstore.MaxReadKeys allows.
+func ReadCounters(ctx context.Context, store locstore.Store, ids []CounterID) ([]CapacityRow, error) {
+	out := make([]CapacityRow, 0, len(ids))
+	const perCall = locstore.MaxReadKeys / 2
+	for from := 0; from < len(ids); from += perCall {
+		part := ids[from:min(from+perCall, len(ids))]
+		var r rowSet
+		at := r.addCapacity("", part)
+		if r.err != nil {
+			return nil, r.err
+		}
+		rs, err := locstore.ReadMany(ctx, store, r.keys)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := capacityAt("", part, rowsRead{rr: rs}, at)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
 }

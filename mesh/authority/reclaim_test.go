@@ -35,15 +35,19 @@ func TestPlanReclaim(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantRequest(t, p.Request, locstore.WriteRequest{
-				Conditions: []locstore.Condition{
+				Conditions: append([]locstore.Condition{
 					locstore.IfVersion(authKey(t, player), "v1"),
 					tc.lease,
-					locstore.IfVersion(capKey(t, actorsOf(nodeA)), "k1"),
-				},
-				Mutations: []locstore.Mutation{
+				}, byKey( // an active slot goes: both rows, 3 → 2
+					locstore.IfVersion(secKey(t, actorsOf(nodeA)), "k1s"),
+					locstore.IfVersion(actKey(t, actorsOf(nodeA)), "k1a"),
+				)...),
+				Mutations: append([]locstore.Mutation{
 					locstore.Delete(authKey(t, player)),
-					locstore.Put(capKey(t, actorsOf(nodeA)), capValue(t, actorsOf(nodeA), 0, 2)),
-				},
+				}, mutsByKey(
+					locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 2)),
+					locstore.Put(actKey(t, actorsOf(nodeA)), actVal(t, actorsOf(nodeA), 2)),
+				)...),
 			})
 		})
 	}

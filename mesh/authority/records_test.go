@@ -14,30 +14,36 @@ import (
 // literals (the digests were checked with sha256sum(1), not with this code).
 
 func TestCapacityKeys(t *testing.T) {
+	// Pinned digests: printf 'capacity\0game\0000a01\0003\0spotType\000userSpot\000Room\000secured' | sha256sum
+	// (and …\000active).
 	cases := []struct {
 		name     string
 		id       CounterID
+		m        Measure
 		preimage string
 		key      string
 	}{
-		{"spot type", spotTypeOf(nodeA, record.ObjectUserSpot, "Room"),
-			"capacity\x00game\x000a01\x003\x00spotType\x00userSpot\x00Room",
-			"capacity:872fa7f3349c46afe70170f8f736d4895fcd628b17766ca21143b649639b7afb"},
-		{"actors", actorsOf(nodeA), "capacity\x00game\x000a01\x003\x00actors", ""},
-		{"spots", spotsOf(nodeB), "capacity\x00game\x000b02\x007\x00spots", ""},
-		{"instance spot type", spotTypeOf(nodeB, record.ObjectInstanceSpot, "사용자"),
-			"capacity\x00game\x000b02\x007\x00spotType\x00instanceSpot\x00사용자", ""},
+		{"spot type, secured", spotTypeOf(nodeA, record.ObjectUserSpot, "Room"), MeasureSecured,
+			"capacity\x00game\x000a01\x003\x00spotType\x00userSpot\x00Room\x00secured",
+			"capacity:97f7d0a097685a6e4dbac877d435b1878e1cf1c165d87b606c387e6a5712c877"},
+		{"spot type, active", spotTypeOf(nodeA, record.ObjectUserSpot, "Room"), MeasureActive,
+			"capacity\x00game\x000a01\x003\x00spotType\x00userSpot\x00Room\x00active",
+			"capacity:f0cbed33396c97128a47a222d8b7ed441223b7961b383909427417f856f3a308"},
+		{"actors", actorsOf(nodeA), MeasureSecured, "capacity\x00game\x000a01\x003\x00actors\x00secured", ""},
+		{"spots", spotsOf(nodeB), MeasureActive, "capacity\x00game\x000b02\x007\x00spots\x00active", ""},
+		{"instance spot type", spotTypeOf(nodeB, record.ObjectInstanceSpot, "사용자"), MeasureSecured,
+			"capacity\x00game\x000b02\x007\x00spotType\x00instanceSpot\x00사용자\x00secured", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := CapacityPreimage(tc.id)
+			p, err := CapacityPreimage(tc.id, tc.m)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if string(p) != tc.preimage {
 				t.Errorf("preimage %q, want %q", p, tc.preimage)
 			}
-			k, _ := CapacityKey(tc.id)
+			k, _ := CapacityKey(tc.id, tc.m)
 			if k != record.Key([]byte(tc.preimage)) || (tc.key != "" && k != tc.key) {
 				t.Errorf("key %s, want %s", k, tc.key)
 			}
@@ -53,80 +59,109 @@ func TestCapacityKeys(t *testing.T) {
 		{Node: Node{MeshName: "m", RoutingID: []byte{1}, LifecycleGeneration: 0}, Class: SlotActors},
 	}
 	for _, id := range bad {
-		if _, err := CapacityPreimage(id); err == nil {
+		if _, err := CapacityPreimage(id, MeasureSecured); err == nil {
 			t.Errorf("CapacityPreimage(%+v) accepted", id)
 		}
+	}
+	if _, err := CapacityPreimage(actorsOf(nodeA), "reserved"); err == nil {
+		t.Error("CapacityPreimage accepted an unknown measure")
 	}
 }
 
 func TestCapacityValue(t *testing.T) {
 	id := spotTypeOf(nodeA, record.ObjectUserSpot, "Room")
-	const want = `{"active":2,"class":"spotType","lifecycleGeneration":"3","meshName":"game","objectKind":"userSpot","recordVersion":1,"reserved":1,"routingIdHex":"0a01","stableType":"Room"}`
-	v, err := EncodeCapacity(id, Usage{Reserved: 1, Active: 2})
+	const want = `{"class":"spotType","count":3,"lifecycleGeneration":"3","measure":"secured","meshName":"game","objectKind":"userSpot","recordVersion":2,"routingIdHex":"0a01","stableType":"Room"}`
+	v, err := EncodeCapacity(id, MeasureSecured, 3)
 	if err != nil || string(v) != want {
 		t.Fatalf("EncodeCapacity = %s, %v\nwant %s", v, err, want)
 	}
-	const wantActors = `{"active":5,"class":"actors","lifecycleGeneration":"3","meshName":"game","objectKind":null,"recordVersion":1,"reserved":0,"routingIdHex":"0a01","stableType":null}`
-	if v, _ := EncodeCapacity(actorsOf(nodeA), Usage{Active: 5}); string(v) != wantActors {
+	const wantActors = `{"class":"actors","count":5,"lifecycleGeneration":"3","measure":"active","meshName":"game","objectKind":null,"recordVersion":2,"routingIdHex":"0a01","stableType":null}`
+	if v, _ := EncodeCapacity(actorsOf(nodeA), MeasureActive, 5); string(v) != wantActors {
 		t.Errorf("actors value %s\nwant %s", v, wantActors)
 	}
-	gotID, u, err := DecodeCapacity([]byte(want))
-	if err != nil || !gotID.equal(id) || u != (Usage{1, 2}) {
-		t.Fatalf("DecodeCapacity = %+v %+v %v", gotID, u, err)
+	gotID, m, n, err := DecodeCapacity([]byte(want))
+	if err != nil || !gotID.equal(id) || m != MeasureSecured || n != 3 {
+		t.Fatalf("DecodeCapacity = %+v %s %d %v", gotID, m, n, err)
+	}
+	if _, err := EncodeCapacity(id, "reserved", 1); err == nil {
+		t.Error("EncodeCapacity accepted an unknown measure")
+	}
+	if _, err := EncodeCapacity(id, MeasureActive, -1); err == nil {
+		t.Error("EncodeCapacity accepted a negative count")
 	}
 	esc := spotTypeOf(nodeA, record.ObjectUserSpot, "a\"b\\c\n\x01<>&\u2028é")
-	ev, err := EncodeCapacity(esc, Usage{Active: 1})
+	ev, err := EncodeCapacity(esc, MeasureActive, 1)
 	if err != nil || !strings.Contains(string(ev), `"stableType":"a\"b\\c\n\u0001<>&`+"\u2028é\"") {
 		t.Errorf("escaping: %s %v", ev, err)
 	}
-	if back, _, err := DecodeCapacity(ev); err != nil || !back.equal(esc) {
+	if back, _, _, err := DecodeCapacity(ev); err != nil || !back.equal(esc) {
 		t.Errorf("escaped value does not round-trip: %v", err)
 	}
 
 	rejected := []struct{ name, value string }{
-		{"whitespace", strings.Replace(want, `"active":2`, `"active": 2`, 1)},
-		{"member order", `{"class":"spotType","active":2,"lifecycleGeneration":"3","meshName":"game","objectKind":"userSpot","recordVersion":1,"reserved":1,"routingIdHex":"0a01","stableType":"Room"}`},
-		{"duplicate member", strings.Replace(want, `{"active":2,`, `{"active":9,"active":2,`, 1)},
+		{"whitespace", strings.Replace(want, `"count":3`, `"count": 3`, 1)},
+		{"member order", `{"count":3,"class":"spotType","lifecycleGeneration":"3","measure":"secured","meshName":"game","objectKind":"userSpot","recordVersion":2,"routingIdHex":"0a01","stableType":"Room"}`},
+		{"duplicate member", strings.Replace(want, `"count":3,`, `"count":9,"count":3,`, 1)},
 		{"unknown member", strings.Replace(want, `"stableType":"Room"}`, `"stableType":"Room","x":1}`, 1)},
-		{"missing member", strings.Replace(want, `"reserved":1,`, ``, 1)},
-		{"case-folded name", strings.Replace(want, `"active"`, `"Active"`, 1)},
-		{"number as string", strings.Replace(want, `"active":2`, `"active":"2"`, 1)},
-		{"negative", strings.Replace(want, `"active":2`, `"active":-2`, 1)},
-		{"fraction", strings.Replace(want, `"active":2`, `"active":2.0`, 1)},
-		{"above 2^31-1", strings.Replace(want, `"active":2`, `"active":2147483648`, 1)},
+		{"missing member", strings.Replace(want, `"measure":"secured",`, ``, 1)},
+		{"unknown measure", strings.Replace(want, `"secured"`, `"reserved"`, 1)},
+		{"case-folded name", strings.Replace(want, `"count"`, `"Count"`, 1)},
+		{"number as string", strings.Replace(want, `"count":3`, `"count":"3"`, 1)},
+		{"negative", strings.Replace(want, `"count":3`, `"count":-3`, 1)},
+		{"fraction", strings.Replace(want, `"count":3`, `"count":3.0`, 1)},
+		{"above 2^31-1", strings.Replace(want, `"count":3`, `"count":2147483648`, 1)},
 		{"generation as number", strings.Replace(want, `"lifecycleGeneration":"3"`, `"lifecycleGeneration":3`, 1)},
 		{"generation with leading zero", strings.Replace(want, `"lifecycleGeneration":"3"`, `"lifecycleGeneration":"03"`, 1)},
 		{"uppercase hex", strings.Replace(want, `"0a01"`, `"0A01"`, 1)},
 		{"kind without type", strings.Replace(want, `"stableType":"Room"`, `"stableType":null`, 1)},
-		{"record version 2", strings.Replace(want, `"recordVersion":1`, `"recordVersion":2`, 1)},
 		{"escaped slash", strings.Replace(want, `"Room"`, `"Ro\/om"`, 1)},
 		{"trailing data", want + " "},
 		{"invalid UTF-8", strings.Replace(want, "Room", "R\xffm", 1)},
 	}
 	for _, r := range rejected {
 		t.Run(r.name, func(t *testing.T) {
-			if _, _, err := DecodeCapacity([]byte(r.value)); err == nil {
+			if _, _, _, err := DecodeCapacity([]byte(r.value)); err == nil {
 				t.Errorf("accepted %s", r.value)
 			}
 		})
 	}
+	// The one-row layout of recordVersion 1 ({active, reserved}) and any
+	// other version are refused as such.
 	var uv *record.UnknownVersionError
-	if _, _, err := DecodeCapacity([]byte(strings.Replace(want, `"recordVersion":1`, `"recordVersion":2`, 1))); !errors.As(err, &uv) {
-		t.Errorf("recordVersion 2: %v, want *record.UnknownVersionError", err)
+	v1 := `{"active":2,"class":"spotType","lifecycleGeneration":"3","meshName":"game","objectKind":"userSpot","recordVersion":1,"reserved":1,"routingIdHex":"0a01","stableType":"Room"}`
+	for _, old := range []string{v1, strings.Replace(want, `"recordVersion":2`, `"recordVersion":3`, 1)} {
+		if _, _, _, err := DecodeCapacity([]byte(old)); !errors.As(err, &uv) {
+			t.Errorf("%s: %v, want *record.UnknownVersionError", old, err)
+		}
 	}
 }
 
 func TestCapacityRowOf(t *testing.T) {
 	id := actorsOf(nodeA)
-	v := capValue(t, id, 1, 2)
-	row, err := CapacityRowOf(id, locstore.ReadResult{Found: true, Value: v, Version: "x"})
-	if err != nil || !row.Found || row.Usage != (Usage{1, 2}) || row.Version != "x" {
+	sec := locstore.ReadResult{Found: true, Value: secVal(t, id, 3), Version: "s"}
+	act := locstore.ReadResult{Found: true, Value: actVal(t, id, 2), Version: "a"}
+	row, err := CapacityRowOf(id, sec, act)
+	if err != nil || !row.Found || row.Usage != (Usage{1, 2}) || row.Secured != (StoredCount{true, "s"}) || row.Active != (StoredCount{true, "a"}) {
 		t.Fatalf("row %+v, %v", row, err)
 	}
-	_, err = CapacityRowOf(actorsOf(nodeB), locstore.ReadResult{Found: true, Value: v, Version: "x"})
-	wantErr(t, err, ErrCorruptRecord)
-	_, err = CapacityRowOf(id, locstore.ReadResult{Found: true, Value: []byte("{}"), Version: "x"})
-	wantErr(t, err, ErrCorruptRecord)
+	if row, err := CapacityRowOf(id, sec, locstore.ReadResult{}); err != nil || row.Usage != (Usage{Reserved: 3}) || row.Active.Found {
+		t.Errorf("active row missing: %+v, %v; want 3 reserved", row, err)
+	}
+	if row, err := CapacityRowOf(id, locstore.ReadResult{}, locstore.ReadResult{}); err != nil || row.Found || row.Usage != (Usage{}) {
+		t.Errorf("both missing: %+v, %v; want zero", row, err)
+	}
+	for name, c := range map[string][2]locstore.ReadResult{
+		"another counter's row":    {{Found: true, Value: secVal(t, actorsOf(nodeB), 3), Version: "s"}, act},
+		"rows swapped":             {act, sec},
+		"more active than secured": {{Found: true, Value: secVal(t, id, 1), Version: "s"}, act},
+		"active without secured":   {{}, act},
+		"undecodable":              {{Found: true, Value: []byte("{}"), Version: "s"}, act},
+	} {
+		_, err = CapacityRowOf(id, c[0], c[1])
+		if !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("%s: %v, want ErrCorruptRecord", name, err)
+		}
+	}
 	_, err = AuthorityRowOf("authority:x", locstore.ReadResult{Found: true, Value: []byte(`{"recordVersion":1}`), Version: "x"})
 	wantErr(t, err, ErrCorruptRecord)
 }

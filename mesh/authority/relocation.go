@@ -541,7 +541,9 @@ func planNewOwnerRelocation(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	b.mut(locstore.Delete(rkey))
 	r := rrow.Reservation
 	p.Reservation, p.ReservationKey = &r, rkey
-	deltas := append(bundleDeltas(source.Node, bun, 0, -1, nil), bundleDeltas(req.Target.Node, bun, -1, 1, nil)...)
+	// The target's reserved slots are the reservation row's, which this
+	// batch consumes under its version: guarded.
+	deltas := append(bundleDeltas(source.Node, bun, 0, -1, nil), guardedBy(bundleDeltas(req.Target.Node, bun, -1, 1, nil))...)
 	if p.Capacity, err = applyCapacity(b, snap, deltas); err != nil {
 		return Plan{}, err
 	}

@@ -478,7 +478,7 @@ func runTornSnapshot(t *testing.T, s locstore.Store) {
 	r := newRelocEnv(t, s, player)
 	r.secure(t)
 	r.capture(t, 1)
-	srcCounter := capKey(t, actorsOf(nodeA))
+	srcCounter := actKey(t, actorsOf(nodeA)) // the first row of the counter read
 	var once sync.Once
 	fs := &faultStore{Store: s, onRead: func(key string) {
 		if key != srcCounter {

@@ -82,34 +82,57 @@ func committedRow(t testing.TB, attempt uint64, version string) AuthorityRow {
 }
 
 // capBatch lists the conditions and mutations applyCapacity writes for
-// counters going from their row to after, in key order.
+// counters going from their row to after, in key order: each stored row
+// (secured = reserved+active, active) whose count changes is conditioned
+// and written; holdSecured also conditions an unchanged secured row (a move
+// from reserved to active whose slots nothing else in the batch guards).
 type capStep struct {
-	row   CapacityRow
-	after Usage
+	row         CapacityRow
+	after       Usage
+	holdSecured bool
 }
 
 func capBatch(t testing.TB, steps ...capStep) ([]locstore.Condition, []locstore.Mutation) {
 	t.Helper()
-	byKey := map[string]capStep{}
+	type rowStep struct {
+		stored StoredCount
+		m      Measure
+		id     CounterID
+		after  int
+		write  bool
+	}
+	byKey := map[string]rowStep{}
 	var keys []string
 	for _, s := range steps {
-		k := capKey(t, s.row.ID)
-		byKey[k] = s
-		keys = append(keys, k)
+		sk, ak := secKey(t, s.row.ID), actKey(t, s.row.ID)
+		if s.row.Usage.Total() != s.after.Total() || s.holdSecured {
+			byKey[sk] = rowStep{s.row.Secured, MeasureSecured, s.row.ID, s.after.Total(), s.row.Usage.Total() != s.after.Total()}
+			keys = append(keys, sk)
+		}
+		if s.row.Usage.Active != s.after.Active {
+			byKey[ak] = rowStep{s.row.Active, MeasureActive, s.row.ID, s.after.Active, true}
+			keys = append(keys, ak)
+		}
 	}
 	var conds []locstore.Condition
 	var muts []locstore.Mutation
 	for _, k := range sortedKeys(keys...) {
 		s := byKey[k]
-		if s.row.Found {
-			conds = append(conds, locstore.IfVersion(k, s.row.Version))
+		if s.stored.Found {
+			conds = append(conds, locstore.IfVersion(k, s.stored.Version))
 		} else {
 			conds = append(conds, locstore.IfMissing(k))
 		}
-		if s.after == (Usage{}) {
+		switch {
+		case !s.write:
+		case s.after == 0:
 			muts = append(muts, locstore.Delete(k))
-		} else {
-			muts = append(muts, locstore.Put(k, capValue(t, s.row.ID, s.after.Reserved, s.after.Active)))
+		default:
+			v, err := EncodeCapacity(s.id, s.m, s.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			muts = append(muts, locstore.Put(k, v))
 		}
 	}
 	return conds, muts
@@ -202,7 +225,7 @@ func TestPlanSecureKeyed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cc, cm := capBatch(t, capStep{snap.Capacity[0], Usage{1, 1}})
+		cc, cm := capBatch(t, capStep{row: snap.Capacity[0], after: Usage{1, 1}})
 		wantRequest(t, p.Request, locstore.WriteRequest{
 			Conditions: append([]locstore.Condition{
 				locstore.IfVersion(authKey(t, player), "v1"),
@@ -308,7 +331,7 @@ func TestPlanReleaseKeyed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, cm := capBatch(t, capStep{snap.Capacity[0], Usage{0, 3}}, capStep{snap.Capacity[1], Usage{}})
+	cc, cm := capBatch(t, capStep{row: snap.Capacity[0], after: Usage{0, 3}}, capStep{row: snap.Capacity[1], after: Usage{}})
 	wantRequest(t, p.Request, locstore.WriteRequest{
 		Conditions: append([]locstore.Condition{locstore.IfVersion(resKey(t, resID), "r1")}, cc...),
 		Mutations:  append([]locstore.Mutation{locstore.Delete(resKey(t, resID))}, cm...),
@@ -541,7 +564,10 @@ func TestPlanNewOwnerRelocation(t *testing.T) {
 			next := authority(player, nodeB, ownerB, record.AllocationActive, 11, 2)
 			next.Relocation = progress(record.RelocationCommitted, 1)
 			next.Relocation.PreviousAuthorityOwnerGeneration = 1
-			cc, cm := capBatch(t, capStep{snap.Capacity[0], Usage{0, 2}}, capStep{snap.Capacity[1], Usage{0, 1}})
+			// The target's slots go from reserved to active under the
+			// reservation row: its secured row is neither written nor
+			// conditioned.
+			cc, cm := capBatch(t, capStep{row: snap.Capacity[0], after: Usage{0, 2}}, capStep{row: snap.Capacity[1], after: Usage{0, 1}})
 			wantRequest(t, p.Request, locstore.WriteRequest{
 				Conditions: append([]locstore.Condition{
 					locstore.IfVersion(authKey(t, player), "v2"),

@@ -40,11 +40,19 @@ type LeaseRow struct {
 	Version string
 }
 
-// CapacityRow is a capacity counter as read. Missing is zero usage.
+// CapacityRow is a capacity counter as read: its usage and the two stored
+// rows it comes from (capacity.go). A missing row is a zero count.
 type CapacityRow struct {
-	ID      CounterID
+	ID    CounterID
+	Found bool // either row exists: the usage is not zero
+	Usage Usage
+	// Secured holds Usage.Total(), Active holds Usage.Active.
+	Secured, Active StoredCount
+}
+
+// StoredCount is one stored row of a counter as read.
+type StoredCount struct {
 	Found   bool
-	Usage   Usage
 	Version string
 }
 
@@ -140,22 +148,42 @@ func LeaseRowOf(key string, rr locstore.ReadResult) (LeaseRow, error) {
 	return row, nil
 }
 
-// CapacityRowOf turns a read of counter id's key into a CapacityRow. A value
-// naming another counter than id is ErrCorruptRecord.
-func CapacityRowOf(id CounterID, rr locstore.ReadResult) (CapacityRow, error) {
-	row := CapacityRow{ID: id, Found: rr.Found, Version: rr.Version}
-	if !rr.Found {
-		row.Version = ""
-		return row, nil
-	}
-	got, u, err := DecodeCapacity(rr.Value)
+// CapacityRowOf turns the reads of counter id's two rows (secured, active;
+// CounterKeys) into a CapacityRow. A value naming another counter or measure
+// than its key's is ErrCorruptRecord, and so is an active count above the
+// secured count.
+func CapacityRowOf(id CounterID, secured, active locstore.ReadResult) (CapacityRow, error) {
+	row := CapacityRow{ID: id}
+	total, err := storedCount(id, MeasureSecured, secured, &row.Secured)
 	if err != nil {
-		return CapacityRow{}, &Error{Kind: ErrCorruptRecord, Reason: "capacity row " + id.String(), Counter: &id, Err: err}
+		return CapacityRow{}, err
 	}
-	if !got.equal(id) {
+	inUse, err := storedCount(id, MeasureActive, active, &row.Active)
+	if err != nil {
+		return CapacityRow{}, err
+	}
+	if inUse > total {
 		return CapacityRow{}, &Error{Kind: ErrCorruptRecord, Counter: &id,
-			Reason: fmt.Sprintf("capacity row read for %s holds counter %s", id, got)}
+			Reason: fmt.Sprintf("capacity counter %s holds %d active slots but only %d secured", id, inUse, total)}
 	}
-	row.Usage = u
+	row.Found = row.Secured.Found || row.Active.Found
+	row.Usage = Usage{Reserved: total - inUse, Active: inUse}
 	return row, nil
+}
+
+// storedCount decodes the m row of counter id into its count and sets sc.
+func storedCount(id CounterID, m Measure, rr locstore.ReadResult, sc *StoredCount) (int, error) {
+	if !rr.Found {
+		return 0, nil
+	}
+	got, gm, n, err := DecodeCapacity(rr.Value)
+	if err != nil {
+		return 0, &Error{Kind: ErrCorruptRecord, Reason: fmt.Sprintf("capacity row %s (%s)", id, m), Counter: &id, Err: err}
+	}
+	if !got.equal(id) || gm != m {
+		return 0, &Error{Kind: ErrCorruptRecord, Counter: &id,
+			Reason: fmt.Sprintf("capacity row read for %s (%s) holds counter %s (%s)", id, m, got, gm)}
+	}
+	*sc = StoredCount{Found: true, Version: rr.Version}
+	return n, nil
 }
