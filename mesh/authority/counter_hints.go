@@ -20,16 +20,17 @@ import (
 // value is used when all of these hold, and otherwise the counter is read
 // as before:
 //   - it was handed over by a caller's read (ObserveCounter), never taken
-//     from a batch this executor wrote (a creation's counter is written by
-//     the source's Reserve and the target's Commit in turn, so the value a
-//     batch left is the one the next batch finds changed);
+//     from a batch this executor wrote;
 //   - it is used once (taken), on an operation's first attempt, within the
 //     hints' age, and no batch of this executor has changed that counter
 //     since it was handed over;
 //   - the operation did not wait for a lane, and no other operation of
 //     this executor holds or waits for that counter's lane (lanes.go);
 //   - no batch of this executor lost on that counter within counterQuiet:
-//     a lost batch means writers elsewhere are moving it.
+//     a lost batch means writers elsewhere are moving it;
+//   - every counter row the step reads is available so: a counter is two
+//     stored rows (capacity.go), and rows of two reads are no snapshot
+//     (takeCounters).
 //
 // Why it is safe is the hints' argument (hints.go): a counter an operation
 // plans on is an IfVersion/IfMissing condition of its batch, so a stale one
@@ -44,7 +45,8 @@ import (
 const counterQuiet = time.Second
 
 // ObserveCounter hands the executor a capacity or ObjectGeneration counter
-// row the caller has just read (key as CapacityKey gives it), for the next
+// row the caller has just read (a key as CapacityKey or BundleCounterKeys
+// gives it; hand over both rows of a counter, from one read), for the next
 // operation that conditions it; see above for when it is used. Without row
 // hints it does nothing.
 func (e *Executor) ObserveCounter(key string, rr locstore.ReadResult) {
