@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -124,10 +125,14 @@ type Event struct {
 // Exactly one goroutine (the renew loop) runs between Acquire and
 // Release/Close; Close waits for it, and for every timer, to finish.
 type Manager struct {
-	store   locstore.Store
-	timing  Timing
-	clock   Clock
-	log     *slog.Logger
+	store  locstore.Store
+	timing Timing
+	clock  Clock
+	log    *slog.Logger // with the owner id; logger() adds the generation
+	// genLog is log with the current generation ("gen"), replaced when the
+	// generation changes: read by the renewal loop and by callers of
+	// Resume, so swapped atomically rather than assigned.
+	genLog  atomic.Pointer[slog.Logger]
 	onEvent func(Event)
 
 	ownerID   string
@@ -238,6 +243,15 @@ func newManager(cfg Config) (*Manager, error) {
 // OwnerID returns this host run's OwnerId.
 func (m *Manager) OwnerID() string { return m.ownerID }
 
+// logger is the manager's logger with the current generation once there
+// is one.
+func (m *Manager) logger() *slog.Logger {
+	if l := m.genLog.Load(); l != nil {
+		return l
+	}
+	return m.log
+}
+
 // Generation returns this host run's LeaseGeneration.
 func (m *Manager) Generation() uint64 {
 	m.mu.Lock()
@@ -334,7 +348,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	}
 	next, err := gen.Next(current, cr.Found)
 	if err != nil {
-		m.log.Error("cannot issue a LeaseGeneration", "counter", current, "err", err)
+		m.logger().Error("cannot issue a LeaseGeneration", "counter", current, "err", err)
 		return false, fmt.Errorf("lease: acquire: %w", err)
 	}
 	rec, err := encodeOwnerLease(m.ownerID, next, cr.StoreNow, cr.StoreNow)
@@ -379,7 +393,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	// Another host bumping the counter is the ordinary Conflict; then the key
 	// is missing and we try again with a fresh counter read.
 	if err != nil {
-		m.log.Warn("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
+		m.logger().Warn("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
 	}
 	rr, obs, rerr := m.read(ctx, m.key)
 	if rerr != nil {
@@ -423,14 +437,14 @@ func (m *Manager) opened(obs Observation, kind EventKind) error {
 		m.mu.Lock()
 		m.lost, m.lostFor, m.uncertain, m.resumable = false, nil, false, true
 		m.mu.Unlock()
-		m.log.Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
+		m.logger().Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
 			m.deadlineAttrs(deadline, "new_gen", m.Generation())...)
 		m.emit(kind, deadline, nil)
 		return nil
 	}
-	m.log = m.log.With("gen", m.Generation())
+	m.genLog.Store(m.log.With("gen", m.Generation()))
 	m.gate.extend(deadline)
-	m.log.Info("owner lease acquired", m.deadlineAttrs(deadline)...)
+	m.logger().Info("owner lease acquired", m.deadlineAttrs(deadline)...)
 	m.emit(kind, deadline, nil)
 	return nil
 }
@@ -462,7 +476,7 @@ func (m *Manager) onGateClose(reason error) {
 		return
 	}
 	d := m.gate.Deadline()
-	m.log.Warn("admission gate closed: local admission deadline passed without a successful renew", m.deadlineAttrs(d)...)
+	m.logger().Warn("admission gate closed: local admission deadline passed without a successful renew", m.deadlineAttrs(d)...)
 	m.emit(EventExpired, d, reason)
 }
 
@@ -524,7 +538,7 @@ func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
 			return false
 		}
 		if attempt == 1 || attempt%10 == 0 {
-			m.log.Warn("owner lease: not reacquired yet; trying again every renew interval", "attempt", attempt, "err", err)
+			m.logger().Warn("owner lease: not reacquired yet; trying again every renew interval", "attempt", attempt, "err", err)
 		}
 	}
 }
@@ -544,8 +558,8 @@ func (m *Manager) Resume() bool {
 	if !m.gate.reopen(d) {
 		return false
 	}
-	m.log = m.log.With("gen", m.Generation())
-	m.log.Info("owner lease resumed: new work admitted again", m.deadlineAttrs(d)...)
+	m.genLog.Store(m.log.With("gen", m.Generation()))
+	m.logger().Info("owner lease resumed: new work admitted again", m.deadlineAttrs(d)...)
 	return true
 }
 
@@ -650,7 +664,7 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 	m.lastDeadline = deadline
 	m.mu.Unlock()
 	m.gate.extend(deadline)
-	m.log.Debug("owner lease renewed", m.deadlineAttrs(deadline)...)
+	m.logger().Debug("owner lease renewed", m.deadlineAttrs(deadline)...)
 	m.emit(EventRenewed, deadline, nil)
 	return true
 }
@@ -693,7 +707,7 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	m.version, m.uncertain, m.lastStoreNow = rr.Version, false, rr.StoreNow
 	m.mu.Unlock()
 	m.gate.extend(deadline)
-	m.log.Info("lost renew result settled by re-read", m.deadlineAttrs(deadline, "applied", applied)...)
+	m.logger().Info("lost renew result settled by re-read", m.deadlineAttrs(deadline, "applied", applied)...)
 	m.emit(EventReconstructed, deadline, nil)
 	return true, true
 }
@@ -726,7 +740,7 @@ func (m *Manager) Fail(reason error) {
 
 func (m *Manager) failed(err error) {
 	d := m.gate.Deadline()
-	m.log.Warn("owner lease renew failed; deadline not extended", m.deadlineAttrs(d, "err", err)...)
+	m.logger().Warn("owner lease renew failed; deadline not extended", m.deadlineAttrs(d, "err", err)...)
 	m.emit(EventRenewFailed, d, err)
 }
 
@@ -740,7 +754,7 @@ func (m *Manager) markLost(reason error) {
 	m.mu.Unlock()
 	m.gate.shut(ErrLeaseLost)
 	err := fmt.Errorf("%w: %w", ErrLeaseLost, reason)
-	m.log.Error("owner lease lost; new work refused until the process restarts", m.deadlineAttrs(m.gate.Deadline(), "err", reason)...)
+	m.logger().Error("owner lease lost; new work refused until the process restarts", m.deadlineAttrs(m.gate.Deadline(), "err", reason)...)
 	m.emit(EventLost, m.gate.Deadline(), err)
 }
 
@@ -777,7 +791,7 @@ func (m *Manager) release(ctx context.Context) error {
 	lost, uncertain, version := m.lost, m.uncertain, m.version
 	m.mu.Unlock()
 	if lost {
-		m.log.Info("owner lease release: lease already lost, nothing to delete")
+		m.logger().Info("owner lease release: lease already lost, nothing to delete")
 		m.emit(EventReleased, m.gate.Deadline(), nil)
 		return nil
 	}
@@ -787,12 +801,12 @@ func (m *Manager) release(ctx context.Context) error {
 			return fmt.Errorf("lease: release: re-read after a lost renew result: %w", err)
 		}
 		if !rr.Found {
-			m.log.Info("owner lease release: record already gone, nothing to delete")
+			m.logger().Info("owner lease release: record already gone, nothing to delete")
 			m.emit(EventReleased, m.gate.Deadline(), nil)
 			return nil
 		}
 		if l, derr := decodeOwnerLease(rr.Value); derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
-			m.log.Info("owner lease release: record not ours, nothing to delete")
+			m.logger().Info("owner lease release: record not ours, nothing to delete")
 			m.emit(EventReleased, m.gate.Deadline(), nil)
 			return nil
 		}
@@ -806,13 +820,13 @@ func (m *Manager) release(ctx context.Context) error {
 	err = annotate(cctx, err)
 	done()
 	if err != nil {
-		m.log.Warn("owner lease release failed; the record expires by its TTL", "err", err)
+		m.logger().Warn("owner lease release failed; the record expires by its TTL", "err", err)
 		return fmt.Errorf("lease: release: %w", err)
 	}
 	if !wr.Applied {
-		m.log.Info("owner lease release: record already expired or changed, nothing deleted")
+		m.logger().Info("owner lease release: record already expired or changed, nothing deleted")
 	} else {
-		m.log.Info("owner lease released")
+		m.logger().Info("owner lease released")
 	}
 	m.emit(EventReleased, m.gate.Deadline(), nil)
 	return nil
@@ -829,7 +843,7 @@ func (m *Manager) Close() error {
 		m.stopLoop()
 		m.gate.stop()
 		if changed {
-			m.log.Info("owner lease manager closed without release; the record expires by its TTL")
+			m.logger().Info("owner lease manager closed without release; the record expires by its TTL")
 			m.emit(EventReleased, m.gate.Deadline(), nil)
 		}
 	})

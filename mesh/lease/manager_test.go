@@ -775,6 +775,8 @@ func TestReacquireAfterLoss(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Reacquire = true
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := lease.Acquire(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -831,6 +833,13 @@ func TestReacquireAfterLoss(t *testing.T) {
 	}
 	if err := g.Admit(); err != nil {
 		t.Fatalf("Admit after Resume = %v", err)
+	}
+	// The resume line names the new generation, once.
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "owner lease resumed") &&
+			(strings.Count(line, " gen=") != 1 || !strings.Contains(line, fmt.Sprintf(" gen=%d", re.Generation))) {
+			t.Errorf("resume log line %q: want gen=%d once", line, re.Generation)
+		}
 	}
 	if m.Resume() {
 		t.Fatal("a second Resume reopened again")
