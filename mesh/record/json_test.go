@@ -1,7 +1,10 @@
 package record
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -158,5 +161,41 @@ func TestParseCanonicalUint(t *testing.T) {
 		if (reason == "") != tt.ok || (tt.ok && got != tt.want) {
 			t.Errorf("parseCanonicalUint(%q) = %d, %q", tt.in, got, reason)
 		}
+	}
+}
+
+// appendObject orders members canonically whether they come sorted, out
+// of order (the index on the stack) or more than sortBuf of them (a copy on
+// the heap), and leaves the caller's members as they were.
+func TestAppendObjectOrders(t *testing.T) {
+	many := map[string]int{}
+	for i := range sortBuf + 6 {
+		many[fmt.Sprintf("k%02d", (i*7)%(sortBuf+6))] = i
+	}
+	cases := []struct {
+		name string
+		in   map[string]int // written in Go's (random) map order
+		want string
+	}{
+		{"one", map[string]int{"a": 1}, `{"a":1}`},
+		{"few, UTF-16 order", map[string]int{"z": 1, "😀": 2, "\ufb01": 3, "a": 4}, `{"a":4,"z":1,"😀":2,"ﬁ":3}`},
+		{"more than sortBuf", many, func() string { b, _ := json.Marshal(many); return string(b) }()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var ms []jmember
+			for k, v := range tc.in {
+				ms = append(ms, mem(k, jUintV(uint64(v))))
+			}
+			before := slices.Clone(ms)
+			if got := string(appendObject(nil, ms)); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			for i := range ms {
+				if ms[i].name != before[i].name {
+					t.Fatal("appendObject reordered the caller's members")
+				}
+			}
+		})
 	}
 }
