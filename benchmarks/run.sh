@@ -86,6 +86,7 @@ SUITE_BENCHTIME=${HOST_BENCHTIME:-1x} SUITE_TIMEOUT=60m suite hostrelocate ./ben
   'BenchmarkHostRelocateRedis=BenchmarkHostStoreCeilingRedis' \
   'BenchmarkHostRelocateRedis=BenchmarkHostRawZmq4' \
   'BenchmarkHostRelocateRedis@handoffs/s=BenchmarkHostStoreCeilingRedis@handoffs/s' \
+  'BenchmarkHostQuietRelocateRedis@handoffs/s=BenchmarkHostStoreCeilingRedis@handoffs/s' \
   'BenchmarkHostRelocateRedis@pause-max-us=BenchmarkHostRelocateRedis@req-p50-us' \
   'BenchmarkHostRelocateRedis@pause-p99-us=BenchmarkHostRelocateRedis@req-p50-us' \
   'BenchmarkHostRelocateRedis=BenchmarkHostRelocateMemory' \
