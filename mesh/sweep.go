@@ -24,9 +24,12 @@ type SweepResult struct {
 // reclaims the authority rows of this host run only — matching both the
 // owner id and the lease generation — and never touches descriptors (those
 // go through their own lease expiry and takeover). Each row found in the
-// snapshot is only a candidate: the delete or abort re-reads it and applies
-// under its first-read version, together with the capacity change, in one
-// batch (authority.Executor).
+// snapshot is only a candidate: it is removed under the version the scan
+// read, together with its capacity. The rows of a page are removed in
+// batches of up to authority.MaxSweepRows (authority.Executor.Sweep: one
+// read and one write per batch instead of three round trips per row); a
+// batch the store refuses, or whose answer is lost, is removed again row by
+// row, where each row is decided on its own (Delete or Abort re-reads it).
 func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
 	exec, err := authority.NewExecutor(n.loc, authority.WithLogger(n.log))
@@ -50,6 +53,7 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 			cursor = ""
 			continue
 		}
+		var ours []authority.AuthorityRow
 		for _, it := range page.Items {
 			res.Scanned++
 			a, err := record.DecodeAuthority(it.Value)
@@ -62,30 +66,27 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 				continue
 			}
 			res.Ours++
-			obj := authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType}
-			switch a.Allocation.State {
-			case record.AllocationActive:
-				_, err = exec.Delete(ctx, authority.DeleteRequest{Object: obj, ObjectGeneration: uint64(a.ObjectGeneration),
-					Owner: owner, IfVersion: it.Version})
-				if err == nil {
-					res.Deleted++
+			ours = append(ours, authority.AuthorityRow{Key: it.Key, Found: true, Record: a, Version: it.Version})
+		}
+		for len(ours) > 0 {
+			chunk := ours[:min(len(ours), authority.MaxSweepRows)]
+			ours = ours[len(chunk):]
+			_, err := exec.Sweep(ctx, authority.SweepRequest{Owner: owner, Rows: chunk})
+			if err == nil {
+				for _, row := range chunk {
+					if row.Record.Allocation.State == record.AllocationActive {
+						res.Deleted++
+					} else {
+						res.Aborted++
+					}
 				}
-			case record.AllocationReserved:
-				req := authority.AbortRequest{Object: obj, ObjectGeneration: uint64(a.ObjectGeneration), IfVersion: it.Version, Owner: &owner}
-				if a.PendingCreation != nil {
-					req.ReservationID = a.PendingCreation.ReservationID
-				}
-				_, err = exec.Abort(ctx, req)
-				if err == nil {
-					res.Aborted++
-				}
+				continue
 			}
-			if err != nil {
-				if errors.Is(err, authority.ErrConflict) {
-					res.Skipped++ // changed since the snapshot: no longer ours to sweep blindly
-					continue
+			n.log.Debug("owner sweep: batch not applied; removing its rows one by one", "rows", len(chunk), "err", err)
+			for _, row := range chunk {
+				if err := sweepOne(ctx, exec, owner, row, &res); err != nil {
+					errs = append(errs, err)
 				}
-				errs = append(errs, fmt.Errorf("owner sweep %s: %w", a.ObjectID, err))
 			}
 		}
 		if page.Next == "" {
@@ -98,4 +99,40 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 			"aborted", res.Aborted, "skipped", res.Skipped)
 	}
 	return res, errors.Join(errs...)
+}
+
+// sweepOne removes one row of this host run under the version the scan
+// read: an Active row is deleted, a Reserved row aborted, with its
+// capacity. A row changed since the scan is no longer this sweep's to
+// remove blindly: skipped.
+func sweepOne(ctx context.Context, exec *authority.Executor, owner authority.Owner, row authority.AuthorityRow, res *SweepResult) error {
+	a := row.Record
+	obj := authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType}
+	var err error
+	switch a.Allocation.State {
+	case record.AllocationActive:
+		_, err = exec.Delete(ctx, authority.DeleteRequest{Object: obj, ObjectGeneration: uint64(a.ObjectGeneration),
+			Owner: owner, IfVersion: row.Version})
+		if err == nil {
+			res.Deleted++
+		}
+	case record.AllocationReserved:
+		req := authority.AbortRequest{Object: obj, ObjectGeneration: uint64(a.ObjectGeneration), IfVersion: row.Version, Owner: &owner}
+		if a.PendingCreation != nil {
+			req.ReservationID = a.PendingCreation.ReservationID
+		}
+		_, err = exec.Abort(ctx, req)
+		if err == nil {
+			res.Aborted++
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, authority.ErrConflict):
+		res.Skipped++ // changed since the snapshot: no longer ours to sweep blindly
+		return nil
+	default:
+		return fmt.Errorf("owner sweep %s: %w", a.ObjectID, err)
+	}
 }
