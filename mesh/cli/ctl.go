@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -71,6 +72,12 @@ key and its Redis key, to find the record by hand:
   key fanout-publisher <ChannelName> <RoutingIdHex>
   key authority <actor|spot> <Id>
   key counter <object-generation|lease-generation|descriptor-change:<kind>>
+  key descriptor-journal mesh-node
+  key capacity <MeshName> <RoutingIdHex> <lifecycleGeneration> <actors|spots> <secured|active>
+  key capacity <MeshName> <RoutingIdHex> <lifecycleGeneration> spotType <userSpot|instanceSpot> <StableType> <secured|active>
+
+A node run's capacity counter is two rows: secured (reserved + active, what
+its limit bounds) and active (docs/AUTHORITY.md §2.2).
 
 Reads no store.`
 
@@ -161,8 +168,33 @@ func preimageFor(a []string) ([]byte, error) {
 			return nil, err
 		}
 		return record.DescriptorJournalPreimage(record.Kind(a[1]))
+	case authority.KindCapacity:
+		return capacityPreimage(a[1:], rid)
 	}
 	return nil, fmt.Errorf("unknown record kind %q", a[0])
+}
+
+// capacityPreimage is the preimage of one row of a capacity counter:
+// <mesh> <rid> <generation> <actors|spots> <measure>, or <mesh> <rid>
+// <generation> spotType <kind> <type> <measure>.
+func capacityPreimage(f []string, rid func(string) ([]byte, error)) ([]byte, error) {
+	const form = "<MeshName> <RoutingIdHex> <lifecycleGeneration> <actors|spots> <secured|active>, or ... spotType <userSpot|instanceSpot> <StableType> <secured|active>"
+	if len(f) != 5 && len(f) != 7 {
+		return nil, fmt.Errorf("capacity takes 5 or 7 fields: %s", form)
+	}
+	r, err := rid(f[1])
+	if err != nil {
+		return nil, err
+	}
+	gen, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("lifecycleGeneration %q is not a decimal number", f[2])
+	}
+	id := authority.CounterID{Node: authority.Node{MeshName: f[0], RoutingID: r, LifecycleGeneration: gen}, Class: authority.SlotClass(f[3])}
+	if len(f) == 7 {
+		id.SpotKind, id.StableType = record.ObjectKind(f[4]), f[5]
+	}
+	return authority.CapacityPreimage(id, authority.Measure(f[len(f)-1]))
 }
 
 // escapePreimage shows a preimage with its NUL separators visible.
@@ -227,7 +259,7 @@ func describeRecord(key string, res locstore.ReadResult) string {
 	if err := decodeAs(record.Kind(kind), res.Value); err != nil {
 		fmt.Fprintf(&b, "decode:     FAILED: %v\n", err)
 	} else {
-		fmt.Fprintf(&b, "decode:     ok (recordVersion %d)\n", record.RecordVersion)
+		fmt.Fprintf(&b, "decode:     ok\n")
 	}
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, res.Value, "", "  ") == nil {
@@ -255,6 +287,12 @@ func decodeAs(kind record.Kind, v []byte) error {
 		_, err = record.DecodeCounter(v)
 	case record.KindDescriptorJournal:
 		_, err = record.DecodeDescriptorJournal(v)
+	case authority.KindCapacity:
+		_, _, _, err = authority.DecodeCapacity(v)
+	case authority.KindRelocationReservation:
+		_, err = authority.DecodeReservation(v)
+	case authority.KindCreationTerminal:
+		_, err = authority.DecodeTerminal(v)
 	default:
 		err = fmt.Errorf("not a framework record kind %q", kind)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -30,6 +31,15 @@ func TestCtlKey(t *testing.T) {
 		{"mesh node", []string{"mesh-node", "default", "0a0b"}, ExitOK, []string{`"mesh-node\0default\00a0b"`}},
 		{"descriptor journal", []string{"descriptor-journal", "mesh-node"}, ExitOK, []string{`"descriptor-journal\0mesh-node"`, "store key:    descriptor-journal:"}},
 		{"journal of another kind", []string{"descriptor-journal", "authority"}, ExitUsage, nil},
+		// The secured row of the pinned example of docs/AUTHORITY.md §2.2.
+		{"capacity spot type", []string{"capacity", "game", "0a01", "3", "spotType", "userSpot", "Room", "secured"}, ExitOK, []string{
+			`preimage:     "capacity\0game\00a01\03\0spotType\0userSpot\0Room\0secured"`,
+			"store key:    capacity:97f7d0a097685a6e4dbac877d435b1878e1cf1c165d87b606c387e6a5712c877",
+		}},
+		{"capacity actors", []string{"capacity", "game", "0a01", "3", "actors", "active"}, ExitOK, []string{`"capacity\0game\00a01\03\0actors\0active"`}},
+		{"capacity: unknown measure", []string{"capacity", "game", "0a01", "3", "actors", "reserved"}, ExitUsage, nil},
+		{"capacity: generation not a number", []string{"capacity", "game", "0a01", "x", "actors", "active"}, ExitUsage, nil},
+		{"capacity: wrong arity", []string{"capacity", "game", "0a01", "3", "actors"}, ExitUsage, nil},
 		{"bad rid", []string{"mesh-node", "default", "xyz"}, ExitUsage, nil},
 		{"wrong arity", []string{"authority", "actor"}, ExitUsage, nil},
 		{"unknown kind", []string{"session", "x"}, ExitUsage, nil},
@@ -67,7 +77,16 @@ func TestCtlRecordRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := record.OwnerLeaseKey("owner-1")
-	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put(key, val)}}); err != nil || !res.Applied {
+	ctr := authority.CounterID{Node: authority.Node{MeshName: "game", RoutingID: []byte{0x0a, 0x01}, LifecycleGeneration: 3}, Class: authority.SlotActors}
+	capKey, _ := authority.CapacityKey(ctr, authority.MeasureSecured)
+	capVal, err := authority.EncodeCapacity(ctr, authority.MeasureSecured, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey := "capacity:" + strings.Repeat("0", 64) // a row of the one-row layout (recordVersion 1)
+	oldVal := `{"active":2,"class":"actors","lifecycleGeneration":"3","meshName":"game","objectKind":null,"recordVersion":1,"reserved":1,"routingIdHex":"0a01","stableType":null}`
+	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put(key, val),
+		locstore.Put(capKey, capVal), locstore.Put(oldKey, []byte(oldVal))}}); err != nil || !res.Applied {
 		t.Fatalf("seed: %+v %v", res, err)
 	}
 	flags := []string{"--location_store.provider", "redis", "--location_store.redis.addrs", addr, "--location_store.redis.namespace", ns}
@@ -80,6 +99,8 @@ func TestCtlRecordRedis(t *testing.T) {
 		{"store key", key, ExitOK, `"leaseGeneration": "7"`},
 		{"redis key", "{" + ns + "}:k:" + key, ExitOK, "decode:     ok"},
 		{"missing", "owner-lease:00", ExitError, "missing"},
+		{"capacity row", capKey, ExitOK, "decode:     ok"},
+		{"capacity row of the old layout", oldKey, ExitOK, "unknown recordVersion"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
