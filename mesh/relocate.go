@@ -187,7 +187,24 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 	}
 	defer done()
 	start := time.Now()
-	s, err := o.beginMove(ctx, kind, id, gen, ro)
+	var s *sourceMove
+	for {
+		var opening <-chan struct{}
+		s, opening, err = o.beginMove(ctx, kind, id, gen, ro)
+		if opening == nil {
+			break
+		}
+		// The store already names this node, but the move that brought
+		// the object here is still opening it (the owner CAS applied, the
+		// merge has not run): a caller that moved it here a moment ago
+		// and moves it on must not be refused for that. Wait for the
+		// arrival to end, then begin again from a fresh read.
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return RelocationResult{}, fmt.Errorf("%w: %s %q is still opening after its move here: %w", ErrUnavailable, kind, id, ctx.Err())
+		}
+	}
 	if err != nil {
 		return RelocationResult{}, err
 	}
@@ -202,8 +219,26 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 // beginMove checks what §1.3 step 1 confirms — this node owns the object
 // under its current lease and the record is Active at the ref's generation
 // — picks the target, and marks the object moving. Anything refused here
-// changed nothing.
-func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, error) {
+// changed nothing. When the record names this node while the move that
+// brought the object here has not opened it yet, it returns that arrival's
+// end instead (and no move): the caller waits and begins again.
+func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, <-chan struct{}, error) {
+	s, err := o.beginMoveChecked(ctx, kind, id, gen, ro)
+	var op *openingErr
+	if errors.As(err, &op) {
+		return nil, op.done, nil
+	}
+	return s, nil, err
+}
+
+// openingErr is beginMoveChecked's answer for an object this node owns in
+// the store whose arrival has not opened yet.
+type openingErr struct{ done <-chan struct{} }
+
+func (*openingErr) Error() string { return "object still opening after its move here" }
+
+// beginMoveChecked is beginMove's check; see there.
+func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, error) {
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		return nil, wrapErr(ErrUnavailable, err, "owner lease")
 	}
@@ -255,6 +290,12 @@ func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id stri
 	case h.state == hostMoving:
 		o.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrMoving, id)
+	case h.state == hostIncoming && h.arrival != nil && h.ownerGeneration == uint64(a.AuthorityOwnerGeneration):
+		// The record (read above) names this node at the generation the
+		// arrival will open with: its owner CAS applied.
+		done := h.arrival.done
+		o.mu.Unlock()
+		return nil, &openingErr{done: done}
 	case h.state != hostServing:
 		o.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s %q is %s", ErrUnavailable, kind, id, h.state)

@@ -1,0 +1,66 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// A caller that moved an object a moment ago and moves it on from its new
+// owner must not be refused because the arrival has not opened it yet: the
+// store already names the new owner (its owner CAS applied) while the
+// target merges the queues. The demo met it as "actor is incoming". The
+// second move waits for the arrival to open, bounded by its ctx, and then
+// runs.
+func TestRelocateOnWhileTheArrivalOpens(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	ref := recorder(t, ctx, c, "move-on", failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free()
+	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+		if oid == ref.ActorID && step == stepTargetOpen {
+			once.Do(func() { close(reached); <-release })
+		}
+	}})
+	defer c.nodes[dst].obj.hooks.Store(nil)
+
+	first := relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+	waitClosed(t, reached, "the arrival to reach its open")
+	if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner != dst {
+		t.Fatalf("the store names node %d before the open, want %d (the owner CAS applied)", owner, dst)
+	}
+
+	// A move on with a short deadline ends Unavailable, naming the wait.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := c.m(dst).RelocateActor(short, ref, ToNode(c.nodes[src].RID()))
+	cancel()
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("move on with a short deadline while opening: %v; want ErrUnavailable and the deadline", err)
+	}
+
+	second := relocateAsync(ctx, c, dst, src, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+	select {
+	case o := <-second:
+		t.Fatalf("the move on returned before the arrival opened: %+v, %v", o.res, o.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	free()
+	if res := outcomeOf(t, first); res.Outcome != Moved {
+		t.Fatalf("first move: %v (%s)", res.Outcome, res.Reason)
+	}
+	if res := outcomeOf(t, second); res.Outcome != Moved {
+		t.Fatalf("move on: %v (%s)", res.Outcome, res.Reason)
+	}
+	checkOwners(t, c, record.ObjectActor, ref.ActorID, src, rowOf(t, c, record.ObjectActor, ref.ActorID).Record.AuthorityOwnerGeneration, src)
+	wantRan(t, ctx, c, ref, "a")
+}
