@@ -170,10 +170,12 @@ type testHooks struct {
 
 // Relocation hook points (testHooks.relocationStep).
 const (
+	stepSourceSecure  = "source:secure"  // before each SecureCapacity attempt
 	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
 	stepTargetOpen    = "target:open"    // CAS applied, dispatch not open
 	stepTargetBuilt   = "target:built"   // the hidden instance's build returned
+	stepTargetDone    = "target:done"    // opened; the completion not yet written
 	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier
 	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
 )

@@ -442,14 +442,27 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 	switch a {
 	case relocation.ActSecureCapacity:
 		s.lap()
-		err := s.write(ctx, "capacity", func(ctx context.Context) error {
-			_, err := o.exec.SecureCapacity(ctx, authority.CapacityRequest{
-				Target: authority.Target{Node: s.target.node, Owner: s.target.owner, Limits: s.target.limits},
-				Bundle: s.bundle, ReservationID: s.ref.ReservationID,
-				Object:           authority.Object{ID: s.id, Kind: s.kind, StableType: s.h.stableType},
-				ObjectGeneration: s.gen, AuthorityVersion: s.row.Version, Source: s.self})
-			return err
-		})
+		var err error
+		for try := 0; ; try++ {
+			o.hook().step(s.id, stepSourceSecure)
+			err = s.write(ctx, "capacity", func(ctx context.Context) error {
+				_, err := o.exec.SecureCapacity(ctx, authority.CapacityRequest{
+					Target: authority.Target{Node: s.target.node, Owner: s.target.owner, Limits: s.target.limits},
+					Bundle: s.bundle, ReservationID: s.ref.ReservationID,
+					Object:           authority.Object{ID: s.id, Kind: s.kind, StableType: s.h.stableType},
+					ObjectGeneration: s.gen, AuthorityVersion: s.row.Version, Source: s.self})
+				return err
+			})
+			row, benign := s.benignChange(err)
+			if !benign || try == secureRebase {
+				break
+			}
+			// Nothing is written yet and the object still serves: the
+			// move begins again from the record as it is now.
+			o.log.Debug("relocation: record changed before the capacity was secured; again on its new version",
+				"object", s.id, "from", s.row.Version, "to", row.Version)
+			s.row = row
+		}
 		s.res.Timings.Secure = s.lap()
 		switch {
 		case err == nil:
@@ -561,6 +574,33 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 // write makes one of the move's store changes: only while the gate admits
 // (§5: relocation state changes and capacity reservation are blocked
 // targets).
+// secureRebase bounds how often SecureCapacity begins again on a record
+// that changed without changing what the move needs.
+const secureRebase = 3
+
+// benignChange reports whether err is a refusal only because the authority
+// row's version moved on since the first read while the record still says
+// what the move was begun on — Active, this node's run as its owner, the
+// same ObjectGeneration and AuthorityOwnerGeneration. The write that does
+// this is the previous move's completion (the target erases its progress
+// right after it opened the object, and a caller may move the object on
+// within that moment). It returns the row as it is now.
+func (s *sourceMove) benignChange(err error) (authority.AuthorityRow, bool) {
+	var ae *authority.Error
+	if err == nil || !errors.As(err, &ae) || !errors.Is(ae.Kind, authority.ErrConflict) || ae.Current == nil {
+		return authority.AuthorityRow{}, false
+	}
+	cur := *ae.Current
+	if !cur.Found || cur.Version == s.row.Version {
+		return authority.AuthorityRow{}, false
+	}
+	a, was := cur.Record, s.row.Record
+	ok := a.Allocation.State == record.AllocationActive && authority.PartyOf(a).Equal(s.self) &&
+		a.ObjectGeneration == was.ObjectGeneration && a.AuthorityOwnerGeneration == was.AuthorityOwnerGeneration &&
+		a.Allocation.StableType == was.Allocation.StableType && a.Allocation.ObjectKind == was.Allocation.ObjectKind
+	return cur, ok
+}
+
 func (s *sourceMove) write(ctx context.Context, what string, change func(context.Context) error) error {
 	if err := s.o.n.lease.Gate().Admit(); err != nil {
 		return wrapErr(ErrUnavailable, err, "owner lease: %s not recorded", what)

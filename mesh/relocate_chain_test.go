@@ -3,10 +3,12 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -59,6 +61,69 @@ func TestRelocateOnWhileTheArrivalOpens(t *testing.T) {
 		t.Fatalf("first move: %v (%s)", res.Outcome, res.Reason)
 	}
 	if res := outcomeOf(t, second); res.Outcome != Moved {
+		t.Fatalf("move on: %v (%s)", res.Outcome, res.Reason)
+	}
+	checkOwners(t, c, record.ObjectActor, ref.ActorID, src, rowOf(t, c, record.ObjectActor, ref.ActorID).Record.AuthorityOwnerGeneration, src)
+	wantRan(t, ctx, c, ref, "a")
+}
+
+// The previous move's completion (the target erasing the move's progress
+// from the record right after it opened the object) may land between a
+// move on's first read and its SecureCapacity: the record's version moved
+// on while it still names this node's run at the same generations. The
+// move on begins again on the new version instead of ending NotMoved.
+func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	ref := recorder(t, ctx, c, "move-on-completing", failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+
+	completing := make(chan struct{})
+	var completeOnce sync.Once
+	complete := func() { completeOnce.Do(func() { close(completing) }) }
+	defer complete()
+	changed := make(chan string, 1)
+	var secureOnce sync.Once
+	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+		if oid != ref.ActorID {
+			return
+		}
+		switch step {
+		case stepTargetDone:
+			<-completing
+		case stepSourceSecure:
+			// The move on has read the record; let the completion land
+			// now, before its first SecureCapacity.
+			secureOnce.Do(func() {
+				before, err := c.nodes[0].obj.readAuthority(ctx, record.ObjectActor, oid)
+				complete()
+				for err == nil && ctx.Err() == nil {
+					var now authority.AuthorityRow
+					if now, err = c.nodes[0].obj.readAuthority(ctx, record.ObjectActor, oid); err == nil && now.Version != before.Version {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				changed <- fmt.Sprint(err)
+			})
+		}
+	}})
+	defer c.nodes[dst].obj.hooks.Store(nil)
+
+	if res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)); res.Outcome != Moved {
+		t.Fatalf("first move: %v (%s)", res.Outcome, res.Reason)
+	}
+	res := outcomeOf(t, relocateAsync(ctx, c, dst, src, record.ObjectActor, ref.ActorID, ref.ObjectGeneration))
+	select {
+	case e := <-changed:
+		if e != "<nil>" {
+			t.Fatalf("waiting for the completion: %s", e)
+		}
+	default:
+		t.Fatal("the move on never reached SecureCapacity")
+	}
+	if res.Outcome != Moved {
 		t.Fatalf("move on: %v (%s)", res.Outcome, res.Reason)
 	}
 	checkOwners(t, c, record.ObjectActor, ref.ActorID, src, rowOf(t, c, record.ObjectActor, ref.ActorID).Record.AuthorityOwnerGeneration, src)

@@ -683,6 +683,7 @@ func safeRelocated(ctx context.Context, r spot.Relocated, info spot.RelocationIn
 // owner, generations and capacity are kept. It does not block Ready.
 func (a *arrival) complete() {
 	o := a.o
+	o.hook().step(a.prep.Object.ObjectID, stepTargetDone)
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		o.log.Warn("relocation: completion not recorded", "object", a.prep.Object.ObjectID, "err", err)
 		return
