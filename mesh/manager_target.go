@@ -127,7 +127,7 @@ func (o *objects) inboundCreate(ctx context.Context, from transport.PeerInfo, co
 		fail(err)
 		return
 	}
-	go func() {
+	o.gos.Go(func() {
 		defer o.work.Done()
 		if first {
 			local := time.Until(ord.deadline) // the store clock is the shared one; this only bounds local waiting
@@ -142,7 +142,7 @@ func (o *objects) inboundCreate(ctx context.Context, from transport.PeerInfo, co
 		}
 		<-req.done
 		answer(req.answer(corr))
-	}()
+	})
 }
 
 // sourceIsPeer checks that the source run an order names is the peer that

@@ -12,6 +12,7 @@ import (
 	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/internal/gopool"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
@@ -35,8 +36,11 @@ type objects struct {
 	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
 	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
 	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
-	sessions sessionTable                   // this node's bound Sessions (session.go)
-	sent     sentRoutes                     // the route last used per object (route_barrier.go)
+	// gos runs the per-move and per-creation goroutines of the target side
+	// on reused workers (internal/gopool: no stack growth per move).
+	gos      *gopool.Pool
+	sessions sessionTable // this node's bound Sessions (session.go)
+	sent     sentRoutes   // the route last used per object (route_barrier.go)
 	// commitLag is how long, recently, a source waited from its cutover
 	// until the store named the target (sourceMove.confirm).
 	commitLag lagAverage
@@ -302,10 +306,15 @@ const entryStableType = "meshnode.entry-spot"
 // may not use it.
 const entrySpotPrefix = "entry:"
 
+// targetWorkers bounds the idle workers of objects.gos: about the moves
+// and creations a node serves at once (relocation.max_concurrent of a few
+// sources), beyond which a burst's extra goroutines end.
+const targetWorkers = 64
+
 func newObjects(n *Node) (*objects, error) {
 	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[string]chan localReply{},
 		remotes: map[string]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{}),
-		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}}
+		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}, gos: gopool.New(targetWorkers)}
 	o.registerCommands()
 	o.registerRelocation()
 	o.registerSessions()
@@ -402,6 +411,7 @@ func (o *objects) stop() {
 	o.mu.Unlock()
 	o.haltCall()
 	o.work.Wait()
+	o.gos.Close()
 	o.rt.Close()
 	o.mu.Lock()
 	o.hosted = map[spot.Key]*hosted{}

@@ -169,7 +169,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	o.arrivals[b] = a
 	o.work.Add(1)
 	o.mu.Unlock()
-	go a.run()
+	o.gos.Go(a.run)
 	a.post(relocation.EvPrepare)
 }
 
@@ -339,9 +339,9 @@ func (a *arrival) do(act relocation.TargetAction) {
 			a.assembled()
 		}
 	case relocation.ActReadAuthority:
-		go a.readAuthority()
+		o.gos.Go(a.readAuthority)
 	case relocation.ActBuildHidden:
-		go a.build()
+		o.gos.Go(a.build)
 	case relocation.ActReplyRelayReady:
 		if err := a.reply(router.NewRecord(&router.RelocationReady{Correlation: a.corr, Relocation: a.prep.Binding.Relocation,
 			TargetAttempt: a.prep.Binding.TargetAttempt, Outcome: router.RelocationRelayReady}, nil, nil)); err != nil {
@@ -363,14 +363,15 @@ func (a *arrival) do(act relocation.TargetAction) {
 			o.log.Debug("relocation: failure not sent", "err", err)
 		}
 	case relocation.ActCAS, relocation.ActRetryCAS:
-		go a.commit(act == relocation.ActRetryCAS)
+		retry := act == relocation.ActRetryCAS
+		o.gos.Go(func() { a.commit(retry) })
 	case relocation.ActOpen:
 		o.hook().step(a.prep.Object.ObjectID, stepTargetOpen)
 		a.open()
 	case relocation.ActRemove:
 		a.remove()
 	case relocation.ActDecide:
-		go a.decide()
+		o.gos.Go(a.decide)
 	default:
 		o.log.Error("relocation: unknown target action", "action", act)
 	}
@@ -641,7 +642,7 @@ func (a *arrival) open() {
 	// carrying that stay's fence is passed along the recorded chain and
 	// comes back here behind what was sent before it (admitMessage).
 	a.sessionCommit() // command 44 commit to every bound Session's owner (§9.2)
-	go a.complete()
+	o.gos.Go(a.complete)
 }
 
 // relocatedWait bounds the ctx a Relocated handler gets (spot.Relocated).

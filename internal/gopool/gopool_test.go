@@ -1,0 +1,150 @@
+package gopool
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Every function given to Go runs exactly once, also when all workers are
+// busy (Go never waits), and Close returns once they all returned.
+func TestEveryFunctionRunsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxIdle int
+		n       int
+		block   bool // functions wait until all were started
+	}{
+		{"sequential reuse", 1, 200, false},
+		{"more concurrent than idle workers", 2, 64, true},
+		{"zero max idle is one", 0, 50, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			p := New(tc.maxIdle)
+			var ran atomic.Int64
+			var started sync.WaitGroup
+			release := make(chan struct{})
+			done := make(chan struct{}, tc.n)
+			for i := 0; i < tc.n; i++ {
+				if tc.block {
+					started.Add(1)
+				}
+				p.Go(func() {
+					ran.Add(1)
+					if tc.block {
+						started.Done()
+						<-release
+					}
+					done <- struct{}{}
+				})
+				if !tc.block {
+					<-done
+				}
+			}
+			if tc.block {
+				started.Wait() // would hang if Go waited for a free worker
+				close(release)
+				for i := 0; i < tc.n; i++ {
+					<-done
+				}
+			}
+			p.Close()
+			waitGoroutines(t, before)
+			if got := ran.Load(); got != int64(tc.n) {
+				t.Fatalf("ran %d functions, want %d", got, tc.n)
+			}
+		})
+	}
+}
+
+// A worker is reused: sequential functions run on at most a few goroutines,
+// and at most maxIdle wait after a burst.
+func TestWorkersAreReusedAndBounded(t *testing.T) {
+	p := New(3)
+	defer p.Close()
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); <-release })
+	}
+	close(release)
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		idle := p.idle
+		p.mu.Unlock()
+		g := runtime.NumGoroutine() - before
+		if idle <= 3 && g <= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a burst of 20: %d idle, %d extra goroutines; want at most 3", idle, g)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Sequential work now reuses the idle workers: no new goroutine, also
+	// when Go comes before the worker that ran the last function is back
+	// waiting (it is claimed, and Go waits only for it to get there).
+	before = runtime.NumGoroutine()
+	for i := 0; i < 100; i++ {
+		done := make(chan struct{})
+		p.Go(func() { close(done) })
+		<-done
+	}
+	if g := runtime.NumGoroutine(); g > before {
+		t.Fatalf("sequential functions started goroutines: %d -> %d", before, g)
+	}
+}
+
+// waitGoroutines waits until no more goroutines run than before: Close
+// ends the idle workers.
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, %d before the pool", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Close does not wait for a function still running; its worker ends when
+// it returns.
+func TestCloseDoesNotWaitForRunningFunctions(t *testing.T) {
+	before := runtime.NumGoroutine()
+	p := New(4)
+	release := make(chan struct{})
+	p.Go(func() { <-release })
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a running function")
+	}
+	close(release)
+	waitGoroutines(t, before)
+}
+
+// After Close, Go still runs the function (on a goroutine of its own) and
+// leaves no worker behind.
+func TestGoAfterClose(t *testing.T) {
+	p := New(2)
+	p.Go(func() {})
+	p.Close()
+	done := make(chan struct{})
+	p.Go(func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a function given after Close did not run")
+	}
+	p.Close() // idempotent
+}
