@@ -12,6 +12,18 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
+// moveOnSetup starts the three-node failure cluster and an Actor of a
+// PreserveState type that ran "a", owned by server src; dst is the other.
+func moveOnSetup(t *testing.T, id string) (c *cluster, ctx context.Context, ref ActorRef, src, dst int) {
+	t.Helper()
+	f := newFixture(t)
+	c, _ = failCluster(t, f, f.loc)
+	ctx = ctxT(t, 60*time.Second)
+	ref = recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst = movePair(t, c, record.ObjectActor, ref.ActorID)
+	return c, ctx, ref, src, dst
+}
+
 // A caller that moved an object a moment ago and moves it on from its new
 // owner must not be refused because the arrival has not opened it yet: the
 // store already names the new owner (its owner CAS applied) while the
@@ -19,11 +31,7 @@ import (
 // second move waits for the arrival to open, bounded by its ctx, and then
 // runs.
 func TestRelocateOnWhileTheArrivalOpens(t *testing.T) {
-	f := newFixture(t)
-	c, _ := failCluster(t, f, f.loc)
-	ctx := ctxT(t, 60*time.Second)
-	ref := recorder(t, ctx, c, "move-on", failPreserveType, "a")
-	src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+	c, ctx, ref, src, dst := moveOnSetup(t, "move-on")
 
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once, releaseOnce sync.Once
@@ -73,11 +81,7 @@ func TestRelocateOnWhileTheArrivalOpens(t *testing.T) {
 // on while it still names this node's run at the same generations. The
 // move on begins again on the new version instead of ending NotMoved.
 func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
-	f := newFixture(t)
-	c, _ := failCluster(t, f, f.loc)
-	ctx := ctxT(t, 60*time.Second)
-	ref := recorder(t, ctx, c, "move-on-completing", failPreserveType, "a")
-	src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+	c, ctx, ref, src, dst := moveOnSetup(t, "move-on-completing")
 
 	completing := make(chan struct{})
 	var completeOnce sync.Once
