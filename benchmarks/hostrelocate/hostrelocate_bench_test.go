@@ -73,7 +73,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -389,8 +388,7 @@ func (h *hostBench) relocate(b *testing.B, during func() (stop func())) command 
 	// Relocated); the target records Completed after that.
 	c.handoffs = h.watch.durations(b)
 	after := h.Counts()
-	c.store = benchkit.Counts{Reads: after.Reads - before.Reads, Writes: after.Writes - before.Writes,
-		Conflicts: after.Conflicts - before.Conflicts, WriteKeys: after.WriteKeys - before.WriteKeys}
+	c.store = after.Sub(before)
 	return c
 }
 
@@ -458,16 +456,14 @@ func (f *figures) add(c command) {
 	f.store.Writes += c.store.Writes
 	f.store.Conflicts += c.store.Conflicts
 	f.store.WriteKeys += c.store.WriteKeys
+	f.store.ReadKeys += c.store.ReadKeys
+	f.store.CondKeys += c.store.CondKeys
 	f.alloc.objects += c.alloc.objects
 	f.alloc.bytes += c.alloc.bytes
 }
 
 // ops is the store calls per moved object, rounded, as a ceiling replays them.
-func (f *figures) ops() benchkit.StoreOps {
-	per := func(x uint64, n int) int { return int(math.Round(float64(x) / float64(max(n, 1)))) }
-	return benchkit.StoreOps{Reads: per(f.store.Reads, f.moved), Writes: per(f.store.Writes, f.moved),
-		Rows: per(f.store.WriteKeys, f.moved)}
-}
+func (f *figures) ops() benchkit.StoreOps { return f.store.Ops(f.moved) }
 
 func (f *figures) report(b *testing.B, k int) {
 	n := float64(b.N)
@@ -487,6 +483,8 @@ func (f *figures) report(b *testing.B, k int) {
 	b.ReportMetric(float64(f.store.Writes)/moved, "store-writes/handoff")
 	b.ReportMetric(float64(f.store.Conflicts)/moved, "store-conflicts/handoff")
 	b.ReportMetric(float64(f.store.WriteKeys)/moved, "write-keys/handoff")
+	b.ReportMetric(float64(f.store.ReadKeys)/moved, "read-keys/handoff")
+	b.ReportMetric(float64(f.store.CondKeys)/moved, "cond-keys/handoff")
 	b.ReportMetric(moved/n, "objects")
 	b.ReportMetric(float64(k), "max-concurrent")
 	if f.ks == 0 {
@@ -750,6 +748,7 @@ func storeOps(b *testing.B, be benchkit.Backend, k int) (benchkit.StoreOps, bool
 func benchStoreCeiling(b *testing.B, be benchkit.Backend) {
 	n, k := objects(b), concurrency(b)
 	ops, fromSubject := storeOps(b, be, k)
+	ops = benchkit.Shaped(b, ops)
 	s := benchkit.OpenLocation(b, be)().Store
 	ctx := context.Background()
 	value := make([]byte, benchkit.StoreValueBytes)
@@ -771,6 +770,7 @@ func benchStoreCeiling(b *testing.B, be benchkit.Backend) {
 	b.ReportMetric(float64(ops.Reads), "store-reads/handoff")
 	b.ReportMetric(float64(ops.Writes), "store-writes/handoff")
 	b.ReportMetric(float64(ops.Rows), "write-keys/handoff")
+	ops.ReportShape(b)
 	b.ReportMetric(float64(n), "objects")
 	b.ReportMetric(float64(k), "max-concurrent")
 	fs := 0.0

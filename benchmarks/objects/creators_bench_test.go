@@ -21,7 +21,6 @@ package objects
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -60,10 +59,7 @@ func BenchmarkCreateActorRedisCreators(b *testing.B) {
 				b.Fatal(err)
 			}
 			if c == 1 {
-				after := p.Counts()
-				per := func(x uint64) int { return int(math.Round(float64(x) / float64(b.N))) }
-				createOps, createOpsOK = benchkit.StoreOps{Reads: per(after.Reads - before.Reads),
-					Writes: per(after.Writes - before.Writes), Rows: per(after.WriteKeys - before.WriteKeys)}, true
+				createOps, createOpsOK = p.Counts().Sub(before).Ops(b.N), true
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 			p.ReportStore(b, before)
@@ -73,7 +69,7 @@ func BenchmarkCreateActorRedisCreators(b *testing.B) {
 }
 
 // defaultCreateOps is what a creation cost when last measured (README).
-var defaultCreateOps = benchkit.StoreOps{Reads: 6, Writes: 2, Rows: 6}
+var defaultCreateOps = benchkit.StoreOps{Reads: 2, Writes: 2, Rows: 7, ReadKeys: 8, CondKeys: 2}
 
 func BenchmarkCreateStoreCeilingRedis(b *testing.B) {
 	for _, c := range creatorCounts {
@@ -82,6 +78,7 @@ func BenchmarkCreateStoreCeilingRedis(b *testing.B) {
 			if !createOpsOK {
 				ops = defaultCreateOps
 			}
+			ops = benchkit.Shaped(b, ops)
 			s := benchkit.OpenLocation(b, benchkit.Redis)()
 			ctx := context.Background()
 			value := make([]byte, benchkit.StoreValueBytes)
@@ -116,6 +113,7 @@ func BenchmarkCreateStoreCeilingRedis(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 			b.ReportMetric(float64(ops.Reads), "store-reads/op")
 			b.ReportMetric(float64(ops.Writes), "store-writes/op")
+			ops.ReportShape(b)
 		})
 	}
 }

@@ -44,7 +44,7 @@ var ErrorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Leve
 // CountingStore counts what passes through a Location Store.
 type CountingStore struct {
 	locstore.Store
-	reads, writes, conflicts, writeKeys, readKeys atomic.Uint64
+	reads, writes, conflicts, writeKeys, readKeys, condKeys atomic.Uint64
 	// nanos is the time callers spent in store calls: beside ns/op it says
 	// how much of an operation is waiting on the store and how much is the
 	// node's own work (issue 15).
@@ -76,6 +76,7 @@ func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore
 func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
 	s.writes.Add(1)
 	s.writeKeys.Add(uint64(len(req.Mutations)))
+	s.condKeys.Add(uint64(condOnly(req)))
 	start := time.Now()
 	res, err := s.Store.Write(ctx, req)
 	s.timed(start)
@@ -85,12 +86,45 @@ func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (l
 	return res, err
 }
 
+// condOnly counts the rows a batch conditions without writing them.
+func condOnly(req locstore.WriteRequest) int {
+	n := 0
+	for _, c := range req.Conditions {
+		written := false
+		for _, m := range req.Mutations {
+			if m.Key == c.Key {
+				written = true
+				break
+			}
+		}
+		if !written {
+			n++
+		}
+	}
+	return n
+}
+
 // Counts are store calls so far (a ReadMany is one read); WriteKeys sums the
-// rows the writes put or deleted, ReadKeys the rows the reads read; Time is
-// the time callers spent in store calls (summed over concurrent callers).
+// rows the writes put or deleted, ReadKeys the rows the reads read, CondKeys
+// the rows the writes only conditioned; Time is the time callers spent in
+// store calls (summed over concurrent callers).
 type Counts struct {
-	Reads, Writes, Conflicts, WriteKeys, ReadKeys uint64
-	Time                                          time.Duration
+	Reads, Writes, Conflicts, WriteKeys, ReadKeys, CondKeys uint64
+	Time                                                    time.Duration
+}
+
+// Ops is what c (counted over ops operations) is per operation, as the
+// raw replay of a ceiling.
+func (c Counts) Ops(ops int) StoreOps {
+	per := func(x uint64) int { return int(math.Round(float64(x) / float64(max(ops, 1)))) }
+	return StoreOps{Reads: per(c.Reads), Writes: per(c.Writes), Rows: per(c.WriteKeys), ReadKeys: per(c.ReadKeys), CondKeys: per(c.CondKeys)}
+}
+
+// Sub is c minus before.
+func (c Counts) Sub(before Counts) Counts {
+	return Counts{Reads: c.Reads - before.Reads, Writes: c.Writes - before.Writes, Conflicts: c.Conflicts - before.Conflicts,
+		WriteKeys: c.WriteKeys - before.WriteKeys, ReadKeys: c.ReadKeys - before.ReadKeys, CondKeys: c.CondKeys - before.CondKeys,
+		Time: c.Time - before.Time}
 }
 
 // --- stores -----------------------------------------------------------------
@@ -196,6 +230,7 @@ func (c *Cluster) Counts() Counts {
 		n.Conflicts += s.conflicts.Load()
 		n.WriteKeys += s.writeKeys.Load()
 		n.ReadKeys += s.readKeys.Load()
+		n.CondKeys += s.condKeys.Load()
 		n.Time += time.Duration(s.nanos.Load())
 	}
 	return n
@@ -208,6 +243,8 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 	b.ReportMetric(float64(after.Reads-before.Reads)/n, "store-reads/op")
 	b.ReportMetric(float64(after.ReadKeys-before.ReadKeys)/n, "store-read-keys/op")
 	b.ReportMetric(float64(after.Writes-before.Writes)/n, "store-writes/op")
+	b.ReportMetric(float64(after.WriteKeys-before.WriteKeys)/n, "store-write-keys/op")
+	b.ReportMetric(float64(after.CondKeys-before.CondKeys)/n, "store-cond-keys/op")
 	b.ReportMetric(float64(after.Conflicts-before.Conflicts)/n, "store-conflicts/op")
 	b.ReportMetric(float64((after.Time-before.Time).Microseconds())/n, "store-us/op")
 }
