@@ -190,11 +190,19 @@ func CapacityKey(c CounterID, m Measure) (string, error) {
 
 // CounterKeys are the store keys of both rows of counter c.
 func CounterKeys(c CounterID) (secured, active string, err error) {
+	mk := counterMemoKey{mesh: c.Node.MeshName, rid: string(c.Node.RoutingID), gen: c.Node.LifecycleGeneration,
+		class: c.Class, kind: c.SpotKind, stableType: c.StableType}
+	if p, ok := counterKeys.get(mk); ok {
+		return p.secured, p.active, nil
+	}
 	if secured, err = CapacityKey(c, MeasureSecured); err != nil {
 		return "", "", err
 	}
-	active, err = CapacityKey(c, MeasureActive)
-	return secured, active, err
+	if active, err = CapacityKey(c, MeasureActive); err != nil {
+		return "", "", err
+	}
+	counterKeys.put(mk, counterKeyPair{secured: secured, active: active})
+	return secured, active, nil
 }
 
 // Usage is a capacity counter's value: slots reserved and slots active.

@@ -22,6 +22,9 @@ import (
 // secured ≤ limit. At the end the counter equals what the authority rows
 // hold: secured = Reserved + Active records, active = Active records.
 func runCapacityChurn(t *testing.T, s locstore.Store, workers, rounds, limit int, opts ...ExecutorOption) {
+	if workers <= limit {
+		t.Fatalf("%d workers cannot meet a limit of %d at their first reservations", workers, limit)
+	}
 	ctx := context.Background()
 	putLease(t, s, ownerA)
 	opts = append([]ExecutorOption{WithMaxAttempts(0)}, opts...)
@@ -53,6 +56,12 @@ func runCapacityChurn(t *testing.T, s locstore.Store, workers, rounds, limit int
 	var full, created atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
+	// Every worker's first Reserve happens before any worker goes on, so
+	// with more workers than the limit the limit is met at least once
+	// whatever the scheduling (a fast store otherwise lets the workers run
+	// one after the other, and the limit is never reached).
+	var first sync.WaitGroup
+	first.Add(workers)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -62,6 +71,10 @@ func runCapacityChurn(t *testing.T, s locstore.Store, workers, rounds, limit int
 				obj := Object{ID: fmt.Sprintf("churn:%d:%d", w, r), Kind: record.ObjectActor, StableType: "Player"}
 				res := fmt.Sprintf("c%d-%d", w, r)
 				rr, err := source.Reserve(ctx, ReserveRequest{Object: obj, Target: Target{Node: nodeA, Owner: ownerA, Limits: Limits{Actors: limit}}, Creation: pending(res)})
+				if r == 0 {
+					first.Done()
+					first.Wait()
+				}
 				if errors.Is(err, ErrCapacityExhausted) {
 					full.Add(1)
 					continue

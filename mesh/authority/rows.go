@@ -140,7 +140,7 @@ func LeaseRowOf(key string, rr locstore.ReadResult) (LeaseRow, error) {
 		row.Version = ""
 		return row, nil
 	}
-	l, err := record.DecodeOwnerLease(rr.Value)
+	l, err := decodeLease(key, rr.Value)
 	if err != nil {
 		return LeaseRow{}, &Error{Kind: ErrCorruptRecord, Reason: "owner-lease row " + key, Err: err}
 	}

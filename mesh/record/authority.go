@@ -208,6 +208,7 @@ func DecodeAuthority(value []byte) (Authority, error) {
 	if err != nil {
 		return Authority{}, err
 	}
+	defer d.release()
 	var a Authority
 	a.ObjectID = o.str("objectId")
 	a.Payload = o.base64Bytes("payload")

@@ -34,6 +34,7 @@ func DecodeCounter(value []byte) (Counter, error) {
 	if err != nil {
 		return Counter{}, err
 	}
+	defer d.release()
 	c := Counter{Value: o.gen("value")}
 	o.end()
 	if d.err != nil {

@@ -152,6 +152,7 @@ func DecodeDescriptorJournal(value []byte) (DescriptorJournal, error) {
 	if err != nil {
 		return DescriptorJournal{}, err
 	}
+	defer d.release()
 	arr := o.array("changes")
 	if d.err == nil && len(arr) > MaxJournalEntries {
 		return DescriptorJournal{}, &LimitError{Kind: KindDescriptorJournal, What: "changes", Limit: MaxJournalEntries, Actual: len(arr)}

@@ -92,6 +92,13 @@ func (p *parser) fail(off int, reason string) error {
 // parseJSON parses exactly one JSON value (RFC 8259) surrounded by optional
 // whitespace. A byte-order mark is not whitespace and is rejected.
 func parseJSON(kind Kind, in []byte) (jvalue, error) {
+	v, _, err := parseJSONInto(kind, in, nil)
+	return v, err
+}
+
+// parseJSONInto is parseJSON carving objects' members from mstore (reused
+// scratch, see begin); it returns the chunk it ended with.
+func parseJSONInto(kind Kind, in []byte, mstore []jmember) (jvalue, []jmember, error) {
 	if !utf8.Valid(in) {
 		off := 0
 		for off < len(in) {
@@ -101,19 +108,19 @@ func parseJSON(kind Kind, in []byte) (jvalue, error) {
 			}
 			off += n
 		}
-		return jvalue{}, &SyntaxError{Kind: kind, Offset: off, Reason: "not valid UTF-8"}
+		return jvalue{}, mstore, &SyntaxError{Kind: kind, Offset: off, Reason: "not valid UTF-8"}
 	}
-	p := &parser{kind: kind, in: in, src: string(in)}
+	p := &parser{kind: kind, in: in, src: string(in), mstore: mstore[:0]}
 	p.ws()
 	v, err := p.value()
 	if err != nil {
-		return jvalue{}, err
+		return jvalue{}, p.mstore, err
 	}
 	p.ws()
 	if p.pos != len(p.in) {
-		return jvalue{}, p.fail(p.pos, "data after the JSON value")
+		return jvalue{}, p.mstore, p.fail(p.pos, "data after the JSON value")
 	}
-	return v, nil
+	return v, p.mstore, nil
 }
 
 // storeMembers copies ms (an object's members, collected on the stack) to

@@ -60,6 +60,7 @@ func DecodeOwnerLease(value []byte) (OwnerLease, error) {
 	if err != nil {
 		return OwnerLease{}, err
 	}
+	defer d.release()
 	l := OwnerLease{
 		OwnerID:         o.str("ownerId"),
 		LeaseGeneration: o.gen("leaseGeneration"),

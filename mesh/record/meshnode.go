@@ -290,6 +290,7 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	if err != nil {
 		return MeshNodeDescriptor{}, err
 	}
+	defer d.release()
 	o := top.child("descriptor")
 	var r MeshNodeDescriptor
 	r.MeshName = o.str("meshName")
