@@ -571,9 +571,6 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 	return 0
 }
 
-// write makes one of the move's store changes: only while the gate admits
-// (§5: relocation state changes and capacity reservation are blocked
-// targets).
 // secureRebase bounds how often SecureCapacity begins again on a record
 // that changed without changing what the move needs.
 const secureRebase = 3
@@ -601,6 +598,9 @@ func (s *sourceMove) benignChange(err error) (authority.AuthorityRow, bool) {
 	return cur, ok
 }
 
+// write makes one of the move's store changes, only while the owner lease
+// gate admits new work (§5: without owner eligibility, relocation state
+// changes and capacity reservations are blocked).
 func (s *sourceMove) write(ctx context.Context, what string, change func(context.Context) error) error {
 	if err := s.o.n.lease.Gate().Admit(); err != nil {
 		return wrapErr(ErrUnavailable, err, "owner lease: %s not recorded", what)
