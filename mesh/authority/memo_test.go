@@ -20,7 +20,9 @@ func TestCounterKeysMemoMatchesCapacityKey(t *testing.T) {
 		func(c *CounterID) { c.Class = SlotSpots },
 		func(c *CounterID) { c.Class, c.SpotKind, c.StableType = SlotSpotType, record.ObjectUserSpot, "room" },
 		func(c *CounterID) { c.Class, c.SpotKind, c.StableType = SlotSpotType, record.ObjectUserSpot, "lobby" },
-		func(c *CounterID) { c.Class, c.SpotKind, c.StableType = SlotSpotType, record.ObjectInstanceSpot, "room" },
+		func(c *CounterID) {
+			c.Class, c.SpotKind, c.StableType = SlotSpotType, record.ObjectInstanceSpot, "room"
+		},
 	} {
 		c := base
 		c.Node.RoutingID = append([]byte(nil), base.Node.RoutingID...)
