@@ -65,3 +65,13 @@ func BenchmarkParseJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkKey: one store key (SHA-256 of an authority preimage, hex) —
+// every operation computes several.
+func BenchmarkKey(b *testing.B) {
+	pre := join(string(KindAuthority), "actor", "player:42")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Key(pre)
+	}
+}

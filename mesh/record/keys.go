@@ -3,6 +3,7 @@ package record
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // Logical key preimages (spec §3.4). Values are UTF-8 bytes concatenated
@@ -140,7 +141,15 @@ func Key(preimage []byte) string {
 		}
 	}
 	sum := sha256.Sum256(preimage)
-	return string(kind) + ":" + hex.EncodeToString(sum[:])
+	var digest [2 * sha256.Size]byte
+	hex.Encode(digest[:], sum[:])
+	// One allocation: every operation computes several keys.
+	var b strings.Builder
+	b.Grow(len(kind) + 1 + len(digest))
+	b.Write(kind)
+	b.WriteByte(':')
+	b.Write(digest[:])
+	return b.String()
 }
 
 // KindPrefix is the store-key prefix shared by every record of a kind, for
