@@ -339,9 +339,17 @@ func (s *Store) opContext(ctx context.Context, op string) (context.Context, cont
 	if s.closed.Load() {
 		return nil, nil, s.fail(op, ErrClosed)
 	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
+		// The caller's deadline comes first anyway: no second timer (a
+		// context and a timer per call were ~5 % of what a creation
+		// allocated).
+		return ctx, noCancel, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	return ctx, cancel, nil
 }
+
+func noCancel() {}
 
 // noRetryCmd marks a script call as not retryable by go-redis, whatever the
 // client's MaxRetries: the call may have run before the connection failed.
