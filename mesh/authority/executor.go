@@ -491,11 +491,36 @@ func withOp(op Op, err error) error {
 }
 
 // run is the read-plan-write loop shared by every operation.
-func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context.Context, *view) (Snapshot, error), plan func(Snapshot) (Plan, error)) (Result, error) {
-	log := e.log.With("op", string(op))
-	if obj.ID != "" {
-		log = log.With("object", obj.ID, "kind", string(obj.Kind))
+// opLogger writes one operation's log lines with its attributes (op, and
+// object and kind when there is one). It adds them only when a line is
+// written: Logger.With formats them at once into a cloned handler, which cost
+// every operation several allocations (a creation runs two) for lines that
+// are seldom written.
+type opLogger struct {
+	l   *slog.Logger
+	op  Op
+	obj Object
+}
+
+func (o opLogger) log(level slog.Level, msg string, args ...any) {
+	ctx := context.Background()
+	if !o.l.Enabled(ctx, level) {
+		return
 	}
+	all := make([]any, 0, 6+len(args))
+	all = append(all, "op", string(o.op))
+	if o.obj.ID != "" {
+		all = append(all, "object", o.obj.ID, "kind", string(o.obj.Kind))
+	}
+	o.l.Log(ctx, level, msg, append(all, args...)...)
+}
+
+func (o opLogger) Debug(msg string, args ...any) { o.log(slog.LevelDebug, msg, args...) }
+func (o opLogger) Info(msg string, args ...any)  { o.log(slog.LevelInfo, msg, args...) }
+func (o opLogger) Warn(msg string, args ...any)  { o.log(slog.LevelWarn, msg, args...) }
+
+func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context.Context, *view) (Snapshot, error), plan func(Snapshot) (Plan, error)) (Result, error) {
+	log := opLogger{l: e.log, op: op, obj: obj}
 	// unknown holds the plans whose write result was lost; each later read
 	// first asks whether one of them applied.
 	var unknown []Plan

@@ -2,6 +2,8 @@ package authority
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -23,7 +25,14 @@ type jsonMember struct {
 
 func jsonObject(members ...jsonMember) []byte {
 	slices.SortFunc(members, func(a, b jsonMember) int { return compareStrings(a.name, b.name) })
-	b := []byte{'{'}
+	// One allocation: names are fixed ASCII constants (no escapes), values
+	// are already encoded, so the length is known.
+	n := 2 + len(members)
+	for _, m := range members {
+		n += len(m.name) + 3 + len(m.value)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
 	for i, m := range members {
 		if i > 0 {
 			b = append(b, ',')
@@ -54,8 +63,26 @@ func jsonNumber(u uint64) []byte { return strconv.AppendUint(nil, u, 10) }
 
 // jsonDecString is a 64-bit quantity written as a decimal JSON string.
 func jsonDecString(u uint64) []byte {
-	b := append([]byte{'"'}, strconv.FormatUint(u, 10)...)
+	b := append(make([]byte, 0, 22), '"')
+	b = strconv.AppendUint(b, u, 10)
 	return append(b, '"')
+}
+
+// jsonHex is p in lowercase hex as a JSON string (hex needs no escapes).
+func jsonHex(p []byte) []byte {
+	b := make([]byte, 2+hex.EncodedLen(len(p)))
+	b[0], b[len(b)-1] = '"', '"'
+	hex.Encode(b[1:], p)
+	return b
+}
+
+// jsonBase64 is p in standard padded base64 as a JSON string (no escapes
+// needed either).
+func jsonBase64(p []byte) []byte {
+	b := make([]byte, 2+base64.StdEncoding.EncodedLen(len(p)))
+	b[0], b[len(b)-1] = '"', '"'
+	base64.StdEncoding.Encode(b[1:], p)
+	return b
 }
 
 func jsonNullableString(s *string) []byte {

@@ -172,7 +172,7 @@ func partyJSONValue(p Party) []byte {
 		jsonMember{"meshName", jsonString(p.Node.MeshName)},
 		jsonMember{"ownerId", jsonString(p.Owner.ID)},
 		jsonMember{"ownerLeaseGeneration", jsonDecString(p.Owner.LeaseGeneration)},
-		jsonMember{"routingIdHex", jsonString(hex.EncodeToString(p.Node.RoutingID))},
+		jsonMember{"routingIdHex", jsonHex(p.Node.RoutingID)},
 	)
 }
 
@@ -211,7 +211,7 @@ func (r Reservation) Encode() ([]byte, error) {
 		)},
 		jsonMember{"objectGeneration", jsonDecString(r.ObjectGeneration)},
 		jsonMember{"recordVersion", jsonNumber(record.RecordVersion)},
-		jsonMember{"reservationId", jsonString(hex.EncodeToString(r.ID[:]))},
+		jsonMember{"reservationId", jsonHex(r.ID[:])},
 		jsonMember{"source", partyJSONValue(r.Source)},
 		jsonMember{"target", partyJSONValue(r.Target)},
 	)

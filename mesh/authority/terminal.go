@@ -67,15 +67,11 @@ func TerminalPreimage(o OperationRef) ([]byte, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	var b []byte
-	for i, p := range []string{string(KindCreationTerminal), hex.EncodeToString(o.SourceRoutingID),
-		strconv.FormatUint(o.SourceRunGeneration, 10), hex.EncodeToString(o.OperationID[:])} {
-		if i > 0 {
-			b = append(b, 0)
-		}
-		b = append(b, p...)
-	}
-	return b, nil
+	b := make([]byte, 0, len(KindCreationTerminal)+3+2*len(o.SourceRoutingID)+20+2*len(o.OperationID))
+	b = append(append(b, KindCreationTerminal...), 0)
+	b = append(hex.AppendEncode(b, o.SourceRoutingID), 0)
+	b = append(strconv.AppendUint(b, o.SourceRunGeneration, 10), 0)
+	return hex.AppendEncode(b, o.OperationID[:]), nil
 }
 
 // TerminalKey is record.Key(TerminalPreimage(o)): "creation-terminal:" +
@@ -224,11 +220,11 @@ func (t TerminalRecord) Encode() ([]byte, error) {
 			jsonMember{"authorityOwnerGeneration", jsonDecString(r.AuthorityOwnerGeneration)},
 			jsonMember{"meshName", jsonString(r.MeshName)},
 			jsonMember{"objectGeneration", jsonDecString(r.ObjectGeneration)},
-			jsonMember{"routingIdHex", jsonString(hex.EncodeToString(r.RoutingID))},
+			jsonMember{"routingIdHex", jsonHex(r.RoutingID)},
 		)
 	}
 	if len(t.Reply) > 0 {
-		reply = jsonString(base64.StdEncoding.EncodeToString(t.Reply))
+		reply = jsonBase64(t.Reply)
 	}
 	b := jsonObject(
 		jsonMember{"deadlineEpochMs", jsonDecString(uint64(t.Deadline))},
@@ -236,14 +232,14 @@ func (t TerminalRecord) Encode() ([]byte, error) {
 		jsonMember{"format", jsonString(TerminalFormat)},
 		jsonMember{"objectId", jsonString(t.ID)},
 		jsonMember{"objectKind", jsonString(string(t.ObjectKind))},
-		jsonMember{"operationIdHex", jsonString(hex.EncodeToString(t.Operation.OperationID[:]))},
+		jsonMember{"operationIdHex", jsonHex(t.Operation.OperationID[:])},
 		jsonMember{"outcome", jsonString(string(t.Outcome))},
 		jsonMember{"reason", jsonNullableString(t.Reason)},
 		jsonMember{"recordedAtEpochMs", jsonDecString(uint64(t.RecordedAt))},
 		jsonMember{"ref", ref},
 		jsonMember{"reply", reply},
-		jsonMember{"requestSha256", jsonString(hex.EncodeToString(t.RequestSHA256[:]))},
-		jsonMember{"sourceRoutingIdHex", jsonString(hex.EncodeToString(t.Operation.SourceRoutingID))},
+		jsonMember{"requestSha256", jsonHex(t.RequestSHA256[:])},
+		jsonMember{"sourceRoutingIdHex", jsonHex(t.Operation.SourceRoutingID)},
 		jsonMember{"sourceRunGeneration", jsonDecString(t.Operation.SourceRunGeneration)},
 		jsonMember{"stableType", jsonString(t.StableType)},
 	)
