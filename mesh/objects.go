@@ -174,6 +174,7 @@ type testHooks struct {
 
 // Relocation hook points (testHooks.relocationStep).
 const (
+	stepSourceRead    = "source:read"    // a move's first read of the record done
 	stepSourceSecure  = "source:secure"  // before each SecureCapacity attempt
 	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
@@ -227,6 +228,13 @@ type hosted struct {
 	cutoverDone chan struct{}
 	// arrival is the move bringing the object here (state hostIncoming).
 	arrival *arrival
+	// settling is closed once the move that brought the object here has
+	// recorded its completion (§9.1: the move's progress erased from the
+	// record), which it does right after opening the object; nil when no
+	// completion is pending. A move on from here waits for it
+	// (beginMoveChecked): it would otherwise read a record that this
+	// completion is about to change and be refused for it.
+	settling chan struct{}
 	// sessions are the bound Sessions of an Actor, by session RID
 	// (session.go); they move with it.
 	sessions map[string]*sessionBinding

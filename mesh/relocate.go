@@ -195,14 +195,15 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 			break
 		}
 		// The store already names this node, but the move that brought
-		// the object here is still opening it (the owner CAS applied, the
-		// merge has not run): a caller that moved it here a moment ago
-		// and moves it on must not be refused for that. Wait for the
-		// arrival to end, then begin again from a fresh read.
+		// the object here has not finished (the owner CAS applied, the
+		// merge has not run or the completion is not recorded yet): a
+		// caller that moved it here a moment ago and moves it on must not
+		// be refused for that. Wait for the arrival to end, then begin
+		// again from a fresh read.
 		select {
 		case <-opening:
 		case <-ctx.Done():
-			return RelocationResult{}, fmt.Errorf("%w: %s %q is still opening after its move here: %w", ErrUnavailable, kind, id, ctx.Err())
+			return RelocationResult{}, fmt.Errorf("%w: %s %q is still opening after its move here (its move has not finished): %w", ErrUnavailable, kind, id, ctx.Err())
 		}
 	}
 	if err != nil {
@@ -220,8 +221,9 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 // under its current lease and the record is Active at the ref's generation
 // — picks the target, and marks the object moving. Anything refused here
 // changed nothing. When the record names this node while the move that
-// brought the object here has not opened it yet, it returns that arrival's
-// end instead (and no move): the caller waits and begins again.
+// brought the object here has not finished yet (not opened, or its
+// completion not yet recorded), it returns that arrival's end instead (and
+// no move): the caller waits and begins again.
 func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, <-chan struct{}, error) {
 	s, err := o.beginMoveChecked(ctx, kind, id, gen, ro)
 	var op *openingErr
@@ -232,7 +234,8 @@ func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id stri
 }
 
 // openingErr is beginMoveChecked's answer for an object this node owns in
-// the store whose arrival has not opened yet.
+// the store whose arrival has not opened yet or has not recorded its
+// completion yet.
 type openingErr struct{ done <-chan struct{} }
 
 func (*openingErr) Error() string { return "object still opening after its move here" }
@@ -246,6 +249,7 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 	if err != nil {
 		return nil, classify(ctx, err, "relocate "+id)
 	}
+	o.hook().step(id, stepSourceRead)
 	if !row.Found {
 		return nil, fmt.Errorf("%w: no %s %q", ErrNotFound, kind, id)
 	}
@@ -294,6 +298,12 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 		// The record (read above) names this node at the generation the
 		// arrival will open with: its owner CAS applied.
 		done := h.arrival.done
+		o.mu.Unlock()
+		return nil, &openingErr{done: done}
+	case h.state == hostServing && h.settling != nil:
+		// Opened, but the move that brought it here is still recording
+		// its completion, a change of the record just read.
+		done := h.settling
 		o.mu.Unlock()
 		return nil, &openingErr{done: done}
 	case h.state != hostServing:

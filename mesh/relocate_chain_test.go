@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // moveOnSetup starts the three-node failure cluster and an Actor of a
@@ -75,11 +77,48 @@ func TestRelocateOnWhileTheArrivalOpens(t *testing.T) {
 	wantRan(t, ctx, c, ref, "a")
 }
 
-// The previous move's completion (the target erasing the move's progress
-// from the record right after it opened the object) may land between a
-// move on's first read and its SecureCapacity: the record's version moved
-// on while it still names this node's run at the same generations. The
-// move on begins again on the new version instead of ending NotMoved.
+// A move on from the new owner waits until the move that brought the
+// object there has recorded its completion (the target erasing the move's
+// progress from the record right after it opened the object): begun
+// before, it would read a record that the completion is about to change.
+// CI met it as "move on: notMoved (recordChanged)".
+func TestRelocateOnWaitsForThePreviousMovesCompletion(t *testing.T) {
+	c, ctx, ref, src, dst := moveOnSetup(t, "move-on-settling")
+
+	completing := make(chan struct{})
+	var completeOnce sync.Once
+	complete := func() { completeOnce.Do(func() { close(completing) }) }
+	defer complete()
+	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+		if oid == ref.ActorID && step == stepTargetDone {
+			<-completing
+		}
+	}})
+	defer c.nodes[dst].obj.hooks.Store(nil)
+
+	if res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)); res.Outcome != Moved {
+		t.Fatalf("first move: %v (%s)", res.Outcome, res.Reason)
+	}
+	second := relocateAsync(ctx, c, dst, src, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+	select {
+	case o := <-second:
+		t.Fatalf("the move on returned before the previous move recorded its completion: %+v, %v", o.res, o.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	complete()
+	if res := outcomeOf(t, second); res.Outcome != Moved {
+		t.Fatalf("move on: %v (%s)", res.Outcome, res.Reason)
+	}
+	checkOwners(t, c, record.ObjectActor, ref.ActorID, src, rowOf(t, c, record.ObjectActor, ref.ActorID).Record.AuthorityOwnerGeneration, src)
+	wantRan(t, ctx, c, ref, "a")
+}
+
+// The previous move's completion may still land between a move on's first
+// read and its SecureCapacity (the move on read the record just before the
+// completion was written and checked the object just after): the record's
+// version moved on while it still names this node's run at the same
+// generations. The move on begins again on the new version instead of
+// ending NotMoved.
 func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
 	c, ctx, ref, src, dst := moveOnSetup(t, "move-on-completing")
 
@@ -88,7 +127,16 @@ func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
 	complete := func() { completeOnce.Do(func() { close(completing) }) }
 	defer complete()
 	changed := make(chan string, 1)
-	var secureOnce sync.Once
+	var readOnce sync.Once
+	var secures atomic.Int32
+	key := spot.Key{ID: ref.ActorID}
+	settled := func() bool {
+		o := c.nodes[dst].obj
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		h := o.hosted[key]
+		return h != nil && h.state == hostServing && h.settling == nil
+	}
 	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
 		if oid != ref.ActorID {
 			return
@@ -97,14 +145,16 @@ func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
 		case stepTargetDone:
 			<-completing
 		case stepSourceSecure:
+			secures.Add(1)
+		case stepSourceRead:
 			// The move on has read the record; let the completion land
-			// now, before its first SecureCapacity.
-			secureOnce.Do(func() {
+			// now and end, before the move on checks the object.
+			readOnce.Do(func() {
 				before, err := c.nodes[0].obj.readAuthority(ctx, record.ObjectActor, oid)
 				complete()
 				for err == nil && ctx.Err() == nil {
 					var now authority.AuthorityRow
-					if now, err = c.nodes[0].obj.readAuthority(ctx, record.ObjectActor, oid); err == nil && now.Version != before.Version {
+					if now, err = c.nodes[0].obj.readAuthority(ctx, record.ObjectActor, oid); err == nil && now.Version != before.Version && settled() {
 						break
 					}
 					time.Sleep(time.Millisecond)
@@ -125,10 +175,13 @@ func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
 			t.Fatalf("waiting for the completion: %s", e)
 		}
 	default:
-		t.Fatal("the move on never reached SecureCapacity")
+		t.Fatal("the move on never read the record")
 	}
 	if res.Outcome != Moved {
 		t.Fatalf("move on: %v (%s)", res.Outcome, res.Reason)
+	}
+	if n := secures.Load(); n < 2 {
+		t.Fatalf("SecureCapacity ran %d times; want a refused first attempt on the old version and one on the new", n)
 	}
 	checkOwners(t, c, record.ObjectActor, ref.ActorID, src, rowOf(t, c, record.ObjectActor, ref.ActorID).Record.AuthorityOwnerGeneration, src)
 	wantRan(t, ctx, c, ref, "a")

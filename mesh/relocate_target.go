@@ -632,6 +632,8 @@ func (a *arrival) open() {
 	h := a.h
 	h.obj, h.state, h.arrival = a.obj, hostServing, nil
 	h.storeVersion = version
+	settled := make(chan struct{})
+	h.settling = settled
 	ownerGen := h.ownerGeneration
 	o.mu.Unlock()
 	a.relocated(ownerGen) // dispatch still closed: before anything runs here
@@ -642,7 +644,7 @@ func (a *arrival) open() {
 	// carrying that stay's fence is passed along the recorded chain and
 	// comes back here behind what was sent before it (admitMessage).
 	a.sessionCommit() // command 44 commit to every bound Session's owner (§9.2)
-	o.gos.Go(a.complete)
+	o.gos.Go(func() { a.complete(settled) })
 }
 
 // relocatedWait bounds the ctx a Relocated handler gets (spot.Relocated).
@@ -681,9 +683,19 @@ func safeRelocated(ctx context.Context, r spot.Relocated, info spot.RelocationIn
 }
 
 // complete erases the move's progress from the record (Completed, §9.1):
-// owner, generations and capacity are kept. It does not block Ready.
-func (a *arrival) complete() {
+// owner, generations and capacity are kept. It does not block Ready. It
+// closes settled when it ends, whatever the outcome, so that a move on
+// waiting for it goes ahead.
+func (a *arrival) complete(settled chan struct{}) {
 	o := a.o
+	defer func() {
+		o.mu.Lock()
+		if a.h.settling == settled {
+			a.h.settling = nil
+		}
+		o.mu.Unlock()
+		close(settled)
+	}()
 	o.hook().step(a.prep.Object.ObjectID, stepTargetDone)
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		o.log.Warn("relocation: completion not recorded", "object", a.prep.Object.ObjectID, "err", err)
