@@ -1,9 +1,6 @@
 package record
 
-import (
-	"encoding/base64"
-	"encoding/hex"
-)
+import ()
 
 // Authority is the authority record of one Actor or Spot (spec §3.2, §3.3,
 // §3.4), stored under AuthorityPreimage(kind, id). The Id is the key, not
@@ -149,51 +146,7 @@ func (a Authority) Encode() ([]byte, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
-	al := &a.Allocation
-	spotType := jNullV()
-	if st := al.Capacity.SpotType; st != nil {
-		spotType = jObjV(
-			mem("objectKind", jStrV(string(st.ObjectKind))),
-			mem("stableType", jStrV(st.StableType)),
-			mem("count", jDecStrV(uint64(st.Count))),
-		)
-	}
-	pending := jNullV()
-	if pc := a.PendingCreation; pc != nil {
-		pending = jObjV(
-			mem("reservationId", jStrV(pc.ReservationID)),
-			mem("requestContentReference", jStrV(pc.RequestContentReference)),
-			mem("requestSha256", jStrV(hex.EncodeToString(pc.RequestSHA256[:]))),
-			mem("requestEncodedSize", jDecStrV(uint64(pc.RequestEncodedSize))),
-		)
-	}
-	root := jObjV(
-		mem("recordVersion", jUintV(RecordVersion)),
-		mem("objectId", jStrV(a.ObjectID)),
-		mem("payload", jStrV(base64.StdEncoding.EncodeToString(a.Payload))),
-		mem("objectGeneration", jDecStrV(uint64(a.ObjectGeneration))),
-		mem("authorityOwnerGeneration", jDecStrV(uint64(a.AuthorityOwnerGeneration))),
-		mem("ownerId", jStrV(a.OwnerID)),
-		mem("ownerLeaseGeneration", jDecStrV(uint64(a.OwnerLeaseGeneration))),
-		mem("allocation", jObjV(
-			mem("state", jStrV(string(al.State))),
-			mem("objectKind", jStrV(string(al.ObjectKind))),
-			mem("stableType", jStrV(al.StableType)),
-			mem("descriptor", jObjV(
-				mem("meshName", jStrV(al.Descriptor.MeshName)),
-				mem("routingIdHex", jStrV(hex.EncodeToString(al.Descriptor.RoutingID))),
-			)),
-			mem("descriptorLifecycleGeneration", jDecStrV(uint64(al.DescriptorLifecycleGeneration))),
-			mem("capacity", jObjV(
-				mem("actors", jDecStrV(uint64(al.Capacity.Actors))),
-				mem("spots", jDecStrV(uint64(al.Capacity.Spots))),
-				mem("spotType", spotType),
-			)),
-		)),
-		mem("pendingCreation", pending),
-		mem("relocation", relocationJSON(a.Relocation)),
-	)
-	return finish(KindAuthority, encodeCanonical(root))
+	return finish(KindAuthority, appendAuthority(make([]byte, 0, authorityLen(&a)), &a))
 }
 
 // The enumerations' values, for obj.sym.

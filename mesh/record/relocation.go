@@ -1,7 +1,5 @@
 package record
 
-import "encoding/hex"
-
 // RelocationStage is the stage of one Actor/Spot relocation as the
 // authority row records it (spec §8.2, §9.1). "Preparing" is not a stored
 // stage: it is the time in the source's memory before the first write, so
@@ -161,37 +159,6 @@ func (a *Authority) validateRelocation(v *val) {
 	case r.Stage != RelocationCommitted && r.PreviousAuthorityOwnerGeneration != 0:
 		v.fail(p+"previousAuthorityOwnerGeneration", "must be null before committed")
 	}
-}
-
-func partyJSON(p RelocationParty) jvalue {
-	return jObjV(
-		mem("lifecycleGeneration", jDecStrV(uint64(p.LifecycleGeneration))),
-		mem("meshName", jStrV(p.MeshName)),
-		mem("ownerId", jStrV(p.OwnerID)),
-		mem("ownerLeaseGeneration", jDecStrV(uint64(p.OwnerLeaseGeneration))),
-		mem("routingIdHex", jStrV(hex.EncodeToString(p.RoutingID))),
-	)
-}
-
-// relocationJSON is the "relocation" member's value (members in canonical
-// order).
-func relocationJSON(r *RelocationProgress) jvalue {
-	if r == nil {
-		return jNullV()
-	}
-	prev := jNullV()
-	if r.PreviousAuthorityOwnerGeneration != 0 {
-		prev = jDecStrV(uint64(r.PreviousAuthorityOwnerGeneration))
-	}
-	return jObjV(
-		mem("previousAuthorityOwnerGeneration", prev),
-		mem("relocationId", jStrV(hex.EncodeToString(r.RelocationID[:]))),
-		mem("reservationId", jStrV(hex.EncodeToString(r.ReservationID[:]))),
-		mem("source", partyJSON(r.Source)),
-		mem("stage", jStrV(string(r.Stage))),
-		mem("target", partyJSON(r.Target)),
-		mem("targetAttempt", jDecStrV(uint64(r.TargetAttempt))),
-	)
 }
 
 func (o *obj) party(name string) RelocationParty {
