@@ -1,7 +1,5 @@
 package record
 
-import ()
-
 // Authority is the authority record of one Actor or Spot (spec §3.2, §3.3,
 // §3.4), stored under AuthorityPreimage(kind, id). The Id is the key, not
 // part of the value. Every integer is written as a decimal JSON string
