@@ -607,6 +607,12 @@ type casFaults struct {
 	locstore.Store
 	authKey string
 
+	// reads is held (shared) by a read of authKey for as long as the
+	// store serves it, and taken by a batch that applies before it lands:
+	// a read that passed the failReads check must not reach the store
+	// after the batch (on Redis it could, and see the new owner).
+	reads sync.RWMutex
+
 	mu         sync.Mutex
 	failWrites int   // NewOwner batches still to fail; -1: every one
 	apply      bool  // a failing batch is applied first: only its answer is lost
@@ -637,13 +643,17 @@ func (s *casFaults) Write(ctx context.Context, req locstore.WriteRequest) (locst
 		s.failed++
 	}
 	apply := fail && s.apply
+	s.mu.Unlock()
 	if apply {
 		// Reads fail from before the batch lands: a reader polling the
 		// row (the source's confirm) must not see it before the target
-		// learns anything.
+		// learns anything. Reads already in flight end first.
+		s.reads.Lock()
+		s.mu.Lock()
 		s.failReads = true
+		s.mu.Unlock()
+		s.reads.Unlock()
 	}
-	s.mu.Unlock()
 	if !fail {
 		return s.Store.Write(ctx, req)
 	}
@@ -664,6 +674,8 @@ func (s *casFaults) Write(ctx context.Context, req locstore.WriteRequest) (locst
 }
 
 func (s *casFaults) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	s.reads.RLock()
+	defer s.reads.RUnlock()
 	s.mu.Lock()
 	fail := s.failReads && key == s.authKey
 	s.mu.Unlock()
