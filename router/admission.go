@@ -254,7 +254,7 @@ func (x *DescriptorExtension) decodeFields(c *codec) {
 			continue
 		}
 		seen[id] = true
-		sub := &codec{decoding: true, buf: val, cmd: c.cmd, path: c.path}
+		sub := &codec{decoding: true, buf: val, cmd: c.cmd}
 		x.field(sub, id)
 		if sub.err == nil && sub.remaining() != 0 {
 			sub.fail(TrailingBytes, extensionNames[id], fmt.Sprintf("%d bytes after the value", sub.remaining()))

@@ -29,7 +29,6 @@ type codec struct {
 	cmd      Command
 	flags    uint8
 	err      *ProtocolError
-	path     []string
 	js       *jsonWriter // describing only
 }
 
@@ -43,29 +42,29 @@ func newEncoder(cmd Command, flags uint8, b []byte) *codec {
 
 func (c *codec) ok() bool { return c.err == nil }
 
-func (c *codec) fieldPath(name string) string {
-	parts := make([]string, 0, len(c.path)+1)
-	for _, p := range c.path {
-		if p != "" {
-			parts = append(parts, p)
-		}
-	}
-	if name != "" {
-		parts = append(parts, name)
-	}
-	return strings.Join(parts, ".")
-}
-
 // fail records the first error; later failures are ignored.
 func (c *codec) fail(k ErrorKind, name, detail string) {
 	if c.err != nil {
 		return
 	}
-	c.err = &ProtocolError{Kind: k, Command: c.cmd, Field: c.fieldPath(name), Detail: detail}
+	c.err = &ProtocolError{Kind: k, Command: c.cmd, Field: name, Detail: detail}
 }
 
-func (c *codec) push(name string) { c.path = append(c.path, name) }
-func (c *codec) pop()             { c.path = c.path[:len(c.path)-1] }
+// within prefixes the Field of an error raised inside the scope name
+// (an object, a vector, a frame) with that name, on the way out of the
+// scope. The path is only needed when a walk fails, so a walk that
+// succeeds builds none (keeping a stack of names cost several allocations
+// per record).
+func (c *codec) within(name string) {
+	if c.err == nil || name == "" {
+		return
+	}
+	if c.err.Field == "" {
+		c.err.Field = name
+	} else {
+		c.err.Field = name + "." + c.err.Field
+	}
+}
 
 // remaining is the number of unread bytes in the current (possibly narrowed)
 // region while decoding.
@@ -383,7 +382,6 @@ func (c *codec) obj(name string, f func()) {
 	if c.err != nil {
 		return
 	}
-	c.push(name)
 	if c.js != nil {
 		c.js.open(name, '{')
 	}
@@ -391,7 +389,7 @@ func (c *codec) obj(name string, f func()) {
 	if c.js != nil && c.err == nil {
 		c.js.close()
 	}
-	c.pop()
+	c.within(name) // only an error raised by f: c.err was nil on entry
 }
 
 // delimited walks f inside a region announced by a length prefix of width lw
@@ -504,7 +502,6 @@ func vector[T any](c *codec, name string, cw int, maxItems, minItem uint64, v *[
 			*v = make([]T, n)
 		}
 	}
-	c.push(name)
 	if c.js != nil {
 		c.js.open(name, '[')
 	}
@@ -514,7 +511,7 @@ func vector[T any](c *codec, name string, cw int, maxItems, minItem uint64, v *[
 	if c.js != nil && c.err == nil {
 		c.js.close()
 	}
-	c.pop()
+	c.within(name) // only an item's error: count succeeded
 }
 
 // enum is a closed set of wire values with names.

@@ -26,12 +26,12 @@ func (p *Payload) code(c *codec) {
 func decodePayload(cmd Command, frame []byte) (*Payload, *ProtocolError) {
 	p := new(Payload)
 	c := newDecoder(cmd, 0, frame)
-	c.push("payload")
 	p.code(c)
 	if c.err == nil && c.remaining() != 0 {
 		c.fail(TrailingBytes, "", fmt.Sprintf("%d bytes after the envelope", c.remaining()))
 	}
 	if c.err != nil {
+		c.within("payload")
 		return nil, c.err
 	}
 	return p, nil
@@ -91,12 +91,12 @@ func decodeMetadata(cmd Command, frame []byte) ([]MetadataEntry, *ProtocolError)
 	}
 	var es []MetadataEntry
 	c := newDecoder(cmd, 0, frame)
-	c.push("metadata")
 	metadataCode(c, &es)
 	if c.err == nil && c.remaining() != 0 {
 		c.fail(TrailingBytes, "", fmt.Sprintf("%d bytes after the entries", c.remaining()))
 	}
 	if c.err != nil {
+		c.within("metadata")
 		return nil, c.err
 	}
 	return es, nil
@@ -111,9 +111,9 @@ func validateMetadata(cmd Command, frame []byte) *ProtocolError {
 // would reject (duplicate keys, bad text, over 1024 bytes).
 func EncodeMetadata(entries []MetadataEntry) ([]byte, error) {
 	c := newEncoder(0, 0, nil)
-	c.push("metadata")
 	metadataCode(c, &entries)
 	if c.err != nil {
+		c.within("metadata")
 		return nil, c.err
 	}
 	if len(c.buf) > MetadataBytes {
