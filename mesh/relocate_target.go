@@ -37,6 +37,11 @@ type arrival struct {
 	reply  func(*router.Record) error
 	corr   uint64
 	expire time.Time // the Restore deadline on this node's clock
+	// ctx ends at the Restore deadline or when the node halts; the
+	// attempt's store calls and factory run under it, and its end is the
+	// machine's expiry. Cancelled when the machine stops.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	m      *relocation.Target
 	events chan relocation.TargetEvent
@@ -161,6 +166,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	a := &arrival{o: o, bind: b, prep: *p, kind: kind, key: key, reply: reply, corr: p.Correlation,
 		expire: time.Now().Add(remaining), m: relocation.NewTarget(),
 		events: make(chan relocation.TargetEvent, 16), done: make(chan struct{})}
+	a.ctx, a.cancel = context.WithDeadline(o.halt, a.expire)
 	// Registering the temporary queue is the first thing (§1.3 step 5):
 	// from here on messages for the object wait in it.
 	a.h = &hosted{kind: kind, stableType: p.Object.StableType, objectGeneration: p.Object.ObjectGeneration,
@@ -292,15 +298,24 @@ func (a *arrival) run() {
 	o := a.o
 	defer o.work.Done()
 	defer close(a.done)
-	expire := time.NewTimer(time.Until(a.expire))
-	defer expire.Stop()
-	halted := o.halt.Done()
+	defer a.cancel()
+	// Each of these is seen once. a.ctx also ends when the node halts: then
+	// the halt is the event (posted once, whichever channel is seen first).
+	expired, halted := a.ctx.Done(), o.halt.Done()
 	for !a.m.State().Final() {
 		var ev relocation.TargetEvent
 		select {
 		case ev = <-a.events:
-		case <-expire.C:
-			ev = relocation.EvExpired
+		case <-expired:
+			expired = nil
+			switch {
+			case o.halt.Err() == nil:
+				ev = relocation.EvExpired
+			case halted != nil:
+				ev, halted = relocation.EvHalted, nil
+			default:
+				continue // the halt was already posted
+			}
 		case <-halted:
 			ev, halted = relocation.EvHalted, nil // once
 		}
@@ -382,8 +397,7 @@ func (a *arrival) do(act relocation.TargetAction) {
 // factory runs. Its StoreVersion is the one the owner CAS is made on.
 func (a *arrival) readAuthority() {
 	o := a.o
-	ctx, cancel := context.WithDeadline(o.halt, a.expire)
-	defer cancel()
+	ctx := a.ctx
 	row, _, err := o.readAuthorityAt(ctx, a.kind, a.prep.Object.ObjectID)
 	if err != nil {
 		o.log.Info("relocation: authority not read", "object", a.prep.Object.ObjectID, "err", err)
@@ -452,8 +466,7 @@ func (a *arrival) build() {
 		return
 	}
 	o.restoreSessions(a.h, p.Sessions)
-	ctx, cancel := context.WithDeadline(o.halt, a.expire)
-	defer cancel()
+	ctx := a.ctx
 	req := spot.CreateRequest{ID: p.Object.ID, Generation: p.Object.Generation, StableType: p.Object.StableType}
 	var h spot.Handler
 	switch p.Policy {
@@ -515,8 +528,7 @@ func (a *arrival) commit(retry bool) {
 		a.post(relocation.EvUnknown)
 		return
 	}
-	ctx, cancel := context.WithDeadline(o.halt, a.expire)
-	defer cancel()
+	ctx := a.ctx
 	var id [16]byte
 	copyID(&id, a.bind.Relocation)
 	res, err := o.exec.NewOwner(ctx, authority.NewOwnerRequest{
