@@ -298,26 +298,32 @@ func decodeCanonicalCapacity(value []byte) (CounterID, Measure, int, bool) {
 	r := capReader{in: value}
 	var id CounterID
 	r.lit(`{"class":`)
-	class := r.str()
+	class := r.span()
 	r.lit(`,"count":`)
 	count := r.num()
 	r.lit(`,"lifecycleGeneration":"`)
 	id.Node.LifecycleGeneration = uint64(r.num())
 	r.lit(`","measure":`)
-	measure := Measure(r.str())
+	var measure Measure
+	switch string(r.span()) {
+	case string(MeasureSecured):
+		measure = MeasureSecured
+	case string(MeasureActive):
+		measure = MeasureActive
+	}
 	r.lit(`,"meshName":`)
 	mesh := r.str()
 	r.lit(`,"objectKind":`)
 	kind, hasKind := r.nullStr()
 	r.lit(`,"recordVersion":2,"routingIdHex":`)
-	ridHex := r.str()
+	ridHex := r.span()
 	r.lit(`,"stableType":`)
 	stable, hasStable := r.nullStr()
 	r.lit(`}`)
-	if r.bad || r.pos != len(value) || hasKind != hasStable || (measure != MeasureSecured && measure != MeasureActive) {
+	if r.bad || r.pos != len(value) || hasKind != hasStable || measure == "" {
 		return CounterID{}, "", 0, false
 	}
-	switch class {
+	switch string(class) {
 	case string(SlotActors):
 		id.Class = SlotActors
 	case string(SlotSpots):
@@ -336,8 +342,8 @@ func decodeCanonicalCapacity(value []byte) (CounterID, Measure, int, bool) {
 	default:
 		return CounterID{}, "", 0, false
 	}
-	rid, err := hex.DecodeString(ridHex)
-	if err != nil {
+	rid, ok := r.hexBytes(ridHex)
+	if !ok {
 		return CounterID{}, "", 0, false
 	}
 	id.Node.MeshName, id.Node.RoutingID, id.StableType = mesh, rid, stable
@@ -384,14 +390,23 @@ func (r *capReader) num() int {
 
 // str reads a JSON string without escapes and returns a copy.
 func (r *capReader) str() string {
+	if b := r.span(); !r.bad {
+		return string(b)
+	}
+	return ""
+}
+
+// span reads a JSON string without escapes and returns its bytes in the
+// input (no copy: for a value only compared or decoded further).
+func (r *capReader) span() []byte {
 	r.lit(`"`)
 	start := r.pos
 	for !r.bad && r.pos < len(r.in) {
 		switch c := r.in[r.pos]; {
 		case c == '"':
-			s := string(r.in[start:r.pos])
+			b := r.in[start:r.pos]
 			r.pos++
-			return s
+			return b
 		case c == '\\' || c < 0x20:
 			r.bad = true
 		default:
@@ -399,7 +414,16 @@ func (r *capReader) str() string {
 		}
 	}
 	r.bad = true
-	return ""
+	return nil
+}
+
+// hexBytes decodes hex text into a new slice (one allocation).
+func (r *capReader) hexBytes(h []byte) ([]byte, bool) {
+	out := make([]byte, hex.DecodedLen(len(h)))
+	if _, err := hex.Decode(out, h); err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // null consumes null when it comes next and reports whether it did.

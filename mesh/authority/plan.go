@@ -298,16 +298,17 @@ func guardedBy(ds []capDelta) []capDelta {
 // row is conditioned too (unchanged, not written), so that no concurrent
 // batch can release those slots between the read and the write.
 func applyCapacity(b *batch, snap Snapshot, deltas []capDelta) ([]CapacityChange, error) {
-	var order []CounterID
-	byID := map[string]*capDelta{}
+	// A batch touches a handful of counters: merged in first-seen order by
+	// a linear search (a map keyed by the counters' names cost two string
+	// builds per contribution).
+	merged := make([]capDelta, 0, 4)
 	for _, d := range deltas {
-		k := d.id.String()
-		m, ok := byID[k]
-		if !ok {
-			m = &capDelta{id: d.id, guarded: true}
-			byID[k] = m
-			order = append(order, d.id)
+		i := slices.IndexFunc(merged, func(m capDelta) bool { return m.id.equal(d.id) })
+		if i < 0 {
+			merged = append(merged, capDelta{id: d.id, guarded: true})
+			i = len(merged) - 1
 		}
+		m := &merged[i]
 		m.reserved += d.reserved
 		m.active += d.active
 		if d.checkLimit {
@@ -324,8 +325,8 @@ func applyCapacity(b *batch, snap Snapshot, deltas []capDelta) ([]CapacityChange
 	}
 	var ops []rowOp
 	var changes []CapacityChange
-	for _, id := range order {
-		m := byID[id.String()]
+	for i := range merged {
+		m := &merged[i]
 		if m.reserved == 0 && m.active == 0 {
 			continue
 		}

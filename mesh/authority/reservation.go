@@ -345,8 +345,8 @@ func (r *capReader) party() Party {
 	r.lit(`,"ownerLeaseGeneration":"`)
 	p.Owner.LeaseGeneration = uint64(r.num())
 	r.lit(`","routingIdHex":`)
-	rid, err := hex.DecodeString(r.str())
-	if err != nil {
+	rid, ok := r.hexBytes(r.span())
+	if !ok {
 		r.bad = true
 	}
 	p.Node.RoutingID = rid

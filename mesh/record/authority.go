@@ -128,15 +128,31 @@ func (a Authority) Validate() error {
 }
 
 // Key is the row's store key, from its own ObjectID and object kind.
-func (a Authority) Key() (string, error) { return keyOf(a.Preimage(a.ObjectID)) }
+func (a Authority) Key() (string, error) {
+	kind, err := a.identityKind()
+	if err != nil {
+		return "", err
+	}
+	return AuthorityKey(kind, a.ObjectID)
+}
+
+// identityKind is the key kind of the row: it follows the allocation's
+// object kind.
+func (a Authority) identityKind() (IdentityKind, error) {
+	if !a.Allocation.ObjectKind.valid() {
+		return "", &FieldError{Kind: KindAuthority, Field: "allocation.objectKind", Reason: "unknown value " + quote(string(a.Allocation.ObjectKind))}
+	}
+	return a.Allocation.ObjectKind.IdentityKind(), nil
+}
 
 // Preimage is AuthorityPreimage(a.Allocation.ObjectKind.IdentityKind(), id):
 // the key kind follows the allocation's object kind.
 func (a Authority) Preimage(id string) ([]byte, error) {
-	if !a.Allocation.ObjectKind.valid() {
-		return nil, &FieldError{Kind: KindAuthority, Field: "allocation.objectKind", Reason: "unknown value " + quote(string(a.Allocation.ObjectKind))}
+	kind, err := a.identityKind()
+	if err != nil {
+		return nil, err
 	}
-	return AuthorityPreimage(a.Allocation.ObjectKind.IdentityKind(), id)
+	return AuthorityPreimage(kind, id)
 }
 
 // Encode returns the canonical JSON value.

@@ -30,6 +30,16 @@ func OwnerLeasePreimage(ownerID string) ([]byte, error) {
 	return join(string(KindOwnerLease), ownerID), nil
 }
 
+// ownerLeaseKey is Key(OwnerLeasePreimage(ownerID)) with the preimage on
+// the stack.
+func ownerLeaseKey(ownerID string) (string, error) {
+	if err := textErr(KindOwnerLease, "ownerId", ownerID, MaxNameBytes); err != nil {
+		return "", err
+	}
+	var buf [stackPreimage]byte
+	return Key(appendJoin(buf[:0], string(KindOwnerLease), ownerID)), nil
+}
+
 // ClientServerPreimage is client-server\0{ChannelName}\0{hex(RoutingId)}.
 func ClientServerPreimage(channelName string, serverRoutingID []byte) ([]byte, error) {
 	return channelPreimage(KindClientServer, channelName, serverRoutingID)
@@ -54,13 +64,17 @@ func channelPreimage(kind Kind, channelName string, rid []byte) ([]byte, error) 
 // different key for an actor and for a spot; Ids differing only in case or
 // Unicode normalisation are different keys.
 func AuthorityPreimage(kind IdentityKind, id string) ([]byte, error) {
-	if kind != IdentityActor && kind != IdentitySpot {
-		return nil, &FieldError{Kind: KindAuthority, Field: "kind", Reason: "must be actor or spot, got " + quote(string(kind))}
-	}
-	if err := textErr(KindAuthority, "id", id, MaxIDBytes); err != nil {
+	if err := checkAuthorityKey(kind, id); err != nil {
 		return nil, err
 	}
 	return join(string(KindAuthority), string(kind), id), nil
+}
+
+func checkAuthorityKey(kind IdentityKind, id string) error {
+	if kind != IdentityActor && kind != IdentitySpot {
+		return &FieldError{Kind: KindAuthority, Field: "kind", Reason: "must be actor or spot, got " + quote(string(kind))}
+	}
+	return textErr(KindAuthority, "id", id, MaxIDBytes)
 }
 
 // CounterName names one of the framework's counters in the Location Store.
@@ -175,7 +189,7 @@ func MeshNodeKey(meshName string, routingID []byte) (string, error) {
 }
 
 // OwnerLeaseKey is Key(OwnerLeasePreimage(ownerID)).
-func OwnerLeaseKey(ownerID string) (string, error) { return keyOf(OwnerLeasePreimage(ownerID)) }
+func OwnerLeaseKey(ownerID string) (string, error) { return ownerLeaseKey(ownerID) }
 
 // ClientServerKey is Key(ClientServerPreimage(channelName, serverRoutingID)).
 func ClientServerKey(channelName string, serverRoutingID []byte) (string, error) {
@@ -187,9 +201,14 @@ func FanoutPublisherKey(channelName string, publisherRoutingID []byte) (string, 
 	return keyOf(FanoutPublisherPreimage(channelName, publisherRoutingID))
 }
 
-// AuthorityKey is Key(AuthorityPreimage(kind, id)).
+// AuthorityKey is Key(AuthorityPreimage(kind, id)), with the preimage on
+// the stack: every authority operation computes it.
 func AuthorityKey(kind IdentityKind, id string) (string, error) {
-	return keyOf(AuthorityPreimage(kind, id))
+	if err := checkAuthorityKey(kind, id); err != nil {
+		return "", err
+	}
+	var buf [stackPreimage]byte
+	return Key(appendJoin(buf[:0], string(KindAuthority), string(kind), id)), nil
 }
 
 // CounterKey is Key(CounterPreimage(name)).
@@ -207,7 +226,11 @@ func join(parts ...string) []byte {
 	for _, p := range parts {
 		n += len(p)
 	}
-	b := make([]byte, 0, n)
+	return appendJoin(make([]byte, 0, n), parts...)
+}
+
+// appendJoin appends parts separated by NUL bytes to b.
+func appendJoin(b []byte, parts ...string) []byte {
 	for i, p := range parts {
 		if i > 0 {
 			b = append(b, 0)
@@ -216,3 +239,8 @@ func join(parts ...string) []byte {
 	}
 	return b
 }
+
+// stackPreimage is the size of the stack buffer a key function builds its
+// preimage in before hashing it (a longer one moves to the heap): the
+// preimage is only hashed, so keeping it would cost an allocation per key.
+const stackPreimage = 192

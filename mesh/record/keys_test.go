@@ -80,11 +80,39 @@ func TestKeyDerivation(t *testing.T) {
 	if !strings.HasPrefix(record.Key(pre), record.KindPrefix(record.KindOwnerLease)) {
 		t.Fatal("key does not start with its kind prefix")
 	}
-	// The convenience functions agree with Key(preimage).
-	pre, _ = record.AuthorityPreimage(record.IdentityActor, "user:42")
-	k, err := record.AuthorityKey(record.IdentityActor, "user:42")
-	if err != nil || k != record.Key(pre) {
-		t.Fatalf("AuthorityKey = %s, %v", k, err)
+	// The convenience functions agree with Key(preimage), also for ids
+	// longer than the stack buffer they build the preimage in, and refuse
+	// what the preimage functions refuse.
+	long := strings.Repeat("x", record.MaxIDBytes)
+	for _, id := range []string{"user:42", long} {
+		pre, _ = record.AuthorityPreimage(record.IdentityActor, id)
+		k, err := record.AuthorityKey(record.IdentityActor, id)
+		if err != nil || k != record.Key(pre) {
+			t.Fatalf("AuthorityKey(%d bytes) = %s, %v", len(id), k, err)
+		}
+		a := record.Authority{ObjectID: id, Allocation: record.Allocation{ObjectKind: record.ObjectUserSpot}}
+		pre, _ = record.AuthorityPreimage(record.IdentitySpot, id)
+		if k, err := a.Key(); err != nil || k != record.Key(pre) {
+			t.Fatalf("Authority.Key(%d bytes) = %s, %v", len(id), k, err)
+		}
+	}
+	for _, owner := range []string{"o", strings.Repeat("o", record.MaxNameBytes)} {
+		pre, _ = record.OwnerLeasePreimage(owner)
+		if k, err := record.OwnerLeaseKey(owner); err != nil || k != record.Key(pre) {
+			t.Fatalf("OwnerLeaseKey(%d bytes) = %s, %v", len(owner), k, err)
+		}
+	}
+	for name, f := range map[string]func() error{
+		"authority kind": func() error { _, err := record.AuthorityKey("user", "x"); return err },
+		"authority id":   func() error { _, err := record.AuthorityKey(record.IdentityActor, ""); return err },
+		"long id":        func() error { _, err := record.AuthorityKey(record.IdentityActor, long+"x"); return err },
+		"owner":          func() error { _, err := record.OwnerLeaseKey(""); return err },
+		"object kind":    func() error { _, err := record.Authority{ObjectID: "x"}.Key(); return err },
+	} {
+		var fe *record.FieldError
+		if err := f(); !errors.As(err, &fe) {
+			t.Fatalf("%s: %v, want a FieldError", name, err)
+		}
 	}
 	distinct := map[string]string{}
 	for name, f := range map[string]func() (string, error){
