@@ -605,7 +605,7 @@ func validateBundle(b Bundle) error {
 // counts, in class order (actors, spots, spotType). Zero counts are left
 // out: a bundle without Spot slots reads and writes no Spot counter.
 func slotsOf(n Node, b Bundle) []slotAmount {
-	var out []slotAmount
+	out := make([]slotAmount, 0, 3) // at most one per class
 	if b.Actors > 0 {
 		out = append(out, slotAmount{CounterID{Node: n, Class: SlotActors}, b.Actors})
 	}

@@ -483,6 +483,9 @@ func containsCounter(ids []CounterID, id CounterID) bool {
 }
 
 func withOp(op Op, err error) error {
+	if err == nil {
+		return nil // before ae: taking its address moves it to the heap
+	}
 	var ae *Error
 	if errors.As(err, &ae) && ae.Op == "" {
 		ae.Op = op

@@ -141,7 +141,8 @@ func (h *rowHints) keepDecoded(key string, rr locstore.ReadResult, row Authority
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v, ok := h.rows[key]; ok && v.rr.Found == rr.Found && v.rr.Version == rr.Version {
-		v.auth = &row
+		kept := row // copied here: &row would move row to the heap on every call
+		v.auth = &kept
 		h.rows[key] = v
 	}
 }
@@ -164,7 +165,8 @@ func (h *rowHints) keepReservation(key string, rr locstore.ReadResult, row Reser
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v, ok := h.rows[key]; ok && v.rr.Found == rr.Found && v.rr.Version == rr.Version {
-		v.res = &row
+		kept := row
+		v.res = &kept
 		h.rows[key] = v
 	}
 }

@@ -74,6 +74,9 @@ type lane struct {
 func hotKeys(req locstore.WriteRequest) []string {
 	var out []string
 	for _, c := range req.Conditions {
+		if out == nil && isCounterKey(c.Key) {
+			out = make([]string, 0, len(req.Conditions))
+		}
 		if isCounterKey(c.Key) {
 			out = append(out, c.Key)
 		}

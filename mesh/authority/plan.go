@@ -222,18 +222,24 @@ type batch struct {
 	op    Op
 	conds []locstore.Condition
 	muts  []locstore.Mutation
-	keys  map[string]bool
 	// terminal is the final-result Put, appended last by finish.
 	terminal *locstore.Mutation
 }
 
-func newBatch(op Op) *batch { return &batch{op: op, keys: map[string]bool{}} }
+// batchRows is the room a new batch makes for conditions and mutations: a
+// batch touches a handful of rows (an object, its reservation, counters,
+// leases), so the slices do not grow one row at a time.
+const batchRows = 8
+
+func newBatch(op Op) *batch {
+	return &batch{op: op, conds: make([]locstore.Condition, 0, batchRows), muts: make([]locstore.Mutation, 0, batchRows)}
+}
 
 func (b *batch) cond(c locstore.Condition) error {
-	if b.keys[c.Key] {
+	// A linear search: a batch has a few conditions.
+	if slices.ContainsFunc(b.conds, func(o locstore.Condition) bool { return o.Key == c.Key }) {
 		return invalid(b.op, "key %s would be conditioned twice in one batch", c.Key)
 	}
-	b.keys[c.Key] = true
 	b.conds = append(b.conds, c)
 	return nil
 }

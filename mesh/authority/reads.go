@@ -35,6 +35,10 @@ type rowSet struct {
 
 // add appends a row and returns its index.
 func (r *rowSet) add(key string, anchor bool) int {
+	if r.keys == nil {
+		// A step reads a few rows: room for them at once.
+		r.keys, r.anchor = make([]string, 0, batchRows), make([]bool, 0, batchRows)
+	}
 	r.keys, r.anchor = append(r.keys, key), append(r.anchor, anchor)
 	return len(r.keys) - 1
 }

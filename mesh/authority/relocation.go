@@ -564,7 +564,8 @@ func moveTo(op Op, row AuthorityRow, target Target, payload PayloadUpdate) (reco
 		if errors.Is(err, gen.ErrGenerationExhausted) {
 			kind = ErrGenerationExhausted
 		}
-		return record.Authority{}, &Error{Op: op, Kind: kind, Reason: "AuthorityOwnerGeneration", Err: err, Current: &row}
+		cr := row // a copy per error: &row would move row to the heap on every call
+		return record.Authority{}, &Error{Op: op, Kind: kind, Reason: "AuthorityOwnerGeneration", Err: err, Current: &cr}
 	}
 	next := cloneAuthority(cur)
 	next.AuthorityOwnerGeneration = record.Generation(ownerGen)

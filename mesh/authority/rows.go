@@ -163,7 +163,8 @@ func CapacityRowOf(id CounterID, secured, active locstore.ReadResult) (CapacityR
 		return CapacityRow{}, err
 	}
 	if inUse > total {
-		return CapacityRow{}, &Error{Kind: ErrCorruptRecord, Counter: &id,
+		cid := id
+		return CapacityRow{}, &Error{Kind: ErrCorruptRecord, Counter: &cid,
 			Reason: fmt.Sprintf("capacity counter %s holds %d active slots but only %d secured", id, inUse, total)}
 	}
 	row.Found = row.Secured.Found || row.Active.Found
@@ -178,10 +179,12 @@ func storedCount(id CounterID, m Measure, rr locstore.ReadResult, sc *StoredCoun
 	}
 	got, gm, n, err := DecodeCapacity(rr.Value)
 	if err != nil {
-		return 0, &Error{Kind: ErrCorruptRecord, Reason: fmt.Sprintf("capacity row %s (%s)", id, m), Counter: &id, Err: err}
+		cid := id // a copy per error: &id would move id to the heap on every call
+		return 0, &Error{Kind: ErrCorruptRecord, Reason: fmt.Sprintf("capacity row %s (%s)", id, m), Counter: &cid, Err: err}
 	}
 	if !got.equal(id) || gm != m {
-		return 0, &Error{Kind: ErrCorruptRecord, Counter: &id,
+		cid := id
+		return 0, &Error{Kind: ErrCorruptRecord, Counter: &cid,
 			Reason: fmt.Sprintf("capacity row read for %s (%s) holds counter %s (%s)", id, m, got, gm)}
 	}
 	*sc = StoredCount{Found: true, Version: rr.Version}
