@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -190,11 +191,15 @@ func CapacityKey(c CounterID, m Measure) (string, error) {
 
 // CounterKeys are the store keys of both rows of counter c.
 func CounterKeys(c CounterID) (secured, active string, err error) {
-	mk := counterMemoKey{mesh: c.Node.MeshName, rid: string(c.Node.RoutingID), gen: c.Node.LifecycleGeneration,
+	// The lookup views the routing id's bytes as a string without copying
+	// them (the key does not outlive get); put stores a copy.
+	rid := c.Node.RoutingID
+	mk := counterMemoKey{mesh: c.Node.MeshName, rid: unsafe.String(unsafe.SliceData(rid), len(rid)), gen: c.Node.LifecycleGeneration,
 		class: c.Class, kind: c.SpotKind, stableType: c.StableType}
 	if p, ok := counterKeys.get(mk); ok {
 		return p.secured, p.active, nil
 	}
+	mk.rid = string(rid)
 	if secured, err = CapacityKey(c, MeasureSecured); err != nil {
 		return "", "", err
 	}

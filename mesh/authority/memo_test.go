@@ -53,6 +53,19 @@ func TestCounterKeysMemoMatchesCapacityKey(t *testing.T) {
 			seen[secured] = id.String()
 		}
 	}
+	// The memo keeps its own copy of the routing id: a caller reusing its
+	// buffer for another node does not change the remembered key.
+	buf := []byte{7, 7}
+	if _, _, err := CounterKeys(CounterID{Node: Node{MeshName: "m", RoutingID: buf, LifecycleGeneration: 1}, Class: SlotActors}); err != nil {
+		t.Fatal(err)
+	}
+	buf[1] = 8
+	counterKeys.mu.RLock()
+	_, kept := counterKeys.m[counterMemoKey{mesh: "m", rid: "\x07\x07", gen: 1, class: SlotActors}]
+	counterKeys.mu.RUnlock()
+	if !kept {
+		t.Fatal("the memo's key changed with its caller's routing id buffer")
+	}
 	// An invalid counter is an error, not remembered as anything.
 	bad := base
 	bad.Class = "nonsense"
