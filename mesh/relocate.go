@@ -718,9 +718,24 @@ func (s *sourceMove) relayHold(ctx context.Context) {
 	to := s.targetRoute()
 	peer := transport.RID(s.target.node.RoutingID)
 	var digest router.RelayDigest
-	cctx, cancel := s.bg(time.Until(s.deadline) + 5*time.Second)
-	defer cancel()
-	for _, env := range hold.Queue {
+	if len(hold.Queue) > 0 { // most moves hold nothing: no context for them
+		cctx, cancel := s.bg(time.Until(s.deadline) + 5*time.Second)
+		defer cancel()
+		digest = s.relay(cctx, hold.Queue, to, peer)
+	}
+	for _, env := range s.captured.Queue {
+		s.dropFastPath(env)
+	}
+	s.relayed = int(digest.Count())
+	s.digest = digest
+}
+
+// relay sends the held messages to the target in order and returns the
+// digest of what it sent.
+func (s *sourceMove) relay(cctx context.Context, queue []spot.Envelope, to routeTo, peer transport.RID) router.RelayDigest {
+	o := s.o
+	var digest router.RelayDigest
+	for _, env := range queue {
 		rec, err := envelopeRecord(s.h, s.id, entrySpotID(o.n.run), env, to, 0)
 		if err != nil {
 			o.log.Error("relocation: held message not relayed", "object", s.id, "err", err)
@@ -739,11 +754,7 @@ func (s *sourceMove) relayHold(ctx context.Context) {
 		s.relayEnvs = append(s.relayEnvs, env)
 		s.dropFastPath(env)
 	}
-	for _, env := range s.captured.Queue {
-		s.dropFastPath(env)
-	}
-	s.relayed = int(digest.Count())
-	s.digest = digest
+	return digest
 }
 
 // cutover sends the one-way cutover (54) with the relayed count and digest
