@@ -99,6 +99,7 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 		`meshnode_store_operation_duration_seconds_count{op="write",outcome="ok",store="location"}`,
 		`meshnode_transport_records_total{direction="in",peer=`,
 		`meshnode_transport_bytes_total{direction="out",peer=`,
+		`meshnode_transport_flushes_total{peer=`,
 		"meshnode_owner_lease_remaining_seconds ",
 		"meshnode_ready 1",
 		"go_goroutines ",

@@ -246,6 +246,8 @@ var (
 		[]string{"peer", "direction"}, nil)
 	descBytes = prometheus.NewDesc("meshnode_transport_bytes_total", "Record frame bytes on this node's links, by peer RID and direction (in, out).",
 		[]string{"peer", "direction"}, nil)
+	descFlushes = prometheus.NewDesc("meshnode_transport_flushes_total", "Socket writes on this node's links to a peer; records queued together share one (records out / flushes).",
+		[]string{"peer"}, nil)
 	descQueued = prometheus.NewDesc("meshnode_transport_queued_records", "Records waiting on this node's link to a peer.", []string{"peer"}, nil)
 	descPeers  = prometheus.NewDesc("meshnode_transport_peers_admitted", "Peers this node has an admitted link to.", nil, nil)
 	descBackp  = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
@@ -261,7 +263,7 @@ var (
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descQueued, descPeers, descBackp, descProto, descLease, descReady, descHostMv,
+		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descProto, descLease, descReady, descHostMv,
 		descDisc, descRounds} {
 		ch <- d
 	}
@@ -308,6 +310,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descRecords, ps.RecordsOut, peer, "out")
 			counter(descBytes, ps.BytesIn, peer, "in")
 			counter(descBytes, ps.BytesOut, peer, "out")
+			counter(descFlushes, ps.Flushes, peer)
 			gauge(descQueued, float64(ps.Queued), peer)
 		}
 		gauge(descPeers, float64(len(n.tr.Peers())))

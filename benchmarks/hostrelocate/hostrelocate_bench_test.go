@@ -58,6 +58,9 @@ package hostrelocate
 //     every move is Completed, per moved object (the senders' route
 //     re-reads and the background lease renewals included: a few hundred
 //     against hundreds of thousands);
+//   - records/handoff, flushes/handoff: the records all nodes' transports
+//     wrote during the call and the socket writes that carried them
+//     (transport Stats.Flushes), per moved object, senders' traffic included;
 //   - with senders (MESHNODE_BENCH_HOST_SENDERS goroutines on the client,
 //     default 2, each requesting "ping" back to back from 16 of the
 //     objects): pause-max-us and pause-p99-us, the longest and the p99
@@ -334,6 +337,22 @@ type command struct {
 	handoffs []time.Duration // capture to arrival, per object
 	store    benchkit.Counts // the call until every move is Completed
 	alloc    allocs          // during the call
+	wire     wireCounts      // during the call, all nodes
+}
+
+// wireCounts are the records the cluster's nodes wrote and the socket
+// writes (flushes) that carried them.
+type wireCounts struct{ records, flushes uint64 }
+
+// wire sums the transport counters of every node of the cluster.
+func (h *hostBench) wire() wireCounts {
+	var w wireCounts
+	for _, n := range h.Nodes {
+		st := n.Transport().Stats()
+		w.records += st.RecordsOut
+		w.flushes += st.Flushes
+	}
+	return w
 }
 
 // relocate runs one host Relocate of the source and fails the benchmark
@@ -361,11 +380,13 @@ func (h *hostBench) relocate(b *testing.B, during func() (stop func())) command 
 	if path := os.Getenv(envCPUProfile); path != "" {
 		stop = profile(b, path, stop)
 	}
-	before, a0 := h.Counts(), readAllocs()
+	before, a0, w0 := h.Counts(), readAllocs(), h.wire()
 	c.window.Start = time.Now()
 	res, err := h.src.Relocate(ctx, mesh.HostRelocateOptions{MaxConcurrent: h.k, Progress: progress})
 	c.window.End = time.Now()
 	c.alloc = readAllocs().sub(a0)
+	w1 := h.wire()
+	c.wire = wireCounts{records: w1.records - w0.records, flushes: w1.flushes - w0.flushes}
 	stop()
 	if err != nil {
 		b.Fatalf("host relocate: %v", err)
@@ -438,6 +459,7 @@ type figures struct {
 	handoffs, gaps        []time.Duration
 	store                 benchkit.Counts
 	alloc                 allocs
+	wire                  wireCounts
 	bytes                 int64
 	during, before        []time.Duration // sender requests
 	retries, requests, ks int
@@ -460,6 +482,8 @@ func (f *figures) add(c command) {
 	f.store.CondKeys += c.store.CondKeys
 	f.alloc.objects += c.alloc.objects
 	f.alloc.bytes += c.alloc.bytes
+	f.wire.records += c.wire.records
+	f.wire.flushes += c.wire.flushes
 }
 
 // ops is the store calls per moved object, rounded, as a ceiling replays them.
@@ -485,6 +509,8 @@ func (f *figures) report(b *testing.B, k int) {
 	b.ReportMetric(float64(f.store.WriteKeys)/moved, "write-keys/handoff")
 	b.ReportMetric(float64(f.store.ReadKeys)/moved, "read-keys/handoff")
 	b.ReportMetric(float64(f.store.CondKeys)/moved, "cond-keys/handoff")
+	b.ReportMetric(float64(f.wire.records)/moved, "records/handoff")
+	b.ReportMetric(float64(f.wire.flushes)/moved, "flushes/handoff")
 	b.ReportMetric(moved/n, "objects")
 	b.ReportMetric(float64(k), "max-concurrent")
 	if f.ks == 0 {

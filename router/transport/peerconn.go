@@ -259,9 +259,13 @@ func (pc *peerConn) writer() {
 				break batch
 			}
 		}
-		if err := pc.zc.g.flush(pc.writeTimeout); err != nil {
+		wrote, err := pc.zc.g.flush(pc.writeTimeout)
+		if err != nil {
 			pc.close(fmt.Errorf("transport: flush: %w", err))
 			return
+		}
+		if c := pc.counters; c != nil && wrote {
+			c.flushed()
 		}
 		if closeAfter {
 			pc.close(nil)

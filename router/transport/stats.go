@@ -13,8 +13,12 @@ const maxPeerStats = 4096
 
 // Stats is a snapshot of the node's counters.
 type Stats struct {
-	RecordsIn         uint64 // well-formed records received (all commands)
-	RecordsOut        uint64 // records written to a socket (all commands)
+	RecordsIn  uint64 // well-formed records received (all commands)
+	RecordsOut uint64 // records written to a socket (all commands)
+	// Flushes counts the socket writes of admitted links: the writer
+	// coalesces the records queued at the same moment into one flush, so
+	// RecordsOut / Flushes is how many records share a write.
+	Flushes           uint64
 	BytesIn           uint64 // frame bytes of the records received (ZMTP framing excluded)
 	BytesOut          uint64 // frame bytes of the records written
 	ProtocolErrors    uint64 // malformed records, misrouted commands, ZMTP framing violations
@@ -42,6 +46,7 @@ type Stats struct {
 type PeerStats struct {
 	RecordsIn  uint64
 	RecordsOut uint64
+	Flushes    uint64 // socket writes on the link to this peer (Stats.Flushes)
 	BytesIn    uint64
 	BytesOut   uint64
 	// Queued is the records waiting on this node's link to the peer now
@@ -55,6 +60,7 @@ type peerCounters struct {
 	node           *stats
 	recordsIn      atomic.Uint64
 	recordsOut     atomic.Uint64
+	flushes        atomic.Uint64
 	bytesIn        atomic.Uint64
 	bytesOut       atomic.Uint64
 	protocolErrors atomic.Uint64
@@ -62,7 +68,7 @@ type peerCounters struct {
 }
 
 type stats struct {
-	recordsIn, recordsOut                atomic.Uint64
+	recordsIn, recordsOut, flushes       atomic.Uint64
 	bytesIn, bytesOut                    atomic.Uint64
 	protocolErrors, notAdmitted          atomic.Uint64
 	rejected, rejectedByPeer             atomic.Uint64
@@ -100,6 +106,7 @@ func (n *Node) Stats() Stats {
 	out := Stats{
 		RecordsIn:         s.recordsIn.Load(),
 		RecordsOut:        s.recordsOut.Load(),
+		Flushes:           s.flushes.Load(),
 		BytesIn:           s.bytesIn.Load(),
 		BytesOut:          s.bytesOut.Load(),
 		ProtocolErrors:    s.protocolErrors.Load(),
@@ -126,6 +133,7 @@ func (n *Node) Stats() Stats {
 		out.Peers[RID(rid).String()] = PeerStats{
 			RecordsIn:      c.recordsIn.Load(),
 			RecordsOut:     c.recordsOut.Load(),
+			Flushes:        c.flushes.Load(),
 			BytesIn:        c.bytesIn.Load(),
 			BytesOut:       c.bytesOut.Load(),
 			ProtocolErrors: c.protocolErrors.Load(),
@@ -171,6 +179,12 @@ func (s *stats) received(c *peerCounters, frames [][]byte) {
 		c.recordsIn.Add(1)
 		c.bytesIn.Add(b)
 	}
+}
+
+// flushed counts one socket write of the link to a peer.
+func (c *peerCounters) flushed() {
+	c.flushes.Add(1)
+	c.node.flushes.Add(1)
 }
 
 // sent counts one record of frames written to a peer.

@@ -282,14 +282,14 @@ func (g *guardConn) startBuffering() { g.buffered.Store(true) }
 
 // flush writes buffered bytes, bounded by a real-time write deadline so that
 // a peer that stopped reading cannot hold the writer forever.
-func (g *guardConn) flush(timeout time.Duration) error {
+func (g *guardConn) flush(timeout time.Duration) (wrote bool, err error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	if g.bw.Buffered() == 0 {
-		return nil
+		return false, nil
 	}
 	if timeout > 0 {
 		_ = g.Conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
-	return g.bw.Flush()
+	return true, g.bw.Flush()
 }
