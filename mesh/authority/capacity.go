@@ -347,7 +347,7 @@ func decodeCanonicalCapacity(value []byte) (CounterID, Measure, int, bool) {
 	default:
 		return CounterID{}, "", 0, false
 	}
-	rid, ok := r.hexBytes(ridHex)
+	rid, ok := hexBytes(ridHex)
 	if !ok {
 		return CounterID{}, "", 0, false
 	}
@@ -423,7 +423,7 @@ func (r *capReader) span() []byte {
 }
 
 // hexBytes decodes hex text into a new slice (one allocation).
-func (r *capReader) hexBytes(h []byte) ([]byte, bool) {
+func hexBytes(h []byte) ([]byte, bool) {
 	out := make([]byte, hex.DecodedLen(len(h)))
 	if _, err := hex.Decode(out, h); err != nil {
 		return nil, false

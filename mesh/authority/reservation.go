@@ -345,7 +345,7 @@ func (r *capReader) party() Party {
 	r.lit(`,"ownerLeaseGeneration":"`)
 	p.Owner.LeaseGeneration = uint64(r.num())
 	r.lit(`","routingIdHex":`)
-	rid, ok := r.hexBytes(r.span())
+	rid, ok := hexBytes(r.span())
 	if !ok {
 		r.bad = true
 	}
