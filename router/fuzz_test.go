@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -233,13 +234,26 @@ func TestDecodeAllocationBounded(t *testing.T) {
 			if !errors.As(err, &pe) || pe.Kind != Truncated || !strings.Contains(pe.Field, tc.field) {
 				t.Fatalf("got %v, want truncated at %s", err, tc.field)
 			}
+			// The heap metric is process-wide and counts small objects per
+			// span refill, so one reading can include a few KiB that are
+			// not this decoder's (CI once read 4,700 bytes per run where the
+			// decode allocates ~540): the least of three readings counts, as
+			// in decodeAllocation — a decoder that over-allocates does so
+			// every time.
 			const runs = 50
-			before := heapAllocBytes()
-			for range runs {
-				_, _ = Decode(tc.frames)
+			limit := uint64(16*inputSize(tc.frames)) + 4096
+			per := uint64(math.MaxUint64)
+			for range 3 {
+				before := heapAllocBytes()
+				for range runs {
+					_, _ = Decode(tc.frames)
+				}
+				per = min(per, (heapAllocBytes()-before)/runs)
+				if per <= limit {
+					break
+				}
 			}
-			per := (heapAllocBytes() - before) / runs
-			if limit := uint64(16*inputSize(tc.frames)) + 4096; per > limit {
+			if per > limit {
 				t.Fatalf("decode of %d bytes allocated %d bytes per run (limit %d)", inputSize(tc.frames), per, limit)
 			}
 		})
