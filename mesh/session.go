@@ -67,14 +67,22 @@ type Session struct {
 }
 
 // sessionSwitch is a commit whose ReplayedHighWater was below the last
-// sequence sent: the route switches once a message with sequence ≥ after
-// was admitted by the new owner (its command 50 says so), or after
-// sessionSwitchWait. Until then messages keep the old route, through which
-// the previous owner passes them on in order.
+// sequence sent: the messages up to after are on their way through the
+// previous owner, which passes them on in order. The route switches once
+// the new owner admitted the one with sequence after (its command 50 says
+// so), or after sessionSwitchWait. Until then the Session sends nothing:
+// a message sent on the old route meanwhile would still be on that way
+// when the switch comes, and the first one sent straight to the new owner
+// would overtake it (docs/RELOCATION.md "Bound Sessions").
 type sessionSwitch struct {
 	to    routeTo
 	after uint64
 	since time.Time
+	done  chan struct{} // closed when the switch completes or is dropped
+}
+
+func newSessionSwitch(to routeTo, after uint64) *sessionSwitch {
+	return &sessionSwitch{to: to, after: after, since: time.Now(), done: make(chan struct{})}
 }
 
 // BindSession binds a Session to the Actor ref: the Actor's route is
@@ -139,6 +147,7 @@ func (s *Session) Close() {
 	s.mu.Lock()
 	closed := s.closed
 	s.closed = true
+	s.setPendingLocked(nil) // senders waiting for a switch answer ErrSessionClosed
 	s.mu.Unlock()
 	if !closed {
 		s.o.sessions.remove(s)
@@ -153,8 +162,11 @@ func (s *Session) Close() {
 func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byte, error) {
 	o := s.o
 	for attempt := 0; ; attempt++ {
-		t, to, err := s.next()
+		t, to, err := s.next(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, classify(ctx, err, "session message to "+s.id)
+			}
 			return nil, err
 		}
 		r := follow.Ready{Key: t.cacheKey(), ObjectGeneration: s.gen, AuthorityOwnerGeneration: to.ownerGen,
@@ -178,16 +190,40 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 	}
 }
 
-// next hands out the next sequence and the route to send it on.
-func (s *Session) next() (msgTarget, routeTo, error) {
+// next hands out the next sequence and the route to send it on. While a
+// switch is pending it waits for it (at most sessionSwitchWait from the
+// commit, or until ctx ends): see sessionSwitch.
+func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return msgTarget{}, routeTo{}, ErrSessionClosed
-	}
-	if p := s.pending; p != nil && time.Since(p.since) >= sessionSwitchWait {
-		s.o.log.Warn("session route switched without seeing its last message arrive", "actor", s.id, "after", p.after)
-		s.switchLocked(p.to)
+	for {
+		if s.closed {
+			return msgTarget{}, routeTo{}, ErrSessionClosed
+		}
+		p := s.pending
+		if p == nil {
+			break
+		}
+		left := sessionSwitchWait - time.Since(p.since)
+		if left <= 0 {
+			s.o.log.Warn("session route switched without seeing its last message arrive", "actor", s.id, "after", p.after)
+			s.switchLocked(p.to)
+			break
+		}
+		s.mu.Unlock()
+		wait := time.NewTimer(left)
+		var err error
+		select {
+		case <-p.done:
+		case <-wait.C:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		wait.Stop()
+		s.mu.Lock()
+		if err != nil {
+			return msgTarget{}, routeTo{}, fmt.Errorf("session to %s: waiting for its route to switch: %w", s.id, err)
+		}
 	}
 	s.seq++
 	tag := &sessionTag{rid: s.rid, bindGen: s.bindGen, seq: s.seq}
@@ -202,7 +238,8 @@ func (s *Session) rebind(ctx context.Context) error {
 		return classify(ctx, err, "rebind session to "+s.id)
 	}
 	s.mu.Lock()
-	s.route, s.pending = routeOf(r), nil
+	s.route = routeOf(r)
+	s.setPendingLocked(nil)
 	s.bindGen++
 	s.mu.Unlock()
 	s.o.stats.sessionRebinds.Add(1)
@@ -210,8 +247,18 @@ func (s *Session) rebind(ctx context.Context) error {
 }
 
 func (s *Session) switchLocked(to routeTo) {
-	s.route, s.pending = to, nil
+	s.route = to
+	s.setPendingLocked(nil)
 	s.o.stats.sessionSwitches.Add(1)
+}
+
+// setPendingLocked replaces the pending switch, waking the senders that
+// wait for the one it replaces.
+func (s *Session) setPendingLocked(p *sessionSwitch) {
+	if s.pending != nil {
+		close(s.pending.done)
+	}
+	s.pending = p
 }
 
 // apply takes a command 44 addressed to this Session; it returns why it was
@@ -244,7 +291,7 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 			s.switchLocked(to) // the target has everything sent so far
 			return ""
 		}
-		s.pending = &sessionSwitch{to: to, after: s.seq, since: time.Now()}
+		s.setPendingLocked(newSessionSwitch(to, s.seq))
 		return ""
 	case r.Route.Abort != nil:
 		if a := r.Route.Abort; a.CurrentAuthorityOwnerGeneration != cur.ownerGen {

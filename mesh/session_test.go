@@ -40,7 +40,8 @@ type sessionStream struct {
 	name   string
 	s      *Session
 	period int64
-	sent   atomic.Int64 // the last n accepted
+	pace   time.Duration // a pause after each message (0: none)
+	sent   atomic.Int64  // the last n accepted
 	done   chan error
 }
 
@@ -74,6 +75,9 @@ func (st *sessionStream) run(ctx context.Context, stop <-chan struct{}) {
 			return
 		}
 		st.sent.Store(n)
+		if st.pace > 0 {
+			time.Sleep(st.pace)
+		}
 	}
 }
 
@@ -378,8 +382,7 @@ func TestSessionCommand44(t *testing.T) {
 	// A pending switch completes when the new owner admitted the last
 	// message sent on the old route (or a later one), not an earlier one.
 	s.mu.Lock()
-	s.pending = &sessionSwitch{to: routeTo{nodeRID: c.nodes[1].RID(), nodeGen: c.nodes[1].LifecycleGeneration(), ownerGen: cur + 3, leaseGen: srvLease},
-		after: 3, since: time.Now()}
+	s.pending = newSessionSwitch(routeTo{nodeRID: c.nodes[1].RID(), nodeGen: c.nodes[1].LifecycleGeneration(), ownerGen: cur + 3, leaseGen: srvLease}, 3)
 	s.mu.Unlock()
 	notice := func(ownerGen uint64) router.MessageFollowRoute {
 		return followRoute(inMessage{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration},

@@ -1,0 +1,69 @@
+package mesh
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// A Session keeps sending on its old route while its switch is pending
+// (command 44 commit below the last sequence sent). Its route may switch
+// only when the last message it sent on the old route reached the new
+// owner: the previous owner passes them on in order, but a message sent
+// straight to the new owner overtakes any still on that way. Here the
+// previous owner is slow to pass each one on, so several are on that way
+// when the first notice (command 50) comes back.
+func TestSessionSwitchWaitsForTheLastOldRouteMessage(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "sess-slow-follow", seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Paced (one Send every ~50 µs), so that what is on its way when the
+	// Actor moves stays small: an unpaced flood queues thousands of
+	// messages behind the slowed pass-on.
+	st := &sessionStream{name: "sess", s: s, period: 1 << 40, pace: 50 * time.Microsecond, done: make(chan error, 1)}
+	src := c.indexOf(s.Actor().NodeRID)
+	dst := 3 - src
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == ref.ActorID && step == stepFollowPassOn {
+			time.Sleep(300 * time.Microsecond)
+		}
+	}})
+	stop := make(chan struct{})
+	go st.run(ctx, stop)
+	waitStreaming(t, "messages before the move", []*sessionStream{st}, func() bool { return st.sent.Load() >= 50 })
+	res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
+	if err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+	waitStreaming(t, "the route on the target", []*sessionStream{st}, func() bool {
+		return string(s.Actor().NodeRID) == string(c.nodes[dst].RID())
+	})
+	from := st.sent.Load()
+	waitStreaming(t, "messages after the switch", []*sessionStream{st}, func() bool { return st.sent.Load() >= from+100 })
+	close(stop)
+	if err := <-st.done; err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Request(ctx, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state seqState
+	if err := json.Unmarshal(got, &state); err != nil {
+		t.Fatal(err)
+	}
+	if state.Duplicates != 0 || state.Gaps != 0 || state.Last["sess"] != int(st.sent.Load()) {
+		t.Fatalf("state %+v, sent %d (want every message once, in order)", state, st.sent.Load())
+	}
+	t.Logf("sent %d; %d passed on by the previous owner", st.sent.Load(), c.nodes[src].ObjectStats().FollowForwarded)
+}
