@@ -226,7 +226,7 @@ func (o *objects) noticeFollowed(from transport.PeerInfo, rec *router.Record) {
 	}
 	if o.isRun(org.rid, org.gen) {
 		o.dropFollowed(followRoute(m, src), m.op)
-		o.sessionFollowed(m.op, followRoute(m, m.to))
+		o.sessionFollowed(m.op, followRoute(m, src), followRoute(m, m.to))
 		return
 	}
 	notice := router.NewRecord(&router.MessageFollow{Route: router.MessageFollowRouteV1{

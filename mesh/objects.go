@@ -508,7 +508,7 @@ func (o *objects) registerCommands() {
 		// Message Follow; the route we sent it with is stale.
 		r := rec.Body.(*router.MessageFollow).Route
 		o.dropFollowed(r.Source, r.OriginalOperation)
-		o.sessionFollowed(r.OriginalOperation, r.Target)
+		o.sessionFollowed(r.OriginalOperation, r.Source, r.Target)
 	})
 }
 

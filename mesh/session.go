@@ -280,6 +280,15 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 		return fmt.Sprintf("binding generation %d, the session is at %d", r.BindingGeneration, s.bindGen)
 	}
 	switch {
+	case r.Route.Commit != nil && r.Route.Commit.TargetAuthorityOwnerGeneration == cur.ownerGen &&
+		bytes.Equal(r.Route.Commit.TargetNodeRID, cur.nodeRID) && r.Route.Commit.TargetNodeGeneration == cur.nodeGen:
+		// The commit of the move the Session already follows, learned from
+		// a command 50 first (followed): nothing to change, except that a
+		// pending switch may complete at once.
+		if p := s.pending; p != nil && r.Route.Commit.ReplayedHighWater >= s.seq {
+			s.switchLocked(p.to)
+		}
+		return ""
 	case r.Route.Commit != nil:
 		c := r.Route.Commit
 		if c.PreviousAuthorityOwnerGeneration != cur.ownerGen {
@@ -304,15 +313,45 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 	return "no route update"
 }
 
-// followed takes a command 50 about the Session's message seq, now admitted
-// by the owner f names: a pending switch to that owner completes once the
-// last message sent on the old route (or a later one) got there.
-func (s *Session) followed(seq uint64, f router.ActorRouteFence) {
+// followed takes a command 50 about the Session's message seq, sent with
+// the fence src and now admitted by the owner f names: a pending switch to
+// that owner completes once the last message sent on the old route (or a
+// later one) got there.
+//
+// Without a pending switch, the notice is how a Session learns of a move
+// no command 44 announced: the target sends 44 to the Sessions it knows at
+// its owner change, and one whose first message reached the source after
+// the capture became known to it only later, through Message Follow. Such
+// a Session would otherwise send every message through the previous owner
+// until its follow record expired, and then lose one-way messages to its
+// refusals. A notice about a message sent on the current route, naming a
+// newer owner generation, starts the same switch a commit below the last
+// sequence does (the previous owner passes on in order; the Session waits
+// for the notice of the last message it sent there).
+func (s *Session) followed(seq uint64, src, f router.ActorRouteFence) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if f.Actor.ActorID != s.id || f.Actor.ObjectGeneration != s.gen || s.closed {
+		return
+	}
+	to := routeTo{nodeRID: f.TargetNodeRID, nodeGen: f.TargetNodeGeneration, ownerGen: f.ExpectedAuthorityOwnerGeneration,
+		leaseGen: f.ExpectedOwnerLeaseGeneration}
 	p := s.pending
-	if p == nil || seq < p.after || f.Actor.ActorID != s.id || !bytes.Equal(f.TargetNodeRID, p.to.nodeRID) ||
-		f.TargetNodeGeneration != p.to.nodeGen || f.ExpectedAuthorityOwnerGeneration != p.to.ownerGen {
+	if p == nil {
+		cur := s.route
+		if !bytes.Equal(src.TargetNodeRID, cur.nodeRID) || src.TargetNodeGeneration != cur.nodeGen ||
+			src.ExpectedAuthorityOwnerGeneration != cur.ownerGen || to.ownerGen <= cur.ownerGen {
+			return // about an earlier route, or not newer
+		}
+		to.nodeRID = append([]byte(nil), to.nodeRID...)
+		if seq >= s.seq {
+			s.switchLocked(to) // nothing was sent after it
+			return
+		}
+		s.setPendingLocked(newSessionSwitch(to, s.seq))
+		return
+	}
+	if seq < p.after || !bytes.Equal(to.nodeRID, p.to.nodeRID) || to.nodeGen != p.to.nodeGen || to.ownerGen != p.to.ownerGen {
 		return
 	}
 	s.switchLocked(p.to)
@@ -409,13 +448,14 @@ func (o *objects) applySessionRoute(r *router.SessionRelocationRoute) {
 }
 
 // sessionFollowed takes a command 50 (or its local equivalent) about one of
-// this node's messages: a Session's pending switch may complete.
-func (o *objects) sessionFollowed(op router.OperationID, target router.MessageFollowRoute) {
-	if target.Actor == nil {
+// this node's messages, sent with source and admitted under target: a
+// Session's route may switch (Session.followed).
+func (o *objects) sessionFollowed(op router.OperationID, source, target router.MessageFollowRoute) {
+	if target.Actor == nil || source.Actor == nil {
 		return
 	}
 	if s := o.sessions.byOp(op.High); s != nil {
-		s.followed(op.Low, *target.Actor)
+		s.followed(op.Low, *source.Actor, *target.Actor)
 	}
 }
 

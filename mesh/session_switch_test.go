@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -66,4 +67,67 @@ func TestSessionSwitchWaitsForTheLastOldRouteMessage(t *testing.T) {
 		t.Fatalf("state %+v, sent %d (want every message once, in order)", state, st.sent.Load())
 	}
 	t.Logf("sent %d; %d passed on by the previous owner", st.sent.Load(), c.nodes[src].ObjectStats().FollowForwarded)
+}
+
+// A Session whose first message reaches its Actor only after a move (the
+// target knew no binding at its owner change, so no command 44 came) learns
+// the new route from command 50: its messages were passed on by the
+// previous owner, and once the last one sent there arrived, the Session
+// switches — it does not keep sending through the previous owner until the
+// follow record expires. Every message arrives once and in order.
+func TestSessionSwitchesOnFollowWithoutCommit(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "sess-late", seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	src := c.indexOf(s.Actor().NodeRID)
+	dst := 3 - src
+	res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
+	if err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+	if c.nodes[0].ObjectStats().SessionRouteSwitches != 0 {
+		t.Fatal("a command 44 reached a Session the source never saw a message of")
+	}
+	const n = 50
+	for i := 1; i <= n; i++ {
+		if err := s.Send(ctx, []byte(fmt.Sprintf("s:sess:%d", i))); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	waitUntil(t, "the Session's route on the target", func() bool {
+		return string(s.Actor().NodeRID) == string(c.nodes[dst].RID())
+	})
+	forwarded := c.nodes[src].ObjectStats().FollowForwarded
+	for i := n + 1; i <= 2*n; i++ {
+		if err := s.Send(ctx, []byte(fmt.Sprintf("s:sess:%d", i))); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	got, err := s.Request(ctx, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state seqState
+	if err := json.Unmarshal(got, &state); err != nil {
+		t.Fatal(err)
+	}
+	if state.Duplicates != 0 || state.Gaps != 0 || state.Last["sess"] != 2*n {
+		t.Fatalf("state %+v (want %d messages once, in order)", state, 2*n)
+	}
+	if after := c.nodes[src].ObjectStats().FollowForwarded; after != forwarded {
+		t.Fatalf("%d messages still passed on by the previous owner after the switch", after-forwarded)
+	}
+	if st := c.nodes[0].ObjectStats(); st.SessionRouteSwitches != 1 || st.SessionRebinds != 0 {
+		t.Fatalf("%d switches, %d rebinds; want 1 switch from the notice and no store read", st.SessionRouteSwitches, st.SessionRebinds)
+	}
 }

@@ -388,13 +388,16 @@ func TestSessionCommand44(t *testing.T) {
 		return followRoute(inMessage{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration},
 			routeTo{nodeRID: c.nodes[1].RID(), nodeGen: c.nodes[1].LifecycleGeneration(), ownerGen: ownerGen, leaseGen: srvLease})
 	}
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 2}, notice(cur+3))
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, notice(cur+2))
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh + 1, Low: 3}, notice(cur+3))
+	s.mu.Lock()
+	sent := followRoute(inMessage{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, s.route) // the old route
+	s.mu.Unlock()
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 2}, sent, notice(cur+3))
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, sent, notice(cur+2))
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh + 1, Low: 3}, sent, notice(cur+3))
 	if n := c.nodes[0].ObjectStats().SessionRouteSwitches; n != 1 {
 		t.Fatalf("switched on an earlier message, another owner or another session: %d switches", n)
 	}
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, notice(cur+3))
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, sent, notice(cur+3))
 	s.mu.Lock()
 	pending, gen := s.pending, s.route.ownerGen
 	s.mu.Unlock()
