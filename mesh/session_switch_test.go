@@ -1,11 +1,33 @@
 package mesh
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 )
+
+// sessionOnServer creates a seqType Actor from the client node of a
+// three-node cluster and binds a Session to it; src is the server hosting
+// it, dst the other one.
+func sessionOnServer(t *testing.T, id string) (c *cluster, ctx context.Context, ref ActorRef, s *Session, src, dst int) {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c = newClusterOn(t, f, nil, 3, clientRole0)
+	ctx = ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, id, seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = c.m(0).BindSession(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	src = c.indexOf(s.Actor().NodeRID)
+	return c, ctx, ref, s, src, 3 - src
+}
 
 // A Session keeps sending on its old route while its switch is pending
 // (command 44 commit below the last sequence sent). Its route may switch
@@ -15,25 +37,11 @@ import (
 // previous owner is slow to pass each one on, so several are on that way
 // when the first notice (command 50) comes back.
 func TestSessionSwitchWaitsForTheLastOldRouteMessage(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 3, clientRole0)
-	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "sess-slow-follow", seqType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.m(0).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, ctx, ref, s, src, dst := sessionOnServer(t, "sess-slow-follow")
 	// Paced (one Send every ~50 µs), so that what is on its way when the
 	// Actor moves stays small: an unpaced flood queues thousands of
 	// messages behind the slowed pass-on.
 	st := &sessionStream{name: "sess", s: s, period: 1 << 40, pace: 50 * time.Microsecond, done: make(chan error, 1)}
-	src := c.indexOf(s.Actor().NodeRID)
-	dst := 3 - src
 	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
 		if id == ref.ActorID && step == stepFollowPassOn {
 			time.Sleep(300 * time.Microsecond)
@@ -76,21 +84,7 @@ func TestSessionSwitchWaitsForTheLastOldRouteMessage(t *testing.T) {
 // switches — it does not keep sending through the previous owner until the
 // follow record expires. Every message arrives once and in order.
 func TestSessionSwitchesOnFollowWithoutCommit(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 3, clientRole0)
-	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "sess-late", seqType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.m(0).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	src := c.indexOf(s.Actor().NodeRID)
-	dst := 3 - src
+	c, ctx, ref, s, src, dst := sessionOnServer(t, "sess-late")
 	res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
 	if err != nil || res.Outcome != Moved {
 		t.Fatalf("move: %+v, %v", res, err)
