@@ -705,6 +705,10 @@ func (n *Node) Close(ctx context.Context) error {
 	return n.closeErr
 }
 
+// transportFlushWait bounds how long a stopping node waits for its queued
+// records to be written before it closes the transport.
+const transportFlushWait = 2 * time.Second
+
 // teardown releases the lease and closes transport and owned stores; it is
 // also the cleanup of a failed Start.
 func (n *Node) teardown(ctx context.Context) error {
@@ -722,6 +726,14 @@ func (n *Node) teardown(ctx context.Context) error {
 		n.lease.Close()
 	}
 	if n.tr != nil {
+		// What this node answered or sent last (a queued request's reply
+		// after §11 stopped object work) is still in the links' queues:
+		// closing now would drop it.
+		fctx, fcancel := context.WithTimeout(ctx, transportFlushWait)
+		if err := n.tr.Flush(fctx); err != nil {
+			n.log.Warn("transport: records still queued at close are dropped", "err", err)
+		}
+		fcancel()
 		if err := n.tr.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close transport: %w", err))
 		}

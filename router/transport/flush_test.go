@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -92,5 +93,61 @@ func TestFlushesCountSocketWrites(t *testing.T) {
 	}
 	if d := after.RecordsOut - before.RecordsOut; d != burst {
 		t.Fatalf("%d records out, want %d", d, burst)
+	}
+}
+
+// Flush returns once every record queued on the node's connections was
+// written, and not before; a context that ends first is its error.
+func TestFlushWaitsForQueuedRecords(t *testing.T) {
+	got := make(chan *router.Record, 64)
+	cfgB := testConfig("b", 2)
+	cfgB.Handler = echoHandler(func(_ PeerInfo, r *router.Record) { got <- r })
+	b := startNode(t, cfgB)
+	a := startNode(t, testConfig("a", 1))
+	connectAndWait(t, a, b)
+	ctx := context.Background()
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush with nothing queued: %v", err)
+	}
+	pc := linkConn(t, a, b.RID())
+	pc.zc.g.wmu.Lock()
+	const n = 20
+	for i := range n {
+		if err := a.Send(ctx, b.RID(), seqSend(b.RID(), uint64(i+1), nil)); err != nil {
+			pc.zc.g.wmu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := a.Flush(short)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		pc.zc.g.wmu.Unlock()
+		t.Fatalf("Flush while the writer is held: %v, want DeadlineExceeded", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Flush(ctx) }()
+	select {
+	case err := <-done:
+		pc.zc.g.wmu.Unlock()
+		t.Fatalf("Flush returned %v while %d records wait behind a held write", err, n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	pc.zc.g.wmu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush did not return after the records were written")
+	}
+	// Everything Flush waited for left the process: the peer gets it all.
+	for i := range n {
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d records arrived", i, n)
+		}
 	}
 }

@@ -456,6 +456,43 @@ func (n *Node) nextCorrelation() uint64 {
 	}
 }
 
+// Flush waits until every record already queued on this node's
+// connections (links and inbound) was written to its socket, or ctx ends
+// (then an error wrapping ctx.Err()). Close drops what is still queued: a
+// node that answered work before it stops calls Flush first, so that the
+// answers leave. Records queued while Flush waits are waited for too.
+func (n *Node) Flush(ctx context.Context) error {
+	for {
+		pending := 0
+		n.mu.Lock()
+		for _, l := range n.links {
+			l.mu.Lock()
+			if l.sess != nil && !l.sess.pc.flushed() {
+				pending++
+			}
+			l.mu.Unlock()
+		}
+		n.mu.Unlock()
+		n.rt.mu.Lock()
+		for ic := range n.rt.conns {
+			if !ic.pc.flushed() {
+				pending++
+			}
+		}
+		n.rt.mu.Unlock()
+		if pending == 0 {
+			return nil
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("transport: %d connections still writing: %w", pending, ctx.Err())
+		}
+	}
+}
+
 // Close stops every goroutine, timer and socket of the node. Pending
 // requests fail with ErrPeerDown (wrapping ErrClosed), reply slots
 // (ExpectReply) with ErrClosed. Handlers see their

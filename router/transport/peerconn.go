@@ -32,6 +32,10 @@ type peerConn struct {
 	prio     chan [][]byte // liveness probe/ack: never waits behind data
 	qBytes   atomic.Int64  // bytes of records in q
 	maxBytes int64
+	// unflushed counts the data records queued and not yet written out by
+	// a flush: zero means everything sent on this connection left the
+	// process (Node.Flush waits for it before a close).
+	unflushed atomic.Int64
 
 	// Room notification for enqueueWait: waiters counts goroutines waiting
 	// for queue room; while it is nonzero the writer closes room (and
@@ -102,13 +106,26 @@ func (pc *peerConn) enqueue(it outItem) error {
 			}
 		}
 	}
+	pc.unflushed.Add(1) // before the writer can take it
 	select {
 	case pc.q <- it:
 		return nil
 	default:
+		pc.unflushed.Add(-1)
 		pc.qBytes.Add(-it.size)
 		return fmt.Errorf("%w: %d records queued (limit %d)", ErrBackpressure, cap(pc.q), cap(pc.q))
 	}
+}
+
+// flushed reports whether every data record queued on the connection was
+// written out, or the connection is gone (its queue is then dropped).
+func (pc *peerConn) flushed() bool {
+	select {
+	case <-pc.done:
+		return true
+	default:
+	}
+	return pc.unflushed.Load() == 0
 }
 
 // enqueueWait is enqueue that, while the queue is full, waits for the
@@ -212,6 +229,7 @@ func (pc *peerConn) writer() {
 			_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
 		}
 		closeAfter := false
+		var taken int64 // data records of this batch
 		write := func(frames [][]byte) bool {
 			if err := pc.zc.write(frames); err != nil {
 				pc.close(fmt.Errorf("transport: write: %w", err))
@@ -227,6 +245,7 @@ func (pc *peerConn) writer() {
 		}
 		if first.frames != nil {
 			pc.dequeued(first)
+			taken++
 			if !write(first.frames) {
 				return
 			}
@@ -251,6 +270,7 @@ func (pc *peerConn) writer() {
 			select {
 			case it := <-pc.q:
 				pc.dequeued(it)
+				taken++
 				if !write(it.frames) {
 					return
 				}
@@ -267,6 +287,7 @@ func (pc *peerConn) writer() {
 		if c := pc.counters; c != nil && wrote {
 			c.flushed()
 		}
+		pc.unflushed.Add(-taken)
 		if closeAfter {
 			pc.close(nil)
 			return
