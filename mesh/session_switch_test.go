@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -63,14 +62,7 @@ func TestSessionSwitchWaitsForTheLastOldRouteMessage(t *testing.T) {
 	if err := <-st.done; err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Request(ctx, []byte("state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state seqState
-	if err := json.Unmarshal(got, &state); err != nil {
-		t.Fatal(err)
-	}
+	state := sessionState(t, ctx, s)
 	if state.Duplicates != 0 || state.Gaps != 0 || state.Last["sess"] != int(st.sent.Load()) {
 		t.Fatalf("state %+v, sent %d (want every message once, in order)", state, st.sent.Load())
 	}
@@ -107,14 +99,7 @@ func TestSessionSwitchesOnFollowWithoutCommit(t *testing.T) {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
-	got, err := s.Request(ctx, []byte("state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state seqState
-	if err := json.Unmarshal(got, &state); err != nil {
-		t.Fatal(err)
-	}
+	state := sessionState(t, ctx, s)
 	if state.Duplicates != 0 || state.Gaps != 0 || state.Last["sess"] != 2*n {
 		t.Fatalf("state %+v (want %d messages once, in order)", state, 2*n)
 	}

@@ -81,6 +81,20 @@ func (st *sessionStream) run(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
+// sessionState asks the seqType Actor behind s what it saw.
+func sessionState(t *testing.T, ctx context.Context, s *Session) seqState {
+	t.Helper()
+	got, err := s.Request(ctx, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state seqState
+	if err := json.Unmarshal(got, &state); err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
 // waitStreaming is waitUntil that fails at once when a stream ended.
 func waitStreaming(t *testing.T, what string, streams []*sessionStream, cond func() bool) {
 	t.Helper()
@@ -155,14 +169,7 @@ func runSessionAcrossMoves(t *testing.T, loc locstore.Store) {
 			t.Fatal(err)
 		}
 	}
-	got, err := streams[0].s.Request(ctx, []byte("state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state seqState
-	if err := json.Unmarshal(got, &state); err != nil {
-		t.Fatal(err)
-	}
+	state := sessionState(t, ctx, streams[0].s)
 	if state.Duplicates != 0 || state.Gaps != 0 || state.Hops != len(route)-1 {
 		t.Fatalf("state %+v (want no duplicates, no gaps, %d hops)", state, len(route)-1)
 	}
