@@ -597,7 +597,7 @@ func benchHostWith(b *testing.B, be benchkit.Backend, senders int, record bool) 
 		c0 := meter.Read(b)
 		c := h.relocate(b, nil)
 		used := meter.Read(b).Sub(c0)
-		cpu.Self, cpu.Redis = cpu.Self+used.Self, cpu.Redis+used.Redis
+		cpu = cpu.Add(used)
 		haltSenders(b, ss, c.window, &f)
 		f.add(c)
 		h.check(b, refs...)

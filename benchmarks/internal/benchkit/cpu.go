@@ -2,6 +2,9 @@ package benchkit
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,10 +25,32 @@ type CPUMeter struct {
 }
 
 // CPU is a reading of a CPUMeter.
-type CPU struct{ Self, Redis time.Duration }
+type CPU struct {
+	Self, Redis time.Duration
+	// Calls is redis-server's calls per command (INFO commandstats,
+	// commands a script runs included), read only when EnvRedisCommands is
+	// set.
+	Calls map[string]float64
+}
+
+// EnvRedisCommands, when set, makes a CPUMeter also read redis-server's
+// command counts and Report log them per unit: what a subject and its
+// ceiling ask of Redis inside their script calls, to compare.
+const EnvRedisCommands = "MESHNODE_BENCH_REDIS_COMMANDS"
 
 // Sub is the CPU used between o and c.
-func (c CPU) Sub(o CPU) CPU { return CPU{c.Self - o.Self, c.Redis - o.Redis} }
+func (c CPU) Sub(o CPU) CPU {
+	d := CPU{Self: c.Self - o.Self, Redis: c.Redis - o.Redis}
+	if c.Calls != nil {
+		d.Calls = make(map[string]float64, len(c.Calls))
+		for k, v := range c.Calls {
+			if n := v - o.Calls[k]; n != 0 {
+				d.Calls[k] = n
+			}
+		}
+	}
+	return d
+}
 
 // NewCPUMeter measures this process and, for Redis, the test's redis-server.
 func NewCPUMeter(b testing.TB, be Backend) *CPUMeter {
@@ -52,6 +77,13 @@ func (m *CPUMeter) Read(b testing.TB) CPU {
 			b.Fatalf("redis INFO cpu: %v", err)
 		}
 		c.Redis = redisCPU(info)
+		if os.Getenv(EnvRedisCommands) != "" {
+			stats, err := m.rdb.Info(context.Background(), "commandstats").Result()
+			if err != nil {
+				b.Fatalf("redis INFO commandstats: %v", err)
+			}
+			c.Calls = redisCalls(stats)
+		}
 	}
 	return c
 }
@@ -72,6 +104,38 @@ func redisCPU(info string) time.Duration {
 	return time.Duration(total * float64(time.Second))
 }
 
+// Add is c and o together.
+func (c CPU) Add(o CPU) CPU {
+	s := CPU{Self: c.Self + o.Self, Redis: c.Redis + o.Redis}
+	if c.Calls != nil || o.Calls != nil {
+		s.Calls = make(map[string]float64, len(o.Calls))
+		for k, v := range c.Calls {
+			s.Calls[k] += v
+		}
+		for k, v := range o.Calls {
+			s.Calls[k] += v
+		}
+	}
+	return s
+}
+
+// redisCalls is the calls per command of an INFO commandstats answer
+// ("cmdstat_hset:calls=12,usec=...").
+func redisCalls(info string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		if f, err := strconv.ParseFloat(calls, 64); err == nil {
+			out[strings.TrimPrefix(k, "cmdstat_")] = f
+		}
+	}
+	return out
+}
+
 // Report adds per-unit CPU figures (µs per unit) named cpu-self-us/<unit>
 // and, when Redis was measured, cpu-redis-us/<unit>.
 func (m *CPUMeter) Report(b *testing.B, used CPU, units float64, unit string) {
@@ -81,5 +145,17 @@ func (m *CPUMeter) Report(b *testing.B, used CPU, units float64, unit string) {
 	b.ReportMetric(Micros(used.Self)/units, "cpu-self-us/"+unit)
 	if m.rdb != nil {
 		b.ReportMetric(Micros(used.Redis)/units, "cpu-redis-us/"+unit)
+	}
+	if used.Calls != nil {
+		names := make([]string, 0, len(used.Calls))
+		for k := range used.Calls {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var sb strings.Builder
+		for _, k := range names {
+			fmt.Fprintf(&sb, " %s=%.2f", k, used.Calls[k]/units)
+		}
+		b.Logf("redis commands per %s:%s", unit, sb.String())
 	}
 }
