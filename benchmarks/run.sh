@@ -46,6 +46,11 @@ suite objects ./benchmarks/objects \
   'BenchmarkCreateActorRedisCreators/creators-1@creates/s=BenchmarkCreateStoreCeilingRedis/creators-1@creates/s' \
   'BenchmarkCreateActorRedisCreators/creators-8@creates/s=BenchmarkCreateStoreCeilingRedis/creators-8@creates/s' \
   'BenchmarkCreateActorRedisCreators/creators-32@creates/s=BenchmarkCreateStoreCeilingRedis/creators-32@creates/s' \
+  'BenchmarkCreateActorRedisMesh/creators-8@creates/s=BenchmarkCreateActorRedisMesh/creators-1@creates/s' \
+  'BenchmarkCreateActorRedisMesh/creators-32@creates/s=BenchmarkCreateActorRedisMesh/creators-1@creates/s' \
+  'BenchmarkCreateActorRedisMesh/creators-1@creates/s=BenchmarkCreateStoreCeilingRedisMesh/creators-1@creates/s' \
+  'BenchmarkCreateActorRedisMesh/creators-8@creates/s=BenchmarkCreateStoreCeilingRedisMesh/creators-8@creates/s' \
+  'BenchmarkCreateActorRedisMesh/creators-32@creates/s=BenchmarkCreateStoreCeilingRedisMesh/creators-32@creates/s' \
   'BenchmarkRequestActor=BenchmarkTransportActorRequest' \
   'BenchmarkRequestActorParallel=BenchmarkTransportActorRequestParallel' \
   'BenchmarkSendActor=BenchmarkTransportActorSend' \

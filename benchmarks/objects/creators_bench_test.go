@@ -9,14 +9,21 @@ package objects
 // counters, so no conflicts: what the store allows C creators if nothing
 // contended).
 //
-//	BenchmarkCreateActorRedisCreators/creators-C   creates/s, store calls per
-//	                                               creation, CPU per creation
-//	BenchmarkCreateStoreCeilingRedis/creators-C    creations/s the store calls
-//	                                               alone allow at C
+//	BenchmarkCreateActorRedisCreators/creators-C   two nodes: the creators on a
+//	                                               client node, every object on
+//	                                               one server (the worst case:
+//	                                               one target's counters)
+//	BenchmarkCreateActorRedisMesh/creators-C       three nodes, as issue 15
+//	                                               asks: the creators on a client
+//	                                               node, the objects placed by
+//	                                               weight on two servers
+//	BenchmarkCreateStoreCeilingRedis[Mesh]/creators-C
+//	                                               creations/s the store calls
+//	                                               of that subject allow at C
 //
-// The ceiling needs the subject's counts: run both in one invocation
-// (make bench does); alone, the ceiling uses the last measured counts
-// (6 reads, 2 batches, 6 rows).
+// Each subject reports creates/s, store calls per creation and CPU per
+// creation. A ceiling needs its subject's counts: run both in one
+// invocation (make bench does); alone, it uses the last measured counts.
 
 import (
 	"context"
@@ -24,58 +31,119 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/benchmarks/internal/benchkit"
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/demoapp"
 )
 
 var creatorCounts = []int{1, 8, 32}
 
-// createOps is the store calls per creation the subject measured with one
-// creator (ok false until it ran).
+// creatorMesh is a topology of the creators benchmarks and the store calls
+// one uncontended creation made on it (ok false until its subject ran with
+// one creator).
+type creatorMesh struct {
+	roles []config.ObjectRole // the last node is the creators'
+	ops   benchkit.StoreOps
+	ok    bool
+}
+
+// defaultCreateOps is what a creation cost when last measured (README).
+var defaultCreateOps = benchkit.StoreOps{Reads: 2, Writes: 2, Rows: 7, ReadKeys: 8, CondKeys: 2}
+
 var (
-	createOps   benchkit.StoreOps
-	createOpsOK bool
+	pairMesh  = &creatorMesh{roles: []config.ObjectRole{config.RoleServer, config.RoleClient}}
+	threeMesh = &creatorMesh{roles: []config.ObjectRole{config.RoleServer, config.RoleServer, config.RoleClient}}
 )
 
-func BenchmarkCreateActorRedisCreators(b *testing.B) {
+func BenchmarkCreateActorRedisCreators(b *testing.B) { benchCreators(b, pairMesh) }
+
+func BenchmarkCreateActorRedisMesh(b *testing.B) { benchCreators(b, threeMesh) }
+
+func BenchmarkCreateStoreCeilingRedis(b *testing.B) { benchCreateCeiling(b, pairMesh) }
+
+func BenchmarkCreateStoreCeilingRedisMesh(b *testing.B) { benchCreateCeiling(b, threeMesh) }
+
+// benchCreators: one op = one remote CreateActor from the creators' node,
+// C creators at once.
+func benchCreators(b *testing.B, cm *creatorMesh) {
 	for _, c := range creatorCounts {
 		b.Run(fmt.Sprintf("creators-%d", c), func(b *testing.B) {
-			p := startPair(b, benchkit.Redis)
-			m := p.client.Manager()
+			cl := startCreatorMesh(b, cm.roles)
+			m := cl.Nodes[len(cl.Nodes)-1].Manager()
 			ctx := context.Background()
 			var seq atomic.Int64
-			before := p.Counts()
+			placed := make([]atomic.Int64, len(cl.Nodes))
+			before := cl.Counts()
 			cpu := benchkit.NewCPUMeter(b, benchkit.Redis)
 			cpu0 := cpu.Read(b)
 			b.ResetTimer()
 			err := benchkit.RunConcurrent(b.N, c, func(int) error {
 				id := "k" + strconv.FormatInt(seq.Add(1), 10)
-				_, err := m.CreateActor(ctx, id, demoapp.CounterType)
-				return err
+				ref, err := m.CreateActor(ctx, id, demoapp.CounterType)
+				if err != nil {
+					return err
+				}
+				for i, n := range cl.Nodes {
+					if string(ref.NodeRID) == string(n.RID()) {
+						placed[i].Add(1)
+					}
+				}
+				return nil
 			})
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)
 			}
 			if c == 1 {
-				createOps, createOpsOK = p.Counts().Sub(before).Ops(b.N), true
+				cm.ops, cm.ok = cl.Counts().Sub(before).Ops(b.N), true
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
-			p.ReportStore(b, before)
+			cl.ReportStore(b, before)
 			cpu.Report(b, cpu.Read(b).Sub(cpu0), float64(b.N), "create")
+			// How placement spread the objects: the share of the server
+			// that took the most (0.5 is an even split over two).
+			most := int64(0)
+			for i := range placed {
+				most = max(most, placed[i].Load())
+			}
+			b.ReportMetric(float64(most)/float64(b.N), "busiest-server-share")
 		})
 	}
 }
 
-// defaultCreateOps is what a creation cost when last measured (README).
-var defaultCreateOps = benchkit.StoreOps{Reads: 2, Writes: 2, Rows: 7, ReadKeys: 8, CondKeys: 2}
+// startCreatorMesh starts the nodes of roles on Redis and waits until one
+// creation on every server went through (connections warm).
+func startCreatorMesh(b *testing.B, roles []config.ObjectRole) *benchkit.Cluster {
+	b.Helper()
+	cl := benchkit.StartCluster(b, benchkit.Redis, roles, demoapp.Register)
+	m := cl.Nodes[len(cl.Nodes)-1].Manager()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	warm := map[string]bool{}
+	servers := len(roles) - 1
+	for i := 0; len(warm) < servers; i++ {
+		ref, err := m.CreateActor(ctx, "warm-up-"+strconv.Itoa(i), demoapp.CounterType)
+		if err != nil {
+			if ctx.Err() != nil {
+				b.Fatalf("warm-up creation: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		warm[string(ref.NodeRID)] = true
+	}
+	return cl
+}
 
-func BenchmarkCreateStoreCeilingRedis(b *testing.B) {
+// benchCreateCeiling: the store calls of one creation on cm, replayed raw
+// by C goroutines.
+func benchCreateCeiling(b *testing.B, cm *creatorMesh) {
 	for _, c := range creatorCounts {
 		b.Run(fmt.Sprintf("creators-%d", c), func(b *testing.B) {
-			ops := createOps
-			if !createOpsOK {
+			ops := cm.ops
+			if !cm.ok {
 				ops = defaultCreateOps
 			}
 			ops = benchkit.Shaped(b, ops)
