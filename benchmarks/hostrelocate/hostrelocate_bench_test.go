@@ -130,6 +130,10 @@ const (
 	// alone (go test -cpuprofile also covers creating the objects, moving
 	// them back and the baselines).
 	envCPUProfile = "MESHNODE_BENCH_HOST_CPUPROFILE"
+	// envHeapProfile names a file for a heap profile of the hosted objects
+	// (BenchmarkHostRelocateHeap, after a GC, before the command): what
+	// each hosted object keeps live.
+	envHeapProfile = "MESHNODE_BENCH_HOST_HEAPPROFILE"
 )
 
 // setting is the positive integer in the environment variable name, or def.
@@ -433,6 +437,25 @@ func profile(b *testing.B, path string, then func()) func() {
 	}
 }
 
+// writeHeapProfile writes the live heap as of the last GC to path.
+func writeHeapProfile(b *testing.B, path string) {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The profile may be up to two GC cycles old: two more make it show
+	// what the last heapInuse reading counted.
+	runtime.GC()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Error(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Error(err)
+	}
+}
+
 // check fails the benchmark unless the state of the first, middle and last
 // objects and of refs survived.
 func (h *hostBench) check(b *testing.B, refs ...[]mesh.ActorRef) {
@@ -726,6 +749,9 @@ func BenchmarkHostRelocateHeap(b *testing.B) {
 	empty, waited := quietHeap()
 	h := startHost(b, benchkit.Memory, n, k)
 	before := heapInuse()
+	if path := os.Getenv(envHeapProfile); path != "" {
+		writeHeapProfile(b, path)
+	}
 	var f figures
 	var peak, live, after uint64
 	b.ResetTimer()

@@ -35,6 +35,20 @@ type rowHints struct {
 
 	mu   sync.Mutex
 	rows map[string]rowHint
+	// order is the puts of rows in time order, from head on: put drops the
+	// rows whose last put is older than maxAge from the front. Without it
+	// an idle object's rows stayed until the map reached maxHints — for
+	// every object a node had created or moved, its authority row as
+	// written (encoded and decoded) and its final result: ~40 % of the live
+	// heap of the host benchmark's nodes after creating 20,000 objects
+	// (benchmarks/README.md), kept for rows no operation would plan on any
+	// more.
+	order []hintStamp
+	head  int
+	// peak is the most rows held since the map was last made: Go maps do
+	// not give back their storage, so after a burst expires the rows move
+	// to a new map of their size (expireLocked).
+	peak int
 	// counters are prefetched counter rows (ObserveCounter), lost the last
 	// time a batch of this executor lost on each counter (counter_hints.go).
 	counters map[string]rowHint
@@ -53,9 +67,15 @@ type rowHint struct {
 	res  *ReservationRow
 }
 
-// maxHints bounds the memory of the hints: past it, old entries are swept,
-// and if all are young the map starts over (a hint is an optimisation; losing
-// one costs a read).
+// hintStamp is one put of a row: its key and when.
+type hintStamp struct {
+	key string
+	at  time.Duration
+}
+
+// maxHints bounds the memory of the hints when more rows than that are put
+// within maxAge: past it, old entries are swept, and if all are young the
+// map starts over (a hint is an optimisation; losing one costs a read).
 const maxHints = 1 << 16
 
 // WithRowHints lets the first attempt of an operation plan on rows seen (read
@@ -91,6 +111,8 @@ func (h *rowHints) put(key string, rr locstore.ReadResult) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.expireLocked(now)
+	h.order = append(h.order, hintStamp{key: key, at: now})
 	if len(h.rows) >= maxHints {
 		for k, v := range h.rows {
 			if now-v.at > h.maxAge {
@@ -106,6 +128,42 @@ func (h *rowHints) put(key string, rr locstore.ReadResult) {
 		next.auth, next.res = old.auth, old.res // the same version read again (a poll): keep its decode
 	}
 	h.rows[key] = next
+}
+
+// expireLocked forgets the rows whose last put is older than maxAge: no
+// operation plans on them any more (get), and a decode remembered with one
+// only saves work while the row is being read again — within a move or a
+// creation, well inside maxAge. The caller holds h.mu.
+func (h *rowHints) expireLocked(now time.Duration) {
+	for h.head < len(h.order) {
+		st := h.order[h.head]
+		if now-st.at <= h.maxAge {
+			break
+		}
+		if v, ok := h.rows[st.key]; ok && v.at == st.at { // not put again since
+			delete(h.rows, st.key)
+		}
+		h.order[h.head] = hintStamp{} // let the key go
+		h.head++
+	}
+	h.peak = max(h.peak, len(h.rows))
+	if h.peak >= 4096 && len(h.rows) <= h.peak/8 {
+		rows := make(map[string]rowHint, len(h.rows))
+		for k, v := range h.rows {
+			rows[k] = v
+		}
+		h.rows, h.peak = rows, len(rows)
+	}
+	switch {
+	case h.head == len(h.order):
+		h.order, h.head = h.order[:0], 0
+	case h.head >= 1024 && 2*h.head >= len(h.order):
+		// Move the live part to the front once the dead part is the larger,
+		// so the slice does not grow with every put.
+		n := copy(h.order, h.order[h.head:])
+		clear(h.order[n:])
+		h.order, h.head = h.order[:n], 0
+	}
 }
 
 func (h *rowHints) get(key string) (locstore.ReadResult, bool) {

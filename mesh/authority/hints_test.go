@@ -3,6 +3,7 @@ package authority
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,5 +168,68 @@ func TestHintDecodedPerVersion(t *testing.T) {
 	again, err := e.authorityRowOf(key, rr1)
 	if err != nil || again.Record.AuthorityOwnerGeneration != 1 {
 		t.Fatalf("v1 again: %+v, %v", again, err)
+	}
+}
+
+// Rows not put again within maxAge are forgotten at the next put, so that
+// the hints hold what recent operations touched, not every object a node
+// ever created or moved; a row put again stays; the queue of puts does not
+// grow beyond the puts of one maxAge.
+func TestHintsExpireWhenIdle(t *testing.T) {
+	clock := &manualNow{}
+	h := &rowHints{maxAge: time.Second, now: clock.now, rows: map[string]rowHint{}}
+	rr := locstore.ReadResult{Found: true, Value: []byte("v"), Version: "1", StoreNow: storeNow}
+	for i := range 100 {
+		h.put("idle/"+strconv.Itoa(i), rr)
+	}
+	clock.advance(600 * time.Millisecond)
+	h.put("busy", rr)
+	clock.advance(600 * time.Millisecond) // the idle rows are 1.2 s old, busy 0.6 s
+	h.put("busy", rr)
+	h.put("new", rr)
+	if len(h.rows) != 2 {
+		t.Fatalf("%d rows remembered after the idle ones aged, want busy and new", len(h.rows))
+	}
+	for _, k := range []string{"busy", "new"} {
+		if _, ok := h.get(k); !ok {
+			t.Errorf("%s forgotten", k)
+		}
+	}
+	if _, ok := h.get("idle/0"); ok {
+		t.Error("an idle row is still a hint")
+	}
+	// The first put of busy is dropped when it ages; its later put keeps
+	// the row.
+	clock.advance(500 * time.Millisecond)
+	h.put("other", rr)
+	if _, ok := h.get("busy"); !ok {
+		t.Error("busy forgotten by the expiry of its earlier put")
+	}
+
+	// One put per millisecond for 20 s: the queue holds about one maxAge of
+	// puts (1,000), and the map no more.
+	for i := range 20_000 {
+		clock.advance(time.Millisecond)
+		h.put("stream/"+strconv.Itoa(i), rr)
+	}
+	if n := len(h.order) - h.head; n > 1_001 {
+		t.Errorf("%d puts queued, want at most one maxAge of them (1,001)", n)
+	}
+	if cap(h.order) > 4_096 {
+		t.Errorf("queue capacity %d: it grows with every put", cap(h.order))
+	}
+	if len(h.rows) > 1_001 {
+		t.Errorf("%d rows remembered, want at most one maxAge of puts", len(h.rows))
+	}
+
+	// After a burst has expired the rows move to a map of their size (a Go
+	// map keeps the storage of its largest size).
+	for i := range 10_000 {
+		h.put("burst/"+strconv.Itoa(i), rr)
+	}
+	clock.advance(2 * time.Second)
+	h.put("after", rr)
+	if len(h.rows) != 1 || h.peak > 1 {
+		t.Errorf("after the burst expired: %d rows, peak %d; want 1 and a new map (peak at most 1)", len(h.rows), h.peak)
 	}
 }
