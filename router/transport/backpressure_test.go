@@ -109,7 +109,7 @@ func TestBackpressure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if q := len(s.pc.q); q > tt.records {
+			if q := s.pc.q.len(); q > tt.records {
 				t.Fatalf("queue holds %d records, bound %d", q, tt.records)
 			}
 			if qb := s.pc.qBytes.Load(); qb > tt.bytes+int64(tt.size)+1024 {

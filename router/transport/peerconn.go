@@ -28,7 +28,7 @@ type outItem struct {
 type peerConn struct {
 	zc *zconn
 
-	q        chan outItem  // data records, bounded in count
+	q        *sendQueue    // data records, bounded in count
 	prio     chan [][]byte // liveness probe/ack: never waits behind data
 	qBytes   atomic.Int64  // bytes of records in q
 	maxBytes int64
@@ -49,7 +49,9 @@ type peerConn struct {
 	pongMu sync.Mutex
 	pong   []byte
 	hasPng bool
-	wake   chan struct{}
+	// wake tells the writer there is data or a pong to write (one token:
+	// the writer takes everything there is once woken).
+	wake chan struct{}
 
 	writeTimeout time.Duration
 
@@ -65,7 +67,7 @@ type peerConn struct {
 func newPeerConn(zc *zconn, queueRecords int, queueBytes int64, writeTimeout time.Duration) *peerConn {
 	pc := &peerConn{
 		zc:           zc,
-		q:            make(chan outItem, queueRecords),
+		q:            newSendQueue(queueRecords),
 		prio:         make(chan [][]byte, 4),
 		maxBytes:     queueBytes,
 		wake:         make(chan struct{}, 1),
@@ -107,13 +109,21 @@ func (pc *peerConn) enqueue(it outItem) error {
 		}
 	}
 	pc.unflushed.Add(1) // before the writer can take it
-	select {
-	case pc.q <- it:
-		return nil
-	default:
+	if !pc.q.push(it) {
 		pc.unflushed.Add(-1)
 		pc.qBytes.Add(-it.size)
-		return fmt.Errorf("%w: %d records queued (limit %d)", ErrBackpressure, cap(pc.q), cap(pc.q))
+		return fmt.Errorf("%w: %d records queued (limit %d)", ErrBackpressure, pc.q.max, pc.q.max)
+	}
+	pc.wakeWriter()
+	return nil
+}
+
+// wakeWriter makes the writer look at the queue and the pong (at most one
+// token is pending; the writer takes everything once woken).
+func (pc *peerConn) wakeWriter() {
+	select {
+	case pc.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -193,10 +203,7 @@ func (pc *peerConn) queuePong(ctx []byte) {
 	pc.pongMu.Lock()
 	pc.pong, pc.hasPng = ctx, true
 	pc.pongMu.Unlock()
-	select {
-	case pc.wake <- struct{}{}:
-	default:
-	}
+	pc.wakeWriter()
 }
 
 func (pc *peerConn) takePong() ([]byte, bool) {
@@ -213,24 +220,29 @@ const maxBatch = 256
 
 func (pc *peerConn) writer() {
 	defer pc.writerWG.Done()
+	var batch []outItem // reused: the records of one batch, taken at once
 	for {
-		var first outItem
 		var firstPrio [][]byte
 		select {
 		case <-pc.done:
 			return
 		case firstPrio = <-pc.prio:
-		case first = <-pc.q:
 		case <-pc.wake:
 		}
 		// The deadline covers every write of this batch, including the
-		// implicit flushes bufio does when its buffer fills.
-		if pc.writeTimeout > 0 {
-			_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
+		// implicit flushes bufio does when its buffer fills; set before the
+		// first write (a wake-up can find the queue already taken).
+		armed := false
+		arm := func() {
+			if !armed && pc.writeTimeout > 0 {
+				_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
+			}
+			armed = true
 		}
 		closeAfter := false
 		var taken int64 // data records of this batch
 		write := func(frames [][]byte) bool {
+			arm()
 			if err := pc.zc.write(frames); err != nil {
 				pc.close(fmt.Errorf("transport: write: %w", err))
 				return false
@@ -243,40 +255,35 @@ func (pc *peerConn) writer() {
 		if firstPrio != nil && !write(firstPrio) {
 			return
 		}
-		if first.frames != nil {
-			pc.dequeued(first)
-			taken++
-			if !write(first.frames) {
+		if ctx, ok := pc.takePong(); ok {
+			arm()
+			if err := pc.zc.pong(ctx); err != nil {
+				pc.close(fmt.Errorf("transport: write pong: %w", err))
 				return
 			}
-			closeAfter = first.closeAfter
 		}
-	batch:
-		for n := 0; n < maxBatch && !closeAfter; n++ {
-			if ctx, ok := pc.takePong(); ok {
-				if err := pc.zc.pong(ctx); err != nil {
-					pc.close(fmt.Errorf("transport: write pong: %w", err))
-					return
-				}
-			}
+		batch = pc.q.popN(batch[:0], maxBatch)
+		for i, it := range batch {
+			// Liveness records go between data records, never behind the
+			// rest of the batch.
 			select {
 			case fr := <-pc.prio:
 				if !write(fr) {
 					return
 				}
-				continue
 			default:
 			}
-			select {
-			case it := <-pc.q:
-				pc.dequeued(it)
-				taken++
-				if !write(it.frames) {
-					return
-				}
-				closeAfter = it.closeAfter
-			default:
-				break batch
+			pc.dequeued(it)
+			taken++
+			batch[i] = outItem{}
+			if !write(it.frames) {
+				return
+			}
+			if it.closeAfter {
+				// A reject record ends the connection: what was queued
+				// behind it is dropped with the queue.
+				closeAfter = true
+				break
 			}
 		}
 		wrote, err := pc.zc.g.flush(pc.writeTimeout)
@@ -291,6 +298,9 @@ func (pc *peerConn) writer() {
 		if closeAfter {
 			pc.close(nil)
 			return
+		}
+		if pc.q.len() > 0 {
+			pc.wakeWriter() // the batch bound stopped it: go on after this flush
 		}
 	}
 }

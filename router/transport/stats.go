@@ -152,7 +152,7 @@ func (n *Node) Stats() Stats {
 		if l.sess != nil {
 			k := l.rid.String()
 			ps := out.Peers[k]
-			ps.Queued = len(l.sess.pc.q)
+			ps.Queued = l.sess.pc.q.len()
 			out.Peers[k] = ps
 		}
 		l.mu.Unlock()

@@ -1,0 +1,76 @@
+package transport
+
+import "sync"
+
+// sendQueue is a connection's FIFO of data records, bounded in records (the
+// byte bound is peerConn's). It holds room for what is queued, not for its
+// bound: the buffered channel it replaces allocated its whole bound up
+// front — 400 KB per connection at the default send_queue_limit of 10,000,
+// idle or not, so a node linked to 1,000 peers carried ~800 MB of empty
+// queues (docs/TRANSPORT.md).
+type sendQueue struct {
+	mu    sync.Mutex
+	items []outItem // queued from head on
+	head  int
+	max   int // records
+}
+
+// sendQueueKeep is the capacity a drained queue keeps for the next burst;
+// a larger one is given back.
+const sendQueueKeep = 64
+
+func newSendQueue(max int) *sendQueue { return &sendQueue{max: max} }
+
+// push appends it unless the queue holds max records already.
+func (q *sendQueue) push(it outItem) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items)-q.head >= q.max {
+		return false
+	}
+	if len(q.items) == cap(q.items) && q.head > 0 && 2*q.head >= len(q.items) {
+		// Reuse the taken half instead of growing.
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, it)
+	return true
+}
+
+// pop takes the oldest record.
+func (q *sendQueue) pop() (outItem, bool) {
+	var one [1]outItem
+	if got := q.popN(one[:0], 1); len(got) == 1 {
+		return got[0], true
+	}
+	return outItem{}, false
+}
+
+// popN moves up to n of the oldest records to dst (appended) under one
+// lock: the writer takes a batch at a time instead of locking per record
+// against the senders.
+func (q *sendQueue) popN(dst []outItem, n int) []outItem {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	end := min(q.head+n, len(q.items))
+	dst = append(dst, q.items[q.head:end]...)
+	clear(q.items[q.head:end]) // the frames are the writer's now
+	q.head = end
+	if q.head == len(q.items) {
+		if cap(q.items) > sendQueueKeep {
+			q.items = nil
+		} else {
+			q.items = q.items[:0]
+		}
+		q.head = 0
+	}
+	return dst
+}
+
+// len is the number of records queued.
+func (q *sendQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) - q.head
+}
