@@ -36,6 +36,19 @@ func TestSendQueue(t *testing.T) {
 				t.Fatalf("a new queue holds room for %d records", cap(q.items))
 			}
 			next, want := 0, 0
+			// take pops up to n records (all for n < 0), checking their order.
+			take := func(n int) {
+				for ; n != 0; n-- {
+					it, ok := q.pop()
+					if !ok {
+						return
+					}
+					if got := itemNo(t, it); got != want {
+						t.Fatalf("popped %d, want %d (FIFO)", got, want)
+					}
+					want++
+				}
+			}
 			for range tc.rounds {
 				for range tc.burst {
 					full := q.len() >= tc.max
@@ -50,27 +63,9 @@ func TestSendQueue(t *testing.T) {
 						t.Fatalf("%d queued, bound %d", q.len(), tc.max)
 					}
 				}
-				for range tc.take {
-					it, ok := q.pop()
-					if !ok {
-						break
-					}
-					if got := itemNo(t, it); got != want {
-						t.Fatalf("popped %d, want %d (FIFO)", got, want)
-					}
-					want++
-				}
+				take(tc.take)
 			}
-			for {
-				it, ok := q.pop()
-				if !ok {
-					break
-				}
-				if got := itemNo(t, it); got != want {
-					t.Fatalf("popped %d, want %d (FIFO)", got, want)
-				}
-				want++
-			}
+			take(-1) // the rest
 			if want != next {
 				t.Fatalf("popped %d records, pushed %d", want, next)
 			}
@@ -92,5 +87,30 @@ func TestPeerConnQueueGrowsOnDemand(t *testing.T) {
 	q := newSendQueue(10_000)
 	if cap(q.items) != 0 {
 		t.Fatalf("room for %d records before any was queued", cap(q.items))
+	}
+}
+
+// popN takes at most n records, oldest first, and appends them to dst.
+func TestSendQueuePopN(t *testing.T) {
+	q := newSendQueue(1_000)
+	for i := range 600 {
+		q.push(item(i))
+	}
+	got := q.popN(nil, 256)
+	got = q.popN(got, 256)
+	if len(got) != 512 || q.len() != 88 {
+		t.Fatalf("took %d, %d left; want 512 and 88", len(got), q.len())
+	}
+	got = q.popN(got, 256)
+	if len(got) != 600 || q.len() != 0 {
+		t.Fatalf("took %d, %d left; want 600 and 0", len(got), q.len())
+	}
+	for i, it := range got {
+		if n := itemNo(t, it); n != i {
+			t.Fatalf("record %d is %d", i, n)
+		}
+	}
+	if got := q.popN(nil, 256); len(got) != 0 {
+		t.Fatalf("an empty queue gave %d records", len(got))
 	}
 }
