@@ -171,6 +171,9 @@ type TransportConfig struct {
 	// MaxPeers bounds admitted inbound peers (distinct RIDs); a hello from
 	// one more is rejected with resourceLimit.
 	MaxPeers int `koanf:"max_peers"`
+	// IOBufferBytes is the read buffer and the write buffer of each
+	// connection (a node has two per peer: its link and the peer's).
+	IOBufferBytes int `koanf:"io_buffer_bytes"`
 	// Curve is link security (docs/OPERATIONS.md, Link security).
 	Curve CurveConfig `koanf:"curve"`
 }
@@ -325,6 +328,8 @@ func Default() Config {
 			// imported: config does not depend on the transport).
 			MaxUnadmitted: 64,
 			MaxPeers:      1024,
+			// transport.DefaultIOBufferBytes (docs/TRANSPORT.md).
+			IOBufferBytes: 16 << 10,
 		},
 		LocationStore:   StoreConfig{Redis: defaultRedis("meshnode")},
 		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},

@@ -52,7 +52,7 @@ func nodeYAML() Config {
 		Lease:   LeaseConfig{RenewInterval: 4 * time.Second, TTL: 20 * time.Second, RenewTimeout: 2 * time.Second, FencingMargin: 6 * time.Second},
 		Routing: RoutingConfig{RouteCacheMaxAge: 10 * time.Second, MessageFollowDuration: 20 * time.Second},
 		Transport: TransportConfig{LivenessInterval: 2 * time.Second, PeerTimeout: 9 * time.Second,
-			SendQueueLimit: 500, RequestTimeout: 7 * time.Second, MaxUnadmitted: 16, MaxPeers: 200, Curve: CurveConfig{AllowedKeys: []string{}}},
+			SendQueueLimit: 500, RequestTimeout: 7 * time.Second, MaxUnadmitted: 16, MaxPeers: 200, IOBufferBytes: 32 << 10, Curve: CurveConfig{AllowedKeys: []string{}}},
 		LocationStore: StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{
 			Addrs: []string{"redis-a:6379", "redis-b:6379"}, MasterName: "mymaster", Username: "mesh",
 			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond,

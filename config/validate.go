@@ -240,6 +240,14 @@ func (r RoutingConfig) validate(ps *problems) {
 	}
 }
 
+// Bounds of transport.io_buffer_bytes: below 4 KiB most records need
+// several socket calls; above 16 MiB each connection pins more memory than
+// any record needs buffered (larger records bypass the buffers).
+const (
+	MinIOBufferBytes = 4 << 10
+	MaxIOBufferBytes = 16 << 20
+)
+
 func (t TransportConfig) validate(ps *problems) {
 	okI := positive(ps, "transport.liveness_interval", t.LivenessInterval)
 	okT := positive(ps, "transport.peer_timeout", t.PeerTimeout)
@@ -260,6 +268,9 @@ func (t TransportConfig) validate(ps *problems) {
 	}
 	if t.MaxPeers < 1 {
 		ps.add("transport.max_peers", "must be at least 1, got %d", t.MaxPeers)
+	}
+	if t.IOBufferBytes < MinIOBufferBytes || t.IOBufferBytes > MaxIOBufferBytes {
+		ps.add("transport.io_buffer_bytes", "must be %d..%d (4 KiB..16 MiB), got %d", MinIOBufferBytes, MaxIOBufferBytes, t.IOBufferBytes)
 	}
 }
 

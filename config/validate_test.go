@@ -171,14 +171,18 @@ func TestValidateRules(t *testing.T) {
 		// transport
 		{name: "transport values", mutate: func(c *Config) {
 			c.Transport = TransportConfig{LivenessInterval: 0, PeerTimeout: 15 * time.Second, SendQueueLimit: 0, RequestTimeout: -time.Second,
-				MaxUnadmitted: 0, MaxPeers: -1}
+				MaxUnadmitted: 0, MaxPeers: -1, IOBufferBytes: 0}
 		}, want: []Problem{
 			p("transport.liveness_interval", "must be positive, got 0s"),
 			p("transport.send_queue_limit", "must be at least 1, got 0"),
 			p("transport.request_timeout", "must be positive, got -1s"),
 			p("transport.max_unadmitted", "must be at least 1, got 0"),
 			p("transport.max_peers", "must be at least 1, got -1"),
+			p("transport.io_buffer_bytes", "must be 4096..16777216 (4 KiB..16 MiB), got 0"),
 		}},
+		{name: "io buffer too large", mutate: func(c *Config) { c.Transport.IOBufferBytes = 16<<20 + 1 },
+			want: []Problem{p("transport.io_buffer_bytes", "must be 4096..16777216 (4 KiB..16 MiB), got 16777217")}},
+		{name: "io buffer at its bounds", mutate: func(c *Config) { c.Transport.IOBufferBytes = 4 << 10 }},
 		{name: "peer timeout not above interval", mutate: func(c *Config) { c.Transport.PeerTimeout = 5 * time.Second },
 			want: []Problem{p("transport.peer_timeout", "must be greater than transport.liveness_interval (5s), got 5s")}},
 

@@ -249,6 +249,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		Curve:               curveCfg,
 		MaxUnadmitted:       cfg.Transport.MaxUnadmitted,
 		MaxPeers:            cfg.Transport.MaxPeers,
+		IOBufferBytes:       cfg.Transport.IOBufferBytes,
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
 		// The transport adds its own rid, mesh and gen, and logs every peer
 		// event (admitted, down, rejected) itself, once, with the peer's

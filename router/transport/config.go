@@ -125,7 +125,8 @@ type Config struct {
 	// MaxPeers bounds admitted inbound peers (distinct RIDs); a hello from a
 	// new RID beyond it is rejected with resourceLimit (1024).
 	MaxPeers int
-	// IOBufferBytes is the read and write buffer per connection (64 KiB).
+	// IOBufferBytes is the read and write buffer per connection
+	// (DefaultIOBufferBytes).
 	IOBufferBytes int
 
 	// Curve enables CURVE authentication and encryption on every
@@ -186,7 +187,7 @@ func (c *Config) withDefaults() (Config, error) {
 		out.MaxPeers = DefaultMaxPeers
 	}
 	if out.IOBufferBytes <= 0 {
-		out.IOBufferBytes = 64 << 10
+		out.IOBufferBytes = DefaultIOBufferBytes
 	}
 	if out.Clock == nil {
 		out.Clock = SystemClock{}

@@ -30,6 +30,14 @@ const (
 	// admitted connection's buffers and queue (IOBufferBytes ×2 plus its
 	// bounded reply queue) cannot add up to an unbounded amount.
 	DefaultMaxPeers = 1024
+	// DefaultIOBufferBytes is each connection's read buffer and write
+	// buffer. Records larger than a buffer bypass it (bufio reads and
+	// writes them directly), so it only decides how many small records
+	// share one socket call. 16 KiB was as fast as the former 64 KiB for
+	// 1 KiB and 64 KiB records one-way and for request/reply (4 alternating
+	// runs each, docs/TRANSPORT.md) and holds 96 KiB less per connection —
+	// per peer twice, since a node has its link and the peer's connection.
+	DefaultIOBufferBytes = 16 << 10
 )
 
 // Handshake and admission failures are logged at most handshakeLogBurst
