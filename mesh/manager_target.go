@@ -138,7 +138,7 @@ func (o *objects) inboundCreate(ctx context.Context, from transport.PeerInfo, co
 			defer cancel()
 			defer context.AfterFunc(o.halt, cancel)() // the node stops: do not wait for the deadline
 			out := o.createOnTarget(cctx, ord, &from)
-			o.finishInbound(req, func(corr uint64) *router.Record { return createReply(fam, corr, ord, out) })
+			o.finishInbound(req, newCreateAnswer(fam, ord, out).record)
 		}
 		<-req.done
 		answer(req.answer(corr))
@@ -249,23 +249,46 @@ func (o *objects) forgetOrders() {
 // createReply builds the command 20 answering 47/49 (§7: Existing |
 // Created | Rejected with the exact ref, or a failure).
 func createReply(fam opFamily, corr uint64, ord createOrder, out targetOutcome) *router.Record {
-	if out.err != nil || out.result == 0 {
-		err := out.err
+	return newCreateAnswer(fam, ord, out).record(corr)
+}
+
+// createAnswer is what command 20 needs of an order and its outcome. A
+// target keeps each answer for duplicate deliveries until the order's
+// deadline (finishInbound: 30 s by default, for every creation), so it
+// keeps only this, not the whole order and outcome.
+type createAnswer struct {
+	fam    opFamily
+	kind   record.ObjectKind
+	id     string
+	objGen uint64 // the order's, for a User Spot
+	result router.CreateResult
+	gen    uint64 // the outcome's, for an Actor
+	err    error
+}
+
+func newCreateAnswer(fam opFamily, ord createOrder, out targetOutcome) createAnswer {
+	return createAnswer{fam: fam, kind: ord.kind, id: ord.id, objGen: ord.objGen, result: out.result, gen: out.gen, err: out.err}
+}
+
+// record is the command 20 of the answer under the correlation corr.
+func (a createAnswer) record(corr uint64) *router.Record {
+	if a.err != nil || a.result == 0 {
+		err := a.err
 		if err == nil {
 			err = fmt.Errorf("%w: no result", ErrUnavailable)
 		}
-		res, code := wireFailure(fam, err)
+		res, code := wireFailure(a.fam, err)
 		return router.NewRecord(&router.Reply{Correlation: corr, Result: res, FailureCode: code}, nil, nil)
 	}
 	var tail router.ReplyTail
-	if ord.kind == record.ObjectActor {
-		t := &router.ActorCreateTail{Result: out.result}
-		if out.result != router.CreateRejected {
-			t.Actor = &router.ActorRef{ActorID: ord.id, ObjectGeneration: out.gen}
+	if a.kind == record.ObjectActor {
+		t := &router.ActorCreateTail{Result: a.result}
+		if a.result != router.CreateRejected {
+			t.Actor = &router.ActorRef{ActorID: a.id, ObjectGeneration: a.gen}
 		}
 		tail = t
 	} else {
-		tail = &router.UserSpotCreateTail{Result: out.result, Spot: router.SpotRef{SpotID: ord.id, ObjectGeneration: ord.objGen}}
+		tail = &router.UserSpotCreateTail{Result: a.result, Spot: router.SpotRef{SpotID: a.id, ObjectGeneration: a.objGen}}
 	}
 	return router.NewRecord(&router.Reply{Correlation: corr, Result: router.ResultOK, Tail: tail}, nil, nil)
 }
