@@ -262,28 +262,37 @@ func (pc *peerConn) writer() {
 				return
 			}
 		}
-		batch = pc.q.popN(batch[:0], maxBatch)
-		for i, it := range batch {
-			// Liveness records go between data records, never behind the
-			// rest of the batch.
-			select {
-			case fr := <-pc.prio:
-				if !write(fr) {
+		// Take what is queued, write it, and take again what was queued
+		// meanwhile (a write can wait for the socket when the buffer is
+		// full), up to maxBatch records, so that records queued while a
+		// write is in progress share the next flush.
+		for taken < maxBatch && !closeAfter {
+			batch = pc.q.popN(batch[:0], maxBatch-int(taken))
+			if len(batch) == 0 {
+				break
+			}
+			for i, it := range batch {
+				// Liveness records go between data records, never behind the
+				// rest of the batch.
+				select {
+				case fr := <-pc.prio:
+					if !write(fr) {
+						return
+					}
+				default:
+				}
+				pc.dequeued(it)
+				taken++
+				batch[i] = outItem{}
+				if !write(it.frames) {
 					return
 				}
-			default:
-			}
-			pc.dequeued(it)
-			taken++
-			batch[i] = outItem{}
-			if !write(it.frames) {
-				return
-			}
-			if it.closeAfter {
-				// A reject record ends the connection: what was queued
-				// behind it is dropped with the queue.
-				closeAfter = true
-				break
+				if it.closeAfter {
+					// A reject record ends the connection: what was queued
+					// behind it is dropped with the queue.
+					closeAfter = true
+					break
+				}
 			}
 		}
 		wrote, err := pc.zc.g.flush(pc.writeTimeout)
