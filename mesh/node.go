@@ -401,6 +401,7 @@ func (n *Node) loop() {
 			n.checkMarker(ctx)
 			n.Discover(ctx)
 			n.refreshCapacityCopy(ctx, false)
+			n.obj.exec.ExpireHints() // an idle node lets its last burst's rows go
 		}
 		if round%reclaimEvery == 0 {
 			n.reclaim(ctx)

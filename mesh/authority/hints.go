@@ -130,6 +130,20 @@ func (h *rowHints) put(key string, rr locstore.ReadResult) {
 	h.rows[key] = next
 }
 
+// ExpireHints forgets the row hints older than their age now, without
+// waiting for the next operation: a node that went idle after a burst
+// would otherwise keep that burst's last second of rows (and the map's
+// storage for them) until it works again. The node calls it every
+// discovery round. Without row hints it does nothing.
+func (e *Executor) ExpireHints() {
+	if h := e.hints; h != nil {
+		now := h.now()
+		h.mu.Lock()
+		h.expireLocked(now)
+		h.mu.Unlock()
+	}
+}
+
 // expireLocked forgets the rows whose last put is older than maxAge: no
 // operation plans on them any more (get), and a decode remembered with one
 // only saves work while the row is being read again — within a move or a

@@ -233,3 +233,24 @@ func TestHintsExpireWhenIdle(t *testing.T) {
 		t.Errorf("after the burst expired: %d rows, peak %d; want 1 and a new map (peak at most 1)", len(h.rows), h.peak)
 	}
 }
+
+// ExpireHints lets an idle executor's rows go without another operation.
+func TestExpireHintsWhenIdle(t *testing.T) {
+	clock := &manualNow{}
+	s, _ := newMemory(t)
+	e := newExecutor(t, s, hinted(clock))
+	rr := locstore.ReadResult{Found: true, Value: []byte("v"), Version: "1", StoreNow: storeNow}
+	for i := range 5_000 {
+		e.Observe("row/"+strconv.Itoa(i), rr)
+	}
+	e.ExpireHints() // nothing is old yet
+	if n := len(e.hints.rows); n != 5_000 {
+		t.Fatalf("%d rows after an early expiry, want 5000", n)
+	}
+	clock.advance(time.Second + time.Nanosecond)
+	e.ExpireHints()
+	if n, q := len(e.hints.rows), len(e.hints.order)-e.hints.head; n != 0 || q != 0 || e.hints.peak != 0 {
+		t.Fatalf("after the age: %d rows, %d puts queued, peak %d; want none (and a new map)", n, q, e.hints.peak)
+	}
+	newExecutor(t, s).ExpireHints() // without hints: nothing to do
+}
