@@ -45,6 +45,12 @@ func movedAfterOne(t *testing.T, ctx context.Context, c *cluster, id string) (re
 func seqStateOf(t *testing.T, ctx context.Context, c *cluster, ref ActorRef) seqState {
 	t.Helper()
 	got, err := c.m(0).RequestActor(ctx, ref, []byte("state"))
+	return decodeSeqState(t, got, err)
+}
+
+// decodeSeqState is the sequence Actor's answer to "state".
+func decodeSeqState(t *testing.T, got []byte, err error) seqState {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

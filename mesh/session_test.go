@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -85,14 +84,7 @@ func (st *sessionStream) run(ctx context.Context, stop <-chan struct{}) {
 func sessionState(t *testing.T, ctx context.Context, s *Session) seqState {
 	t.Helper()
 	got, err := s.Request(ctx, []byte("state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state seqState
-	if err := json.Unmarshal(got, &state); err != nil {
-		t.Fatal(err)
-	}
-	return state
+	return decodeSeqState(t, got, err)
 }
 
 // waitStreaming is waitUntil that fails at once when a stream ended.
