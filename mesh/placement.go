@@ -170,6 +170,13 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 	for _, p := range o.n.tr.Peers() {
 		f.admitted[string(p.RID)] = p.LifecycleGeneration
 	}
+	return placeIn(ctx, snap, f, o.n.loc, rand.Float64)
+}
+
+// placeIn is place's decision on its inputs: the descriptor list, the
+// filter, the store holding the capacity counters and the random draw.
+func placeIn(ctx context.Context, snap directory.Snapshot, f candidateFilter, counters locstore.Store, draw func() float64) (candidate, error) {
+	kind, stableType, mesh, excluded := f.kind, f.stableType, f.mesh, f.excluded
 	cands := candidatesOf(snap, f)
 	bun, err := authority.BundleFor(kind, stableType)
 	if err != nil {
@@ -182,7 +189,7 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 			limited = append(limited, c.node)
 		}
 	}
-	usage, err := o.readCapacities(ctx, limited, bun)
+	usage, err := readCapacities(ctx, counters, limited, bun)
 	if err != nil {
 		return candidate{}, classify(ctx, err, "read capacity of the candidate nodes")
 	}
@@ -195,7 +202,7 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 		}
 		roomy = append(roomy, c)
 	}
-	i := pickWeighted(roomy, rand.Float64())
+	i := pickWeighted(roomy, draw())
 	if i < 0 {
 		failed := 0
 		for _, why := range excluded {
@@ -220,18 +227,18 @@ func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType,
 }
 
 func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun authority.Bundle) ([]authority.CapacityRow, error) {
-	rows, err := o.readCapacities(ctx, []authority.Node{node}, bun)
+	rows, err := readCapacities(ctx, o.n.loc, []authority.Node{node}, bun)
 	return rows[node.String()], err
 }
 
 // readCapacities reads the counters bun uses on each of nodes, in as few
 // calls as locstore.ReadMany allows, by candidate key.
-func (o *objects) readCapacities(ctx context.Context, nodes []authority.Node, bun authority.Bundle) (map[string][]authority.CapacityRow, error) {
+func readCapacities(ctx context.Context, store locstore.Store, nodes []authority.Node, bun authority.Bundle) (map[string][]authority.CapacityRow, error) {
 	var ids []authority.CounterID
 	for _, node := range nodes {
 		ids = append(ids, authority.CountersFor(node, bun)...)
 	}
-	rows, err := authority.ReadCounters(ctx, o.n.loc, ids)
+	rows, err := authority.ReadCounters(ctx, store, ids)
 	if err != nil {
 		return nil, err
 	}

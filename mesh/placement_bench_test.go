@@ -1,0 +1,107 @@
+package mesh
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshnode/meshnode/locstore"
+	locmemory "github.com/meshnode/meshnode/locstore/memory"
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// countingReads counts the store calls and keys placement reads.
+type countingReads struct {
+	locstore.Store
+	calls, keys atomic.Int64
+}
+
+func (c *countingReads) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	c.calls.Add(1)
+	c.keys.Add(1)
+	return c.Store.Read(ctx, key)
+}
+
+func (c *countingReads) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	c.calls.Add(1)
+	c.keys.Add(int64(len(keys)))
+	return locstore.ReadMany(ctx, c.Store, keys)
+}
+
+// placementMesh is a descriptor list of n serving server nodes of mesh
+// "m", every one admitted, each registering Actor type "t" with the given
+// Actor limit (0: unlimited), weights 50..149.
+func placementMesh(n, actorLimit int) (directory.Snapshot, candidateFilter) {
+	snap := directory.Snapshot{MeshName: "m", Complete: true}
+	f := candidateFilter{mesh: "m", kind: record.ObjectActor, stableType: "t", selfRID: []byte("client"), selfGen: 1,
+		admitted: map[string]uint64{}}
+	for i := range n {
+		rid := binary.BigEndian.AppendUint64([]byte("node"), uint64(i))
+		d := record.MeshNodeDescriptor{MeshName: "m", RoutingID: rid, LifecycleGeneration: 3, ObjectRole: record.RoleServer,
+			PlacementWeight: 50 + i%100, State: record.StateServing, OwnerID: fmt.Sprintf("owner-%d", i), LeaseGeneration: 2,
+			DescriptorRevision: 9,
+			ObjectCapabilities: []record.ObjectCapability{
+				{ObjectKind: record.ObjectUserSpot, StableType: "room"},
+				{ObjectKind: record.ObjectActor, StableType: "t"},
+			}}
+		d.Capacity.Actors.Limit = actorLimit
+		snap.Entries = append(snap.Entries, directory.Entry{Descriptor: d, LeaseValid: true})
+		f.admitted[string(rid)] = 3
+	}
+	return snap, f
+}
+
+// BenchmarkPlacement is one placement decision (§4, §7) in meshes of 3 to
+// 1,000 serving nodes, without capacity limits and with an Actor limit on
+// every node (then the counters of candidates are read from the store).
+// The filter's admitted-peer map is rebuilt per decision, as place does
+// from the transport's peer list. It reports the store calls and keys one
+// decision reads.
+func BenchmarkPlacement(b *testing.B) {
+	for _, n := range []int{3, 100, 1000} {
+		for _, limit := range []int{0, 1_000_000} {
+			name := fmt.Sprintf("nodes-%d/unlimited", n)
+			if limit > 0 {
+				name = fmt.Sprintf("nodes-%d/limited", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				snap, f := placementMesh(n, limit)
+				mem, err := locmemory.New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer mem.Close()
+				store := &countingReads{Store: mem}
+				peers := make([]struct {
+					rid string
+					gen uint64
+				}, 0, n)
+				for rid, gen := range f.admitted {
+					peers = append(peers, struct {
+						rid string
+						gen uint64
+					}{rid, gen})
+				}
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					f.admitted = make(map[string]uint64, len(peers))
+					for _, p := range peers {
+						f.admitted[p.rid] = p.gen
+					}
+					c, err := placeIn(ctx, snap, f, store, rand.Float64)
+					if err != nil || c.weight == 0 {
+						b.Fatal(c, err)
+					}
+				}
+				b.ReportMetric(float64(store.calls.Load())/float64(b.N), "store-reads/op")
+				b.ReportMetric(float64(store.keys.Load())/float64(b.N), "store-read-keys/op")
+			})
+		}
+	}
+}
