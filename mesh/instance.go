@@ -230,7 +230,7 @@ func (o *objects) activateElsewhere(ctx context.Context, c *instanceMsg, exclude
 	cand, ok := o.sentActivations.target(c.id, c.stableType, c.mesh)
 	if !ok || excluded[cand.key()] != 0 {
 		var err error
-		if cand, err = o.place(ctx, record.ObjectInstanceSpot, c.stableType, c.mesh, excluded); err != nil {
+		if cand, err = o.place(ctx, placeRequest{kind: record.ObjectInstanceSpot, stableType: c.stableType, mesh: c.mesh, excluded: excluded}); err != nil {
 			return nil, err
 		}
 	}

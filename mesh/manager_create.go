@@ -342,7 +342,7 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 		known := row != nil // read Missing this round
 		row = nil
-		cand, err := o.place(ctx, c.kind, c.stableType, c.mesh, excluded)
+		cand, err := o.place(ctx, placeRequest{kind: c.kind, stableType: c.stableType, mesh: c.mesh, excluded: excluded})
 		if err != nil {
 			if !known {
 				readFirst = true

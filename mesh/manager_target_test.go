@@ -160,7 +160,7 @@ func reservedOrder(t *testing.T, c *cluster, kind record.ObjectKind, id, stableT
 	if err != nil {
 		t.Fatal(err)
 	}
-	cand, err := o.place(ctx, kind, stableType, "objects", map[string]exclusion{})
+	cand, err := o.place(ctx, placeRequest{kind: kind, stableType: stableType, mesh: "objects"})
 	if err != nil || c.indexOf(cand.node.RoutingID) != 1 {
 		t.Fatalf("place: %v, %v", cand.node, err)
 	}

@@ -85,6 +85,7 @@ type Node struct {
 	discoverMu         sync.Mutex // one discovery round at a time
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
+	snapSeq            uint64 // counts the lists discovery stored in lastSnap
 	haveSnap           bool
 	// obj hosts this node's Actors and Spots and serves the Manager
 	// (objects.go; the Objects issue).
@@ -576,6 +577,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	n.lastSnap, n.haveSnap = snap, true
+	n.snapSeq++
 	n.mu.Unlock()
 	n.noteLeaving(snap)
 	n.removeDeadWatched(rctx)
@@ -646,6 +648,15 @@ func (n *Node) LastSnapshot() (directory.Snapshot, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.lastSnap, n.haveSnap
+}
+
+// lastSnapshotNumbered is LastSnapshot with the list's sequence number,
+// which changes whenever discovery replaces the list (what is derived from
+// a list, like placement's candidate sets, is kept per number).
+func (n *Node) lastSnapshotNumbered() (directory.Snapshot, uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastSnap, n.snapSeq, n.haveSnap
 }
 
 // Done is closed once the node has stopped (Close, or a drain through the

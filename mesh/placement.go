@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"strconv"
+	"slices"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router/transport"
 )
 
 // candidate is one node run a new object may be placed on (spec §4, §7).
@@ -27,18 +29,10 @@ type candidate struct {
 
 func (c candidate) key() string { return c.node.String() }
 
-// candidateFilter is what placement needs to know besides the descriptor
-// list: which node run is this one, and which peers are admitted now with
-// which lifecycle generation (a descriptor alone does not mean a message
-// can be sent, §4).
-type candidateFilter struct {
-	mesh       string
-	kind       record.ObjectKind
-	stableType string
-	selfRID    []byte
-	selfGen    uint64
-	admitted   map[string]uint64    // RID bytes → admitted lifecycle generation
-	excluded   map[string]exclusion // candidate keys excluded by earlier failures
+// limited reports whether c has a capacity limit (then placement reads its
+// store counters before choosing it).
+func (c candidate) limited() bool {
+	return c.limits.Actors > 0 || c.limits.Spots > 0 || c.limits.SpotType > 0
 }
 
 // exclusion says why a call excluded a node run from its placement.
@@ -49,47 +43,6 @@ const (
 	excludedFailed                      // its lease changed or it failed before the callback
 )
 
-// candidatesOf lists the placement candidates of a complete descriptor list
-// (§4, §7): Serving Object Server nodes of the mesh with a valid owner
-// lease, a placement weight above 0, the stable type registered for the
-// object kind, and a usable link (this node itself, or a peer admitted at
-// the descriptor's lifecycle generation); minus the excluded node runs.
-// Capacity is checked afterwards against the store counters.
-func candidatesOf(snap directory.Snapshot, f candidateFilter) []candidate {
-	var out []candidate
-	for _, e := range snap.Entries {
-		d := e.Descriptor
-		if d.MeshName != f.mesh || !e.LeaseValid || d.State != record.StateServing ||
-			d.ObjectRole != record.RoleServer || d.PlacementWeight <= 0 {
-			continue
-		}
-		capLimit, ok := capabilityLimit(d, f.kind, f.stableType)
-		if !ok {
-			continue
-		}
-		local := bytes.Equal(d.RoutingID, f.selfRID) && uint64(d.LifecycleGeneration) == f.selfGen
-		if !local {
-			gen, admitted := f.admitted[string(d.RoutingID)]
-			if !admitted || gen != uint64(d.LifecycleGeneration) {
-				continue
-			}
-		}
-		c := candidate{
-			node:              authority.Node{MeshName: d.MeshName, RoutingID: d.RoutingID, LifecycleGeneration: uint64(d.LifecycleGeneration)},
-			owner:             authority.Owner{ID: d.OwnerID, LeaseGeneration: uint64(d.LeaseGeneration)},
-			limits:            authority.Limits{Actors: d.Capacity.Actors.Limit, Spots: d.Capacity.Spots.Limit, SpotType: capLimit},
-			weight:            d.PlacementWeight,
-			local:             local,
-			descriptorVersion: strconv.FormatUint(uint64(d.DescriptorRevision), 10),
-		}
-		if f.excluded[c.key()] != 0 {
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
 // capabilityLimit finds the (kind, stable type) capability of a descriptor
 // and returns its per-type limit (0 = unlimited).
 func capabilityLimit(d record.MeshNodeDescriptor, kind record.ObjectKind, stableType string) (int, bool) {
@@ -99,27 +52,6 @@ func capabilityLimit(d record.MeshNodeDescriptor, kind record.ObjectKind, stable
 		}
 	}
 	return 0, false
-}
-
-// pickWeighted returns the index of the candidate a uniform draw r in
-// [0,1) selects, each candidate with probability weight/total (§4: a larger
-// weight is chosen proportionally more often). -1 when there is none.
-func pickWeighted(cands []candidate, r float64) int {
-	total := 0
-	for _, c := range cands {
-		total += c.weight
-	}
-	if total <= 0 {
-		return -1
-	}
-	x := int(r * float64(total))
-	for i, c := range cands {
-		if x < c.weight {
-			return i
-		}
-		x -= c.weight
-	}
-	return len(cands) - 1
 }
 
 // hasRoom reports whether usage rows leave room for one more object of the
@@ -146,84 +78,190 @@ func hasRoom(rows []authority.CapacityRow, limits authority.Limits, bun authorit
 	return true
 }
 
-// place chooses the node run for a new object: the candidates of the latest
-// complete descriptor list, minus those whose store counters show no room,
-// picked by weight. The Reserve batch re-checks capacity atomically; a
-// failure there excludes the node run and the caller asks again (§7).
-func (o *objects) place(ctx context.Context, kind record.ObjectKind, stableType, mesh string, excluded map[string]exclusion) (candidate, error) {
-	snap, ok := o.n.LastSnapshot()
+// placeRequest is one placement's question.
+type placeRequest struct {
+	kind       record.ObjectKind
+	stableType string
+	mesh       string
+	// excluded are node runs earlier attempts of the same call excluded.
+	excluded map[string]exclusion
+	// only, when set, is the one RoutingID acceptable (a relocation to a
+	// named node); avoid are RoutingIDs never acceptable.
+	only  []byte
+	avoid [][]byte
+}
+
+// placeEnv is what a placement reads besides the candidate set.
+type placeEnv struct {
+	// admitted returns the lifecycle generation a peer's link is admitted
+	// at now (§4: a descriptor alone does not mean a message can be sent).
+	admitted func(rid []byte) (uint64, bool)
+	counters locstore.Store // holds the capacity counters
+	rnd      func() float64 // uniform in [0, 1)
+}
+
+// place chooses the node run for a new object (§4, §7): a candidate of the
+// latest complete descriptor list with a usable link and room in its store
+// counters, picked by weight. The Reserve batch re-checks capacity
+// atomically; a failure there excludes the node run and the caller asks
+// again (§7).
+func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error) {
+	snap, list, ok := o.n.lastSnapshotNumbered()
 	if !ok {
 		if err := o.n.Discover(ctx); err != nil {
 			return candidate{}, classify(ctx, err, "discovery before placement")
 		}
-		if snap, ok = o.n.LastSnapshot(); !ok {
+		if snap, list, ok = o.n.lastSnapshotNumbered(); !ok {
 			return candidate{}, fmt.Errorf("%w: no descriptor list yet", ErrUnavailable)
 		}
 	}
 	if o.hostMove.Load() {
 		// A host Relocate empties this node: it takes no new objects.
-		excluded = withSelfExcluded(excluded, authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
+		req.excluded = withSelfExcluded(req.excluded, authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
 			LifecycleGeneration: o.n.run.lifecycleGeneration})
 	}
-	f := candidateFilter{mesh: mesh, kind: kind, stableType: stableType, selfRID: o.n.run.rid,
-		selfGen: o.n.run.lifecycleGeneration, admitted: map[string]uint64{}, excluded: excluded}
-	for _, p := range o.n.tr.Peers() {
-		f.admitted[string(p.RID)] = p.LifecycleGeneration
-	}
-	return placeIn(ctx, snap, f, o.n.loc, rand.Float64)
+	set := o.candidates.get(list, snap, candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType},
+		o.n.run.rid, o.n.run.lifecycleGeneration)
+	return decide(ctx, set, req, placeEnv{admitted: o.admittedAt, counters: o.n.loc, rnd: rand.Float64})
 }
 
-// placeIn is place's decision on its inputs: the descriptor list, the
-// filter, the store holding the capacity counters and the random draw.
-func placeIn(ctx context.Context, snap directory.Snapshot, f candidateFilter, counters locstore.Store, draw func() float64) (candidate, error) {
-	kind, stableType, mesh, excluded := f.kind, f.stableType, f.mesh, f.excluded
-	cands := candidatesOf(snap, f)
-	bun, err := authority.BundleFor(kind, stableType)
+// admittedAt is placeEnv.admitted on the node's transport.
+func (o *objects) admittedAt(rid []byte) (uint64, bool) {
+	p, ok := o.n.tr.Peer(transport.RID(rid))
+	return p.LifecycleGeneration, ok
+}
+
+// maxCapacityBatch bounds the candidates whose counters one placement reads
+// in one go; the first read is of one candidate, each further read of
+// capacityBatchGrowth times more (a mesh of mostly full nodes is walked in
+// a few calls, a mesh with room costs one).
+const (
+	maxCapacityBatch    = 256
+	capacityBatchGrowth = 8
+)
+
+// decide draws set's candidates by weight and returns the first usable one
+// with room: its link admitted at the listed lifecycle generation (or this
+// node itself), not excluded by req, and — when it has limits — room for
+// the object in its store counters (current usage and what other
+// operations secured, the Reserve batch's rule). Counters are read only
+// for drawn candidates, a few at a time, so a placement in a mesh of N
+// nodes with room costs one draw and at most one read whatever N is; only
+// a placement that finds nothing walks the whole set. Taking the first
+// usable draw picks among the usable candidates exactly by weight.
+func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeEnv) (candidate, error) {
+	bun, err := authority.BundleFor(req.kind, req.stableType)
 	if err != nil {
 		return candidate{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
-	// The counters of every candidate with a limit, in one read.
-	var limited []authority.Node
-	for _, c := range cands {
-		if c.limits.Actors > 0 || c.limits.Spots > 0 || c.limits.SpotType > 0 {
-			limited = append(limited, c.node)
-		}
-	}
-	usage, err := readCapacities(ctx, counters, limited, bun)
-	if err != nil {
-		return candidate{}, classify(ctx, err, "read capacity of the candidate nodes")
-	}
-	full := 0
-	roomy := cands[:0:0]
-	for _, c := range cands {
-		if rows, ok := usage[c.key()]; ok && !hasRoom(rows, c.limits, bun) {
-			full++
-			continue
-		}
-		roomy = append(roomy, c)
-	}
-	i := pickWeighted(roomy, draw())
-	if i < 0 {
-		failed := 0
-		for _, why := range excluded {
-			if why == excludedFull {
-				full++
-			} else {
-				failed++
+	d := drawer{set: set, rnd: env.rnd}
+	usable := func() (int, bool) {
+		for {
+			i, ok := d.next()
+			if !ok {
+				return -1, false
+			}
+			if req.usable(set.cands[i], env) {
+				return i, true
 			}
 		}
-		if full > 0 {
-			return candidate{}, fmt.Errorf("%w: no Serving node of mesh %q with %s %q has capacity left (%d full, %d failed): %w",
-				ErrUnavailable, mesh, kind, stableType, full, failed, ErrCapacityExhausted)
-		}
-		if failed > 0 {
-			return candidate{}, fmt.Errorf("%w: every node of mesh %q able to host %s %q failed this creation (%d)",
-				ErrUnavailable, mesh, kind, stableType, failed)
-		}
-		return candidate{}, fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link",
-			ErrUnavailable, mesh, kind, stableType)
 	}
-	return roomy[i], nil
+	var (
+		order []int // usable candidates in draw order
+		usage map[string][]authority.CapacityRow
+		read  int // order[:read] had their counters read
+		batch = 1
+		full  int
+	)
+	for pos := 0; ; pos++ {
+		if pos == len(order) {
+			i, ok := usable()
+			if !ok {
+				break
+			}
+			order = append(order, i)
+		}
+		c := set.cands[order[pos]]
+		if !c.limited() {
+			return c, nil
+		}
+		if pos >= read {
+			// This candidate's counters, and those of the next usable
+			// draws up to the batch, in one read.
+			for len(order) < pos+batch {
+				i, ok := usable()
+				if !ok {
+					break
+				}
+				order = append(order, i)
+			}
+			var nodes []authority.Node
+			for _, i := range order[pos:] {
+				if set.cands[i].limited() {
+					nodes = append(nodes, set.cands[i].node)
+				}
+			}
+			rows, err := readCapacities(ctx, env.counters, nodes, bun)
+			if err != nil {
+				return candidate{}, classify(ctx, err, "read capacity of the candidate nodes")
+			}
+			if usage == nil {
+				usage = rows
+			} else {
+				maps.Copy(usage, rows)
+			}
+			read, batch = len(order), min(batch*capacityBatchGrowth, maxCapacityBatch)
+		}
+		if hasRoom(usage[c.key()], c.limits, bun) {
+			return c, nil
+		}
+		full++
+	}
+	return candidate{}, req.nothingPlaced(full)
+}
+
+// usable reports whether the placement may use c now: not excluded by an
+// earlier attempt or by req's RoutingID filters, and this node itself or a
+// peer whose link is admitted at the listed lifecycle generation.
+func (req placeRequest) usable(c candidate, env placeEnv) bool {
+	if len(req.excluded) > 0 && req.excluded[c.key()] != 0 {
+		return false
+	}
+	if req.only != nil && !bytes.Equal(c.node.RoutingID, req.only) {
+		return false
+	}
+	if slices.ContainsFunc(req.avoid, func(a []byte) bool { return bytes.Equal(a, c.node.RoutingID) }) {
+		return false
+	}
+	if c.local {
+		return true
+	}
+	gen, ok := env.admitted(c.node.RoutingID)
+	return ok && gen == c.node.LifecycleGeneration
+}
+
+// nothingPlaced is the error of a placement that found no candidate: full
+// counts the candidates whose counters showed no room.
+func (req placeRequest) nothingPlaced(full int) error {
+	failed := 0
+	for _, why := range req.excluded {
+		if why == excludedFull {
+			full++
+		} else {
+			failed++
+		}
+	}
+	kind, stableType, mesh := req.kind, req.stableType, req.mesh
+	if full > 0 {
+		return fmt.Errorf("%w: no Serving node of mesh %q with %s %q has capacity left (%d full, %d failed): %w",
+			ErrUnavailable, mesh, kind, stableType, full, failed, ErrCapacityExhausted)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%w: every node of mesh %q able to host %s %q failed this creation (%d)",
+			ErrUnavailable, mesh, kind, stableType, failed)
+	}
+	return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link",
+		ErrUnavailable, mesh, kind, stableType)
 }
 
 func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun authority.Bundle) ([]authority.CapacityRow, error) {

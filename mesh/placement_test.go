@@ -2,9 +2,16 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/locstore"
+	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/lease"
@@ -13,78 +20,167 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
-func TestPickWeighted(t *testing.T) {
-	c := func(w int) candidate { return candidate{weight: w} }
+// fixedDraws returns the draws in order, then 0.
+func fixedDraws(rs ...float64) func() float64 {
+	return func() float64 {
+		if len(rs) == 0 {
+			return 0
+		}
+		r := rs[0]
+		rs = rs[1:]
+		return r
+	}
+}
+
+func weightedSet(ws ...int) *candidateSet {
+	s := &candidateSet{}
+	var total int64
+	for i, w := range ws {
+		total += int64(w)
+		s.cands = append(s.cands, candidate{weight: w, node: authority.Node{MeshName: "m", RoutingID: []byte{byte(i + 1)}, LifecycleGeneration: 1}})
+		s.cum = append(s.cum, total)
+	}
+	return s
+}
+
+func TestDrawerFirstDrawByWeight(t *testing.T) {
 	tests := []struct {
-		name  string
-		cands []candidate
-		r     float64
-		want  int
+		name    string
+		weights []int
+		r       float64
+		want    int
 	}{
 		{"none", nil, 0.5, -1},
-		{"all zero", []candidate{c(0), c(0)}, 0.5, -1},
-		{"single", []candidate{c(100)}, 0.99, 0},
-		{"first share", []candidate{c(100), c(300)}, 0.24, 0},
-		{"second share starts at 1/4", []candidate{c(100), c(300)}, 0.25, 1},
-		{"top of range", []candidate{c(100), c(300)}, 0.999, 1},
-		{"zero weight never picked", []candidate{c(0), c(1), c(0)}, 0.0, 1},
+		{"single", []int{100}, 0.99, 0},
+		{"first share", []int{100, 300}, 0.24, 0},
+		{"second share starts at 1/4", []int{100, 300}, 0.25, 1},
+		{"top of range", []int{100, 300}, 0.999, 1},
+		{"a draw of exactly 1 stays in range", []int{100, 300}, 1, 1},
 	}
 	for _, tc := range tests {
-		if got := pickWeighted(tc.cands, tc.r); got != tc.want {
-			t.Errorf("%s: pickWeighted = %d, want %d", tc.name, got, tc.want)
+		d := drawer{set: weightedSet(tc.weights...), rnd: fixedDraws(tc.r)}
+		if got, _ := d.next(); got != tc.want {
+			t.Errorf("%s: first draw = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
 
-func TestCandidatesOf(t *testing.T) {
-	self, peer, stranger := []byte{1}, []byte{2}, []byte{3}
+// Every candidate is drawn exactly once, whatever the draws return (a
+// constant draw keeps landing on a drawn candidate: the scan takes over).
+func TestDrawerDrawsEachOnce(t *testing.T) {
+	for _, draws := range []func() float64{fixedDraws(), rand.New(rand.NewPCG(1, 2)).Float64} {
+		d := drawer{set: weightedSet(5, 1, 300, 7, 7, 100), rnd: draws}
+		seen := map[int]bool{}
+		for {
+			i, ok := d.next()
+			if !ok {
+				break
+			}
+			if seen[i] {
+				t.Fatalf("candidate %d drawn twice", i)
+			}
+			seen[i] = true
+		}
+		if len(seen) != 6 {
+			t.Fatalf("drew %d of 6 candidates", len(seen))
+		}
+	}
+}
+
+// The n-th draw picks among the candidates not drawn yet by weight: over
+// many seeded runs the second draw, after the heavy first candidate was
+// drawn, splits the rest 1:2:3.
+func TestDrawerSecondDrawByRemainingWeight(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	counts := make([]int, 4)
+	const runs = 60000
+	for range runs {
+		d := drawer{set: weightedSet(1000, 100, 200, 300), rnd: rnd.Float64}
+		d.take(0)
+		i, _ := d.next()
+		counts[i]++
+	}
+	if counts[0] != 0 {
+		t.Fatalf("a drawn candidate was drawn again %d times", counts[0])
+	}
+	for i, want := range []float64{0, 1.0 / 6, 2.0 / 6, 3.0 / 6} {
+		if got := float64(counts[i]) / runs; math.Abs(got-want) > 0.01 {
+			t.Errorf("candidate %d drawn %.3f of the time, want %.3f", i, got, want)
+		}
+	}
+}
+
+func TestNewCandidateSet(t *testing.T) {
+	self, peer := []byte{1}, []byte{2}
 	desc := func(rid []byte, edit func(*record.MeshNodeDescriptor)) directory.Entry {
 		d := record.MeshNodeDescriptor{MeshName: "m", RoutingID: rid, LifecycleGeneration: 7, ObjectRole: record.RoleServer,
-			PlacementWeight: 100, State: record.StateServing, OwnerID: "o", LeaseGeneration: 7,
+			PlacementWeight: 100, State: record.StateServing, OwnerID: "o", LeaseGeneration: 7, DescriptorRevision: 12,
 			ObjectCapabilities: []record.ObjectCapability{{ObjectKind: record.ObjectActor, StableType: "t", Limit: 5}}}
 		if edit != nil {
 			edit(&d)
 		}
 		return directory.Entry{Descriptor: d, LeaseValid: true}
 	}
-	base := candidateFilter{mesh: "m", kind: record.ObjectActor, stableType: "t", selfRID: self, selfGen: 7,
-		admitted: map[string]uint64{string(peer): 7, string(stranger): 6}}
 	tests := []struct {
 		name  string
 		entry directory.Entry
 		ok    bool
+		local bool
 	}{
-		{"self", desc(self, nil), true},
-		{"admitted peer", desc(peer, nil), true},
-		{"peer admitted at another generation", desc(stranger, nil), false},
-		{"not admitted", desc([]byte{9}, nil), false},
-		{"weight 0", desc(peer, func(d *record.MeshNodeDescriptor) { d.PlacementWeight = 0 }), false},
-		{"draining", desc(peer, func(d *record.MeshNodeDescriptor) { d.State = record.StateDraining }), false},
-		{"client role", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectRole = record.RoleClient }), false},
-		{"other mesh", desc(peer, func(d *record.MeshNodeDescriptor) { d.MeshName = "x" }), false},
-		{"type not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].StableType = "u" }), false},
-		{"kind not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].ObjectKind = record.ObjectUserSpot }), false},
-		{"lease gone", func() directory.Entry { e := desc(peer, nil); e.LeaseValid = false; return e }(), false},
+		{"self", desc(self, nil), true, true},
+		{"self, another run", desc(self, func(d *record.MeshNodeDescriptor) { d.LifecycleGeneration = 6 }), true, false},
+		{"peer", desc(peer, nil), true, false},
+		{"weight 0", desc(peer, func(d *record.MeshNodeDescriptor) { d.PlacementWeight = 0 }), false, false},
+		{"draining", desc(peer, func(d *record.MeshNodeDescriptor) { d.State = record.StateDraining }), false, false},
+		{"client role", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectRole = record.RoleClient }), false, false},
+		{"other mesh", desc(peer, func(d *record.MeshNodeDescriptor) { d.MeshName = "x" }), false, false},
+		{"type not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].StableType = "u" }), false, false},
+		{"kind not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].ObjectKind = record.ObjectUserSpot }), false, false},
+		{"lease gone", func() directory.Entry { e := desc(peer, nil); e.LeaseValid = false; return e }(), false, false},
 	}
 	for _, tc := range tests {
-		got := candidatesOf(directory.Snapshot{Entries: []directory.Entry{tc.entry}}, base)
-		if (len(got) == 1) != tc.ok {
-			t.Errorf("%s: %d candidates, want ok=%v", tc.name, len(got), tc.ok)
+		s := newCandidateSet(directory.Snapshot{Entries: []directory.Entry{tc.entry}}, "m", record.ObjectActor, "t", self, 7)
+		if (len(s.cands) == 1) != tc.ok {
+			t.Errorf("%s: %d candidates, want ok=%v", tc.name, len(s.cands), tc.ok)
 			continue
 		}
 		if tc.ok {
-			c := got[0]
-			if c.local != bytes.Equal(tc.entry.Descriptor.RoutingID, self) || c.limits.SpotType != 5 || c.owner.ID != "o" {
-				t.Errorf("%s: candidate %+v", tc.name, c)
+			c := s.cands[0]
+			if c.local != tc.local || c.limits.SpotType != 5 || c.owner.ID != "o" || c.descriptorVersion != "12" || s.total() != 100 {
+				t.Errorf("%s: candidate %+v, total %d", tc.name, c, s.total())
 			}
 		}
 	}
-	f := base
-	f.excluded = map[string]exclusion{}
-	cs := candidatesOf(directory.Snapshot{Entries: []directory.Entry{desc(self, nil), desc(peer, nil)}}, f)
-	f.excluded[cs[0].key()] = excludedFull
-	if got := candidatesOf(directory.Snapshot{Entries: []directory.Entry{desc(self, nil), desc(peer, nil)}}, f); len(got) != 1 || got[0].key() == cs[0].key() {
-		t.Fatalf("exclusion not applied: %+v", got)
+}
+
+func TestPlaceRequestUsable(t *testing.T) {
+	peer := candidate{node: authority.Node{MeshName: "m", RoutingID: []byte{2}, LifecycleGeneration: 7}, weight: 1}
+	self := candidate{node: authority.Node{MeshName: "m", RoutingID: []byte{1}, LifecycleGeneration: 7}, weight: 1, local: true}
+	admittedAt := func(gen uint64) placeEnv {
+		return placeEnv{admitted: func(rid []byte) (uint64, bool) { return gen, bytes.Equal(rid, []byte{2}) }}
+	}
+	none := placeEnv{admitted: func([]byte) (uint64, bool) { return 0, false }}
+	tests := []struct {
+		name string
+		req  placeRequest
+		c    candidate
+		env  placeEnv
+		want bool
+	}{
+		{"admitted peer", placeRequest{}, peer, admittedAt(7), true},
+		{"peer admitted at another generation", placeRequest{}, peer, admittedAt(6), false},
+		{"peer not admitted", placeRequest{}, peer, none, false},
+		{"self needs no link", placeRequest{}, self, none, true},
+		{"excluded", placeRequest{excluded: map[string]exclusion{peer.key(): excludedFull}}, peer, admittedAt(7), false},
+		{"another run excluded", placeRequest{excluded: map[string]exclusion{self.key(): excludedFailed}}, peer, admittedAt(7), true},
+		{"only this one", placeRequest{only: []byte{2}}, peer, admittedAt(7), true},
+		{"only another", placeRequest{only: []byte{3}}, peer, admittedAt(7), false},
+		{"avoided", placeRequest{avoid: [][]byte{{3}, {2}}}, peer, admittedAt(7), false},
+	}
+	for _, tc := range tests {
+		if got := tc.req.usable(tc.c, tc.env); got != tc.want {
+			t.Errorf("%s: usable = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
@@ -206,5 +302,136 @@ func TestNewSpotIDIsUUIDv4(t *testing.T) {
 			t.Fatalf("%q: not a fresh lowercase UUID v4", id)
 		}
 		seen[id] = true
+	}
+}
+
+// limitedSet is weightedSet with an Actor limit on every candidate.
+func limitedSet(limit int, ws ...int) *candidateSet {
+	s := weightedSet(ws...)
+	for i := range s.cands {
+		s.cands[i].limits.Actors = limit
+	}
+	return s
+}
+
+// fillActors stores usage as c's Actor counter (secured and active rows).
+func fillActors(t *testing.T, store locstore.Store, c candidate, usage int) {
+	t.Helper()
+	id := authority.CounterID{Node: c.node, Class: authority.SlotActors}
+	secured, active, err := authority.CounterKeys(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var muts []locstore.Mutation
+	for _, row := range []struct {
+		key string
+		m   authority.Measure
+	}{{secured, authority.MeasureSecured}, {active, authority.MeasureActive}} {
+		v, err := authority.EncodeCapacity(id, row.m, usage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, locstore.Put(row.key, v))
+	}
+	if res, err := store.Write(context.Background(), locstore.WriteRequest{Mutations: muts}); err != nil || !res.Applied {
+		t.Fatalf("fill counters: %v %+v", err, res)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	everyone := func([]byte) (uint64, bool) { return 1, true }
+	tests := []struct {
+		name      string
+		set       *candidateSet
+		full      []int // candidates filled to their limit
+		req       placeRequest
+		admitted  func([]byte) (uint64, bool)
+		draws     []float64
+		want      int // candidate index, -1 for an error
+		wantErr   error
+		wantMsg   string
+		wantCalls int64
+		wantKeys  int64
+	}{
+		{name: "unlimited: no store read", set: weightedSet(100, 100, 100), draws: []float64{0.5}, want: 1},
+		{name: "limited with room: one read of one node", set: limitedSet(10, 100, 100, 100), draws: []float64{0.5}, want: 1,
+			wantCalls: 1, wantKeys: 2},
+		{name: "first draw full: the next read takes the following draws", set: limitedSet(10, 100, 100, 100), full: []int{1},
+			draws: []float64{0.5, 0.9}, want: 2, wantCalls: 2, wantKeys: 6},
+		{name: "unlimited after a full one: no second read", set: func() *candidateSet {
+			s := limitedSet(10, 100, 100)
+			s.cands[1].limits = authority.Limits{}
+			return s
+		}(), full: []int{0}, draws: []float64{0.1}, want: 1, wantCalls: 1, wantKeys: 2},
+		{name: "every node full", set: limitedSet(10, 100, 100, 100), full: []int{0, 1, 2}, want: -1,
+			wantErr: ErrCapacityExhausted, wantMsg: "(3 full, 0 failed)", wantCalls: 2, wantKeys: 6},
+		{name: "earlier exclusions are counted", set: limitedSet(10, 100, 100, 100), full: []int{1, 2},
+			req: placeRequest{excluded: map[string]exclusion{
+				weightedSet(100).cands[0].key(): excludedFull, "m/09@1": excludedFailed}},
+			want: -1, wantErr: ErrCapacityExhausted, wantMsg: "(3 full, 1 failed)", wantCalls: 2, wantKeys: 4},
+		{name: "no admitted link", set: limitedSet(10, 100, 100), admitted: func([]byte) (uint64, bool) { return 0, false },
+			want: -1, wantErr: ErrUnavailable, wantMsg: "usable link"},
+		{name: "only the named node", set: weightedSet(100, 100, 100), req: placeRequest{only: []byte{3}}, draws: []float64{0.1}, want: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem, err := locmemory.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			for _, i := range tc.full {
+				fillActors(t, mem, tc.set.cands[i], 10)
+			}
+			store := &countingReads{Store: mem}
+			admitted := tc.admitted
+			if admitted == nil {
+				admitted = everyone
+			}
+			req := tc.req
+			req.kind, req.stableType, req.mesh = record.ObjectActor, "t", "m"
+			c, err := decide(context.Background(), tc.set, req, placeEnv{admitted: admitted, counters: store, rnd: fixedDraws(tc.draws...)})
+			if tc.want < 0 {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(fmt.Sprint(err), tc.wantMsg) {
+					t.Fatalf("err = %v, want %v with %q", err, tc.wantErr, tc.wantMsg)
+				}
+			} else if err != nil || c.key() != tc.set.cands[tc.want].key() {
+				t.Fatalf("placed on %s (%v), want %s", c.key(), err, tc.set.cands[tc.want].key())
+			}
+			if got, gotKeys := store.calls.Load(), store.keys.Load(); got != tc.wantCalls || gotKeys != tc.wantKeys {
+				t.Errorf("store reads %d calls / %d keys, want %d / %d", got, gotKeys, tc.wantCalls, tc.wantKeys)
+			}
+		})
+	}
+}
+
+// Among the candidates with room, placement picks by weight (§4), however
+// heavy the full ones are: seeded draws over 30,000 placements split
+// 1:3 between the two with room while the heaviest is full.
+func TestDecideByWeightAmongRoomy(t *testing.T) {
+	mem, err := locmemory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	set := limitedSet(10, 100, 600, 300)
+	fillActors(t, mem, set.cands[1], 10)
+	rnd := rand.New(rand.NewPCG(5, 6))
+	env := placeEnv{admitted: func([]byte) (uint64, bool) { return 1, true }, counters: mem, rnd: rnd.Float64}
+	req := placeRequest{kind: record.ObjectActor, stableType: "t", mesh: "m"}
+	counts := map[string]int{}
+	const runs = 30000
+	for range runs {
+		c, err := decide(context.Background(), set, req, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[c.key()]++
+	}
+	if counts[set.cands[1].key()] != 0 {
+		t.Fatalf("the full node was chosen %d times", counts[set.cands[1].key()])
+	}
+	if got := float64(counts[set.cands[0].key()]) / runs; math.Abs(got-0.25) > 0.015 {
+		t.Errorf("weight 100 of 400 with room chosen %.3f of the time, want 0.25", got)
 	}
 }

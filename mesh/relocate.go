@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/meshnode/meshnode/chunk"
@@ -336,22 +335,12 @@ func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, 
 	if rid != nil && bytes.Equal(rid, o.n.run.rid) {
 		return candidate{}, fmt.Errorf("%w: the target is this node", ErrInvalidOperation)
 	}
-	excluded := map[string]exclusion{self.String(): excludedFailed}
-	for attempt := 0; ; attempt++ {
-		c, err := o.place(ctx, kind, stableType, o.n.cfg.Node.MeshName, excluded)
-		if err != nil {
-			if rid != nil {
-				return candidate{}, fmt.Errorf("%w: node %x cannot take %s %q: %w", ErrUnavailable, rid, kind, stableType, err)
-			}
-			return candidate{}, err
-		}
-		if (rid == nil || bytes.Equal(c.node.RoutingID, rid)) && !slices.ContainsFunc(avoid, func(a []byte) bool { return bytes.Equal(a, c.node.RoutingID) }) {
-			return c, nil
-		}
-		// Not the one asked for: exclude it and draw again (the candidate
-		// set is small; each draw removes one).
-		excluded[c.key()] = excludedFailed
+	c, err := o.place(ctx, placeRequest{kind: kind, stableType: stableType, mesh: o.n.cfg.Node.MeshName,
+		excluded: map[string]exclusion{self.String(): excludedFailed}, only: rid, avoid: avoid})
+	if err != nil && rid != nil {
+		return candidate{}, fmt.Errorf("%w: node %x cannot take %s %q: %w", ErrUnavailable, rid, kind, stableType, err)
 	}
+	return c, err
 }
 
 func policyOf(p spot.Policy) relocation.Policy {

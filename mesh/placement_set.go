@@ -1,0 +1,167 @@
+package mesh
+
+import (
+	"bytes"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// candidateSet is what one descriptor list offers a placement of one
+// (mesh, object kind, stable type), §4 and §7: the Serving Object Server
+// node runs with a valid owner lease, a placement weight above 0 and the
+// stable type registered, each with its cumulative weight. It depends on
+// the list alone, so it is built once per list and shared by every
+// placement until discovery replaces the list; what changes between two
+// placements — an admitted link, a call's exclusions, room in the store
+// counters — is checked only for the candidates a placement draws
+// (decide), so a placement does not grow with the mesh.
+type candidateSet struct {
+	cands []candidate
+	cum   []int64 // cum[i] is the total weight of cands[:i+1]
+}
+
+// newCandidateSet lists the candidates of snap for (mesh, kind,
+// stableType); self identifies this node's own run (local placement).
+func newCandidateSet(snap directory.Snapshot, mesh string, kind record.ObjectKind, stableType string, selfRID []byte, selfGen uint64) *candidateSet {
+	s := &candidateSet{}
+	var total int64
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if d.MeshName != mesh || !e.LeaseValid || d.State != record.StateServing ||
+			d.ObjectRole != record.RoleServer || d.PlacementWeight <= 0 {
+			continue
+		}
+		capLimit, ok := capabilityLimit(d, kind, stableType)
+		if !ok {
+			continue
+		}
+		total += int64(d.PlacementWeight)
+		s.cands = append(s.cands, candidate{
+			node:              authority.Node{MeshName: d.MeshName, RoutingID: d.RoutingID, LifecycleGeneration: uint64(d.LifecycleGeneration)},
+			owner:             authority.Owner{ID: d.OwnerID, LeaseGeneration: uint64(d.LeaseGeneration)},
+			limits:            authority.Limits{Actors: d.Capacity.Actors.Limit, Spots: d.Capacity.Spots.Limit, SpotType: capLimit},
+			weight:            d.PlacementWeight,
+			local:             bytes.Equal(d.RoutingID, selfRID) && uint64(d.LifecycleGeneration) == selfGen,
+			descriptorVersion: strconv.FormatUint(uint64(d.DescriptorRevision), 10),
+		})
+		s.cum = append(s.cum, total)
+	}
+	return s
+}
+
+func (s *candidateSet) total() int64 {
+	if len(s.cum) == 0 {
+		return 0
+	}
+	return s.cum[len(s.cum)-1]
+}
+
+// drawer draws the candidates of a set one at a time, each draw without
+// replacement and with probability weight / (weight not yet drawn). A
+// placement takes the first drawn candidate it can use, which selects
+// among the usable ones exactly by weight (§4: "picks a target by weight
+// ratio"), whichever and however many were unusable.
+type drawer struct {
+	set   *candidateSet
+	rnd   func() float64 // uniform in [0, 1)
+	drawn map[int]struct{}
+	// drawnWeight is the weight of the candidates drawn so far.
+	drawnWeight int64
+}
+
+// rejectionDraws bounds the draws over the whole set that may land on a
+// drawn candidate before next scans the undrawn ones instead. While at most
+// half the weight is drawn a draw lands on an undrawn one with probability
+// ≥ 1/2, so the scan is rare; the bound only keeps a pathological draw
+// function from looping.
+const rejectionDraws = 8
+
+// next returns the index of the next candidate, or false when every one
+// was drawn. A draw over the whole set landing on a drawn candidate is
+// drawn again (rejection keeps the distribution exact); once half the
+// weight is drawn, or after rejectionDraws misses, one pass over the
+// undrawn ones picks instead.
+func (d *drawer) next() (int, bool) {
+	total := d.set.total()
+	left := total - d.drawnWeight
+	if left <= 0 {
+		return -1, false
+	}
+	if d.drawnWeight*2 <= total {
+		for range rejectionDraws {
+			x := scaled(d.rnd(), total)
+			i := sort.Search(len(d.set.cum), func(i int) bool { return d.set.cum[i] > x })
+			if _, seen := d.drawn[i]; !seen {
+				return d.take(i), true
+			}
+		}
+	}
+	x := scaled(d.rnd(), left)
+	for i, c := range d.set.cands {
+		if _, seen := d.drawn[i]; seen {
+			continue
+		}
+		if x < int64(c.weight) {
+			return d.take(i), true
+		}
+		x -= int64(c.weight)
+	}
+	// Unreachable while the weights add up; never return a drawn one.
+	return -1, false
+}
+
+func (d *drawer) take(i int) int {
+	if d.drawn == nil {
+		d.drawn = make(map[int]struct{}, 4)
+	}
+	d.drawn[i] = struct{}{}
+	d.drawnWeight += int64(d.set.cands[i].weight)
+	return i
+}
+
+// scaled maps a uniform r in [0, 1) to an integer in [0, n).
+func scaled(r float64, n int64) int64 {
+	x := int64(r * float64(n))
+	return min(max(x, 0), n-1)
+}
+
+// candidateSets memoises candidate sets for the node's current descriptor
+// list: discovery replaces the list once per round, placements happen per
+// creation, relocation and cold activation.
+type candidateSets struct {
+	mu   sync.Mutex
+	list uint64 // the sequence number of the list the sets were built from
+	sets map[candidateSetKey]*candidateSet
+}
+
+type candidateSetKey struct {
+	mesh       string
+	kind       record.ObjectKind
+	stableType string
+}
+
+// maxCandidateSets bounds the memo: one set per (mesh, kind, stable type)
+// placed since the last discovery round; more than this many types in one
+// round only costs rebuilding.
+const maxCandidateSets = 256
+
+// get returns the set of key for the list numbered list (snap), building
+// it on first use.
+func (c *candidateSets) get(list uint64, snap directory.Snapshot, key candidateSetKey, selfRID []byte, selfGen uint64) *candidateSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.list != list || c.sets == nil || len(c.sets) >= maxCandidateSets {
+		c.list, c.sets = list, make(map[candidateSetKey]*candidateSet)
+	}
+	s, ok := c.sets[key]
+	if !ok {
+		s = newCandidateSet(snap, key.mesh, key.kind, key.stableType, selfRID, selfGen)
+		c.sets[key] = s
+	}
+	return s
+}
