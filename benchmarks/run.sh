@@ -82,6 +82,12 @@ SUITE_BENCHTIME=1x suite discovery ./benchmarks/discovery \
   'BenchmarkDiscoveryRoundRedis/tracked-unchanged/nodes-1000=BenchmarkDiscoveryRoundRedis/full/nodes-1000' \
   'BenchmarkDiscoveryScaleRedis/nodes-1000@disc-reads/round=BenchmarkDiscoveryScaleRedis/nodes-1000@before-reads/round' \
   'BenchmarkDiscoveryScaleRedis/nodes-1000@bytes/round=BenchmarkDiscoveryScaleRedis/nodes-1000@before-bytes/round'
+# Placement must not grow with the mesh: one decision at 1,000 serving nodes
+# against the same at 3 (ns/op and the capacity counters read).
+suite placement ./mesh \
+  'BenchmarkPlacement/nodes-1000/unlimited=BenchmarkPlacement/nodes-3/unlimited' \
+  'BenchmarkPlacement/nodes-1000/limited=BenchmarkPlacement/nodes-3/limited' \
+  'BenchmarkPlacement/nodes-1000/limited@store-read-keys/op=BenchmarkPlacement/nodes-3/limited@store-read-keys/op'
 SUITE_BENCHTIME=${HOST_BENCHTIME:-1x} SUITE_TIMEOUT=60m suite hostrelocate ./benchmarks/hostrelocate \
   'BenchmarkHostRelocateMemory=BenchmarkHostStoreCeilingMemory' \
   'BenchmarkHostRelocateMemory=BenchmarkHostRawZmq4' \
