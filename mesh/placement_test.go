@@ -435,3 +435,26 @@ func TestDecideByWeightAmongRoomy(t *testing.T) {
 		t.Errorf("weight 100 of 400 with room chosen %.3f of the time, want 0.25", got)
 	}
 }
+
+// A candidate set is built once per descriptor list and (mesh, kind, type):
+// a new list number rebuilds it (a node that left is no longer drawn), and
+// the memo stays bounded.
+func TestCandidateSetsPerList(t *testing.T) {
+	snap, _ := placementMesh(3, 0)
+	var sets candidateSets
+	key := candidateSetKey{mesh: "m", kind: record.ObjectActor, stableType: "t"}
+	first := sets.get(1, snap, key, nil, 0)
+	if len(first.cands) != 3 || sets.get(1, snap, key, nil, 0) != first {
+		t.Fatalf("not memoised per list: %d candidates", len(first.cands))
+	}
+	smaller := directory.Snapshot{Entries: snap.Entries[:2]}
+	if got := sets.get(2, smaller, key, nil, 0); got == first || len(got.cands) != 2 {
+		t.Fatalf("a new list did not rebuild the set: %d candidates", len(got.cands))
+	}
+	for i := range 2 * maxCandidateSets {
+		sets.get(2, smaller, candidateSetKey{mesh: "m", kind: record.ObjectActor, stableType: fmt.Sprint("t", i)}, nil, 0)
+	}
+	if n := len(sets.sets); n > maxCandidateSets {
+		t.Fatalf("memo holds %d sets, bound %d", n, maxCandidateSets)
+	}
+}
