@@ -111,8 +111,13 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var res mesh.HostRelocationResult
 		res, err = node.Drain(closeCtx, mesh.HostRelocateOptions{})
 		p := res.Progress
-		fmt.Fprintf(stdout, "meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)\n",
-			p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond))
+		lost := ""
+		if n := len(res.NotMoved()); n > 0 {
+			// Said on the line an operator reads, not only in the log.
+			lost = fmt.Sprintf("; %d removed by the shutdown, their state is lost (the log says why each stayed)", n)
+		}
+		fmt.Fprintf(stdout, "meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)%s\n",
+			p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond), lost)
 	} else {
 		err = node.Close(closeCtx)
 	}
