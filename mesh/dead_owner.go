@@ -143,16 +143,8 @@ func (o *objects) reclaimDead(ctx context.Context, row authority.AuthorityRow, g
 // ownerListedAlive reports whether the last discovery round listed a
 // descriptor of owner's host run with a valid lease.
 func (n *Node) ownerListedAlive(owner authority.Owner) bool {
-	snap, ok := n.LastSnapshot()
-	if !ok {
-		return false
-	}
-	for _, e := range snap.Entries {
-		if e.LeaseValid && e.Descriptor.OwnerID == owner.ID && uint64(e.Descriptor.LeaseGeneration) == owner.LeaseGeneration {
-			return true
-		}
-	}
-	return false
+	snap, list, ok := n.lastSnapshotNumbered()
+	return ok && n.memo.listedAlive(list, snap, owner)
 }
 
 // ReclaimResult counts what a reclaim sweep saw and did.

@@ -85,7 +85,8 @@ type Node struct {
 	discoverMu         sync.Mutex // one discovery round at a time
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
-	snapSeq            uint64 // counts the lists discovery stored in lastSnap
+	snapSeq            uint64   // counts the lists discovery stored in lastSnap
+	memo               listMemo // what is derived from lastSnap (list_memo.go)
 	haveSnap           bool
 	// obj hosts this node's Actors and Spots and serves the Manager
 	// (objects.go; the Objects issue).

@@ -54,9 +54,6 @@ type objects struct {
 	// sentActivations: where this node sent cold activations not yet
 	// visible in the store (instance.go).
 	sentActivations sentActivations
-	// candidates: placement's candidate sets for the current descriptor
-	// list (placement_set.go).
-	candidates candidateSets
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool

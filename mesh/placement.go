@@ -120,7 +120,7 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 		req.excluded = withSelfExcluded(req.excluded, authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
 			LifecycleGeneration: o.n.run.lifecycleGeneration})
 	}
-	set := o.candidates.get(list, snap, candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType},
+	set := o.n.memo.candidates(list, snap, candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType},
 		o.n.run.rid, o.n.run.lifecycleGeneration)
 	return decide(ctx, set, req, placeEnv{admitted: o.admittedAt, counters: o.n.loc, rnd: rand.Float64})
 }

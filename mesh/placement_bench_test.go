@@ -82,14 +82,14 @@ func BenchmarkPlacement(b *testing.B) {
 					gen, ok := admitted[string(rid)]
 					return gen, ok
 				}}
-				var sets candidateSets
+				var memo listMemo
 				key := candidateSetKey{mesh: "m", kind: record.ObjectActor, stableType: "t"}
 				req := placeRequest{kind: record.ObjectActor, stableType: "t", mesh: "m"}
 				ctx := context.Background()
 				b.ReportAllocs()
 				b.ResetTimer()
 				for range b.N {
-					c, err := decide(ctx, sets.get(1, snap, key, []byte("client"), 1), req, env)
+					c, err := decide(ctx, memo.candidates(1, snap, key, []byte("client"), 1), req, env)
 					if err != nil || c.weight == 0 {
 						b.Fatal(c, err)
 					}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
@@ -130,38 +129,8 @@ func scaled(r float64, n int64) int64 {
 	return min(max(x, 0), n-1)
 }
 
-// candidateSets memoises candidate sets for the node's current descriptor
-// list: discovery replaces the list once per round, placements happen per
-// creation, relocation and cold activation.
-type candidateSets struct {
-	mu   sync.Mutex
-	list uint64 // the sequence number of the list the sets were built from
-	sets map[candidateSetKey]*candidateSet
-}
-
 type candidateSetKey struct {
 	mesh       string
 	kind       record.ObjectKind
 	stableType string
-}
-
-// maxCandidateSets bounds the memo: one set per (mesh, kind, stable type)
-// placed since the last discovery round; more than this many types in one
-// round only costs rebuilding.
-const maxCandidateSets = 256
-
-// get returns the set of key for the list numbered list (snap), building
-// it on first use.
-func (c *candidateSets) get(list uint64, snap directory.Snapshot, key candidateSetKey, selfRID []byte, selfGen uint64) *candidateSet {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.list != list || c.sets == nil || len(c.sets) >= maxCandidateSets {
-		c.list, c.sets = list, make(map[candidateSetKey]*candidateSet)
-	}
-	s, ok := c.sets[key]
-	if !ok {
-		s = newCandidateSet(snap, key.mesh, key.kind, key.stableType, selfRID, selfGen)
-		c.sets[key] = s
-	}
-	return s
 }

@@ -441,20 +441,45 @@ func TestDecideByWeightAmongRoomy(t *testing.T) {
 // the memo stays bounded.
 func TestCandidateSetsPerList(t *testing.T) {
 	snap, _ := placementMesh(3, 0)
-	var sets candidateSets
+	var memo listMemo
 	key := candidateSetKey{mesh: "m", kind: record.ObjectActor, stableType: "t"}
-	first := sets.get(1, snap, key, nil, 0)
-	if len(first.cands) != 3 || sets.get(1, snap, key, nil, 0) != first {
+	first := memo.candidates(1, snap, key, nil, 0)
+	if len(first.cands) != 3 || memo.candidates(1, snap, key, nil, 0) != first {
 		t.Fatalf("not memoised per list: %d candidates", len(first.cands))
 	}
 	smaller := directory.Snapshot{Entries: snap.Entries[:2]}
-	if got := sets.get(2, smaller, key, nil, 0); got == first || len(got.cands) != 2 {
+	if got := memo.candidates(2, smaller, key, nil, 0); got == first || len(got.cands) != 2 {
 		t.Fatalf("a new list did not rebuild the set: %d candidates", len(got.cands))
 	}
 	for i := range 2 * maxCandidateSets {
-		sets.get(2, smaller, candidateSetKey{mesh: "m", kind: record.ObjectActor, stableType: fmt.Sprint("t", i)}, nil, 0)
+		memo.candidates(2, smaller, candidateSetKey{mesh: "m", kind: record.ObjectActor, stableType: fmt.Sprint("t", i)}, nil, 0)
 	}
-	if n := len(sets.sets); n > maxCandidateSets {
+	if n := len(memo.sets); n > maxCandidateSets {
 		t.Fatalf("memo holds %d sets, bound %d", n, maxCandidateSets)
+	}
+}
+
+// The host runs a list shows alive are looked up, not scanned for, and a
+// new list replaces them.
+func TestListMemoListedAlive(t *testing.T) {
+	snap, _ := placementMesh(3, 0)
+	snap.Entries[2].LeaseValid = false
+	var memo listMemo
+	alive := authority.Owner{ID: "owner-1", LeaseGeneration: 2}
+	for _, tc := range []struct {
+		owner authority.Owner
+		want  bool
+	}{
+		{alive, true},
+		{authority.Owner{ID: "owner-1", LeaseGeneration: 3}, false},
+		{authority.Owner{ID: "owner-2", LeaseGeneration: 2}, false}, // lease not valid
+		{authority.Owner{ID: "owner-9", LeaseGeneration: 2}, false},
+	} {
+		if got := memo.listedAlive(1, snap, tc.owner); got != tc.want {
+			t.Errorf("%+v listed alive = %v, want %v", tc.owner, got, tc.want)
+		}
+	}
+	if memo.listedAlive(2, directory.Snapshot{Entries: snap.Entries[2:]}, alive) {
+		t.Fatal("a new list without the owner still shows it alive")
 	}
 }
