@@ -87,7 +87,8 @@ SUITE_BENCHTIME=1x suite discovery ./benchmarks/discovery \
 suite placement ./mesh \
   'BenchmarkPlacement/nodes-1000/unlimited=BenchmarkPlacement/nodes-3/unlimited' \
   'BenchmarkPlacement/nodes-1000/limited=BenchmarkPlacement/nodes-3/limited' \
-  'BenchmarkPlacement/nodes-1000/limited@store-read-keys/op=BenchmarkPlacement/nodes-3/limited@store-read-keys/op'
+  'BenchmarkPlacement/nodes-1000/limited@store-read-keys/op=BenchmarkPlacement/nodes-3/limited@store-read-keys/op' \
+  'BenchmarkPlacement/nodes-1000/2-admitted=BenchmarkPlacement/nodes-1000/unlimited'
 SUITE_BENCHTIME=${HOST_BENCHTIME:-1x} SUITE_TIMEOUT=60m suite hostrelocate ./benchmarks/hostrelocate \
   'BenchmarkHostRelocateMemory=BenchmarkHostStoreCeilingMemory' \
   'BenchmarkHostRelocateMemory=BenchmarkHostRawZmq4' \

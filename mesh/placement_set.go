@@ -65,53 +65,113 @@ func (s *candidateSet) total() int64 {
 // placement takes the first drawn candidate it can use, which selects
 // among the usable ones exactly by weight (§4: "picks a target by weight
 // ratio"), whichever and however many were unusable.
+//
+// Draws are made from a pool — at first the whole set — by a binary search
+// over its cumulative weights; a draw landing on a candidate already drawn
+// is drawn again (rejection keeps the distribution exact). Once half of
+// the pool's weight is drawn, the pool is rebuilt from its undrawn
+// candidates, so a draw lands on an undrawn one with probability ≥ 1/2
+// whatever was drawn before: a placement that must pass over many unusable
+// candidates (links not admitted yet while a large mesh starts) costs
+// O(N log W) at worst, not a scan per draw.
 type drawer struct {
-	set   *candidateSet
-	rnd   func() float64 // uniform in [0, 1)
-	drawn map[int]struct{}
-	// drawnWeight is the weight of the candidates drawn so far.
-	drawnWeight int64
+	set *candidateSet
+	rnd func() float64 // uniform in [0, 1)
+	// pool holds indices into set.cands and their cumulative weights;
+	// nil means the whole set (set.cum).
+	pool    []int
+	poolCum []int64
+	drawn   map[int]struct{}
+	// poolDrawn is the weight drawn from the current pool, allDrawn from
+	// the set.
+	poolDrawn, allDrawn int64
 }
 
-// rejectionDraws bounds the draws over the whole set that may land on a
-// drawn candidate before next scans the undrawn ones instead. While at most
-// half the weight is drawn a draw lands on an undrawn one with probability
+// rejectionDraws bounds the draws that may land on a drawn candidate
+// before next scans the pool's undrawn ones instead. With at most half the
+// pool's weight drawn a draw lands on an undrawn one with probability
 // ≥ 1/2, so the scan is rare; the bound only keeps a pathological draw
 // function from looping.
 const rejectionDraws = 8
 
 // next returns the index of the next candidate, or false when every one
-// was drawn. A draw over the whole set landing on a drawn candidate is
-// drawn again (rejection keeps the distribution exact); once half the
-// weight is drawn, or after rejectionDraws misses, one pass over the
-// undrawn ones picks instead.
+// was drawn.
 func (d *drawer) next() (int, bool) {
-	total := d.set.total()
-	left := total - d.drawnWeight
-	if left <= 0 {
+	if d.set.total()-d.allDrawn <= 0 {
 		return -1, false
 	}
-	if d.drawnWeight*2 <= total {
-		for range rejectionDraws {
-			x := scaled(d.rnd(), total)
-			i := sort.Search(len(d.set.cum), func(i int) bool { return d.set.cum[i] > x })
-			if _, seen := d.drawn[i]; !seen {
-				return d.take(i), true
-			}
+	if d.poolDrawn*2 > d.poolTotal() {
+		d.repool()
+	}
+	total := d.poolTotal()
+	for range rejectionDraws {
+		x := scaled(d.rnd(), total)
+		i := d.at(sort.Search(d.poolLen(), func(j int) bool { return d.cumAt(j) > x }))
+		if _, seen := d.drawn[i]; !seen {
+			return d.take(i), true
 		}
 	}
-	x := scaled(d.rnd(), left)
-	for i, c := range d.set.cands {
+	x := scaled(d.rnd(), total-d.poolDrawn)
+	for j := range d.poolLen() {
+		i := d.at(j)
 		if _, seen := d.drawn[i]; seen {
 			continue
 		}
-		if x < int64(c.weight) {
-			return d.take(i), true
+		if w := int64(d.set.cands[i].weight); x >= w {
+			x -= w
+			continue
 		}
-		x -= int64(c.weight)
+		return d.take(i), true
 	}
 	// Unreachable while the weights add up; never return a drawn one.
 	return -1, false
+}
+
+func (d *drawer) poolLen() int {
+	if d.pool == nil {
+		return len(d.set.cands)
+	}
+	return len(d.pool)
+}
+
+func (d *drawer) at(j int) int {
+	if d.pool == nil {
+		return j
+	}
+	return d.pool[j]
+}
+
+func (d *drawer) cumAt(j int) int64 {
+	if d.pool == nil {
+		return d.set.cum[j]
+	}
+	return d.poolCum[j]
+}
+
+func (d *drawer) poolTotal() int64 {
+	if n := d.poolLen(); n > 0 {
+		return d.cumAt(n - 1)
+	}
+	return 0
+}
+
+// repool makes the pool the current pool's undrawn candidates.
+func (d *drawer) repool() {
+	var pool []int
+	var cum []int64
+	var total int64
+	for j := range d.poolLen() {
+		i := d.at(j)
+		if _, seen := d.drawn[i]; seen {
+			continue
+		}
+		total += int64(d.set.cands[i].weight)
+		pool, cum = append(pool, i), append(cum, total)
+	}
+	d.pool, d.poolCum, d.poolDrawn = pool, cum, 0
+	if d.pool == nil {
+		d.pool = []int{} // empty, not "the whole set"
+	}
 }
 
 func (d *drawer) take(i int) int {
@@ -119,7 +179,9 @@ func (d *drawer) take(i int) int {
 		d.drawn = make(map[int]struct{}, 4)
 	}
 	d.drawn[i] = struct{}{}
-	d.drawnWeight += int64(d.set.cands[i].weight)
+	w := int64(d.set.cands[i].weight)
+	d.poolDrawn += w
+	d.allDrawn += w
 	return i
 }
 

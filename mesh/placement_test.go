@@ -483,3 +483,31 @@ func TestListMemoListedAlive(t *testing.T) {
 		t.Fatal("a new list without the owner still shows it alive")
 	}
 }
+
+// With most candidates unusable (links not admitted yet), the draws pass
+// over them and still pick among the usable ones by weight.
+func TestDecideByWeightAmongFewUsable(t *testing.T) {
+	ws := make([]int, 200)
+	for i := range ws {
+		ws[i] = 50 + i%7*100
+	}
+	ws[17], ws[150] = 100, 300
+	set := weightedSet(ws...)
+	usable := map[string]bool{set.cands[17].key(): true, set.cands[150].key(): true}
+	env := placeEnv{rnd: rand.New(rand.NewPCG(7, 8)).Float64, admitted: func(rid []byte) (uint64, bool) {
+		return 1, rid[0] == 18 || rid[0] == 151 // RoutingIDs are index+1
+	}}
+	req := placeRequest{kind: record.ObjectActor, stableType: "t", mesh: "m"}
+	counts := map[string]int{}
+	const runs = 20000
+	for range runs {
+		c, err := decide(context.Background(), set, req, env)
+		if err != nil || !usable[c.key()] {
+			t.Fatalf("placed on %s (%v), not one of the two usable", c.key(), err)
+		}
+		counts[c.key()]++
+	}
+	if got := float64(counts[set.cands[17].key()]) / runs; math.Abs(got-0.25) > 0.015 {
+		t.Errorf("weight 100 of the 400 usable chosen %.3f of the time, want 0.25", got)
+	}
+}
