@@ -306,7 +306,7 @@ func (s *sentActivations) forget(id string) {
 func (o *objects) instanceRow(ctx context.Context, c *instanceMsg, row authority.AuthorityRow) (bool, error) {
 	al := row.Record.Allocation
 	if al.ObjectKind != record.ObjectInstanceSpot {
-		return false, fmt.Errorf("%w: %q is a %s, not an Instance Spot", ErrTypeMismatch, c.id, al.ObjectKind)
+		return false, fmt.Errorf("%w: %q is %s, not an Instance Spot", ErrTypeMismatch, c.id, aKind(al.ObjectKind))
 	}
 	if c.stableType != "" && al.StableType != c.stableType {
 		return false, fmt.Errorf("%w: Instance Spot %q is of type %q, not %q", ErrTypeMismatch, c.id, al.StableType, c.stableType)

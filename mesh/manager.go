@@ -242,7 +242,7 @@ func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (
 		return row, fmt.Errorf("%w: no Ready %s %q", ErrNotFound, kind, id)
 	}
 	if row.Record.Allocation.ObjectKind != kind {
-		return row, fmt.Errorf("%w: %q is a %s, not a %s", ErrTypeMismatch, id, row.Record.Allocation.ObjectKind, kind)
+		return row, fmt.Errorf("%w: %q is %s, not %s", ErrTypeMismatch, id, aKind(row.Record.Allocation.ObjectKind), aKind(kind))
 	}
 	// Not Ready to anyone while its owner is gone (§7.4 "current owner
 	// unavailable after commit").
@@ -278,4 +278,18 @@ func newSpotID() string {
 	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// aKind names an object kind with its article, as the docs write it ("an
+// Actor", "a User Spot", "an Instance Spot"), for error messages.
+func aKind(k record.ObjectKind) string {
+	switch k {
+	case record.ObjectActor:
+		return "an Actor"
+	case record.ObjectUserSpot:
+		return "a User Spot"
+	case record.ObjectInstanceSpot:
+		return "an Instance Spot"
+	}
+	return fmt.Sprintf("an object of kind %q", string(k))
 }

@@ -152,7 +152,7 @@ func checkEndRow(row authority.AuthorityRow, kind record.ObjectKind, id string, 
 	a := row.Record
 	switch {
 	case a.Allocation.ObjectKind != kind:
-		return true, false, fmt.Errorf("%w: %q is a %s", ErrTypeMismatch, id, a.Allocation.ObjectKind)
+		return true, false, fmt.Errorf("%w: %q is %s", ErrTypeMismatch, id, aKind(a.Allocation.ObjectKind))
 	case uint64(a.ObjectGeneration) != gen:
 		return true, false, fmt.Errorf("%w: %s holds ObjectGeneration %d, the ref has %d", ErrStaleGeneration, id, a.ObjectGeneration, gen)
 	case a.Allocation.State != record.AllocationActive:

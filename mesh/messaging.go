@@ -222,7 +222,7 @@ func (o *objects) resolve(ctx context.Context, t msgTarget, fresh bool) (follow.
 	o.cache.Observe(key, follow.Version{ObjectGeneration: uint64(a.ObjectGeneration),
 		AuthorityOwnerGeneration: uint64(a.AuthorityOwnerGeneration), StoreVersion: row.Version})
 	if a.Allocation.ObjectKind != t.kind() {
-		return follow.Ready{}, fmt.Errorf("%w: %q is a %s", ErrTypeMismatch, t.id, a.Allocation.ObjectKind)
+		return follow.Ready{}, fmt.Errorf("%w: %q is %s", ErrTypeMismatch, t.id, aKind(a.Allocation.ObjectKind))
 	}
 	if uint64(a.ObjectGeneration) != t.gen {
 		return follow.Ready{}, fmt.Errorf("%w: %s holds ObjectGeneration %d, the ref has %d", ErrStaleGeneration, t.id, a.ObjectGeneration, t.gen)
