@@ -334,28 +334,16 @@ func (o *objects) instanceRow(ctx context.Context, c *instanceMsg, row authority
 // instanceTypeOf is §7.1's type rule for an omitted type, over the
 // Instance Spot types the serving nodes of mesh offer.
 func (o *objects) instanceTypeOf(ctx context.Context, mesh string) (string, error) {
-	snap, ok := o.n.LastSnapshot()
+	snap, list, ok := o.n.lastSnapshotNumbered()
 	if !ok {
 		if err := o.n.Discover(ctx); err != nil {
 			return "", classify(ctx, err, "discovery before choosing an Instance Spot type")
 		}
-		if snap, ok = o.n.LastSnapshot(); !ok {
+		if snap, list, ok = o.n.lastSnapshotNumbered(); !ok {
 			return "", fmt.Errorf("%w: no descriptor list yet", ErrUnavailable)
 		}
 	}
-	var offered []string
-	for _, e := range snap.Entries {
-		d := e.Descriptor
-		if d.MeshName != mesh || !e.LeaseValid || d.State != record.StateServing || d.ObjectRole != record.RoleServer {
-			continue
-		}
-		for _, cp := range d.ObjectCapabilities {
-			if cp.ObjectKind == record.ObjectInstanceSpot {
-				offered = append(offered, cp.StableType)
-			}
-		}
-	}
-	t, err := activation.ChooseType(offered, "")
+	t, err := activation.ChooseType(o.n.memo.offeredInstanceTypes(list, snap, mesh), "")
 	switch {
 	case errors.Is(err, activation.ErrNoInstanceType):
 		return "", fmt.Errorf("%w: no serving node of mesh %q offers an Instance Spot type", ErrNotFound, mesh)

@@ -5,12 +5,14 @@ import (
 
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // listMemo keeps what is derived from the node's current descriptor list
-// — placement's candidate sets, the host runs listed alive — so that work
-// done per creation, move or lookup does not scan a list of every node of
-// the mesh. Discovery replaces the list once per round (its number,
+// — placement's candidate sets, the host runs listed alive, each node
+// run's owner, the Instance Spot types each mesh offers — so that work
+// done per creation, move, lookup or route switch does not scan a list of
+// every node of the mesh. Discovery replaces the list once per round (its number,
 // Node.lastSnapshotNumbered); the memo is dropped when the number changes
 // and rebuilt on first use.
 type listMemo struct {
@@ -18,6 +20,16 @@ type listMemo struct {
 	list uint64
 	sets map[candidateSetKey]*candidateSet
 	live map[authority.Owner]struct{} // nil until asked
+	runs map[nodeRun]authority.Owner  // nil until asked
+	// instanceTypes: per mesh, the Instance Spot types its serving
+	// server nodes offer (one entry per offering node); nil until asked.
+	instanceTypes map[string][]string
+}
+
+// nodeRun is a node run: RoutingID bytes and lifecycle generation.
+type nodeRun struct {
+	rid string
+	gen uint64
 }
 
 // maxCandidateSets bounds the memo's candidate sets: one per (mesh, kind,
@@ -28,7 +40,7 @@ const maxCandidateSets = 256
 // forList drops what belongs to an older list. m.mu is held.
 func (m *listMemo) forList(list uint64) {
 	if m.list != list {
-		m.list, m.sets, m.live = list, nil, nil
+		m.list, m.sets, m.live, m.runs, m.instanceTypes = list, nil, nil, nil, nil
 	}
 }
 
@@ -65,4 +77,51 @@ func (m *listMemo) listedAlive(list uint64, snap directory.Snapshot, owner autho
 	}
 	_, ok := m.live[owner]
 	return ok
+}
+
+// runOwner returns the host run (OwnerId, LeaseGeneration) the list
+// numbered list (snap) names for node run (rid, gen); false when it has no
+// such descriptor with an owner.
+func (m *listMemo) runOwner(list uint64, snap directory.Snapshot, rid []byte, gen uint64) (authority.Owner, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forList(list)
+	if m.runs == nil {
+		m.runs = make(map[nodeRun]authority.Owner, len(snap.Entries))
+		for i := range snap.Entries {
+			d := &snap.Entries[i].Descriptor
+			if d.OwnerID != "" && d.LeaseGeneration != 0 {
+				m.runs[nodeRun{rid: string(d.RoutingID), gen: uint64(d.LifecycleGeneration)}] =
+					authority.Owner{ID: d.OwnerID, LeaseGeneration: uint64(d.LeaseGeneration)}
+			}
+		}
+	}
+	o, ok := m.runs[nodeRun{rid: string(rid), gen: gen}]
+	return o, ok
+}
+
+// offeredInstanceTypes returns the Instance Spot types the serving server
+// nodes of mesh with a valid lease offer in the list numbered list (snap),
+// one entry per offering node (§7.1's type rule looks at them). The slice
+// is shared: callers must not modify it.
+func (m *listMemo) offeredInstanceTypes(list uint64, snap directory.Snapshot, mesh string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forList(list)
+	if m.instanceTypes == nil {
+		m.instanceTypes = make(map[string][]string)
+		for i := range snap.Entries {
+			e := &snap.Entries[i]
+			d := &e.Descriptor
+			if !e.LeaseValid || d.State != record.StateServing || d.ObjectRole != record.RoleServer {
+				continue
+			}
+			for _, cp := range d.ObjectCapabilities {
+				if cp.ObjectKind == record.ObjectInstanceSpot {
+					m.instanceTypes[d.MeshName] = append(m.instanceTypes[d.MeshName], cp.StableType)
+				}
+			}
+		}
+	}
+	return m.instanceTypes[mesh]
 }

@@ -459,31 +459,6 @@ func TestCandidateSetsPerList(t *testing.T) {
 	}
 }
 
-// The host runs a list shows alive are looked up, not scanned for, and a
-// new list replaces them.
-func TestListMemoListedAlive(t *testing.T) {
-	snap, _ := placementMesh(3, 0)
-	snap.Entries[2].LeaseValid = false
-	var memo listMemo
-	alive := authority.Owner{ID: "owner-1", LeaseGeneration: 2}
-	for _, tc := range []struct {
-		owner authority.Owner
-		want  bool
-	}{
-		{alive, true},
-		{authority.Owner{ID: "owner-1", LeaseGeneration: 3}, false},
-		{authority.Owner{ID: "owner-2", LeaseGeneration: 2}, false}, // lease not valid
-		{authority.Owner{ID: "owner-9", LeaseGeneration: 2}, false},
-	} {
-		if got := memo.listedAlive(1, snap, tc.owner); got != tc.want {
-			t.Errorf("%+v listed alive = %v, want %v", tc.owner, got, tc.want)
-		}
-	}
-	if memo.listedAlive(2, directory.Snapshot{Entries: snap.Entries[2:]}, alive) {
-		t.Fatal("a new list without the owner still shows it alive")
-	}
-}
-
 // With most candidates unusable (links not admitted yet), the draws pass
 // over them and still pick among the usable ones by weight.
 func TestDecideByWeightAmongFewUsable(t *testing.T) {

@@ -467,14 +467,12 @@ func (o *objects) peerOwner(rid []byte, gen uint64) (string, uint64, bool) {
 		id, lg := o.n.Owner()
 		return id, lg, true
 	}
-	snap, _ := o.n.LastSnapshot()
-	for _, e := range snap.Entries {
-		d := e.Descriptor
-		if bytes.Equal(d.RoutingID, rid) && uint64(d.LifecycleGeneration) == gen && d.OwnerID != "" && d.LeaseGeneration != 0 {
-			return d.OwnerID, uint64(d.LeaseGeneration), true
-		}
+	snap, list, ok := o.n.lastSnapshotNumbered()
+	if !ok {
+		return "", 0, false
 	}
-	return "", 0, false
+	owner, ok := o.n.memo.runOwner(list, snap, rid, gen)
+	return owner.ID, owner.LeaseGeneration, ok
 }
 
 // ---- the Actor's host: bindings on the hosted object ----
