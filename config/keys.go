@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -243,7 +244,37 @@ func Flags(fs *pflag.FlagSet) {
 		case k.typ.Kind() == reflect.Slice:
 			fs.StringSlice(k.path, v.Interface().([]string), usage)
 		case k.typ.Kind() == reflect.Map:
-			fs.StringToInt(k.path, v.Interface().(map[string]int), usage)
+			fs.Var(&pairsFlag{def: v.Interface().(map[string]int)}, k.path, usage)
 		}
 	}
 }
+
+// pairsFlag is a map key's flag (type=n pairs, repeatable). It keeps the
+// text as given, so that flagValue parses it like the same value from the
+// environment and a bad entry is reported by the decoder with its key
+// and source ("node.limits.spot_types.Chat: must be an integer, got "abc"
+// (from flag --node.limits.spot_types)") instead of failing the flag
+// parse with a bare strconv error.
+type pairsFlag struct {
+	def map[string]int
+	set []string
+}
+
+func (p *pairsFlag) String() string {
+	if p.set != nil {
+		return strings.Join(p.set, ",")
+	}
+	pairs := make([]string, 0, len(p.def))
+	for k, n := range p.def {
+		pairs = append(pairs, k+"="+strconv.Itoa(n))
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (p *pairsFlag) Set(s string) error {
+	p.set = append(p.set, s)
+	return nil
+}
+
+func (p *pairsFlag) Type() string { return "type=n,..." }

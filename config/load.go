@@ -213,16 +213,16 @@ func flagValue(fs *pflag.FlagSet) func(*pflag.Flag) (string, any) {
 		if _, ok := lookupLeaf(f.Name); !ok {
 			return "", nil
 		}
-		val := posflag.FlagVal(fs, f)
-		if m, ok := val.(map[string]int); ok {
-			// koanf merges nested map[string]any entry by entry; other
-			// map types would replace the file's map wholesale.
-			out := make(map[string]any, len(m))
-			for k, n := range m {
-				out[k] = n
+		if p, ok := f.Value.(*pairsFlag); ok {
+			// A map merges entry by entry with the file's and the
+			// environment's (koanf merges nested map[string]any); a value
+			// that does not parse stays a string and is reported by decode,
+			// as from the environment.
+			if m, ok := parsePairs(p.String()); ok {
+				return f.Name, m
 			}
-			return f.Name, out
+			return f.Name, p.String()
 		}
-		return f.Name, val
+		return f.Name, posflag.FlagVal(fs, f)
 	}
 }

@@ -191,6 +191,13 @@ location_store:
 					t.Errorf("spot_types = %v, want %v", c.Node.Limits.SpotTypes, want)
 				}
 			}},
+		{name: "repeated map flags add up", args: []string{"--node.limits.spot_types=A=1", "--node.limits.spot_types", "B=2,C=3"},
+			check: func(t *testing.T, c Config) {
+				want := map[string]int{"A": 1, "B": 2, "C": 3, "Chat": 100, "com.example.Room": 7}
+				if !reflect.DeepEqual(c.Node.Limits.SpotTypes, want) {
+					t.Errorf("spot_types = %v, want %v", c.Node.Limits.SpotTypes, want)
+				}
+			}},
 		{name: "env typed values", env: []string{
 			"MESHNODE_NODE__PLACEMENT_WEIGHT=7", "MESHNODE_NODE__APPLICATION_VERSION=9000000000",
 			"MESHNODE_STORE_FAILURE_GRACE=1m", "MESHNODE_NODE__OBJECT_ROLE=client", "MESHNODE_LOG__LEVEL=",
@@ -305,6 +312,14 @@ relocation_store:
 		{name: "environment map entry", env: []string{"MESHNODE_NODE__LIMITS__SPOT_TYPES=Chat=x, Room=2"},
 			want: func(string) []Problem {
 				return []Problem{p("node.limits.spot_types.Chat", `must be an integer, got "x" (from environment variable MESHNODE_NODE__LIMITS__SPOT_TYPES)`)}
+			}},
+		{name: "flag map entry", args: []string{"--node.limits.spot_types", "Room=2", "--node.limits.spot_types=Chat=abc"},
+			want: func(string) []Problem {
+				return []Problem{p("node.limits.spot_types.Chat", `must be an integer, got "abc" (from flag --node.limits.spot_types)`)}
+			}},
+		{name: "flag map without pairs", args: []string{"--node.limits.spot_types=Chat"},
+			want: func(string) []Problem {
+				return []Problem{p("node.limits.spot_types", `must be type=n pairs separated by commas, got "Chat" (from flag --node.limits.spot_types)`)}
 			}},
 		{name: "integer out of range", yaml: "node:\n  application_version: 9223372036854775808\n  placement_weight: 1.5\n",
 			want: func(f string) []Problem {
