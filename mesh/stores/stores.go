@@ -124,6 +124,7 @@ func init() {
 	must(RegisterLocation(locredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
 		const prefix = "location_store"
 		r := cfg.Redis
+		locredis.RouteClientLogs(log) // go-redis's own lines into this log, at debug
 		tlsCfg, err := redisTLS(r, prefix, log)
 		if err != nil {
 			return nil, err
@@ -144,6 +145,7 @@ func init() {
 	must(RegisterRelocation(relredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (relocstore.Store, error) {
 		const prefix = "relocation_store"
 		r := cfg.Redis
+		locredis.RouteClientLogs(log) // the same process-wide go-redis logger
 		tlsCfg, err := redisTLS(r, prefix, log)
 		if err != nil {
 			return nil, err
