@@ -1,34 +1,15 @@
 package mesh
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is a log sink shared by a node's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var logMsg = regexp.MustCompile(`msg="([^"]*)"|msg=(\S+)`)
 
@@ -52,7 +33,7 @@ func countPeerEvent(log string, event string, rid []byte) int {
 // node adds no second line for the same event.
 func TestPeerEventsLoggedOnce(t *testing.T) {
 	f := newFixture(t)
-	start := func(sink *lockedBuffer) *Node {
+	start := func(sink *syncbuf.Buffer) *Node {
 		cfg := fastConfig("m")
 		cfg.Log.Level = "info"
 		log := slog.New(slog.NewTextHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -64,7 +45,7 @@ func TestPeerEventsLoggedOnce(t *testing.T) {
 		t.Cleanup(func() { _ = n.Close(context.Background()) })
 		return n
 	}
-	var logA, logB lockedBuffer
+	var logA, logB syncbuf.Buffer
 	a, b := start(&logA), start(&logB)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

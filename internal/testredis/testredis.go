@@ -8,10 +8,10 @@
 package testredis
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"net"
 	"os"
 	"os/exec"
@@ -186,7 +186,7 @@ func startServer(opts ServerOptions) (*Server, error) {
 		}
 		cmd := exec.Command(bin, args...)
 		// Kept to explain a server that exits at startup.
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		// The server must not outlive the test binary, even on a crash.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -244,24 +244,6 @@ func addUsers(addr, password string, users [][]string) error {
 		}
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer the process's output goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func waitReady(addr, password string, within time.Duration, exited <-chan struct{}) error {

@@ -1,40 +1,21 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// syncBuffer is a bytes.Buffer safe for the client's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A client that cannot dial logs through the node's logger, as structured
 // debug records, not as a bare line on stderr.
 func TestRouteClientLogs(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	RouteClientLogs(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { RouteClientLogs(slog.New(slog.DiscardHandler)) })
 	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})

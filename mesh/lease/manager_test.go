@@ -1,16 +1,15 @@
 package lease_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -705,7 +704,7 @@ func waitGoroutines(t *testing.T, base int) {
 
 func TestLogsUseStableKeys(t *testing.T) {
 	e := newEnv(t)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	cfg := e.config()
 	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := lease.Acquire(context.Background(), cfg)
@@ -750,23 +749,6 @@ func TestLogsUseStableKeys(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // With Config.Reacquire, a lease lost to an outage longer than the TTL is
 // acquired again — same OwnerId, a new LeaseGeneration — once the store
 // answers; the gate stays shut (the owner must first re-adopt what it
@@ -775,7 +757,7 @@ func TestReacquireAfterLoss(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Reacquire = true
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := lease.Acquire(context.Background(), cfg)
 	if err != nil {

@@ -1,13 +1,12 @@
 package stores
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,27 +26,8 @@ const (
 // errAny, as an expected error, accepts any failure.
 var errAny = errors.New("any error")
 
-// logBuffer collects a test's log lines, to check what was logged and that
-// no password ever is.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLog(t *testing.T) (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
+func newLog(t *testing.T) (*slog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		for _, secret := range []string{defaultPassword, appPassword, "wrong-s3cret"} {
 			if strings.Contains(buf.String(), secret) {
