@@ -3,6 +3,8 @@ package mesh
 import (
 	"context"
 	"errors"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -33,13 +35,34 @@ type nodeMetrics struct {
 	creations    *prometheus.CounterVec // kind, outcome
 }
 
+// roundBuckets returns histogram bounds from lo to hi on the 1–2.5–5
+// series (0.0001, 0.00025, 0.0005, 0.001, …), plus hi itself when it is not
+// on it: bounds a dashboard can label, where an exponential range gives
+// 0.001165520993579157.
+func roundBuckets(lo, hi float64) []float64 {
+	var out []float64
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		for _, m := range []float64{1, 2.5, 5} {
+			// Through 12 significant digits, so that 10^-4 × 2.5 is 0.00025.
+			b, _ := strconv.ParseFloat(strconv.FormatFloat(m*math.Pow(10, e), 'g', 12, 64), 64)
+			if b >= lo && b <= hi {
+				out = append(out, b)
+			}
+		}
+	}
+	if len(out) == 0 || out[len(out)-1] < hi {
+		out = append(out, hi)
+	}
+	return out
+}
+
 func newNodeMetrics(n *Node) *nodeMetrics {
 	m := &nodeMetrics{reg: prometheus.NewRegistry()}
 	m.storeCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "meshnode_store_operation_duration_seconds",
 		Help: "Location Store and Relocation Store calls by store, operation and outcome (ok, conflict, missing, unavailable, error).",
 		// 100 µs (memory, a local Redis) to 5 s (an operation timeout).
-		Buckets: prometheus.ExponentialBucketsRange(0.0001, 5, 14),
+		Buckets: roundBuckets(0.0001, 5),
 	}, []string{"store", "op", "outcome"})
 	m.relocations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "meshnode_relocations_total",
@@ -48,7 +71,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	m.relocSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "meshnode_relocation_duration_seconds",
 		Help:    "Duration of the moves this node ran as source, whatever their outcome.",
-		Buckets: prometheus.ExponentialBucketsRange(0.0005, 30, 14),
+		Buckets: roundBuckets(0.0005, 30),
 	})
 	m.relocBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "meshnode_relocation_bytes_total",
