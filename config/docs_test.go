@@ -151,3 +151,14 @@ func TestExampleFile(t *testing.T) {
 		t.Fatalf("%s does not show the defaults:\n got  %+v\n want %+v", exampleFile, c, want)
 	}
 }
+
+// A back-quoted word in a flag's help becomes pflag's placeholder for the
+// flag's value ("--transport.curve.secret_key_file meshnode ctl keygen"):
+// help texts quote with double quotes instead.
+func TestHelpHasNoBackQuotes(t *testing.T) {
+	for key, text := range help {
+		if strings.Contains(text, "`") {
+			t.Errorf("%s: help %q has a back quote (pflag would show the quoted word as the value placeholder)", key, text)
+		}
+	}
+}
