@@ -78,6 +78,13 @@ func (n *Node) stopAdmin() {
 	if n.admin == nil {
 		return
 	}
+	if n.adminDrain.Load() {
+		// The drain's caller reads its result here before the listener
+		// goes (adminRelocate).
+		lctx, lcancel := context.WithTimeout(context.Background(), adminDrainLinger)
+		n.admin.Linger(lctx)
+		lcancel()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := n.admin.Close(ctx); err != nil {
@@ -118,16 +125,28 @@ func (n *Node) adminStatus() admin.Status {
 }
 
 // adminRelocate runs POST /v1/relocate: a host Relocate, or a drain (which
-// ends with the node's orderly stop).
-func (n *Node) adminRelocate(ctx context.Context, drain bool, progress func(admin.Progress)) (admin.Result, error) {
+// ends with the node's orderly stop; its result goes to early before the
+// stop, and the listener stays up until it was read, adminDrainLinger at
+// most: stopAdmin).
+func (n *Node) adminRelocate(ctx context.Context, drain bool, progress func(admin.Progress), early func(admin.Result)) (admin.Result, error) {
 	opts := HostRelocateOptions{Progress: func(p HostProgress) { progress(adminProgress(p)) }}
 	var res HostRelocationResult
 	var err error
 	if drain {
+		opts.beforeStop = func(r HostRelocationResult) { early(adminResult(r)) }
+		n.adminDrain.Store(true)
 		res, err = n.Drain(ctx, opts)
 	} else {
 		res, err = n.Relocate(ctx, opts)
 	}
+	return adminResult(res), err
+}
+
+// adminDrainLinger bounds how long a drain run through the admin listener
+// keeps the listener up after its moves for the caller to read the result.
+const adminDrainLinger = 3 * time.Second
+
+func adminResult(res HostRelocationResult) admin.Result {
 	out := admin.Result{End: res.End.String(), Progress: adminProgress(res.Progress), TookMs: res.Took.Milliseconds()}
 	for _, o := range res.Objects {
 		kind := record.ObjectActor
@@ -141,7 +160,7 @@ func (n *Node) adminRelocate(ctx context.Context, drain bool, progress func(admi
 		}
 		out.Objects = append(out.Objects, oo)
 	}
-	return out, err
+	return out
 }
 
 func adminProgress(p HostProgress) admin.Progress {

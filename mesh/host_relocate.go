@@ -28,6 +28,10 @@ type HostRelocateOptions struct {
 	// for are skipped) and never slows the moves. The last call has End
 	// set, and Relocate returns after it.
 	Progress func(HostProgress)
+	// beforeStop, when set, gets a Drain's result after its moves and
+	// before the node's stop (the admin listener reports it to the caller
+	// while it is still up).
+	beforeStop func(HostRelocationResult)
 }
 
 // HostProgress is a snapshot of a host Relocate.
@@ -406,6 +410,9 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 			n.lingerFollow(ctx, seenBy, end.Add(-drainReserve(deadline)/2))
 		}
 		rcancel()
+	}
+	if opts.beforeStop != nil {
+		opts.beforeStop(res)
 	}
 	err := n.Close(ctx)
 	if left := res.NotMoved(); len(left) > 0 {

@@ -95,6 +95,10 @@ type Node struct {
 	// HTTP admin listener when admin.listen is set (admin_node.go).
 	metrics *nodeMetrics
 	admin   *admin.Server
+	// adminDrain is set while a drain asked through the admin listener
+	// runs: the listener then outlives the moves until their result was
+	// read (stopAdmin).
+	adminDrain atomic.Bool
 	// tracker is discovery's memory between rounds (Discover);
 	// discoveryReads counts its store reads.
 	tracker        *directory.Tracker

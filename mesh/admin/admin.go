@@ -46,8 +46,11 @@ type Options struct {
 	// Gatherer is the node's metrics registry.
 	Gatherer prometheus.Gatherer
 	// Relocate runs a host Relocate (drain false) or a drain (true),
-	// reporting progress; nil disables POST /v1/relocate.
-	Relocate func(ctx context.Context, drain bool, progress func(Progress)) (Result, error)
+	// reporting progress; nil disables POST /v1/relocate. A drain stops
+	// the node, listener included, before it returns: it reports the
+	// moves' result through early before the stop, so that the caller can
+	// read it (see Linger).
+	Relocate func(ctx context.Context, drain bool, progress func(Progress), early func(Result)) (Result, error)
 	Logger   *slog.Logger
 }
 

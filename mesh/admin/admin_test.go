@@ -34,7 +34,7 @@ func (f *fake) opts(tok string) Options {
 	return Options{Listen: "127.0.0.1:0", Token: tok, Gatherer: reg,
 		Ready:  func() error { f.mu.Lock(); defer f.mu.Unlock(); return f.ready },
 		Status: func() Status { return Status{Mesh: "m", RID: "0101", State: "serving", Ready: true} },
-		Relocate: func(_ context.Context, drain bool, progress func(Progress)) (Result, error) {
+		Relocate: func(_ context.Context, drain bool, progress func(Progress), _ func(Result)) (Result, error) {
 			f.mu.Lock()
 			f.runs++
 			f.mu.Unlock()

@@ -31,6 +31,10 @@ type jobs struct {
 type job struct {
 	mu sync.Mutex
 	j  Job
+	// read is closed once a GET served the job with its result (see
+	// Server.Linger).
+	read     chan struct{}
+	readOnce sync.Once
 }
 
 func (j *job) snapshot() Job {
@@ -107,7 +111,29 @@ func (s *Server) getRelocate(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusNotFound, "no host command "+id+" on this node")
 		return
 	}
-	writeJSON(w, http.StatusOK, j.snapshot())
+	snap := j.snapshot()
+	writeJSON(w, http.StatusOK, snap)
+	if snap.Result != nil {
+		j.readOnce.Do(func() { close(j.read) })
+	}
+}
+
+// Linger waits until the running drain's result, reported before the
+// node's stop, has been read by a GET, or ctx ends: a drain stops the node
+// and its listener, and a caller following the drain (meshnode ctl
+// relocate --drain) would otherwise lose the outcome — always when the
+// drain had little to move. It returns at once when no drain runs.
+func (s *Server) Linger(ctx context.Context) {
+	s.jobs.mu.Lock()
+	j := s.jobs.m[s.jobs.running]
+	s.jobs.mu.Unlock()
+	if j == nil || !j.snapshot().Drain {
+		return
+	}
+	select {
+	case <-j.read:
+	case <-ctx.Done():
+	}
 }
 
 // startJob returns the job of req.RequestID if it exists (created false),
@@ -133,7 +159,8 @@ func (s *Server) startJob(req RelocateRequest) (Job, bool, error) {
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
-	j := &job{j: Job{ID: id, Drain: req.Drain, State: JobRunning, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}}
+	j := &job{j: Job{ID: id, Drain: req.Drain, State: JobRunning, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)},
+		read: make(chan struct{})}
 	s.jobs.m[id] = j
 	s.jobs.order = append(s.jobs.order, id)
 	s.jobs.running = id
@@ -157,7 +184,12 @@ func (s *Server) run(j *job) {
 		j.j.Progress = p
 		j.mu.Unlock()
 	}
-	res, err := s.opts.Relocate(context.Background(), j.j.Drain, progress)
+	early := func(r Result) {
+		j.mu.Lock()
+		j.j.Result, j.j.Progress = &r, r.Progress
+		j.mu.Unlock()
+	}
+	res, err := s.opts.Relocate(context.Background(), j.j.Drain, progress, early)
 	j.mu.Lock()
 	j.j.Result = &res
 	j.j.Progress = res.Progress

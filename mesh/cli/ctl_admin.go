@@ -266,7 +266,7 @@ func followJob(ctx context.Context, c *adminClient, id string, poll time.Duratio
 		var j admin.Job
 		_, err := c.do(ctx, "GET", "/v1/relocate/"+id, nil, &j)
 		switch {
-		case err != nil && last.Drain && last.Progress.End != "":
+		case err != nil && last.Drain && (last.Progress.End != "" || last.Result != nil):
 			last.State = admin.JobDone
 			return last, nil
 		case err != nil:

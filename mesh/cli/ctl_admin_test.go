@@ -11,6 +11,7 @@ import (
 	"github.com/meshnode/meshnode/config"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/demoapp"
 	relmemory "github.com/meshnode/meshnode/relocstore/memory"
 	"github.com/meshnode/meshnode/spot"
@@ -118,6 +119,78 @@ func TestCtlStatusAndRelocate(t *testing.T) {
 		t.Fatalf("repeated request id: exit %d:\n%s", code, out.String())
 	}
 }
+
+// A drain through the admin listener stops the node and its listener; the
+// caller still gets the outcome, also when the drain is over before its
+// first poll (nothing to move: it used to end with "lost contact with the
+// node" and exit 1).
+func TestCtlDrainReportsTheOutcome(t *testing.T) {
+	nodes := adminMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Setenv(config.EnvName("admin.token"), testAdminToken)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := Main(ctx, []string{"ctl", "relocate", "http://" + nodes[1].AdminAddr(), "--drain", "--request-id", "d-1", "--poll", "300ms"}, &out, &errb)
+	if code != ExitOK {
+		t.Fatalf("ctl relocate --drain: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"drain d-1 started", "drain d-1 ended: completed", "OUTCOME"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	select {
+	case <-nodes[1].Done():
+	case <-ctx.Done():
+		t.Fatal("the drained node did not stop")
+	}
+	// The listener waited for the result to be read, not for its bound.
+	if took := time.Since(start); took > adminTestLingerBound {
+		t.Errorf("the drain took %v: the listener lingered to its bound instead of closing once the result was read", took)
+	}
+}
+
+// A caller that reads the drain's state only after its moves are over
+// still finds the listener up, with the result; the node stops right after
+// that read.
+func TestAdminDrainLingersUntilTheResultIsRead(t *testing.T) {
+	nodes := adminMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Setenv(config.EnvName("admin.token"), testAdminToken)
+	c, err := newAdminClient(nodes[1].AdminAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j admin.Job
+	if _, err := c.do(ctx, "POST", "/v1/relocate", admin.RelocateRequest{RequestID: "late", Drain: true}, &j); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // an empty node's moves are long over
+	for {
+		var got admin.Job
+		if _, err := c.do(ctx, "GET", "/v1/relocate/late", nil, &got); err != nil {
+			t.Fatalf("the listener went before the drain's result was read: %v", err)
+		}
+		if got.Result != nil {
+			if got.Result.End != "completed" || got.Progress.End != "completed" {
+				t.Fatalf("drain result %+v", got)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-nodes[1].Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the node did not stop once the result was read")
+	}
+}
+
+// adminTestLingerBound is well under mesh's adminDrainLinger (3 s) plus a
+// drain of an empty node.
+const adminTestLingerBound = 2500 * time.Millisecond
 
 // The refusals an operator meets: no or a wrong token, a node that is not
 // there, bad arguments.
