@@ -276,7 +276,14 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			s.state = SrcCapturing
 			return []SourceAction{ActHoldAndCapture}, nil
 		case EvSecureFailed:
-			return s.refuse(ReasonCapacity)
+			// Nothing was held or written, but the move has begun (the
+			// shell marked the object moving: Destroy/Close and other
+			// moves wait for its end): Reopen ends it, as after any
+			// refusal past EvBegin. Without it the object stayed marked
+			// moving for good — every later move or close answered
+			// ErrMoving.
+			acts, err := s.refuse(ReasonCapacity)
+			return append(acts, ActReopen), err
 		case EvDeadline, EvCancel:
 			// The reservation may or may not have been written: release it
 			// (a missing row is nothing to do). Nothing was held.
