@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -315,15 +316,22 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 	// giving up on it, as long as the command's deadline allows. A node
 	// that died a moment ago still looks serving until its lease ends.
 	var avoid [][]byte
+	var tried []string // "reason on target" of the targets that failed, for the outcome
 	for tries := 1; err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && tries < hostMoveTries && ctx.Err() == nil; tries++ {
 		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
 			break
 		}
 		avoid = append(avoid, res.TargetNodeRID)
+		tried = append(tried, fmt.Sprintf("%s on %x", res.Reason, res.TargetNodeRID))
 		o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
 			"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
 		res, err = o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{avoiding(avoid)})
 		r.Targets++
+	}
+	if err != nil && len(tried) > 0 {
+		// The retry found no node to try: say why the earlier targets
+		// failed, not only that none is left.
+		err = fmt.Errorf("%s; then: %w", strings.Join(tried, "; "), err)
 	}
 	r.Took = time.Since(start)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -155,14 +156,20 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 		return candidate{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
 	d := drawer{set: set, rnd: env.rnd}
+	var left leftOut // why drawn candidates were not usable, for the error
 	usable := func() (int, bool) {
 		for {
 			i, ok := d.next()
 			if !ok {
 				return -1, false
 			}
-			if req.usable(set.cands[i], env) {
+			switch req.usability(set.cands[i], env) {
+			case usableNow:
 				return i, true
+			case ruledOut:
+				left.ruledOut++
+			case noLink:
+				left.noLink++
 			}
 		}
 	}
@@ -171,7 +178,6 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 		usage map[string][]authority.CapacityRow
 		read  int // order[:read] had their counters read
 		batch = 1
-		full  int
 	)
 	for pos := 0; ; pos++ {
 		if pos == len(order) {
@@ -215,35 +221,59 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 		if hasRoom(usage[c.key()], c.limits, bun) {
 			return c, nil
 		}
-		full++
+		left.full++
 	}
-	return candidate{}, req.nothingPlaced(full)
+	return candidate{}, req.nothingPlaced(left)
 }
 
-// usable reports whether the placement may use c now: not excluded by an
-// earlier attempt or by req's RoutingID filters, and this node itself or a
-// peer whose link is admitted at the listed lifecycle generation.
-func (req placeRequest) usable(c candidate, env placeEnv) bool {
+// usability says whether the placement may use a candidate now, and if
+// not, why (for the error of a placement that finds none).
+type usability uint8
+
+const (
+	usableNow      usability = iota
+	excludedByCall           // an earlier attempt of this call excluded it (req.excluded)
+	ruledOut                 // req.only / req.avoid rule it out (a named target, targets already tried)
+	noLink                   // a peer whose link is not admitted at the listed lifecycle generation
+)
+
+// usability checks c: not excluded by an earlier attempt or by req's
+// RoutingID filters, and this node itself or a peer whose link is admitted
+// at the listed lifecycle generation.
+func (req placeRequest) usability(c candidate, env placeEnv) usability {
 	if len(req.excluded) > 0 && req.excluded[c.key()] != 0 {
-		return false
+		return excludedByCall
 	}
 	if req.only != nil && !bytes.Equal(c.node.RoutingID, req.only) {
-		return false
+		return ruledOut
 	}
 	if slices.ContainsFunc(req.avoid, func(a []byte) bool { return bytes.Equal(a, c.node.RoutingID) }) {
-		return false
+		return ruledOut
 	}
 	if c.local {
-		return true
+		return usableNow
 	}
-	gen, ok := env.admitted(c.node.RoutingID)
-	return ok && gen == c.node.LifecycleGeneration
+	if gen, ok := env.admitted(c.node.RoutingID); !ok || gen != c.node.LifecycleGeneration {
+		return noLink
+	}
+	return usableNow
 }
 
-// nothingPlaced is the error of a placement that found no candidate: full
-// counts the candidates whose counters showed no room.
-func (req placeRequest) nothingPlaced(full int) error {
-	failed := 0
+// leftOut counts the candidates a placement drew and could not use, by
+// reason (those excluded by earlier attempts are counted from
+// req.excluded).
+type leftOut struct {
+	full     int // counters showed no room
+	ruledOut int // req.only / req.avoid
+	noLink   int // no admitted link at the listed generation
+}
+
+// nothingPlaced is the error of a placement that found no candidate. It
+// is worded for whatever asked (a creation, a move, a cold activation)
+// and says what was left out, so that a move retried elsewhere does not
+// read as if the mesh had no node at all.
+func (req placeRequest) nothingPlaced(left leftOut) error {
+	full, failed := left.full, 0
 	for _, why := range req.excluded {
 		if why == excludedFull {
 			full++
@@ -251,14 +281,25 @@ func (req placeRequest) nothingPlaced(full int) error {
 			failed++
 		}
 	}
-	kind, stableType, mesh := req.kind, req.stableType, req.mesh
-	if full > 0 {
-		return fmt.Errorf("%w: no Serving node of mesh %q with %s %q has capacity left (%d full, %d failed): %w",
-			ErrUnavailable, mesh, kind, stableType, full, failed, ErrCapacityExhausted)
+	var extra []string
+	if left.ruledOut > 0 {
+		extra = append(extra, fmt.Sprintf("%d ruled out: tried before or not the node asked for", left.ruledOut))
 	}
-	if failed > 0 {
-		return fmt.Errorf("%w: every node of mesh %q able to host %s %q failed this creation (%d)",
-			ErrUnavailable, mesh, kind, stableType, failed)
+	if left.noLink > 0 {
+		extra = append(extra, fmt.Sprintf("%d without an admitted link", left.noLink))
+	}
+	counts := func(parts ...string) string { return strings.Join(append(parts, extra...), ", ") }
+	kind, stableType, mesh := req.kind, req.stableType, req.mesh
+	switch {
+	case full > 0:
+		return fmt.Errorf("%w: no Serving node of mesh %q with %s %q has capacity left (%s): %w", ErrUnavailable, mesh, kind,
+			stableType, counts(fmt.Sprintf("%d full", full), fmt.Sprintf("%d failed", failed)), ErrCapacityExhausted)
+	case failed > 0 || left.ruledOut > 0:
+		return fmt.Errorf("%w: no Serving node of mesh %q that hosts %s %q is left to try (%s)", ErrUnavailable, mesh, kind,
+			stableType, counts(fmt.Sprintf("%d failed", failed)))
+	case len(extra) > 0:
+		return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link (%s)",
+			ErrUnavailable, mesh, kind, stableType, counts())
 	}
 	return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link",
 		ErrUnavailable, mesh, kind, stableType)

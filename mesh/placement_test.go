@@ -153,7 +153,7 @@ func TestNewCandidateSet(t *testing.T) {
 	}
 }
 
-func TestPlaceRequestUsable(t *testing.T) {
+func TestPlaceRequestUsability(t *testing.T) {
 	peer := candidate{node: authority.Node{MeshName: "m", RoutingID: []byte{2}, LifecycleGeneration: 7}, weight: 1}
 	self := candidate{node: authority.Node{MeshName: "m", RoutingID: []byte{1}, LifecycleGeneration: 7}, weight: 1, local: true}
 	admittedAt := func(gen uint64) placeEnv {
@@ -165,21 +165,21 @@ func TestPlaceRequestUsable(t *testing.T) {
 		req  placeRequest
 		c    candidate
 		env  placeEnv
-		want bool
+		want usability
 	}{
-		{"admitted peer", placeRequest{}, peer, admittedAt(7), true},
-		{"peer admitted at another generation", placeRequest{}, peer, admittedAt(6), false},
-		{"peer not admitted", placeRequest{}, peer, none, false},
-		{"self needs no link", placeRequest{}, self, none, true},
-		{"excluded", placeRequest{excluded: map[string]exclusion{peer.key(): excludedFull}}, peer, admittedAt(7), false},
-		{"another run excluded", placeRequest{excluded: map[string]exclusion{self.key(): excludedFailed}}, peer, admittedAt(7), true},
-		{"only this one", placeRequest{only: []byte{2}}, peer, admittedAt(7), true},
-		{"only another", placeRequest{only: []byte{3}}, peer, admittedAt(7), false},
-		{"avoided", placeRequest{avoid: [][]byte{{3}, {2}}}, peer, admittedAt(7), false},
+		{"admitted peer", placeRequest{}, peer, admittedAt(7), usableNow},
+		{"peer admitted at another generation", placeRequest{}, peer, admittedAt(6), noLink},
+		{"peer not admitted", placeRequest{}, peer, none, noLink},
+		{"self needs no link", placeRequest{}, self, none, usableNow},
+		{"excluded", placeRequest{excluded: map[string]exclusion{peer.key(): excludedFull}}, peer, admittedAt(7), excludedByCall},
+		{"another run excluded", placeRequest{excluded: map[string]exclusion{self.key(): excludedFailed}}, peer, admittedAt(7), usableNow},
+		{"only this one", placeRequest{only: []byte{2}}, peer, admittedAt(7), usableNow},
+		{"only another", placeRequest{only: []byte{3}}, peer, admittedAt(7), ruledOut},
+		{"avoided", placeRequest{avoid: [][]byte{{3}, {2}}}, peer, admittedAt(7), ruledOut},
 	}
 	for _, tc := range tests {
-		if got := tc.req.usable(tc.c, tc.env); got != tc.want {
-			t.Errorf("%s: usable = %v, want %v", tc.name, got, tc.want)
+		if got := tc.req.usability(tc.c, tc.env); got != tc.want {
+			t.Errorf("%s: usability = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
@@ -372,6 +372,11 @@ func TestDecide(t *testing.T) {
 		{name: "no admitted link", set: limitedSet(10, 100, 100), admitted: func([]byte) (uint64, bool) { return 0, false },
 			want: -1, wantErr: ErrUnavailable, wantMsg: "usable link"},
 		{name: "only the named node", set: weightedSet(100, 100, 100), req: placeRequest{only: []byte{3}}, draws: []float64{0.1}, want: 2},
+		{name: "the only other node was tried: nothing left to try", set: weightedSet(100, 100),
+			req:  placeRequest{excluded: map[string]exclusion{"m/01@1": excludedFailed}, avoid: [][]byte{{2}}},
+			want: -1, wantErr: ErrUnavailable, wantMsg: "is left to try (1 failed, 1 ruled out: tried before or not the node asked for)"},
+		{name: "listed but not linked", set: weightedSet(100, 100), admitted: func([]byte) (uint64, bool) { return 0, false },
+			want: -1, wantErr: ErrUnavailable, wantMsg: "a usable link (2 without an admitted link)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
