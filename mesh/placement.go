@@ -90,6 +90,9 @@ type placeRequest struct {
 	// named node); avoid are RoutingIDs never acceptable.
 	only  []byte
 	avoid [][]byte
+	// notHere rules out this node's own run (a move away from it; any
+	// placement while a host Relocate empties it).
+	notHere bool
 }
 
 // placeEnv is what a placement reads besides the candidate set.
@@ -118,8 +121,7 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 	}
 	if o.hostMove.Load() {
 		// A host Relocate empties this node: it takes no new objects.
-		req.excluded = withSelfExcluded(req.excluded, authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
-			LifecycleGeneration: o.n.run.lifecycleGeneration})
+		req.notHere = true
 	}
 	set := o.n.memo.candidates(list, snap, candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType},
 		o.n.run.rid, o.n.run.lifecycleGeneration)
@@ -170,6 +172,8 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 				left.ruledOut++
 			case noLink:
 				left.noLink++
+			case thisNode:
+				left.thisNode++
 			}
 		}
 	}
@@ -235,6 +239,7 @@ const (
 	excludedByCall           // an earlier attempt of this call excluded it (req.excluded)
 	ruledOut                 // req.only / req.avoid rule it out (a named target, targets already tried)
 	noLink                   // a peer whose link is not admitted at the listed lifecycle generation
+	thisNode                 // this node's own run, and req.notHere
 )
 
 // usability checks c: not excluded by an earlier attempt or by req's
@@ -251,6 +256,9 @@ func (req placeRequest) usability(c candidate, env placeEnv) usability {
 		return ruledOut
 	}
 	if c.local {
+		if req.notHere {
+			return thisNode
+		}
 		return usableNow
 	}
 	if gen, ok := env.admitted(c.node.RoutingID); !ok || gen != c.node.LifecycleGeneration {
@@ -266,6 +274,7 @@ type leftOut struct {
 	full     int // counters showed no room
 	ruledOut int // req.only / req.avoid
 	noLink   int // no admitted link at the listed generation
+	thisNode int // this node, ruled out by req.notHere
 }
 
 // nothingPlaced is the error of a placement that found no candidate. It
@@ -297,6 +306,9 @@ func (req placeRequest) nothingPlaced(left leftOut) error {
 	case failed > 0 || left.ruledOut > 0:
 		return fmt.Errorf("%w: no Serving node of mesh %q that hosts %s %q is left to try (%s)", ErrUnavailable, mesh, kind,
 			stableType, counts(fmt.Sprintf("%d failed", failed)))
+	case left.thisNode > 0 && len(extra) == 0:
+		return fmt.Errorf("%w: no Serving node of mesh %q other than this one registered %s %q with a weight above 0",
+			ErrUnavailable, mesh, kind, stableType)
 	case len(extra) > 0:
 		return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link (%s)",
 			ErrUnavailable, mesh, kind, stableType, counts())
@@ -354,15 +366,4 @@ func (o *objects) otherMesh(ctx context.Context, mesh string) error {
 	}
 	return fmt.Errorf("%w: %w: mesh %q has %d live MeshNode(s); this node is a member of %q and places objects only there",
 		ErrUnavailable, ErrNotMember, mesh, live, own)
-}
-
-// withSelfExcluded returns excluded plus self, leaving the caller's map as
-// it was.
-func withSelfExcluded(excluded map[string]exclusion, self authority.Node) map[string]exclusion {
-	out := make(map[string]exclusion, len(excluded)+1)
-	for k, v := range excluded {
-		out[k] = v
-	}
-	out[self.String()] = excludedFailed
-	return out
 }

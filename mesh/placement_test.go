@@ -171,6 +171,8 @@ func TestPlaceRequestUsability(t *testing.T) {
 		{"peer admitted at another generation", placeRequest{}, peer, admittedAt(6), noLink},
 		{"peer not admitted", placeRequest{}, peer, none, noLink},
 		{"self needs no link", placeRequest{}, self, none, usableNow},
+		{"self ruled out when placing elsewhere", placeRequest{notHere: true}, self, none, thisNode},
+		{"a peer when placing elsewhere", placeRequest{notHere: true}, peer, admittedAt(7), usableNow},
 		{"excluded", placeRequest{excluded: map[string]exclusion{peer.key(): excludedFull}}, peer, admittedAt(7), excludedByCall},
 		{"another run excluded", placeRequest{excluded: map[string]exclusion{self.key(): excludedFailed}}, peer, admittedAt(7), usableNow},
 		{"only this one", placeRequest{only: []byte{2}}, peer, admittedAt(7), usableNow},
@@ -375,6 +377,11 @@ func TestDecide(t *testing.T) {
 		{name: "the only other node was tried: nothing left to try", set: weightedSet(100, 100),
 			req:  placeRequest{excluded: map[string]exclusion{"m/01@1": excludedFailed}, avoid: [][]byte{{2}}},
 			want: -1, wantErr: ErrUnavailable, wantMsg: "is left to try (1 failed, 1 ruled out: tried before or not the node asked for)"},
+		{name: "only this node hosts the type: a move away has nowhere to go", set: func() *candidateSet {
+			s := weightedSet(100)
+			s.cands[0].local = true
+			return s
+		}(), req: placeRequest{notHere: true}, want: -1, wantErr: ErrUnavailable, wantMsg: "other than this one registered actor"},
 		{name: "listed but not linked", set: weightedSet(100, 100), admitted: func([]byte) (uint64, bool) { return 0, false },
 			want: -1, wantErr: ErrUnavailable, wantMsg: "a usable link (2 without an admitted link)"},
 	}

@@ -331,12 +331,11 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 // 2 secures capacity on the node it picks), or takes the named node when
 // it is a usable candidate; never one of avoid.
 func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, stableType string, rid []byte, avoid [][]byte) (candidate, error) {
-	self := authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
 	if rid != nil && bytes.Equal(rid, o.n.run.rid) {
 		return candidate{}, fmt.Errorf("%w: the target is this node", ErrInvalidOperation)
 	}
 	c, err := o.place(ctx, placeRequest{kind: kind, stableType: stableType, mesh: o.n.cfg.Node.MeshName,
-		excluded: map[string]exclusion{self.String(): excludedFailed}, only: rid, avoid: avoid})
+		only: rid, avoid: avoid, notHere: true})
 	if err != nil && rid != nil {
 		return candidate{}, fmt.Errorf("%w: node %x cannot take %s %q: %w", ErrUnavailable, rid, kind, stableType, err)
 	}
