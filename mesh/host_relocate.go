@@ -11,6 +11,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -99,6 +100,37 @@ func (n *Node) beginHostMove() error {
 	return nil
 }
 
+// refreshForMoves makes a host command place on the mesh as it is now, not
+// as the last discovery round saw it (rounds are lease.renew_interval
+// apart): one discovery round, so that a node that joined since is listed,
+// then a wait of at most moveLinkWait for the links to listed serving
+// peers that are still being admitted (placement uses only admitted
+// links). A store failure leaves the last list; the moves go on.
+func (n *Node) refreshForMoves(ctx context.Context) {
+	if err := n.Discover(ctx); err != nil {
+		n.log.Warn("host relocation: discovery before the moves failed; placing on the last descriptor list", "err", err)
+	}
+	snap, ok := n.LastSnapshot()
+	if !ok {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, moveLinkWait)
+	defer cancel()
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if d.MeshName != n.cfg.Node.MeshName || !e.LeaseValid || d.State != record.StateServing ||
+			d.ObjectRole != record.RoleServer || string(d.RoutingID) == string(n.run.rid) {
+			continue
+		}
+		if _, ok := n.tr.Peer(transport.RID(d.RoutingID)); !ok {
+			_, _ = n.tr.WaitAdmitted(wctx, transport.RID(d.RoutingID)) // a link not up by then is not a candidate
+		}
+	}
+}
+
+// moveLinkWait bounds refreshForMoves' wait for links being admitted.
+const moveLinkWait = 2 * time.Second
+
 // hostRelocate runs the host command; the caller holds hostMove.
 func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
 	o := n.obj
@@ -111,6 +143,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	if max <= 0 {
 		max = n.cfg.Relocation.MaxConcurrent
 	}
+	n.refreshForMoves(ctx)
 	start := time.Now()
 	cmd := hostmove.New(o.hostedForHostMove(), max)
 	p := cmd.Progress()

@@ -1,0 +1,55 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A host Relocate places on the mesh as it is when the command starts, not
+// on the node's last discovery round: a node that joined since (here the
+// source's rounds are an hour apart, so it never listed the newcomer) takes
+// the objects. Before, every object failed with "no Serving node … other
+// than this one" until the next round — met by an operator who relocated a
+// node within seconds of starting its peer.
+func TestHostRelocateSeesANodeThatJustJoined(t *testing.T) {
+	f := newFixture(t)
+	p := newProbe()
+	registerTestFactories(t, f.reg, p)
+	start := func(i int, every time.Duration) *Node {
+		cfg := objConfig("objects")
+		cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
+		n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc,
+			DiscoveryInterval: every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	ctx := ctxT(t, 60*time.Second)
+	src := start(0, time.Hour)
+	for i := range 5 {
+		if _, err := src.Manager().CreateActor(ctx, fmt.Sprintf("fresh-%d", i), testMoverType); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := start(1, 100*time.Millisecond)
+	if err := dst.WaitPeers(ctx, 1); err != nil { // the newcomer linked to the source
+		t.Fatal(err)
+	}
+	res, err := src.Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Progress.Moved != 5 {
+		for _, o := range res.NotMoved() {
+			t.Logf("%s: %s %s", o.Object.ID, o.Outcome, o.Reason)
+		}
+		t.Fatalf("moved %d of 5 to the node that just joined", res.Progress.Moved)
+	}
+	if h := dst.ObjectStats().Hosted; h < 5 {
+		t.Fatalf("the newcomer hosts %d objects", h)
+	}
+}
