@@ -102,19 +102,31 @@ func (n *Node) beginHostMove() error {
 
 // refreshForMoves makes a host command place on the mesh as it is now, not
 // as the last discovery round saw it (rounds are lease.renew_interval
-// apart): one discovery round, so that a node that joined since is listed,
-// then a wait of at most moveLinkWait for the links to listed serving
-// peers that are still being admitted (placement uses only admitted
-// links). A store failure leaves the last list; the moves go on.
+// apart): a node that joined since is listed and linked (freshList). A
+// store failure leaves the last list; the moves go on.
 func (n *Node) refreshForMoves(ctx context.Context) {
-	if err := n.Discover(ctx); err != nil {
+	if err := n.freshList(ctx, moveLinkWait); err != nil {
 		n.log.Warn("host relocation: discovery before the moves failed; placing on the last descriptor list", "err", err)
+	}
+}
+
+// moveLinkWait bounds refreshForMoves' wait for links being admitted.
+const moveLinkWait = 2 * time.Second
+
+// freshList runs one discovery round, then waits at most linkWait for the
+// links to the listed serving peers of this mesh that are still being
+// admitted: placement uses only admitted links, and the round has just
+// started the links to the peers it found new. A link not up by then is
+// not a candidate. It returns the round's store error.
+func (n *Node) freshList(ctx context.Context, linkWait time.Duration) error {
+	if err := n.Discover(ctx); err != nil {
+		return err
 	}
 	snap, ok := n.LastSnapshot()
 	if !ok {
-		return
+		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, moveLinkWait)
+	wctx, cancel := context.WithTimeout(ctx, linkWait)
 	defer cancel()
 	for _, e := range snap.Entries {
 		d := e.Descriptor
@@ -123,13 +135,11 @@ func (n *Node) refreshForMoves(ctx context.Context) {
 			continue
 		}
 		if _, ok := n.tr.Peer(transport.RID(d.RoutingID)); !ok {
-			_, _ = n.tr.WaitAdmitted(wctx, transport.RID(d.RoutingID)) // a link not up by then is not a candidate
+			_, _ = n.tr.WaitAdmitted(wctx, transport.RID(d.RoutingID))
 		}
 	}
+	return nil
 }
-
-// moveLinkWait bounds refreshForMoves' wait for links being admitted.
-const moveLinkWait = 2 * time.Second
 
 // hostRelocate runs the host command; the caller holds hostMove.
 func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // A host Relocate places on the mesh as it is when the command starts, not
@@ -51,5 +54,45 @@ func TestHostRelocateSeesANodeThatJustJoined(t *testing.T) {
 	}
 	if h := dst.ObjectStats().Hosted; h < 5 {
 		t.Fatalf("the newcomer hosts %d objects", h)
+	}
+}
+
+// A creation whose placement finds nothing on an old descriptor list runs
+// one discovery round and places again: a client whose last round predates
+// every server (its rounds are an hour apart here) creates on the server
+// that started since, instead of failing with ErrUnavailable until its
+// next round.
+func TestCreationRefreshesAnOldList(t *testing.T) {
+	f := newFixture(t)
+	p := newProbe()
+	registerTestFactories(t, f.reg, p)
+	start := func(i int, every time.Duration, role config.ObjectRole) *Node {
+		cfg := objConfig("objects")
+		cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
+		cfg.Node.ObjectRole = role
+		opts := Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc, DiscoveryInterval: every}
+		if role != config.RoleServer {
+			opts.Factories = spot.NewRegistry()
+		}
+		n, err := Start(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	ctx := ctxT(t, 60*time.Second)
+	client := start(0, time.Hour, config.RoleClient)
+	server := start(1, 100*time.Millisecond, config.RoleServer)
+	if err := server.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(listRefreshAge) // the client's only list is now old enough to refresh
+	ref, err := client.Manager().CreateActor(ctx, "late-server", testMoverType)
+	if err != nil {
+		t.Fatalf("creation with a list older than the only server: %v", err)
+	}
+	if string(ref.NodeRID) != string(server.RID()) {
+		t.Fatalf("placed on %x", ref.NodeRID)
 	}
 }

@@ -85,8 +85,9 @@ type Node struct {
 	discoverMu         sync.Mutex // one discovery round at a time
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
-	snapSeq            uint64   // counts the lists discovery stored in lastSnap
-	memo               listMemo // what is derived from lastSnap (list_memo.go)
+	snapSeq            uint64        // counts the lists discovery stored in lastSnap
+	snapAt             time.Duration // n.clock time lastSnap was stored
+	memo               listMemo      // what is derived from lastSnap (list_memo.go)
 	haveSnap           bool
 	// obj hosts this node's Actors and Spots and serves the Manager
 	// (objects.go; the Objects issue).
@@ -583,6 +584,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.mu.Lock()
 	n.lastSnap, n.haveSnap = snap, true
 	n.snapSeq++
+	n.snapAt = now
 	n.mu.Unlock()
 	n.noteLeaving(snap)
 	n.removeDeadWatched(rctx)
@@ -653,6 +655,14 @@ func (n *Node) LastSnapshot() (directory.Snapshot, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.lastSnap, n.haveSnap
+}
+
+// snapshotAge is how long ago (n.clock) discovery stored the last list;
+// false when there is none.
+func (n *Node) snapshotAge() (time.Duration, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clock.Now() - n.snapAt, n.haveSnap
 }
 
 // lastSnapshotNumbered is LastSnapshot with the list's sequence number,

@@ -54,6 +54,9 @@ type objects struct {
 	// sentActivations: where this node sent cold activations not yet
 	// visible in the store (instance.go).
 	sentActivations sentActivations
+	// listRefresh is held by the placement that runs a discovery round
+	// after finding nothing on an old list (placement.go).
+	listRefresh sync.Mutex
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool

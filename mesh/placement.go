@@ -3,11 +3,13 @@ package mesh
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -123,9 +125,52 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 		// A host Relocate empties this node: it takes no new objects.
 		req.notHere = true
 	}
-	set := o.n.memo.candidates(list, snap, candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType},
-		o.n.run.rid, o.n.run.lifecycleGeneration)
-	return decide(ctx, set, req, placeEnv{admitted: o.admittedAt, counters: o.n.loc, rnd: rand.Float64})
+	key := candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType}
+	env := placeEnv{admitted: o.admittedAt, counters: o.n.loc, rnd: rand.Float64}
+	c, err := decide(ctx, o.n.memo.candidates(list, snap, key, o.n.run.rid, o.n.run.lifecycleGeneration), req, env)
+	if !errors.Is(err, errNothingPlaced) || !o.startListRefresh() {
+		return c, err
+	}
+	defer o.listRefresh.Unlock()
+	// The list may predate a node that can take it (discovery rounds are
+	// lease.renew_interval apart: a server started a moment ago): once
+	// more on a fresh list.
+	if derr := o.n.freshList(ctx, placeLinkWait); derr != nil {
+		return c, err
+	}
+	snap, list, _ = o.n.lastSnapshotNumbered()
+	return decide(ctx, o.n.memo.candidates(list, snap, key, o.n.run.rid, o.n.run.lifecycleGeneration), req, env)
+}
+
+// errNothingPlaced matches (errors.Is) decide's error when no candidate
+// was usable, as opposed to a store failure while reading counters.
+var errNothingPlaced = errors.New("nothing placed")
+
+// nothingPlacedError is nothingPlaced's error, matching errNothingPlaced.
+type nothingPlacedError struct{ error }
+
+func (e nothingPlacedError) Is(target error) bool { return target == errNothingPlaced }
+func (e nothingPlacedError) Unwrap() error        { return e.error }
+
+// placeLinkWait bounds how long that refresh waits for links being
+// admitted to the peers it found.
+const placeLinkWait = 500 * time.Millisecond
+
+// listRefreshAge is how old the descriptor list must be before a
+// placement that found nothing runs a discovery round and tries again: a
+// mesh that really has no room does not turn every failed creation into a
+// round.
+const listRefreshAge = time.Second
+
+// startListRefresh reports whether a placement that found nothing should
+// run a discovery round first — the list is older than listRefreshAge and
+// no other placement is refreshing it now — and if so holds listRefresh
+// (the caller unlocks it).
+func (o *objects) startListRefresh() bool {
+	if age, ok := o.n.snapshotAge(); !ok || age < listRefreshAge {
+		return false
+	}
+	return o.listRefresh.TryLock()
 }
 
 // admittedAt is placeEnv.admitted on the node's transport.
@@ -227,7 +272,7 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 		}
 		left.full++
 	}
-	return candidate{}, req.nothingPlaced(left)
+	return candidate{}, nothingPlacedError{req.nothingPlaced(left)}
 }
 
 // usability says whether the placement may use a candidate now, and if
