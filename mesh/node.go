@@ -657,6 +657,47 @@ func (n *Node) LastSnapshot() (directory.Snapshot, bool) {
 	return n.lastSnap, n.haveSnap
 }
 
+// freshList runs one discovery round, then waits at most linkWait for the
+// links to the serving peers of this mesh the round listed for the first
+// time (it has just started linking to them; placement uses only admitted
+// links). Peers listed before are not waited for: a link to one of them
+// that is down (a node killed while its lease runs on) will not come up
+// in a moment. It returns the round's store error.
+func (n *Node) freshList(ctx context.Context, linkWait time.Duration) error {
+	before, _ := n.LastSnapshot()
+	listed := make(map[string]bool, len(before.Entries))
+	for _, e := range before.Entries {
+		if n.servingPeer(e) {
+			listed[string(e.Descriptor.RoutingID)] = true
+		}
+	}
+	if err := n.Discover(ctx); err != nil {
+		return err
+	}
+	snap, _ := n.LastSnapshot()
+	wctx, cancel := context.WithTimeout(ctx, linkWait)
+	defer cancel()
+	for _, e := range snap.Entries {
+		rid := transport.RID(e.Descriptor.RoutingID)
+		if !n.servingPeer(e) || listed[string(rid)] {
+			continue
+		}
+		if _, ok := n.tr.Peer(rid); !ok {
+			_, _ = n.tr.WaitAdmitted(wctx, rid) // a link not up by then is not a candidate
+		}
+	}
+	return nil
+}
+
+// servingPeer reports whether e is another serving server node of this
+// node's mesh with a valid lease: a placement candidate but for its link,
+// capacity and type.
+func (n *Node) servingPeer(e directory.Entry) bool {
+	d := e.Descriptor
+	return d.MeshName == n.cfg.Node.MeshName && e.LeaseValid && d.State == record.StateServing &&
+		d.ObjectRole == record.RoleServer && string(d.RoutingID) != string(n.run.rid)
+}
+
 // snapshotAge is how long ago (n.clock) discovery stored the last list;
 // false when there is none.
 func (n *Node) snapshotAge() (time.Duration, bool) {
