@@ -148,8 +148,13 @@ func TestCurveRefusals(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		if _, err := plain.WaitAdmitted(ctx, b.RID()); err == nil {
+		_, err := plain.WaitAdmitted(ctx, b.RID())
+		if err == nil {
 			t.Fatal("a NULL node was admitted by a CURVE node")
+		}
+		// The operator is told why: the mechanisms differ.
+		if want := "the peer uses the CURVE security mechanism, this node NULL"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("plain node's link error %q does not say %q", err, want)
 		}
 	})
 	t.Run("curve to plain", func(t *testing.T) {
@@ -168,8 +173,12 @@ func TestCurveRefusals(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		if _, err := x.WaitAdmitted(ctx, b.RID()); err == nil {
+		_, err := x.WaitAdmitted(ctx, b.RID())
+		if err == nil {
 			t.Fatal("a node with an unknown key was admitted")
+		}
+		if want := "refused this node's public key"; !strings.Contains(err.Error(), want) {
+			t.Fatalf("refused node's link error %q does not say %q", err, want)
 		}
 		waitFor(t, 5*time.Second, "the refused handshake counted", func() bool { return b.Stats().HandshakeFailures > before })
 	})

@@ -448,3 +448,33 @@ func TestGarbageOnOurDealer(t *testing.T) {
 		t.Fatal("session dropped over garbage")
 	}
 }
+
+func TestPeerMechanism(t *testing.T) {
+	greeting := func(mech string) []byte {
+		g := make([]byte, zmtpGreetingLen)
+		g[0], g[9], g[10] = 0xff, 0x7f, 3
+		copy(g[12:32], mech)
+		return g
+	}
+	random := greeting("CURVE")
+	random[0] = 0x16 // a TLS ClientHello, say
+	tests := []struct {
+		name   string
+		read   []byte
+		want   string
+		wantOK bool
+	}{
+		{"NULL", greeting("NULL"), "NULL", true},
+		{"CURVE", greeting("CURVE"), "CURVE", true},
+		{"not read far enough", greeting("CURVE")[:20], "", false},
+		{"not a ZMTP signature", random, "", false},
+		{"not a mechanism name", greeting("cur\x01ve"), "", false},
+		{"empty name", greeting(""), "", false},
+	}
+	for _, tc := range tests {
+		g := &guardConn{greeting: tc.read}
+		if got, ok := g.peerMechanism(); got != tc.want || ok != tc.wantOK {
+			t.Errorf("%s: peerMechanism = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}

@@ -65,6 +65,10 @@ func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim fra
 	}()
 	z, err := zmq4.Open(g, sec, typ, zmq4.SocketIdentity(id), server, nil)
 	if err != nil {
+		if theirs, ok := g.peerMechanism(); ok && theirs != string(sec.Type()) {
+			return nil, fmt.Errorf("transport: ZMTP handshake with %s: the peer uses the %s security mechanism, this node %s "+
+				"(transport.curve.enabled must be the same on every node of a mesh): %w", raw.RemoteAddr(), theirs, sec.Type(), err)
+		}
 		return nil, fmt.Errorf("transport: ZMTP handshake with %s: %w", raw.RemoteAddr(), err)
 	}
 	_ = raw.SetDeadline(time.Time{})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type guardConn struct {
 	br *bufio.Reader
 	// read state (only the reading goroutine touches it)
 	greetLeft int    // greeting bytes still to pass through
+	greeting  []byte // the peer's greeting bytes read so far (peerMechanism)
 	bodyLeft  uint64 // message-frame body bytes still to pass through
 	out       []byte // header (and buffered command) bytes zmq4 has not read yet
 	nFrames   int
@@ -114,6 +116,7 @@ func (g *guardConn) Read(p []byte) (int, error) {
 			}
 			n, err := g.br.Read(p)
 			g.greetLeft -= n
+			g.greeting = append(g.greeting, p[:n]...)
 			return n, err
 		}
 		if g.bodyLeft > 0 {
@@ -292,4 +295,22 @@ func (g *guardConn) flush(timeout time.Duration) (wrote bool, err error) {
 		_ = g.Conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
 	return true, g.bw.Flush()
+}
+
+// peerMechanism is the security mechanism the peer's greeting names
+// ("NULL", "CURVE", …; ZMTP 3 greeting octets 12–31), once that much of
+// the greeting was read: a handshake that failed on a mechanism mismatch
+// can then say so.
+func (g *guardConn) peerMechanism() (string, bool) {
+	const from, to = 12, 32
+	if len(g.greeting) < to || g.greeting[0] != 0xff || g.greeting[9] != 0x7f {
+		return "", false // not a ZMTP greeting (random bytes on the port)
+	}
+	m := strings.TrimRight(string(g.greeting[from:to]), "\x00")
+	for _, c := range []byte(m) {
+		if c < 'A' || c > 'Z' {
+			return "", false // NULL, PLAIN, CURVE: anything else gets the generic error
+		}
+	}
+	return m, m != ""
 }

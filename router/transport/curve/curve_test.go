@@ -354,3 +354,16 @@ func FuzzServerCommands(f *testing.F) {
 		check(err)
 	})
 }
+
+// A refused key reads as what it is on the client (ZAP 400), other
+// reasons verbatim.
+func TestRejectedErrorText(t *testing.T) {
+	for _, tc := range []struct{ reason, want string }{
+		{"400", `curve: server sent ERROR "400": it refused this node's public key (not in its allowed keys?)`},
+		{"500", `curve: server sent ERROR "500"`},
+	} {
+		if got := (&RejectedError{Reason: tc.reason}).Error(); got != tc.want {
+			t.Errorf("reason %q: %q, want %q", tc.reason, got, tc.want)
+		}
+	}
+}

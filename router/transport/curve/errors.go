@@ -31,7 +31,14 @@ var (
 // sends a ZAP status code such as "400").
 type RejectedError struct{ Reason string }
 
-func (e *RejectedError) Error() string { return fmt.Sprintf("curve: server sent ERROR %q", e.Reason) }
+func (e *RejectedError) Error() string {
+	if e.Reason == "400" {
+		// ZAP 400: the server does not accept this client's key — on a
+		// mesh, it is missing from that node's allowed keys.
+		return `curve: server sent ERROR "400": it refused this node's public key (not in its allowed keys?)`
+	}
+	return fmt.Sprintf("curve: server sent ERROR %q", e.Reason)
+}
 
 // Is makes errors.Is(err, ErrRejected) true.
 func (e *RejectedError) Is(target error) bool { return target == ErrRejected }
