@@ -455,7 +455,7 @@ func (n *Node) sweepPosition() (int, int) {
 	self, count := -1, 0
 	for _, e := range snap.Entries { // sorted by mesh, then RID
 		d := e.Descriptor
-		if d.MeshName != n.cfg.Node.MeshName || !e.LeaseValid || d.State != record.StateServing || d.ObjectRole != record.RoleServer {
+		if !servingServer(e, n.cfg.Node.MeshName) {
 			continue
 		}
 		if bytes.Equal(d.RoutingID, n.run.rid) {

@@ -113,7 +113,7 @@ func (m *listMemo) offeredInstanceTypes(list uint64, snap directory.Snapshot, me
 		for i := range snap.Entries {
 			e := &snap.Entries[i]
 			d := &e.Descriptor
-			if !e.LeaseValid || d.State != record.StateServing || d.ObjectRole != record.RoleServer {
+			if !servingServer(*e, d.MeshName) {
 				continue
 			}
 			for _, cp := range d.ObjectCapabilities {

@@ -693,9 +693,7 @@ func (n *Node) freshList(ctx context.Context, linkWait time.Duration) error {
 // node's mesh with a valid lease: a placement candidate but for its link,
 // capacity and type.
 func (n *Node) servingPeer(e directory.Entry) bool {
-	d := e.Descriptor
-	return d.MeshName == n.cfg.Node.MeshName && e.LeaseValid && d.State == record.StateServing &&
-		d.ObjectRole == record.RoleServer && string(d.RoutingID) != string(n.run.rid)
+	return servingServer(e, n.cfg.Node.MeshName) && string(e.Descriptor.RoutingID) != string(n.run.rid)
 }
 
 // snapshotAge is how long ago (n.clock) discovery stored the last list;

@@ -24,6 +24,14 @@ type candidateSet struct {
 	cum   []int64 // cum[i] is the total weight of cands[:i+1]
 }
 
+// servingServer reports whether e is a Serving Object Server run of mesh
+// with a valid owner lease (§4): what every use of the descriptor list
+// that looks for object hosts asks first.
+func servingServer(e directory.Entry, mesh string) bool {
+	d := &e.Descriptor
+	return d.MeshName == mesh && e.LeaseValid && d.State == record.StateServing && d.ObjectRole == record.RoleServer
+}
+
 // newCandidateSet lists the candidates of snap for (mesh, kind,
 // stableType); self identifies this node's own run (local placement).
 func newCandidateSet(snap directory.Snapshot, mesh string, kind record.ObjectKind, stableType string, selfRID []byte, selfGen uint64) *candidateSet {
@@ -31,8 +39,7 @@ func newCandidateSet(snap directory.Snapshot, mesh string, kind record.ObjectKin
 	var total int64
 	for _, e := range snap.Entries {
 		d := e.Descriptor
-		if d.MeshName != mesh || !e.LeaseValid || d.State != record.StateServing ||
-			d.ObjectRole != record.RoleServer || d.PlacementWeight <= 0 {
+		if !servingServer(e, mesh) || d.PlacementWeight <= 0 {
 			continue
 		}
 		capLimit, ok := capabilityLimit(d, kind, stableType)
