@@ -368,7 +368,10 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 				"nodes once the store is restored or known empty, and check the Redis settings (docs/store-redis.md)",
 				"err", ev.Err)
 		} else {
-			n.log.Error("owner lease lost: node stops accepting work", "err", ev.Err)
+			// The lease manager logged the loss (ERROR); this line says
+			// what becomes of the objects meanwhile.
+			n.log.Warn("owner lease lost: this node's objects keep their state, their queued work and timers wait; "+
+				"once a new lease generation is acquired they are re-adopted (those changed meanwhile are dropped)", "err", ev.Err)
 		}
 		n.setState(record.StateError)
 	case lease.EventReacquired:

@@ -51,8 +51,8 @@ type Config struct {
 	OnEvent func(Event)
 	// Reacquire: after the lease is lost (expired in the store, or
 	// replaced — not after data loss or a release) keep trying to acquire
-	// it again, with the same OwnerId and a new LeaseGeneration, every
-	// renew interval. On success EventReacquired reports the new generation
+	// it again, with the same OwnerId and a new LeaseGeneration, at once
+	// and then every renew interval. On success EventReacquired reports the new generation
 	// while the gate stays shut; the owner calls Resume once it has
 	// re-adopted what it still holds (docs/LEASE.md "Riding out a store
 	// outage").
@@ -507,15 +507,15 @@ func (m *Manager) run(ctx context.Context) {
 	}
 }
 
-// reacquireAfterLoss tries, every renew interval, to acquire a new
-// LeaseGeneration for the same OwnerId once the lease was lost (Config.
-// Reacquire), until it succeeds (true: the renew loop goes on under the
-// new generation, the gate still shut until Resume) or the manager stops
-// (false). A lease lost to store data loss is not reacquired: the store
+// reacquireAfterLoss tries, at once and then every renew interval, to
+// acquire a new LeaseGeneration for the same OwnerId once the lease was
+// lost (Config.Reacquire), until it succeeds (true: the renew loop goes on
+// under the new generation, the gate still shut until Resume) or the
+// manager stops (false). A lease lost to store data loss is not reacquired: the store
 // no longer holds what this run relied on.
 func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
 	m.mu.Lock()
-	ok := m.reacquire && m.lost && !errors.Is(m.lostFor, locstore.ErrDataLost)
+	ok := m.lost && m.willReacquire()
 	m.mu.Unlock()
 	if !ok || ctx.Err() != nil {
 		return false
@@ -525,7 +525,15 @@ func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
 		return false
 	}
 	for attempt := 1; ; attempt++ {
-		if !m.waitUntil(ctx, m.clock.Now()+m.timing.RenewInterval) {
+		// The first attempt goes at once: the loss was found by a store
+		// that answers, and every interval waited here is one more in
+		// which the node's objects refuse work. A record still held by
+		// another generation (not expired yet) is tried again every
+		// renew interval.
+		if attempt > 1 && !m.waitUntil(ctx, m.clock.Now()+m.timing.RenewInterval) {
+			return false
+		}
+		if ctx.Err() != nil {
 			return false
 		}
 		cctx, done := m.callContext(ctx)
@@ -541,6 +549,13 @@ func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
 			m.logger().Warn("owner lease: not reacquired yet; trying again every renew interval", "attempt", attempt, "err", err)
 		}
 	}
+}
+
+// willReacquire reports whether a loss for m.lostFor is followed by
+// reacquireAfterLoss; m.mu is held. A data loss is not, nor anything
+// after Fail.
+func (m *Manager) willReacquire() bool {
+	return m.reacquire && !errors.Is(m.lostFor, locstore.ErrDataLost)
 }
 
 // Resume reopens the gate after a reacquisition (EventReacquired), at the
@@ -732,6 +747,9 @@ func dataLost() error {
 // shuts for good and renewing stops. The node calls it when it finds the
 // store lost its data (mesh/marker). A lease already lost is left as it is.
 func (m *Manager) Fail(reason error) {
+	m.mu.Lock()
+	m.reacquire = false // for good, whatever the reason
+	m.mu.Unlock()
 	m.markLost(reason)
 	if m.cancelLoop != nil {
 		m.cancelLoop(reason)
@@ -751,10 +769,18 @@ func (m *Manager) markLost(reason error) {
 		return // once: the renew loop and Fail may both get here
 	}
 	m.lost, m.lostFor = true, reason
+	again := m.willReacquire()
 	m.mu.Unlock()
 	m.gate.shut(ErrLeaseLost)
 	err := fmt.Errorf("%w: %w", ErrLeaseLost, reason)
-	m.logger().Error("owner lease lost; new work refused until the process restarts", m.deadlineAttrs(m.gate.Deadline(), "err", reason)...)
+	// Say what comes next: most losses (an outage or a pause past the
+	// TTL) end with a reacquisition, and an operator told to restart
+	// would restart a node that was about to serve again.
+	msg := "owner lease lost; new work refused until the process restarts"
+	if again {
+		msg = "owner lease lost; new work refused until a new lease generation is acquired (no restart needed)"
+	}
+	m.logger().Error(msg, m.deadlineAttrs(m.gate.Deadline(), "err", reason)...)
 	m.emit(EventLost, m.gate.Deadline(), err)
 }
 
