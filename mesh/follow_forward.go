@@ -86,6 +86,7 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 		}
 	}
 	if m.corr == 0 {
+		o.drops.add(err)
 		o.log.Debug("one-way message refused", "object", m.id, "hop", m.hop, "err", err)
 		return
 	}

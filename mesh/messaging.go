@@ -506,16 +506,36 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	if !bytes.Equal(nodeRID, o.n.run.rid) || nodeGen != o.n.run.lifecycleGeneration {
 		return refuse(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, nodeRID, nodeGen))
 	}
-	if _, lg := o.n.Owner(); lg != leaseGen {
+	// A fence naming an earlier lease generation of this run is stale
+	// unless it is the combination an object was re-adopted from: sent
+	// to this same object, here, before the lease was lost and found
+	// again (queued on the link while the node was paused, say), it is
+	// admitted like a message passed on to the object's new owner
+	// (§7.3) — refusing it would drop a one-way message nobody hears of.
+	_, lg := o.n.Owner()
+	earlier := lg != leaseGen
+	staleLease := func() (dest, error) {
 		return refuse(fmt.Errorf("%w: addressed to owner lease generation %d, this run holds %d", errRouteStale, leaseGen, lg))
 	}
+	if earlier && leaseGen > lg {
+		return staleLease()
+	}
 	if err := o.n.lease.Gate().Admit(); err != nil {
+		if earlier {
+			return staleLease()
+		}
 		return refuse(wrapErr(ErrUnavailable, err, "owner lease"))
 	}
 	key := spot.Key{Spot: fam == familySpot, ID: id}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h, ok := o.hosted[key]
+	if earlier {
+		if !ok || h.readoptedFrom != (ownerCombination{leaseGen: leaseGen, ownerGen: ownerGen}) {
+			return staleLease()
+		}
+		ownerGen = h.ownerGeneration
+	}
 	switch {
 	case !ok || h.entry || h.state == hostClosing:
 		// Checked before closing: a node shutting down after a drain
@@ -650,6 +670,8 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	case oerr != nil:
 		if corr != 0 {
 			o.sendReply(reply, replyRecord(fam, corr, nil, oerr))
+		} else {
+			o.drops.add(oerr)
 		}
 		o.log.Debug("message refused", "object", id, "err", oerr)
 	case barrier:
@@ -660,6 +682,8 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 		if corr != 0 {
 			// To the requester, wherever the request came from.
 			o.Reply(route.encode(), nil, perr)
+		} else {
+			o.drops.add(perr)
 		}
 		o.log.Debug("message not queued", "object", id, "err", perr)
 	default:

@@ -21,14 +21,7 @@ func TestRouteFenceMismatchIsRefusedAndNotDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := c.nodes[1]
-	h, ok := target.obj.hostedFor(actorKey("fenced"))
-	if !ok {
-		t.Fatal("not hosted on node 1")
-	}
-	_, leaseGen := target.Owner()
-	good := router.ActorRouteFence{Actor: router.ActorRef{ActorID: "fenced", ObjectGeneration: ref.ObjectGeneration},
-		TargetNodeRID: target.RID(), TargetNodeGeneration: target.LifecycleGeneration(),
-		ExpectedAuthorityOwnerGeneration: h.ownerGeneration, ExpectedOwnerLeaseGeneration: leaseGen}
+	good := fenceOf(t, target, ref)
 	tests := []struct {
 		name      string
 		edit      func(*router.ActorRouteFence)
@@ -72,6 +65,19 @@ func TestRouteFenceMismatchIsRefusedAndNotDelivered(t *testing.T) {
 	if err != nil || string(got) != "count:0" {
 		t.Fatalf("count = %q, %v", got, err)
 	}
+}
+
+// fenceOf is the route fence of ref's Actor as its owner n holds it now.
+func fenceOf(t *testing.T, n *Node, ref ActorRef) router.ActorRouteFence {
+	t.Helper()
+	h, ok := n.obj.hostedFor(actorKey(ref.ActorID))
+	if !ok {
+		t.Fatalf("%s not hosted on %x", ref.ActorID, n.RID())
+	}
+	_, leaseGen := n.Owner()
+	return router.ActorRouteFence{Actor: router.ActorRef{ActorID: ref.ActorID, ObjectGeneration: ref.ObjectGeneration},
+		TargetNodeRID: n.RID(), TargetNodeGeneration: n.LifecycleGeneration(),
+		ExpectedAuthorityOwnerGeneration: h.ownerGeneration, ExpectedOwnerLeaseGeneration: leaseGen}
 }
 
 // Route cache (§7.3): the first message reads the store, later ones hit the

@@ -401,7 +401,7 @@ func (n *Node) loop() {
 	t := time.NewTimer(jittered(n.discoveryEvery))
 	defer t.Stop()
 	n.Discover(ctx)
-	lastSweep := n.clock.Now()
+	lastSweep, lastDrops := n.clock.Now(), n.clock.Now()
 	for round := 1; ; round++ {
 		select {
 		case <-n.stop:
@@ -412,6 +412,9 @@ func (n *Node) loop() {
 			n.Discover(ctx)
 			n.refreshCapacityCopy(ctx, false)
 			n.obj.exec.ExpireHints() // an idle node lets its last burst's rows go
+			now := n.clock.Now()
+			n.obj.drops.report(n.log, now-lastDrops)
+			lastDrops = now
 		}
 		if round%reclaimEvery == 0 {
 			n.reclaim(ctx)

@@ -129,6 +129,7 @@ func (o *objects) readopt(ctx context.Context, to authority.Owner) (ReadoptResul
 		case err == nil:
 			o.mu.Lock()
 			if o.hosted[it.key] == h {
+				h.readoptedFrom = ownerCombination{leaseGen: uint64(a.OwnerLeaseGeneration), ownerGen: uint64(a.AuthorityOwnerGeneration)}
 				h.ownerGeneration = uint64(r.Plan.Record.AuthorityOwnerGeneration)
 				h.storeVersion = r.Version
 			}

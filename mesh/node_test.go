@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -40,6 +41,9 @@ type fixture struct {
 	loc   *locmemory.Store
 	reloc *relmemory.Store
 	reg   *spot.Registry
+	// logTo, when set, is where newClusterWith's node i logs (text, INFO
+	// and up); nil or a nil writer: the default logger.
+	logTo func(i int) io.Writer
 }
 
 func newFixture(t *testing.T) *fixture {

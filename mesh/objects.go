@@ -32,6 +32,7 @@ type objects struct {
 	exec     *authority.Executor
 	cache    *follow.Cache
 	follow   *follow.Table // moves of this node's objects, for Message Follow (follow_forward.go)
+	drops    dropReport    // one-way messages refused here, reported each discovery round
 	registry map[string]spot.Factory
 	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
 	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
@@ -241,7 +242,16 @@ type hosted struct {
 	// sessions are the bound Sessions of an Actor, by session RID
 	// (session.go); they move with it.
 	sessions map[string]*sessionBinding
+	// readoptedFrom is the owner combination this run held the object
+	// under before its latest re-adoption (node_readopt.go); zero when
+	// it was never re-adopted. Messages fenced with it were sent to this
+	// very object, here, and are admitted (admitMessage).
+	readoptedFrom ownerCombination
 }
+
+// ownerCombination is the part of a route fence that a re-adoption
+// changes: the owner's LeaseGeneration and the AuthorityOwnerGeneration.
+type ownerCombination struct{ leaseGen, ownerGen uint64 }
 
 // hostState is where a hosted object stands in its life on this node. It is
 // the one place that says whether messages, Destroy/Close and relocation

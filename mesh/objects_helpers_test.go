@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,6 +206,11 @@ func newClusterWith(t *testing.T, f *fixture, locFor func(i int) locstore.Store,
 		}
 		if loc := locFor(i); loc != nil {
 			opts.Location = loc
+		}
+		if f.logTo != nil {
+			if w := f.logTo(i); w != nil {
+				opts.Logger = slog.New(slog.NewTextHandler(w, nil))
+			}
 		}
 		n, err := Start(context.Background(), opts)
 		if err != nil {
