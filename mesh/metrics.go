@@ -274,6 +274,7 @@ var (
 	descQueued = prometheus.NewDesc("meshnode_transport_queued_records", "Records waiting on this node's link to a peer.", []string{"peer"}, nil)
 	descPeers  = prometheus.NewDesc("meshnode_transport_peers_admitted", "Peers this node has an admitted link to.", nil, nil)
 	descBackp  = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
+	descUnsent = prometheus.NewDesc("meshnode_transport_unsent_records_total", "Records queued on a link to a peer that went down before they were written (one-way messages among them are lost).", nil, nil)
 	descProto  = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
 	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
@@ -286,7 +287,7 @@ var (
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descProto, descLease, descReady, descHostMv,
+		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descProto, descLease, descReady, descHostMv,
 		descDisc, descRounds} {
 		ch <- d
 	}
@@ -338,6 +339,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descPeers, float64(len(n.tr.Peers())))
 		counter(descBackp, ts.Backpressure)
+		counter(descUnsent, ts.Unsent)
 		counter(descProto, ts.ProtocolErrors)
 	}
 	if n.lease != nil {

@@ -3,10 +3,14 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/router"
 )
 
@@ -29,8 +33,8 @@ var queueBounds = []queueBound{
 
 // stalledLink is node a linked to a fake peer that stops reading at the
 // first spotSend until release is called (TCP buffers fill up behind it,
-// then a's queue).
-func stalledLink(t *testing.T, qb queueBound) (a *Node, fake *fakePeer, release func()) {
+// then a's queue). edit, when given, adjusts a's configuration.
+func stalledLink(t *testing.T, qb queueBound, edit ...func(*Config)) (a *Node, fake *fakePeer, release func()) {
 	t.Helper()
 	fake = newFakePeer(t, "slow", 1)
 	stop := make(chan struct{})
@@ -48,6 +52,9 @@ func stalledLink(t *testing.T, qb queueBound) (a *Node, fake *fakePeer, release 
 	cfg := testConfig("a", 1)
 	cfg.SendQueueRecords, cfg.SendQueueBytes = qb.records, qb.bytes
 	cfg.PeerTimeout, cfg.WriteTimeout = 30*time.Second, 30*time.Second
+	for _, e := range edit {
+		e(&cfg)
+	}
 	a = startNode(t, cfg)
 	if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
 		t.Fatal(err)
@@ -174,5 +181,32 @@ func TestReplyBackpressure(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("handler blocked replying to a peer that does not read")
+	}
+}
+
+// TestUnsentRecordsAreCounted: records still queued when a link goes down
+// never left the node; the requests among them fail, but a one-way
+// message's sender was told it was sent. The link's end counts them
+// (Stats.Unsent) and says so at WARN (it was an INFO "peer down" line with
+// no word of them: seen as one-way messages lost without trace when a
+// peer was paused until its link timed out).
+func TestUnsentRecordsAreCounted(t *testing.T) {
+	var logs syncbuf.Buffer
+	a, fake, _ := stalledLink(t, queueBounds[0], func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	sent := fillQueue(t, a, fake.rid, queueBounds[0].size)
+	if err := a.Disconnect(fake.rid); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the unsent records to be counted", func() bool { return a.Stats().Unsent > 0 })
+	if u := a.Stats().Unsent; u > uint64(sent) {
+		t.Fatalf("unsent %d of %d sent", u, sent)
+	}
+	waitFor(t, 10*time.Second, "the WARN line", func() bool {
+		return strings.Contains(logs.String(), "level=WARN msg=\"transport: peer down with records queued and not sent")
+	})
+	if !strings.Contains(logs.String(), fmt.Sprintf("unsent=%d", a.Stats().Unsent)) {
+		t.Fatalf("log %q does not count the unsent records", logs.String())
 	}
 }

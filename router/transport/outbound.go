@@ -143,7 +143,16 @@ func (l *link) run() {
 		l.lastErr = cause
 		l.notifyLocked()
 		l.mu.Unlock()
-		n.log.Info("transport: peer down", "peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "cause", cause)
+		// Records still queued never left this node: the requests among
+		// them fail with ErrPeerDown, but a one-way message's sender was
+		// told it was sent, so say how many were lost with the link.
+		if unsent := s.pc.unflushed.Load(); unsent > 0 {
+			n.stats.unsent.Add(uint64(unsent))
+			n.log.Warn("transport: peer down with records queued and not sent (one-way messages among them are lost; requests fail)",
+				"peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "unsent", unsent, "cause", cause)
+		} else {
+			n.log.Info("transport: peer down", "peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "cause", cause)
+		}
 		n.emit(Event{Kind: EventDown, Peer: s.info, Err: cause})
 		// A short pause before redialling a peer that just went away keeps
 		// a crash-looping peer from turning into a busy loop.

@@ -33,6 +33,7 @@ type Stats struct {
 	LivenessAcks      uint64 // liveness acks matching the outstanding probe
 	StaleAcks         uint64 // liveness acks not matching the outstanding probe
 	LivenessTimeouts  uint64 // links declared down for missing acks
+	Unsent            uint64 // records queued on an outbound link that went down before they were written (requests among them fail; one-way messages are lost)
 	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out, and hellos not sent within HandshakeTimeout
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
@@ -77,7 +78,7 @@ type stats struct {
 	livenessTimeouts, handshakeFailures  atomic.Uint64
 	unhandled                            atomic.Uint64
 	portableReplies, localReplies        atomic.Uint64
-	sendWaits                            atomic.Uint64
+	sendWaits, unsent                    atomic.Uint64
 
 	mu    sync.Mutex
 	peers map[string]*peerCounters
@@ -121,6 +122,7 @@ func (n *Node) Stats() Stats {
 		LivenessAcks:      s.livenessAcks.Load(),
 		StaleAcks:         s.staleAcks.Load(),
 		LivenessTimeouts:  s.livenessTimeouts.Load(),
+		Unsent:            s.unsent.Load(),
 		HandshakeFailures: s.handshakeFailures.Load(),
 		Unhandled:         s.unhandled.Load(),
 		InboundConns:      n.rt.count(),
