@@ -97,6 +97,19 @@ func (c *ManualClock) Pending() int {
 	return len(c.timers)
 }
 
+// Stall moves the clock forward by d without running any timer, as a
+// process that was stopped (SIGSTOP, a VM freeze) finds the time when it
+// runs again; the next Advance (even Advance(0)) runs what became due
+// meanwhile, late, with the clock reading the later time.
+func (c *ManualClock) Stall(d time.Duration) {
+	if d < 0 {
+		return
+	}
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 // Advance moves the clock forward by d (negative d is ignored) and runs every
 // timer that became due, earliest first, with the clock reading each timer's
 // deadline while its callback runs. Timers scheduled by callbacks that fall

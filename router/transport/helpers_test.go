@@ -158,6 +158,19 @@ func (e *eventLog) on(ev Event) {
 	}
 }
 
+// count is how many events of kind were recorded so far.
+func (e *eventLog) count(kind EventKind) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.evs {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
 // wait returns the next event of kind within d.
 func (e *eventLog) wait(t testing.TB, kind EventKind, d time.Duration) Event {
 	t.Helper()

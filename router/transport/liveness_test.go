@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,25 +38,7 @@ func admitted(n *Node, peer RID) bool {
 // 15 s deadline, anything else does not, and the deadline fails pending
 // requests with ErrPeerDown.
 func TestLivenessManualClock(t *testing.T) {
-	clk := NewManualClock(time.Unix(5000, 0))
-	fake := newFakePeer(t, "fake", 9)
-	ev := newEventLog()
-	cfg := testConfig("a", 1)
-	cfg.Clock = clk
-	cfg.ProbeInterval = 5 * time.Second
-	cfg.PeerTimeout = 15 * time.Second
-	cfg.RequestTimeout = time.Hour
-	cfg.OnEvent = ev.on
-	a := startNode(t, cfg)
-	if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	info, err := a.WaitAdmitted(ctx, fake.rid)
-	if err != nil || info.LifecycleGeneration != 9 {
-		t.Fatalf("WaitAdmitted = %+v, %v", info, err)
-	}
+	clk, fake, ev, a := manualLink(t)
 	const quiet = 100 * time.Millisecond
 
 	// Nothing before the first interval.
@@ -136,6 +119,33 @@ func TestLivenessManualClock(t *testing.T) {
 	ev.wait(t, EventAdmitted, 5*time.Second)
 }
 
+// manualLink is node a on a ManualClock (probe every 5 s, peer timeout
+// 15 s), admitted to a fake peer of lifecycle generation 9, with a's events
+// recorded.
+func manualLink(t *testing.T) (*ManualClock, *fakePeer, *eventLog, *Node) {
+	t.Helper()
+	clk := NewManualClock(time.Unix(5000, 0))
+	fake := newFakePeer(t, "fake", 9)
+	ev := newEventLog()
+	cfg := testConfig("a", 1)
+	cfg.Clock = clk
+	cfg.ProbeInterval = 5 * time.Second
+	cfg.PeerTimeout = 15 * time.Second
+	cfg.RequestTimeout = time.Hour
+	cfg.OnEvent = ev.on
+	a := startNode(t, cfg)
+	if err := a.Connect(fake.rid, fake.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := a.WaitAdmitted(ctx, fake.rid)
+	if err != nil || info.LifecycleGeneration != 9 {
+		t.Fatalf("WaitAdmitted = %+v, %v", info, err)
+	}
+	return clk, fake, ev, a
+}
+
 // TestLivenessRealTime runs the liveness machinery on the real clock with
 // short intervals: two real nodes stay admitted across many probe rounds,
 // and a peer whose process stops answering (simulated by a fake that stops
@@ -166,5 +176,86 @@ func TestLivenessRealTime(t *testing.T) {
 	}
 	if !admitted(a, b.RID()) {
 		t.Fatal("the healthy peer went down too")
+	}
+}
+
+// A node whose own process did not run (SIGSTOP, a VM freeze) finds its
+// liveness deadline long past when it runs again, while its peer's ack may
+// sit unread in the socket buffer: the link gets one probe interval of
+// grace instead of going down at once (it used to, and everything queued
+// on it was thrown away — seen with a `meshnode run` server paused 20 s).
+// An ack within the grace keeps it; without one it goes down at the grace's
+// end. A deadline that fires on time is not graced.
+func TestLivenessGraceAfterAStall(t *testing.T) {
+	for _, acked := range []bool{true, false} {
+		t.Run(fmt.Sprintf("acked=%v", acked), func(t *testing.T) {
+			clk, fake, ev, a := manualLink(t)
+			clk.Advance(5 * time.Second) // t=5: first probe
+			p := fake.next(router.CmdLivenessProbe, 5*time.Second)
+			id := p.rec.Body.(*router.LivenessProbe).ProbeID
+
+			clk.Stall(25 * time.Second) // t=30: the deadline (t=15) is 15 s late
+			clk.Advance(0)
+			if !admitted(a, fake.rid) {
+				t.Fatal("link down at once after this process's own stall")
+			}
+			if acked {
+				fake.send(p.ic, &router.LivenessAck{ProbeID: id})
+				waitFor(t, 5*time.Second, "ack processed", func() bool { o, ok := outstandingProbe(a, fake.rid); return ok && o == 0 })
+			}
+			clk.Advance(5 * time.Second) // t=35: the grace ends
+			if acked {
+				if !admitted(a, fake.rid) || a.Stats().LivenessTimeouts != 0 {
+					t.Fatal("link down although the ack came within the grace")
+				}
+				return
+			}
+			e := ev.wait(t, EventDown, 5*time.Second)
+			if !errors.Is(e.Err, ErrPeerDown) || a.Stats().LivenessTimeouts != 1 {
+				t.Fatalf("down event %+v, timeouts %d", e, a.Stats().LivenessTimeouts)
+			}
+		})
+	}
+}
+
+// The inbound side: a sweep that runs long after it was due (this process
+// did not run) closes nothing — the peers' records are unread, not
+// missing — and the next sweep, on time, judges with what the readers
+// found meanwhile. A sweep on time still closes a silent connection.
+func TestSweepAfterAStallClosesNothing(t *testing.T) {
+	clk := NewManualClock(time.Unix(5000, 0))
+	cfg := testConfig("b", 1)
+	cfg.Clock = clk
+	cfg.ProbeInterval = 5 * time.Second
+	cfg.PeerTimeout = 15 * time.Second
+	b := startNode(t, cfg)
+	ev := newEventLog()
+	acfg := testConfig("a", 1) // real clock: probes b every 200 ms
+	acfg.OnEvent = ev.on
+	a := startNode(t, acfg)
+	connectAndWait(t, a, b)
+	waitFor(t, 5*time.Second, "the inbound connection", func() bool { return b.Stats().InboundConns == 1 })
+
+	down := ev.count(EventDown)
+	clk.Stall(30 * time.Second) // the sweep due at +5 s runs 25 s late, lastSeen 30 s old
+	clk.Advance(0)
+	time.Sleep(300 * time.Millisecond) // a close would reach a by now
+	if ev.count(EventDown) != down {
+		t.Fatal("the late sweep closed a connection whose records were waiting to be read")
+	}
+	// a's next probe refreshes lastSeen; the next sweep, on time, keeps it.
+	seen := func() int64 {
+		b.rt.mu.Lock()
+		defer b.rt.mu.Unlock()
+		for ic := range b.rt.conns {
+			return ic.lastSeen.Load()
+		}
+		return 0
+	}
+	waitFor(t, 5*time.Second, "a record read after the stall", func() bool { return seen() >= clk.Now().UnixNano() })
+	clk.Advance(5 * time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if ev.count(EventDown) != down {
+		t.Fatal("the sweep after the stall closed a live connection")
 	}
 }

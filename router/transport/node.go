@@ -95,6 +95,7 @@ type Node struct {
 	admission router.RouteMeshAdmission
 	closed    bool
 	sweepT    Timer
+	sweepDue  time.Time // when sweepT is due
 	linkWG    sync.WaitGroup
 
 	corr  atomic.Uint64
@@ -144,7 +145,7 @@ func New(cfg Config) (*Node, error) {
 	rt.onRefuse = n.onInboundRefused
 	rt.start()
 	n.mu.Lock()
-	n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
+	n.armSweepLocked()
 	n.mu.Unlock()
 	if c.curve != nil {
 		n.log.Info("transport: listening", "endpoint", n.endpoint, "advertised", n.adv,
@@ -531,7 +532,38 @@ func (n *Node) Close() error {
 // probes every ProbeInterval, so PeerTimeout without any record means its
 // process or network is gone even if TCP has not noticed; an unadmitted
 // connection that has not said hello within PeerTimeout is dropped too.
+//
+// A sweep that runs a probe interval or more after it was due means this
+// process did not run meanwhile (a SIGSTOP, a VM freeze, starvation): the
+// silence it would see is its own, and what its peers sent is still
+// unread in the socket buffers — closing now would throw that away. It
+// closes nothing then and judges again one interval later, once the
+// readers have caught up.
 func (n *Node) sweep() {
+	n.mu.Lock()
+	due := n.sweepDue
+	n.mu.Unlock()
+	if late := n.stalledSince(due); late > 0 {
+		n.log.Warn("transport: this process did not run for a while (paused or starved); silent connections are judged again after one probe interval",
+			"late", late.Round(time.Millisecond))
+	} else {
+		n.closeSilent()
+	}
+	n.mu.Lock()
+	if !n.closed {
+		n.armSweepLocked()
+	}
+	n.mu.Unlock()
+}
+
+func (n *Node) armSweepLocked() {
+	n.sweepDue = n.clock.Now().Add(n.cfg.ProbeInterval)
+	n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
+}
+
+// closeSilent closes the inbound connections with no record for
+// PeerTimeout.
+func (n *Node) closeSilent() {
 	now := n.clock.Now().UnixNano()
 	n.rt.mu.Lock()
 	var idle []*inConn
@@ -545,11 +577,17 @@ func (n *Node) sweep() {
 		n.log.Info("transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
 		ic.pc.close(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout))
 	}
-	n.mu.Lock()
-	if !n.closed {
-		n.sweepT = n.clock.AfterFunc(n.cfg.ProbeInterval, n.sweep)
+}
+
+// stalledSince reports how late a timer due at due fired, when that is a
+// probe interval or more (this process did not run), else 0. Timers on a
+// busy machine are late by milliseconds; a whole probe interval (5 s by
+// default) is a process that was stopped.
+func (n *Node) stalledSince(due time.Time) time.Duration {
+	if late := n.clock.Now().Sub(due); late >= n.cfg.ProbeInterval {
+		return late
 	}
-	n.mu.Unlock()
+	return 0
 }
 
 // isInfrastructure reports the commands only the transport sends.

@@ -299,6 +299,8 @@ type session struct {
 	probeT      Timer
 	deadT       Timer
 	deadGen     uint64
+	deadAt      time.Time // when deadT is due
+	graced      bool      // deadT is the grace after a late deadline (deadline)
 }
 
 // serve reads the admitted connection until it fails or the session is
@@ -406,17 +408,38 @@ func (s *session) startLiveness() {
 }
 
 func (s *session) armDeadlineLocked() {
+	s.graced = false
+	s.armLocked(s.l.n.cfg.PeerTimeout)
+}
+
+func (s *session) armLocked(d time.Duration) {
 	if s.deadT != nil {
 		s.deadT.Stop()
 	}
 	s.deadGen++
 	gen := s.deadGen
-	s.deadT = s.l.n.clock.AfterFunc(s.l.n.cfg.PeerTimeout, func() { s.deadline(gen) })
+	s.deadAt = s.l.n.clock.Now().Add(d)
+	s.deadT = s.l.n.clock.AfterFunc(d, func() { s.deadline(gen) })
 }
 
+// deadline ends the session when no matching ack came within PeerTimeout.
+// A deadline that fires a probe interval or more late means this process
+// did not run meanwhile (stalledSince): the peer's ack may well be unread
+// in the socket buffer, so the session gets one probe interval of grace
+// for the reader to catch up before it is judged.
 func (s *session) deadline(gen uint64) {
 	s.mu.Lock()
 	stale := s.ended || gen != s.deadGen
+	if !stale && !s.graced {
+		if late := s.l.n.stalledSince(s.deadAt); late > 0 {
+			s.graced = true
+			s.armLocked(s.l.n.cfg.ProbeInterval)
+			s.mu.Unlock()
+			s.l.n.log.Info("transport: liveness deadline passed while this process did not run; judged again after one probe interval",
+				"peer", s.l.rid.String(), "late", late.Round(time.Millisecond))
+			return
+		}
+	}
 	s.mu.Unlock()
 	if stale {
 		return
