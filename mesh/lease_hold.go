@@ -1,8 +1,11 @@
 package mesh
 
 import (
+	"errors"
 	"sync"
 
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -74,4 +77,16 @@ func (o *objects) leaseHeld() bool {
 	o.lh.mu.Lock()
 	defer o.lh.mu.Unlock()
 	return len(o.lh.held) > 0
+}
+
+// leaseRecoverable reports whether the admission gate is shut by an owner
+// lease that expired or was lost in a way this node recovers from (a late
+// renew, a reacquisition): not released, not lost with the store's data.
+// Its serving objects are then held (holdForLease), not gone.
+func (n *Node) leaseRecoverable() bool {
+	err := n.lease.Gate().Admit()
+	if !errors.Is(err, lease.ErrLeaseExpired) && !errors.Is(err, lease.ErrLeaseLost) {
+		return false
+	}
+	return !errors.Is(n.LeaseLost(), locstore.ErrDataLost)
 }

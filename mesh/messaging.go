@@ -326,7 +326,7 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 		}
 	}
 	var perr error
-	_, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration,
+	_, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration, false,
 		func(d dest) {
 			var obj poster = d.obj
 			if d.arr != nil {
@@ -491,14 +491,15 @@ type dest struct {
 // admitMessage is the target's route fence check (§7.3), shared by local
 // and remote delivery: this node run and its owner lease generation, the
 // object hosted with the ref's ObjectGeneration and the expected
-// AuthorityOwnerGeneration, not closing, and the admission gate open (§5).
-// A refusal is never delivered. An admitted message is handed to post
+// AuthorityOwnerGeneration, not closing, and the admission gate open (§5;
+// with unheard, a held object keeps the message while the gate is shut,
+// see below). A refusal is never delivered. An admitted message is handed to post
 // (mailbox or arrival) under objects.mu, in the same critical section as
 // the check: a move changes the object's state under that lock, so a
 // message is either in the queue the move takes (the ingress hold it
 // relays, the temporary queue it merges) or sees the new state — never
 // posted to a queue that was already taken (and then lost).
-func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, post func(dest)) (dest, error) {
+func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, unheard bool, post func(dest)) (dest, error) {
 	refuse := func(err error) (dest, error) {
 		o.stats.fenceRefused.Add(1)
 		return dest{}, err
@@ -506,35 +507,55 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	if !bytes.Equal(nodeRID, o.n.run.rid) || nodeGen != o.n.run.lifecycleGeneration {
 		return refuse(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, nodeRID, nodeGen))
 	}
-	// A fence naming an earlier lease generation of this run is stale
-	// unless it is the combination an object was re-adopted from: sent
-	// to this same object, here, before the lease was lost and found
-	// again (queued on the link while the node was paused, say), it is
-	// admitted like a message passed on to the object's new owner
-	// (§7.3) — refusing it would drop a one-way message nobody hears of.
+	// The owner part of the fence: this run's owner lease generation and
+	// the object's AuthorityOwnerGeneration. Two cases besides the
+	// current combination with the gate open are admitted, both for
+	// messages sent to this very object, here:
+	//   - the combination an object was re-adopted from (queued on a link
+	//     while the node was paused, say), like a message passed on to
+	//     the object's new owner (§7.3);
+	//   - a message whose refusal nobody would hear (unheard: a one-way
+	//     message from another node) while the gate is shut because the
+	//     lease expired or was lost, for an object whose dispatch is held
+	//     for it: it waits in the held mailbox and runs only if the gate
+	//     reopens with the object kept (§5 forbids starting it, not
+	//     keeping it), else goes with the object. Refused, it would be
+	//     dropped without a word; a request, or a local send, is still
+	//     refused, so that its caller learns at once.
 	_, lg := o.n.Owner()
-	earlier := lg != leaseGen
 	staleLease := func() (dest, error) {
 		return refuse(fmt.Errorf("%w: addressed to owner lease generation %d, this run holds %d", errRouteStale, leaseGen, lg))
 	}
-	if earlier && leaseGen > lg {
+	if leaseGen > lg {
 		return staleLease()
 	}
-	if err := o.n.lease.Gate().Admit(); err != nil {
-		if earlier {
+	gateErr := o.n.lease.Gate().Admit()
+	shut := func() (dest, error) { return refuse(wrapErr(ErrUnavailable, gateErr, "owner lease")) }
+	holdable := gateErr != nil && unheard && o.n.leaseRecoverable()
+	if gateErr != nil && !holdable {
+		if leaseGen != lg {
 			return staleLease()
 		}
-		return refuse(wrapErr(ErrUnavailable, err, "owner lease"))
+		return shut()
 	}
 	key := spot.Key{Spot: fam == familySpot, ID: id}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h, ok := o.hosted[key]
-	if earlier {
-		if !ok || h.readoptedFrom != (ownerCombination{leaseGen: leaseGen, ownerGen: ownerGen}) {
+	if leaseGen != lg || gateErr != nil {
+		switch {
+		case ok && h.readoptedFrom == (ownerCombination{leaseGen: leaseGen, ownerGen: ownerGen}):
+			ownerGen = h.ownerGeneration
+		case ok && gateErr != nil && h.ownerGeneration == ownerGen:
+			// Current, or pending its re-adoption after a reacquisition.
+		case leaseGen != lg:
 			return staleLease()
+		default:
+			return shut()
 		}
-		ownerGen = h.ownerGeneration
+		if gateErr != nil && (h.state != hostServing || !h.obj.Held()) {
+			return shut() // not held: it would run now
+		}
 	}
 	switch {
 	case !ok || h.entry || h.state == hostClosing:
@@ -575,8 +596,8 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 const cutoverWait = 10 * time.Second
 
 // admitAfterCutover is admitMessage, waiting once for a source's cutover.
-func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, post func(dest)) (dest, error) {
-	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, post)
+func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, unheard bool, post func(dest)) (dest, error) {
+	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, unheard, post)
 	if err != nil || d.wait == nil {
 		return d, err
 	}
@@ -585,7 +606,7 @@ func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID
 	case <-time.After(cutoverWait):
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
-	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, post)
+	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, unheard, post)
 	if err == nil && d.wait != nil {
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
@@ -636,7 +657,7 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	// A barrier (route_barrier.go) is answered where it is admitted; it
 	// is never queued.
 	barrier := corr != 0 && controlOf(rec) == controlBarrier
-	_, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, func(d dest) {
+	_, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr == 0, func(d dest) {
 		if oerr != nil || barrier {
 			return // refused or answered below
 		}
