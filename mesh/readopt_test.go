@@ -272,17 +272,8 @@ func TestOutageKeepsQueuedWork(t *testing.T) {
 // when a `meshnode run` server SIGSTOPped past its TTL resumed. Other
 // earlier combinations stay refused.
 func TestReadoptedObjectAdmitsItsEarlierFence(t *testing.T) {
-	f := newFixture(t)
-	st := &outageStore{Store: f.loc}
-	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
-	})
 	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "late-mail", testMoverType)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st, ref := outageCluster(t, ctx, "late-mail")
 	target := c.nodes[1]
 	fence := fenceOf(t, target, ref)
 	leaseGen := fence.ExpectedOwnerLeaseGeneration
@@ -303,23 +294,7 @@ func TestReadoptedObjectAdmitsItsEarlierFence(t *testing.T) {
 		return c.nodes[0].linked(target.RID(), target.LifecycleGeneration())
 	})
 
-	send := func(f router.ActorRouteFence, request bool) *router.Reply {
-		t.Helper()
-		payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte("one")}
-		if !request {
-			rec := router.NewRecord(&router.ActorSend{TargetActor: f}, nil, payload)
-			if err := c.nodes[0].Transport().Send(ctx, transport.RID(target.RID()), rec); err != nil {
-				t.Fatal(err)
-			}
-			return nil
-		}
-		rec := router.NewRecord(&router.ActorRequest{Operation: opIDOf(NewOperationID()), TargetActor: f}, nil, payload)
-		resp, err := c.nodes[0].Transport().Request(ctx, transport.RID(target.RID()), rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Body.(*router.Reply)
-	}
+	send := func(f router.ActorRouteFence, request bool) *router.Reply { return rawActorMessage(t, ctx, c, f, request) }
 	refused := target.ObjectStats().FenceRefused
 	send(fence, false)
 	send(fence, false)
@@ -348,17 +323,8 @@ func TestReadoptedObjectAdmitsItsEarlierFence(t *testing.T) {
 // before they noticed); it runs once the object is re-adopted. A request
 // is still refused at once, and nothing runs while the gate is shut.
 func TestHeldObjectKeepsOneWayMessagesWhileTheLeaseIsOut(t *testing.T) {
-	f := newFixture(t)
-	st := &outageStore{Store: f.loc}
-	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
-	})
 	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "kept-mail", testMoverType)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, st, ref := outageCluster(t, ctx, "kept-mail")
 	target := c.nodes[1]
 	fence := fenceOf(t, target, ref)
 	h, _ := target.obj.hostedFor(actorKey("kept-mail"))
@@ -368,19 +334,9 @@ func TestHeldObjectKeepsOneWayMessagesWhileTheLeaseIsOut(t *testing.T) {
 		return target.lease.Gate().Admit() != nil && h.obj.Held()
 	})
 	refused := target.ObjectStats().FenceRefused
-	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte("one")}
-	for range 2 {
-		rec := router.NewRecord(&router.ActorSend{TargetActor: fence}, nil, payload)
-		if err := c.nodes[0].Transport().Send(ctx, transport.RID(target.RID()), rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	req := router.NewRecord(&router.ActorRequest{Operation: opIDOf(NewOperationID()), TargetActor: fence}, nil, payload)
-	resp, err := c.nodes[0].Transport().Request(ctx, transport.RID(target.RID()), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep := resp.Body.(*router.Reply); rep.Result == router.ResultOK {
+	rawActorMessage(t, ctx, c, fence, false)
+	rawActorMessage(t, ctx, c, fence, false)
+	if rep := rawActorMessage(t, ctx, c, fence, true); rep.Result == router.ResultOK {
 		t.Fatal("a request was admitted while the gate was shut")
 	}
 	// Queued, not run: the held mailbox keeps them.
@@ -395,6 +351,7 @@ func TestHeldObjectKeepsOneWayMessagesWhileTheLeaseIsOut(t *testing.T) {
 		return target.LeaseLost() == nil && target.lease.Gate().Admit() == nil
 	})
 	var got []byte
+	var err error
 	eventually(t, 10*time.Second, "the object to answer", func() bool {
 		got, err = c.m(0).RequestActor(ctx, ref, []byte("count"))
 		return err == nil
@@ -402,4 +359,42 @@ func TestHeldObjectKeepsOneWayMessagesWhileTheLeaseIsOut(t *testing.T) {
 	if string(got) != "count:2" {
 		t.Fatalf("count = %q, want count:2 (the two sends held while the lease was out)", got)
 	}
+}
+
+// outageCluster is a client (node 0) and a server (node 1) on a store that
+// can go down, with lease timing fast enough for an outage past the TTL
+// (1.2 s), and the test.mover Actor id created on node 1.
+func outageCluster(t *testing.T, ctx context.Context, id string) (*cluster, *outageStore, ActorRef) {
+	t.Helper()
+	f := newFixture(t)
+	st := &outageStore{Store: f.loc}
+	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
+	})
+	ref, err := c.m(0).CreateActor(ctx, id, testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st, ref
+}
+
+// rawActorMessage sends "one" from node 0 to node 1 under fence f on the
+// bare transport: one-way (nil) or as a request (its reply).
+func rawActorMessage(t *testing.T, ctx context.Context, c *cluster, f router.ActorRouteFence, request bool) *router.Reply {
+	t.Helper()
+	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: []byte("one")}
+	to := transport.RID(c.nodes[1].RID())
+	if !request {
+		if err := c.nodes[0].Transport().Send(ctx, to, router.NewRecord(&router.ActorSend{TargetActor: f}, nil, payload)); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	rec := router.NewRecord(&router.ActorRequest{Operation: opIDOf(NewOperationID()), TargetActor: f}, nil, payload)
+	resp, err := c.nodes[0].Transport().Request(ctx, to, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Body.(*router.Reply)
 }
