@@ -55,10 +55,19 @@ func (o *objects) holdForLease() {
 func (o *objects) releaseLeaseHold() {
 	o.lh.mu.Lock()
 	defer o.lh.mu.Unlock()
-	if len(o.lh.held) == 0 || o.n.lease.Gate().Admit() != nil {
+	if o.n.lease.Gate().Admit() != nil {
 		return
 	}
-	n := 0
+	// Objects that held themselves when a turn came while the gate was
+	// shut, before holdForLease reached them (spot.Options.Admit).
+	self := o.rt.ReleaseGateHeld()
+	if len(o.lh.held) == 0 {
+		if self > 0 {
+			o.log.Info("owner lease admitting again: objects' dispatch released", "objects", self)
+		}
+		return
+	}
+	n := self
 	for k, h := range o.lh.held {
 		o.mu.Lock()
 		still := o.hosted[k] == h && h.state == hostServing
@@ -76,7 +85,7 @@ func (o *objects) releaseLeaseHold() {
 func (o *objects) leaseHeld() bool {
 	o.lh.mu.Lock()
 	defer o.lh.mu.Unlock()
-	return len(o.lh.held) > 0
+	return len(o.lh.held) > 0 || o.rt.GateHeld() > 0
 }
 
 // leaseRecoverable reports whether the admission gate is shut by an owner

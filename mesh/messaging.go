@@ -516,9 +516,10 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	//     the object's new owner (§7.3);
 	//   - a message whose refusal nobody would hear (unheard: a one-way
 	//     message from another node) while the gate is shut because the
-	//     lease expired or was lost, for an object whose dispatch is held
-	//     for it: it waits in the held mailbox and runs only if the gate
-	//     reopens with the object kept (§5 forbids starting it, not
+	//     lease expired or was lost, for a serving object: it waits in the
+	//     mailbox — no turn starts while the gate is shut (the object is
+	//     held, or holds itself, spot.Options.Admit) — and runs only if the
+	//     gate reopens with the object kept (§5 forbids starting it, not
 	//     keeping it), else goes with the object. Refused, it would be
 	//     dropped without a word; a request, or a local send, is still
 	//     refused, so that its caller learns at once.
@@ -553,8 +554,8 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 		default:
 			return shut()
 		}
-		if gateErr != nil && (h.state != hostServing || !h.obj.Held()) {
-			return shut() // not held: it would run now
+		if gateErr != nil && h.state != hostServing {
+			return shut()
 		}
 	}
 	switch {

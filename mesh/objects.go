@@ -357,7 +357,10 @@ func newObjects(n *Node) (*objects, error) {
 	if o.follow, err = follow.NewTable(n.clock, n.cfg.Routing.MessageFollowDuration); err != nil {
 		return nil, err
 	}
-	o.rt = spot.New(spot.Options{Replier: o, Logger: n.log})
+	// A turn whose time comes while the lease gate is shut is not started
+	// (§5) and not dropped: its object holds itself until the gate admits
+	// again (releaseLeaseHold).
+	o.rt = spot.New(spot.Options{Replier: o, Logger: n.log, Admit: n.lease.Gate().Admit})
 	return o, nil
 }
 

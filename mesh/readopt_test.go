@@ -110,6 +110,14 @@ func TestStoreOutageLongerThanTTLKeepsObjects(t *testing.T) {
 	if _, gen := c.nodes[1].Owner(); gen <= gen1 {
 		t.Fatalf("node 1 serves under lease generation %d, want above %d", gen, gen1)
 	}
+	// A creation places on the client's descriptor list: wait until it
+	// shows every server serving under its new lease generation (the
+	// servers republish, the client's next round reads it) — until then
+	// a Reserve conditioned on a server's old lease fails, and a prompt
+	// reacquisition makes that window the moment right after recovery.
+	eventually(t, 10*time.Second, "the client's list to show the new lease generations", func() bool {
+		return listsCurrentOwners(c.nodes[0], c.nodes[1:]...)
+	})
 	for i, ref := range refs {
 		want := fmt.Sprintf("count:%d", i+1)
 		var got []byte
@@ -294,7 +302,9 @@ func TestReadoptedObjectAdmitsItsEarlierFence(t *testing.T) {
 		return c.nodes[0].linked(target.RID(), target.LifecycleGeneration())
 	})
 
-	send := func(f router.ActorRouteFence, request bool) *router.Reply { return rawActorMessage(t, ctx, c, f, request) }
+	send := func(f router.ActorRouteFence, request bool) *router.Reply {
+		return rawActorMessage(t, ctx, c, f, request)
+	}
 	refused := target.ObjectStats().FenceRefused
 	send(fence, false)
 	send(fence, false)
@@ -359,6 +369,31 @@ func TestHeldObjectKeepsOneWayMessagesWhileTheLeaseIsOut(t *testing.T) {
 	if string(got) != "count:2" {
 		t.Fatalf("count = %q, want count:2 (the two sends held while the lease was out)", got)
 	}
+}
+
+// listsCurrentOwners reports whether n's descriptor list shows each of
+// servers serving with a valid lease under the owner combination it holds
+// now.
+func listsCurrentOwners(n *Node, servers ...*Node) bool {
+	snap, ok := n.LastSnapshot()
+	if !ok {
+		return false
+	}
+	for _, s := range servers {
+		owner, gen := s.Owner()
+		found := false
+		for _, e := range snap.Entries {
+			d := e.Descriptor
+			if string(d.RoutingID) == string(s.RID()) && e.LeaseValid && d.State == record.StateServing &&
+				d.OwnerID == owner && uint64(d.LeaseGeneration) == gen {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // outageCluster is a client (node 0) and a server (node 1) on a store that

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -93,6 +94,12 @@ type Options struct {
 	Clock        Clock
 	Replier      Replier
 	Logger       *slog.Logger
+	// Admit, when set, is asked before each turn starts. While it fails
+	// the object holds itself instead of starting the turn (GateHeld):
+	// its envelopes and timers stay queued, in order, and nothing is
+	// dropped; ReleaseGateHeld (or Release) reopens it. A node's owner
+	// lease gate (§5: no turn starts past the admission deadline).
+	Admit func() error
 }
 
 // Runtime runs the objects of one node.
@@ -107,6 +114,8 @@ type Runtime struct {
 	objects map[Key]*Object
 	closed  bool
 	wg      sync.WaitGroup
+
+	gateHeld atomic.Int64 // objects holding themselves for Admit
 }
 
 // Key identifies an object in a runtime: one ID has one authority row per
@@ -304,6 +313,9 @@ type Object struct {
 	closed    bool
 	closeErr  error
 	timers    map[string]*timer
+	// gateHeld: dispatch is closed because Options.Admit refused a turn
+	// (not by Hold, whose caller releases).
+	gateHeld bool
 }
 
 // Key returns the object's key.
@@ -355,6 +367,7 @@ func (o *Object) scheduleLocked() {
 func (o *Object) Hold() {
 	o.mu.Lock()
 	o.dispatch = false
+	o.clearGateHeldLocked() // the caller of Hold releases it now
 	for o.running {
 		o.idle.Wait()
 	}
@@ -372,6 +385,7 @@ func (o *Object) Held() bool {
 // Release reopens dispatch and schedules queued work.
 func (o *Object) Release() {
 	o.mu.Lock()
+	o.clearGateHeldLocked()
 	o.dispatch = true
 	o.scheduleLocked()
 	o.mu.Unlock()
@@ -446,6 +460,7 @@ func (o *Object) close(reason error) {
 		closeErr = ErrClosed
 	}
 	o.closed, o.closeErr, o.dispatch = true, closeErr, false
+	o.clearGateHeldLocked()
 	for o.running {
 		o.idle.Wait()
 	}
@@ -535,6 +550,9 @@ func (o *Object) run(batch int) {
 	}
 	o.running = true
 	for i := 0; i < batch && o.dispatch && !o.closed && len(o.queue) > o.qhead; i++ {
+		if !o.admitLocked() {
+			break
+		}
 		env := o.queue[o.qhead]
 		o.queue[o.qhead] = Envelope{}
 		o.qhead++
@@ -549,6 +567,70 @@ func (o *Object) run(batch int) {
 	o.idle.Broadcast()
 	o.scheduleLocked()
 	o.mu.Unlock()
+}
+
+// admitLocked asks Options.Admit whether the next turn may start; if not,
+// the object holds itself (GateHeld) and reports false. A gate that
+// reopened while it did so is asked again: its ReleaseGateHeld may have
+// passed this object just before it was marked.
+func (o *Object) admitLocked() bool {
+	a := o.rt.opts.Admit
+	if a == nil || a() == nil {
+		return true
+	}
+	o.dispatch, o.gateHeld = false, true
+	o.rt.gateHeld.Add(1)
+	if a() != nil {
+		return false
+	}
+	o.clearGateHeldLocked()
+	o.dispatch = true
+	return true
+}
+
+func (o *Object) clearGateHeldLocked() {
+	if o.gateHeld {
+		o.gateHeld = false
+		o.rt.gateHeld.Add(-1)
+	}
+}
+
+// GateHeld reports whether the object holds itself because Options.Admit
+// refused a turn.
+func (o *Object) GateHeld() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gateHeld
+}
+
+// GateHeld counts the objects holding themselves for Options.Admit.
+func (r *Runtime) GateHeld() int { return int(r.gateHeld.Load()) }
+
+// ReleaseGateHeld reopens every object holding itself for Options.Admit
+// (once it admits again) and returns how many it reopened. Objects held by
+// Hold are left to Hold's caller.
+func (r *Runtime) ReleaseGateHeld() int {
+	if r.gateHeld.Load() == 0 {
+		return 0
+	}
+	r.mu.Lock()
+	objs := make([]*Object, 0, len(r.objects))
+	for _, o := range r.objects {
+		objs = append(objs, o)
+	}
+	r.mu.Unlock()
+	n := 0
+	for _, o := range objs {
+		o.mu.Lock()
+		if o.gateHeld && !o.closed {
+			o.clearGateHeldLocked()
+			o.dispatch = true
+			o.scheduleLocked()
+			n++
+		}
+		o.mu.Unlock()
+	}
+	return n
 }
 
 func (o *Object) turn(env Envelope) {

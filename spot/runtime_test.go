@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -486,4 +487,57 @@ func TestHeld(t *testing.T) {
 			t.Fatalf("Held() = %v, want %v", got, step.want)
 		}
 	}
+}
+
+// While Options.Admit refuses, no turn starts and nothing is dropped: the
+// object holds itself with its envelopes queued in order; ReleaseGateHeld
+// (only once Admit admits again) runs them in order. Hold takes the object
+// over (ReleaseGateHeld leaves it to Hold's caller).
+func TestAdmitHoldsInsteadOfStarting(t *testing.T) {
+	var shut atomic.Bool
+	shut.Store(true)
+	errShut := errors.New("gate shut")
+	rt := New(Options{Workers: 2, Admit: func() error {
+		if shut.Load() {
+			return errShut
+		}
+		return nil
+	}})
+	defer rt.Close()
+	r := &recorder{}
+	o, err := rt.Open(Spec{Key: Key{ID: "a"}, Kind: KindActor, Generation: 1, Handler: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := o.Post(send(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the object to hold itself", o.GateHeld)
+	if len(r.seen()) != 0 || o.Queued() != 3 || rt.GateHeld() != 1 || !o.Held() {
+		t.Fatalf("ran %v, queued %d, gate-held %d: want nothing run and all 3 kept", r.seen(), o.Queued(), rt.GateHeld())
+	}
+	shut.Store(false)
+	if n := rt.ReleaseGateHeld(); n != 1 {
+		t.Fatalf("ReleaseGateHeld = %d, want 1", n)
+	}
+	waitFor(t, "the kept messages", func() bool { return len(r.seen()) == 3 })
+	if got := strings.Join(r.seen(), ","); got != "0,1,2" || rt.GateHeld() != 0 {
+		t.Fatalf("ran %q (gate-held %d), want 0,1,2 in order", got, rt.GateHeld())
+	}
+
+	// Held by Hold: ReleaseGateHeld leaves it alone.
+	shut.Store(true)
+	if err := o.Post(send("3")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the object to hold itself again", o.GateHeld)
+	o.Hold()
+	shut.Store(false)
+	if n := rt.ReleaseGateHeld(); n != 0 || !o.Held() {
+		t.Fatalf("ReleaseGateHeld = %d, held %v: want the Hold kept", n, o.Held())
+	}
+	o.Release()
+	waitFor(t, "the message after Release", func() bool { return len(r.seen()) == 4 })
 }
