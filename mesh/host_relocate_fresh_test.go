@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -91,6 +93,69 @@ func TestCreationRefreshesAnOldList(t *testing.T) {
 	ref, err := client.Manager().CreateActor(ctx, "late-server", testMoverType)
 	if err != nil {
 		t.Fatalf("creation with a list older than the only server: %v", err)
+	}
+	if string(ref.NodeRID) != string(server.RID()) {
+		t.Fatalf("placed on %x", ref.NodeRID)
+	}
+}
+
+// A creation whose Reserve finds the target's lease changed — the target
+// lost its lease and reacquired it under a new generation after this
+// node's last discovery round (rounds an hour apart here; right after a
+// store outage this is every node for a moment) — reads the list again
+// and places on the same node run under its new owner lease, instead of
+// excluding the run and failing "(1 failed)".
+func TestCreationFollowsATargetsNewLease(t *testing.T) {
+	f := newFixture(t)
+	p := newProbe()
+	registerTestFactories(t, f.reg, p)
+	blocker := &renewBlocker{Store: f.loc, stop: make(chan struct{})}
+	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })
+	start := func(i int, every time.Duration, role config.ObjectRole, loc locstore.Store) *Node {
+		cfg := objConfig("objects")
+		cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
+		cfg.Node.ObjectRole = role
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
+		opts := Options{Config: cfg, Factories: f.reg, Location: loc, Relocation: f.reloc, DiscoveryInterval: every}
+		if role != config.RoleServer {
+			opts.Factories = spot.NewRegistry()
+		}
+		n, err := Start(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	ctx := ctxT(t, 60*time.Second)
+	server := start(1, 100*time.Millisecond, config.RoleServer, blocker)
+	client := start(0, time.Hour, config.RoleClient, f.loc)
+	if err := client.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !listsCurrentOwners(client, server) {
+		t.Fatal("the client's first list does not show the server")
+	}
+	// The server's renewals stop until its lease is lost; it reacquires
+	// a new generation at once and serves again.
+	owner, gen := server.Owner()
+	key, err := record.OwnerLeaseKey(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker.blocked.Store(&key)
+	eventually(t, 20*time.Second, "the server's lease to be lost", func() bool { return server.LeaseLost() != nil })
+	blocker.blocked.Store(nil)
+	eventually(t, 20*time.Second, "the server to serve under a new lease generation", func() bool {
+		_, g := server.Owner()
+		return g > gen && server.LeaseLost() == nil && server.lease.Gate().Admit() == nil
+	})
+	if listsCurrentOwners(client, server) {
+		t.Fatal("the client's list already shows the new lease: the test needs it stale")
+	}
+	ref, err := client.Manager().CreateActor(ctx, "after-reacquire", testMoverType)
+	if err != nil {
+		t.Fatalf("creation on a list that predates the target's new lease: %v", err)
 	}
 	if string(ref.NodeRID) != string(server.RID()) {
 		t.Fatalf("placed on %x", ref.NodeRID)

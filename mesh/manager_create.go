@@ -285,6 +285,7 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 	}
 	excluded := map[string]exclusion{}
+	relisted := false // the list was read again after a target's lease changed
 	wait := newBackoff()
 	// A round either reads the authority row first (readFirst) or places
 	// at once and lets the Reserve read the row together with everything
@@ -386,7 +387,14 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 				excluded[cand.key()] = excludedFull
 				continue
 			case errors.As(err, &ae) && ae.Kind == authority.ErrConflict:
-				// The target's lease is gone or changed: that run is out.
+				// The target's lease is gone or changed. Changed under the
+				// same node run means this node's list is stale: once per
+				// creation, read it again and place anew. Gone: that run
+				// is out.
+				if !relisted && o.relistedWithNewOwner(ctx, cand) {
+					relisted = true
+					continue
+				}
 				excluded[cand.key()] = excludedFailed
 				continue
 			}

@@ -142,6 +142,35 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 	return decide(ctx, o.n.memo.candidates(list, snap, key, o.n.run.rid, o.n.run.lifecycleGeneration), req, env)
 }
 
+// relistedWithNewOwner runs one discovery round and reports whether the
+// list now shows cand's node run serving, with a valid lease, under
+// another owner lease than the one it was placed with: the list was
+// stale — the run lost its lease and reacquired a new generation since
+// this node's last round (after a store outage, every node for a moment)
+// — not the run gone, and a placement may pick it again.
+func (o *objects) relistedWithNewOwner(ctx context.Context, cand candidate) bool {
+	if err := o.n.freshList(ctx, placeLinkWait); err != nil {
+		return false
+	}
+	snap, _ := o.n.LastSnapshot()
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if !bytes.Equal(d.RoutingID, cand.node.RoutingID) || uint64(d.LifecycleGeneration) != cand.node.LifecycleGeneration {
+			continue
+		}
+		if !e.LeaseValid || (d.OwnerID == cand.owner.ID && uint64(d.LeaseGeneration) == cand.owner.LeaseGeneration) {
+			return false
+		}
+		// Discovery relinks a run whose descriptor changed this way;
+		// placement needs the link admitted again.
+		wctx, cancel := context.WithTimeout(ctx, placeLinkWait)
+		defer cancel()
+		_, _ = o.n.tr.WaitAdmitted(wctx, transport.RID(d.RoutingID))
+		return true
+	}
+	return false
+}
+
 // errNothingPlaced matches (errors.Is) decide's error when no candidate
 // was usable, as opposed to a store failure while reading counters.
 var errNothingPlaced = errors.New("nothing placed")
