@@ -68,24 +68,9 @@ func TestCreationRefreshesAnOldList(t *testing.T) {
 	f := newFixture(t)
 	p := newProbe()
 	registerTestFactories(t, f.reg, p)
-	start := func(i int, every time.Duration, role config.ObjectRole) *Node {
-		cfg := objConfig("objects")
-		cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
-		cfg.Node.ObjectRole = role
-		opts := Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc, DiscoveryInterval: every}
-		if role != config.RoleServer {
-			opts.Factories = spot.NewRegistry()
-		}
-		n, err := Start(context.Background(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		return n
-	}
 	ctx := ctxT(t, 60*time.Second)
-	client := start(0, time.Hour, config.RoleClient)
-	server := start(1, 100*time.Millisecond, config.RoleServer)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, nil)
+	server := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, nil)
 	if err := server.WaitPeers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -111,25 +96,10 @@ func TestCreationFollowsATargetsNewLease(t *testing.T) {
 	registerTestFactories(t, f.reg, p)
 	blocker := &renewBlocker{Store: f.loc, stop: make(chan struct{})}
 	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })
-	start := func(i int, every time.Duration, role config.ObjectRole, loc locstore.Store) *Node {
-		cfg := objConfig("objects")
-		cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
-		cfg.Node.ObjectRole = role
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
-		opts := Options{Config: cfg, Factories: f.reg, Location: loc, Relocation: f.reloc, DiscoveryInterval: every}
-		if role != config.RoleServer {
-			opts.Factories = spot.NewRegistry()
-		}
-		n, err := Start(context.Background(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		return n
-	}
+	fast := func(cfg *config.Config) { cfg.Lease = fastConfig(cfg.Node.MeshName).Lease } // TTL 1.2 s
 	ctx := ctxT(t, 60*time.Second)
-	server := start(1, 100*time.Millisecond, config.RoleServer, blocker)
-	client := start(0, time.Hour, config.RoleClient, f.loc)
+	server := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
 	if err := client.WaitPeers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -160,4 +130,27 @@ func TestCreationFollowsATargetsNewLease(t *testing.T) {
 	if string(ref.NodeRID) != string(server.RID()) {
 		t.Fatalf("placed on %x", ref.NodeRID)
 	}
+}
+
+// startRoundsApart starts node i of mesh "objects" on f's registry with the
+// given role, Location Store and discovery rounds every apart; edit, when
+// set, adjusts its configuration.
+func startRoundsApart(t *testing.T, f *fixture, i int, every time.Duration, role config.ObjectRole, loc locstore.Store, edit func(*config.Config)) *Node {
+	t.Helper()
+	cfg := objConfig("objects")
+	cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
+	cfg.Node.ObjectRole = role
+	if edit != nil {
+		edit(&cfg)
+	}
+	opts := Options{Config: cfg, Factories: f.reg, Location: loc, Relocation: f.reloc, DiscoveryInterval: every}
+	if role != config.RoleServer {
+		opts.Factories = spot.NewRegistry()
+	}
+	n, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
 }
