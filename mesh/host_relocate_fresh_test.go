@@ -23,15 +23,7 @@ func TestHostRelocateSeesANodeThatJustJoined(t *testing.T) {
 	p := newProbe()
 	registerTestFactories(t, f.reg, p)
 	start := func(i int, every time.Duration) *Node {
-		cfg := objConfig("objects")
-		cfg.Node.RoutingID = fmt.Sprintf("0%d0%d", i+1, i+1)
-		n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc,
-			DiscoveryInterval: every})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		return n
+		return startRoundsApart(t, f, i, every, config.RoleServer, f.loc, nil)
 	}
 	ctx := ctxT(t, 60*time.Second)
 	src := start(0, time.Hour)
