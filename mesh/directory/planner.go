@@ -42,11 +42,15 @@ type Intent struct {
 }
 
 // samePeer reports whether two intents name the same running peer at the
-// same address: otherwise the connection must be rebuilt.
+// same address: otherwise the connection must be rebuilt. The run is its
+// lifecycleGeneration and OwnerId: a restart gets new ones. A new
+// LeaseGeneration under both unchanged is the same process that lost its
+// owner lease and reacquired it (docs/LEASE.md) — its link, bound to the
+// node run, stays good, and rebuilding it only made every peer
+// unreachable for a moment after each store outage.
 func (i Intent) samePeer(o Intent) bool {
 	return i.Endpoint == o.Endpoint && i.SecurityIdentity == o.SecurityIdentity &&
-		i.LifecycleGeneration == o.LifecycleGeneration &&
-		i.OwnerID == o.OwnerID && i.LeaseGeneration == o.LeaseGeneration
+		i.LifecycleGeneration == o.LifecycleGeneration && i.OwnerID == o.OwnerID
 }
 
 // ActionKind says what to do with a connection.
@@ -165,9 +169,9 @@ func NewPlanner(cfg PlannerConfig) (*Planner, error) {
 //
 // A target is a peer of this mesh, not self, whose owner lease is valid
 // and whose state is Connectable. A peer that stays a target with the same
-// endpoint, identity and run (lifecycleGeneration, OwnerId,
-// LeaseGeneration) keeps its connection whatever else changed (state,
-// weights, capacity).
+// endpoint, identity and run (lifecycleGeneration, OwnerId) keeps its
+// connection whatever else changed (state, weights, capacity, a lease
+// reacquired under a new LeaseGeneration).
 func (p *Planner) Observe(now time.Duration, s Snapshot) ([]Action, error) {
 	if !s.Complete {
 		return nil, ErrIncompleteSnapshot
@@ -239,7 +243,7 @@ func connectAction(k ActionKind, w Intent, reason string) Action {
 
 func changeReason(old, w Intent) string {
 	switch {
-	case old.OwnerID != w.OwnerID || old.LeaseGeneration != w.LeaseGeneration || old.LifecycleGeneration != w.LifecycleGeneration:
+	case old.OwnerID != w.OwnerID || old.LifecycleGeneration != w.LifecycleGeneration:
 		return "restarted"
 	case old.Endpoint != w.Endpoint:
 		return "endpoint changed"

@@ -43,6 +43,9 @@ func mesh(m string) func(*directory.Entry) {
 func leaseGen(g record.Generation) func(*directory.Entry) {
 	return func(e *directory.Entry) { e.Descriptor.LeaseGeneration = g }
 }
+func ownerID(id string) func(*directory.Entry) {
+	return func(e *directory.Entry) { e.Descriptor.OwnerID = id }
+}
 func selfRID(e *directory.Entry) { e.Descriptor.RoutingID = self }
 
 func list(entries ...directory.Entry) directory.Snapshot {
@@ -116,9 +119,15 @@ func TestPlanner(t *testing.T) {
 			obs(s, list(peer(1, lifecycle(2))), "reconnect 01 restarted", "01"),
 			obs(2*s, list(peer(1, lifecycle(2))), "", "01"),
 		}},
-		{"restart seen as a new lease generation", grace, []step{
+		// The same run reacquired its lease after losing it: same
+		// lifecycle generation and OwnerId, so the link stays.
+		{"a lease reacquired by the same run keeps the link", grace, []step{
 			obs(0, list(peer(1)), "connect 01 new peer", "01"),
-			obs(s, list(peer(1, leaseGen(2))), "reconnect 01 restarted", "01"),
+			obs(s, list(peer(1, leaseGen(2))), "", "01"),
+		}},
+		{"restart seen as a new owner", grace, []step{
+			obs(0, list(peer(1)), "connect 01 new peer", "01"),
+			obs(s, list(peer(1, ownerID("owner-other"))), "reconnect 01 restarted", "01"),
 		}},
 		{"endpoint changed", grace, []step{
 			obs(0, list(peer(1)), "connect 01 new peer", "01"),
