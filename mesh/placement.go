@@ -161,8 +161,9 @@ func (o *objects) relistedWithNewOwner(ctx context.Context, cand candidate) bool
 		if !e.LeaseValid || (d.OwnerID == cand.owner.ID && uint64(d.LeaseGeneration) == cand.owner.LeaseGeneration) {
 			return false
 		}
-		// Discovery relinks a run whose descriptor changed this way;
-		// placement needs the link admitted again.
+		// A round that saw the run's lease invalid meanwhile (it was
+		// lost) disconnected it and the fresh round links it again;
+		// placement needs the link admitted (at once when it stayed up).
 		wctx, cancel := context.WithTimeout(ctx, placeLinkWait)
 		defer cancel()
 		_, _ = o.n.tr.WaitAdmitted(wctx, transport.RID(d.RoutingID))
