@@ -97,6 +97,10 @@ type Node struct {
 	sweepT    Timer
 	sweepDue  time.Time // when sweepT is due
 	linkWG    sync.WaitGroup
+	// draining holds, per peer RID, the drained channel of the ended
+	// session whose connection is still being read to its end (session.end);
+	// the next session to that peer starts after it (awaitDrain).
+	draining map[string]chan struct{}
 
 	corr  atomic.Uint64
 	calls callTable
@@ -117,13 +121,14 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:   c,
-		log:   log,
-		clock: c.Clock,
-		rt:    rt,
-		links: make(map[string]*link),
-		seen:  make(map[string]genRev),
-		hsLog: newLogGate(c.Clock, log, handshakeLogBurst, handshakeLogEvery),
+		cfg:      c,
+		log:      log,
+		clock:    c.Clock,
+		rt:       rt,
+		links:    make(map[string]*link),
+		draining: make(map[string]chan struct{}),
+		seen:     make(map[string]genRev),
+		hsLog:    newLogGate(c.Clock, log, handshakeLogBurst, handshakeLogEvery),
 	}
 	n.stats.init()
 	n.calls.init()
@@ -298,10 +303,47 @@ func (n *Node) Connect(peer RID, endpoint string) error {
 	return nil
 }
 
+// noteDraining records that the connection of an ended session to peer is
+// read to its end until drained closes.
+func (n *Node) noteDraining(peer RID, drained chan struct{}) {
+	n.mu.Lock()
+	n.draining[string(peer)] = drained
+	n.mu.Unlock()
+	go func() {
+		<-drained
+		n.mu.Lock()
+		if n.draining[string(peer)] == drained {
+			delete(n.draining, string(peer))
+		}
+		n.mu.Unlock()
+	}()
+}
+
+// awaitDrain waits until the last ended session to peer has been read to its
+// end — the peer read what we wrote on it, or the linger passed — so that a
+// new connection's records cannot overtake the old one's (the peer reads
+// each connection on its own goroutine). It reports false when ctx ended
+// first.
+func (n *Node) awaitDrain(ctx context.Context, peer RID) bool {
+	n.mu.Lock()
+	ch := n.draining[string(peer)]
+	n.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Disconnect tears down the link to a peer: its pending requests have
-// failed with ErrPeerDown when it returns, and queued records are dropped.
-// The link's goroutines finish in the background (Close waits for them), so
-// Disconnect may be called from OnEvent.
+// failed with ErrPeerDown when it returns, and queued records are dropped
+// (what was already written still reaches the peer: the connection is
+// drained, not reset). The link's goroutines finish in the background
+// (Close waits for them), so Disconnect may be called from OnEvent.
 func (n *Node) Disconnect(peer RID) error {
 	n.mu.Lock()
 	l := n.links[string(peer)]

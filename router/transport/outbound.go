@@ -107,6 +107,9 @@ func (l *link) run() {
 		if stopped {
 			return
 		}
+		if !n.awaitDrain(l.ctx, l.rid) {
+			return
+		}
 		s, err := l.connect(ep)
 		if err != nil {
 			l.mu.Lock()
@@ -253,6 +256,8 @@ func (l *link) connect(ep string) (*session, error) {
 			pc:      pc,
 			info:    peerInfoFrom(l.rid, zc.raw.RemoteAddr().String(), rm),
 			pending: make(map[uint64]*Call),
+			endCh:   make(chan struct{}),
+			drained: make(chan struct{}),
 		}
 		s.heard.Store(n.clock.Now().UnixNano())
 		l.mu.Lock()
@@ -301,17 +306,41 @@ type session struct {
 	deadGen     uint64
 	deadAt      time.Time // when deadT is due
 	graced      bool      // deadT is the grace after a late deadline (deadline)
+
+	endCh   chan struct{} // closed by end
+	drained chan struct{} // closed when the reader stopped and closed the socket
 }
 
-// serve reads the admitted connection until it fails or the session is
-// ended, then tears it down. It returns the cause.
+// serve starts the session's reader and returns once the session has ended,
+// with its cause and the writer stopped. The reader may go on reading the
+// connection after that (end drains it); drained is closed when it stops.
 func (s *session) serve() error {
 	n := s.l.n
+	n.linkWG.Add(1)
+	go func() {
+		defer n.linkWG.Done()
+		s.read()
+	}()
+	<-s.endCh
+	s.pc.wait()
+	s.mu.Lock()
+	cause := s.endErr
+	s.mu.Unlock()
+	return cause
+}
+
+// read reads the admitted connection until it fails, or until the peer
+// closes it after the session ended (end drains it), then closes it.
+// Replies still match their calls meanwhile; acks are stale by then.
+func (s *session) read() {
+	n := s.l.n
+	defer close(s.drained)
+	defer s.pc.release()
 	for {
 		frames, err := s.pc.zc.recv()
 		if err != nil {
 			s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
-			break
+			return
 		}
 		rec, err := router.Decode(frames)
 		if err != nil {
@@ -331,11 +360,6 @@ func (s *session) serve() error {
 			s.l.protocolError("unexpected record on our DEALER", errUnexpected(rec.Command))
 		}
 	}
-	s.pc.wait()
-	s.mu.Lock()
-	cause := s.endErr
-	s.mu.Unlock()
-	return cause
 }
 
 // send queues frames on the session's connection. With wait, a full queue
@@ -358,8 +382,9 @@ func (s *session) send(ctx context.Context, frames [][]byte, wait bool) error {
 	return nil
 }
 
-// end terminates the session once: timers stop, the connection closes,
-// pending requests fail with cause (which wraps ErrPeerDown).
+// end terminates the session once: timers stop, the writer stops and the
+// connection is drained and closed, pending requests fail with cause
+// (which wraps ErrPeerDown).
 func (s *session) end(cause error) {
 	if !errors.Is(cause, ErrPeerDown) {
 		cause = fmt.Errorf("%w: %w", ErrPeerDown, cause)
@@ -379,7 +404,14 @@ func (s *session) end(cause error) {
 	pend := s.pending
 	s.pending = nil
 	s.mu.Unlock()
-	s.pc.close(cause)
+	close(s.endCh)
+	// What left this process still reaches a peer that is only slow or
+	// stopped for a while (drainClose); the next session to this peer
+	// waits until the peer has read it (Node.awaitDrain), so that it
+	// arrives before anything sent later.
+	n := s.l.n
+	n.noteDraining(s.l.rid, s.drained)
+	s.pc.drainClose(n.ctx, cause, n.cfg.PeerTimeout)
 	for _, c := range pend {
 		if c.portable {
 			// The node it went to may have passed it on before its

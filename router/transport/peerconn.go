@@ -57,8 +57,10 @@ type peerConn struct {
 
 	done      chan struct{}
 	closeOnce sync.Once
-	errMu     sync.Mutex
-	err       error
+	errMu      sync.Mutex
+	err        error
+	lingerStop func() bool // drainClose: stops closing the socket on ctx end
+	released   bool        // release ran: the reader is done with the socket
 	writerWG  sync.WaitGroup
 
 	counters *peerCounters // per-peer stats; set before start
@@ -327,6 +329,65 @@ func (pc *peerConn) close(cause error) {
 		close(pc.done)
 		_ = pc.zc.close()
 	})
+}
+
+// drainClose ends the connection like close, but keeps what already left
+// this process: the writer stops (a write blocked on a full socket returns
+// at once; what it had not written stays counted in unflushed), the write
+// side is shut down — the FIN follows whatever the kernel still holds — and
+// the socket stays open for reading until the peer closes its side or
+// linger passes. Closing it outright would be the end of what the kernel
+// still holds: a peer that stopped running (SIGSTOP, a VM freeze) answers
+// the first thing it read once it runs again (a liveness probe), that
+// answer meets a closed socket, our kernel replies with a reset, and the
+// peer's kernel discards every byte the peer had not read yet. The reader
+// (session.read) closes the socket when it stops; ctx ending (the node
+// closing) closes it at once. It reports whether this call ended the
+// connection (false: it was already closed).
+func (pc *peerConn) drainClose(ctx context.Context, cause error, linger time.Duration) bool {
+	first := false
+	pc.closeOnce.Do(func() {
+		first = true
+		if cause == nil {
+			cause = errQueueClosed
+		}
+		pc.errMu.Lock()
+		pc.err = cause
+		pc.errMu.Unlock()
+		close(pc.done)
+		_ = pc.zc.raw.SetWriteDeadline(time.Now())
+	})
+	if !first {
+		return false
+	}
+	// Outside the once: a writer failing meanwhile calls close, which
+	// waits for the once.
+	pc.writerWG.Wait()
+	cw, ok := pc.zc.raw.(interface{ CloseWrite() error })
+	if !ok || ctx.Err() != nil || cw.CloseWrite() != nil {
+		_ = pc.zc.close()
+		return true
+	}
+	_ = pc.zc.raw.SetReadDeadline(time.Now().Add(linger))
+	pc.errMu.Lock()
+	if !pc.released {
+		pc.lingerStop = context.AfterFunc(ctx, func() { _ = pc.zc.close() })
+	}
+	pc.errMu.Unlock()
+	return true
+}
+
+// release closes the socket once its reader has stopped (after close or
+// drainClose).
+func (pc *peerConn) release() {
+	pc.errMu.Lock()
+	pc.released = true
+	stop := pc.lingerStop
+	pc.errMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	_ = pc.zc.close()
 }
 
 func (pc *peerConn) closedErr() error {
