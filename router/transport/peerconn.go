@@ -55,13 +55,13 @@ type peerConn struct {
 
 	writeTimeout time.Duration
 
-	done      chan struct{}
-	closeOnce sync.Once
+	done       chan struct{}
+	closeOnce  sync.Once
 	errMu      sync.Mutex
 	err        error
 	lingerStop func() bool // drainClose: stops closing the socket on ctx end
 	released   bool        // release ran: the reader is done with the socket
-	writerWG  sync.WaitGroup
+	writerWG   sync.WaitGroup
 
 	counters *peerCounters // per-peer stats; set before start
 }
@@ -319,7 +319,15 @@ func (pc *peerConn) writer() {
 // close tears the connection down once: the socket is closed (which unblocks
 // the reader and any blocked write) and the queue is abandoned.
 func (pc *peerConn) close(cause error) {
+	pc.end(cause, func() { _ = pc.zc.close() })
+}
+
+// end marks the connection closed with cause once, then runs stop (under
+// the once); it reports whether this call was the one.
+func (pc *peerConn) end(cause error, stop func()) bool {
+	first := false
 	pc.closeOnce.Do(func() {
+		first = true
 		if cause == nil {
 			cause = errQueueClosed
 		}
@@ -327,8 +335,9 @@ func (pc *peerConn) close(cause error) {
 		pc.err = cause
 		pc.errMu.Unlock()
 		close(pc.done)
-		_ = pc.zc.close()
+		stop()
 	})
+	return first
 }
 
 // drainClose ends the connection like close, but keeps what already left
@@ -345,19 +354,7 @@ func (pc *peerConn) close(cause error) {
 // closing) closes it at once. It reports whether this call ended the
 // connection (false: it was already closed).
 func (pc *peerConn) drainClose(ctx context.Context, cause error, linger time.Duration) bool {
-	first := false
-	pc.closeOnce.Do(func() {
-		first = true
-		if cause == nil {
-			cause = errQueueClosed
-		}
-		pc.errMu.Lock()
-		pc.err = cause
-		pc.errMu.Unlock()
-		close(pc.done)
-		_ = pc.zc.raw.SetWriteDeadline(time.Now())
-	})
-	if !first {
+	if !pc.end(cause, func() { _ = pc.zc.raw.SetWriteDeadline(time.Now()) }) {
 		return false
 	}
 	// Outside the once: a writer failing meanwhile calls close, which
