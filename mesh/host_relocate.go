@@ -136,6 +136,8 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	report := func() { pump.post(cmd.Progress()) }
 	wake := make(chan struct{}, 1)
 	deadline := ctx.Done() // nil once the command was stopped
+	var overrun <-chan time.Time
+	abandoned := false
 	var wg sync.WaitGroup
 	mu.Lock()
 	report()
@@ -143,6 +145,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 		if deadline != nil && ctx.Err() != nil {
 			cmd.Stop() // moves in flight end by the same deadline
 			deadline = nil
+			overrun = time.After(hostOverrun)
 			report()
 		}
 		for {
@@ -161,7 +164,12 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 				for {
 					r := o.hostMoveOne(ctx, obj)
 					mu.Lock()
-					if err := cmd.Finish(r); err != nil {
+					switch err := cmd.Finish(r); {
+					case err == nil:
+					case abandoned && errors.Is(err, hostmove.ErrNotRunning):
+						n.log.Info("host relocation: a move ended after its command had ended", "object", obj.ID,
+							"outcome", r.Outcome, "reason", r.Reason)
+					default:
 						n.log.Error("host relocation: bookkeeping", "object", obj.ID, "err", err)
 					}
 					next, more := cmd.Next()
@@ -185,18 +193,39 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 		select {
 		case <-wake:
 		case <-deadline:
+		case <-overrun:
+			// A move still waiting for something its deadline does not
+			// bound (a reservation release that must be confirmed before
+			// the object may serve here again) keeps waiting on its own;
+			// the command ends now (§11), listing it as failed.
+			mu.Lock()
+			abandoned = true
+			cmd.Abandon(abandonedReason)
+			report()
+			mu.Unlock()
 		}
 		mu.Lock()
 	}
 	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results(), Took: time.Since(start)}
 	mu.Unlock()
-	wg.Wait()
+	if !abandoned {
+		wg.Wait()
+	}
 	p = res.Progress
 	n.log.Info("host relocation ended", "end", res.End, "moved", p.Moved, "skipped", p.Skipped, "failed", p.Failed,
 		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took)
 	n.logNotMoved(res)
 	return res, nil
 }
+
+// hostOverrun is how long a host command waits past its deadline for the
+// moves in flight to report: they carry the same deadline, so they normally
+// end within it, but a move whose reservation release is not confirmed
+// waits for the store for as long as the node runs (sourceMove.release).
+var hostOverrun = 2 * time.Second
+
+// abandonedReason is the outcome of a move the command stopped waiting for.
+const abandonedReason = "still in flight at the deadline: the object stays held on this node until its move settles (a store write not yet confirmed)"
 
 // progressPump delivers host progress snapshots to a callback on a
 // goroutine of its own, keeping only the latest one not yet delivered: the

@@ -227,6 +227,57 @@ func TestHostRelocateDeadlineForceStops(t *testing.T) {
 	}
 }
 
+// A move that waits past the command's deadline for something the deadline
+// does not bound — a reservation release the store has not confirmed, which
+// it must retry for as long as the node runs — does not hold the command:
+// it ends ForceStopped a short grace after its deadline, listing that move
+// as failed (§11: the host command ends exactly once). Before, Relocate
+// waited for the move: a SIGTERM drain whose release could not be written
+// (the store's data lost mid-drain) never reached the shutdown, and the
+// process did not exit.
+func TestHostRelocateEndsWhileAMoveOverruns(t *testing.T) {
+	defer func(d time.Duration) { hostOverrun = d }(hostOverrun)
+	hostOverrun = 200 * time.Millisecond
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "overrun", 1, 2)
+	release := make(chan struct{})
+	var blocked atomic.Int32
+	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if step == stepSourceCutover && blocked.Add(1) == 1 {
+			<-release
+		}
+	}})
+	defer close(release)
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	begun := time.Now()
+	done := make(chan HostRelocationResult, 1)
+	go func() {
+		res, err := c.nodes[1].Relocate(dctx, HostRelocateOptions{MaxConcurrent: 1})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	var res HostRelocationResult
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Relocate did not return while a move waited past its deadline")
+	}
+	took := time.Since(begun)
+	if res.End != hostmove.ForceStopped || res.Progress.Failed != 1 || res.Progress.NotStarted != len(mine)-1 {
+		t.Fatalf("end %s, progress %+v; want forceStopped, 1 failed, %d not started", res.End, res.Progress, len(mine)-1)
+	}
+	for _, r := range res.Objects {
+		if r.Outcome == hostmove.Failed && r.Reason != abandonedReason {
+			t.Errorf("%s failed with %q, want the in-flight reason", r.Object.ID, r.Reason)
+		}
+	}
+	t.Logf("ended %s after %s", res.End, took.Round(time.Millisecond))
+}
+
 // Drain: the orderly stop moves the objects away first, then shuts down;
 // the objects keep their state on the other nodes.
 func TestDrainKeepsObjects(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/meshnode/meshnode/chunk"
@@ -804,7 +805,7 @@ func (s *sourceMove) follow() {
 // unknown outcome is retried — reopening without knowing could make two
 // owners — for as long as the node runs.
 func (s *sourceMove) release() relocation.SourceEvent {
-	wait := newBackoff()
+	wait := s.heldRetry("reservation release")
 	for {
 		ctx, cancel := s.bg(5 * time.Second)
 		var res authority.Result
@@ -816,15 +817,58 @@ func (s *sourceMove) release() relocation.SourceEvent {
 		cancel()
 		switch {
 		case err == nil && res.AlreadyApplied:
+			wait.confirmed()
 			return relocation.EvReservationGone
 		case err == nil:
+			wait.confirmed()
 			return relocation.EvReleased
 		}
-		s.o.log.Warn("relocation: reservation release not confirmed; the object stays held until it is", "object", s.id, "err", err)
-		if wait.sleep(s.o.halt) != nil {
+		if wait.failed(err) != nil {
 			// The node is stopping: its shutdown sweeps what it owns.
 			return relocation.EvReleased
 		}
+	}
+}
+
+// heldRetry paces a store call that must be confirmed before a held
+// object may serve again (release, readOwner): it is retried for as long as
+// the node runs, since guessing could make two owners. The pause grows to
+// heldRetryMax — a store that is down, or a node whose lease failed,
+// answers at once, and 16 moves retrying every 50 ms wrote hundreds of
+// warnings a second — and the object's first failure is logged at WARN,
+// the rest at DEBUG, its confirmation at INFO.
+func (s *sourceMove) heldRetry(what string) *heldRetry {
+	return &heldRetry{s: s, what: what, d: 2 * time.Millisecond}
+}
+
+const heldRetryMax = 2 * time.Second
+
+type heldRetry struct {
+	s     *sourceMove
+	what  string
+	d     time.Duration
+	tries int
+}
+
+// failed logs err and waits before the next try; its error is the node
+// halting.
+func (r *heldRetry) failed(err error) error {
+	r.tries++
+	level := slog.LevelDebug
+	if r.tries == 1 {
+		level = slog.LevelWarn
+	}
+	r.s.o.log.Log(context.Background(), level, "relocation: "+r.what+" not confirmed; the object stays held until it is (retrying)",
+		"object", r.s.id, "attempts", r.tries, "err", err)
+	d := r.d
+	r.d = min(2*r.d, heldRetryMax)
+	return sleepCtx(r.s.o.halt, d)
+}
+
+// confirmed logs the end of a wait that failed at least once.
+func (r *heldRetry) confirmed() {
+	if r.tries > 0 {
+		r.s.o.log.Info("relocation: "+r.what+" confirmed after a store failure", "object", r.s.id, "attempts", r.tries+1)
 	}
 }
 
@@ -912,19 +956,19 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 // readOwner re-reads the authority row after a release found no
 // reservation: did the target commit this move?
 func (s *sourceMove) readOwner() relocation.SourceEvent {
-	wait := newBackoff()
+	wait := s.heldRetry("owner read")
 	for {
 		ctx, cancel := s.bg(5 * time.Second)
 		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
 		cancel()
 		if err == nil {
+			wait.confirmed()
 			if row.Found && authority.PartyOf(row.Record).Equal(s.target.party()) {
 				return relocation.EvOwnerIsTarget
 			}
 			return relocation.EvOwnerIsSource
 		}
-		s.o.log.Warn("relocation: owner not confirmed; the object stays held until it is", "object", s.id, "err", err)
-		if wait.sleep(s.o.halt) != nil {
+		if wait.failed(err) != nil {
 			return relocation.EvOwnerIsSource
 		}
 	}

@@ -660,7 +660,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		case werr != nil && p.AuthorityMutation < 0 && p.ReservationKey == "":
 			return Result{}, fmt.Errorf("authority %s: outcome unknown (an unkeyed capacity-only batch cannot be confirmed by re-reading): %w", op, werr)
 		case werr != nil:
-			log.Warn("write result lost; re-reading to decide", "attempt", attempt, "err", werr)
+			level := slog.LevelDebug
+			if len(unknown) == 0 {
+				level = slog.LevelWarn
+			}
+			log.log(level, "write result lost; re-reading to decide", "attempt", attempt, "err", werr)
 			unknown = append(unknown, p)
 			lost = werr
 			if ctx.Err() != nil {
@@ -668,6 +672,12 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 				// outcome is reported as unknown rather than guessed.
 				continue
 			}
+			// A store that fails writes at once while it still answers
+			// reads (out of memory, a read-only replica) was asked again
+			// in a tight loop, up to maxAttempts times: pause first. A
+			// pause cut short by ctx leaves the re-read to report the
+			// outcome unknown.
+			_ = sleep(ctx, lostWritePause(len(unknown)))
 		}
 		if e.exhausted(attempt) {
 			if len(unknown) > 0 {
@@ -686,6 +696,12 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			}
 		}
 	}
+}
+
+// lostWritePause is the pause before re-reading after the n-th lost write
+// result of one operation: 2 ms doubling to 200 ms.
+func lostWritePause(n int) time.Duration {
+	return min(2*time.Millisecond<<min(n-1, 7), 200*time.Millisecond)
 }
 
 func (e *Executor) exhausted(attempt int) bool { return e.maxAttempts > 0 && attempt >= e.maxAttempts }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh/gen"
@@ -477,6 +479,32 @@ func TestExecutorLostResult(t *testing.T) {
 		_, err := newExecutor(t, fs).SecureCapacity(ctx, CapacityRequest{Target: targetB(), Bundle: Bundle{Actors: 1}})
 		if !errors.Is(err, locstore.ErrUnavailable) || fs.writes.Load() != 1 {
 			t.Errorf("err=%v writes=%d", err, fs.writes.Load())
+		}
+	})
+
+	t.Run("a store refusing every write at once: paced, one warning", func(t *testing.T) {
+		// Reads answer, writes fail at once (out of memory, a read-only
+		// replica): the operation retried up to 256 times in a tight loop,
+		// each with a WARN line.
+		mem, _ := newMemory(t)
+		putLease(t, mem, ownerA)
+		var logs syncbuf.Buffer
+		fs := &faultStore{Store: mem, before: func(int64) error { return lostAnswer() }}
+		e, err := NewExecutor(fs, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+		defer cancel()
+		_, err = e.Reserve(cctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
+		if !errors.Is(err, locstore.ErrUnavailable) {
+			t.Fatalf("err = %v, want an unknown outcome", err)
+		}
+		if n := fs.writes.Load(); n > 12 {
+			t.Errorf("%d writes in 600 ms: not paced", n)
+		}
+		if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+			t.Errorf("%d WARN lines, want 1:\n%s", n, logs.String())
 		}
 	})
 

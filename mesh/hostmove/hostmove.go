@@ -231,6 +231,27 @@ func (c *Command) Stop() {
 	c.settle()
 }
 
+// Abandon ends a stopped command whose moves in flight did not end in the
+// grace after its deadline: each becomes Failed with reason, and the
+// command ends ForceStopped now (§11: the command completes exactly once at
+// its deadline, whatever a move is still waiting for). A move finishing
+// later gets ErrNotRunning from Finish. Without Stop first it does nothing:
+// a command is abandoned only past its deadline.
+func (c *Command) Abandon(reason string) {
+	if !c.stopped || c.p.End != Open {
+		return
+	}
+	for i := range c.results {
+		if r := &c.results[i]; r.Outcome == Running {
+			r.Outcome, r.Reason = Failed, reason
+			c.running--
+			c.p.Running--
+			c.p.Failed++
+		}
+	}
+	c.settle()
+}
+
 // settle sets the end once nothing is pending or running; it never changes
 // an end already set.
 func (c *Command) settle() {

@@ -2,6 +2,7 @@ package hostmove
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -77,6 +78,26 @@ func TestEnds(t *testing.T) {
 			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Gone})
 			c.Stop()
 		}, Completed, Progress{Total: 1, Gone: 1}, map[string]Outcome{"a": Gone}},
+		{"moves still in flight past the deadline's grace: abandoned as failed, force-stopped", objs("a", "b", "c"), func(c *Command) {
+			drain(c)
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+			c.Stop()
+			c.Abandon("in flight at the deadline")
+			if err := c.Finish(Result{Object: Object{ID: "b"}, Outcome: Moved}); !errors.Is(err, ErrNotRunning) {
+				panic(fmt.Sprintf("a move ending after the command: %v", err))
+			}
+		}, ForceStopped, Progress{Total: 3, Moved: 1, Failed: 2}, map[string]Outcome{"a": Moved, "b": Failed, "c": Failed}},
+		{"abandon before the deadline changes nothing", objs("a"), func(c *Command) {
+			c.Next()
+			c.Abandon("too early")
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+		}, Completed, Progress{Total: 1, Moved: 1}, map[string]Outcome{"a": Moved}},
+		{"abandon after the end changes nothing", objs("a"), func(c *Command) {
+			c.Next()
+			c.Stop()
+			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+			c.Abandon("late")
+		}, ForceStopped, Progress{Total: 1, Moved: 1}, map[string]Outcome{"a": Moved}},
 		{"a duplicate object is counted once", []Object{{ID: "a"}, {ID: "a"}, {ID: "a", Spot: true}}, func(c *Command) {
 			drain(c)
 			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
