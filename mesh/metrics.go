@@ -274,7 +274,8 @@ var (
 	descQueued = prometheus.NewDesc("meshnode_transport_queued_records", "Records waiting on this node's link to a peer.", []string{"peer"}, nil)
 	descPeers  = prometheus.NewDesc("meshnode_transport_peers_admitted", "Peers this node has an admitted link to.", nil, nil)
 	descBackp  = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
-	descUnsent = prometheus.NewDesc("meshnode_transport_unsent_records_total", "Records queued on a link to a peer that went down before they were written (one-way messages among them are lost).", nil, nil)
+	descUnsent = prometheus.NewDesc("meshnode_transport_unsent_records_total", "Records that did not leave this node when their link went down and were never sent: requests (their calls failed) and one-way messages whose peer run did not come back within the keep time (lost).", nil, nil)
+	descResent = prometheus.NewDesc("meshnode_transport_resent_records_total", "One-way messages a link had not sent when its connection ended, sent first on its next connection to the same peer run.", nil, nil)
 	descProto  = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
 	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
@@ -287,7 +288,7 @@ var (
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descProto, descLease, descReady, descHostMv,
+		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descProto, descLease, descReady, descHostMv,
 		descDisc, descRounds} {
 		ch <- d
 	}
@@ -340,6 +341,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descPeers, float64(len(n.tr.Peers())))
 		counter(descBackp, ts.Backpressure)
 		counter(descUnsent, ts.Unsent)
+		counter(descResent, ts.Resent)
 		counter(descProto, ts.ProtocolErrors)
 	}
 	if n.lease != nil {

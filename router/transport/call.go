@@ -249,7 +249,7 @@ func (n *Node) start(ctx context.Context, peer RID, rec *router.Record, wait boo
 		n.calls.take(c)
 		return nil, err
 	}
-	if err := s.send(ctx, frames, wait); err != nil {
+	if err := s.send(ctx, frames, wait, false); err != nil {
 		c.finish(nil, err)
 		return nil, err
 	}

@@ -97,6 +97,10 @@ type Config struct {
 	// that passed it on and then stopped, spec §7.3) before it fails with
 	// ErrPeerDown (default 2 s).
 	PortableGrace time.Duration
+	// KeepUnsent is how long the one-way application messages a link had
+	// not sent when its connection ended wait for its next connection to
+	// the same peer run (default twice PeerTimeout; see Node.keepUnsent).
+	KeepUnsent time.Duration
 	// ReconnectMin/ReconnectMax bound the exponential redial backoff
 	// (100 ms, 5 s).
 	ReconnectMin time.Duration
@@ -160,6 +164,7 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&out.HandshakeTimeout, 5*time.Second)
 	def(&out.WriteTimeout, out.PeerTimeout)
 	def(&out.PortableGrace, 2*time.Second)
+	def(&out.KeepUnsent, 2*out.PeerTimeout)
 	def(&out.ReconnectMin, 100*time.Millisecond)
 	def(&out.ReconnectMax, 5*time.Second)
 	if out.SendQueueRecords <= 0 {

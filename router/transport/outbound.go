@@ -146,13 +146,14 @@ func (l *link) run() {
 		l.lastErr = cause
 		l.notifyLocked()
 		l.mu.Unlock()
-		// Records still queued never left this node: the requests among
-		// them fail with ErrPeerDown, but a one-way message's sender was
-		// told it was sent, so say how many were lost with the link.
-		if unsent := s.pc.unflushed.Load(); unsent > 0 {
-			n.stats.unsent.Add(uint64(unsent))
-			n.log.Warn("transport: peer down with records queued and not sent (one-way messages among them are lost; requests fail)",
-				"peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "unsent", unsent, "cause", cause)
+		// Records that did not leave this node: the requests among them
+		// fail with ErrPeerDown; the one-way messages, whose senders were
+		// told they were sent, wait for the next session to this peer run.
+		if unsent := s.pc.takeUnsent(); len(unsent) > 0 {
+			kept, dropped := n.keepUnsent(l.rid, s.info.LifecycleGeneration, unsent)
+			n.log.Warn("transport: peer down with records not sent; one-way messages are kept for its return, requests fail",
+				"peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "unsent", dropped,
+				"keep_for", n.keepFor(), "cause", cause)
 		} else {
 			n.log.Info("transport: peer down", "peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "cause", cause)
 		}
@@ -268,6 +269,14 @@ func (l *link) connect(ep string) (*session, error) {
 		if rm.LifecycleGeneration > l.peerGen {
 			l.peerGen = rm.LifecycleGeneration
 		}
+		// What an earlier session to this peer run had not sent goes
+		// first, before the session is published to senders.
+		if kept := n.takeKept(l.rid, rm.LifecycleGeneration); len(kept) > 0 {
+			pc.requeue(kept)
+			n.stats.resent.Add(uint64(len(kept)))
+			n.log.Info("transport: one-way messages kept from the lost connection sent first", "peer", l.rid.String(),
+				"count", len(kept))
+		}
 		l.sess = s
 		l.lastErr = nil
 		l.notifyLocked()
@@ -364,8 +373,9 @@ func (s *session) read() {
 
 // send queues frames on the session's connection. With wait, a full queue
 // is waited out until ctx ends (enqueueWait); without, it fails at once.
-func (s *session) send(ctx context.Context, frames [][]byte, wait bool) error {
-	it := outItem{frames: frames, size: framesSize(frames)}
+// keep marks a one-way message a later session may carry (keepUnsent).
+func (s *session) send(ctx context.Context, frames [][]byte, wait, keep bool) error {
+	it := outItem{frames: frames, size: framesSize(frames), keep: keep}
 	var err error
 	if wait {
 		var waited bool

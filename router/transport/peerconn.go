@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,17 @@ type outItem struct {
 	frames     [][]byte
 	size       int64
 	closeAfter bool // close the connection once this record is flushed (reject)
+	// keep: a one-way application message, which a later connection to
+	// the same peer run may still carry if this one ends before it left
+	// (Node.keepUnsent); requests are not kept — their calls fail.
+	keep bool
+}
+
+// inflightRec is a record of the writer's current batch and where its last
+// byte lies in the connection's write stream (guardConn.written).
+type inflightRec struct {
+	it  outItem
+	end int64
 }
 
 // peerConn is one admitted-or-admitting physical connection in either
@@ -54,6 +66,13 @@ type peerConn struct {
 	wake chan struct{}
 
 	writeTimeout time.Duration
+	// deadlineMu orders the writer's arming of its write deadline against
+	// drainClose cutting it short: a batch armed after the cut would block
+	// on a stalled peer for the whole writeTimeout.
+	deadlineMu sync.Mutex
+	// inflight is the batch the writer had not flushed when it stopped
+	// (set by the writer on its way out, read after wait).
+	inflight []inflightRec
 
 	done       chan struct{}
 	closeOnce  sync.Once
@@ -223,6 +242,9 @@ const maxBatch = 256
 func (pc *peerConn) writer() {
 	defer pc.writerWG.Done()
 	var batch []outItem // reused: the records of one batch, taken at once
+	// inflight: the data records written to the buffer since the last
+	// successful flush, with their end offsets.
+	var inflight []inflightRec
 	for {
 		var firstPrio [][]byte
 		select {
@@ -237,7 +259,11 @@ func (pc *peerConn) writer() {
 		armed := false
 		arm := func() {
 			if !armed && pc.writeTimeout > 0 {
-				_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
+				pc.deadlineMu.Lock()
+				if !pc.isClosed() {
+					_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
+				}
+				pc.deadlineMu.Unlock()
 			}
 			armed = true
 		}
@@ -255,12 +281,14 @@ func (pc *peerConn) writer() {
 			return true
 		}
 		if firstPrio != nil && !write(firstPrio) {
+			pc.inflight = inflight
 			return
 		}
 		if ctx, ok := pc.takePong(); ok {
 			arm()
 			if err := pc.zc.pong(ctx); err != nil {
 				pc.close(fmt.Errorf("transport: write pong: %w", err))
+				pc.inflight = inflight
 				return
 			}
 		}
@@ -279,6 +307,7 @@ func (pc *peerConn) writer() {
 				select {
 				case fr := <-pc.prio:
 					if !write(fr) {
+						pc.inflight = append(inflight, unwritten(batch[i:])...)
 						return
 					}
 				default:
@@ -287,8 +316,10 @@ func (pc *peerConn) writer() {
 				taken++
 				batch[i] = outItem{}
 				if !write(it.frames) {
+					pc.inflight = append(append(inflight, inflightRec{it: it, end: math.MaxInt64}), unwritten(batch[i+1:])...)
 					return
 				}
+				inflight = append(inflight, inflightRec{it: it, end: pc.zc.g.written()})
 				if it.closeAfter {
 					// A reject record ends the connection: what was queued
 					// behind it is dropped with the queue.
@@ -300,8 +331,11 @@ func (pc *peerConn) writer() {
 		wrote, err := pc.zc.g.flush(pc.writeTimeout)
 		if err != nil {
 			pc.close(fmt.Errorf("transport: flush: %w", err))
+			pc.inflight = inflight
 			return
 		}
+		clear(inflight)
+		inflight = inflight[:0]
 		if c := pc.counters; c != nil && wrote {
 			c.flushed()
 		}
@@ -314,6 +348,55 @@ func (pc *peerConn) writer() {
 			pc.wakeWriter() // the batch bound stopped it: go on after this flush
 		}
 	}
+}
+
+// unwritten lists records taken from the queue but not written at all.
+func unwritten(items []outItem) []inflightRec {
+	out := make([]inflightRec, 0, len(items))
+	for _, it := range items {
+		if it.frames != nil {
+			out = append(out, inflightRec{it: it, end: math.MaxInt64})
+		}
+	}
+	return out
+}
+
+// takeUnsent returns, in order, the data records that did not leave this
+// process whole once the writer has stopped (after wait): those of its last
+// batch past what the kernel took — the one it was cut in the middle of
+// included, which the peer discards as a truncated frame — then everything
+// still queued. Called once, by the link whose session ended.
+func (pc *peerConn) takeUnsent() []outItem {
+	left := pc.zc.g.left()
+	var out []outItem
+	for _, r := range pc.inflight {
+		if r.end > left {
+			out = append(out, r.it)
+		}
+	}
+	pc.inflight = nil
+	for {
+		n := len(out)
+		out = pc.q.popN(out, 1024)
+		if len(out) == n {
+			return out
+		}
+	}
+}
+
+// requeue queues records kept from an earlier connection to the same peer
+// run ahead of anything sent on this one; it is called before the session
+// is published, so nothing can come between. The queue's bounds do not
+// refuse them (their senders were told they were sent): they can hold up
+// to the record bound plus the writer's last batch, and new sends meet
+// backpressure until they drain.
+func (pc *peerConn) requeue(items []outItem) {
+	for _, it := range items {
+		pc.unflushed.Add(1)
+		pc.qBytes.Add(it.size)
+		pc.q.pushOver(it)
+	}
+	pc.wakeWriter()
 }
 
 // close tears the connection down once: the socket is closed (which unblocks
@@ -354,7 +437,11 @@ func (pc *peerConn) end(cause error, stop func()) bool {
 // closing) closes it at once. It reports whether this call ended the
 // connection (false: it was already closed).
 func (pc *peerConn) drainClose(ctx context.Context, cause error, linger time.Duration) bool {
-	if !pc.end(cause, func() { _ = pc.zc.raw.SetWriteDeadline(time.Now()) }) {
+	if !pc.end(cause, func() {
+		pc.deadlineMu.Lock()
+		_ = pc.zc.raw.SetWriteDeadline(time.Now())
+		pc.deadlineMu.Unlock()
+	}) {
 		return false
 	}
 	// Outside the once: a writer failing meanwhile calls close, which

@@ -38,6 +38,15 @@ func (q *sendQueue) push(it outItem) bool {
 	return true
 }
 
+// pushOver appends it whatever the bound: records a sender was already told
+// were sent (peerConn.requeue) are not refused; new sends see a full queue
+// until they drain.
+func (q *sendQueue) pushOver(it outItem) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.items = append(q.items, it)
+}
+
 // pop takes the oldest record.
 func (q *sendQueue) pop() (outItem, bool) {
 	var one [1]outItem

@@ -33,7 +33,8 @@ type Stats struct {
 	LivenessAcks      uint64 // liveness acks matching the outstanding probe
 	StaleAcks         uint64 // liveness acks not matching the outstanding probe
 	LivenessTimeouts  uint64 // links declared down for missing acks
-	Unsent            uint64 // records queued on an outbound link that went down before they were written (requests among them fail; one-way messages are lost)
+	Unsent            uint64 // records that did not leave this node when their link went down and were never sent: requests (their calls fail) and kept one-way messages dropped (their peer run did not come back within KeepUnsent, restarted, or this node closed)
+	Resent            uint64 // one-way messages a link kept when its connection ended before they left, then sent on its next connection to the same peer run
 	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out, and hellos not sent within HandshakeTimeout
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
@@ -78,7 +79,7 @@ type stats struct {
 	livenessTimeouts, handshakeFailures  atomic.Uint64
 	unhandled                            atomic.Uint64
 	portableReplies, localReplies        atomic.Uint64
-	sendWaits, unsent                    atomic.Uint64
+	sendWaits, unsent, resent            atomic.Uint64
 
 	mu    sync.Mutex
 	peers map[string]*peerCounters
@@ -123,6 +124,7 @@ func (n *Node) Stats() Stats {
 		StaleAcks:         s.staleAcks.Load(),
 		LivenessTimeouts:  s.livenessTimeouts.Load(),
 		Unsent:            s.unsent.Load(),
+		Resent:            s.resent.Load(),
 		HandshakeFailures: s.handshakeFailures.Load(),
 		Unhandled:         s.unhandled.Load(),
 		InboundConns:      n.rt.count(),

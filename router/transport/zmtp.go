@@ -79,16 +79,35 @@ type guardConn struct {
 	wmu      sync.Mutex
 	bw       *bufio.Writer
 	buffered atomic.Bool
+	// in counts the bytes given to bw, kernel those the socket took from
+	// it (both since buffering began): a record whose last byte is at or
+	// below kernel has left this process whole (peerConn.takeUnsent).
+	in     int64
+	kernel kernelCount
+}
+
+// kernelCount is the writer under bw: it counts what the socket accepted.
+type kernelCount struct {
+	c net.Conn
+	n atomic.Int64
+}
+
+func (k *kernelCount) Write(p []byte) (int, error) {
+	n, err := k.c.Write(p)
+	k.n.Add(int64(n))
+	return n, err
 }
 
 func newGuardConn(c net.Conn, lim frameLimits, bufSize int) *guardConn {
-	return &guardConn{
+	g := &guardConn{
 		Conn:      c,
 		lim:       lim,
 		br:        bufio.NewReaderSize(c, bufSize),
-		bw:        bufio.NewWriterSize(c, bufSize),
 		greetLeft: zmtpGreetingLen,
 	}
+	g.kernel.c = c
+	g.bw = bufio.NewWriterSize(&g.kernel, bufSize)
+	return g
 }
 
 func (g *guardConn) fail(format string, args ...any) error {
@@ -236,8 +255,21 @@ func (g *guardConn) Write(p []byte) (int, error) {
 	}
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
-	return g.bw.Write(p)
+	n, err := g.bw.Write(p)
+	g.in += int64(n)
+	return n, err
 }
+
+// written is how many bytes were given to the write buffer so far; the
+// single writer goroutine reads it after each record.
+func (g *guardConn) written() int64 {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	return g.in
+}
+
+// left is how many of those the kernel has taken.
+func (g *guardConn) left() int64 { return g.kernel.n.Load() }
 
 // readSealed reads one whole frame of the CURVE data phase (a MESSAGE
 // command) into buf, reusing it when large enough. The bound is the
