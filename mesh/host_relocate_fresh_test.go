@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,81 @@ func TestCreationFollowsATargetsNewLease(t *testing.T) {
 	ref, err := client.Manager().CreateActor(ctx, "after-reacquire", testMoverType)
 	if err != nil {
 		t.Fatalf("creation on a list that predates the target's new lease: %v", err)
+	}
+	if string(ref.NodeRID) != string(server.RID()) {
+		t.Fatalf("placed on %x", ref.NodeRID)
+	}
+}
+
+// keyHold holds the writes to one key until released (a node's descriptor
+// republish, here).
+type keyHold struct {
+	locstore.Store
+	key     atomic.Pointer[string]
+	release chan struct{}
+	held    atomic.Int64
+}
+
+func (s *keyHold) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if k := s.key.Load(); k != nil {
+		for _, m := range req.Mutations {
+			if m.Key == *k {
+				s.held.Add(1)
+				select {
+				case <-s.release:
+				case <-ctx.Done():
+					return locstore.WriteResult{}, ctx.Err()
+				}
+				break
+			}
+		}
+	}
+	return s.Store.Write(ctx, req)
+}
+
+// The same, when the creation comes in the moment between the target's
+// reacquisition and its descriptor's republish under the new generation:
+// the fresh list still names the old lease, whose record now holds the
+// newer generation of the same owner. The creation waits (≤ 1 s) for the
+// republish instead of excluding the run, and the discovery round it runs
+// does not remove the live run's descriptor as a dead one. Seen once in
+// .ci/run: "(1 failed)", and the client logged "a watched run lost its
+// owner lease while its links were up; its descriptor is removed".
+func TestCreationWaitsForATargetsRepublish(t *testing.T) {
+	f := newFixture(t)
+	p := newProbe()
+	registerTestFactories(t, f.reg, p)
+	hold := &keyHold{Store: f.loc, release: make(chan struct{})}
+	blocker := &renewBlocker{Store: hold, stop: make(chan struct{})}
+	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })
+	fast := func(cfg *config.Config) { cfg.Lease = fastConfig(cfg.Node.MeshName).Lease }
+	ctx := ctxT(t, 60*time.Second)
+	server := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
+	if err := client.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	owner, gen := server.Owner()
+	leaseKey, err := record.OwnerLeaseKey(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descKey, err := record.MeshNodeKey("objects", server.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker.blocked.Store(&leaseKey)
+	eventually(t, 20*time.Second, "the server's lease to be lost", func() bool { return server.LeaseLost() != nil })
+	hold.key.Store(&descKey) // its republish under the new lease waits
+	blocker.blocked.Store(nil)
+	eventually(t, 20*time.Second, "the server to reacquire and try to republish", func() bool {
+		_, g := server.Owner()
+		return g > gen && hold.held.Load() > 0
+	})
+	go func() { time.Sleep(300 * time.Millisecond); close(hold.release) }()
+	ref, err := client.Manager().CreateActor(ctx, "before-republish", testMoverType)
+	if err != nil {
+		t.Fatalf("creation before the target republished: %v", err)
 	}
 	if string(ref.NodeRID) != string(server.RID()) {
 		t.Fatalf("placed on %x", ref.NodeRID)

@@ -149,28 +149,57 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 // this node's last round (after a store outage, every node for a moment)
 // — not the run gone, and a placement may pick it again.
 func (o *objects) relistedWithNewOwner(ctx context.Context, cand candidate) bool {
-	if err := o.n.freshList(ctx, placeLinkWait); err != nil {
-		return false
+	until := time.Now().Add(relistWait)
+	for {
+		if err := o.n.freshList(ctx, placeLinkWait); err != nil {
+			return false
+		}
+		switch e, ok := o.listedRun(cand); {
+		case !ok:
+			return false
+		case e.LeaseReacquired && time.Now().Before(until):
+			// The run holds a newer lease but has not republished its
+			// descriptor under it yet (it does so right after
+			// re-adopting its objects): look again shortly.
+			if sleepCtx(ctx, relistPause) != nil {
+				return false
+			}
+			continue
+		case !e.LeaseValid || (e.Descriptor.OwnerID == cand.owner.ID && uint64(e.Descriptor.LeaseGeneration) == cand.owner.LeaseGeneration):
+			return false
+		default:
+			// A round that saw the run's lease invalid meanwhile (it was
+			// lost) disconnected it and the fresh round links it again;
+			// placement needs the link admitted (at once when it stayed
+			// up).
+			wctx, cancel := context.WithTimeout(ctx, placeLinkWait)
+			defer cancel()
+			_, _ = o.n.tr.WaitAdmitted(wctx, transport.RID(e.Descriptor.RoutingID))
+			return true
+		}
 	}
+}
+
+// listedRun is the last list's entry of cand's node run.
+func (o *objects) listedRun(cand candidate) (directory.Entry, bool) {
 	snap, _ := o.n.LastSnapshot()
 	for _, e := range snap.Entries {
 		d := e.Descriptor
-		if !bytes.Equal(d.RoutingID, cand.node.RoutingID) || uint64(d.LifecycleGeneration) != cand.node.LifecycleGeneration {
-			continue
+		if bytes.Equal(d.RoutingID, cand.node.RoutingID) && uint64(d.LifecycleGeneration) == cand.node.LifecycleGeneration {
+			return e, true
 		}
-		if !e.LeaseValid || (d.OwnerID == cand.owner.ID && uint64(d.LeaseGeneration) == cand.owner.LeaseGeneration) {
-			return false
-		}
-		// A round that saw the run's lease invalid meanwhile (it was
-		// lost) disconnected it and the fresh round links it again;
-		// placement needs the link admitted (at once when it stayed up).
-		wctx, cancel := context.WithTimeout(ctx, placeLinkWait)
-		defer cancel()
-		_, _ = o.n.tr.WaitAdmitted(wctx, transport.RID(d.RoutingID))
-		return true
 	}
-	return false
+	return directory.Entry{}, false
 }
+
+// relistWait bounds how long relistedWithNewOwner waits for a run that
+// reacquired its lease to republish its descriptor (about a tenth of a
+// second after the reacquisition when its store answers), looking again
+// every relistPause.
+const (
+	relistWait  = time.Second
+	relistPause = 50 * time.Millisecond
+)
 
 // errNothingPlaced matches (errors.Is) decide's error when no candidate
 // was usable, as opposed to a store failure while reading counters.

@@ -25,6 +25,12 @@ type Entry struct {
 	// expired by the store's clock. A descriptor without a valid lease is
 	// not used (spec §1.3, §4).
 	LeaseValid bool
+	// LeaseReacquired: not LeaseValid, but the same OwnerId holds a newer
+	// LeaseGeneration — the run reacquired its lease after losing it and
+	// is about to republish this descriptor under it. Its process is
+	// alive: discovery keeps its link and does not remove the descriptor;
+	// placement still does not use it until it names the new lease.
+	LeaseReacquired bool
 	// LeaseExpiresAt is the lease record's expiry (store time) when one was
 	// found, else zero.
 	LeaseExpiresAt time.Time
@@ -189,7 +195,7 @@ func checkLeases(ctx context.Context, store locstore.Store, s *Snapshot) error {
 			}
 			seen[r] = lc
 		}
-		e.LeaseValid, e.LeaseCheckedAt = lc.Valid, lc.StoreNow
+		e.LeaseValid, e.LeaseReacquired, e.LeaseCheckedAt = lc.Valid, lc.Reacquired, lc.StoreNow
 		if lc.Found {
 			e.LeaseExpiresAt = lc.ExpiresAt
 		}

@@ -171,7 +171,8 @@ func NewPlanner(cfg PlannerConfig) (*Planner, error) {
 // and whose state is Connectable. A peer that stays a target with the same
 // endpoint, identity and run (lifecycleGeneration, OwnerId) keeps its
 // connection whatever else changed (state, weights, capacity, a lease
-// reacquired under a new LeaseGeneration).
+// reacquired under a new LeaseGeneration — also in the moment its
+// descriptor still names the old one, Entry.LeaseReacquired).
 func (p *Planner) Observe(now time.Duration, s Snapshot) ([]Action, error) {
 	if !s.Complete {
 		return nil, ErrIncompleteSnapshot
@@ -188,7 +189,7 @@ func (p *Planner) Observe(now time.Duration, s Snapshot) ([]Action, error) {
 		}
 		id := hex.EncodeToString(d.RoutingID)
 		switch {
-		case !e.LeaseValid:
+		case !e.LeaseValid && !e.LeaseReacquired:
 			why[id] = "lease not valid"
 			continue
 		case !Connectable(d.State):

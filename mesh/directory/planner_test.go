@@ -28,6 +28,8 @@ func peer(rid byte, opts ...func(*directory.Entry)) directory.Entry {
 }
 
 func leaseInvalid(e *directory.Entry) { e.LeaseValid = false }
+
+func leaseReacquired(e *directory.Entry) { e.LeaseReacquired = true }
 func state(s record.State) func(*directory.Entry) {
 	return func(e *directory.Entry) { e.Descriptor.State = s }
 }
@@ -124,6 +126,13 @@ func TestPlanner(t *testing.T) {
 		{"a lease reacquired by the same run keeps the link", grace, []step{
 			obs(0, list(peer(1)), "connect 01 new peer", "01"),
 			obs(s, list(peer(1, leaseGen(2))), "", "01"),
+		}},
+		// ... and in the moment before it republished its descriptor:
+		// the list shows the old generation, the lease read the new one.
+		{"a run that reacquired its lease, descriptor not yet republished, keeps the link", grace, []step{
+			obs(0, list(peer(1)), "connect 01 new peer", "01"),
+			obs(s, list(peer(1, leaseInvalid, leaseReacquired)), "", "01"),
+			obs(2*s, list(peer(1, leaseGen(2))), "", "01"),
 		}},
 		{"restart seen as a new owner", grace, []step{
 			obs(0, list(peer(1)), "connect 01 new peer", "01"),

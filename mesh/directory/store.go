@@ -173,6 +173,11 @@ type leaseCheck struct {
 	// Unreadable: a live record exists but does not decode (for example a
 	// newer recordVersion). It cannot be proven dead, nor confirmed alive.
 	Unreadable bool
+	// Reacquired: not Valid, but a live record names the same OwnerId
+	// under a newer LeaseGeneration — the host run lost its lease and
+	// reacquired it, and republishes its descriptor under the new one
+	// (its process is alive).
+	Reacquired bool
 	ExpiresAt  time.Time
 	StoreNow   time.Time
 }
@@ -203,6 +208,7 @@ func checkLease(ctx context.Context, store locstore.Store, ownerID string, gen r
 		return lc, nil
 	}
 	lc.Valid = l.OwnerID == ownerID && l.LeaseGeneration == gen
+	lc.Reacquired = l.OwnerID == ownerID && l.LeaseGeneration > gen
 	return lc, nil
 }
 

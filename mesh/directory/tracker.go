@@ -241,13 +241,14 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		seen[r] = true
 		_, read := due[r]
 		valid := k.check.Valid && (snap.StoreNow.Before(k.check.ExpiresAt) || (!read && trusted(i)))
-		if !valid && watch[i] && !k.check.Unreadable && t.Linked != nil &&
+		if !valid && watch[i] && !k.check.Unreadable && !k.check.Reacquired && t.Linked != nil &&
 			t.Linked(e.Descriptor.RoutingID, uint64(e.Descriptor.LifecycleGeneration)) {
 			// Its process still answers on its links, so the nodes that
 			// trust the list would not look: only its removal tells them.
 			t.deadWatched = append(t.deadWatched, e.Key)
 		}
 		e.LeaseValid, e.LeaseCheckedAt = valid, k.check.StoreNow
+		e.LeaseReacquired = !valid && k.check.Reacquired
 		e.LeaseExpiresAt = time.Time{}
 		if k.check.Found {
 			e.LeaseExpiresAt = k.check.ExpiresAt

@@ -184,3 +184,39 @@ func TestTrackerWatching(t *testing.T) {
 		t.Fatalf("dead watched %v, want none (its links are down)", dead)
 	}
 }
+
+// A watched run whose lease expired and was reacquired by the same OwnerId
+// under a newer generation is alive: its descriptor still names the old
+// generation for a moment (it republishes right after re-adopting its
+// objects). It is not valid for placement, but it is not reported dead
+// either — removing it made every node drop a live node, and a creation
+// placed on it at that moment failed "(1 failed)".
+func TestTrackerReacquiredRunIsNotDead(t *testing.T) {
+	mem, clock := newMem(t)
+	ctx := context.Background()
+	l3 := grantLease(t, mem, "owner-3", 1, leaseTTL)
+	newNode(t, mem, l3, "m", []byte{3})
+	l4 := grantLease(t, mem, "owner-4", 1, leaseTTL)
+	newNode(t, mem, l4, "m", []byte{4})
+	tr := &directory.Tracker{Store: mem, PageSize: 1000, Logger: quiet(), Self: []byte{2}, Watchers: 2,
+		Linked: func([]byte, uint64) bool { return true }}
+	if _, _, err := tr.Round(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	// 03 lost its lease and reacquired generation 2; 04 just lost it.
+	clock.Advance(leaseTTL + time.Second)
+	putLease(t, mem, "owner-3", 2, leaseTTL)
+	s, _, err := tr.Round(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range s.Entries {
+		rid := e.Descriptor.RoutingID[0]
+		if e.LeaseValid || e.LeaseReacquired != (rid == 3) {
+			t.Errorf("%02x: valid %v, reacquired %v", rid, e.LeaseValid, e.LeaseReacquired)
+		}
+	}
+	if dead := tr.DeadWatched(); len(dead) != 1 || dead[0] != mustKey(t, "m", []byte{4}) {
+		t.Fatalf("dead watched %v, want only 04's key", dead)
+	}
+}
