@@ -260,13 +260,10 @@ func (g *guardConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// written is how many bytes were given to the write buffer so far; the
-// single writer goroutine reads it after each record.
-func (g *guardConn) written() int64 {
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
-	return g.in
-}
+// written is how many bytes were given to the write buffer so far. Only
+// the connection's writer goroutine writes once buffering began, and only
+// it calls this (after each record), so no lock is taken.
+func (g *guardConn) written() int64 { return g.in }
 
 // left is how many of those the kernel has taken.
 func (g *guardConn) left() int64 { return g.kernel.n.Load() }
