@@ -1,0 +1,39 @@
+package mesh
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/hostmove"
+)
+
+// A host Relocate on a node with no other serving node in its mesh ends
+// promptly: every move finds no target at once, so each object fails with
+// that reason and stays served here (200 objects end in milliseconds).
+func TestHostRelocateAloneFailsEachWithTheReason(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 2, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "lone", 1, 200)
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Progress
+	if res.End != hostmove.Completed || p.Failed != len(mine) || p.Moved != 0 {
+		t.Fatalf("relocate alone: %s %+v, want completed with %d failed", res.End, p, len(mine))
+	}
+	for _, r := range res.Objects {
+		if !strings.Contains(r.Reason, `no Serving node of mesh "objects" other than this one`) {
+			t.Fatalf("%s: reason %q", r.Object.ID, r.Reason)
+		}
+	}
+	for _, ref := range mine[:5] {
+		if _, err := c.m(0).RequestActor(ctx, ref, []byte("state")); err != nil {
+			t.Fatalf("%s after the command: %v", ref.ActorID, err)
+		}
+	}
+	t.Logf("took %s", res.Took)
+}
