@@ -261,18 +261,21 @@ func (l *link) connect(ep string) (*session, error) {
 			drained: make(chan struct{}),
 		}
 		s.heard.Store(n.clock.Now().UnixNano())
+		// What an earlier session to this peer run had not sent goes
+		// first, queued before the session is published to senders (taken
+		// before l.mu: admitInbound holds n.mu, then l.mu).
+		kept := n.takeKept(l.rid, rm.LifecycleGeneration)
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
+			n.keepUnsent(l.rid, rm.LifecycleGeneration, kept) // for the next link to it
 			return fail(l.stopErr)
 		}
 		if rm.LifecycleGeneration > l.peerGen {
 			l.peerGen = rm.LifecycleGeneration
 		}
-		// What an earlier session to this peer run had not sent goes
-		// first, before the session is published to senders.
-		if kept := n.takeKept(l.rid, rm.LifecycleGeneration); len(kept) > 0 {
-			pc.requeue(kept)
+		pc.requeue(kept)
+		if len(kept) > 0 {
 			n.stats.resent.Add(uint64(len(kept)))
 			n.log.Info("transport: one-way messages kept from the lost connection sent first", "peer", l.rid.String(),
 				"count", len(kept))

@@ -391,6 +391,9 @@ func (pc *peerConn) takeUnsent() []outItem {
 // to the record bound plus the writer's last batch, and new sends meet
 // backpressure until they drain.
 func (pc *peerConn) requeue(items []outItem) {
+	if len(items) == 0 {
+		return
+	}
 	for _, it := range items {
 		pc.unflushed.Add(1)
 		pc.qBytes.Add(it.size)
