@@ -224,7 +224,7 @@ func TestCurveForgedIdentity(t *testing.T) {
 	zc, raw := dialCurve(t, b, ka, CurveRID(kvictim.Public))
 	frames, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
 	_ = zc.write(frames)
-	_, _ = zc.g.flush(time.Second)
+	_, _ = flushWithin(zc, time.Second)
 	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := zc.recv(); err == nil {
 		t.Fatal("the forged connection got an answer")

@@ -154,7 +154,7 @@ func TestGarbageFromOnePeer(t *testing.T) {
 		if err := zc.write(frames); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := zc.g.flush(time.Second); err != nil {
+		if _, err := flushWithin(zc, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -361,7 +361,7 @@ func TestGuardPingPong(t *testing.T) {
 	defer zc.close()
 	hello, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
 	_ = zc.write(hello)
-	_, _ = zc.g.flush(time.Second)
+	_, _ = flushWithin(zc, time.Second)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := zc.recv(); err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func TestGuardPingPong(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = zc.write(r2)
-	_, _ = zc.g.flush(time.Second)
+	_, _ = flushWithin(zc, time.Second)
 	for want := uint64(1); want <= 2; want++ {
 		select {
 		case s := <-got:

@@ -244,3 +244,9 @@ func rawFrame(more bool, body []byte) []byte {
 	}
 	return append([]byte{flag, byte(len(body))}, body...)
 }
+
+// flushWithin flushes what a test wrote on a raw connection, within d.
+func flushWithin(zc *zconn, d time.Duration) (bool, error) {
+	_ = zc.raw.SetWriteDeadline(time.Now().Add(d))
+	return zc.g.flush()
+}

@@ -142,7 +142,7 @@ func sayHello(t *testing.T, z *zconn, hello [][]byte) *router.Record {
 	if err := z.write(hello); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := z.g.flush(time.Second); err != nil {
+	if _, err := flushWithin(z, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	_ = z.raw.SetReadDeadline(time.Now().Add(10 * time.Second))

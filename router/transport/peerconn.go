@@ -258,12 +258,8 @@ func (pc *peerConn) writer() {
 		// first write (a wake-up can find the queue already taken).
 		armed := false
 		arm := func() {
-			if !armed && pc.writeTimeout > 0 {
-				pc.deadlineMu.Lock()
-				if !pc.isClosed() {
-					_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
-				}
-				pc.deadlineMu.Unlock()
+			if !armed {
+				pc.armWrite()
 			}
 			armed = true
 		}
@@ -328,7 +324,8 @@ func (pc *peerConn) writer() {
 				}
 			}
 		}
-		wrote, err := pc.zc.g.flush(pc.writeTimeout)
+		pc.armWrite()
+		wrote, err := pc.zc.g.flush()
 		if err != nil {
 			pc.close(fmt.Errorf("transport: flush: %w", err))
 			pc.inflight = inflight
@@ -348,6 +345,21 @@ func (pc *peerConn) writer() {
 			pc.wakeWriter() // the batch bound stopped it: go on after this flush
 		}
 	}
+}
+
+// armWrite gives the writes that follow writeTimeout, unless the connection
+// is ending: drainClose cut the deadline short to stop the writer, and a
+// deadline armed after that would let it block on a stalled peer for the
+// whole timeout (and the session's end with it).
+func (pc *peerConn) armWrite() {
+	if pc.writeTimeout <= 0 {
+		return
+	}
+	pc.deadlineMu.Lock()
+	if !pc.isClosed() {
+		_ = pc.zc.raw.SetWriteDeadline(time.Now().Add(pc.writeTimeout))
+	}
+	pc.deadlineMu.Unlock()
 }
 
 // unwritten lists records taken from the queue but not written at all.

@@ -339,7 +339,7 @@ func quickPeer(t *testing.T, i int, addr string, b *Node, hello [][]byte) {
 				_ = z.write(f)
 			}
 		}
-		_, _ = z.g.flush(time.Second)
+		_, _ = flushWithin(z, time.Second)
 		_ = z.close()
 	case 5: // A whole node: connect, get admitted or not, close at once.
 		cfg := testConfig(string(id), 1)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -312,16 +311,14 @@ func (g *guardConn) readSealed(buf []byte) ([]byte, error) {
 // startBuffering switches writes to the buffer once the handshake is done.
 func (g *guardConn) startBuffering() { g.buffered.Store(true) }
 
-// flush writes buffered bytes, bounded by a real-time write deadline so that
-// a peer that stopped reading cannot hold the writer forever.
-func (g *guardConn) flush(timeout time.Duration) (wrote bool, err error) {
+// flush writes buffered bytes, under the write deadline the caller armed
+// (peerConn.armWrite) so that a peer that stopped reading cannot hold the
+// writer forever.
+func (g *guardConn) flush() (wrote bool, err error) {
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	if g.bw.Buffered() == 0 {
 		return false, nil
-	}
-	if timeout > 0 {
-		_ = g.Conn.SetWriteDeadline(time.Now().Add(timeout))
 	}
 	return true, g.bw.Flush()
 }
