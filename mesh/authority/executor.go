@@ -529,8 +529,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 	var unknown []Plan
 	var lost error
 	// torn is the snapshot of the last plan refused for a counter that
-	// holds fewer slots than the rows say it should (see tornRead).
-	var torn *Snapshot
+	// holds fewer slots than the rows say it should (see tornRead), when
+	// hasTorn. A copy, not a pointer: taking snap's address made every
+	// attempt's snapshot escape to the heap.
+	var torn Snapshot
+	hasTorn := false
 	// sent counts the batches written (Result.Attempts); attempt counts
 	// rounds, which the attempt bound limits.
 	sent := 0
@@ -607,12 +610,12 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			continue
 		}
 		switch {
-		case err != nil && tornRead(err) && (torn == nil || !sameAnchors(*torn, snap)) && !e.exhausted(attempt):
+		case err != nil && tornRead(err) && (!hasTorn || !sameAnchors(torn, snap)) && !e.exhausted(attempt):
 			// The rows are read one by one: a batch that applied between
 			// the authority (or reservation) read and the counter reads
 			// makes the counters look short. Read again; only the same
 			// answer from unchanged anchor rows is a corrupt store.
-			torn = &snap
+			torn, hasTorn = snap, true
 			log.Debug("counter short of the rows' slots; re-reading in case the snapshot was torn", "err", err)
 			continue
 		case err != nil:
