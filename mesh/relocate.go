@@ -226,6 +226,9 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 // no move): the caller waits and begins again.
 func (o *objects) beginMove(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, <-chan struct{}, error) {
 	s, err := o.beginMoveChecked(ctx, kind, id, gen, ro)
+	if err == nil {
+		return s, nil, nil // before op: taking its address moves it to the heap
+	}
 	var op *openingErr
 	if errors.As(err, &op) {
 		return nil, op.done, nil
@@ -582,8 +585,11 @@ const secureRebase = 3
 // right after it opened the object, and a caller may move the object on
 // within that moment). It returns the row as it is now.
 func (s *sourceMove) benignChange(err error) (authority.AuthorityRow, bool) {
+	if err == nil {
+		return authority.AuthorityRow{}, false // before ae (it would move to the heap)
+	}
 	var ae *authority.Error
-	if err == nil || !errors.As(err, &ae) || !errors.Is(ae.Kind, authority.ErrConflict) || ae.Current == nil {
+	if !errors.As(err, &ae) || !errors.Is(ae.Kind, authority.ErrConflict) || ae.Current == nil {
 		return authority.AuthorityRow{}, false
 	}
 	cur := *ae.Current

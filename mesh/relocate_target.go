@@ -537,11 +537,13 @@ func (a *arrival) commit(retry bool) {
 		Target: authority.Target{Node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid,
 			LifecycleGeneration: o.n.run.lifecycleGeneration}, Owner: authority.Owner{ID: self, LeaseGeneration: lg}},
 		Relocation: &authority.RelocationRef{RelocationID: id, TargetAttempt: a.bind.TargetAttempt, ReservationID: a.reservation}})
-	var ae *authority.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		a.setCommitted(res.Version)
 		a.post(relocation.EvCommitted)
+		return // before ae: taking its address moves it to the heap
+	}
+	var ae *authority.Error
+	switch {
 	case errors.As(err, &ae) && (ae.Kind == authority.ErrConflict || ae.Kind == authority.ErrNotFound || ae.Kind == authority.ErrInvalidOperation):
 		o.log.Info("relocation: owner CAS refused", "object", a.prep.Object.ObjectID, "err", err)
 		a.post(relocation.EvConflict)

@@ -88,8 +88,12 @@ func TestFlushesCountSocketWrites(t *testing.T) {
 	// is counted.
 	waitFor(t, 10*time.Second, "the burst's flush to be counted", func() bool { return a.Stats().Flushes > before.Flushes })
 	after = a.Stats()
-	if d := after.Flushes - before.Flushes; d != 1 {
-		t.Fatalf("a burst of %d queued records took %d flushes, want 1", burst, d)
+	// One flush, but about one run in a hundred (also before 2026-12-05)
+	// writes one record in a flush of its own and the rest in the next: the
+	// writer can be between taking that record and the lock when the test
+	// takes it. Without coalescing the burst would take ~50.
+	if d := after.Flushes - before.Flushes; d < 1 || d > 2 {
+		t.Fatalf("a burst of %d queued records took %d flushes, want 1 (2 at most)", burst, d)
 	}
 	if d := after.RecordsOut - before.RecordsOut; d != burst {
 		t.Fatalf("%d records out, want %d", d, burst)
