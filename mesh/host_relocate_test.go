@@ -190,13 +190,7 @@ func TestHostRelocateDeadlineForceStops(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	_, mine := createUntil(t, ctx, c, "late", 1, 3)
 	// The first move blocks at its cutover until after the deadline.
-	release := make(chan struct{})
-	var blocked atomic.Int32
-	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
-		if step == stepSourceCutover && blocked.Add(1) == 1 {
-			<-release
-		}
-	}})
+	release := blockFirstCutover(c, 1)
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	go func() { <-dctx.Done(); time.Sleep(50 * time.Millisecond); close(release) }()
@@ -227,6 +221,19 @@ func TestHostRelocateDeadlineForceStops(t *testing.T) {
 	}
 }
 
+// blockFirstCutover makes the first move of node i wait at its cutover
+// until the returned channel is closed.
+func blockFirstCutover(c *cluster, i int) chan struct{} {
+	release := make(chan struct{})
+	var blocked atomic.Int32
+	c.nodes[i].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if step == stepSourceCutover && blocked.Add(1) == 1 {
+			<-release
+		}
+	}})
+	return release
+}
+
 // A move that waits past the command's deadline for something the deadline
 // does not bound — a reservation release the store has not confirmed, which
 // it must retry for as long as the node runs — does not hold the command:
@@ -241,13 +248,7 @@ func TestHostRelocateEndsWhileAMoveOverruns(t *testing.T) {
 	c := hostCluster(t, nil)
 	ctx := ctxT(t, 30*time.Second)
 	_, mine := createUntil(t, ctx, c, "overrun", 1, 2)
-	release := make(chan struct{})
-	var blocked atomic.Int32
-	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
-		if step == stepSourceCutover && blocked.Add(1) == 1 {
-			<-release
-		}
-	}})
+	release := blockFirstCutover(c, 1)
 	defer close(release)
 	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()

@@ -178,14 +178,9 @@ func TestPausedPeerGetsWhatLeftTheSender(t *testing.T) {
 	events := newEventLog()
 	acfg := pausedPeerSender(events)
 	a := startNode(t, acfg)
-	if err := a.Connect(b.RID(), fz.endpoint()); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := a.WaitAdmitted(ctx, b.RID()); err != nil {
-		t.Fatal(err)
-	}
+	connectThrough(t, ctx, a, b.RID(), fz)
 
 	data := make([]byte, 200)
 	const frozeAt = 2000
@@ -256,6 +251,18 @@ func pausedPeerSender(events *eventLog) Config {
 	return cfg
 }
 
+// connectThrough links a to peer through the freezer and waits for the
+// admission.
+func connectThrough(t *testing.T, ctx context.Context, a *Node, peer RID, fz *freezer) {
+	t.Helper()
+	if err := a.Connect(peer, fz.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitAdmitted(ctx, peer); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // streamUntilDown sends sequence-numbered one-way records from a to peer
 // until the link gives up on it: frozeAt of them, then with fz frozen
 // slowly at first, so that liveness probes go out between the records the
@@ -308,14 +315,9 @@ func TestKeptRecordsAreNotSentToARestartedPeer(t *testing.T) {
 	acfg := pausedPeerSender(events)
 	acfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	a := startNode(t, acfg)
-	if err := a.Connect(b1.RID(), fz.endpoint()); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := a.WaitAdmitted(ctx, b1.RID()); err != nil {
-		t.Fatal(err)
-	}
+	connectThrough(t, ctx, a, b1.RID(), fz)
 	streamUntilDown(t, ctx, a, b1.RID(), fz, events, 100, acfg.ProbeInterval, make([]byte, 200))
 	_ = b1.Close()
 	b2cfg := testConfig("b", 2)
