@@ -13,6 +13,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		runCrashChild()
 	}
+	if os.Getenv(senderChildEnv) != "" {
+		runSenderChild()
+	}
 	os.Exit(m.Run())
 }
 
