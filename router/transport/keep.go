@@ -77,9 +77,43 @@ func (n *Node) keepUnsent(peer RID, gen uint64, items []outItem) (kept, dropped 
 	dropped = len(items) - len(keep)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed || len(keep) == 0 {
-		n.stats.unsent.Add(uint64(len(items)))
+	if len(keep) == 0 {
+		n.stats.unsent.Add(uint64(dropped))
+		return 0, dropped
+	}
+	k, ok := n.keptFor(peer, gen, len(keep))
+	if !ok {
+		n.stats.unsent.Add(uint64(dropped))
 		return 0, len(items)
+	}
+	k.items = append(k.items, keep...)
+	n.stats.unsent.Add(uint64(dropped))
+	return len(keep), dropped
+}
+
+// keepUndelivered keeps, ahead of the records already kept for peer (run
+// gen), one-way messages that left this node but never reached the peer
+// (peerConn.undelivered): they were sent before those. It returns how many
+// it kept.
+func (n *Node) keepUndelivered(peer RID, gen uint64, items []outItem) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k, ok := n.keptFor(peer, gen, len(items))
+	if !ok {
+		return 0
+	}
+	k.items = append(items, k.items...)
+	return len(items)
+}
+
+// keptFor is the kept records of peer's run gen, created (with its expiry)
+// when missing; records of another run are dropped first. With this node
+// closed nothing is kept: count records are counted unsent and it reports
+// false. n.mu is held.
+func (n *Node) keptFor(peer RID, gen uint64, count int) (*keptRecords, bool) {
+	if n.closed {
+		n.stats.unsent.Add(uint64(count))
+		return nil, false
 	}
 	k := n.kept[string(peer)]
 	if k != nil && k.gen != gen {
@@ -98,9 +132,7 @@ func (n *Node) keepUnsent(peer RID, gen uint64, items []outItem) (kept, dropped 
 			}
 		})
 	}
-	k.items = append(k.items, keep...)
-	n.stats.unsent.Add(uint64(dropped))
-	return len(keep), dropped
+	return k, true
 }
 
 // dropKeptLocked drops the records kept for peer, counting them unsent.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/meshnode/meshnode/router"
@@ -157,6 +159,7 @@ func (l *link) run() {
 		} else {
 			n.log.Info("transport: peer down", "peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "cause", cause)
 		}
+		close(s.keptDone)
 		n.emit(Event{Kind: EventDown, Peer: s.info, Err: cause})
 		// A short pause before redialling a peer that just went away keeps
 		// a crash-looping peer from turning into a busy loop.
@@ -253,12 +256,13 @@ func (l *link) connect(ep string) (*session, error) {
 		}
 		_ = zc.raw.SetReadDeadline(time.Time{})
 		s := &session{
-			l:       l,
-			pc:      pc,
-			info:    peerInfoFrom(l.rid, zc.raw.RemoteAddr().String(), rm),
-			pending: make(map[uint64]*Call),
-			endCh:   make(chan struct{}),
-			drained: make(chan struct{}),
+			l:        l,
+			pc:       pc,
+			info:     peerInfoFrom(l.rid, zc.raw.RemoteAddr().String(), rm),
+			pending:  make(map[uint64]*Call),
+			endCh:    make(chan struct{}),
+			keptDone: make(chan struct{}),
+			drained:  make(chan struct{}),
 		}
 		s.heard.Store(n.clock.Now().UnixNano())
 		// What an earlier session to this peer run had not sent goes
@@ -319,8 +323,9 @@ type session struct {
 	deadAt      time.Time // when deadT is due
 	graced      bool      // deadT is the grace after a late deadline (deadline)
 
-	endCh   chan struct{} // closed by end
-	drained chan struct{} // closed when the reader stopped and closed the socket
+	endCh    chan struct{} // closed by end
+	keptDone chan struct{} // closed by the link once it kept what did not leave
+	drained  chan struct{} // closed when the reader stopped and closed the socket
 }
 
 // serve starts the session's reader and returns once the session has ended,
@@ -342,17 +347,45 @@ func (s *session) serve() error {
 }
 
 // read reads the admitted connection until it fails, or until the peer
-// closes it after the session ended (end drains it), then closes it.
-// Replies still match their calls meanwhile; acks are stale by then.
+// closes it after the session ended (end drains it), then closes it; one-way
+// messages the peer never acknowledged before closing or resetting it are
+// kept for the link's return (peerConn.undelivered).
 func (s *session) read() {
-	n := s.l.n
 	defer close(s.drained)
-	defer s.pc.release()
+	err := s.readUntilError()
+	s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
+	s.pc.wait()
+	<-s.keptDone // the link kept what never left (keepUnsent): these came before
+	late := s.pc.late
+	if late == nil && peerClosed(err) {
+		late = s.pc.undelivered()
+	}
+	s.pc.release()
+	if len(late) > 0 {
+		n := s.l.n
+		kept := n.keepUndelivered(s.l.rid, s.info.LifecycleGeneration, late)
+		n.log.Warn("transport: the peer closed the connection before acknowledging one-way messages; they are kept for its return",
+			"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "cause", err)
+	}
+}
+
+// peerClosed reports a read that ended because the peer closed or reset
+// the connection: what it had not acknowledged then never reached it. A
+// read deadline (the drain's linger: the peer is silent, it may still read
+// what it was sent) or this node closing the socket is not.
+func peerClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// readUntilError reads the admitted connection and returns why it stopped.
+// Replies still match their calls after the session ended (end drains the
+// connection); acks are stale by then.
+func (s *session) readUntilError() error {
+	n := s.l.n
 	for {
 		frames, err := s.pc.zc.recv()
 		if err != nil {
-			s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
-			return
+			return err
 		}
 		rec, err := router.Decode(frames)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,16 @@ type peerConn struct {
 	// inflight is the batch the writer had not flushed when it stopped
 	// (set by the writer on its way out, read after wait).
 	inflight []inflightRec
+	// sent are the one-way messages that left this process and that the
+	// peer's kernel had not acknowledged when last looked at (writer-owned;
+	// read after wait): if the peer closes the connection, those past its
+	// last acknowledgement never reached it (undelivered).
+	sent     []inflightRec
+	sentHead int
+	// late: what undelivered answered when a write found the peer gone
+	// (failWrite), for the reader, whose own read then fails on a socket
+	// already closed.
+	late []outItem
 
 	done       chan struct{}
 	closeOnce  sync.Once
@@ -265,26 +276,26 @@ func (pc *peerConn) writer() {
 		}
 		closeAfter := false
 		var taken int64 // data records of this batch
-		write := func(frames [][]byte) bool {
+		write := func(frames [][]byte) error {
 			arm()
 			if err := pc.zc.write(frames); err != nil {
-				pc.close(fmt.Errorf("transport: write: %w", err))
-				return false
+				return err
 			}
 			if c := pc.counters; c != nil {
 				c.sent(frames)
 			}
-			return true
+			return nil
 		}
-		if firstPrio != nil && !write(firstPrio) {
-			pc.inflight = inflight
-			return
+		if firstPrio != nil {
+			if err := write(firstPrio); err != nil {
+				pc.failWrite("write", err, inflight)
+				return
+			}
 		}
 		if ctx, ok := pc.takePong(); ok {
 			arm()
 			if err := pc.zc.pong(ctx); err != nil {
-				pc.close(fmt.Errorf("transport: write pong: %w", err))
-				pc.inflight = inflight
+				pc.failWrite("write pong", err, inflight)
 				return
 			}
 		}
@@ -302,8 +313,8 @@ func (pc *peerConn) writer() {
 				// rest of the batch.
 				select {
 				case fr := <-pc.prio:
-					if !write(fr) {
-						pc.inflight = append(inflight, unwritten(batch[i:])...)
+					if err := write(fr); err != nil {
+						pc.failWrite("write", err, append(inflight, unwritten(batch[i:])...))
 						return
 					}
 				default:
@@ -311,8 +322,8 @@ func (pc *peerConn) writer() {
 				pc.dequeued(it)
 				taken++
 				batch[i] = outItem{}
-				if !write(it.frames) {
-					pc.inflight = append(append(inflight, inflightRec{it: it, end: math.MaxInt64}), unwritten(batch[i+1:])...)
+				if err := write(it.frames); err != nil {
+					pc.failWrite("write", err, append(append(inflight, inflightRec{it: it, end: math.MaxInt64}), unwritten(batch[i+1:])...))
 					return
 				}
 				inflight = append(inflight, inflightRec{it: it, end: pc.zc.g.written()})
@@ -327,10 +338,10 @@ func (pc *peerConn) writer() {
 		pc.armWrite()
 		wrote, err := pc.zc.g.flush()
 		if err != nil {
-			pc.close(fmt.Errorf("transport: flush: %w", err))
-			pc.inflight = inflight
+			pc.failWrite("flush", err, inflight)
 			return
 		}
+		pc.track(inflight)
 		clear(inflight)
 		inflight = inflight[:0]
 		if c := pc.counters; c != nil && wrote {
@@ -373,18 +384,110 @@ func unwritten(items []outItem) []inflightRec {
 	return out
 }
 
+// maxTracked bounds the one-way messages a connection remembers until its
+// peer acknowledges them: about a full kernel send buffer of small
+// records. Older ones are forgotten (they count as delivered).
+const maxTracked = 8192
+
+// track remembers the one-way messages of a flushed batch and forgets
+// those the peer's kernel has acknowledged since (one TCP_INFO read per
+// flush). Where acknowledgements cannot be read nothing is remembered.
+func (pc *peerConn) track(batch []inflightRec) {
+	for _, r := range batch {
+		if r.it.keep {
+			pc.sent = append(pc.sent, r)
+		}
+	}
+	if len(pc.sent) == pc.sentHead {
+		return
+	}
+	acked, ok := tcpBytesAcked(pc.zc.raw)
+	if !ok {
+		clear(pc.sent)
+		pc.sent, pc.sentHead = pc.sent[:0], 0
+		return
+	}
+	for pc.sentHead < len(pc.sent) && (pc.sent[pc.sentHead].end <= acked || len(pc.sent)-pc.sentHead > maxTracked) {
+		pc.sent[pc.sentHead] = inflightRec{}
+		pc.sentHead++
+	}
+	if pc.sentHead == len(pc.sent) {
+		pc.sent, pc.sentHead = pc.sent[:0], 0
+	} else if pc.sentHead > len(pc.sent)/2 {
+		n := copy(pc.sent, pc.sent[pc.sentHead:])
+		clear(pc.sent[n:])
+		pc.sent, pc.sentHead = pc.sent[:n], 0
+	}
+}
+
+// failWrite ends the connection after the writer's write failed, keeping
+// the batch it was writing (inflight) for takeUnsent. A write that failed
+// for any reason but its deadline (a drain's cut, a stalled peer, which
+// may still read what it was sent) means the connection is broken — the
+// peer closed or reset it, and zmq4 refuses writes once a read saw that —
+// so nothing it did not acknowledge will reach it: this is the moment to
+// ask, while the socket is still open, and the answer is kept in late for
+// the reader.
+func (pc *peerConn) failWrite(what string, err error, inflight []inflightRec) {
+	pc.inflight = inflight
+	var ne net.Error
+	if !(errors.As(err, &ne) && ne.Timeout()) {
+		pc.splitInflight()
+		pc.late = pc.undelivered()
+	}
+	pc.close(fmt.Errorf("transport: %s: %w", what, err))
+}
+
+// splitInflight moves the one-way messages of the writer's last batch that
+// left this process into sent; inflight keeps those that did not.
+func (pc *peerConn) splitInflight() {
+	left := pc.zc.g.left()
+	var rest []inflightRec
+	for _, r := range pc.inflight {
+		switch {
+		case r.end > left:
+			rest = append(rest, r)
+		case r.it.keep:
+			pc.sent = append(pc.sent, r)
+		}
+	}
+	pc.inflight = rest
+}
+
+// undelivered returns, once the writer has stopped and before the socket
+// is closed, the one-way messages that left this process but that the
+// peer's kernel never acknowledged, in order: after the peer closed the
+// connection or reset it, those never reached it — a peer that closed a
+// connection it found silent (this process was paused) answers what it
+// is sent afterwards with a reset. It is only asked when the connection
+// ended by the peer's close or reset; a peer that is merely silent may
+// still read them.
+func (pc *peerConn) undelivered() []outItem {
+	acked, ok := tcpBytesAcked(pc.zc.raw)
+	if !ok {
+		return nil
+	}
+	var out []outItem
+	for _, r := range pc.sent[pc.sentHead:] {
+		if r.end > acked {
+			out = append(out, r.it)
+		}
+	}
+	pc.sent, pc.sentHead = nil, 0
+	return out
+}
+
 // takeUnsent returns, in order, the data records that did not leave this
 // process whole once the writer has stopped (after wait): those of its last
 // batch past what the kernel took — the one it was cut in the middle of
 // included, which the peer discards as a truncated frame — then everything
-// still queued. Called once, by the link whose session ended.
+// still queued. Those of the last batch that did leave are remembered for
+// undelivered. Called once, by the link whose session ended.
 func (pc *peerConn) takeUnsent() []outItem {
-	left := pc.zc.g.left()
+	pc.splitInflight()
 	var out []outItem
 	for _, r := range pc.inflight {
-		if r.end > left {
-			out = append(out, r.it)
-		}
+		out = append(out, r.it)
 	}
 	pc.inflight = nil
 	for {

@@ -78,9 +78,10 @@ type guardConn struct {
 	wmu      sync.Mutex
 	bw       *bufio.Writer
 	buffered atomic.Bool
-	// in counts the bytes given to bw, kernel those the socket took from
-	// it (both since buffering began): a record whose last byte is at or
-	// below kernel has left this process whole (peerConn.takeUnsent).
+	// in counts the bytes given to the socket or to bw, kernel those the
+	// socket took (both from the connection's first byte): a record whose
+	// last byte is at or below kernel has left this process whole
+	// (peerConn.takeUnsent).
 	in     int64
 	kernel kernelCount
 }
@@ -247,14 +248,23 @@ func (g *guardConn) Write(p []byte) (int, error) {
 			if g.asServer && len(p) == zmtpGreetingLen {
 				q := append([]byte(nil), p...)
 				q[32] = 1 // as-server
-				return g.Conn.Write(q)
+				return g.direct(q)
 			}
 		}
-		return g.Conn.Write(p)
+		return g.direct(p)
 	}
 	g.wmu.Lock()
 	defer g.wmu.Unlock()
 	n, err := g.bw.Write(p)
+	g.in += int64(n)
+	return n, err
+}
+
+// direct writes a handshake message straight to the socket. It counts in
+// in and kernel too, so that both are offsets in the connection's whole
+// byte stream, as the peer's acknowledgements are (peerConn.acked).
+func (g *guardConn) direct(p []byte) (int, error) {
+	n, err := g.kernel.Write(p)
 	g.in += int64(n)
 	return n, err
 }

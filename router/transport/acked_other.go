@@ -1,0 +1,9 @@
+//go:build !linux
+
+package transport
+
+import "net"
+
+// tcpBytesAcked cannot be read here: what a peer acknowledged is not
+// tracked, and what this node's kernel took counts as delivered.
+func tcpBytesAcked(net.Conn) (int64, bool) { return 0, false }
