@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -12,11 +13,7 @@ import (
 // promptly: every move finds no target at once, so each object fails with
 // that reason and stays served here (200 objects end in milliseconds).
 func TestHostRelocateAloneFailsEachWithTheReason(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 2, clientRole0)
-	ctx := ctxT(t, 30*time.Second)
-	_, mine := createUntil(t, ctx, c, "lone", 1, 200)
+	c, ctx, mine := loneServer(t, "lone", 200)
 	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -36,4 +33,16 @@ func TestHostRelocateAloneFailsEachWithTheReason(t *testing.T) {
 		}
 	}
 	t.Logf("took %s", res.Took)
+}
+
+// loneServer is a client (node 0) and one server (node 1) with want seqType
+// Actors named prefix-<i> on the server.
+func loneServer(t *testing.T, prefix string, want int) (*cluster, context.Context, []ActorRef) {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 2, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, prefix, 1, want)
+	return c, ctx, mine
 }

@@ -411,11 +411,7 @@ func TestDrainUnderTrafficLosesNothing(t *testing.T) {
 // object NotStarted (the shutdown removes them) instead of an empty,
 // still-open command.
 func TestDrainAloneReportsObjectsRemoved(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 2, clientRole0)
-	ctx := ctxT(t, 30*time.Second)
-	_, mine := createUntil(t, ctx, c, "alone", 1, 3)
+	c, ctx, mine := loneServer(t, "alone", 3)
 	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{})
 	if err != nil {
 		t.Fatal(err)
