@@ -89,12 +89,7 @@ func isCounterKey(key string) bool {
 // (its non-anchor rows) and forgets them — or nothing, when one of them may
 // not be planned on: a counter's two rows come from one read or not at all.
 func (e *Executor) takeCounters(r rowSet) map[string]locstore.ReadResult {
-	var keys []string
-	for i, k := range r.keys {
-		if !r.anchor[i] {
-			keys = append(keys, k)
-		}
-	}
+	keys := r.counterKeys()
 	if len(keys) == 0 || e.lanes.busy(keys) {
 		return nil
 	}

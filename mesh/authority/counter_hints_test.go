@@ -175,7 +175,7 @@ func TestPrefetchedCounterNotUsedOnABusyLane(t *testing.T) {
 	cs := &countingStore{Store: mem, reads: map[string]int{}}
 	e := newExecutor(t, cs, hinted(&manualNow{}))
 	key := prefetchCounter(t, mem, e)
-	release, err := e.lanes.acquire(ctx, []string{key})
+	h, err := e.lanes.acquire(ctx, []string{key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestPrefetchedCounterNotUsedOnABusyLane(t *testing.T) {
 	if _, err := e.fetch(ctx, &view{hinted: true, counters: true}, OpCommit, r); err != nil {
 		t.Fatal(err)
 	}
-	release()
+	h.release()
 	if cs.reads[key] != 1 {
 		t.Errorf("counter reads: %d, want 1 (fetch read it: its lane was busy)", cs.reads[key])
 	}

@@ -541,24 +541,25 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 	// until the first batch is sent, and never for a decision that writes
 	// nothing: such a plan is re-planned on a fresh read.
 	hinted := e.hints != nil
-	// release gives back the hot-counter lanes this operation holds
-	// (lanes.go); taken at most once, kept until it returns.
-	var release func()
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
+	// held is the hot-counter lanes this operation holds (lanes.go); taken
+	// at most once, kept until it returns.
+	var held *hold
+	defer func() { held.release() }()
+	// carry: while it holds lanes the operation plans on the counter rows
+	// they were left and on prior, its own read before it queued
+	// (carry.go) — not after a decision taken on them was refused.
+	carry := e.lanes != nil
+	var prior []keyRow
 	acquire := func(hot []string) error {
-		r, err := e.lanes.acquire(ctx, hot)
+		h, err := e.lanes.acquire(ctx, hot)
 		if err != nil {
 			return fmt.Errorf("authority %s: waiting for a hot counter: %w", op, err)
 		}
-		release = r
+		held = h
 		return nil
 	}
 	takeLanes := func(req locstore.WriteRequest, always bool) (bool, error) {
-		if release != nil || e.lanes == nil {
+		if held != nil || e.lanes == nil {
 			return false, nil
 		}
 		hot := hotKeys(req)
@@ -567,17 +568,19 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		return true, acquire(hot)
 	}
-	if e.lanes != nil {
-		if hot := e.lanes.expected(op); hot != nil {
-			if err := acquire(hot); err != nil {
-				return Result{}, err
-			}
-		}
-	}
 	for attempt := 1; ; attempt++ {
 		// Prefetched counters only while this operation has not queued on a
 		// lane: a lane's earlier holder has moved the counter since.
-		v := &view{hinted: hinted, counters: hinted && release == nil && e.hints != nil}
+		v := &view{hinted: hinted, counters: hinted && held == nil && e.hints != nil}
+		if held != nil || !e.lanes.quiet() {
+			// Rows to hand over, or to plan on again after queueing
+			// (carry.go); not recorded while no lane is in use.
+			v.seen = make([]keyRow, 0, batchRows)
+			if carry && held != nil {
+				v.hold, v.prior = held, prior
+			}
+		}
+		prior = nil
 		snap, err := read(ctx, v)
 		if err != nil && v.used.Load() && ctx.Err() == nil {
 			// Rows from hints that do not fit together (a counter's rows
@@ -605,7 +608,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		p, err := plan(snap)
 		if v.used.Load() && (err != nil || p.AlreadyApplied) {
-			hinted = false
+			hinted, carry = false, false
 			attempt-- // not an attempt: nothing was decided
 			continue
 		}
@@ -631,20 +634,25 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		if p.TerminalSkipped {
 			log.Warn("final result not recorded: its retention (deadline + 5 min) had passed by store time")
 		}
-		if e.lanes != nil {
-			e.lanes.remember(op, hotKeys(p.Request))
-		}
 		// Another operation of this executor is queued on a counter this
 		// batch conditions: wait for the turn, then read and plan again.
 		if took, err := takeLanes(p.Request, false); err != nil {
 			return Result{}, err
 		} else if took {
+			prior = v.seen
 			attempt-- // nothing was sent
 			continue
 		}
 		wr, werr := e.store.Write(ctx, p.Request)
 		sent++
 		hinted = false
+		if held != nil {
+			if werr == nil && wr.Applied {
+				held.leave(v.seen, p.Request, wr)
+			} else {
+				held.drop()
+			}
+		}
 		if werr == nil && e.hints != nil {
 			e.hints.counterMoved(p.Request, wr.Applied)
 		}

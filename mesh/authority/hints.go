@@ -317,4 +317,29 @@ type view struct {
 	hinted   bool        // may answer from hints
 	counters bool        // may also answer counters from prefetched values
 	used     atomic.Bool // answered at least one row from hints
+	// hold, when set, is the lanes the operation holds: counters may come
+	// from what they were left (carry.go), anchors from prior (the rows of
+	// the operation's read before it queued).
+	hold  *hold
+	prior []keyRow
+	// seen, when not nil, gets every row the view answered: what the
+	// operation planned on, to hand over (carry.go) or to plan on again
+	// once it holds the lanes (prior).
+	seen []keyRow
+}
+
+// keyRow is one row read.
+type keyRow struct {
+	key string
+	rr  locstore.ReadResult
+}
+
+// rowIn returns the row of key in rows.
+func rowIn(rows []keyRow, key string) (locstore.ReadResult, bool) {
+	for _, r := range rows {
+		if r.key == key {
+			return r.rr, true
+		}
+	}
+	return locstore.ReadResult{}, false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -21,50 +22,40 @@ import (
 // they can only take turns. So an operation whose batch would condition a
 // counter that another operation of this executor is already queued on (or
 // whose batch just lost on a counter) joins that counter's lane: it waits
-// its turn, then reads and plans again and writes while no other operation
-// of this executor can move that counter. Conflicts are then left to
-// writers in other processes, which the CAS still settles as before.
+// its turn, then plans again — on the counter rows the previous holder's
+// batch left and on its own read from before it queued (carry.go), so its
+// turn is the batch's round trip alone — and writes while no other
+// operation of this executor can move that counter. Conflicts are then left
+// to writers in other processes, which the CAS still settles as before.
 //
 // The lanes change nothing about correctness — every batch is still fully
 // conditioned — only who goes when. An operation takes its lanes at most
 // once (all at once, in key order, so two operations never wait on each
 // other) and keeps them until it returns.
 type lanes struct {
-	mu sync.Mutex
-	m  map[string]*lane
-	// last is the hot keys of each operation kind's last batch: when they
-	// are busy, an operation of that kind queues before its first read
-	// instead of reading, finding them busy and reading again.
-	last map[Op][]string
-}
-
-// remember records the hot keys of op's batch.
-func (l *lanes) remember(op Op, keys []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.last == nil {
-		l.last = map[Op][]string{}
-	}
-	if !slices.Equal(l.last[op], keys) {
-		l.last[op] = keys
-	}
-}
-
-// expected returns the hot keys of op's last batch when one of them is
-// busy now.
-func (l *lanes) expected(op Op) []string {
-	l.mu.Lock()
-	keys := l.last[op]
-	l.mu.Unlock()
-	if len(keys) == 0 || !l.busy(keys) {
-		return nil
-	}
-	return keys
+	seq atomic.Uint64 // orders hand-overs (carry.go)
+	// inUse counts the lanes someone holds or waits for: while it is zero
+	// no operation records its rows for a hand-over (carry.go).
+	inUse atomic.Int32
+	mu    sync.Mutex
+	m   map[string]*lane
 }
 
 type lane struct {
 	token chan struct{} // holds one token while the lane is free
 	refs  int           // holders and waiters
+	// left is the counter rows as the last applied batch of a holder of
+	// this lane left them, for the next holder (carry.go); nil when the
+	// last holder's batch did not apply or nothing was left yet. Only a
+	// holder reads or writes it.
+	left *leftRows
+}
+
+// hold is the lanes one operation holds, in key order.
+type hold struct {
+	l     *lanes
+	keys  []string
+	lanes []*lane
 }
 
 // hotKeys are the shared counters req is conditioned on: the
@@ -90,6 +81,9 @@ var (
 	capacityPrefix = record.KindPrefix(KindCapacity)
 )
 
+// quiet reports that no lane is in use (always without lanes).
+func (l *lanes) quiet() bool { return l == nil || l.inUse.Load() == 0 }
+
 // busy reports whether another operation holds or waits for one of keys
 // (never without lanes).
 func (l *lanes) busy(keys []string) bool {
@@ -107,8 +101,9 @@ func (l *lanes) busy(keys []string) bool {
 }
 
 // acquire waits for the lanes of keys (sorted, distinct) in order and
-// returns their release. On ctx's end it gives back what it took.
-func (l *lanes) acquire(ctx context.Context, keys []string) (func(), error) {
+// returns them held; hold.release gives them back. On ctx's end it gives
+// back what it took.
+func (l *lanes) acquire(ctx context.Context, keys []string) (*hold, error) {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = map[string]*lane{}
@@ -121,31 +116,45 @@ func (l *lanes) acquire(ctx context.Context, keys []string) (func(), error) {
 			ln = &lane{token: make(chan struct{}, 1)}
 			ln.token <- struct{}{}
 			l.m[k] = ln
+			l.inUse.Add(1)
 		}
 		ln.refs++
 		all[i] = ln
 	}
 	l.mu.Unlock()
-	release := func() {
-		for _, ln := range held {
-			ln.token <- struct{}{}
-		}
-		l.mu.Lock()
-		for i, ln := range all {
-			if ln.refs--; ln.refs == 0 {
-				delete(l.m, keys[i])
-			}
-		}
-		l.mu.Unlock()
-	}
+	h := &hold{l: l, keys: keys, lanes: all}
 	for _, ln := range all {
 		select {
 		case <-ln.token:
 			held = append(held, ln)
 		case <-ctx.Done():
-			release()
+			h.give(held)
 			return nil, context.Cause(ctx)
 		}
 	}
-	return release, nil
+	return h, nil
+}
+
+// release gives the lanes back (nil: nothing held).
+func (h *hold) release() {
+	if h != nil {
+		h.give(h.lanes)
+	}
+}
+
+// give returns the tokens of held and drops the references of every lane
+// h waited for; a lane nobody holds or waits for goes, with what it was
+// left.
+func (h *hold) give(held []*lane) {
+	for _, ln := range held {
+		ln.token <- struct{}{}
+	}
+	h.l.mu.Lock()
+	for i, ln := range h.lanes {
+		if ln.refs--; ln.refs == 0 {
+			delete(h.l.m, h.keys[i])
+			h.l.inUse.Add(-1)
+		}
+	}
+	h.l.mu.Unlock()
 }

@@ -40,7 +40,7 @@ func TestLanesExclusiveOrderedCancellable(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			keys := sets[i%len(sets)]
-			release, err := l.acquire(ctx, keys)
+			h, err := l.acquire(ctx, keys)
 			if err != nil {
 				t.Error(err)
 				return
@@ -54,7 +54,7 @@ func TestLanesExclusiveOrderedCancellable(t *testing.T) {
 			for _, k := range keys {
 				inside[k[0]-'a'].Add(-1)
 			}
-			release()
+			h.release()
 		}()
 	}
 	wg.Wait()
@@ -62,7 +62,7 @@ func TestLanesExclusiveOrderedCancellable(t *testing.T) {
 		t.Fatalf("lanes left after every release: %v", l.m)
 	}
 	// A waiter whose context ends gives up and leaves nothing behind.
-	release, err := l.acquire(ctx, []string{"x"})
+	h, err := l.acquire(ctx, []string{"x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestLanesExclusiveOrderedCancellable(t *testing.T) {
 	if _, err := l.acquire(cctx, []string{"w", "x"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiting past the deadline: %v", err)
 	}
-	release()
+	h.release()
 	if len(l.m) != 0 || l.busy([]string{"w", "x"}) {
 		t.Fatalf("lanes left: %v", l.m)
 	}

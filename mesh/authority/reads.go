@@ -60,14 +60,25 @@ func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRea
 	out := rowsRead{rr: make([]locstore.ReadResult, len(r.keys))}
 	// Prefetched counters are taken all or none: a counter is two rows, and
 	// one row prefetched beside the other read now would not be one
-	// snapshot.
+	// snapshot. Rows a lane was left (carry.go) likewise.
 	var counters map[string]locstore.ReadResult
-	if v != nil && v.counters {
+	switch {
+	case v == nil:
+	case v.hold != nil:
+		counters = v.hold.leftFor(r.counterKeys(), v.prior)
+	case v.counters:
 		counters = e.takeCounters(r)
 	}
 	var keys []string
 	var at []int
 	for i, k := range r.keys {
+		if r.anchor[i] && v != nil && v.prior != nil {
+			if rr, ok := rowIn(v.prior, k); ok {
+				v.used.Store(true)
+				out.rr[i] = rr
+				continue
+			}
+		}
 		if r.anchor[i] && e.hints != nil && v != nil && v.hinted {
 			if rr, ok := e.hints.get(k); ok {
 				v.used.Store(true)
@@ -103,7 +114,23 @@ func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRea
 	if out.now.IsZero() && len(out.rr) > 0 {
 		out.now = out.rr[0].StoreNow // every row hinted: the first hint's time
 	}
+	if v != nil && v.seen != nil {
+		for i, k := range r.keys {
+			v.seen = append(v.seen, keyRow{k, out.rr[i]})
+		}
+	}
 	return out, nil
+}
+
+// counterKeys are the rows of r that are not anchors: its counters.
+func (r rowSet) counterKeys() []string {
+	var keys []string
+	for i, k := range r.keys {
+		if !r.anchor[i] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // Row keys and decoders. A decode error names the operation.

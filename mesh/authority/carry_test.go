@@ -1,0 +1,304 @@
+package authority
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// gateStore counts the reads of each key and runs hooks around the n-th
+// write (1-based): before it is sent (to hold it) and after it applied.
+type gateStore struct {
+	locstore.Store
+	mu     sync.Mutex
+	reads  map[string]int
+	writes int
+	before func(n int)
+	after  func(n int)
+}
+
+func (g *gateStore) count(keys ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		g.reads[k]++
+	}
+}
+
+func (g *gateStore) readsOf(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reads[key]
+}
+
+func (g *gateStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	g.count(key)
+	return g.Store.Read(ctx, key)
+}
+
+func (g *gateStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	g.count(keys...)
+	return locstore.ReadMany(ctx, g.Store, keys)
+}
+
+func (g *gateStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	g.mu.Lock()
+	g.writes++
+	n := g.writes
+	g.mu.Unlock()
+	if g.before != nil {
+		g.before(n)
+	}
+	wr, err := g.Store.Write(ctx, req)
+	if g.after != nil {
+		g.after(n)
+	}
+	return wr, err
+}
+
+// queuedOn waits until n operations of e hold or wait for the lane of key.
+func queuedOn(t *testing.T, e *Executor, key string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		e.lanes.mu.Lock()
+		ln := e.lanes.m[key]
+		refs := 0
+		if ln != nil {
+			refs = ln.refs
+		}
+		e.lanes.mu.Unlock()
+		if refs >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d operations on the lane of %s", n, key)
+}
+
+// laneScene runs two Reserves of one executor: the first one's batch is
+// held until the second one queues on the counter's lane behind it;
+// between the first batch applying and the second one's turn, between runs
+// (another process's writes).
+func laneScene(t *testing.T, between func(store locstore.Store)) (*gateStore, [2]Result, [2]error) {
+	t.Helper()
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	g := &gateStore{Store: mem, reads: map[string]int{}}
+	e := newExecutor(t, g)
+	hold := make(chan struct{})
+	g.before = func(n int) {
+		if n == 1 {
+			<-hold
+		}
+	}
+	g.after = func(n int) {
+		if n == 1 && between != nil {
+			between(mem)
+		}
+	}
+	objs := [2]Object{
+		{ID: "user:1", Kind: record.ObjectActor, StableType: "Player"},
+		{ID: "user:2", Kind: record.ObjectActor, StableType: "Player"},
+	}
+	var res [2]Result
+	var errs [2]error
+	var wg sync.WaitGroup
+	run := func(i int) {
+		defer wg.Done()
+		res[i], errs[i] = e.Reserve(ctx, ReserveRequest{Object: objs[i], Target: targetA(), Creation: pending("res-" + objs[i].ID)})
+	}
+	wg.Add(1)
+	go run(0)
+	queuedOn(t, e, objGenKey(t), 0) // the lane appears once the first batch is planned
+	for deadline := time.Now().Add(5 * time.Second); g.readsOf(objGenKey(t)) < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first Reserve never read")
+		}
+	}
+	// The first Reserve writes without queueing (nothing was busy): make
+	// its lane busy so that the second one queues behind it.
+	first, err := e.lanes.acquire(ctx, []string{objGenKey(t), secKey(t, actorsOf(nodeA))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go run(1)
+	queuedOn(t, e, objGenKey(t), 2)
+	// What the first batch leaves goes to the lanes held for it.
+	e.lanes.mu.Lock()
+	e.lanes.mu.Unlock()
+	close(hold)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		g.mu.Lock()
+		n := g.writes
+		g.mu.Unlock()
+		if n >= 1 && errs[0] == nil && res[0].Attempts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first Reserve did not apply")
+		}
+	}
+	_ = first
+	return g, res, errs
+}
+
+// laneTurns plays two turns on the lanes of a Reserve on target: a holder
+// whose batch (user:1) applies and leaves its rows, then the Reserve of
+// user:2, queued behind it. setup runs first; between runs after the first
+// batch applied and before the second Reserve's turn — another process's
+// writes. It returns the second Reserve's result and how many times its
+// turn read the ObjectGeneration counter.
+func laneTurns(t *testing.T, target Target, setup, between func(store locstore.Store)) (locstore.Store, Result, error, int) {
+	t.Helper()
+	ctx := context.Background()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	if setup != nil {
+		setup(mem)
+	}
+	g := &gateStore{Store: mem, reads: map[string]int{}}
+	e := newExecutor(t, g)
+	gen := objGenKey(t)
+	h, err := e.lanes.acquire(ctx, []string{gen, secKey(t, actorsOf(target.Node))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second Result
+	var secondErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		obj := Object{ID: "user:2", Kind: record.ObjectActor, StableType: "Player"}
+		second, secondErr = e.Reserve(ctx, ReserveRequest{Object: obj, Target: target, Creation: pending("res-2")})
+	}()
+	queuedOn(t, e, gen, 2) // user:2 read, planned and queued behind h
+	// h's turn, as run takes it: plan on a fresh read, write, leave.
+	first := ReserveRequest{Object: Object{ID: "user:1", Kind: record.ObjectActor, StableType: "Player"}, Target: target, Creation: pending("res-1")}
+	v := &view{}
+	v.seen = make([]keyRow, 0, batchRows)
+	p, err := PlanReserve(first, reserveSnapshot(t, e, v, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr, err := mem.Write(ctx, p.Request)
+	if err != nil || !wr.Applied {
+		t.Fatalf("first batch: %+v, %v", wr, err)
+	}
+	h.leave(v.seen, p.Request, wr)
+	if between != nil {
+		between(mem)
+	}
+	readsBefore := g.readsOf(gen)
+	h.release()
+	<-done
+	return mem, second, secondErr, g.readsOf(gen) - readsBefore
+}
+
+// The holder after a holder whose batch applied plans on the counter rows
+// that batch left: its turn reads nothing, and the counters come out exact.
+func TestLaneHolderPlansOnWhatTheLastBatchLeft(t *testing.T) {
+	mem, second, err, reads := laneTurns(t, targetA(), nil, nil)
+	if err != nil || second.Attempts != 1 {
+		t.Fatalf("second Reserve: %d batches, %v (want one batch)", second.Attempts, err)
+	}
+	if reads != 0 {
+		t.Errorf("the next holder read the ObjectGeneration counter %d times in its turn, want 0 (it was left the rows)", reads)
+	}
+	if got := second.Plan.Record.ObjectGeneration; got != 2 {
+		t.Errorf("second ObjectGeneration %d, want 2", got)
+	}
+	if u := readUsage(t, mem, actorsOf(nodeA)); u != (Usage{Reserved: 2}) {
+		t.Errorf("counter: %+v, want 2 reserved", u)
+	}
+}
+
+// reserveOther is another process's Reserve of obj on target.
+func reserveOther(t *testing.T, store locstore.Store, obj Object, target Target, res string) Result {
+	t.Helper()
+	r, err := newExecutor(t, store, WithoutLanes()).Reserve(context.Background(), ReserveRequest{Object: obj, Target: target, Creation: pending(res)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Rows another process moved after they were left cost the next holder one
+// refused batch and a fresh read, never a wrong commit; what it was left is
+// dropped with the refused batch (or it would be refused again and again).
+func TestLeftRowsMovedByAnotherProcessCostAConflict(t *testing.T) {
+	other := func(store locstore.Store) {
+		reserveOther(t, store, Object{ID: "user:3", Kind: record.ObjectActor, StableType: "Player"}, targetA(), "res-3")
+	}
+	mem, second, err, _ := laneTurns(t, targetA(), nil, other)
+	if err != nil || second.Attempts != 2 {
+		t.Fatalf("second Reserve: %d batches, %v (want a refused batch, then one planned on a fresh read)", second.Attempts, err)
+	}
+	if got := second.Plan.Record.ObjectGeneration; got != 3 {
+		t.Errorf("second ObjectGeneration %d, want 3 (after the other process's 2)", got)
+	}
+	if u := readUsage(t, mem, actorsOf(nodeA)); u != (Usage{Reserved: 3}) {
+		t.Errorf("counter: %+v, want 3 reserved", u)
+	}
+}
+
+// A refusal planned on left rows is not believed: here they say the node
+// is full, but another process has given a slot back since, and the
+// Reserve plans again on a fresh read and takes it.
+func TestRefusalOnLeftRowsIsReplannedOnAFreshRead(t *testing.T) {
+	tgt := targetA()
+	tgt.Limits.Actors = 2
+	zero := Object{ID: "user:0", Kind: record.ObjectActor, StableType: "Player"}
+	var zeroGen uint64
+	setup := func(store locstore.Store) {
+		zeroGen = uint64(reserveOther(t, store, zero, tgt, "res-0").Plan.Record.ObjectGeneration)
+	}
+	giveBack := func(store locstore.Store) {
+		e2 := newExecutor(t, store, WithoutLanes())
+		if _, err := e2.Abort(context.Background(), AbortRequest{Object: zero, ReservationID: "res-0", ObjectGeneration: zeroGen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem, _, err, _ := laneTurns(t, tgt, setup, giveBack)
+	if err != nil {
+		t.Fatalf("second Reserve refused on left rows: %v", err)
+	}
+	if u := readUsage(t, mem, actorsOf(nodeA)); u != (Usage{Reserved: 2}) {
+		t.Errorf("counter: %+v, want 2 reserved (user:1 and user:2)", u)
+	}
+}
+
+// reserveSnapshot reads a Reserve's rows through v, as Executor.Reserve's
+// reader does.
+func reserveSnapshot(t *testing.T, e *Executor, v *view, req ReserveRequest) Snapshot {
+	t.Helper()
+	key, _ := req.Object.Key()
+	gen := objGenKey(t)
+	ids := CountersFor(req.Target.Node, Bundle{Actors: 1})
+	var r rowSet
+	ai, ci := r.add(key, true), r.add(gen, false)
+	li := r.addLease(OpReserve, req.Target.Owner.ID)
+	capAt := r.addCapacity(OpReserve, ids)
+	got, err := e.fetch(context.Background(), v, OpReserve, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Snapshot{StoreNow: got.now}
+	if s.Authority, err = e.authorityAt(OpReserve, key, got.rr[ai]); err != nil {
+		t.Fatal(err)
+	}
+	if s.ObjectGeneration, err = CounterRowOf(gen, got.rr[ci]); err != nil {
+		t.Fatal(err)
+	}
+	if s.TargetLease, err = got.lease(OpReserve, r, li); err != nil {
+		t.Fatal(err)
+	}
+	if s.Capacity, err = capacityAt(OpReserve, ids, got, capAt); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
