@@ -38,7 +38,7 @@ type lanes struct {
 	// no operation records its rows for a hand-over (carry.go).
 	inUse atomic.Int32
 	mu    sync.Mutex
-	m   map[string]*lane
+	m     map[string]*lane
 }
 
 type lane struct {
