@@ -1,6 +1,8 @@
 package authority
 
 import (
+	"time"
+
 	"github.com/meshnode/meshnode/locstore"
 )
 
@@ -47,7 +49,7 @@ type leftRows struct {
 // queued, fresher than any hand-over — or else from the latest hand-over
 // that has it.
 func (h *hold) leftFor(keys []string, prior []keyRow) map[string]locstore.ReadResult {
-	if h == nil || len(keys) == 0 {
+	if h == nil || len(keys) == 0 || h.contended() {
 		return nil
 	}
 	out := make(map[string]locstore.ReadResult, len(keys))
@@ -122,12 +124,38 @@ func (h *hold) leave(seen []keyRow, req locstore.WriteRequest, wr locstore.Write
 }
 
 // drop forgets what the lanes of h were left: the batch of their holder
-// did not apply, or its answer was lost.
-func (h *hold) drop() {
+// did not apply (lost: it was refused, so another process moves one of
+// their counters), or its answer was lost.
+func (h *hold) drop(lost bool) {
 	if h == nil {
 		return
 	}
+	now := h.l.clock()
 	for _, ln := range h.lanes {
 		ln.left = nil
+		if lost {
+			ln.lostAt.Store(int64(now) + 1)
+		}
 	}
+}
+
+// contended reports that a batch lost on one of h's lanes within
+// counterQuiet: another process is moving that counter, and a row handed
+// over between two of its batches would mostly be stale — a refused batch
+// costs more than the read it saves (measured on host relocation, where
+// two targets' owner CAS batches both move the source's counter).
+func (h *hold) contended() bool {
+	now := h.l.clock()
+	for _, ln := range h.lanes {
+		if ln.contended(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// contended reports a loss on ln within counterQuiet of now.
+func (ln *lane) contended(now time.Duration) bool {
+	at := ln.lostAt.Load()
+	return at != 0 && now-time.Duration(at-1) < counterQuiet
 }

@@ -78,75 +78,6 @@ func queuedOn(t *testing.T, e *Executor, key string, n int) {
 	t.Fatalf("fewer than %d operations on the lane of %s", n, key)
 }
 
-// laneScene runs two Reserves of one executor: the first one's batch is
-// held until the second one queues on the counter's lane behind it;
-// between the first batch applying and the second one's turn, between runs
-// (another process's writes).
-func laneScene(t *testing.T, between func(store locstore.Store)) (*gateStore, [2]Result, [2]error) {
-	t.Helper()
-	ctx := context.Background()
-	mem, _ := newMemory(t)
-	putLease(t, mem, ownerA)
-	g := &gateStore{Store: mem, reads: map[string]int{}}
-	e := newExecutor(t, g)
-	hold := make(chan struct{})
-	g.before = func(n int) {
-		if n == 1 {
-			<-hold
-		}
-	}
-	g.after = func(n int) {
-		if n == 1 && between != nil {
-			between(mem)
-		}
-	}
-	objs := [2]Object{
-		{ID: "user:1", Kind: record.ObjectActor, StableType: "Player"},
-		{ID: "user:2", Kind: record.ObjectActor, StableType: "Player"},
-	}
-	var res [2]Result
-	var errs [2]error
-	var wg sync.WaitGroup
-	run := func(i int) {
-		defer wg.Done()
-		res[i], errs[i] = e.Reserve(ctx, ReserveRequest{Object: objs[i], Target: targetA(), Creation: pending("res-" + objs[i].ID)})
-	}
-	wg.Add(1)
-	go run(0)
-	queuedOn(t, e, objGenKey(t), 0) // the lane appears once the first batch is planned
-	for deadline := time.Now().Add(5 * time.Second); g.readsOf(objGenKey(t)) < 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first Reserve never read")
-		}
-	}
-	// The first Reserve writes without queueing (nothing was busy): make
-	// its lane busy so that the second one queues behind it.
-	first, err := e.lanes.acquire(ctx, []string{objGenKey(t), secKey(t, actorsOf(nodeA))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Add(1)
-	go run(1)
-	queuedOn(t, e, objGenKey(t), 2)
-	// What the first batch leaves goes to the lanes held for it.
-	e.lanes.mu.Lock()
-	e.lanes.mu.Unlock()
-	close(hold)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		g.mu.Lock()
-		n := g.writes
-		g.mu.Unlock()
-		if n >= 1 && errs[0] == nil && res[0].Attempts == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first Reserve did not apply")
-		}
-	}
-	_ = first
-	return g, res, errs
-}
-
 // laneTurns plays two turns on the lanes of a Reserve on target: a holder
 // whose batch (user:1) applies and leaves its rows, then the Reserve of
 // user:2, queued behind it. setup runs first; between runs after the first
@@ -155,14 +86,30 @@ func laneScene(t *testing.T, between func(store locstore.Store)) (*gateStore, [2
 // turn read the ObjectGeneration counter.
 func laneTurns(t *testing.T, target Target, setup, between func(store locstore.Store)) (locstore.Store, Result, error, int) {
 	t.Helper()
+	return laneTurnsWith(t, laneScene{target: target, setup: setup, between: between})
+}
+
+// laneScene is what laneTurnsWith plays: laneTurns's arguments, the
+// executor's options, and what the first holder does to its lanes before
+// it leaves its rows.
+type laneScene struct {
+	target         Target
+	setup, between func(store locstore.Store)
+	opts           []ExecutorOption
+	beforeLeave    func(h *hold)
+}
+
+func laneTurnsWith(t *testing.T, sc laneScene) (locstore.Store, Result, error, int) {
+	t.Helper()
 	ctx := context.Background()
+	target, setup, between := sc.target, sc.setup, sc.between
 	mem, _ := newMemory(t)
 	putLease(t, mem, ownerA)
 	if setup != nil {
 		setup(mem)
 	}
 	g := &gateStore{Store: mem, reads: map[string]int{}}
-	e := newExecutor(t, g)
+	e := newExecutor(t, g, sc.opts...)
 	gen := objGenKey(t)
 	h, err := e.lanes.acquire(ctx, []string{gen, secKey(t, actorsOf(target.Node))})
 	if err != nil {
@@ -189,6 +136,9 @@ func laneTurns(t *testing.T, target Target, setup, between func(store locstore.S
 	if err != nil || !wr.Applied {
 		t.Fatalf("first batch: %+v, %v", wr, err)
 	}
+	if sc.beforeLeave != nil {
+		sc.beforeLeave(h)
+	}
 	h.leave(v.seen, p.Request, wr)
 	if between != nil {
 		between(mem)
@@ -214,6 +164,36 @@ func TestLaneHolderPlansOnWhatTheLastBatchLeft(t *testing.T) {
 	}
 	if u := readUsage(t, mem, actorsOf(nodeA)); u != (Usage{Reserved: 2}) {
 		t.Errorf("counter: %+v, want 2 reserved", u)
+	}
+}
+
+// Within counterQuiet of a batch losing on a lane, its holders read the
+// counters in their turn rather than plan on a hand-over: another process
+// is moving them, and a stale hand-over would cost a refused batch.
+func TestContendedLaneReadsInsteadOfHandOver(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		after     time.Duration
+		wantReads int
+	}{
+		{"just after the loss", 0, 1},
+		{"within the quiet time", counterQuiet - time.Millisecond, 1},
+		{"once it has passed", counterQuiet, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &manualNow{}
+			_, second, err, reads := laneTurnsWith(t, laneScene{target: targetA(), opts: []ExecutorOption{hinted(clock)},
+				beforeLeave: func(h *hold) {
+					h.drop(true) // an earlier batch on these lanes lost
+					clock.advance(tc.after)
+				}})
+			if err != nil || second.Attempts != 1 {
+				t.Fatalf("second Reserve: %d batches, %v", second.Attempts, err)
+			}
+			if reads != tc.wantReads {
+				t.Errorf("counter reads in the turn: %d, want %d", reads, tc.wantReads)
+			}
+		})
 	}
 }
 

@@ -118,6 +118,9 @@ func NewExecutor(store locstore.Store, opts ...ExecutorOption) (*Executor, error
 			return nil, err
 		}
 	}
+	if e.lanes != nil && e.hints != nil {
+		e.lanes.now = e.hints.now
+	}
 	return e, nil
 }
 
@@ -568,6 +571,13 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		return true, acquire(hot)
 	}
+	if e.lanes != nil {
+		if hot := e.lanes.expected(op); hot != nil {
+			if err := acquire(hot); err != nil {
+				return Result{}, err
+			}
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		// Prefetched counters only while this operation has not queued on a
 		// lane: a lane's earlier holder has moved the counter since.
@@ -634,8 +644,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		if p.TerminalSkipped {
 			log.Warn("final result not recorded: its retention (deadline + 5 min) had passed by store time")
 		}
+		if e.lanes != nil {
+			e.lanes.remember(op, hotKeys(p.Request))
+		}
 		// Another operation of this executor is queued on a counter this
-		// batch conditions: wait for the turn, then read and plan again.
+		// batch conditions: wait for the turn, then plan again (carry.go).
 		if took, err := takeLanes(p.Request, false); err != nil {
 			return Result{}, err
 		} else if took {
@@ -650,7 +663,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			if werr == nil && wr.Applied {
 				held.leave(v.seen, p.Request, wr)
 			} else {
-				held.drop()
+				held.drop(werr == nil)
 			}
 		}
 		if werr == nil && e.hints != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -37,8 +38,52 @@ type lanes struct {
 	// inUse counts the lanes someone holds or waits for: while it is zero
 	// no operation records its rows for a hand-over (carry.go).
 	inUse atomic.Int32
-	mu    sync.Mutex
-	m     map[string]*lane
+	// now is a monotonic reading (the row hints' clock when there are
+	// hints) for when a lane's batch last lost (carry.go).
+	now func() time.Duration
+	mu  sync.Mutex
+	m   map[string]*lane
+	// last is the hot keys of each operation kind's last batch: when they
+	// are busy and contended, an operation of that kind queues before its
+	// first read (expected).
+	last map[Op][]string
+}
+
+// remember records the hot keys of op's batch.
+func (l *lanes) remember(op Op, keys []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = map[Op][]string{}
+	}
+	if !slices.Equal(l.last[op], keys) {
+		l.last[op] = keys
+	}
+}
+
+// expected returns the hot keys of op's last batch when one of them is
+// busy and contended now (carry.go): the operation would read, find them
+// busy, queue and read again, since a hand-over on a contended lane is not
+// planned on — so it queues first.
+func (l *lanes) expected(op Op) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := l.last[op]
+	if len(keys) == 0 {
+		return nil
+	}
+	now := l.clock()
+	busy, contended := false, false
+	for _, k := range keys {
+		if ln := l.m[k]; ln != nil && ln.refs > 0 {
+			busy = true
+			contended = contended || ln.contended(now)
+		}
+	}
+	if !busy || !contended {
+		return nil
+	}
+	return keys
 }
 
 type lane struct {
@@ -49,6 +94,12 @@ type lane struct {
 	// last holder's batch did not apply or nothing was left yet. Only a
 	// holder reads or writes it.
 	left *leftRows
+	// lostAt is 1 + when a holder's batch last lost on this lane (0:
+	// never): another process moves its counter, so for counterQuiet the
+	// holders read it in their turn instead of planning on a hand-over, and
+	// operations queue before they read (expected). Atomic: expected reads
+	// it without holding the lane.
+	lostAt atomic.Int64
 }
 
 // hold is the lanes one operation holds, in key order.
@@ -80,6 +131,16 @@ var (
 	counterPrefix  = record.KindPrefix(record.KindCounter)
 	capacityPrefix = record.KindPrefix(KindCapacity)
 )
+
+// clock reads now (a process-wide monotonic clock when none was set).
+func (l *lanes) clock() time.Duration {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Since(processStart)
+}
+
+var processStart = time.Now()
 
 // quiet reports that no lane is in use (always without lanes).
 func (l *lanes) quiet() bool { return l == nil || l.inUse.Load() == 0 }
