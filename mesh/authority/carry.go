@@ -30,8 +30,18 @@ import (
 // fresh read (view.used). What a holder left is dropped when its batch did
 // not apply or its answer was lost, and goes with the lane when no
 // operation holds or waits for it; a batch of this executor that moves a
-// counter without holding its lane finds the lane idle (it would have
-// queued otherwise), so nothing stale of this process's own is left.
+// counter without holding its lane found the lane idle (it would have
+// queued otherwise), so what a lane holds is the last this process wrote —
+// except in the moment a lane is made while such a batch is in flight,
+// which again costs a Conflict at most.
+//
+// Where another process moves the counter too, a hand-over is mostly stale:
+// a lane whose batch lost within counterQuiet is contended, and there the
+// holders read the counters in their turn as before (contended).
+//
+// The counter rows a step reads without conditioning them (a Reserve's
+// active row, a Commit's secured row) only feed checks; they come from the
+// step's own read before it queued when it has one (leftFor).
 
 // leftRows is what one applied batch left: every counter row its step
 // planned on, as the batch left it. seq orders the batches of an executor.
