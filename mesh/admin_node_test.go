@@ -102,6 +102,9 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 		`meshnode_transport_flushes_total{peer=`,
 		"meshnode_owner_lease_remaining_seconds ",
 		"meshnode_ready 1",
+		`meshnode_authority_conflicts_total{op="newOwner"} `,
+		`meshnode_authority_lane_waits_total{op="reserve"} `,
+		`meshnode_authority_lane_wait_seconds_total{op="commit"} `,
 		"go_goroutines ",
 	} {
 		if !strings.Contains(body, want) {

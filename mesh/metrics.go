@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/relocstore"
 )
@@ -284,12 +285,24 @@ var (
 		[]string{"kind"}, nil)
 	descRounds = prometheus.NewDesc("meshnode_discovery_rounds_total", "Discovery rounds, by whether the descriptor list was read whole (listed), brought up to date from the descriptor journal (followed) or unchanged (cached).",
 		[]string{"list"}, nil)
+	descAuthConfl = prometheus.NewDesc("meshnode_authority_conflicts_total", "Location Store batches of this node's authority operations that the store refused because a row they were conditioned on had moved since it was read (contention with another process), by operation.",
+		[]string{"op"}, nil)
+	descLaneWaits = prometheus.NewDesc("meshnode_authority_lane_waits_total", "Times an authority operation of this node queued behind others of this node on a hot counter (the ObjectGeneration counter, a capacity counter), by operation.",
+		[]string{"op"}, nil)
+	descLaneWait = prometheus.NewDesc("meshnode_authority_lane_wait_seconds_total", "Time authority operations of this node spent queued on hot counters, by operation.",
+		[]string{"op"}, nil)
 )
+
+// authorityOps are the operations whose contention the metrics report,
+// each always present (0 until it meets any).
+var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, authority.OpAbort, authority.OpPreserve,
+	authority.OpNewOwner, authority.OpDelete, authority.OpSecureCapacity, authority.OpReleaseCapacity,
+	authority.OpRecordCaptured, authority.OpRecordPrepared, authority.OpCompleteRelocation, authority.OpSweep}
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
 		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descProto, descLease, descReady, descHostMv,
-		descDisc, descRounds} {
+		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
 }
@@ -321,6 +334,13 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{"activated", st.InstancesActivated}, {"recovered", st.InstancesRecovered}, {"cancelled", st.InstancesCancelled},
 			{"data_lost", st.InstancesDataLost}, {"refused", st.InstanceRefused}, {"dropped", st.InstanceDropped}} {
 			counter(descInstance, o.v, o.name)
+		}
+		as := n.obj.exec.Stats()
+		for _, op := range authorityOps {
+			st := as[op]
+			counter(descAuthConfl, st.Conflicts, string(op))
+			counter(descLaneWaits, st.LaneWaits, string(op))
+			ch <- prometheus.MustNewConstMetric(descLaneWait, prometheus.CounterValue, st.LaneWait.Seconds(), string(op))
 		}
 		running := 0.0
 		if n.obj.hostMove.Load() {

@@ -99,6 +99,7 @@ type laneScene struct {
 	setup, between func(store locstore.Store)
 	opts           []ExecutorOption
 	beforeLeave    func(h *hold)
+	statsOf        func(e *Executor) // after the second Reserve
 }
 
 func laneTurnsWith(t *testing.T, sc laneScene) (locstore.Store, Result, error, int) {
@@ -148,6 +149,9 @@ func laneTurnsWith(t *testing.T, sc laneScene) (locstore.Store, Result, error, i
 	readsBefore := g.readsOf(gen)
 	h.release()
 	<-done
+	if sc.statsOf != nil {
+		sc.statsOf(e)
+	}
 	return mem, second, secondErr, g.readsOf(gen) - readsBefore
 }
 
@@ -356,3 +360,20 @@ func TestGenerationRaceMemory(t *testing.T) {
 }
 
 func TestGenerationRaceRedis(t *testing.T) { runGenerationRace(t, newRedis(t), 150, 8) }
+
+// The executor counts, by operation, the batches the store refused and the
+// waits on hot counters' lanes (what an operator sees as metrics).
+func TestStatsCountConflictsAndLaneWaits(t *testing.T) {
+	other := func(store locstore.Store) {
+		reserveOther(t, store, Object{ID: "user:3", Kind: record.ObjectActor, StableType: "Player"}, targetA(), "res-3")
+	}
+	_, second, err, _ := laneTurnsWith(t, laneScene{target: targetA(), between: other, statsOf: func(e *Executor) {
+		st := e.Stats()[OpReserve]
+		if st.Conflicts != 1 || st.LaneWaits != 1 || st.LaneWait <= 0 {
+			t.Errorf("reserve stats %+v, want 1 conflict and 1 lane wait with its time", st)
+		}
+	}})
+	if err != nil || second.Attempts != 2 {
+		t.Fatalf("second Reserve: %d batches, %v", second.Attempts, err)
+	}
+}

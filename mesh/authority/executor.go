@@ -40,6 +40,7 @@ type Executor struct {
 	backoff     func(attempt int) time.Duration
 	hints       *rowHints // nil: every attempt reads (WithRowHints)
 	lanes       *lanes    // nil: no queueing on hot counters (WithoutLanes)
+	stats       execStats // conflicts and lane waits by operation (Stats)
 }
 
 // ExecutorOption configures NewExecutor.
@@ -554,7 +555,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 	carry := e.lanes != nil
 	var prior []keyRow
 	acquire := func(hot []string) error {
+		start := time.Now()
 		h, err := e.lanes.acquire(ctx, hot)
+		c := e.stats.of(op)
+		c.laneWaits.Add(1)
+		c.laneWait.Add(int64(time.Since(start)))
 		if err != nil {
 			return fmt.Errorf("authority %s: waiting for a hot counter: %w", op, err)
 		}
@@ -665,6 +670,9 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			} else {
 				held.drop(werr == nil)
 			}
+		}
+		if werr == nil && !wr.Applied {
+			e.stats.of(op).conflicts.Add(1)
 		}
 		if werr == nil && e.hints != nil {
 			e.hints.counterMoved(p.Request, wr.Applied)
