@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -298,11 +299,44 @@ func (p *progressPump) finish() {
 	}
 }
 
-// logNotMoved logs every object of res still on this node.
-func (n *Node) logNotMoved(res HostRelocationResult) {
-	for _, r := range res.NotMoved() {
-		n.log.Warn("host relocation: object stays on this node", "object", r.Object.ID, "spot", r.Object.Spot,
-			"outcome", r.Outcome, "reason", r.Reason)
+// logNotMoved logs the objects of res still on this node.
+func (n *Node) logNotMoved(res HostRelocationResult) { logNotMoved(n.log, res.NotMoved()) }
+
+// notMovedWarned is how many objects staying for one reason are each
+// logged at WARN; the others are logged at DEBUG and counted in one WARN.
+// Why: a drain with nowhere to go (the last server of a mesh) left one
+// WARN line per object — 8,000 identical lines in a try-out — which buried
+// the rest of the log and said nothing the count does not.
+const notMovedWarned = 20
+
+// logNotMoved logs each object that stays (object, outcome, reason): the
+// first notMovedWarned of each outcome and reason at WARN, the rest at
+// DEBUG, then for each reason with more one WARN with their count.
+func logNotMoved(log *slog.Logger, objs []HostObjectResult) {
+	type why struct {
+		outcome hostmove.Outcome
+		reason  string
+	}
+	seen := map[why]int{}
+	var order []why
+	for _, r := range objs {
+		k := why{r.Outcome, r.Reason}
+		if seen[k] == 0 {
+			order = append(order, k)
+		}
+		seen[k]++
+		level := slog.LevelWarn
+		if seen[k] > notMovedWarned {
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "host relocation: object stays on this node", "object", r.Object.ID, "spot", r.Object.Spot,
+			"outcome", r.Outcome.String(), "reason", r.Reason)
+	}
+	for _, k := range order {
+		if more := seen[k] - notMovedWarned; more > 0 {
+			log.Warn("host relocation: more objects stay on this node for the same reason (each at debug level)",
+				"count", more, "outcome", k.outcome.String(), "reason", k.reason)
+		}
 	}
 }
 

@@ -1,0 +1,55 @@
+package mesh
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/meshnode/meshnode/mesh/hostmove"
+)
+
+// Objects that stay are each logged, but only the first few of one reason
+// at WARN: the last server of a mesh draining 8,000 objects to nowhere
+// wrote 8,000 WARN lines. The rest go to DEBUG and one WARN counts them.
+func TestNotMovedLogIsBoundedPerReason(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var objs []HostObjectResult
+	for i := range 50 {
+		objs = append(objs, HostObjectResult{Object: hostmove.Object{ID: fmt.Sprintf("a-%d", i)}, Outcome: hostmove.NotStarted, Reason: "drain: no other serving node"})
+	}
+	objs = append(objs, HostObjectResult{Object: hostmove.Object{ID: "b-1"}, Outcome: hostmove.Failed, Reason: "capacity exhausted"},
+		HostObjectResult{Object: hostmove.Object{ID: "b-2"}, Outcome: hostmove.Failed, Reason: "capacity exhausted"})
+	logNotMoved(log, objs)
+	type line struct {
+		Level, Msg, Object, Outcome, Reason string
+		Count                               int
+	}
+	var warn, debug, summaries int
+	dec := json.NewDecoder(&buf)
+	for dec.More() {
+		var l line
+		if err := dec.Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case l.Level == "WARN" && l.Object != "":
+			warn++
+		case l.Level == "DEBUG" && l.Object != "":
+			debug++
+		case l.Level == "WARN" && l.Count > 0:
+			summaries++
+			if l.Count != 50-notMovedWarned || l.Outcome != hostmove.NotStarted.String() {
+				t.Errorf("summary %+v, want %d more %s", l, 50-notMovedWarned, hostmove.NotStarted)
+			}
+		}
+		if l.Object != "" && l.Outcome != hostmove.NotStarted.String() && l.Outcome != hostmove.Failed.String() {
+			t.Errorf("outcome %q logged, want its name", l.Outcome)
+		}
+	}
+	if warn != notMovedWarned+2 || debug != 50-notMovedWarned || summaries != 1 {
+		t.Errorf("WARN per object %d, DEBUG %d, summaries %d; want %d, %d, 1", warn, debug, summaries, notMovedWarned+2, 50-notMovedWarned)
+	}
+}
