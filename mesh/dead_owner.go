@@ -159,6 +159,13 @@ type ReclaimResult struct {
 	// instead of removing them (docs/INSTANCE-SPOTS.md).
 	Resumed  int
 	Reclaims []ReclaimedObject
+	// Returns are the abandoned creations whose reservation was returned:
+	// a Reserved record (an Actor or User Spot being created) whose owner's
+	// lease ended, so its creation can never commit, held its slots until
+	// someone asked for its Id again — after a store outage, a creator's
+	// own abort may not have reached the store. Nothing was created, so no
+	// state is lost.
+	Returns []ReclaimedObject
 }
 
 // ReclaimedObject names one removed record.
@@ -334,8 +341,9 @@ func (r reclaimer) one(ctx context.Context, res *ReclaimResult, kind record.Obje
 // its owner's lease has ended (and the grace, if any, has passed).
 func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.Authority, version string, ended map[authority.Owner]bool) error {
 	var err error
-	if a.Allocation.State != record.AllocationActive {
-		return nil
+	abandoned := a.Allocation.State == record.AllocationReserved && a.Allocation.ObjectKind != record.ObjectInstanceSpot
+	if a.Allocation.State != record.AllocationActive && !abandoned {
+		return nil // an Instance Spot's reservation is its own recovery's (instance_recover.go)
 	}
 	owner := authority.OwnerOf(a)
 	dead, ok := ended[owner]
@@ -347,6 +355,9 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 	}
 	if !dead {
 		return nil
+	}
+	if abandoned {
+		return r.returnReservation(ctx, res, a, version, owner)
 	}
 	res.DeadOwner++
 	if r.resume != nil && a.PendingCreation != nil && a.Allocation.ObjectKind == record.ObjectInstanceSpot {
@@ -362,40 +373,16 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		}
 		return nil
 	}
-	if r.wait != nil && r.wait(owner) > 0 {
-		res.Waiting++
-		return nil
+	removed, err := r.removeDead(ctx, res, a, owner, &res.Reclaims, "reclaim", func(ctx context.Context) error {
+		_, err := r.exec.Reclaim(ctx, authority.ReclaimRequest{
+			Object:           authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType},
+			ObjectGeneration: uint64(a.ObjectGeneration), Owner: owner, IfVersion: version})
+		return err
+	}, "reclaimed an object of a dead owner: its owner lease ended; the state it held in memory is lost")
+	if removed {
+		res.Reclaimed++
 	}
-	obj := ReclaimedObject{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, StableType: a.Allocation.StableType,
-		Generation: uint64(a.ObjectGeneration), Owner: a.OwnerID, OwnerGen: uint64(a.OwnerLeaseGeneration),
-		NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
-	if r.dryRun {
-		res.Reclaims = append(res.Reclaims, obj)
-		return nil
-	}
-	if r.admit != nil {
-		if err := r.admit(); err != nil {
-			return wrapErr(ErrUnavailable, err, "owner lease: reclaim stopped")
-		}
-	}
-	_, err = r.exec.Reclaim(ctx, authority.ReclaimRequest{
-		Object:           authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType},
-		ObjectGeneration: uint64(a.ObjectGeneration), Owner: owner, IfVersion: version})
-	switch {
-	case err == nil:
-	case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound), errors.Is(err, authority.ErrStaleGeneration):
-		res.Skipped++ // changed since the scan: someone else decided
-		return nil
-	default:
-		return fmt.Errorf("reclaim %s: %w", a.ObjectID, err)
-	}
-	res.Reclaimed++
-	res.Reclaims = append(res.Reclaims, obj)
-	r.log.Warn("reclaimed an object of a dead owner: its owner lease ended; the state it held in memory is lost",
-		"object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
-		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
-		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
-	return nil
+	return err
 }
 
 // leaseEnded reads owner's lease row directly (§3.1): ended when it is gone
@@ -438,9 +425,9 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 		}}
 	r.prefixes = sweepPrefixes(n.sweepPosition())
 	res, err := r.run(ctx, "", "")
-	if res.DeadOwner > 0 {
+	if res.DeadOwner > 0 || len(res.Returns) > 0 {
 		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
-			"resumed", res.Resumed, "waiting_grace", res.Waiting, "skipped", res.Skipped)
+			"reservations_returned", len(res.Returns), "resumed", res.Resumed, "waiting_grace", res.Waiting, "skipped", res.Skipped)
 	}
 	return res, err
 }
@@ -464,4 +451,62 @@ func (n *Node) sweepPosition() (int, int) {
 		count++
 	}
 	return self, count
+}
+
+// returnReservation aborts the Reserved record a (at version) of a creation
+// whose owner's lease ended (and whose grace, if any, has passed): its
+// Commit can never apply (it needs that lease), so the record only held its
+// Id and its slots. The Abort is conditioned on the version read and names
+// the reservation, so a record that changed meanwhile is left alone.
+func (r reclaimer) returnReservation(ctx context.Context, res *ReclaimResult, a record.Authority, version string, owner authority.Owner) error {
+	req := authority.AbortRequest{
+		Object:           authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType},
+		ObjectGeneration: uint64(a.ObjectGeneration), IfVersion: version}
+	if a.PendingCreation != nil {
+		req.ReservationID = a.PendingCreation.ReservationID
+	}
+	_, err := r.removeDead(ctx, res, a, owner, &res.Returns, "return the reservation of", func(ctx context.Context) error {
+		_, err := r.exec.Abort(ctx, req)
+		return err
+	}, "returned the reservation of an abandoned creation: its owner lease ended before the creation finished; nothing was created")
+	return err
+}
+
+// removeDead removes the record a of the dead owner with remove — once the
+// grace, if any, has passed, and through the node's gate — and lists it in
+// *list, logging msg; a dry run only lists it. A record that changed since
+// the scan is skipped: someone else decided. It reports whether remove
+// applied.
+func (r reclaimer) removeDead(ctx context.Context, res *ReclaimResult, a record.Authority, owner authority.Owner,
+	list *[]ReclaimedObject, what string, remove func(context.Context) error, msg string) (bool, error) {
+	if r.wait != nil && r.wait(owner) > 0 {
+		res.Waiting++
+		return false, nil
+	}
+	obj := ReclaimedObject{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, StableType: a.Allocation.StableType,
+		Generation: uint64(a.ObjectGeneration), Owner: a.OwnerID, OwnerGen: uint64(a.OwnerLeaseGeneration),
+		NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
+	if r.dryRun {
+		*list = append(*list, obj)
+		return false, nil
+	}
+	if r.admit != nil {
+		if err := r.admit(); err != nil {
+			return false, wrapErr(ErrUnavailable, err, "owner lease: reclaim stopped")
+		}
+	}
+	err := remove(ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound), errors.Is(err, authority.ErrStaleGeneration):
+		res.Skipped++
+		return false, nil
+	default:
+		return false, fmt.Errorf("%s %s: %w", what, a.ObjectID, err)
+	}
+	*list = append(*list, obj)
+	r.log.Warn(msg, "object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
+		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
+		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
+	return true, nil
 }

@@ -297,7 +297,7 @@ var (
 // each always present (0 until it meets any).
 var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, authority.OpAbort, authority.OpPreserve,
 	authority.OpNewOwner, authority.OpDelete, authority.OpSecureCapacity, authority.OpReleaseCapacity,
-	authority.OpRecordCaptured, authority.OpRecordPrepared, authority.OpCompleteRelocation, authority.OpSweep}
+	authority.OpRecordCaptured, authority.OpRecordPrepared, authority.OpCompleteRelocation, authority.OpSweep, authority.OpReclaim}
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,

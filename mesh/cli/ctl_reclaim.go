@@ -76,16 +76,20 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer st.Close()
 	res, err := mesh.ReclaimDeadOwners(ctx, st, opts)
-	verb := "reclaimed"
+	verb, returned := "reclaimed", "returned the reservation of"
 	if opts.DryRun {
-		verb = "would reclaim"
+		verb, returned = "would reclaim", "would return the reservation of"
 	}
-	for _, o := range res.Reclaims {
-		fmt.Fprintf(stdout, "%s %s %q (%s, generation %d): owner %s/%d on node %x is gone; its state is lost\n",
-			verb, o.Kind, o.ID, o.StableType, o.Generation, o.Owner, o.OwnerGen, o.NodeRID)
+	list := func(objs []mesh.ReclaimedObject, verb, why string) {
+		for _, o := range objs {
+			fmt.Fprintf(stdout, "%s %s %q (%s, generation %d): owner %s/%d on node %x %s\n",
+				verb, o.Kind, o.ID, o.StableType, o.Generation, o.Owner, o.OwnerGen, o.NodeRID, why)
+		}
 	}
-	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d changed meanwhile or unreadable\n",
-		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, res.Skipped)
+	list(res.Reclaims, verb, "is gone; its state is lost")
+	list(res.Returns, returned, "is gone; its creation was abandoned, nothing was created")
+	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d abandoned creations' reservations, %d changed meanwhile or unreadable\n",
+		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, len(res.Returns), res.Skipped)
 	if err != nil {
 		return storeFailed(stderr, name, err)
 	}
