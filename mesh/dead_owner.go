@@ -160,11 +160,12 @@ type ReclaimResult struct {
 	Resumed  int
 	Reclaims []ReclaimedObject
 	// Returns are the abandoned creations whose reservation was returned:
-	// a Reserved record (an Actor or User Spot being created) whose owner's
-	// lease ended, so its creation can never commit, held its slots until
-	// someone asked for its Id again — after a store outage, a creator's
-	// own abort may not have reached the store. Nothing was created, so no
-	// state is lost.
+	// a Reserved record whose owner's lease ended, so its creation can
+	// never commit, held its Id and its slots until someone asked for the
+	// Id again — after a store outage, a creator's own abort may not have
+	// reached the store. Nothing was created, so no state is lost. (An
+	// Instance Spot's activation is cancelled with its stored first
+	// message, by a node's sweep only.)
 	Returns []ReclaimedObject
 }
 
@@ -341,9 +342,9 @@ func (r reclaimer) one(ctx context.Context, res *ReclaimResult, kind record.Obje
 // its owner's lease has ended (and the grace, if any, has passed).
 func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.Authority, version string, ended map[authority.Owner]bool) error {
 	var err error
-	abandoned := a.Allocation.State == record.AllocationReserved && a.Allocation.ObjectKind != record.ObjectInstanceSpot
+	abandoned := a.Allocation.State == record.AllocationReserved
 	if a.Allocation.State != record.AllocationActive && !abandoned {
-		return nil // an Instance Spot's reservation is its own recovery's (instance_recover.go)
+		return nil
 	}
 	owner := authority.OwnerOf(a)
 	dead, ok := ended[owner]
@@ -354,6 +355,25 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		ended[owner] = dead
 	}
 	if !dead {
+		return nil
+	}
+	if abandoned && a.Allocation.ObjectKind == record.ObjectInstanceSpot {
+		// Its activation's stored first message goes with it: a node's own
+		// instance recovery cancels both (instance_recover.go); ctl reclaim
+		// has no Relocation Store and leaves it to a node.
+		if r.resume == nil {
+			return nil
+		}
+		done, err := r.resume(ctx, a, version)
+		switch {
+		case err != nil:
+			r.log.Warn("sweep: abandoned Instance Spot activation not cancelled", "object", a.ObjectID, "err", err)
+			res.Skipped++
+		case done:
+			res.Returns = append(res.Returns, reclaimedOf(a))
+		default:
+			res.Skipped++
+		}
 		return nil
 	}
 	if abandoned {
@@ -483,9 +503,7 @@ func (r reclaimer) removeDead(ctx context.Context, res *ReclaimResult, a record.
 		res.Waiting++
 		return false, nil
 	}
-	obj := ReclaimedObject{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, StableType: a.Allocation.StableType,
-		Generation: uint64(a.ObjectGeneration), Owner: a.OwnerID, OwnerGen: uint64(a.OwnerLeaseGeneration),
-		NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
+	obj := reclaimedOf(a)
 	if r.dryRun {
 		*list = append(*list, obj)
 		return false, nil
@@ -509,4 +527,11 @@ func (r reclaimer) removeDead(ctx context.Context, res *ReclaimResult, a record.
 		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
 		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
 	return true, nil
+}
+
+// reclaimedOf names the record a for a ReclaimResult.
+func reclaimedOf(a record.Authority) ReclaimedObject {
+	return ReclaimedObject{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, StableType: a.Allocation.StableType,
+		Generation: uint64(a.ObjectGeneration), Owner: a.OwnerID, OwnerGen: uint64(a.OwnerLeaseGeneration),
+		NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
 }

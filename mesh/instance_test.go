@@ -267,24 +267,11 @@ func TestInstanceSpotRecoveryAfterCrash(t *testing.T) {
 }
 
 func runInstanceRecovery(t *testing.T, redis bool) {
-	stepBlock := func(c *cluster, node int, id, step string) chan struct{} {
-		reached := make(chan struct{})
-		release := make(chan struct{})
-		var once sync.Once
-		c.nodes[node].obj.hooks.Store(&testHooks{activationStep: func(got, s string) {
-			if got == id && s == step {
-				once.Do(func() { close(reached) })
-				<-release
-			}
-		}})
-		t.Cleanup(func() { close(release) })
-		return reached
-	}
 	t.Run("after storing, before Creating: an orphan, a new activation", func(t *testing.T) {
 		c := instanceCluster(t, redis, 3)
 		ctx := ctxT(t, 40*time.Second)
 		// Both servers stop after storing, so whichever is chosen holds.
-		r1, r2 := stepBlock(c, 1, "orphan", "stored"), stepBlock(c, 2, "orphan", "stored")
+		r1, r2 := stepBlock(t, c, 1, "orphan", "stored"), stepBlock(t, c, 2, "orphan", "stored")
 		if err := c.m(0).SendInstance(ctx, "orphan", []byte("first")); err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +298,7 @@ func runInstanceRecovery(t *testing.T, redis bool) {
 	t.Run("after Creating, before Ready: the same record is cancelled", func(t *testing.T) {
 		c := instanceCluster(t, redis, 3)
 		ctx := ctxT(t, 40*time.Second)
-		r1, r2 := stepBlock(c, 1, "half", "reserved"), stepBlock(c, 2, "half", "reserved")
+		r1, r2 := stepBlock(t, c, 1, "half", "reserved"), stepBlock(t, c, 2, "half", "reserved")
 		if err := c.m(0).SendInstance(ctx, "half", []byte("first")); err != nil {
 			t.Fatal(err)
 		}
@@ -614,4 +601,56 @@ func runInstanceOrder(t *testing.T, redis bool) {
 			}
 		}
 	}
+}
+
+// A node's sweep cancels an Instance Spot activation whose node died after
+// Creating and before Ready, with its stored first message, without anyone
+// messaging the Spot again (its reserved slot and Id would otherwise wait
+// for that).
+func TestSweepCancelsAbandonedInstanceActivation(t *testing.T) {
+	c := instanceCluster(t, false, 3)
+	ctx := ctxT(t, 40*time.Second)
+	r1, r2 := stepBlock(t, c, 1, "stuck", "reserved"), stepBlock(t, c, 2, "stuck", "reserved")
+	if err := c.m(0).SendInstance(ctx, "stuck", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	crashed := waitEither(t, r1, r2)
+	a, found := c.instanceRecord(t, "stuck")
+	if !found || a.Allocation.State != record.AllocationReserved || a.PendingCreation == nil {
+		t.Fatalf("record %+v, want Creating with recovery info", a)
+	}
+	ref := a.PendingCreation.RequestContentReference
+	c.nodes[crashed].crash()
+	other := 3 - crashed
+	c.nodes[other].obj.hooks.Store(nil)
+	c.ownerLeaseEnded(t, other, a)
+	res, err := c.nodes[other].reclaimSweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Returns) != 1 || res.Returns[0].ID != "stuck" || res.Reclaimed != 0 {
+		t.Fatalf("sweep %+v: want the activation cancelled, nothing else", res)
+	}
+	if _, found := c.instanceRecord(t, "stuck"); found {
+		t.Fatal("the abandoned activation's record is still there")
+	}
+	if !c.payloadGone(t, ref) {
+		t.Fatal("the cancelled activation's payload is still stored")
+	}
+}
+
+// stepBlock holds node's activation of id at step until the test ends and
+// returns a channel closed once it got there.
+func stepBlock(t *testing.T, c *cluster, node int, id, step string) chan struct{} {
+	reached := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	c.nodes[node].obj.hooks.Store(&testHooks{activationStep: func(got, s string) {
+		if got == id && s == step {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+	}})
+	t.Cleanup(func() { close(release) })
+	return reached
 }
