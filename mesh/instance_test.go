@@ -298,19 +298,7 @@ func runInstanceRecovery(t *testing.T, redis bool) {
 	t.Run("after Creating, before Ready: the same record is cancelled", func(t *testing.T) {
 		c := instanceCluster(t, redis, 3)
 		ctx := ctxT(t, 40*time.Second)
-		r1, r2 := stepBlock(t, c, 1, "half", "reserved"), stepBlock(t, c, 2, "half", "reserved")
-		if err := c.m(0).SendInstance(ctx, "half", []byte("first")); err != nil {
-			t.Fatal(err)
-		}
-		crashed := waitEither(t, r1, r2)
-		a, found := c.instanceRecord(t, "half")
-		if !found || a.Allocation.State != record.AllocationReserved || a.PendingCreation == nil {
-			t.Fatalf("record %+v, want Creating with recovery info", a)
-		}
-		ref := a.PendingCreation.RequestContentReference
-		c.nodes[crashed].crash()
-		other := 3 - crashed
-		c.nodes[other].obj.hooks.Store(nil)
+		other, _, ref := c.abandonActivation(t, ctx, "half")
 		// Waits for the Creating record until its creator's lease ends,
 		// then cancels it and activates afresh with this message.
 		got, err := c.m(0).RequestInstance(ctx, "half", []byte("count"))
@@ -610,19 +598,7 @@ func runInstanceOrder(t *testing.T, redis bool) {
 func TestSweepCancelsAbandonedInstanceActivation(t *testing.T) {
 	c := instanceCluster(t, false, 3)
 	ctx := ctxT(t, 40*time.Second)
-	r1, r2 := stepBlock(t, c, 1, "stuck", "reserved"), stepBlock(t, c, 2, "stuck", "reserved")
-	if err := c.m(0).SendInstance(ctx, "stuck", []byte("first")); err != nil {
-		t.Fatal(err)
-	}
-	crashed := waitEither(t, r1, r2)
-	a, found := c.instanceRecord(t, "stuck")
-	if !found || a.Allocation.State != record.AllocationReserved || a.PendingCreation == nil {
-		t.Fatalf("record %+v, want Creating with recovery info", a)
-	}
-	ref := a.PendingCreation.RequestContentReference
-	c.nodes[crashed].crash()
-	other := 3 - crashed
-	c.nodes[other].obj.hooks.Store(nil)
+	other, a, ref := c.abandonActivation(t, ctx, "stuck")
 	c.ownerLeaseEnded(t, other, a)
 	res, err := c.nodes[other].reclaimSweep(ctx)
 	if err != nil {
@@ -653,4 +629,25 @@ func stepBlock(t *testing.T, c *cluster, node int, id, step string) chan struct{
 	}})
 	t.Cleanup(func() { close(release) })
 	return reached
+}
+
+// abandonActivation has the first message to Instance Spot id start an
+// activation that stops after Creating on whichever server takes it, then
+// crashes that server: the surviving server (hooks cleared), the Creating
+// record and its stored first message's reference.
+func (c *cluster) abandonActivation(t *testing.T, ctx context.Context, id string) (int, record.Authority, string) {
+	t.Helper()
+	r1, r2 := stepBlock(t, c, 1, id, "reserved"), stepBlock(t, c, 2, id, "reserved")
+	if err := c.m(0).SendInstance(ctx, id, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	crashed := waitEither(t, r1, r2)
+	a, found := c.instanceRecord(t, id)
+	if !found || a.Allocation.State != record.AllocationReserved || a.PendingCreation == nil {
+		t.Fatalf("record %+v, want Creating with recovery info", a)
+	}
+	c.nodes[crashed].crash()
+	other := 3 - crashed
+	c.nodes[other].obj.hooks.Store(nil)
+	return other, a, a.PendingCreation.RequestContentReference
 }
