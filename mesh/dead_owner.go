@@ -361,18 +361,8 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		// Its activation's stored first message goes with it: a node's own
 		// instance recovery cancels both (instance_recover.go); ctl reclaim
 		// has no Relocation Store and leaves it to a node.
-		if r.resume == nil {
-			return nil
-		}
-		done, err := r.resume(ctx, a, version)
-		switch {
-		case err != nil:
-			r.log.Warn("sweep: abandoned Instance Spot activation not cancelled", "object", a.ObjectID, "err", err)
-			res.Skipped++
-		case done:
+		if r.resume != nil && r.resumeInstance(ctx, res, a, version) {
 			res.Returns = append(res.Returns, reclaimedOf(a))
-		default:
-			res.Skipped++
 		}
 		return nil
 	}
@@ -381,15 +371,8 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 	}
 	res.DeadOwner++
 	if r.resume != nil && a.PendingCreation != nil && a.Allocation.ObjectKind == record.ObjectInstanceSpot {
-		handled, err := r.resume(ctx, a, version)
-		switch {
-		case err != nil:
-			r.log.Warn("sweep: Instance Spot of a dead owner not restored", "object", a.ObjectID, "err", err)
-			res.Skipped++
-		case handled:
+		if r.resumeInstance(ctx, res, a, version) {
 			res.Resumed++
-		default:
-			res.Skipped++
 		}
 		return nil
 	}
@@ -534,4 +517,20 @@ func reclaimedOf(a record.Authority) ReclaimedObject {
 	return ReclaimedObject{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, StableType: a.Allocation.StableType,
 		Generation: uint64(a.ObjectGeneration), Owner: a.OwnerID, OwnerGen: uint64(a.OwnerLeaseGeneration),
 		NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}
+}
+
+// resumeInstance hands the Instance Spot record a (at version) of a dead
+// owner to this node's own recovery (restored, or its abandoned activation
+// cancelled) and reports whether that changed it; otherwise it is counted
+// as skipped.
+func (r reclaimer) resumeInstance(ctx context.Context, res *ReclaimResult, a record.Authority, version string) bool {
+	done, err := r.resume(ctx, a, version)
+	if err != nil {
+		r.log.Warn("sweep: Instance Spot of a dead owner not recovered", "object", a.ObjectID, "state", string(a.Allocation.State), "err", err)
+	}
+	if err != nil || !done {
+		res.Skipped++
+		return false
+	}
+	return true
 }
