@@ -323,7 +323,14 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		}
 		if !holds {
 			// No hint of which condition failed: the SPI promises none.
-			return locstore.WriteResult{StoreNow: now}, nil
+			res := locstore.WriteResult{StoreNow: now}
+			if req.ReadOnConflict {
+				res.Current = make([]locstore.ReadResult, len(req.Conditions))
+				for i, c := range req.Conditions {
+					res.Current[i] = s.readLocked(c.Key, now)
+				}
+			}
+			return res, nil
 		}
 	}
 	versions := make([]string, len(req.Mutations))

@@ -97,6 +97,74 @@ func testConflict(t *testing.T, h Harness) {
 	}
 }
 
+// testReadOnConflict: a refused Write asking ReadOnConflict answers every
+// condition's row — present, absent, expired, a key the batch also mutates
+// — in the order of the conditions (not the provider's key order), each as
+// Read returns it right after, at the Conflict's StoreNow; nothing is
+// written. A provider that does not read on conflict leaves Current nil.
+func testReadOnConflict(t *testing.T, h Harness) {
+	s := h.open(t)
+	vs := apply(t, s, locstore.WriteRequest{Mutations: []locstore.Mutation{
+		locstore.Put("rc/a", []byte("a1")),
+		locstore.PutExpiring("rc/b", []byte("b1"), time.Hour),
+		locstore.PutExpiring("rc/short", []byte("s1"), h.ExpiryUnit),
+		locstore.Put("rc/m", []byte("m1")),
+	}})
+	aOld := vs[0]
+	aNow := put(t, s, "rc/a", []byte("a2"))
+	h.Advance(t, s, 2*h.ExpiryUnit) // rc/short expired
+	watch := []string{"rc/a", "rc/b", "rc/short", "rc/m", "rc/absent", "rc/new"}
+
+	cases := []struct {
+		name  string
+		conds []locstore.Condition
+	}{
+		{"stale version among holding conditions", []locstore.Condition{
+			locstore.IfMissing("rc/absent"), locstore.IfVersion("rc/b", vs[1]), locstore.IfVersion("rc/a", aOld),
+			locstore.IfVersion("rc/m", vs[3]), locstore.IfMissing("rc/new"),
+		}},
+		{"expired key conditioned present", []locstore.Condition{
+			locstore.IfVersion("rc/short", vs[2]), locstore.IfVersion("rc/a", aNow),
+		}},
+		{"Missing on a present key that is mutated", []locstore.Condition{
+			locstore.IfMissing("rc/m"), locstore.IfMissing("rc/short"),
+		}},
+	}
+	muts := []locstore.Mutation{
+		locstore.Put("rc/new", []byte("n")), locstore.Delete("rc/b"), locstore.Put("rc/m", []byte("m2")),
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := readState(t, s, watch)
+			req := locstore.WriteRequest{Conditions: c.conds, Mutations: muts, ReadOnConflict: true}
+			res := write(t, s, req)
+			if res.Applied {
+				t.Fatal("Write: got Applied, want Conflict")
+			}
+			sameStates(t, "after Conflict", before, readState(t, s, watch))
+			if !h.ReadsOnConflict {
+				if res.Current != nil {
+					t.Fatalf("Current has %d rows from a provider not declared to read on conflict", len(res.Current))
+				}
+				return
+			}
+			if len(res.Current) != len(c.conds) {
+				t.Fatalf("Current has %d rows for %d conditions", len(res.Current), len(c.conds))
+			}
+			for i, cond := range c.conds {
+				got, want := res.Current[i], read(t, s, cond.Key)
+				if !got.StoreNow.Equal(res.StoreNow) {
+					t.Errorf("row %d (%s): StoreNow %v, want the Conflict's %v", i, cond.Key, got.StoreNow, res.StoreNow)
+				}
+				if got.Found != want.Found || string(got.Value) != string(want.Value) || got.Version != want.Version ||
+					!got.ExpiresAt.Equal(want.ExpiresAt) {
+					t.Errorf("row %d (%s): %v, want %v as read", i, cond.Key, stateOf(got), stateOf(want))
+				}
+			}
+		})
+	}
+}
+
 // sentinel is put by every invalid request in testBounds: if it appears,
 // the provider touched storage for a request it should have rejected.
 const sentinel = "bounds/sentinel"
