@@ -126,31 +126,15 @@ func Delete(key string) Mutation { return Mutation{Kind: MutDelete, Key: key} }
 type WriteRequest struct {
 	Conditions []Condition
 	Mutations  []Mutation
-	// ReadOnConflict asks the provider to answer a Conflict with the
-	// conditioned rows as they are at that commit (WriteResult.Current), so
-	// that the caller can plan again without a read: one round trip instead
-	// of two for a retry on a hot key. The rows are observed by the same
-	// atomic step that refused the batch, so they are one snapshot, as a
-	// MultiReader's. It changes nothing else. Optional for a provider (etcd's
-	// Txn else branch, DynamoDB's ReturnValuesOnConditionCheckFailure and a
-	// Redis script can do it); one that cannot leaves Current nil.
-	ReadOnConflict bool
 }
 
-// WriteResult is Applied{Versions, StoreNow} or Conflict{StoreNow,
-// Current?}.
+// WriteResult is Applied{Versions, StoreNow} or Conflict{StoreNow}.
 type WriteResult struct {
 	Applied bool
 	// Versions holds, for an applied write, the new version of each MutPut in
 	// the order of WriteRequest.Mutations; deletes have an empty entry.
 	Versions []string
 	StoreNow time.Time
-	// Current is, for a Conflict of a request with ReadOnConflict answered
-	// by a provider that can, the row of each condition's key in the order of
-	// WriteRequest.Conditions, exactly as Read would have returned it at
-	// StoreNow (Missing for an absent or expired key). Nil otherwise: the
-	// caller reads. Its values are immutable, as ReadResult.Value.
-	Current []ReadResult
 }
 
 // ScanRequest asks for one page of a snapshot scan.

@@ -323,14 +323,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		}
 		if !holds {
 			// No hint of which condition failed: the SPI promises none.
-			res := locstore.WriteResult{StoreNow: now}
-			if req.ReadOnConflict {
-				res.Current = make([]locstore.ReadResult, len(req.Conditions))
-				for i, c := range req.Conditions {
-					res.Current[i] = s.readLocked(c.Key, now)
-				}
-			}
-			return res, nil
+			return locstore.WriteResult{StoreNow: now}, nil
 		}
 	}
 	versions := make([]string, len(req.Mutations))

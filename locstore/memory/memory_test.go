@@ -20,8 +20,7 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 func harness() storetest.Harness {
 	var clocks sync.Map // *memory.Store -> *memory.ManualClock
 	return storetest.Harness{
-		Name:            memory.ProviderName,
-		ReadsOnConflict: true,
+		Name: memory.ProviderName,
 		New: func(t *testing.T) locstore.Store {
 			c := memory.NewManualClock(epoch)
 			s, err := memory.New(memory.WithClock(c))

@@ -73,7 +73,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -471,22 +470,11 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 		return nil, s.fail(op, err)
 	}
 	storeNow := time.UnixMilli(now)
-	out, err := replyRows(r[1:], len(keys), storeNow)
-	if err != nil {
-		return nil, s.fail(op, err)
-	}
-	return out, nil
-}
-
-// replyRows decodes n rows of a script reply, three elements each (value,
-// version, expiresAt; an empty version for a key absent or expired), as
-// readManySrc and a refused writeSrc return them.
-func replyRows(r []any, n int, storeNow time.Time) ([]locstore.ReadResult, error) {
-	out := make([]locstore.ReadResult, n)
-	for i := range n {
-		v, ver, x, err := replyStrings3(r[3*i], r[1+3*i], r[2+3*i])
+	out := make([]locstore.ReadResult, len(keys))
+	for i := range keys {
+		v, ver, x, err := replyStrings3(r[1+3*i], r[2+3*i], r[3+3*i])
 		if err != nil {
-			return nil, err
+			return nil, s.fail(op, err)
 		}
 		out[i].StoreNow = storeNow
 		if ver == "" {
@@ -494,7 +482,7 @@ func replyRows(r []any, n int, storeNow time.Time) ([]locstore.ReadResult, error
 		}
 		exp, err := parseExpiresAt(x)
 		if err != nil {
-			return nil, err
+			return nil, s.fail(op, err)
 		}
 		out[i].Found, out[i].Value, out[i].Version, out[i].ExpiresAt = true, []byte(v), ver, exp
 	}
@@ -507,7 +495,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	if err := req.Validate(); err != nil {
 		return locstore.WriteResult{}, err
 	}
-	c, condKeys := s.writeCall(req)
+	c := s.writeCall(req)
 	ctx, cancel, err := s.opContext(ctx, op)
 	if err != nil {
 		return locstore.WriteResult{}, err
@@ -531,11 +519,6 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	res := locstore.WriteResult{StoreNow: time.UnixMilli(now)}
 	switch applied {
 	case 0:
-		if req.ReadOnConflict {
-			if res.Current, err = conflictRows(r[2:], req, condKeys, res.StoreNow); err != nil {
-				return locstore.WriteResult{}, s.fail(op, err)
-			}
-		}
 		return res, nil
 	case 1:
 	default:
@@ -556,33 +539,9 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	return res, nil
 }
 
-// conflictRows puts the rows a refused writeSrc returned (one per
-// conditioned batch key, in batch key order: condKeys) in the order of
-// req.Conditions.
-func conflictRows(r []any, req locstore.WriteRequest, condKeys []string, storeNow time.Time) ([]locstore.ReadResult, error) {
-	if len(r) != 3*len(condKeys) {
-		return nil, fmt.Errorf("refused write reply has %d elements for %d conditions", len(r), len(condKeys))
-	}
-	rows, err := replyRows(r, len(condKeys), storeNow)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]locstore.ReadResult, len(req.Conditions))
-	for i, cond := range req.Conditions {
-		j := slices.Index(condKeys, cond.Key)
-		if j < 0 {
-			return nil, fmt.Errorf("refused write reply lacks condition key %q", cond.Key)
-		}
-		out[i] = rows[j]
-	}
-	return out, nil
-}
-
 // writeCall lays out a validated request for writeSrc: mutation keys first
-// in mutation order, then keys that only carry a condition. condKeys are
-// the keys with a condition in that order (the rows a refused write
-// returns with ReadOnConflict).
-func (s *Store) writeCall(req locstore.WriteRequest) (c *call, condKeys []string) {
+// in mutation order, then keys that only carry a condition.
+func (s *Store) writeCall(req locstore.WriteRequest) *call {
 	type slot struct {
 		key, cond, expected, mut string
 		retentionMS              int64
@@ -638,7 +597,7 @@ func (s *Store) writeCall(req locstore.WriteRequest) (c *call, condKeys []string
 			slots[i].expected = cond.Version
 		}
 	}
-	c = newCall(3+2*len(slots), 5+6*len(slots))
+	c := newCall(3+2*len(slots), 4+6*len(slots))
 	c.key(s.seqK)
 	c.key(s.registryK)
 	c.key(s.indexK)
@@ -654,18 +613,7 @@ func (s *Store) writeCall(req locstore.WriteRequest) (c *call, condKeys []string
 		}
 		c.arg(sl.key, sl.cond, sl.expected, sl.mut, sl.retentionMS, value)
 	}
-	report := 0
-	if req.ReadOnConflict {
-		report = 1
-		condKeys = make([]string, 0, len(req.Conditions))
-		for _, sl := range slots {
-			if sl.cond != "" {
-				condKeys = append(condKeys, sl.key)
-			}
-		}
-	}
-	c.arg(report)
-	return c, condKeys
+	return c
 }
 
 // emptyValue stands for the value of a slot without a Put.

@@ -133,8 +133,7 @@ func keysMatching(t *testing.T, c *goredis.Client, pattern string) []string {
 
 func harness() storetest.Harness {
 	return storetest.Harness{
-		Name:            ProviderName,
-		ReadsOnConflict: true,
+		Name: ProviderName,
 		New: func(t *testing.T) locstore.Store {
 			addr := testredis.Addr(t)
 			s, err := New(context.Background(), Options{Addrs: []string{addr}, Namespace: testredis.Namespace(t), OperationTimeout: 5 * time.Second})

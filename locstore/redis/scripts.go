@@ -96,14 +96,8 @@ end
 // mutation (empty: none, 'p' put, 'd' delete), b+5 retention ms (0 =
 // durable), b+6 value.
 //
-// The argument after the last key's fields, ARGV[5+6n], is '1' when the
-// caller asked for the conditioned rows on Conflict (ReadOnConflict).
-//
-// Returns {0, now} on Conflict (nothing written) — with ARGV[5+6n] '1',
-// {0, now, then value, version, expiresAt of each batch key that carries a
-// condition, in batch key order, an empty version for a key absent or
-// expired at now} — or {1, now, v_1..v_m} where v_j is the new version of
-// mutation j (empty for a delete).
+// Returns {0, now} on Conflict (nothing written) or {1, now, v_1..v_m} where
+// v_j is the new version of mutation j (empty for a delete).
 //
 // Phase 1 only reads. Phase 2 runs only when every condition held. Redis
 // does not roll back a script that fails half-way, so phase 2 issues nothing
@@ -116,27 +110,6 @@ local n = tonumber(ARGV[1])
 -- Records read by phase 1, reused by phase 2: batch keys are distinct, so a
 -- mutation of one key never changes what was read for another.
 local seen = {}
--- refuse answers a Conflict: with the conditioned rows when asked (one
--- snapshot: nothing ran between the checks and these reads).
-local function refuse()
-  local out = {0, now}
-  if ARGV[5 + 6 * n] ~= '1' then return out end
-  for i = 1, n do
-    if ARGV[4 + 6 * (i - 1) + 2] ~= '' then
-      local r = redis.call('HMGET', KEYS[2 + 2 * i], 'v', 's', 'x')
-      if (not r[2]) or (r[3] and tonumber(r[3]) <= now) then
-        out[#out + 1] = ''
-        out[#out + 1] = ''
-        out[#out + 1] = ''
-      else
-        out[#out + 1] = r[1] or ''
-        out[#out + 1] = r[2]
-        out[#out + 1] = r[3] or ''
-      end
-    end
-  end
-  return out
-end
 for i = 1, n do
   local b = 4 + 6 * (i - 1)
   local c = ARGV[b + 2]
@@ -145,9 +118,9 @@ for i = 1, n do
     seen[i] = r
     local live = r[1] and (not r[2] or tonumber(r[2]) > now)
     if c == 'm' then
-      if live then return refuse() end
+      if live then return {0, now} end
     elseif not live or r[1] ~= ARGV[b + 3] then
-      return refuse()
+      return {0, now}
     end
   end
 end

@@ -53,11 +53,6 @@ type Harness struct {
 	// ExpiryUnit is the smallest retention the suite should use for expiry
 	// tests (memory: 1s with a fake clock; redis: ~300ms real time).
 	ExpiryUnit time.Duration
-	// ReadsOnConflict: the provider answers a refused Write that asks for
-	// it (WriteRequest.ReadOnConflict) with the conditioned rows, and the
-	// suite checks them against Read; otherwise it checks that
-	// WriteResult.Current stays nil.
-	ReadsOnConflict bool
 }
 
 func (h Harness) check(t *testing.T) {
@@ -120,7 +115,6 @@ var contract = []check{
 	{"ReadMany", testReadMany},
 	{"Expiry", testExpiry},
 	{"ConflictChangesNothing", testConflict},
-	{"ConflictReadsConditionedRows", testReadOnConflict},
 	{"ArgumentBounds", testBounds},
 	{"MaxBatch", testMaxBatch},
 	{"ConcurrentCASOneWinner", testConcurrentCAS},
@@ -167,9 +161,6 @@ func write(t *testing.T, s locstore.Store, req locstore.WriteRequest) locstore.W
 	}
 	if !res.Applied && len(res.Versions) != 0 {
 		t.Fatalf("Write: Conflict carries %d versions, want none", len(res.Versions))
-	}
-	if (res.Applied || !req.ReadOnConflict) && res.Current != nil {
-		t.Fatalf("Write: Current has %d rows; only a Conflict asked ReadOnConflict may carry them", len(res.Current))
 	}
 	if res.Applied {
 		for i, m := range req.Mutations {
