@@ -51,6 +51,8 @@ suite objects ./benchmarks/objects \
   'BenchmarkCreateActorRedisMesh/creators-1@creates/s=BenchmarkCreateStoreCeilingRedisMesh/creators-1@creates/s' \
   'BenchmarkCreateActorRedisMesh/creators-8@creates/s=BenchmarkCreateStoreCeilingRedisMesh/creators-8@creates/s' \
   'BenchmarkCreateActorRedisMesh/creators-32@creates/s=BenchmarkCreateStoreCeilingRedisMesh/creators-32@creates/s' \
+  'BenchmarkCreateActorRedisClients/creators-8@creates/s=BenchmarkCreateActorRedisMesh/creators-8@creates/s' \
+  'BenchmarkCreateActorRedisClients/creators-32@creates/s=BenchmarkCreateActorRedisMesh/creators-32@creates/s' \
   'BenchmarkRequestActor=BenchmarkTransportActorRequest' \
   'BenchmarkRequestActorParallel=BenchmarkTransportActorRequestParallel' \
   'BenchmarkSendActor=BenchmarkTransportActorSend' \

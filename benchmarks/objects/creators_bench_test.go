@@ -17,6 +17,17 @@ package objects
 //	                                               asks: the creators on a client
 //	                                               node, the objects placed by
 //	                                               weight on two servers
+//	BenchmarkCreateActorRedisClients/creators-C    the three-node mesh with
+//	                                               the creators spread over
+//	                                               four client nodes (round
+//	                                               robin), as when sessions
+//	                                               or devices are created from
+//	                                               many processes: every
+//	                                               Reserve of every process
+//	                                               conditions the one
+//	                                               store-wide ObjectGeneration
+//	                                               counter, which no lane
+//	                                               settles across processes
 //	BenchmarkCreateStoreCeilingRedis[Mesh]/creators-C
 //	                                               creations/s the store calls
 //	                                               of that subject allow at C
@@ -35,6 +46,7 @@ import (
 
 	"github.com/meshnode/meshnode/benchmarks/internal/benchkit"
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/demoapp"
 )
 
@@ -44,34 +56,52 @@ var creatorCounts = []int{1, 8, 32}
 // one uncontended creation made on it (ok false until its subject ran with
 // one creator).
 type creatorMesh struct {
-	roles []config.ObjectRole // the last node is the creators'
-	ops   benchkit.StoreOps
-	ok    bool
+	servers, clients int // the clients' nodes come last and create
+	counts           []int
+	ops              benchkit.StoreOps
+	ok               bool
+}
+
+func (cm *creatorMesh) roles() []config.ObjectRole {
+	roles := make([]config.ObjectRole, 0, cm.servers+cm.clients)
+	for range cm.servers {
+		roles = append(roles, config.RoleServer)
+	}
+	for range cm.clients {
+		roles = append(roles, config.RoleClient)
+	}
+	return roles
 }
 
 // defaultCreateOps is what a creation cost when last measured (README).
 var defaultCreateOps = benchkit.StoreOps{Reads: 2, Writes: 2, Rows: 7, ReadKeys: 8, CondKeys: 2}
 
 var (
-	pairMesh  = &creatorMesh{roles: []config.ObjectRole{config.RoleServer, config.RoleClient}}
-	threeMesh = &creatorMesh{roles: []config.ObjectRole{config.RoleServer, config.RoleServer, config.RoleClient}}
+	pairMesh    = &creatorMesh{servers: 1, clients: 1, counts: creatorCounts}
+	threeMesh   = &creatorMesh{servers: 2, clients: 1, counts: creatorCounts}
+	clientsMesh = &creatorMesh{servers: 2, clients: 4, counts: []int{8, 32}}
 )
 
 func BenchmarkCreateActorRedisCreators(b *testing.B) { benchCreators(b, pairMesh) }
 
 func BenchmarkCreateActorRedisMesh(b *testing.B) { benchCreators(b, threeMesh) }
 
+func BenchmarkCreateActorRedisClients(b *testing.B) { benchCreators(b, clientsMesh) }
+
 func BenchmarkCreateStoreCeilingRedis(b *testing.B) { benchCreateCeiling(b, pairMesh) }
 
 func BenchmarkCreateStoreCeilingRedisMesh(b *testing.B) { benchCreateCeiling(b, threeMesh) }
 
-// benchCreators: one op = one remote CreateActor from the creators' node,
-// C creators at once.
+// benchCreators: one op = one remote CreateActor from a creators' node
+// (round robin over them), C creators at once.
 func benchCreators(b *testing.B, cm *creatorMesh) {
-	for _, c := range creatorCounts {
+	for _, c := range cm.counts {
 		b.Run(fmt.Sprintf("creators-%d", c), func(b *testing.B) {
-			cl := startCreatorMesh(b, cm.roles)
-			m := cl.Nodes[len(cl.Nodes)-1].Manager()
+			cl := startCreatorMesh(b, cm)
+			ms := make([]*mesh.Manager, cm.clients)
+			for i := range ms {
+				ms[i] = cl.Nodes[cm.servers+i].Manager()
+			}
 			ctx := context.Background()
 			var seq atomic.Int64
 			placed := make([]atomic.Int64, len(cl.Nodes))
@@ -80,8 +110,9 @@ func benchCreators(b *testing.B, cm *creatorMesh) {
 			cpu0 := cpu.Read(b)
 			b.ResetTimer()
 			err := benchkit.RunConcurrent(b.N, c, func(int) error {
-				id := "k" + strconv.FormatInt(seq.Add(1), 10)
-				ref, err := m.CreateActor(ctx, id, demoapp.CounterType)
+				n := seq.Add(1)
+				id := "k" + strconv.FormatInt(n, 10)
+				ref, err := ms[n%int64(len(ms))].CreateActor(ctx, id, demoapp.CounterType)
 				if err != nil {
 					return err
 				}
@@ -96,7 +127,7 @@ func benchCreators(b *testing.B, cm *creatorMesh) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if c == 1 {
+			if c == 1 && cm.clients == 1 {
 				cm.ops, cm.ok = cl.Counts().Sub(before).Ops(b.N), true
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
@@ -113,26 +144,28 @@ func benchCreators(b *testing.B, cm *creatorMesh) {
 	}
 }
 
-// startCreatorMesh starts the nodes of roles on Redis and waits until one
-// creation on every server went through (connections warm).
-func startCreatorMesh(b *testing.B, roles []config.ObjectRole) *benchkit.Cluster {
+// startCreatorMesh starts the nodes of cm on Redis and waits until one
+// creation from every client on every server went through (connections
+// warm).
+func startCreatorMesh(b *testing.B, cm *creatorMesh) *benchkit.Cluster {
 	b.Helper()
-	cl := benchkit.StartCluster(b, benchkit.Redis, roles, demoapp.Register)
-	m := cl.Nodes[len(cl.Nodes)-1].Manager()
+	cl := benchkit.StartCluster(b, benchkit.Redis, cm.roles(), demoapp.Register)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	warm := map[string]bool{}
-	servers := len(roles) - 1
-	for i := 0; len(warm) < servers; i++ {
-		ref, err := m.CreateActor(ctx, "warm-up-"+strconv.Itoa(i), demoapp.CounterType)
-		if err != nil {
-			if ctx.Err() != nil {
-				b.Fatalf("warm-up creation: %v", err)
+	for k := range cm.clients {
+		m := cl.Nodes[cm.servers+k].Manager()
+		warm := map[string]bool{}
+		for i := 0; len(warm) < cm.servers; i++ {
+			ref, err := m.CreateActor(ctx, fmt.Sprintf("warm-up-%d-%d", k, i), demoapp.CounterType)
+			if err != nil {
+				if ctx.Err() != nil {
+					b.Fatalf("warm-up creation: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+				continue
 			}
-			time.Sleep(20 * time.Millisecond)
-			continue
+			warm[string(ref.NodeRID)] = true
 		}
-		warm[string(ref.NodeRID)] = true
 	}
 	return cl
 }
@@ -140,7 +173,7 @@ func startCreatorMesh(b *testing.B, roles []config.ObjectRole) *benchkit.Cluster
 // benchCreateCeiling: the store calls of one creation on cm, replayed raw
 // by C goroutines.
 func benchCreateCeiling(b *testing.B, cm *creatorMesh) {
-	for _, c := range creatorCounts {
+	for _, c := range cm.counts {
 		b.Run(fmt.Sprintf("creators-%d", c), func(b *testing.B) {
 			ops := cm.ops
 			if !cm.ok {
