@@ -159,6 +159,11 @@ type ReclaimResult struct {
 	// instead of removing them (docs/INSTANCE-SPOTS.md).
 	Resumed  int
 	Reclaims []ReclaimedObject
+	// Released are the relocation reservations whose source's owner lease
+	// ended before its move committed or was cancelled: nobody else
+	// releases them, and each held slots of its target's run reserved for
+	// as long as that run lived (docs/AUTHORITY.md §10).
+	Released []ReleasedReservation
 	// Returns are the abandoned creations whose reservation was returned:
 	// a Reserved record whose owner's lease ended, so its creation can
 	// never commit, held its Id and its slots until someone asked for the
@@ -167,6 +172,19 @@ type ReclaimResult struct {
 	// Instance Spot's activation is cancelled with its stored first
 	// message, by a node's sweep only.)
 	Returns []ReclaimedObject
+}
+
+// ReleasedReservation names one released relocation reservation.
+type ReleasedReservation struct {
+	ReservationID [16]byte
+	Kind          record.ObjectKind
+	ID            string
+	Generation    uint64
+	Source        string // the dead source owner
+	SourceGen     uint64
+	SourceRID     []byte
+	TargetRID     []byte
+	Bundle        authority.Bundle // the slots returned to the target's run
 }
 
 // ReclaimedObject names one removed record.
@@ -225,9 +243,20 @@ type reclaimer struct {
 	// leaves the row for a node that offers its type. Without it (ctl
 	// reclaim, an explicit operator action) such a row is removed too.
 	resume func(ctx context.Context, a record.Authority, version string) (handled bool, err error)
-	// prefixes, when set, are the authority key prefixes to scan (a node's
-	// shares, sweepPrefixes); nil scans every authority row.
-	prefixes []string
+	// shares, when set, returns the key prefixes under a kind prefix that
+	// this reclaimer scans (a node's shares, sweepPrefixes); nil, or a nil
+	// answer, scans every row.
+	shares func(base string) []string
+}
+
+// prefixesOf returns the key prefixes under base this reclaimer scans.
+func (r reclaimer) prefixesOf(base string) []string {
+	if r.shares != nil {
+		if p := r.shares(base); p != nil {
+			return p
+		}
+	}
+	return []string{base}
 }
 
 func (r reclaimer) run(ctx context.Context, kind record.ObjectKind, id string) (ReclaimResult, error) {
@@ -249,21 +278,27 @@ func (r reclaimer) run(ctx context.Context, kind record.ObjectKind, id string) (
 	// Authority keys are hashes (record.Key): one prefix for every kind;
 	// the kind filter applies to the decoded rows. A node's sweep may scan
 	// only its shares of the key space (sweepShards).
-	prefixes := r.prefixes
-	if prefixes == nil {
-		prefixes = []string{record.KindPrefix(record.KindAuthority)}
-	}
 	ended := map[authority.Owner]bool{} // per sweep: one lease read per owner
-	for _, prefix := range prefixes {
-		if err := r.scan(ctx, &res, kind, prefix, ended); err != nil {
+	for _, prefix := range r.prefixesOf(record.KindPrefix(record.KindAuthority)) {
+		if err := r.scan(ctx, prefix, func(it locstore.Item) error {
+			return r.one(ctx, &res, kind, it.Key, it.Value, it.Version, ended)
+		}); err != nil {
+			return res, err
+		}
+	}
+	// Reservation keys are hashes of the reservation id: their shares too.
+	for _, prefix := range r.prefixesOf(record.KindPrefix(authority.KindRelocationReservation)) {
+		if err := r.scan(ctx, prefix, func(it locstore.Item) error {
+			return r.reservation(ctx, &res, kind, it, ended)
+		}); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
 
-// scan looks at every authority row under prefix (one snapshot scan).
-func (r reclaimer) scan(ctx context.Context, res *ReclaimResult, kind record.ObjectKind, prefix string, ended map[authority.Owner]bool) error {
+// scan hands every row under prefix to each (one snapshot scan).
+func (r reclaimer) scan(ctx context.Context, prefix string, each func(locstore.Item) error) error {
 	cursor, restarts := "", 0
 	for {
 		page, err := r.loc.Scan(ctx, locstore.ScanRequest{Prefix: prefix, Limit: 500, Cursor: cursor})
@@ -278,7 +313,7 @@ func (r reclaimer) scan(ctx context.Context, res *ReclaimResult, kind record.Obj
 			continue
 		}
 		for _, it := range page.Items {
-			if err := r.one(ctx, res, kind, it.Key, it.Value, it.Version, ended); err != nil {
+			if err := each(it); err != nil {
 				return err
 			}
 		}
@@ -301,15 +336,15 @@ const (
 	sweepShardCopies = 2
 )
 
-// sweepPrefixes returns the authority key prefixes the node at index self
-// of n serving nodes (sorted by RID) sweeps: nil (every key) when n is at
-// most sweepShardAll or self is not among them.
-func sweepPrefixes(self, n int) []string {
+// sweepPrefixes returns the key prefixes under base (a kind prefix of
+// hashed keys: authority, relocation reservation) the node at index self of
+// n serving nodes (sorted by RID) sweeps: nil (every key) when n is at most
+// sweepShardAll or self is not among them.
+func sweepPrefixes(base string, self, n int) []string {
 	if n <= sweepShardAll || self < 0 || self >= n {
 		return nil
 	}
 	var out []string
-	base := record.KindPrefix(record.KindAuthority)
 	for s := 0; s < sweepShards; s++ {
 		for c := 0; c < sweepShardCopies; c++ {
 			if (s+c)%n == self {
@@ -347,15 +382,8 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		return nil
 	}
 	owner := authority.OwnerOf(a)
-	dead, ok := ended[owner]
-	if !ok {
-		if dead, err = leaseEnded(ctx, r.loc, owner); err != nil {
-			return err
-		}
-		ended[owner] = dead
-	}
-	if !dead {
-		return nil
+	if dead, err := ownerDead(ctx, r.loc, owner, ended); !dead {
+		return err
 	}
 	if abandoned && a.Allocation.ObjectKind == record.ObjectInstanceSpot {
 		// Its activation's stored first message goes with it: a node's own
@@ -386,6 +414,19 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		res.Reclaimed++
 	}
 	return err
+}
+
+// ownerDead is leaseEnded, asked once per owner and sweep (ended).
+func ownerDead(ctx context.Context, st locstore.Store, owner authority.Owner, ended map[authority.Owner]bool) (bool, error) {
+	dead, ok := ended[owner]
+	if !ok {
+		var err error
+		if dead, err = leaseEnded(ctx, st, owner); err != nil {
+			return false, err
+		}
+		ended[owner] = dead
+	}
+	return dead, nil
 }
 
 // leaseEnded reads owner's lease row directly (§3.1): ended when it is gone
@@ -426,11 +467,13 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 			}
 			return done, err
 		}}
-	r.prefixes = sweepPrefixes(n.sweepPosition())
+	self, nodes := n.sweepPosition()
+	r.shares = func(base string) []string { return sweepPrefixes(base, self, nodes) }
 	res, err := r.run(ctx, "", "")
-	if res.DeadOwner > 0 || len(res.Returns) > 0 {
+	if res.DeadOwner > 0 || len(res.Returns) > 0 || len(res.Released) > 0 {
 		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
-			"reservations_returned", len(res.Returns), "resumed", res.Resumed, "waiting_grace", res.Waiting, "skipped", res.Skipped)
+			"reservations_returned", len(res.Returns), "relocation_reservations_released", len(res.Released),
+			"resumed", res.Resumed, "waiting_grace", res.Waiting, "skipped", res.Skipped)
 	}
 	return res, err
 }
@@ -482,13 +525,31 @@ func (r reclaimer) returnReservation(ctx context.Context, res *ReclaimResult, a 
 // applied.
 func (r reclaimer) removeDead(ctx context.Context, res *ReclaimResult, a record.Authority, owner authority.Owner,
 	list *[]ReclaimedObject, what string, remove func(context.Context) error, msg string) (bool, error) {
+	obj := reclaimedOf(a)
+	if go_, err := r.mayRemove(res, owner, func() { *list = append(*list, obj) }); !go_ {
+		return false, err
+	}
+	err := remove(ctx)
+	if skip, err := r.settled(res, err, what, a.ObjectID); skip {
+		return false, err
+	}
+	*list = append(*list, obj)
+	r.log.Warn(msg, "object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
+		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
+		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
+	return true, nil
+}
+
+// mayRemove decides whether a removal for the dead owner may go ahead now:
+// not while its grace (if any) runs, not in a dry run (which only lists, by
+// dryList), not when the node's gate is closed (an error).
+func (r reclaimer) mayRemove(res *ReclaimResult, owner authority.Owner, dryList func()) (bool, error) {
 	if r.wait != nil && r.wait(owner) > 0 {
 		res.Waiting++
 		return false, nil
 	}
-	obj := reclaimedOf(a)
 	if r.dryRun {
-		*list = append(*list, obj)
+		dryList()
 		return false, nil
 	}
 	if r.admit != nil {
@@ -496,20 +557,71 @@ func (r reclaimer) removeDead(ctx context.Context, res *ReclaimResult, a record.
 			return false, wrapErr(ErrUnavailable, err, "owner lease: reclaim stopped")
 		}
 	}
-	err := remove(ctx)
+	return true, nil
+}
+
+// settled sorts a removal's error: nil goes on; a row that changed since
+// the scan is skipped (someone else decided); anything else is returned,
+// naming what was done to whom.
+func (r reclaimer) settled(res *ReclaimResult, err error, what, id string) (bool, error) {
 	switch {
 	case err == nil:
+		return false, nil
 	case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound), errors.Is(err, authority.ErrStaleGeneration):
 		res.Skipped++
-		return false, nil
+		return true, nil
 	default:
-		return false, fmt.Errorf("%s %s: %w", what, a.ObjectID, err)
+		return true, fmt.Errorf("%s %s: %w", what, id, err)
 	}
-	*list = append(*list, obj)
-	r.log.Warn(msg, "object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
-		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
-		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
-	return true, nil
+}
+
+// reservation releases the relocation reservation it (a scanned row) when
+// its source's owner lease has ended (and the grace, if any, has passed).
+// Only the source releases a reservation it secured, when its move is
+// cancelled; the target's owner CAS consumes it. A source that died in
+// between — killed during a drain — left it behind, and with it the
+// target run's slots, reserved for as long as that run lives: with limits,
+// every such death shrank the node's room. By the grace (a minute by
+// default, after the lease's TTL) any target attempt of that move has
+// committed (which consumed the row) or given up; a CAS still in flight
+// would find the row gone and leave the object to its dead owner, which is
+// where it is anyway. The release is conditioned on the row as it is read
+// again; a row gone meanwhile is skipped.
+func (r reclaimer) reservation(ctx context.Context, res *ReclaimResult, kind record.ObjectKind, it locstore.Item, ended map[authority.Owner]bool) error {
+	rv, err := authority.DecodeReservation(it.Value)
+	if err != nil {
+		res.Skipped++
+		r.log.Warn("reclaim: undecodable relocation reservation row", "key", it.Key, "err", err)
+		return nil
+	}
+	if kind != "" && rv.ObjectKind != kind {
+		return nil
+	}
+	owner := rv.Source.Owner
+	if dead, err := ownerDead(ctx, r.loc, owner, ended); !dead {
+		return err
+	}
+	rel := ReleasedReservation{ReservationID: rv.ID, Kind: rv.ObjectKind, ID: rv.ObjectID, Generation: rv.ObjectGeneration,
+		Source: owner.ID, SourceGen: owner.LeaseGeneration, SourceRID: rv.Source.Node.RoutingID,
+		TargetRID: rv.Target.Node.RoutingID, Bundle: rv.Bundle}
+	if go_, err := r.mayRemove(res, owner, func() { res.Released = append(res.Released, rel) }); !go_ {
+		return err
+	}
+	out, err := r.exec.ReleaseCapacity(ctx, authority.CapacityRequest{ReservationID: rv.ID})
+	if skip, err := r.settled(res, err, "release the relocation reservation of", rv.ObjectID); skip {
+		return err
+	}
+	if out.AlreadyApplied { // consumed by the move's owner CAS, or released, since the scan
+		res.Skipped++
+		return nil
+	}
+	res.Released = append(res.Released, rel)
+	r.log.Warn("released the relocation reservation of a dead source: its owner lease ended before the move committed or was cancelled; the target's reserved slots are returned",
+		"object", rv.ObjectID, "kind", string(rv.ObjectKind), "generation", rv.ObjectGeneration,
+		"reservation", fmt.Sprintf("%x", rv.ID), "dead_owner", owner.ID, "dead_owner_gen", owner.LeaseGeneration,
+		"dead_node", fmt.Sprintf("%x", rv.Source.Node.RoutingID), "target_node", fmt.Sprintf("%x", rv.Target.Node.RoutingID),
+		"by", r.why)
+	return nil
 }
 
 // reclaimedOf names the record a for a ReclaimResult.

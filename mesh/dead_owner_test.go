@@ -156,23 +156,26 @@ func TestReclaimSweep(t *testing.T) {
 	}
 }
 
+var authBase = record.KindPrefix(record.KindAuthority)
+
 // In a mesh of more than sweepShardAll serving nodes every authority key
 // shard is swept by exactly sweepShardCopies distinct nodes; in a smaller
-// one (or for a node not listed) every node sweeps everything.
+// one (or for a node not listed) every node sweeps everything. Relocation
+// reservation keys are shared out the same way.
 func TestSweepPrefixes(t *testing.T) {
 	for _, n := range []int{1, 3, 16} {
-		if p := sweepPrefixes(0, n); p != nil {
+		if p := sweepPrefixes(authBase, 0, n); p != nil {
 			t.Fatalf("%d nodes: prefixes %v, want every key", n, len(p))
 		}
 	}
-	if p := sweepPrefixes(-1, 40); p != nil {
+	if p := sweepPrefixes(authBase, -1, 40); p != nil {
 		t.Fatal("a node not listed must sweep everything")
 	}
 	for _, n := range []int{17, 40, 256, 1000} {
 		count := map[string]int{}
 		total := 0
 		for self := 0; self < n; self++ {
-			for _, p := range sweepPrefixes(self, n) {
+			for _, p := range sweepPrefixes(authBase, self, n) {
 				count[p]++
 				total++
 			}
@@ -189,18 +192,24 @@ func TestSweepPrefixes(t *testing.T) {
 			t.Fatalf("%d nodes: %d assignments", n, total)
 		}
 	}
-	// A key lands in exactly one shard prefix.
-	key, _ := authority.Object{ID: "x", Kind: record.ObjectActor}.Key()
-	hits := 0
-	for self := 0; self < 40; self++ {
-		for _, p := range sweepPrefixes(self, 40) {
-			if strings.HasPrefix(key, p) {
-				hits++
+	// A key lands in exactly one shard prefix, swept by sweepShardCopies nodes.
+	authKey, _ := authority.Object{ID: "x", Kind: record.ObjectActor}.Key()
+	resKey, _ := authority.ReservationKey([16]byte{1, 2, 3})
+	for _, c := range []struct{ base, key string }{
+		{authBase, authKey},
+		{record.KindPrefix(authority.KindRelocationReservation), resKey},
+	} {
+		hits := 0
+		for self := 0; self < 40; self++ {
+			for _, p := range sweepPrefixes(c.base, self, 40) {
+				if strings.HasPrefix(c.key, p) {
+					hits++
+				}
 			}
 		}
-	}
-	if hits != sweepShardCopies {
-		t.Fatalf("key %s matched %d node prefixes, want %d", key, hits, sweepShardCopies)
+		if hits != sweepShardCopies {
+			t.Fatalf("key %s matched %d node prefixes, want %d", c.key, hits, sweepShardCopies)
+		}
 	}
 }
 
@@ -229,7 +238,12 @@ func TestReclaimSweepOnlyItsShards(t *testing.T) {
 	waitOwnerGone(t, c, doomed[0])
 	n := c.nodes[1]
 	r := reclaimer{loc: n.loc, exec: n.obj.exec, log: n.log, why: "test", admit: n.lease.Gate().Admit,
-		prefixes: []string{shard(doomed[0])}}
+		shares: func(base string) []string {
+			if base == authBase {
+				return []string{shard(doomed[0])}
+			}
+			return nil
+		}}
 	eventually(t, 10*time.Second, "the first object's shard to be reclaimed", func() bool {
 		if _, err := r.run(ctx, "", ""); err != nil {
 			t.Fatal(err)
@@ -293,5 +307,104 @@ func TestReclaimSweepReturnsAbandonedReservations(t *testing.T) {
 	}
 	if _, err := c.m(0).FindActor(ctx, kept[0].ActorID); err != nil {
 		t.Errorf("%s of a live owner: %v", kept[0].ActorID, err)
+	}
+}
+
+// partyOf is node n's host run as a relocation party.
+func partyOf(n *Node) authority.Party {
+	return authority.Party{
+		Node:  authority.Node{MeshName: n.cfg.Node.MeshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration},
+		Owner: authority.Owner{ID: n.run.ownerID, LeaseGeneration: n.leaseGen.Load()},
+	}
+}
+
+// secureMove secures room on to for moving ref (hosted by from), as the
+// source of a relocation does first, and returns the reservation's row key.
+func secureMove(t *testing.T, c *cluster, exec *authority.Executor, ref ActorRef, from, to *Node, id byte) string {
+	t.Helper()
+	row := rowOf(t, c, record.ObjectActor, ref.ActorID)
+	bundle, err := authority.BundleFor(record.ObjectActor, testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := partyOf(to)
+	req := authority.CapacityRequest{
+		ReservationID: [16]byte{15: id}, Bundle: bundle,
+		Object:           authority.Object{ID: ref.ActorID, Kind: record.ObjectActor, StableType: testMoverType},
+		ObjectGeneration: uint64(row.Record.ObjectGeneration), AuthorityVersion: row.Version,
+		Source: partyOf(from), Target: authority.Target{Node: dst.Node, Owner: dst.Owner},
+	}
+	if _, err := exec.SecureCapacity(ctxT(t, 10*time.Second), req); err != nil {
+		t.Fatal(err)
+	}
+	key, err := authority.ReservationKey(req.ReservationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// A relocation reservation whose source died before its move committed or
+// was cancelled is released by the reclaim sweep (after the grace; ctl
+// reclaim lists it without waiting): its target's reserved slots come back.
+// A live source's reservation is left to its source.
+func TestReclaimSweepReleasesADeadSourcesRelocationReservation(t *testing.T) {
+	c := deadOwnerCluster(t, nil, 200*time.Millisecond)
+	ctx := ctxT(t, 30*time.Second)
+	live, dead := c.nodes[1], c.nodes[2]
+	exec, err := authority.NewExecutor(c.f.loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaving := createOn(t, c, "leaving", 2, 1)[0]
+	orphan := secureMove(t, c, exec, leaving, dead, live, 1)
+	kept := secureMove(t, c, exec, createOn(t, c, "staying", 1, 1)[0], live, dead, 2)
+	liveActors := authority.CounterID{Node: partyOf(live).Node, Class: authority.SlotActors}
+	reserved := func() int {
+		rows, err := authority.ReadCounters(ctx, c.f.loc, []authority.CounterID{liveActors})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].Usage.Reserved
+	}
+	if got := reserved(); got != 1 {
+		t.Fatalf("live target's reserved actor slots %d, want the dead source's move's 1", got)
+	}
+	dead.crash()
+	present := func(key string) bool {
+		rr, err := c.f.loc.Read(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rr.Found
+	}
+	// ctl reclaim --dry-run names it and changes nothing.
+	eventually(t, 10*time.Second, "ctl reclaim to see the dead source's reservation", func() bool {
+		res, err := ReclaimDeadOwners(ctx, c.f.loc, ReclaimOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Released) == 1 && res.Released[0].ID == leaving.ActorID
+	})
+	if !present(orphan) {
+		t.Fatal("a dry run released the reservation")
+	}
+	var released []ReleasedReservation
+	eventually(t, 10*time.Second, "the sweep to release the dead source's reservation", func() bool {
+		res, err := live.reclaimSweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		released = append(released, res.Released...)
+		return !present(orphan)
+	})
+	if len(released) != 1 || released[0].ID != leaving.ActorID || released[0].Bundle.Actors != 1 {
+		t.Errorf("released %+v, want the dead source's reservation of %s once", released, leaving.ActorID)
+	}
+	if got := reserved(); got != 0 {
+		t.Errorf("live target's reserved actor slots %d after the release, want 0", got)
+	}
+	if !present(kept) {
+		t.Error("a live source's reservation was released")
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -19,7 +21,9 @@ their Ids can be created again. The state those objects held in the dead
 process's memory is lost; this only cleans up their records (and the
 capacity slots the dead run held). An object whose owner is alive is never
 touched: each removal is one conditional batch that checks the owner's lease
-row is still ended and the record unchanged. Unlike the serving nodes'
+row is still ended and the record unchanged. With --all it also releases the
+relocation reservations of moves whose source died before the move committed
+or was cancelled, returning the slots they held reserved on the target. Unlike the serving nodes'
 background sweep (recovery.reclaim_sweep_interval) it does not wait for
 recovery.reclaim_grace: running it is the operator's decision.
 --dry-run lists what would be reclaimed and changes nothing.
@@ -88,10 +92,42 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	list(res.Reclaims, verb, "is gone; its state is lost")
 	list(res.Returns, returned, "is gone; its creation was abandoned, nothing was created")
-	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d abandoned creations' reservations, %d changed meanwhile or unreadable\n",
-		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, len(res.Returns), res.Skipped)
+	released := "released"
+	if opts.DryRun {
+		released = "would release"
+	}
+	for _, r := range res.Released {
+		fmt.Fprintf(stdout, "%s the relocation reservation %x of %s %q (generation %d): its source owner %s/%d on node %x is gone; %s returned to node %x\n",
+			released, r.ReservationID, r.Kind, r.ID, r.Generation, r.Source, r.SourceGen, r.SourceRID, slotsOf(r.Bundle), r.TargetRID)
+	}
+	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d abandoned creations' reservations, %d dead sources' relocation reservations, %d changed meanwhile or unreadable\n",
+		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, len(res.Returns), len(res.Released), res.Skipped)
 	if err != nil {
 		return storeFailed(stderr, name, err)
 	}
 	return ExitOK
+}
+
+// slotsOf says what a reservation's bundle held, e.g. "1 actor slot".
+func slotsOf(b authority.Bundle) string {
+	var parts []string
+	plural := func(n int, what string) string {
+		if n == 1 {
+			return fmt.Sprintf("%d %s slot", n, what)
+		}
+		return fmt.Sprintf("%d %s slots", n, what)
+	}
+	if b.Actors > 0 {
+		parts = append(parts, plural(b.Actors, "actor"))
+	}
+	if b.Spots > 0 {
+		parts = append(parts, plural(b.Spots, "spot"))
+	}
+	if b.SpotType != nil && b.SpotType.Count > 0 {
+		parts = append(parts, plural(b.SpotType.Count, string(b.SpotType.ObjectKind)+" "+b.SpotType.StableType))
+	}
+	if len(parts) == 0 {
+		return "no slots"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // ctl reclaim refuses what it cannot mean, before touching any store.
@@ -32,5 +35,26 @@ func TestCtlReclaimUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Main(context.Background(), []string{"ctl", "reclaim", "--help"}, &out, &errb); code != ExitOK || !strings.Contains(out.String(), "usage: meshnode ctl reclaim") {
 		t.Fatalf("--help: exit %d %s %s", code, out.String(), errb.String())
+	}
+}
+
+// What a released reservation held is said in words, whatever it held.
+func TestSlotsOf(t *testing.T) {
+	cases := []struct {
+		b    authority.Bundle
+		want string
+	}{
+		{authority.Bundle{Actors: 1}, "1 actor slot"},
+		{authority.Bundle{Actors: 3}, "3 actor slots"},
+		{authority.Bundle{Spots: 1, SpotType: &record.SpotTypeSlots{ObjectKind: record.ObjectUserSpot, StableType: "Room", Count: 1}},
+			"1 spot slot, 1 userSpot Room slot"},
+		{authority.Bundle{Spots: 1, Actors: 4, SpotType: &record.SpotTypeSlots{ObjectKind: record.ObjectUserSpot, StableType: "Room", Count: 1}},
+			"4 actor slots, 1 spot slot, 1 userSpot Room slot"},
+		{authority.Bundle{}, "no slots"},
+	}
+	for _, c := range cases {
+		if got := slotsOf(c.b); got != c.want {
+			t.Errorf("slotsOf(%+v) = %q, want %q", c.b, got, c.want)
+		}
 	}
 }
