@@ -12,8 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/locstore"
+	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/demoapp"
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // drainRestart stops server i with SIGTERM, checks its drain moved every
@@ -171,6 +176,7 @@ func TestMultiProcessStormWithKill(t *testing.T) {
 			t.Errorf("ctl reclaim did not name %s:\n%s", id, out)
 		}
 	}
+	r.checkNothingReserved(t, ctx)
 	list = r.listActors(t)
 	for _, id := range lost {
 		if _, ok := list[id]; ok {
@@ -179,6 +185,46 @@ func TestMultiProcessStormWithKill(t *testing.T) {
 		res, err := m.GetOrCreateActor(ctx, id, demoapp.CounterType)
 		if err != nil || res.Outcome != mesh.Created {
 			t.Errorf("GetOrCreate %s after reclaim: %+v, %v; want Created", id, res, err)
+		}
+	}
+}
+
+// checkNothingReserved fails the test when capacity is left reserved once
+// every move and creation has ended: a relocation reservation row left
+// behind, or a live run's counter holding reserved slots (a leak would
+// shrink that node's room for as long as it runs).
+func (r *rollMesh) checkNothingReserved(t *testing.T, ctx context.Context) {
+	t.Helper()
+	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{r.addr}, Namespace: r.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := st.Scan(ctx, locstore.ScanRequest{Prefix: record.KindPrefix(authority.KindRelocationReservation), Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range page.Items {
+		rv, err := authority.DecodeReservation(it.Value)
+		t.Errorf("relocation reservation left behind: %+v (%v)", rv, err)
+	}
+	snap, err := directory.List(ctx, st, "roll", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range snap.Entries {
+		d := e.Descriptor
+		if !e.LeaseValid {
+			continue
+		}
+		id := authority.CounterID{Class: authority.SlotActors,
+			Node: authority.Node{MeshName: d.MeshName, RoutingID: d.RoutingID, LifecycleGeneration: uint64(d.LifecycleGeneration)}}
+		rows, err := authority.ReadCounters(ctx, st, []authority.CounterID{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := rows[0].Usage; u.Reserved != 0 {
+			t.Errorf("node %x holds %d reserved actor slots with nothing in flight (%d active)", d.RoutingID, u.Reserved, u.Active)
 		}
 	}
 }
@@ -195,4 +241,77 @@ func (r *rollMesh) ctl(t *testing.T, args ...string) string {
 		t.Fatalf("ctl %v: %v\n%s%s", args, err, out.String(), errb.String())
 	}
 	return out.String()
+}
+
+// A server killed with SIGKILL in the middle of its own drain leaves the
+// moves it had in flight half done, and their targets holding slots
+// reserved for them; only a source releases its reservations, so nobody
+// would. Once its lease has ended, `meshnode ctl reclaim --all` releases
+// them (and removes the records of the objects that had not moved: their
+// state died with the process), and no capacity is left reserved.
+func TestMultiProcessKillDuringDrainLeavesNothingReserved(t *testing.T) {
+	r := startRollMesh(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m := r.client.Manager()
+	const objects = 3000
+	errs := make(chan error, 8)
+	next := make(chan int, objects)
+	for i := range objects {
+		next <- i
+	}
+	close(next)
+	for range 8 {
+		go func() {
+			for i := range next {
+				if _, err := m.CreateActor(ctx, fmt.Sprintf("drain-%d", i), demoapp.CounterType); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := r.procs[0]
+	if err := victim.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Killed in full flow: ~900 more to go, 16 in flight.
+	waitUntil(t, 20*time.Second, "the drain to be under way", func() bool { return victim.count("relocation ended") >= 100 }, victim)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.dead[0] = true
+	atKill := victim.count("relocation ended")
+	<-victim.done
+	t.Logf("killed after %d moves had ended (%d in its log by the end)", atKill, victim.count("relocation ended"))
+	if _, drained := victim.stdoutLine("meshnode: drained:"); drained {
+		t.Fatal("the drain finished before the kill")
+	}
+	// Once its lease has ended (2 s here) a dry run sees its objects that
+	// stayed; the run releases the reservations of its moves caught
+	// between securing their target's room and sending the Restore (a
+	// target that has the payload still commits: the owner change does not
+	// check the source's lease). Timing decides how many: 0 or 1 in about
+	// equal parts here, so this check catches a leak in about half the
+	// runs; TestReclaimSweepReleasesADeadSourcesRelocationReservation (mesh)
+	// makes one every time.
+	waitUntil(t, 20*time.Second, "ctl reclaim to see the killed source's objects", func() bool {
+		return !strings.Contains(r.ctl(t, "reclaim", "--all", "--dry-run"), " 0 of a dead owner")
+	}, r.procs[1:]...)
+	out := r.ctl(t, "reclaim", "--all")
+	t.Logf("ctl reclaim: released %d relocation reservations; %s",
+		strings.Count(out, "released the relocation reservation"), lastLine(out))
+	r.checkNothingReserved(t, ctx)
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
