@@ -412,7 +412,10 @@ type gated struct {
 
 func (g gated) Receive(t *spot.Turn, env spot.Envelope) error {
 	if err := g.gate.Admit(); err != nil {
-		return wrapErr(ErrUnavailable, err, "owner lease: turn not started")
+		// The runtime asked the same gate a moment ago (spot.Options.Admit);
+		// a deadline that fell in between is not a reason to lose the
+		// envelope: spot.ErrNotStarted puts it back and holds the object.
+		return wrapErr(ErrUnavailable, fmt.Errorf("%w: %w", spot.ErrNotStarted, err), "owner lease")
 	}
 	if g.first != nil {
 		defer g.first.over()

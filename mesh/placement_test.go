@@ -284,11 +284,16 @@ type recordingHandler struct{ ran int }
 
 func (h *recordingHandler) Receive(*spot.Turn, spot.Envelope) error { h.ran++; return nil }
 
-// §5: a turn does not start while the admission gate is closed.
+// §5: a turn does not start while the admission gate is closed — and says
+// so with spot.ErrNotStarted, so that the runtime keeps the envelope for
+// the gate instead of losing it (the runtime's own check passed a moment
+// before: an operator try-out — eight senders at full speed, Redis paused
+// 8 s past the admission deadline — lost one accepted one-way message that
+// way).
 func TestGatedHandlerRefusesTurnsWhenTheGateIsClosed(t *testing.T) {
 	h := &recordingHandler{}
 	err := gated{h: h, gate: closedGate{lease.ErrLeaseExpired}}.Receive(nil, spot.Envelope{Kind: spot.Timer, Timer: "t"})
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, lease.ErrLeaseExpired) || h.ran != 0 {
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, lease.ErrLeaseExpired) || !errors.Is(err, spot.ErrNotStarted) || h.ran != 0 {
 		t.Fatalf("closed gate: err %v, ran %d", err, h.ran)
 	}
 	if err := (gated{h: h, gate: closedGate{}}).Receive(nil, spot.Envelope{Kind: spot.Send}); err != nil || h.ran != 1 {

@@ -84,6 +84,15 @@ var (
 	ErrDuplicate    = errors.New("spot: object already open")
 	ErrHandlerPanic = errors.New("spot: handler panicked")
 	ErrNoReply      = errors.New("spot: handler returned without replying")
+	// ErrNotStarted is returned by a Handler that declined to start the
+	// turn and did nothing: a second admission check (the node's gate,
+	// asked again by the handler guard) that found the gate shut just after
+	// Options.Admit let the turn through. With Options.Admit set, the
+	// envelope goes back to the head of the queue and the object holds
+	// itself as when Options.Admit refuses (GateHeld) — the turn is not
+	// lost to the moment between the two checks; without it, it is an
+	// ordinary handler error.
+	ErrNotStarted = errors.New("spot: turn not started")
 )
 
 // Options configure a Runtime.
@@ -636,6 +645,9 @@ func (r *Runtime) ReleaseGateHeld() int {
 func (o *Object) turn(env Envelope) {
 	t := &Turn{obj: o, env: env}
 	err := o.safeReceive(t, env)
+	if errors.Is(err, ErrNotStarted) && !t.replied && o.requeue(env) {
+		return
+	}
 	if env.Kind == Request && !t.replied {
 		if err == nil {
 			err = ErrNoReply
@@ -647,6 +659,31 @@ func (o *Object) turn(env Envelope) {
 	} else if err != nil {
 		o.rt.log.Warn("handler error", "object", o.key.ID, "spot", o.key.Spot, "kind", env.Kind.String(), "err", err)
 	}
+}
+
+// requeue puts env, whose handler declined to start it (ErrNotStarted),
+// back at the head of the queue and holds the object for Options.Admit as
+// admitLocked does (asking again, in case the gate reopened meanwhile). It
+// reports false when it cannot: no Options.Admit to release it, or the
+// object closed.
+func (o *Object) requeue(env Envelope) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rt.opts.Admit == nil || o.closed {
+		return false
+	}
+	if o.qhead > 0 {
+		o.qhead--
+		o.queue[o.qhead] = env
+	} else {
+		o.queue = append(o.queue, Envelope{})
+		copy(o.queue[1:], o.queue)
+		o.queue[0] = env
+	}
+	if o.dispatch {
+		o.admitLocked() // shut: held until ReleaseGateHeld; open again: the turn is retried
+	}
+	return true
 }
 
 func (o *Object) safeReceive(t *Turn, env Envelope) (err error) {

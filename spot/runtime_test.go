@@ -541,3 +541,83 @@ func TestAdmitHoldsInsteadOfStarting(t *testing.T) {
 	o.Release()
 	waitFor(t, "the message after Release", func() bool { return len(r.seen()) == 4 })
 }
+
+// A handler guard that finds the gate shut just after Options.Admit let the
+// turn through (the deadline fell between the two checks) returns
+// ErrNotStarted: the envelope is not lost — it goes back to the head of the
+// queue, the object holds itself, and after the gate reopens it runs once,
+// before what came after it; a request is answered then, not before.
+// Without Options.Admit nothing would release it: an ordinary error.
+func TestNotStartedTurnIsKeptForTheGate(t *testing.T) {
+	var shut atomic.Bool
+	errShut := errors.New("gate shut")
+	admit := func() error {
+		if shut.Load() {
+			return errShut
+		}
+		return nil
+	}
+	for _, kind := range []EnvelopeKind{Send, Request} {
+		t.Run(kind.String(), func(t *testing.T) {
+			shut.Store(false)
+			rep := newReplies()
+			rt := New(Options{Workers: 2, Admit: admit, Replier: rep})
+			defer rt.Close()
+			declined := atomic.Bool{}
+			r := &recorder{}
+			r.onTurn = func(tn *Turn, env Envelope) error {
+				if env.Kind == Request {
+					_ = tn.Reply(env.Body)
+				}
+				return nil
+			}
+			guard := handlerFunc(func(tn *Turn, env Envelope) error {
+				if string(env.Body) == "1" && declined.CompareAndSwap(false, true) {
+					shut.Store(true) // the deadline passes between the two checks
+					return fmt.Errorf("guard: %w", ErrNotStarted)
+				}
+				return r.Receive(tn, env)
+			})
+			o, err := rt.Open(Spec{Key: Key{ID: "a"}, Kind: KindActor, Generation: 1, Handler: guard})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				must(t, o.Post(Envelope{Kind: kind, Body: []byte(strconv.Itoa(i)), ReplyRoute: []byte(strconv.Itoa(i))}))
+			}
+			waitFor(t, "the object to hold itself", o.GateHeld)
+			if got := strings.Join(r.seen(), ","); got != "0" || o.Queued() != 2 {
+				t.Fatalf("ran %q with %d queued, want 0 run and 1, 2 kept", got, o.Queued())
+			}
+			shut.Store(false)
+			rt.ReleaseGateHeld()
+			waitFor(t, "the kept messages", func() bool { return len(r.seen()) == 3 })
+			if got := strings.Join(r.seen(), ","); got != "0,1,2" {
+				t.Fatalf("ran %q, want 0,1,2 each once and in order", got)
+			}
+			if kind == Request {
+				rep.wait(t, 3)
+				for i := range 3 {
+					if got := rep.got[strconv.Itoa(i)]; got.err != nil || string(got.body) != strconv.Itoa(i) {
+						t.Errorf("reply %d: %q, %v", i, got.body, got.err)
+					}
+				}
+			}
+		})
+	}
+	t.Run("without Options.Admit", func(t *testing.T) {
+		rep := newReplies()
+		rt := New(Options{Workers: 1, Replier: rep})
+		defer rt.Close()
+		h := handlerFunc(func(*Turn, Envelope) error { return ErrNotStarted })
+		o, err := rt.Open(Spec{Key: Key{ID: "b"}, Kind: KindActor, Generation: 1, Handler: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, o.Post(Envelope{Kind: Request, ReplyRoute: []byte("r")}))
+		rep.wait(t, 1)
+		if got := rep.got["r"]; !errors.Is(got.err, ErrNotStarted) {
+			t.Fatalf("reply %v, want the handler's ErrNotStarted", got.err)
+		}
+	})
+}
