@@ -778,18 +778,40 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // lagAverage is a moving average of a duration observed by many goroutines
-// (an exponentially weighted mean, weight 1/8 per observation).
+// (an exponentially weighted mean, weight 1/8 per observation) that one
+// stall cannot blow up: an observation counts at most twice the average
+// (the first at most lagFirstMax). Its user waits for most of the average
+// before looking, so an inflated average is self-sustaining — every later
+// wait, and so every later observation, is at least that long: after Redis
+// paused 8 s during a host relocation (operator try-out), each of the
+// node's later moves slept ~1 s before reading its commit, and a drain of
+// 700 objects that takes half a second took a minute.
 type lagAverage struct{ ns atomic.Int64 }
+
+// lagFirstMax bounds the first observation of a lagAverage.
+const lagFirstMax = 50 * time.Millisecond
 
 // typical is the current average (0 before any observation).
 func (l *lagAverage) typical() time.Duration { return time.Duration(l.ns.Load()) }
 
+// observeWait records a wait that slept part of the average and then
+// looked until it saw the event, elapsed in all. found at the first look
+// after sleeping, the event came at some point of the sleep, not at its
+// end: half counts — or the average could only ever come down by its own
+// sleep.
+func (l *lagAverage) observeWait(elapsed time.Duration, foundAtFirstLookAfterSleep bool) {
+	if foundAtFirstLookAfterSleep {
+		elapsed /= 2
+	}
+	l.observe(elapsed)
+}
+
 func (l *lagAverage) observe(d time.Duration) {
 	for {
 		old := l.ns.Load()
-		next := int64(d)
+		next := min(int64(d), int64(lagFirstMax))
 		if old > 0 {
-			next = old + (int64(d)-old)/8
+			next = old + (min(int64(d), 2*old)-old)/8
 		}
 		if l.ns.CompareAndSwap(old, next) {
 			return
