@@ -794,18 +794,6 @@ const lagFirstMax = 50 * time.Millisecond
 // typical is the current average (0 before any observation).
 func (l *lagAverage) typical() time.Duration { return time.Duration(l.ns.Load()) }
 
-// observeWait records a wait that slept part of the average and then
-// looked until it saw the event, elapsed in all. found at the first look
-// after sleeping, the event came at some point of the sleep, not at its
-// end: half counts — or the average could only ever come down by its own
-// sleep.
-func (l *lagAverage) observeWait(elapsed time.Duration, foundAtFirstLookAfterSleep bool) {
-	if foundAtFirstLookAfterSleep {
-		elapsed /= 2
-	}
-	l.observe(elapsed)
-}
-
 func (l *lagAverage) observe(d time.Duration) {
 	for {
 		old := l.ns.Load()

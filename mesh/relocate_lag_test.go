@@ -8,9 +8,7 @@ import (
 // The source's commit wait average (lagAverage) follows the lag moves see,
 // but a stall cannot blow it up: an observation counts at most twice the
 // average (the first at most lagFirstMax) — an 8 s Redis pause used to
-// leave every later move of the node sleeping ~1 s. And waits whose first
-// look already finds the commit (counted half: the commit came during the
-// wait) bring a high average down in tens of moves, not hundreds.
+// leave every later move of the node sleeping ~1 s.
 func TestLagAverageResistsStalls(t *testing.T) {
 	const stall = 8 * time.Second
 	cases := []struct {
@@ -38,19 +36,6 @@ func TestLagAverageResistsStalls(t *testing.T) {
 				t.Errorf("typical %v, want %v..%v", got, c.atLeast, c.atMost)
 			}
 		})
-	}
-	// Coming down: the commit now lands at once (true lag ~0), each wait
-	// sleeps 3/4 of the average and its first look finds the commit.
-	var l lagAverage
-	for range 200 {
-		l.observe(500 * time.Millisecond)
-	}
-	moves := 0
-	for ; l.typical() > 10*time.Millisecond; moves++ {
-		l.observeWait(l.typical()*3/4, true)
-	}
-	if moves > 60 {
-		t.Errorf("%d moves to come down from 500 ms to 10 ms, want at most 60", moves)
 	}
 }
 
