@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/hostmove"
+	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/spot"
@@ -392,18 +394,40 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 	// left the object serving here (§9.4): try the other nodes before
 	// giving up on it, as long as the command's deadline allows. A node
 	// that died a moment ago still looks serving until its lease ends.
+	// One that failed for a passing store or lease problem here left it
+	// serving too: try it again, paced (transientMove).
 	var avoid [][]byte
 	var tried []string // "reason on target" of the targets that failed, for the outcome
-	for tries := 1; err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && tries < hostMoveTries && ctx.Err() == nil; tries++ {
+	pace := newHostRetryPace()
+retry:
+	for ctx.Err() == nil && (err != nil || res.Outcome != Moved) {
 		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
 			break
 		}
-		avoid = append(avoid, res.TargetNodeRID)
-		tried = append(tried, fmt.Sprintf("%s on %x", res.Reason, res.TargetNodeRID))
-		o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
-			"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
+		switch {
+		case err == nil && retryElsewhere(res.Reason) && r.Targets < hostMoveTries:
+			avoid = append(avoid, res.TargetNodeRID)
+			tried = append(tried, fmt.Sprintf("%s on %x", res.Reason, res.TargetNodeRID))
+			o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
+				"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
+			r.Targets++
+		case transientMove(res, err):
+			why := res.Reason
+			if err != nil {
+				why = err.Error()
+			}
+			level := slog.LevelDebug
+			if pace.n == 0 {
+				level = slog.LevelInfo
+			}
+			o.log.Log(ctx, level, "host relocation: move failed for a passing store or lease problem; trying again", "object", obj.ID, "reason", why)
+			if pace.sleep(ctx) != nil {
+				break retry // the deadline: this attempt's outcome stands
+			}
+		default:
+			break retry
+		}
 		res, err = o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{avoiding(avoid)})
-		r.Targets++
 	}
 	if err != nil && len(tried) > 0 {
 		// The retry found no node to try: say why the earlier targets
@@ -431,6 +455,41 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 // hostMoveTries bounds the targets one object of a host command is offered
 // to (its first move and the retries elsewhere).
 const hostMoveTries = 3
+
+// transientMove reports whether a move failed for a passing problem here,
+// before anything changed: the store could not be reached (a read timed
+// out while it was paused), the lease gate was shut while a renew was late
+// (it reopens), or the record changed before Captured — which is also how
+// a store failure at that step ends. The object is still serving here, so
+// the host command tries it again (paced) instead of handing it to the
+// shutdown, which removes it: a drain during an 8 s Redis pause (try-out)
+// gave up on 5 to 10 objects that way. Not: the lease lost or released,
+// the node closing, the object's own refusal.
+func transientMove(res RelocationResult, err error) bool {
+	if err == nil {
+		return res.Reason == relocation.ReasonRecordChanged.String()
+	}
+	if errors.Is(err, ErrClosed) || errors.Is(err, lease.ErrLeaseLost) || errors.Is(err, lease.ErrLeaseReleased) {
+		return false
+	}
+	return errors.Is(err, locstore.ErrUnavailable) || errors.Is(err, lease.ErrLeaseExpired)
+}
+
+// hostRetryPace paces the tries of one object of a host command after a
+// passing problem: 50 ms doubling to 1 s.
+type hostRetryPace struct {
+	n int
+	d time.Duration
+}
+
+func newHostRetryPace() *hostRetryPace { return &hostRetryPace{d: 50 * time.Millisecond} }
+
+func (p *hostRetryPace) sleep(ctx context.Context) error {
+	d := p.d
+	p.n++
+	p.d = min(2*p.d, time.Second)
+	return sleepCtx(ctx, d)
+}
 
 // retryElsewhere reports whether a move that ended for reason may succeed
 // on another target: the failure was the target's (it could not be

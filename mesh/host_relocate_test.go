@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,8 +10,11 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/hostmove"
+	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
 // hostCluster is a client node 0 and three servers with seqType
@@ -495,5 +499,120 @@ func TestHostRelocateSlowProgress(t *testing.T) {
 	// the moves did not wait for them, so most snapshots were coalesced.
 	if n := calls.Load(); n >= int32(len(mine)+1) {
 		t.Errorf("%d Progress calls for %d outcomes: snapshots were not coalesced (the moves waited for the callback)", n, len(mine))
+	}
+}
+
+// blinkingStore fails the first read of each armed key, as a store paused
+// for a moment does (a read timing out); everything else passes through.
+type blinkingStore struct {
+	locstore.Store
+	mu     sync.Mutex
+	armed  map[string]bool
+	failed atomic.Int32
+}
+
+func (s *blinkingStore) arm(keys ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = map[string]bool{}
+	for _, k := range keys {
+		s.armed[k] = true
+	}
+}
+
+func (s *blinkingStore) blink(keys ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if s.armed[k] {
+			delete(s.armed, k)
+			s.failed.Add(1)
+			return &locstore.ProviderError{Provider: "test", Op: "read", Err: fmt.Errorf("i/o timeout reading %s", k)}
+		}
+	}
+	return nil
+}
+
+func (s *blinkingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if err := s.blink(key); err != nil {
+		return locstore.ReadResult{}, err
+	}
+	return s.Store.Read(ctx, key)
+}
+
+func (s *blinkingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	if err := s.blink(keys...); err != nil {
+		return nil, err
+	}
+	return locstore.ReadMany(ctx, s.Store, keys)
+}
+
+// A move of a host command that failed because the store did not answer
+// for a moment (here: the source's read of each object's row fails once)
+// is tried again, paced, while the command's deadline allows: the object
+// was still serving here, and a drain would otherwise have handed it to
+// the shutdown, which removes it (a drain during an 8 s Redis pause gave
+// up on 5 to 10 objects that way).
+func TestHostRelocateRetriesAPassingStoreFailure(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	blink := &blinkingStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return blink
+		}
+		return nil
+	}, 4, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "blink", 1, 6)
+	var keys []string
+	for _, ref := range mine {
+		key, err := authority.Object{ID: ref.ActorID, Kind: record.ObjectActor}.Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
+	}
+	blink.arm(keys...)
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.Completed || len(res.NotMoved()) != 0 {
+		t.Fatalf("end %v, not moved %+v", res.End, res.NotMoved())
+	}
+	if n := blink.failed.Load(); n == 0 {
+		t.Fatal("no read failed: the test did not exercise the retry")
+	}
+	for _, ref := range mine {
+		if o := ownerIndex(t, c, record.ObjectActor, ref.ActorID); o == 1 {
+			t.Errorf("%s is still on node 1", ref.ActorID)
+		}
+	}
+}
+
+// Which failed moves a host command tries again on the same terms.
+func TestTransientMove(t *testing.T) {
+	storeDown := &locstore.ProviderError{Provider: "test", Op: "read", Err: errors.New("i/o timeout")}
+	cases := []struct {
+		name   string
+		res    RelocationResult
+		err    error
+		repeat bool
+	}{
+		{"store read timed out", RelocationResult{}, wrapErr(ErrUnavailable, storeDown, "relocate x"), true},
+		{"lease gate shut while a renew is late", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseExpired, "owner lease"), true},
+		{"record changed before Captured", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonRecordChanged.String()}, nil, true},
+		{"lease lost", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseLost, "owner lease"), false},
+		{"lease released", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseReleased, "owner lease"), false},
+		{"node closing", RelocationResult{}, wrapErr(ErrUnavailable, ErrClosed, "node closing"), false},
+		{"not Ready", RelocationResult{}, fmt.Errorf("%w: actor %q is not Ready", ErrUnavailable, "x"), false},
+		{"target full (another target instead)", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonCapacity.String()}, nil, false},
+		{"policy", RelocationResult{}, fmt.Errorf("%w: policy DisableRelocation", ErrInvalidOperation), false},
+	}
+	for _, c := range cases {
+		if got := transientMove(c.res, c.err); got != c.repeat {
+			t.Errorf("%s: transientMove = %v, want %v", c.name, got, c.repeat)
+		}
 	}
 }
