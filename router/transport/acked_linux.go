@@ -9,24 +9,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpBytesAcked is how many bytes of what was written on c its peer's kernel
-// has acknowledged (TCP_INFO tcpi_bytes_acked, Linux 4.1 and later), from
-// the connection's first byte; false when it cannot be read.
-func tcpBytesAcked(c net.Conn) (int64, bool) {
+// onFD runs f on c's file descriptor; false when c has none.
+func onFD(c net.Conn, f func(fd int) error) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return 0, false
+		return false
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return 0, false
+		return false
 	}
+	var ferr error
+	if err := raw.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil || ferr != nil {
+		return false
+	}
+	return true
+}
+
+// tcpBytesAcked is how many bytes of what was written on c its peer's kernel
+// has acknowledged (TCP_INFO tcpi_bytes_acked, Linux 4.1 and later), from
+// the connection's first byte — on the side that dialled, plus one for the
+// SYN (ackCount); false when it cannot be read.
+func tcpBytesAcked(c net.Conn) (int64, bool) {
 	var info *unix.TCPInfo
-	var gerr error
-	if err := raw.Control(func(fd uintptr) {
-		info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || gerr != nil {
+	ok := onFD(c, func(fd int) (err error) {
+		info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		return err
+	})
+	if !ok {
 		return 0, false
 	}
 	return int64(info.Bytes_acked), true
+}
+
+// unreadBytes is how many bytes c's kernel holds that this process has
+// not read yet (SIOCINQ); false when it cannot be read.
+func unreadBytes(c net.Conn) (int, bool) {
+	var n int
+	ok := onFD(c, func(fd int) (err error) {
+		n, err = unix.IoctlGetInt(fd, unix.SIOCINQ)
+		return err
+	})
+	return n, ok
 }

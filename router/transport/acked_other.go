@@ -7,3 +7,6 @@ import "net"
 // tcpBytesAcked cannot be read here: what a peer acknowledged is not
 // tracked, and what this node's kernel took counts as delivered.
 func tcpBytesAcked(net.Conn) (int64, bool) { return 0, false }
+
+// unreadBytes cannot be read here.
+func unreadBytes(net.Conn) (int, bool) { return 0, false }

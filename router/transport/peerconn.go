@@ -401,7 +401,7 @@ func (pc *peerConn) track(batch []inflightRec) {
 	if len(pc.sent) == pc.sentHead {
 		return
 	}
-	acked, ok := tcpBytesAcked(pc.zc.raw)
+	acked, ok := pc.zc.ack.acked()
 	if !ok {
 		clear(pc.sent)
 		pc.sent, pc.sentHead = pc.sent[:0], 0
@@ -463,7 +463,7 @@ func (pc *peerConn) splitInflight() {
 // ended by the peer's close or reset; a peer that is merely silent may
 // still read them.
 func (pc *peerConn) undelivered() []outItem {
-	acked, ok := tcpBytesAcked(pc.zc.raw)
+	acked, ok := pc.zc.ack.acked()
 	if !ok {
 		return nil
 	}

@@ -27,7 +27,8 @@ type zconn struct {
 	z     *zmq4.Conn
 	g     *guardConn
 	raw   net.Conn
-	ident []byte // the peer's ZMTP Identity property (its RID), may be empty
+	ack   ackCount // what the peer's kernel acknowledged of raw's data
+	ident []byte   // the peer's ZMTP Identity property (its RID), may be empty
 
 	sess    *curve.Session // nil: NULL mechanism, zmq4 frames the data
 	peerKey curve.Key      // CURVE: the peer's authenticated permanent key
@@ -44,6 +45,7 @@ type zconn struct {
 // mech is the CURVE handshake of this connection, nil for the NULL
 // mechanism.
 func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim frameLimits, bufSize int, timeout time.Duration, mech *curve.Mechanism) (zc *zconn, err error) {
+	ack := newAckCount(raw) // before the greeting: nothing written yet
 	g := newGuardConn(raw, lim, bufSize)
 	var sec zmq4.Security = null.Security()
 	if mech != nil {
@@ -73,7 +75,7 @@ func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim fra
 	}
 	_ = raw.SetDeadline(time.Time{})
 	g.startBuffering()
-	zc = &zconn{z: z, g: g, raw: raw, ident: []byte(z.Peer.Meta["Identity"])}
+	zc = &zconn{z: z, g: g, raw: raw, ack: ack, ident: []byte(z.Peer.Meta["Identity"])}
 	if mech != nil {
 		zc.sess, zc.peerKey = mech.Session(), mech.PeerKey()
 	}
