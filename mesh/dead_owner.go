@@ -131,7 +131,9 @@ func (o *objects) reclaimDead(ctx context.Context, row authority.AuthorityRow, g
 	}
 	var res ReclaimResult
 	r := reclaimer{loc: o.n.loc, exec: o.exec, log: o.log, why: why, admit: o.n.lease.Gate().Admit}
-	if err := r.reclaimRow(ctx, &res, a, row.Version, map[authority.Owner]bool{authority.OwnerOf(a): true}); err != nil {
+	err = r.reclaimRow(ctx, &res, a, row.Version, map[authority.Owner]bool{authority.OwnerOf(a): true})
+	o.n.metrics.reclaimed(res)
+	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			return false, gone // our own eligibility is in doubt: change nothing
 		}
@@ -470,6 +472,7 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 	self, nodes := n.sweepPosition()
 	r.shares = func(base string) []string { return sweepPrefixes(base, self, nodes) }
 	res, err := r.run(ctx, "", "")
+	n.metrics.reclaimed(res)
 	if res.DeadOwner > 0 || len(res.Returns) > 0 || len(res.Released) > 0 {
 		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
 			"reservations_returned", len(res.Returns), "relocation_reservations_released", len(res.Released),

@@ -401,10 +401,36 @@ func TestReclaimSweepReleasesADeadSourcesRelocationReservation(t *testing.T) {
 	if len(released) != 1 || released[0].ID != leaving.ActorID || released[0].Bundle.Actors != 1 {
 		t.Errorf("released %+v, want the dead source's reservation of %s once", released, leaving.ActorID)
 	}
+	if got := gathered(t, live, "meshnode_reclaims_total", "what", "relocation_reservation"); got != 1 {
+		t.Errorf("meshnode_reclaims_total{what=relocation_reservation} = %v, want 1", got)
+	}
 	if got := reserved(); got != 0 {
 		t.Errorf("live target's reserved actor slots %d after the release, want 0", got)
 	}
 	if !present(kept) {
 		t.Error("a live source's reservation was released")
 	}
+}
+
+// gathered is the value of the counter name with label = value in n's
+// metrics (0 when absent).
+func gathered(t *testing.T, n *Node, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := n.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -34,6 +34,7 @@ type nodeMetrics struct {
 	relocBytes   prometheus.Counter
 	relocRunning prometheus.Gauge
 	creations    *prometheus.CounterVec // kind, outcome
+	reclaims     *prometheus.CounterVec // what
 }
 
 // roundBuckets returns histogram bounds from lo to hi on the 1–2.5–5
@@ -86,7 +87,11 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		Name: "meshnode_creations_total",
 		Help: "Create and GetOrCreate calls made on this node, by object kind and outcome (created, existing, rejected, failed, error).",
 	}, []string{"kind", "outcome"})
-	m.reg.MustRegister(m.storeCalls, m.relocations, m.relocSeconds, m.relocBytes, m.relocRunning, m.creations,
+	m.reclaims = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshnode_reclaims_total",
+		Help: "What this node removed or returned for owners whose lease ended (its reclaim sweep, and a creation or close of a dead owner's Id): object (a dead owner's record; its state was lost), creation_reservation (an abandoned creation's reservation), relocation_reservation (a dead source's reservation: its target's slots returned).",
+	}, []string{"what"})
+	m.reg.MustRegister(m.storeCalls, m.relocations, m.relocSeconds, m.relocBytes, m.relocRunning, m.creations, m.reclaims,
 		nodeCollector{n: n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -127,6 +132,19 @@ func (m *nodeMetrics) creationEnded(kind string, res createResult, err error) {
 		outcome = "failed"
 	}
 	m.creations.WithLabelValues(kind, outcome).Inc()
+}
+
+// reclaimed counts what one reclaim (the sweep, or a dead owner's record
+// removed on the way) did.
+func (m *nodeMetrics) reclaimed(res ReclaimResult) {
+	for _, c := range []struct {
+		what string
+		n    int
+	}{{"object", len(res.Reclaims)}, {"creation_reservation", len(res.Returns)}, {"relocation_reservation", len(res.Released)}} {
+		if c.n > 0 {
+			m.reclaims.WithLabelValues(c.what).Add(float64(c.n))
+		}
+	}
 }
 
 // errorClass is a bounded label for an error: its vocabulary class.
