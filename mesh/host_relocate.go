@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -399,6 +401,20 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 	var avoid [][]byte
 	var tried []string // "reason on target" of the targets that failed, for the outcome
 	pace := newHostRetryPace()
+	// No usable target at all (every peer reacquiring its lease after a
+	// store outage, links coming back) is waited for, but not for ever: a
+	// mesh whose other nodes are gone would hold the command until its
+	// deadline.
+	var noTargetSince time.Time
+	waitForTargets := func() bool {
+		if !errors.Is(err, errNoUsableNode) || !o.n.serversAlive() {
+			return false
+		}
+		if noTargetSince.IsZero() {
+			noTargetSince = time.Now()
+		}
+		return time.Since(noTargetSince) < o.n.noTargetPatience()
+	}
 retry:
 	for ctx.Err() == nil && (err != nil || res.Outcome != Moved) {
 		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
@@ -411,7 +427,7 @@ retry:
 			o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
 				"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
 			r.Targets++
-		case transientMove(res, err):
+		case transientMove(res, err) || waitForTargets():
 			why := res.Reason
 			if err != nil {
 				why = err.Error()
@@ -473,6 +489,14 @@ func transientMove(res RelocationResult, err error) bool {
 		return false
 	}
 	return errors.Is(err, locstore.ErrUnavailable) || errors.Is(err, lease.ErrLeaseExpired)
+}
+
+// noTargetPatience is how long a host command's move waits for a usable
+// target to appear (errNoUsableNode): long enough for peers to reacquire
+// their leases after a store outage, re-adopt their objects and be listed
+// serving again — three lease renew intervals, at least 10 s.
+func (n *Node) noTargetPatience() time.Duration {
+	return max(3*n.cfg.Lease.RenewInterval, 10*time.Second)
 }
 
 // hostRetryPace paces the tries of one object of a host command after a
@@ -608,22 +632,107 @@ func drainReserve(deadline time.Duration) time.Duration {
 }
 
 // otherServingNodes counts the serving server nodes of this mesh other than
-// this one in the current descriptor list.
+// this one in the current descriptor list. When there are none but some
+// are recovering — their lease lost and reacquired, their descriptor not
+// yet republished: all of them right after a store outage longer than the
+// lease TTL, re-adopting their objects — it waits for one to serve again,
+// at most noTargetPatience: a drain then would otherwise hand every object
+// to the shutdown.
 func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
+	var waited time.Time
+	for {
+		serving, recovering, err := n.peersNow(ctx)
+		if err != nil || serving > 0 || recovering == 0 {
+			return serving, err
+		}
+		if waited.IsZero() {
+			waited = time.Now()
+			n.log.Info("drain: no other node serves now, but some are recovering their owner lease; waiting for them",
+				"recovering", recovering, "at_most", n.noTargetPatience())
+		}
+		if time.Since(waited) >= n.noTargetPatience() || sleepCtx(ctx, 250*time.Millisecond) != nil {
+			return 0, nil
+		}
+	}
+}
+
+// peersNow runs a discovery round and counts the other server nodes of
+// this mesh that serve, and those recovering: listed serving within the
+// last two noTargetPatience and still linked to this node either way (their
+// process is alive), but not serving now — right after a store outage longer than the
+// lease TTL, their leases ended in the store, their descriptors may even
+// have been removed as a dead run's, and they come back once they have
+// reacquired the lease, re-adopted their objects and republished.
+func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error) {
 	if err := n.Discover(ctx); err != nil {
 		if _, ok := n.LastSnapshot(); !ok {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	snap, ok := n.LastSnapshot()
 	if !ok {
-		return 0, fmt.Errorf("%w: no descriptor list", ErrUnavailable)
+		return 0, 0, fmt.Errorf("%w: no descriptor list", ErrUnavailable)
 	}
-	count := 0
+	servingNow := map[string]bool{}
 	for _, e := range snap.Entries {
 		if n.servingPeer(e) {
-			count++
+			servingNow[string(e.Descriptor.RoutingID)] = true
 		}
 	}
-	return count, nil
+	for _, rid := range n.recentServersAlive() {
+		if !servingNow[rid] {
+			recovering++
+		}
+	}
+	return len(servingNow), recovering, nil
+}
+
+// recentServersAlive lists the other servers of this mesh listed serving
+// within the last two noTargetPatience whose process is still linked to
+// this node either way.
+func (n *Node) recentServersAlive() []string {
+	linked := map[string]bool{}
+	for _, p := range n.Peers() {
+		linked[string(p.RID)] = true
+	}
+	now := n.clock.Now()
+	n.mu.Lock()
+	recent := make([]string, 0, len(n.servedAt))
+	for rid, at := range n.servedAt {
+		if now-at <= 2*n.noTargetPatience() {
+			recent = append(recent, rid)
+		}
+	}
+	n.mu.Unlock()
+	out := recent[:0]
+	for _, rid := range recent {
+		if linked[rid] || n.tr.Inbound(transport.RID(rid)) {
+			out = append(out, rid)
+		}
+	}
+	return out
+}
+
+// serversAlive reports whether another server of this mesh served
+// recently and is still linked to this node: a move that found no usable
+// node may find one again soon (they are recovering their lease), where a
+// node alone in its mesh would only wait.
+func (n *Node) serversAlive() bool { return len(n.recentServersAlive()) > 0 }
+
+// noteServingLocked records when each other server of this mesh was
+// listed serving in snap (at now), and forgets those not seen so for long.
+func (n *Node) noteServingLocked(snap directory.Snapshot, now time.Duration) {
+	if n.servedAt == nil {
+		n.servedAt = map[string]time.Duration{}
+	}
+	for _, e := range snap.Entries {
+		if n.servingPeer(e) {
+			n.servedAt[string(e.Descriptor.RoutingID)] = now
+		}
+	}
+	for rid, at := range n.servedAt {
+		if now-at > 4*n.noTargetPatience() {
+			delete(n.servedAt, rid)
+		}
+	}
 }

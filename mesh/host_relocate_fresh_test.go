@@ -160,36 +160,14 @@ func (s *keyHold) Write(ctx context.Context, req locstore.WriteRequest) (locstor
 // .ci/run: "(1 failed)", and the client logged "a watched run lost its
 // owner lease while its links were up; its descriptor is removed".
 func TestCreationWaitsForATargetsRepublish(t *testing.T) {
-	f := newFixture(t)
-	p := newProbe()
-	registerTestFactories(t, f.reg, p)
-	hold := &keyHold{Store: f.loc, release: make(chan struct{})}
-	blocker := &renewBlocker{Store: hold, stop: make(chan struct{})}
-	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })
-	fast := func(cfg *config.Config) { cfg.Lease = fastConfig(cfg.Node.MeshName).Lease }
+	f, hold, blocker, fast := republishScene(t)
 	ctx := ctxT(t, 60*time.Second)
 	server := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, blocker, fast)
 	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
 	if err := client.WaitPeers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	owner, gen := server.Owner()
-	leaseKey, err := record.OwnerLeaseKey(owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	descKey, err := record.MeshNodeKey("objects", server.RID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker.blocked.Store(&leaseKey)
-	eventually(t, 20*time.Second, "the server's lease to be lost", func() bool { return server.LeaseLost() != nil })
-	hold.key.Store(&descKey) // its republish under the new lease waits
-	blocker.blocked.Store(nil)
-	eventually(t, 20*time.Second, "the server to reacquire and try to republish", func() bool {
-		_, g := server.Owner()
-		return g > gen && hold.held.Load() > 0
-	})
+	loseLeaseHoldRepublish(t, server, blocker, hold)
 	go func() { time.Sleep(300 * time.Millisecond); close(hold.release) }()
 	ref, err := client.Manager().CreateActor(ctx, "before-republish", testMoverType)
 	if err != nil {
@@ -221,4 +199,75 @@ func startRoundsApart(t *testing.T, f *fixture, i int, every time.Duration, role
 	}
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return n
+}
+
+// A drain that finds no other node serving but one recovering its lease
+// (reacquired, its descriptor not yet republished under it — every peer
+// looks so right after a store outage longer than the lease TTL) waits for
+// it to serve again instead of handing every object to the shutdown.
+func TestDrainWaitsForAPeerRecoveringItsLease(t *testing.T) {
+	f, hold, blocker, fast := republishScene(t)
+	ctx := ctxT(t, 60*time.Second)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
+	if err := client.WaitPeers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var mine []ActorRef
+	for i := 0; len(mine) < 3; i++ {
+		ref, err := client.Manager().CreateActor(ctx, fmt.Sprintf("stay-%d", i), testMoverType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ref.NodeRID) == string(leaving.RID()) {
+			mine = append(mine, ref)
+		}
+	}
+	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	go func() { time.Sleep(500 * time.Millisecond); close(hold.release) }()
+	res, err := leaving.Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Progress.Moved < len(mine) || len(res.NotMoved()) != 0 {
+		t.Fatalf("drain moved %d (want all %d of its objects), not moved %+v", res.Progress.Moved, len(mine), res.NotMoved())
+	}
+}
+
+// loseLeaseHoldRepublish makes n lose its owner lease (its renewals are
+// blocked until it is lost), lets it reacquire, and holds its republish
+// under the new lease in hold until hold.release closes.
+func loseLeaseHoldRepublish(t *testing.T, n *Node, blocker *renewBlocker, hold *keyHold) {
+	t.Helper()
+	owner, gen := n.Owner()
+	leaseKey, err := record.OwnerLeaseKey(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descKey, err := record.MeshNodeKey("objects", n.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker.blocked.Store(&leaseKey)
+	eventually(t, 20*time.Second, "the lease to be lost", func() bool { return n.LeaseLost() != nil })
+	hold.key.Store(&descKey) // its republish under the new lease waits
+	blocker.blocked.Store(nil)
+	eventually(t, 20*time.Second, "the node to reacquire and try to republish", func() bool {
+		_, g := n.Owner()
+		return g > gen && hold.held.Load() > 0
+	})
+}
+
+// republishScene is a fixture with the test factories, a store that can
+// hold one key's writes (hold) under one that can block lease renewals
+// (blocker), and the fast lease settings.
+func republishScene(t *testing.T) (*fixture, *keyHold, *renewBlocker, func(*config.Config)) {
+	t.Helper()
+	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	hold := &keyHold{Store: f.loc, release: make(chan struct{})}
+	blocker := &renewBlocker{Store: hold, stop: make(chan struct{})}
+	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })
+	return f, hold, blocker, func(cfg *config.Config) { cfg.Lease = fastConfig(cfg.Node.MeshName).Lease }
 }

@@ -574,20 +574,9 @@ func TestHostRelocateRetriesAPassingStoreFailure(t *testing.T) {
 		keys = append(keys, key)
 	}
 	blink.arm(keys...)
-	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.End != hostmove.Completed || len(res.NotMoved()) != 0 {
-		t.Fatalf("end %v, not moved %+v", res.End, res.NotMoved())
-	}
+	relocateAllOff(t, ctx, c, 1, mine)
 	if n := blink.failed.Load(); n == 0 {
 		t.Fatal("no read failed: the test did not exercise the retry")
-	}
-	for _, ref := range mine {
-		if o := ownerIndex(t, c, record.ObjectActor, ref.ActorID); o == 1 {
-			t.Errorf("%s is still on node 1", ref.ActorID)
-		}
 	}
 }
 
@@ -615,4 +604,48 @@ func TestTransientMove(t *testing.T) {
 			t.Errorf("%s: transientMove = %v, want %v", c.name, got, c.repeat)
 		}
 	}
+}
+
+// A host command that finds no usable node at all — every other server
+// draining or recovering its lease for a moment, as right after a store
+// outage longer than the lease TTL — waits for one (at most
+// noTargetPatience) instead of failing every object at once.
+func TestHostRelocateWaitsForATargetToServe(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "wait", 1, 6)
+	for _, i := range []int{2, 3} {
+		if err := c.nodes[i].publish(ctx, record.StateDraining); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.nodes[1].Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.AfterFunc(time.Second, func() {
+		for _, i := range []int{2, 3} {
+			_ = c.nodes[i].publish(context.Background(), record.StateServing)
+		}
+	})
+	defer back.Stop()
+	relocateAllOff(t, ctx, c, 1, mine)
+}
+
+// relocateAllOff runs a host Relocate of node from and fails the test
+// unless it completed with every object moved and none of mine still there.
+func relocateAllOff(t *testing.T, ctx context.Context, c *cluster, from int, mine []ActorRef) HostRelocationResult {
+	t.Helper()
+	res, err := c.nodes[from].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.Completed || len(res.NotMoved()) != 0 {
+		t.Fatalf("end %v, not moved %+v", res.End, res.NotMoved())
+	}
+	for _, ref := range mine {
+		if o := ownerIndex(t, c, record.ObjectActor, ref.ActorID); o == from {
+			t.Errorf("%s is still on node %d", ref.ActorID, o)
+		}
+	}
+	return res
 }

@@ -85,10 +85,13 @@ type Node struct {
 	discoverMu         sync.Mutex // one discovery round at a time
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
-	snapSeq            uint64        // counts the lists discovery stored in lastSnap
-	snapAt             time.Duration // n.clock time lastSnap was stored
-	memo               listMemo      // what is derived from lastSnap (list_memo.go)
-	haveSnap           bool
+	// servedAt: when each other server of this mesh was last listed
+	// serving (noteServingLocked) — what a drain asks when none serves now.
+	servedAt map[string]time.Duration
+	snapSeq  uint64        // counts the lists discovery stored in lastSnap
+	snapAt   time.Duration // n.clock time lastSnap was stored
+	memo     listMemo      // what is derived from lastSnap (list_memo.go)
+	haveSnap bool
 	// obj hosts this node's Actors and Spots and serves the Manager
 	// (objects.go; the Objects issue).
 	obj *objects
@@ -591,6 +594,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.lastSnap, n.haveSnap = snap, true
 	n.snapSeq++
 	n.snapAt = now
+	n.noteServingLocked(snap, now)
 	n.mu.Unlock()
 	n.noteLeaving(snap)
 	n.removeDeadWatched(rctx)

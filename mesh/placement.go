@@ -381,6 +381,14 @@ type leftOut struct {
 	thisNode int // this node, ruled out by req.notHere
 }
 
+// errNoUsableNode marks a placement that found no node it could use at all
+// (none listed serving with the type, or none with an admitted link) —
+// not one whose candidates were full or already tried. Right after a store
+// outage longer than the lease TTL every peer looks so for a few seconds
+// (reacquiring its lease, re-adopting its objects): a host command waits
+// for them (transientMove).
+var errNoUsableNode = errors.New("no usable node")
+
 // nothingPlaced is the error of a placement that found no candidate. It
 // is worded for whatever asked (a creation, a move, a cold activation)
 // and says what was left out, so that a move retried elsewhere does not
@@ -411,15 +419,21 @@ func (req placeRequest) nothingPlaced(left leftOut) error {
 		return fmt.Errorf("%w: no Serving node of mesh %q that hosts %s %q is left to try (%s)", ErrUnavailable, mesh, kind,
 			stableType, counts(fmt.Sprintf("%d failed", failed)))
 	case left.thisNode > 0 && len(extra) == 0:
-		return fmt.Errorf("%w: no Serving node of mesh %q other than this one registered %s %q with a weight above 0",
-			ErrUnavailable, mesh, kind, stableType)
+		return fmt.Errorf("%w: no Serving node of mesh %q other than this one registered %s %q with a weight above 0%w",
+			ErrUnavailable, mesh, kind, stableType, quiet{errNoUsableNode})
 	case len(extra) > 0:
-		return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link (%s)",
-			ErrUnavailable, mesh, kind, stableType, counts())
+		return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link (%s)%w",
+			ErrUnavailable, mesh, kind, stableType, counts(), quiet{errNoUsableNode})
 	}
-	return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link",
-		ErrUnavailable, mesh, kind, stableType)
+	return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link%w",
+		ErrUnavailable, mesh, kind, stableType, quiet{errNoUsableNode})
 }
+
+// quiet wraps an error for errors.Is without adding to the message.
+type quiet struct{ err error }
+
+func (q quiet) Error() string { return "" }
+func (q quiet) Unwrap() error { return q.err }
 
 func (o *objects) readCapacity(ctx context.Context, node authority.Node, bun authority.Bundle) ([]authority.CapacityRow, error) {
 	rows, err := readCapacities(ctx, o.n.loc, []authority.Node{node}, bun)
