@@ -15,7 +15,6 @@ import (
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
-	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -407,7 +406,7 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 	// deadline.
 	var noTargetSince time.Time
 	waitForTargets := func() bool {
-		if !errors.Is(err, errNoUsableNode) || !o.n.serversAlive() {
+		if !errors.Is(err, errNoUsableNode) || !o.n.serversRecently() {
 			return false
 		}
 		if noTargetSince.IsZero() {
@@ -427,7 +426,7 @@ retry:
 			o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
 				"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
 			r.Targets++
-		case transientMove(res, err) || waitForTargets():
+		case transientMove(res, err, o.n.leaseRecoverable()) || waitForTargets():
 			why := res.Reason
 			if err != nil {
 				why = err.Error()
@@ -479,14 +478,20 @@ const hostMoveTries = 3
 // a store failure at that step ends. The object is still serving here, so
 // the host command tries it again (paced) instead of handing it to the
 // shutdown, which removes it: a drain during an 8 s Redis pause (try-out)
-// gave up on 5 to 10 objects that way. Not: the lease lost or released,
-// the node closing, the object's own refusal.
-func transientMove(res RelocationResult, err error) bool {
+// gave up on 5 to 10 objects that way. The lease lost counts only while
+// it is being reacquired (leaseRecoverable). Not: the lease released, the
+// node closing, the object's own refusal.
+func transientMove(res RelocationResult, err error, leaseRecoverable bool) bool {
 	if err == nil {
 		return res.Reason == relocation.ReasonRecordChanged.String()
 	}
-	if errors.Is(err, ErrClosed) || errors.Is(err, lease.ErrLeaseLost) || errors.Is(err, lease.ErrLeaseReleased) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, lease.ErrLeaseReleased) {
 		return false
+	}
+	if errors.Is(err, lease.ErrLeaseLost) {
+		// Lost and being reacquired (the objects are re-adopted, then the
+		// gate reopens): passing; lost to a store data loss: not.
+		return leaseRecoverable
 	}
 	return errors.Is(err, locstore.ErrUnavailable) || errors.Is(err, lease.ErrLeaseExpired)
 }
@@ -544,6 +549,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	var res HostRelocationResult
+	n.awaitOwnLease(ctx)
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
 		res = n.unmoved("drain: cannot tell whether another node can take it: " + err.Error())
@@ -656,13 +662,33 @@ func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 	}
 }
 
+// awaitOwnLease waits, at most noTargetPatience, for this node's own
+// admission gate while its lease is being recovered (lost and reacquired,
+// or a renew late: the objects are re-adopted, then the gate reopens) — a
+// drain right after a store outage would otherwise refuse every move and
+// hand the objects to the shutdown. A lease released or lost to a data
+// loss is not waited for.
+func (n *Node) awaitOwnLease(ctx context.Context) {
+	if n.lease.Gate().Admit() == nil || !n.leaseRecoverable() {
+		return
+	}
+	n.log.Info("drain: this node's owner lease is being recovered; waiting for it before moving the objects",
+		"at_most", n.noTargetPatience())
+	for start := time.Now(); time.Since(start) < n.noTargetPatience() && n.leaseRecoverable(); {
+		if n.lease.Gate().Admit() == nil || sleepCtx(ctx, 100*time.Millisecond) != nil {
+			return
+		}
+	}
+}
+
 // peersNow runs a discovery round and counts the other server nodes of
-// this mesh that serve, and those recovering: listed serving within the
-// last two noTargetPatience and still linked to this node either way (their
-// process is alive), but not serving now — right after a store outage longer than the
-// lease TTL, their leases ended in the store, their descriptors may even
-// have been removed as a dead run's, and they come back once they have
-// reacquired the lease, re-adopted their objects and republished.
+// this mesh that serve, and those that may be recovering: listed serving
+// within the last two noTargetPatience but not now — right after a store
+// outage longer than the lease TTL, their leases ended in the store, their
+// descriptors may even have been removed as a dead run's, and they come
+// back once they have reacquired the lease, re-adopted their objects and
+// republished (a peer killed a moment ago looks the same: the wait is
+// bounded).
 func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error) {
 	if err := n.Discover(ctx); err != nil {
 		if _, ok := n.LastSnapshot(); !ok {
@@ -679,7 +705,7 @@ func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error
 			servingNow[string(e.Descriptor.RoutingID)] = true
 		}
 	}
-	for _, rid := range n.recentServersAlive() {
+	for _, rid := range n.recentServers() {
 		if !servingNow[rid] {
 			recovering++
 		}
@@ -687,37 +713,29 @@ func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error
 	return len(servingNow), recovering, nil
 }
 
-// recentServersAlive lists the other servers of this mesh listed serving
-// within the last two noTargetPatience whose process is still linked to
-// this node either way.
-func (n *Node) recentServersAlive() []string {
-	linked := map[string]bool{}
-	for _, p := range n.Peers() {
-		linked[string(p.RID)] = true
-	}
+// recentServers lists the other servers of this mesh listed serving within
+// the last two noTargetPatience. Whether they are linked says nothing after
+// a store outage: every node's discovery removed the others as dead runs
+// when their leases expired in the store, and dropped its links to them,
+// until they republish.
+func (n *Node) recentServers() []string {
 	now := n.clock.Now()
 	n.mu.Lock()
-	recent := make([]string, 0, len(n.servedAt))
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.servedAt))
 	for rid, at := range n.servedAt {
 		if now-at <= 2*n.noTargetPatience() {
-			recent = append(recent, rid)
-		}
-	}
-	n.mu.Unlock()
-	out := recent[:0]
-	for _, rid := range recent {
-		if linked[rid] || n.tr.Inbound(transport.RID(rid)) {
 			out = append(out, rid)
 		}
 	}
 	return out
 }
 
-// serversAlive reports whether another server of this mesh served
-// recently and is still linked to this node: a move that found no usable
-// node may find one again soon (they are recovering their lease), where a
-// node alone in its mesh would only wait.
-func (n *Node) serversAlive() bool { return len(n.recentServersAlive()) > 0 }
+// serversRecently reports whether another server of this mesh served
+// recently: a move that found no usable node may find one again soon
+// (recovering from a store outage), where a node alone in its mesh would
+// only wait.
+func (n *Node) serversRecently() bool { return len(n.recentServers()) > 0 }
 
 // noteServingLocked records when each other server of this mesh was
 // listed serving in snap (at now), and forgets those not seen so for long.

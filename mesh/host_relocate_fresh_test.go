@@ -211,19 +211,7 @@ func TestDrainWaitsForAPeerRecoveringItsLease(t *testing.T) {
 	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
 	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
 	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
-	if err := client.WaitPeers(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
-	var mine []ActorRef
-	for i := 0; len(mine) < 3; i++ {
-		ref, err := client.Manager().CreateActor(ctx, fmt.Sprintf("stay-%d", i), testMoverType)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(ref.NodeRID) == string(leaving.RID()) {
-			mine = append(mine, ref)
-		}
-	}
+	mine := createOnNode(t, ctx, client, leaving, "stay", 3)
 	loseLeaseHoldRepublish(t, peer, blocker, hold)
 	go func() { time.Sleep(500 * time.Millisecond); close(hold.release) }()
 	res, err := leaving.Drain(ctx, HostRelocateOptions{})
@@ -270,4 +258,54 @@ func republishScene(t *testing.T) (*fixture, *keyHold, *renewBlocker, func(*conf
 	blocker := &renewBlocker{Store: hold, stop: make(chan struct{})}
 	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })
 	return f, hold, blocker, func(cfg *config.Config) { cfg.Lease = fastConfig(cfg.Node.MeshName).Lease }
+}
+
+// A drain that starts while this node's own lease is being recovered (lost,
+// reacquired, its objects being re-adopted — as right after a store outage)
+// waits for its gate to reopen instead of refusing every move.
+func TestDrainWaitsForItsOwnLease(t *testing.T) {
+	f, _, blocker, fast := republishScene(t)
+	ctx := ctxT(t, 60*time.Second)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
+	mine := createOnNode(t, ctx, client, leaving, "own", 3)
+	owner, _ := leaving.Owner()
+	leaseKey, err := record.OwnerLeaseKey(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker.blocked.Store(&leaseKey)
+	eventually(t, 20*time.Second, "the lease to be lost", func() bool { return leaving.LeaseLost() != nil })
+	blocker.blocked.Store(nil)
+	if leaving.lease.Gate().Admit() == nil {
+		t.Fatal("the gate reopened before the drain: the test did not exercise the wait")
+	}
+	res, err := leaving.Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Progress.Moved < len(mine) || len(res.NotMoved()) != 0 {
+		t.Fatalf("drain moved %d (want all %d of its objects), not moved %+v", res.Progress.Moved, len(mine), res.NotMoved())
+	}
+}
+
+// createOnNode waits until client sees both servers, then creates Actors
+// named prefix-<i> from it until want of them are on node on.
+func createOnNode(t *testing.T, ctx context.Context, client, on *Node, prefix string, want int) []ActorRef {
+	t.Helper()
+	if err := client.WaitPeers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var mine []ActorRef
+	for i := 0; len(mine) < want; i++ {
+		ref, err := client.Manager().CreateActor(ctx, fmt.Sprintf("%s-%d", prefix, i), testMoverType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ref.NodeRID) == string(on.RID()) {
+			mine = append(mine, ref)
+		}
+	}
+	return mine
 }

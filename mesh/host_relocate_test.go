@@ -592,7 +592,7 @@ func TestTransientMove(t *testing.T) {
 		{"store read timed out", RelocationResult{}, wrapErr(ErrUnavailable, storeDown, "relocate x"), true},
 		{"lease gate shut while a renew is late", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseExpired, "owner lease"), true},
 		{"record changed before Captured", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonRecordChanged.String()}, nil, true},
-		{"lease lost", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseLost, "owner lease"), false},
+		{"lease lost to a data loss", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseLost, "owner lease"), false},
 		{"lease released", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseReleased, "owner lease"), false},
 		{"node closing", RelocationResult{}, wrapErr(ErrUnavailable, ErrClosed, "node closing"), false},
 		{"not Ready", RelocationResult{}, fmt.Errorf("%w: actor %q is not Ready", ErrUnavailable, "x"), false},
@@ -600,9 +600,12 @@ func TestTransientMove(t *testing.T) {
 		{"policy", RelocationResult{}, fmt.Errorf("%w: policy DisableRelocation", ErrInvalidOperation), false},
 	}
 	for _, c := range cases {
-		if got := transientMove(c.res, c.err); got != c.repeat {
+		if got := transientMove(c.res, c.err, false); got != c.repeat {
 			t.Errorf("%s: transientMove = %v, want %v", c.name, got, c.repeat)
 		}
+	}
+	if !transientMove(RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseLost, "owner lease"), true) {
+		t.Error("lease lost and being reacquired: not retried")
 	}
 }
 

@@ -343,19 +343,6 @@ func (n *Node) Peers() []PeerInfo {
 	return out
 }
 
-// Inbound reports whether peer holds an admitted connection to this node
-// (its link to us): its process is alive and talking to us, whether or not
-// this node links to it.
-func (n *Node) Inbound(peer RID) bool {
-	ic := n.rt.current(string(peer))
-	if ic == nil {
-		return false
-	}
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	return ic.admitted
-}
-
 // WaitAdmitted blocks until the link to peer is admitted (returning the
 // peer's admission) or ctx ends. After a rejection it keeps waiting (the
 // link retries); the last rejection is wrapped into the ctx error.
