@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -651,4 +652,35 @@ func relocateAllOff(t *testing.T, ctx context.Context, c *cluster, from int, min
 		}
 	}
 	return res
+}
+
+// A host command does not move Instance Spots, and says so: each is
+// Skipped with the reason (a drain's shutdown then removes it, counted
+// with the objects removed), where it used to be left out of the result.
+func TestHostRelocateSkipsInstanceSpotsSayingWhy(t *testing.T) {
+	c := instanceCluster(t, false, 3)
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := c.m(0).RequestInstance(ctx, "skip-me", []byte("hello"), InstanceType(testInstanceType)); err != nil {
+		t.Fatal(err)
+	}
+	host := c.instanceHost("skip-me")
+	if host < 1 {
+		t.Fatal("the Instance Spot is hosted nowhere")
+	}
+	res, err := c.nodes[host].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range res.Objects {
+		if r.Object.ID == "skip-me" {
+			found = true
+			if r.Outcome != hostmove.Skipped || !strings.Contains(r.Reason, "Instance Spot") {
+				t.Errorf("skip-me: %v %q, want Skipped naming the Instance Spot", r.Outcome, r.Reason)
+			}
+		}
+	}
+	if !found || res.Progress.Skipped < 1 {
+		t.Fatalf("the Instance Spot is not in the result: %+v", res.Progress)
+	}
 }

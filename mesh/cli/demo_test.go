@@ -24,7 +24,8 @@ func TestDemoCommand(t *testing.T) {
 		"moves: 12 moved, 0 not moved",
 		"check: the room moved and started empty; its queued messages and its timer moved with it",
 		"the timer armed on node ",
-		"check: every object moved; every accepted message arrived once and in order",
+		"check: every object moved",
+		"; every accepted message arrived once and in order",
 		"lost 0, duplicated 0, reordered 0",
 	}
 	tests := []struct {

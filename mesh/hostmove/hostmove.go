@@ -79,6 +79,9 @@ type Object struct {
 	Generation uint64 // ObjectGeneration
 	// Disabled: the factory's policy is DisableRelocation (Skipped at once).
 	Disabled bool
+	// Unmovable, when set, is why no host command moves this object at all
+	// (Skipped at once with this reason): an Instance Spot.
+	Unmovable string
 }
 
 // Key identifies an object within a command.
@@ -151,10 +154,14 @@ func New(objs []Object, maxConcurrent int) *Command {
 		}
 		c.index[k] = len(c.results)
 		r := Result{Object: o, Outcome: Pending}
-		if o.Disabled {
+		switch {
+		case o.Unmovable != "": // whatever its policy
+			r.Outcome, r.Reason = Skipped, o.Unmovable
+			c.p.Skipped++
+		case o.Disabled:
 			r.Outcome, r.Reason = Skipped, "DisableRelocation"
 			c.p.Skipped++
-		} else {
+		default:
 			c.p.Pending++
 		}
 		c.results = append(c.results, r)

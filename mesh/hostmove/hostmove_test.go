@@ -55,6 +55,11 @@ func TestEnds(t *testing.T) {
 		{"nothing to move: completed at once", nil, func(*Command) {}, Completed, Progress{}, nil},
 		{"only DisableRelocation: skipped, completed", []Object{{ID: "x", Disabled: true}}, func(*Command) {}, Completed,
 			Progress{Total: 1, Skipped: 1}, map[string]Outcome{"x": Skipped}},
+		{"unmovable: skipped with its reason, the rest moves", []Object{{ID: "i", Spot: true, Unmovable: "an Instance Spot"}, {ID: "a"}},
+			func(c *Command) {
+				drain(c)
+				_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
+			}, Completed, Progress{Total: 2, Moved: 1, Skipped: 1}, map[string]Outcome{"i": Skipped, "a": Moved}},
 		{"every move ends: completed", objs("a", "b"), func(c *Command) {
 			drain(c)
 			_ = c.Finish(Result{Object: Object{ID: "a"}, Outcome: Moved})
