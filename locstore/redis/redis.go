@@ -20,6 +20,10 @@
 //	{ns}:seq          STRING  commit sequence; versions are drawn from it
 //	{ns}:idx          ZSET  every key with a record or history, score 0, so
 //	                        ZRANGEBYLEX walks keys in byte order
+//	{ns}:exp          ZSET  keys of expiring records (and of deleted keys
+//	                        whose history keeps their index entry), scored
+//	                        by when they are physically gone: their index
+//	                        entries are reaped from here by later writes
 //	{ns}:snaps        ZSET  registry of open scan snapshots (id by seq)
 //	{ns}:cursorkey    STRING the namespace's 32-byte cursor HMAC key
 //	{ns}:snap:<id>    HASH  one open scan snapshot (seq, StoreNow, prefix)

@@ -99,11 +99,21 @@ end
 // Returns {0, now} on Conflict (nothing written) or {1, now, v_1..v_m} where
 // v_j is the new version of mutation j (empty for a delete).
 //
+// Expiring records leave the index through {ns}:exp, a ZSET of keys scored
+// by the instant their data key (or, for a deleted key, its history) is
+// physically gone. Without it a record that simply expires would keep its
+// index entry for good unless a scan happened to pass over it — and the
+// framework never scans the prefixes of its expiring records (a creation
+// writes two), so the index grew by two entries per creation forever. A
+// batch that puts an expiring record also reaps at most reapBatch entries
+// already due: the work is paced by the writes that cause it, with no
+// background job, and bounded per call.
+//
 // Phase 1 only reads. Phase 2 runs only when every condition held. Redis
 // does not roll back a script that fails half-way, so phase 2 issues nothing
 // that can fail on well-formed namespace data; maxmemory cannot cut it short
 // either, because Redis refuses a script for OOM only at its first write.
-const writeSrc = luaPrelude + openSnapshotsLua + `
+const writeSrc = luaPrelude + openSnapshotsLua + reapLua + `
 local MARGIN = 200
 local now = now_ms()
 local n = tonumber(ARGV[1])
@@ -155,6 +165,7 @@ local function trim(hk)
   end
 end
 
+local expiring = false
 local seq = redis.call('INCRBY', KEYS[1], m) - m
 for i = 1, n do
   local b = 4 + 6 * (i - 1)
@@ -178,7 +189,10 @@ for i = 1, n do
         redis.call('HSET', dk, 'v', ARGV[b + 6], 's', s, 'x', fmt(x))
         -- Physical expiry waits a snapshot TTL longer, so a snapshot taken
         -- before expiresAt can still read the value.
-        redis.call('PEXPIREAT', dk, fmt(x + ttl + MARGIN))
+        local gone = fmt(x + ttl + MARGIN)
+        redis.call('PEXPIREAT', dk, gone)
+        redis.call('ZADD', ns .. 'exp', gone, key)
+        expiring = true
       else
         redis.call('HSET', dk, 'v', ARGV[b + 6], 's', s)
         if old[2] then
@@ -191,13 +205,54 @@ for i = 1, n do
       out[#out + 1] = s
     else
       if old[1] then redis.call('DEL', dk) end
-      -- The index entry stays while history exists, so snapshots find it.
-      if redis.call('EXISTS', hk) == 0 then redis.call('ZREM', KEYS[3], key) end
+      -- The index entry stays while history exists, so snapshots find it,
+      -- and is reaped once the history is gone.
+      local pt = redis.call('PTTL', hk)
+      if pt == -2 then redis.call('ZREM', KEYS[3], key)
+      elseif pt > 0 then redis.call('ZADD', ns .. 'exp', fmt(now + pt + 1), key) end
       out[#out + 1] = ''
     end
   end
 end
+if expiring then reap(KEYS[3], ns, now) end
 return out
+`
+
+// reapBatch is the most {ns}:exp entries one write reaps (the literal in
+// reapLua; a test keeps the two equal). A batch that puts an expiring
+// record adds one entry and reaps up to eight, so while expiring records
+// are written the due entries cannot pile up.
+const reapBatch = 8
+
+// reapLua removes the index entries of keys whose expiring record and
+// history are both physically gone: the condition under which a scan
+// purges an entry itself ("neither a record nor history"), so no snapshot
+// can need it. A key whose data key exists again (put durable, or by a
+// writer that does not know {ns}:exp) only leaves {ns}:exp; a key whose
+// history outlives it is looked at again when the history is gone.
+const reapLua = `
+local function reap(idx, ns, now)
+  local expk = ns .. 'exp'
+  local due = redis.call('ZRANGEBYSCORE', expk, '-inf', fmt(now), 'LIMIT', 0, 8) -- reapBatch
+  if #due == 0 then return end
+  local unexp, unidx = {}, {}
+  for _, key in ipairs(due) do
+    if redis.call('EXISTS', ns .. 'k:' .. key) == 1 then
+      unexp[#unexp + 1] = key
+    else
+      local pt = redis.call('PTTL', ns .. 'h:' .. key)
+      if pt > 0 then
+        redis.call('ZADD', expk, fmt(now + pt + 1), key)
+      else
+        unexp[#unexp + 1] = key
+        if pt == -2 then unidx[#unidx + 1] = key end
+      end
+    end
+  end
+  -- At most reapBatch members each: far below Lua's unpack limit.
+  if #unexp > 0 then redis.call('ZREM', expk, unpack(unexp)) end
+  if #unidx > 0 then redis.call('ZREM', idx, unpack(unidx)) end
+end
 `
 
 // scanSrc produces (part of) one page of a snapshot scan.
