@@ -1246,9 +1246,24 @@ func TestDeletedKeysIndexEntryGoesWithItsHistory(t *testing.T) {
 	if raw.ZScore(ctx, "{"+ns+"}:exp", "b").Err() != nil {
 		t.Fatal("deleted b with history is not scheduled in {ns}:exp")
 	}
+	// The history outlives the instant it was scheduled for (as when it is
+	// extended): a reap at that instant keeps the entry and looks again later.
+	if !raw.PExpire(ctx, "{"+ns+"}:h:b", snapTTL+time.Second).Val() {
+		t.Fatal("PEXPIRE of b's history")
+	}
+	time.Sleep(snapTTL + 300*time.Millisecond) // past b's scheduled instant
+	putExpiring(t, s, "e1", time.Hour)
+	if raw.ZScore(ctx, "{"+ns+"}:idx", "b").Err() != nil {
+		t.Fatal("b's index entry reaped while its history exists")
+	}
+	score := raw.ZScore(ctx, "{"+ns+"}:exp", "b")
+	if score.Err() != nil || int64(score.Val()) <= time.Now().UnixMilli() {
+		t.Fatalf("b not rescheduled to its history's end: %v", score)
+	}
 	waitGone(t, raw, "{"+ns+"}:h:b")
-	putExpiring(t, s, "e", time.Hour)
-	if got, want := raw.ZRange(ctx, "{"+ns+"}:idx", 0, -1).Val(), []string{"a", "c", "e"}; !slices.Equal(got, want) {
+	time.Sleep(20 * time.Millisecond) // the rescheduled instant is the history's end + 1 ms
+	putExpiring(t, s, "e2", time.Hour)
+	if got, want := raw.ZRange(ctx, "{"+ns+"}:idx", 0, -1).Val(), []string{"a", "c", "e1", "e2"}; !slices.Equal(got, want) {
 		t.Fatalf("index %v, want %v", got, want)
 	}
 }

@@ -237,15 +237,19 @@ local function reap(idx, ns, now)
   if #due == 0 then return end
   local unexp, unidx = {}, {}
   for _, key in ipairs(due) do
-    if redis.call('EXISTS', ns .. 'k:' .. key) == 1 then
+    local dk, hk = ns .. 'k:' .. key, ns .. 'h:' .. key
+    -- One call answers the common case: neither a record nor history.
+    if redis.call('EXISTS', dk, hk) == 0 then
+      unexp[#unexp + 1] = key
+      unidx[#unidx + 1] = key
+    elseif redis.call('EXISTS', dk) == 1 then
       unexp[#unexp + 1] = key
     else
-      local pt = redis.call('PTTL', ns .. 'h:' .. key)
+      local pt = redis.call('PTTL', hk)
       if pt > 0 then
         redis.call('ZADD', expk, fmt(now + pt + 1), key)
       else
         unexp[#unexp + 1] = key
-        if pt == -2 then unidx[#unidx + 1] = key end
       end
     end
   end
