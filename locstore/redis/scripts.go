@@ -208,7 +208,11 @@ for i = 1, n do
       -- The index entry stays while history exists, so snapshots find it,
       -- and is reaped once the history is gone.
       local pt = redis.call('PTTL', hk)
-      if pt == -2 then redis.call('ZREM', KEYS[3], key)
+      if pt == -2 then
+        redis.call('ZREM', KEYS[3], key)
+        -- An expiring record deleted before it expired leaves {ns}:exp now
+        -- rather than when due: a creation deletes one per creation.
+        if old[2] then redis.call('ZREM', ns .. 'exp', key) end
       elseif pt > 0 then redis.call('ZADD', ns .. 'exp', fmt(now + pt + 1), key) end
       out[#out + 1] = ''
     end
