@@ -135,8 +135,8 @@ type createResult struct {
 const creationRequestFormat = "creation-request-v1"
 
 // KindCreationRequest is the record kind (store-key prefix) of stored
-// creation requests. Project-specific.
-const KindCreationRequest record.Kind = "creation-request"
+// creation requests (authority.KindCreationRequest).
+const KindCreationRequest = authority.KindCreationRequest
 
 // maxCreationHeader is the longest header encodeCreationRequest writes: the
 // format, the longer mode, the longer object kind a Manager creates (User

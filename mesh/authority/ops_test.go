@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -734,6 +735,70 @@ func TestPlanAbort(t *testing.T) {
 			tc.edit(&req, &snap)
 			_, err := PlanAbort(req, snap)
 			wantErr(t, err, tc.kinds...)
+		})
+	}
+}
+
+// The reservation's end deletes the creation request it stored in the
+// Location Store (storedRequest), in the same batch; a reference to
+// anything else (an Instance Spot's Relocation Store payload) is left to
+// its own path, and so is a request pendingCreation still names.
+func TestReservationEndDeletesItsStoredRequest(t *testing.T) {
+	stored := record.KindPrefix(KindCreationRequest) + strings.Repeat("ab", 32)
+	other := "meshnode/instance-activation/x"
+	rowWith := func(ref string) AuthorityRow {
+		row := reservedRow(t, player, nodeA, ownerA, 101, "res-1", "v1")
+		pc := *row.Record.PendingCreation
+		pc.RequestContentReference = ref
+		row.Record.PendingCreation = &pc
+		return row
+	}
+	snap := func(ref string) Snapshot {
+		return Snapshot{StoreNow: storeNow, Authority: rowWith(ref), OwnerLease: leaseRow(t, ownerA, "lA"),
+			Capacity: []CapacityRow{capRow(actorsOf(nodeA), 1, 2, "k1")}}
+	}
+	commit := func(keep bool) func(Snapshot) (Plan, error) {
+		return func(s Snapshot) (Plan, error) {
+			return PlanCommit(CommitRequest{Object: player, ReservationID: "res-1", Owner: ownerA, KeepPendingCreation: keep}, s)
+		}
+	}
+	abort := func(s Snapshot) (Plan, error) {
+		return PlanAbort(AbortRequest{Object: player, ReservationID: "res-1", Owner: &ownerA}, s)
+	}
+	for _, tc := range []struct {
+		name    string
+		plan    func(Snapshot) (Plan, error)
+		ref     string
+		deleted bool
+	}{
+		{"Commit deletes the stored request", commit(false), stored, true},
+		{"Commit keeping pendingCreation keeps it", commit(true), stored, false},
+		{"Abort deletes the stored request", abort, stored, true},
+		{"Commit leaves another store's payload", commit(false), other, false},
+		{"Abort leaves another store's payload", abort, other, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tc.plan(snap(tc.ref))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var deletes int
+			for _, m := range p.Request.Mutations {
+				if m.Key == tc.ref {
+					if m.Kind != locstore.MutDelete {
+						t.Fatalf("mutation of the request row %+v, want a Delete", m)
+					}
+					deletes++
+				}
+			}
+			for _, c := range p.Request.Conditions {
+				if c.Key == tc.ref {
+					t.Errorf("the request row is conditioned (%+v): deleting it needs no condition", c)
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.deleted]; deletes != want {
+				t.Fatalf("%d deletes of the request row, want %d: %+v", deletes, want, p.Request.Mutations)
+			}
 		})
 	}
 }
