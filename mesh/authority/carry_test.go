@@ -377,3 +377,63 @@ func TestStatsCountConflictsAndLaneWaits(t *testing.T) {
 		t.Fatalf("second Reserve: %d batches, %v", second.Attempts, err)
 	}
 }
+
+// A hand-over whose rows do not fit the operation's own read — here the
+// active count it was left is above the secured count the operation read
+// before it queued (another process's Reserve and this process's Commit
+// moved the two rows in between) — is not the store's answer: the
+// operation reads the store once and goes on. It used to plan on the same
+// misfit again and again, holding the lanes until its deadline (found in
+// a churn try-out: every creation and destroy of the node queued behind
+// it timed out together).
+func TestMisfitHandOverIsReadOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	mem, _ := newMemory(t)
+	putLease(t, mem, ownerA)
+	// player is Active on node A: secured 1, active 1.
+	other := newExecutor(t, mem, WithoutLanes())
+	res := reserveOther(t, mem, player, targetA(), "res-1")
+	if _, err := other.Commit(ctx, CommitRequest{Object: player, ReservationID: "res-1", Owner: ownerA}); err != nil {
+		t.Fatal(err)
+	}
+	g := &gateStore{Store: mem, reads: map[string]int{}}
+	e := newExecutor(t, g)
+	id := actorsOf(nodeA)
+	keys := []string{secKey(t, id), actKey(t, id)}
+	slices.Sort(keys)
+	h, err := e.lanes.acquire(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var del Result
+	var delErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		del, delErr = e.Delete(ctx, DeleteRequest{Object: player, ObjectGeneration: uint64(res.Plan.Record.ObjectGeneration), Owner: ownerA})
+	}()
+	queuedOn(t, e, keys[0], 2) // the Delete read (secured 1), planned and queued
+	// The lanes were left a pair the store never held: active 2, secured 1
+	// (rows of two batches, or a row read unconditioned, moved since by
+	// another process).
+	left := &leftRows{seq: e.lanes.seq.Add(1), rows: map[string]locstore.ReadResult{
+		secKey(t, id): {Found: true, Value: secVal(t, id, 1), Version: "998", StoreNow: storeNow},
+		actKey(t, id): {Found: true, Value: actVal(t, id, 2), Version: "999", StoreNow: storeNow},
+	}}
+	for _, ln := range h.lanes {
+		ln.left = left
+	}
+	before := g.readsOf(actKey(t, id))
+	h.release()
+	<-done
+	if delErr != nil || del.Attempts != 1 {
+		t.Fatalf("Delete after a misfit hand-over: %d batches, %v", del.Attempts, delErr)
+	}
+	if n := g.readsOf(actKey(t, id)) - before; n != 1 {
+		t.Errorf("the Delete read the active row %d times in its turn, want 1", n)
+	}
+	if u := readUsage(t, mem, id); u != (Usage{}) {
+		t.Errorf("counter after the Delete: %+v, want empty", u)
+	}
+}

@@ -598,9 +598,14 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		prior = nil
 		snap, err := read(ctx, v)
 		if err != nil && v.used.Load() && ctx.Err() == nil {
-			// Rows from hints that do not fit together (a counter's rows
-			// of two reads): not the store's answer; read it.
-			hinted = false
+			// Rows from hints or a hand-over that do not fit together (a
+			// counter's rows of two reads): not the store's answer; read
+			// it. Both sources go: a hand-over planned on again was the
+			// same misfit every time — found in a churn try-out, a Delete
+			// re-reading for its whole 5 s while holding its counter's
+			// lanes, and every creation and destroy of its node queued
+			// behind it timed out together.
+			hinted, carry = false, false
 			attempt--
 			continue
 		}
