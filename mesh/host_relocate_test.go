@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/config"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -599,6 +600,8 @@ func TestTransientMove(t *testing.T) {
 		{"not Ready", RelocationResult{}, fmt.Errorf("%w: actor %q is not Ready", ErrUnavailable, "x"), false},
 		{"target full (another target instead)", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonCapacity.String()}, nil, false},
 		{"policy", RelocationResult{}, fmt.Errorf("%w: policy DisableRelocation", ErrInvalidOperation), false},
+		{"still being created", RelocationResult{}, passing(fmt.Errorf("%w: x generation 3 is still being created", ErrInvalidOperation)), true},
+		{"closing (or moved by another command)", RelocationResult{}, passing(fmt.Errorf("%w: actor %q is closing", ErrUnavailable, "x")), true},
 	}
 	for _, c := range cases {
 		if got := transientMove(c.res, c.err, false); got != c.repeat {
@@ -682,5 +685,74 @@ func TestHostRelocateSkipsInstanceSpotsSayingWhy(t *testing.T) {
 	}
 	if !found || res.Progress.Skipped < 1 {
 		t.Fatalf("the Instance Spot is not in the result: %+v", res.Progress)
+	}
+}
+
+// A creation under way on a node when its host command begins is waited
+// for, and its object moved with the others: listed at once, the object
+// that landed a moment later was never moved — a drain's shutdown would
+// remove it with its state. (Found in a try-out: an object listed while
+// its creation was still being recorded failed "still being created".)
+func TestHostRelocateWaitsForACreationUnderWay(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *config.Config) {
+		if i == 0 {
+			cfg.Node.ObjectRole = config.RoleClient
+		}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	created := make(chan error, 1)
+	var ref ActorRef
+	go func() {
+		var err error
+		ref, err = c.m(0).CreateActor(ctx, "late", testMoverType, WithBody([]byte("wait:late")))
+		created <- err
+	}()
+	host := -1
+	eventually(t, 5*time.Second, "the creation under way on a server", func() bool {
+		for i := 1; i < 3; i++ {
+			o := c.nodes[i].obj
+			o.mu.Lock()
+			n := o.creating
+			o.mu.Unlock()
+			if n > 0 {
+				host = i
+				return true
+			}
+		}
+		return false
+	})
+	type outcome struct {
+		res HostRelocationResult
+		err error
+	}
+	relocated := make(chan outcome, 1)
+	go func() {
+		res, err := c.nodes[host].Relocate(ctx, HostRelocateOptions{})
+		relocated <- outcome{res, err}
+	}()
+	select {
+	case out := <-relocated:
+		t.Fatalf("the host command ended while a creation was under way (it did not wait for it): %+v, %v", out.res.Progress, out.err)
+	case <-time.After(100 * time.Millisecond): // the command waits
+	}
+	close(c.probe.gate("late"))
+	if err := <-created; err != nil {
+		t.Fatalf("creation under way when the command began: %v", err)
+	}
+	out := <-relocated
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	var got *HostObjectResult
+	for i := range out.res.Objects {
+		if out.res.Objects[i].Object.ID == "late" {
+			got = &out.res.Objects[i]
+		}
+	}
+	if got == nil || got.Outcome != hostmove.Moved {
+		t.Fatalf("the object created during the command: %+v (want Moved; progress %+v)", got, out.res.Progress)
+	}
+	if string(got.Target) == string(c.nodes[host].RID()) || string(ref.NodeRID) != string(c.nodes[host].RID()) {
+		t.Fatalf("created on %x, moved to %x, host %x", ref.NodeRID, got.Target, c.nodes[host].RID())
 	}
 }

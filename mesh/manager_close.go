@@ -156,10 +156,22 @@ func checkEndRow(row authority.AuthorityRow, kind record.ObjectKind, id string, 
 	case uint64(a.ObjectGeneration) != gen:
 		return true, false, fmt.Errorf("%w: %s holds ObjectGeneration %d, the ref has %d", ErrStaleGeneration, id, a.ObjectGeneration, gen)
 	case a.Allocation.State != record.AllocationActive:
-		return true, false, fmt.Errorf("%w: %s generation %d is still being created", ErrInvalidOperation, id, gen)
+		return true, false, passing(fmt.Errorf("%w: %s generation %d is still being created", ErrInvalidOperation, id, gen))
 	}
 	return false, false, nil
 }
+
+// passingState marks an error that reports a state the object leaves by
+// itself — its creation is still being recorded, it is closing, another
+// move of it is under way: a host command tries such an object again
+// until it can be moved or is no longer here, instead of reporting it
+// Failed (transientMove). The error's own kind (errors.Is) is kept.
+type passingState struct{ err error }
+
+func (e *passingState) Error() string { return e.err.Error() }
+func (e *passingState) Unwrap() error { return e.err }
+
+func passing(err error) error { return &passingState{err: err} }
 
 // endFence is what a remote caller fixed when it read the record (§7.2:
 // "only changes to Closing if the current record ... match"); a zero field

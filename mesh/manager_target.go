@@ -328,6 +328,23 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	if st := n.State(); st != record.StateServing {
 		return fw(fmt.Errorf("%w: node is %s, not serving", ErrUnavailable, st))
 	}
+	// Counted under o.mu with the host command's check: a host command
+	// that has begun either sees this creation and waits for it before it
+	// lists the objects to move (awaitArrivals), or this creation sees the
+	// command and is refused — never an object that lands here after the
+	// list and is left behind (a drain would remove it with its state).
+	o.mu.Lock()
+	if o.hostMove.Load() {
+		o.mu.Unlock()
+		return fw(fmt.Errorf("%w: node is relocating its objects away (host relocation): no new creations", ErrUnavailable))
+	}
+	o.creating++
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.creating--
+		o.mu.Unlock()
+	}()
 	if ord.delta != bundleSlots(ord.kind, ord.stableType) {
 		return fw(fmt.Errorf("%w: pendingCapacityDelta %d does not match the %s bundle", ErrInvalidOperation, ord.delta, ord.kind))
 	}

@@ -67,10 +67,13 @@ type objects struct {
 	waiters map[string]chan localReply // local requests waiting here, by reply route key
 	remotes map[string]remoteReply     // remote requests received here, by reply route key
 	closing bool                       // no new object work (Close began)
-	work    sync.WaitGroup             // creation and close orders in flight
-	entry   *spot.Object               // the Entry Spot of a Server node
-	stats   objectStats
-	hooks   atomic.Pointer[testHooks]
+	// creating counts target-side creations under way (createOnTarget):
+	// a host command waits for them before it lists what to move.
+	creating int
+	work     sync.WaitGroup // creation and close orders in flight
+	entry    *spot.Object   // the Entry Spot of a Server node
+	stats    objectStats
+	hooks    atomic.Pointer[testHooks]
 	// orders are the 47/48/49 requests this run accepted, for duplicate
 	// deliveries (manager_target.go).
 	orders  map[inboundKey]*inboundRequest

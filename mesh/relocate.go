@@ -311,7 +311,7 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 		return nil, &openingErr{done: done}
 	case h.state != hostServing:
 		o.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s %q is %s", ErrUnavailable, kind, id, h.state)
+		return nil, passing(fmt.Errorf("%w: %s %q is %s", ErrUnavailable, kind, id, h.state))
 	case h.ownerGeneration != uint64(a.AuthorityOwnerGeneration):
 		o.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s %q is hosted at AuthorityOwnerGeneration %d, the record has %d", ErrUnavailable, kind, id,

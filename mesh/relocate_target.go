@@ -129,6 +129,14 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 		refuse(router.RelocationFailureNotServing, "node closing")
 		return
 	}
+	if o.hostMove.Load() {
+		// Checked again under o.mu, where a host command counts the
+		// arrivals under way (awaitArrivals): either it waits for this one
+		// or this one is refused.
+		o.mu.Unlock()
+		refuse(router.RelocationFailureNotServing, "node is relocating its own objects away (host relocation)")
+		return
+	}
 	key := spot.Key{Spot: kind != record.ObjectActor, ID: p.Object.ObjectID}
 	if h, ok := o.hosted[key]; ok {
 		o.mu.Unlock()
