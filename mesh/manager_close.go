@@ -185,6 +185,43 @@ type endFence struct {
 // closeLocal is the owner's Destroy/Close of (kind, id, gen) under the
 // caller's fence f.
 func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id string, gen uint64, f endFence) (bool, error) {
+	for {
+		closed, wait, err := o.closeLocalOnce(ctx, kind, id, gen, f)
+		if wait == nil {
+			return closed, err
+		}
+		// Another Destroy or Close of the same object is under way: its
+		// outcome decides this one (the record is gone: not closed by this
+		// call; it failed and reopened the object: close it here). Before,
+		// this call failed Unavailable "already closing" — found in a
+		// try-out with two processes destroying a shared id space: ~1,850
+		// of 35,000 destroys per process.
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return false, ctxErr(ctx, "close of %s: waiting for the close under way", id)
+		}
+	}
+}
+
+// closeLocalOnce is one try of closeLocal; wait, when not nil, is the end
+// of another close of the object under way, to wait for and try again.
+func (o *objects) closeLocalOnce(ctx context.Context, kind record.ObjectKind, id string, gen uint64, f endFence) (bool, <-chan struct{}, error) {
+	closed, err := o.closeOnce(ctx, kind, id, gen, f)
+	var w *closeUnderWay
+	if errors.As(err, &w) {
+		return false, w.done, nil
+	}
+	return closed, nil, err
+}
+
+// closeUnderWay reports another close of the object in progress here.
+type closeUnderWay struct{ done <-chan struct{} }
+
+func (*closeUnderWay) Error() string { return "already closing" }
+
+// closeOnce is closeLocal's body: a close under way is *closeUnderWay.
+func (o *objects) closeOnce(ctx context.Context, kind record.ObjectKind, id string, gen uint64, f endFence) (bool, error) {
 	row, storeNow, err := o.readAuthorityAt(ctx, kind, id)
 	if err != nil {
 		return false, err
@@ -221,16 +258,20 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 			o.mu.Unlock()
 			return false, fmt.Errorf("%w: %s", ErrMoving, id)
 		case hostClosing:
+			done := h.closed
 			o.mu.Unlock()
-			return false, fmt.Errorf("%w: %s is already closing", ErrUnavailable, id)
+			return false, &closeUnderWay{done: done}
 		}
 		h.state = hostClosing // the fence now refuses new messages
+		h.closed = make(chan struct{})
 	}
 	o.mu.Unlock()
 	reopen := func() {
 		if hostedHere {
 			o.mu.Lock()
 			h.state = hostServing
+			close(h.closed)
+			h.closed = nil
 			o.mu.Unlock()
 		}
 	}
@@ -262,11 +303,14 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 		if o.hosted[key] == h {
 			delete(o.hosted, key)
 		}
+		done := h.closed
+		h.closed = nil
 		o.mu.Unlock()
 		// Close waits for a running turn, so an object must not end itself
 		// from its own turn (docs/OBJECTS.md §8). Queued requests are
 		// answered with a closed failure.
 		h.obj.Close()
+		close(done) // after the instance ended: a waiting close finds it gone
 	}
 	o.cache.Drop(msgTarget{fam: famOf(kind), id: id}.cacheKey())
 	o.log.Debug("object ended", "object", id, "kind", string(kind), "gen", gen, "deleted", closed)

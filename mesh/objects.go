@@ -235,6 +235,10 @@ type hosted struct {
 	cutoverDone chan struct{}
 	// arrival is the move bringing the object here (state hostIncoming).
 	arrival *arrival
+	// closed is closed when the close under way (state hostClosing) ends,
+	// whether it removed the object or reopened it: a second Destroy or
+	// Close of the object waits for it and then decides on the record.
+	closed chan struct{}
 	// settling is closed once the move that brought the object here has
 	// recorded its completion (§9.1: the move's progress erased from the
 	// record), which it does right after opening the object; nil when no
