@@ -184,6 +184,7 @@ const (
 	stepSourceRead    = "source:read"    // a move's first read of the record done
 	stepSourceSecure  = "source:secure"  // before each SecureCapacity attempt
 	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
+	stepSourceConfirm = "source:confirm" // cutover sent, the commit not yet looked for
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
 	stepTargetOpen    = "target:open"    // CAS applied, dispatch not open
 	stepTargetBuilt   = "target:built"   // the hidden instance's build returned

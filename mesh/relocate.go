@@ -929,10 +929,11 @@ func (s *sourceMove) recoverLocal() {
 		"target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration), "relayed", len(s.relayEnvs))
 }
 
-// confirm reads the authority row until it names the target under the
-// next owner generation, or the move's deadline passes.
+// confirm reads the authority row until it no longer names this source
+// (stillOurs: normally it names the target under the next owner
+// generation), or the move's deadline passes.
 func (s *sourceMove) confirm(ctx context.Context) bool {
-	want := s.targetRoute().ownerGen
+	s.o.hook().step(s.id, stepSourceConfirm)
 	// The target's CAS normally lands within a store round trip of the
 	// cutover: poll fast at first (a 2 ms first step was most of a move's
 	// time, benchmarks/relocation), then back off. Under load it lands
@@ -948,8 +949,7 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 	wait := &backoff{d: 100 * time.Microsecond}
 	for {
 		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
-		if err == nil && row.Found && authority.PartyOf(row.Record).Equal(s.target.party()) &&
-			uint64(row.Record.AuthorityOwnerGeneration) == want {
+		if err == nil && !s.stillOurs(row) {
 			// A wait whose first look finds the commit counts in full,
 			// although the commit came during the sleep: counting half
 			// brought the average below the lag and cost a handoff a read
@@ -964,6 +964,23 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 	}
 }
 
+// stillOurs reports whether row still names this source as the owner of
+// the moved generation, as the move found it: only then may the object be
+// taken back here. Anything else can only follow the target's owner CAS —
+// the target named at the next owner generation; the record gone (its new
+// owner ended the object: Destroy or Close right after the move); another
+// ObjectGeneration (ended and created again); a later owner generation
+// (moved on, or replaced by recovery) — so the move is over. Before, a
+// record gone was read as "the target never committed": the source waited
+// for the move's whole deadline (a host command's 5 min, in a try-out
+// with User Spots closed right after their creation) and then took the
+// object back — an instance of a deleted object, serving again here.
+func (s *sourceMove) stillOurs(row authority.AuthorityRow) bool {
+	return row.Found && uint64(row.Record.ObjectGeneration) == s.gen &&
+		authority.PartyOf(row.Record).Equal(authority.PartyOf(s.row.Record)) &&
+		row.Record.AuthorityOwnerGeneration == s.row.Record.AuthorityOwnerGeneration
+}
+
 // readOwner re-reads the authority row after a release found no
 // reservation: did the target commit this move?
 func (s *sourceMove) readOwner() relocation.SourceEvent {
@@ -974,7 +991,7 @@ func (s *sourceMove) readOwner() relocation.SourceEvent {
 		cancel()
 		if err == nil {
 			wait.confirmed()
-			if row.Found && authority.PartyOf(row.Record).Equal(s.target.party()) {
+			if !s.stillOurs(row) {
 				return relocation.EvOwnerIsTarget
 			}
 			return relocation.EvOwnerIsSource

@@ -186,3 +186,49 @@ func TestRelocateOnWhileThePreviousMoveCompletes(t *testing.T) {
 	checkOwners(t, c, record.ObjectActor, ref.ActorID, src, rowOf(t, c, record.ObjectActor, ref.ActorID).Record.AuthorityOwnerGeneration, src)
 	wantRan(t, ctx, c, ref, "a")
 }
+
+// The new owner may end the object before the source has looked for the
+// commit (a Destroy right after the move): a record gone can only follow
+// the target's owner CAS, so the move is Moved and the source lets the
+// object go. The source used to read it as "the target never committed",
+// wait for the move's whole deadline and take the object back — an
+// instance of a deleted object serving again on the source (try-out: User
+// Spots closed right after their creation while a host relocation ran; one
+// move waited the host command's 5 min).
+func TestSourceLetsGoOfAnObjectEndedRightAfterItsMove(t *testing.T) {
+	c, ctx, ref, src, dst := moveOnSetup(t, "ended-after-move")
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second) // the move's deadline, were it waited for
+	defer cancel()
+	ended := make(chan struct{})
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+		if oid == ref.ActorID && step == stepSourceConfirm {
+			<-ended
+		}
+	}})
+	defer c.nodes[src].obj.hooks.Store(nil)
+	moved := relocateAsync(mctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+	eventually(t, 10*time.Second, "the target named owner", func() bool {
+		row := rowOf(t, c, record.ObjectActor, ref.ActorID)
+		return row.Found && string(row.Record.Allocation.Descriptor.RoutingID) == string(c.nodes[dst].RID())
+	})
+	eventually(t, 10*time.Second, "the object Destroyed on its new owner", func() bool {
+		closed, err := c.m(dst).Destroy(ctx, ref)
+		return err == nil && closed
+	})
+	close(ended)
+	start := time.Now()
+	res := outcomeOf(t, moved)
+	if res.Outcome != Moved {
+		t.Fatalf("move of an object its new owner ended: %v (%s)", res.Outcome, res.Reason)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the source took %v to let go (waited for the move's deadline)", d)
+	}
+	o := c.nodes[src].obj
+	o.mu.Lock()
+	_, hosted := o.hosted[spot.Key{ID: ref.ActorID}]
+	o.mu.Unlock()
+	if hosted {
+		t.Fatal("the source hosts the deleted object again")
+	}
+}
