@@ -84,7 +84,7 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 			}
 			n.log.Debug("owner sweep: batch not applied; removing its rows one by one", "rows", len(chunk), "err", err)
 			for _, row := range chunk {
-				if err := sweepOne(ctx, exec, owner, row, &res); err != nil {
+				if err := sweepOne(ctx, n.loc, exec, owner, row, &res); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -103,9 +103,42 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 
 // sweepOne removes one row of this host run under the version the scan
 // read: an Active row is deleted, a Reserved row aborted, with its
-// capacity. A row changed since the scan is no longer this sweep's to
-// remove blindly: skipped.
-func sweepOne(ctx context.Context, exec *authority.Executor, owner authority.Owner, row authority.AuthorityRow, res *SweepResult) error {
+// capacity. A row changed since the scan is read again and removed under
+// its new version while it is still this run's (owner id and lease
+// generation); gone or another run's, it is skipped. Before, every changed
+// row was skipped and left to the other nodes' reclaim sweep: in a try-out
+// (two processes creating and destroying a shared id space while a server
+// drained) two such rows outlived their node, and requests to them failed
+// "unknown peer" until the reclaim grace had passed.
+func sweepOne(ctx context.Context, loc locstore.Store, exec *authority.Executor, owner authority.Owner, row authority.AuthorityRow, res *SweepResult) error {
+	for try := 0; ; try++ {
+		changed, err := sweepRow(ctx, exec, owner, row, res)
+		if !changed {
+			return err
+		}
+		if try == sweepRereads {
+			res.Skipped++ // kept changing: left to the reclaim sweep
+			return nil
+		}
+		rr, err := loc.Read(ctx, row.Key)
+		if err != nil {
+			return fmt.Errorf("owner sweep %s: re-read: %w", row.Record.ObjectID, err)
+		}
+		cur, err := authority.AuthorityRowOf(row.Key, rr)
+		if err != nil || !cur.Found || cur.Record.OwnerID != owner.ID || uint64(cur.Record.OwnerLeaseGeneration) != owner.LeaseGeneration {
+			res.Skipped++ // gone, undecodable, or no longer this run's
+			return nil
+		}
+		row = cur
+	}
+}
+
+// sweepRereads bounds how often sweepOne reads a changing row again.
+const sweepRereads = 3
+
+// sweepRow is one try of sweepOne under row's version; changed reports a
+// Conflict (the row moved on since it was read).
+func sweepRow(ctx context.Context, exec *authority.Executor, owner authority.Owner, row authority.AuthorityRow, res *SweepResult) (bool, error) {
 	a := row.Record
 	obj := authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType}
 	var err error
@@ -128,11 +161,10 @@ func sweepOne(ctx context.Context, exec *authority.Executor, owner authority.Own
 	}
 	switch {
 	case err == nil:
-		return nil
+		return false, nil
 	case errors.Is(err, authority.ErrConflict):
-		res.Skipped++ // changed since the snapshot: no longer ours to sweep blindly
-		return nil
+		return true, nil
 	default:
-		return fmt.Errorf("owner sweep %s: %w", a.ObjectID, err)
+		return false, fmt.Errorf("owner sweep %s: %w", a.ObjectID, err)
 	}
 }

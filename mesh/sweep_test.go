@@ -339,49 +339,64 @@ func (c *changeAfterScan) Scan(ctx context.Context, req locstore.ScanRequest) (l
 }
 
 // The sweep removes its rows in batches; a row changed since the scan makes
-// its batch fail, and the batch's rows are then removed one by one: the
-// changed row is skipped, every other row is removed with its capacity.
+// its batch fail, and the batch's rows are then removed one by one. The
+// changed row is read again: still this run's (a new payload), it is
+// removed under its new version; gone meanwhile, it is skipped. Every other
+// row is removed with its capacity.
 func TestSweepBatchFallsBackRowByRow(t *testing.T) {
-	f := newFixture(t)
-	exec, err := authority.NewExecutor(f.loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var owner authority.Owner
-	store := &changeAfterScan{Store: f.loc, change: func() {
-		// a-2 takes a new payload: same owner, another version.
-		row := authorityRows(t, f.loc)["a-2"]
-		if _, err := exec.Preserve(context.Background(), authority.PreserveRequest{Object: authority.Object{ID: "a-2", Kind: record.ObjectActor},
-			Owner: owner, ObjectGeneration: uint64(row.ObjectGeneration), Payload: authority.SetPayload([]byte("moved on"))}); err != nil {
-			t.Errorf("preserve: %v", err)
-		}
-	}}
-	a, err := Start(context.Background(), Options{Config: fastConfig("m"), Factories: f.reg, Location: store, Relocation: f.reloc,
-		DiscoveryInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
-	owner = authority.Owner{ID: a.run.ownerID, LeaseGeneration: a.leaseGen.Load()}
-	for i := 0; i < 5; i++ {
-		seed(t, exec, a, fmt.Sprintf("a-%d", i), i != 4) // four Active, one Reserved
-	}
-	store.armed.Store(true)
-	res, err := a.sweepAuthority(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Ours != 5 || res.Deleted != 3 || res.Aborted != 1 || res.Skipped != 1 {
-		t.Fatalf("sweep = %+v, want 5 ours: 3 deleted, 1 aborted, 1 skipped (changed since the scan)", res)
-	}
-	rows := authorityRows(t, f.loc)
-	if _, left := rows["a-2"]; !left || len(rows) != 1 {
-		t.Fatalf("rows after the sweep: %v, want only a-2", rows)
-	}
-	// Only a-2's active slot is left on the counter.
-	ids := []authority.CounterID{{Node: authority.Node{MeshName: a.cfg.Node.MeshName, RoutingID: a.run.rid,
-		LifecycleGeneration: a.run.lifecycleGeneration}, Class: authority.SlotActors}}
-	if got, err := authority.ReadCounters(context.Background(), f.loc, ids); err != nil || got[0].Usage != (authority.Usage{Active: 1}) {
-		t.Fatalf("counter after the sweep: %+v, %v; want a-2's one active slot", got, err)
+	for _, tc := range []struct {
+		name    string
+		change  func(t *testing.T, exec *authority.Executor, owner authority.Owner, row record.Authority)
+		deleted int
+		skipped int
+	}{
+		{"still ours: removed under its new version", func(t *testing.T, exec *authority.Executor, owner authority.Owner, row record.Authority) {
+			if _, err := exec.Preserve(context.Background(), authority.PreserveRequest{Object: authority.Object{ID: "a-2", Kind: record.ObjectActor},
+				Owner: owner, ObjectGeneration: uint64(row.ObjectGeneration), Payload: authority.SetPayload([]byte("moved on"))}); err != nil {
+				t.Errorf("preserve: %v", err)
+			}
+		}, 4, 0},
+		{"gone meanwhile: skipped", func(t *testing.T, exec *authority.Executor, owner authority.Owner, row record.Authority) {
+			if _, err := exec.Delete(context.Background(), authority.DeleteRequest{Object: authority.Object{ID: "a-2", Kind: record.ObjectActor},
+				Owner: owner, ObjectGeneration: uint64(row.ObjectGeneration)}); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+		}, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			exec, err := authority.NewExecutor(f.loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var owner authority.Owner
+			store := &changeAfterScan{Store: f.loc, change: func() { tc.change(t, exec, owner, authorityRows(t, f.loc)["a-2"]) }}
+			a, err := Start(context.Background(), Options{Config: fastConfig("m"), Factories: f.reg, Location: store, Relocation: f.reloc,
+				DiscoveryInterval: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = a.Close(context.Background()) })
+			owner = authority.Owner{ID: a.run.ownerID, LeaseGeneration: a.leaseGen.Load()}
+			for i := 0; i < 5; i++ {
+				seed(t, exec, a, fmt.Sprintf("a-%d", i), i != 4) // four Active, one Reserved
+			}
+			store.armed.Store(true)
+			res, err := a.sweepAuthority(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Ours != 5 || res.Deleted != tc.deleted || res.Aborted != 1 || res.Skipped != tc.skipped {
+				t.Fatalf("sweep = %+v, want 5 ours: %d deleted, 1 aborted, %d skipped", res, tc.deleted, tc.skipped)
+			}
+			if rows := authorityRows(t, f.loc); len(rows) != 0 {
+				t.Fatalf("rows after the sweep: %v, want none", rows)
+			}
+			ids := []authority.CounterID{{Node: authority.Node{MeshName: a.cfg.Node.MeshName, RoutingID: a.run.rid,
+				LifecycleGeneration: a.run.lifecycleGeneration}, Class: authority.SlotActors}}
+			if got, err := authority.ReadCounters(context.Background(), f.loc, ids); err != nil || got[0].Usage != (authority.Usage{}) {
+				t.Fatalf("counter after the sweep: %+v, %v; want empty", got, err)
+			}
+		})
 	}
 }
