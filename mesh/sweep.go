@@ -105,7 +105,7 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 // read: an Active row is deleted, a Reserved row aborted, with its
 // capacity. A row changed since the scan is read again and removed under
 // its new version while it is still this run's (owner id and lease
-// generation); gone or another run's, it is skipped. Before, every changed
+// generation) and no move of it is under way; otherwise it is skipped. Before, every changed
 // row was skipped and left to the other nodes' reclaim sweep: in a try-out
 // (two processes creating and destroying a shared id space while a server
 // drained) two such rows outlived their node, and requests to them failed
@@ -125,8 +125,12 @@ func sweepOne(ctx context.Context, loc locstore.Store, exec *authority.Executor,
 			return fmt.Errorf("owner sweep %s: re-read: %w", row.Record.ObjectID, err)
 		}
 		cur, err := authority.AuthorityRowOf(row.Key, rr)
-		if err != nil || !cur.Found || cur.Record.OwnerID != owner.ID || uint64(cur.Record.OwnerLeaseGeneration) != owner.LeaseGeneration {
-			res.Skipped++ // gone, undecodable, or no longer this run's
+		if err != nil || !cur.Found || cur.Record.OwnerID != owner.ID || uint64(cur.Record.OwnerLeaseGeneration) != owner.LeaseGeneration ||
+			cur.Record.Relocation != nil {
+			// Gone, undecodable, no longer this run's — or a move of it
+			// went under way since the scan: left to the move (which may
+			// still save it) and, failing that, to the reclaim sweep.
+			res.Skipped++
 			return nil
 		}
 		row = cur
