@@ -186,8 +186,9 @@ type endFence struct {
 // caller's fence f.
 func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id string, gen uint64, f endFence) (bool, error) {
 	for {
-		closed, wait, err := o.closeLocalOnce(ctx, kind, id, gen, f)
-		if wait == nil {
+		closed, err := o.closeOnce(ctx, kind, id, gen, f)
+		var w *closeUnderWay
+		if !errors.As(err, &w) {
 			return closed, err
 		}
 		// Another Destroy or Close of the same object is under way: its
@@ -197,25 +198,15 @@ func (o *objects) closeLocal(ctx context.Context, kind record.ObjectKind, id str
 		// try-out with two processes destroying a shared id space: ~1,850
 		// of 35,000 destroys per process.
 		select {
-		case <-wait:
+		case <-w.done:
 		case <-ctx.Done():
 			return false, ctxErr(ctx, "close of %s: waiting for the close under way", id)
 		}
 	}
 }
 
-// closeLocalOnce is one try of closeLocal; wait, when not nil, is the end
-// of another close of the object under way, to wait for and try again.
-func (o *objects) closeLocalOnce(ctx context.Context, kind record.ObjectKind, id string, gen uint64, f endFence) (bool, <-chan struct{}, error) {
-	closed, err := o.closeOnce(ctx, kind, id, gen, f)
-	var w *closeUnderWay
-	if errors.As(err, &w) {
-		return false, w.done, nil
-	}
-	return closed, nil, err
-}
-
-// closeUnderWay reports another close of the object in progress here.
+// closeUnderWay reports another close of the object in progress here;
+// done is closed when it ends.
 type closeUnderWay struct{ done <-chan struct{} }
 
 func (*closeUnderWay) Error() string { return "already closing" }
