@@ -52,3 +52,16 @@ func unreadBytes(c net.Conn) (int, bool) {
 	})
 	return n, ok
 }
+
+// cutSocket ends c at one instant of its kernel's: shutdown(SHUT_RDWR)
+// sends the FIN, and from then on the kernel answers any data the peer
+// sends with a reset without acknowledging it (RFC 1122 §4.2.2.13; Linux
+// in FIN-WAIT with the read side shut), while every byte it acknowledged
+// before stays readable. So what the peer saw acknowledged is exactly what
+// this process can still read — unlike close, which discards unread bytes
+// the kernel has acknowledged, and which Go delays until the reading
+// goroutine lets go of the descriptor. The reader reads to the end and
+// closes c. False when c has no descriptor or the shutdown failed.
+func cutSocket(c net.Conn) bool {
+	return onFD(c, func(fd int) error { return unix.Shutdown(fd, unix.SHUT_RDWR) })
+}

@@ -227,7 +227,7 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		}
 		return
 	}
-	supersede(old, ic)
+	supersede(old, ic, n.cfg.PeerTimeout)
 	info := peerInfoFrom([]byte(ic.ident), ic.remote, rm)
 	frames, err := encodeInfra(&router.Admit{Admission: n.currentAdmission()})
 	if err != nil {

@@ -123,12 +123,24 @@ func (r *routerSock) claim(ic *inConn) (old *inConn, err error) {
 // each). Replacement happens only at admission, and admission refuses a
 // hello while the old connection is live (heldElsewhere), so merely
 // connecting, or a forged hello, cannot knock a live peer off.
-func supersede(old, ic *inConn) {
+//
+// The old connection is cut (peerConn.cut), not closed: what its kernel
+// acknowledged still reaches the handler, as the peer counts it
+// delivered. supersede then waits, at most bound, for the old reader to
+// get to its end, so that those records come before any of the new
+// connection's, which this goroutine reads.
+func supersede(old, ic *inConn, bound time.Duration) {
 	if old == nil || old == ic {
 		return
 	}
 	old.superseed.Store(true)
-	old.pc.close(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown))
+	old.pc.cut(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown), bound)
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-old.readDone:
+	case <-t.C:
+	}
 }
 
 // current returns the admitted connection of an identity, if any.

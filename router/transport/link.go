@@ -84,6 +84,11 @@ type inConn struct {
 	// unadmitted: the connection still counts against MaxUnadmitted (until
 	// admission or close, whichever comes first releases it).
 	unadmitted atomic.Bool
+	// readDone is closed once the reader stopped: every record of the
+	// connection that will ever reach the handler has (supersede waits
+	// for it, so that a cut connection's last records come before its
+	// successor's).
+	readDone chan struct{}
 }
 
 // routerSock is the node's ROUTER: one listener, any number of inbound
@@ -227,9 +232,10 @@ func (r *routerSock) serve(raw net.Conn) {
 		return
 	}
 	ic = &inConn{
-		pc:     newPeerConn(zc, r.p.queueRecords, r.p.queueBytes, r.p.writeTimeout),
-		ident:  string(zc.ident),
-		remote: remote,
+		pc:       newPeerConn(zc, r.p.queueRecords, r.p.queueBytes, r.p.writeTimeout),
+		ident:    string(zc.ident),
+		remote:   remote,
+		readDone: make(chan struct{}),
 	}
 	ic.unadmitted.Store(true)
 	r.onOpen(ic)
@@ -238,6 +244,7 @@ func (r *routerSock) serve(raw net.Conn) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		close(ic.readDone)
 		ic.pc.close(ErrClosed)
 		ic.pc.wait()
 		return
@@ -254,8 +261,10 @@ func (r *routerSock) serve(raw net.Conn) {
 		}
 		r.onFrames(ic, frames)
 	}
+	close(ic.readDone)
 	ic.pc.close(cause)
 	ic.pc.wait()
+	ic.pc.release() // a cut connection is closed only now that it was read to its end
 	if bad := unadmittedCause(ic, cause); bad != nil {
 		r.onBad(remote, ic.ident, bad)
 	} else if isProtocolViolation(cause) {

@@ -608,7 +608,11 @@ func (n *Node) closeSilent() {
 			continue
 		}
 		n.log.Info("transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
-		ic.pc.close(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout))
+		// Cut, not closed: bytes arriving between the check above and
+		// the close were acknowledged and then discarded by it, and the
+		// sender, which saw them acknowledged, never sent them again. A
+		// cut keeps readable what was acknowledged and refuses the rest.
+		ic.pc.cut(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout), n.cfg.PeerTimeout)
 	}
 }
 

@@ -129,7 +129,8 @@ func TestPausedSenderLosesNothing(t *testing.T) {
 	_, _ = stdin.Write([]byte("stop\n"))
 	line, err := out.ReadString('\n')
 	if err != nil {
-		t.Fatalf("child: %v (%s)", err, stderr.String())
+		werr := cmd.Wait() // its stderr is complete only once it was waited for
+		t.Fatalf("child: %v, exit %v (%s)", err, werr, stderr.String())
 	}
 	f := strings.Fields(line)
 	if len(f) != 6 {
@@ -158,6 +159,8 @@ func TestPausedSenderLosesNothing(t *testing.T) {
 	lost += int(accepted + 1 - next)
 	t.Logf("child: %s; %d arrived, %d lost", strings.TrimSpace(line), len(got), lost)
 	if lost != 0 || unsent != 0 {
+		_ = cmd.Wait()
+		t.Logf("child's log (MESHNODE_TEST_LOG=1 to see it):\n%s", stderr.String())
 		t.Fatalf("%d of %d accepted records lost, %d counted unsent (resent %d)", lost, accepted, unsent, resent)
 	}
 }

@@ -1,6 +1,9 @@
 package transport
 
-import "sync"
+import (
+	"errors"
+	"sync"
+)
 
 // sendQueue is a connection's FIFO of data records, bounded in records (the
 // byte bound is peerConn's). It holds room for what is queued, not for its
@@ -13,6 +16,11 @@ type sendQueue struct {
 	items []outItem // queued from head on
 	head  int
 	max   int // records
+	// closed: the queue was taken for good (close); nothing is queued
+	// after that. The check is under mu with the append, so a record is
+	// either taken by close or refused — never left behind in a queue
+	// nobody reads.
+	closed bool
 }
 
 // sendQueueKeep is the capacity a drained queue keeps for the next burst;
@@ -21,12 +29,16 @@ const sendQueueKeep = 64
 
 func newSendQueue(max int) *sendQueue { return &sendQueue{max: max} }
 
-// push appends it unless the queue holds max records already.
-func (q *sendQueue) push(it outItem) bool {
+// push appends it unless the queue holds max records already
+// (errQueueFull) or was closed (errQueueClosed).
+func (q *sendQueue) push(it outItem) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return errQueueClosed
+	}
 	if len(q.items)-q.head >= q.max {
-		return false
+		return errQueueFull
 	}
 	if len(q.items) == cap(q.items) && q.head > 0 && 2*q.head >= len(q.items) {
 		// Reuse the taken half instead of growing.
@@ -35,7 +47,22 @@ func (q *sendQueue) push(it outItem) bool {
 		q.items, q.head = q.items[:n], 0
 	}
 	q.items = append(q.items, it)
-	return true
+	return nil
+}
+
+// errQueueFull is push's answer at the record bound.
+var errQueueFull = errors.New("transport: send queue full")
+
+// close takes every record still queued, in order, appended to dst, and
+// refuses every later push: the connection's session ended and what it
+// did not send is handed on (peerConn.takeUnsent).
+func (q *sendQueue) close(dst []outItem) []outItem {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	dst = append(dst, q.items[q.head:]...)
+	q.items, q.head = nil, 0
+	return dst
 }
 
 // pushOver appends it whatever the bound: records a sender was already told
