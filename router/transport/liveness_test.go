@@ -259,3 +259,27 @@ func TestSweepAfterAStallClosesNothing(t *testing.T) {
 		t.Fatal("the sweep after the stall closed a live connection")
 	}
 }
+
+// A connection that never said hello is closed outright by the sweep and
+// gives its slot back at once; only an admitted connection, whose records
+// its sender counts as delivered once acknowledged, is cut and read to its
+// end (peerConn.cut) — a silent client must not hold an unadmitted slot
+// for the cut's linger too.
+func TestSweepClosesAnUnadmittedConnectionAtOnce(t *testing.T) {
+	clk := NewManualClock(time.Unix(5000, 0))
+	cfg := testConfig("b", 1)
+	cfg.Clock = clk
+	cfg.ProbeInterval = 5 * time.Second
+	cfg.PeerTimeout = 15 * time.Second
+	cfg.HandshakeTimeout = 30 * time.Second // the hello deadline (real time) must not be what closes it
+	b := startNode(t, cfg)
+	z := dialAs(t, b, RID("node-silent"))
+	waitFor(t, 5*time.Second, "the connection to be served", func() bool { return b.rt.count() == 1 })
+	for range 4 { // sweeps on time, the last one 20 s after the connection opened
+		clk.Advance(5 * time.Second)
+	}
+	if !closedByPeer(z.raw, 5*time.Second) {
+		t.Fatal("the sweep left a silent unadmitted connection open")
+	}
+	waitFor(t, 2*time.Second, "its slot to be given back", func() bool { return b.rt.count() == 0 })
+}
