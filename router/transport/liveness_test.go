@@ -260,11 +260,10 @@ func TestSweepAfterAStallClosesNothing(t *testing.T) {
 	}
 }
 
-// A connection that never said hello is closed outright by the sweep and
-// gives its slot back at once; only an admitted connection, whose records
-// its sender counts as delivered once acknowledged, is cut and read to its
-// end (peerConn.cut) — a silent client must not hold an unadmitted slot
-// for the cut's linger too.
+// A connection that never said hello is ended by the sweep and gives its
+// slot back at once: the cut (peerConn.cut) shuts this side's reading
+// too, so its reader ends as soon as it has read what the kernel held —
+// it does not wait for the client, which here never closes.
 func TestSweepClosesAnUnadmittedConnectionAtOnce(t *testing.T) {
 	clk := NewManualClock(time.Unix(5000, 0))
 	cfg := testConfig("b", 1)

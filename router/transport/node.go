@@ -608,21 +608,11 @@ func (n *Node) closeSilent() {
 			continue
 		}
 		n.log.Info("transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
-		cause := fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout)
-		ic.mu.Lock()
-		admitted := ic.admitted
-		ic.mu.Unlock()
-		if !admitted {
-			// Never admitted: it carried no record to keep, and it gives
-			// its unadmitted slot back at once.
-			ic.pc.close(cause)
-			continue
-		}
 		// Cut, not closed: bytes arriving between the check above and
 		// the close were acknowledged and then discarded by it, and the
 		// sender, which saw them acknowledged, never sent them again. A
 		// cut keeps readable what was acknowledged and refuses the rest.
-		ic.pc.cut(cause, n.cfg.PeerTimeout)
+		ic.pc.cut(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout), n.cfg.PeerTimeout)
 	}
 }
 

@@ -550,8 +550,9 @@ func (pc *peerConn) end(cause error, stop func()) bool {
 // superseded by a newer one of its identity — without losing what its
 // kernel acknowledged: the writer stops, and the socket is shut down both
 // ways (cutSocket) instead of closed — the reader goes on with the records
-// the kernel holds, up to the end of the stream, and closes the socket
-// then (routerSock.serve); linger bounds that read. Closing it outright
+// the kernel holds and then reads the end of the stream (this side's
+// reading is shut too, so it does not wait for the peer), and closes the
+// socket then (routerSock.serve); linger is only a backstop. Closing it outright
 // discards the bytes the kernel acknowledged but the reader had not read
 // yet, which their sender counts as delivered: the sweep looks for unread
 // bytes first, but bytes arriving between that look and the close (a
