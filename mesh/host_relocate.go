@@ -130,8 +130,9 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	}
 	n.refreshForMoves(ctx)
 	start := time.Now()
-	o.awaitArrivals(ctx)
-	cmd := hostmove.New(o.hostedForHostMove(), max)
+	// The list stays open for what is on its way here (relist): the
+	// listed objects move meanwhile.
+	cmd := hostmove.NewOpen(o.hostedForHostMove(), max)
 	p := cmd.Progress()
 	n.log.Info("host relocation started", "objects", p.Total, "skipped", p.Skipped, "max_concurrent", max)
 
@@ -148,10 +149,24 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	report()
 	for {
 		if deadline != nil && ctx.Err() != nil {
+			if !cmd.Sealed() {
+				if k := o.arrivalsUnderWay(); k > 0 {
+					n.log.Warn("host relocation: objects still arriving at the deadline; they stay here", "arriving", k)
+				}
+			}
 			cmd.Stop() // moves in flight end by the same deadline
 			deadline = nil
 			overrun = time.After(hostOverrun)
 			report()
+		}
+		var poll <-chan time.Time
+		if !cmd.Sealed() && cmd.Progress().Pending == 0 {
+			if added := o.relist(cmd); added > 0 {
+				n.log.Info("host relocation: objects that arrived meanwhile added", "objects", added)
+				report()
+			} else if !cmd.Sealed() {
+				poll = time.After(arrivalPoll)
+			}
 		}
 		for {
 			obj, ok := cmd.Next()
@@ -197,6 +212,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 		mu.Unlock()
 		select {
 		case <-wake:
+		case <-poll:
 		case <-deadline:
 		case <-overrun:
 			// A move still waiting for something its deadline does not
@@ -402,28 +418,27 @@ func (o *objects) arrivalsUnderWay() int {
 	return n
 }
 
-// awaitArrivals waits, within ctx, until no object is on its way here. A
-// host command (hostMove set: nothing new starts) lists what to move once;
-// a creation or an incoming move that began before it and ended after the
-// list would leave an object the command never moves — and a drain's
-// shutdown removes it with its state. Found in a try-out (three servers,
-// creations and destroys from 16 workers, host relocations meanwhile): an
-// object listed while its creation was still being recorded failed with
-// "still being created". Each arrival ends by its own deadline.
-func (o *objects) awaitArrivals(ctx context.Context) {
-	start := time.Now()
-	for n := o.arrivalsUnderWay(); n > 0; n = o.arrivalsUnderWay() {
-		if sleepCtx(ctx, arrivalPoll) != nil {
-			o.log.Warn("host relocation: objects still arriving at the deadline; listing without them", "arriving", n)
-			return
-		}
+// relist adds to cmd, whose list is still open, the objects that landed
+// here since it was listed, and closes the list once nothing is on its way
+// here any more. A host command (hostMove set: nothing new starts) would
+// otherwise leave behind an object whose creation or incoming move began
+// before the command and ended after the list — and a drain's shutdown
+// removes it with its state (found in a try-out: three servers, creations
+// and destroys from 16 workers, host relocations meanwhile). What is on
+// its way is counted before listing: an arrival landing between the two
+// keeps the list open for the next look. The caller holds the command's
+// lock.
+func (o *objects) relist(cmd *hostmove.Command) int {
+	arriving := o.arrivalsUnderWay()
+	added, _ := cmd.Add(o.hostedForHostMove())
+	if arriving == 0 && added == 0 {
+		cmd.Seal()
 	}
-	if d := time.Since(start); d > arrivalPoll {
-		o.log.Info("host relocation: waited for objects on their way here", "took", d)
-	}
+	return added
 }
 
-// arrivalPoll is how often awaitArrivals looks again.
+// arrivalPoll is how often a host command whose listed objects have all
+// started looks again for arrivals (relist).
 const arrivalPoll = 5 * time.Millisecond
 
 // unmovableInstance is why a host command skips an Instance Spot.

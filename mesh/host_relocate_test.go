@@ -4,19 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/meshnode/meshnode/config"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // hostCluster is a client node 0 and three servers with seqType
@@ -693,6 +694,8 @@ func TestHostRelocateSkipsInstanceSpotsSayingWhy(t *testing.T) {
 // that landed a moment later was never moved — a drain's shutdown would
 // remove it with its state. (Found in a try-out: an object listed while
 // its creation was still being recorded failed "still being created".)
+// The objects already there move meanwhile: waiting for the arrival
+// before listing held every move back behind a slow factory.
 func TestHostRelocateWaitsForACreationUnderWay(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *config.Config) {
 		if i == 0 {
@@ -700,6 +703,21 @@ func TestHostRelocateWaitsForACreationUnderWay(t *testing.T) {
 		}
 	})
 	ctx := ctxT(t, 30*time.Second)
+	early := map[int][]ActorRef{} // by the index of the server it was placed on
+	for i := 0; len(early[1]) == 0 || len(early[2]) == 0; i++ {
+		if i == 30 {
+			t.Fatalf("30 creations never used both servers: %d and %d", len(early[1]), len(early[2]))
+		}
+		ref, err := c.m(0).CreateActor(ctx, fmt.Sprintf("early-%d", i), testMoverType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 1; k < 3; k++ {
+			if string(ref.NodeRID) == string(c.nodes[k].RID()) {
+				early[k] = append(early[k], ref)
+			}
+		}
+	}
 	created := make(chan error, 1)
 	var ref ActorRef
 	go func() {
@@ -735,6 +753,14 @@ func TestHostRelocateWaitsForACreationUnderWay(t *testing.T) {
 		t.Fatalf("the host command ended while a creation was under way (it did not wait for it): %+v, %v", out.res.Progress, out.err)
 	case <-time.After(100 * time.Millisecond): // the command waits
 	}
+	eventually(t, 10*time.Second, "the objects already there to move while the creation is under way", func() bool {
+		for _, r := range early[host] {
+			if _, ok := c.nodes[host].obj.hostedFor(spot.Key{ID: r.ActorID}); ok {
+				return false
+			}
+		}
+		return true
+	})
 	close(c.probe.gate("late"))
 	if err := <-created; err != nil {
 		t.Fatalf("creation under way when the command began: %v", err)

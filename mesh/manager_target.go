@@ -329,10 +329,10 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		return fw(fmt.Errorf("%w: node is %s, not serving", ErrUnavailable, st))
 	}
 	// Counted under o.mu with the host command's check: a host command
-	// that has begun either sees this creation and waits for it before it
-	// lists the objects to move (awaitArrivals), or this creation sees the
-	// command and is refused — never an object that lands here after the
-	// list and is left behind (a drain would remove it with its state).
+	// that has begun either sees this creation and keeps its list open
+	// until it lands (relist), or this creation sees the command and is
+	// refused — never an object that lands here after the list and is
+	// left behind (a drain would remove it with its state).
 	o.mu.Lock()
 	if o.hostMove.Load() {
 		o.mu.Unlock()

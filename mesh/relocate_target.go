@@ -131,8 +131,8 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	}
 	if o.hostMove.Load() {
 		// Checked again under o.mu, where a host command counts the
-		// arrivals under way (awaitArrivals): either it waits for this one
-		// or this one is refused.
+		// arrivals under way (relist): either it keeps its list open for
+		// this one or this one is refused.
 		o.mu.Unlock()
 		refuse(router.RelocationFailureNotServing, "node is relocating its own objects away (host relocation)")
 		return

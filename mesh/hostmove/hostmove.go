@@ -125,6 +125,8 @@ var (
 	ErrUnknown    = errors.New("hostmove: not an object of this command")
 	ErrNotRunning = errors.New("hostmove: object is not running")
 	ErrNotFinal   = errors.New("hostmove: outcome is not final")
+	// ErrSealed is Add's answer once the list is closed (Seal, Stop).
+	ErrSealed = errors.New("hostmove: the command's list is closed")
 )
 
 // Command is the bookkeeping of one host command. It is not safe for
@@ -136,17 +138,48 @@ type Command struct {
 	max     int
 	running int
 	stopped bool
-	p       Progress
+	// sealed: the list is final (Seal, Stop); until then the command
+	// does not end, whatever has finished, because objects may still be
+	// added (Add).
+	sealed bool
+	p      Progress
 }
 
 // New starts the bookkeeping for objs, at most maxConcurrent moves at once
-// (at least 1). Disabled objects are Skipped at once; a duplicate key is
-// counted once.
+// (at least 1), with its list final. Disabled objects are Skipped at once;
+// a duplicate key is counted once.
 func New(objs []Object, maxConcurrent int) *Command {
+	c := NewOpen(objs, maxConcurrent)
+	c.Seal()
+	return c
+}
+
+// NewOpen is New with the list still open: the host command moves what it
+// listed while objects on their way to the node (a creation, an incoming
+// move that began before the command) land, and adds them once they have
+// (Add); it ends only once sealed (Seal). Waiting for such arrivals before
+// listing held every move back behind the slowest of them.
+func NewOpen(objs []Object, maxConcurrent int) *Command {
 	if maxConcurrent < 1 {
 		maxConcurrent = 1
 	}
 	c := &Command{index: make(map[Key]int, len(objs)), max: maxConcurrent}
+	c.add(objs)
+	return c
+}
+
+// Add lists objs too, those not listed yet (by key: an object the command
+// already covers, whatever its outcome, is not listed again); it returns
+// how many it added. A closed list refuses them (ErrSealed).
+func (c *Command) Add(objs []Object) (int, error) {
+	if c.sealed {
+		return 0, ErrSealed
+	}
+	return c.add(objs), nil
+}
+
+func (c *Command) add(objs []Object) int {
+	n := 0
 	for _, o := range objs {
 		k := KeyOf(o)
 		if _, dup := c.index[k]; dup {
@@ -165,11 +198,20 @@ func New(objs []Object, maxConcurrent int) *Command {
 			c.p.Pending++
 		}
 		c.results = append(c.results, r)
+		n++
 	}
 	c.p.Total = len(c.results)
-	c.settle()
-	return c
+	return n
 }
+
+// Seal closes the list: the command ends once what it lists has ended.
+func (c *Command) Seal() {
+	c.sealed = true
+	c.settle()
+}
+
+// Sealed reports whether the list is closed.
+func (c *Command) Sealed() bool { return c.sealed }
 
 // Next hands out the next object to move and marks it Running; false when
 // none may start now (the concurrency bound is reached, the command was
@@ -222,12 +264,13 @@ func (c *Command) Finish(r Result) error {
 }
 
 // Stop is the deadline: nothing more starts, every Pending object becomes
-// NotStarted. Moves in flight still Finish (they carry the same deadline).
+// NotStarted, and the list closes. Moves in flight still Finish (they carry
+// the same deadline).
 func (c *Command) Stop() {
 	if c.stopped {
 		return
 	}
-	c.stopped = true
+	c.stopped, c.sealed = true, true
 	for i := range c.results {
 		if r := &c.results[i]; r.Outcome == Pending {
 			r.Outcome, r.Reason = NotStarted, "deadline"
@@ -259,10 +302,10 @@ func (c *Command) Abandon(reason string) {
 	c.settle()
 }
 
-// settle sets the end once nothing is pending or running; it never changes
-// an end already set.
+// settle sets the end once the list is closed and nothing is pending or
+// running; it never changes an end already set.
 func (c *Command) settle() {
-	if c.p.End != Open || c.p.Pending > 0 || c.p.Running > 0 {
+	if c.p.End != Open || !c.sealed || c.p.Pending > 0 || c.p.Running > 0 {
 		return
 	}
 	if c.stopped {

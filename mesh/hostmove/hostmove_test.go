@@ -164,3 +164,92 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// An open list (NewOpen) moves what it has while more may come: the
+// command does not end before Seal, whatever has finished; Add lists only
+// keys it does not cover yet, whatever their outcome; a closed list
+// refuses more; the deadline (Stop) closes it.
+func TestOpenList(t *testing.T) {
+	finish := func(t *testing.T, c *Command, id string, out Outcome) {
+		t.Helper()
+		if err := c.Finish(Result{Object: Object{ID: id}, Outcome: out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		run    func(t *testing.T, c *Command) // on NewOpen(objs("a"), 4)
+		end    End
+		counts Progress
+	}{
+		{"everything listed finished: still open", func(t *testing.T, c *Command) {
+			drain(c)
+			finish(t, c, "a", Moved)
+		}, Open, Progress{Total: 1, Moved: 1}},
+		{"sealed after: completed", func(t *testing.T, c *Command) {
+			drain(c)
+			finish(t, c, "a", Moved)
+			c.Seal()
+		}, Completed, Progress{Total: 1, Moved: 1}},
+		{"an arrival added and moved, then sealed", func(t *testing.T, c *Command) {
+			drain(c)
+			if n, err := c.Add(objs("a", "late")); n != 1 || err != nil {
+				t.Fatalf("Add: %d, %v; want 1 added (a is listed already)", n, err)
+			}
+			if got := drain(c); len(got) != 1 || got[0] != "late" {
+				t.Fatalf("started %v, want [late]", got)
+			}
+			finish(t, c, "a", Failed)
+			finish(t, c, "late", Moved)
+			if n, _ := c.Add(objs("a", "late")); n != 0 {
+				t.Fatalf("re-listing the failed and the moved added %d", n)
+			}
+			c.Seal()
+		}, Completed, Progress{Total: 2, Moved: 1, Failed: 1}},
+		{"sealed while moves run: ends when they do", func(t *testing.T, c *Command) {
+			drain(c)
+			c.Seal()
+			if c.Progress().End != Open {
+				t.Fatal("ended with a move running")
+			}
+			finish(t, c, "a", Gone)
+		}, Completed, Progress{Total: 1, Gone: 1}},
+		{"a closed list refuses more", func(t *testing.T, c *Command) {
+			c.Seal()
+			if n, err := c.Add(objs("late")); n != 0 || !errors.Is(err, ErrSealed) {
+				t.Fatalf("Add after Seal: %d, %v", n, err)
+			}
+			drain(c)
+			finish(t, c, "a", Moved)
+		}, Completed, Progress{Total: 1, Moved: 1}},
+		{"the deadline closes the list", func(t *testing.T, c *Command) {
+			c.Stop()
+			if !c.Sealed() {
+				t.Fatal("Stop left the list open")
+			}
+			if _, err := c.Add(objs("late")); !errors.Is(err, ErrSealed) {
+				t.Fatalf("Add after Stop: %v", err)
+			}
+		}, ForceStopped, Progress{Total: 1, NotStarted: 1}},
+		{"a disabled arrival is skipped", func(t *testing.T, c *Command) {
+			drain(c)
+			finish(t, c, "a", Moved)
+			if n, _ := c.Add([]Object{{ID: "d", Disabled: true}}); n != 1 {
+				t.Fatal("not added")
+			}
+			c.Seal()
+		}, Completed, Progress{Total: 2, Moved: 1, Skipped: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewOpen(objs("a"), 4)
+			tc.run(t, c)
+			p := c.Progress()
+			want := tc.counts
+			want.End = tc.end
+			if p != want {
+				t.Fatalf("progress %+v, want %+v", p, want)
+			}
+		})
+	}
+}
