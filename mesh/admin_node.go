@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -15,24 +16,29 @@ import (
 // /v1/status and /v1/relocate ask of it. The listener starts once the node
 // serves (Start) and stops last in Close.
 
-// errNotServing and friends are the readiness refusals (/readyz's text).
-var errNotReady = errors.New("not ready")
-
 // ready is nil when the node takes traffic: it publishes serving, its owner
 // lease admits new work, and the lease was not lost (re-adoption after a
-// loss keeps it unready until done).
+// loss keeps it unready until done); else it says why not (/readyz serves
+// "not ready: " and that).
 func (n *Node) ready() error {
 	if n.lease == nil || n.obj == nil {
-		return fmt.Errorf("%w: starting", errNotReady)
+		return errors.New("starting")
 	}
 	if st := n.State(); st != record.StateServing {
-		return fmt.Errorf("%w: node is %s", errNotReady, st)
+		if lost := n.LeaseLost(); errors.Is(lost, locstore.ErrDataLost) {
+			// Only a restart (after restoring the store, or accepting
+			// the loss) brings this node back: say so where operators
+			// and orchestrators look, not only in the log.
+			return fmt.Errorf("node is %s: STORE DATA LOST, restore the Location Store or accept the loss, then restart this process: %w",
+				st, lost)
+		}
+		return fmt.Errorf("node is %s", st)
 	}
 	if err := n.LeaseLost(); err != nil {
-		return fmt.Errorf("%w: owner lease lost: %v", errNotReady, err)
+		return fmt.Errorf("owner lease lost: %w", err)
 	}
 	if err := n.lease.Gate().Admit(); err != nil {
-		return fmt.Errorf("%w: owner lease does not admit new work: %v", errNotReady, err)
+		return fmt.Errorf("owner lease does not admit new work: %w", err)
 	}
 	return nil
 }

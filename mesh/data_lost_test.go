@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,10 @@ func TestStoreDataLostStopsNodes(t *testing.T) {
 		}
 		if err := n.LeaseLost(); !errors.Is(err, locstore.ErrDataLost) {
 			t.Errorf("node %d stopped for %v, want store data lost", i, err)
+		}
+		// /readyz says what only a restart fixes, not just "node is error".
+		if err := n.Ready(); !errors.Is(err, locstore.ErrDataLost) || !strings.Contains(err.Error(), "restart this process") {
+			t.Errorf("node %d readiness after the loss: %v", i, err)
 		}
 	}
 	if _, err := c.m(0).CreateActor(ctx, "after-the-flush", testActorType); err == nil {
