@@ -223,11 +223,7 @@ func TestLivenessGraceAfterAStall(t *testing.T) {
 // missing — and the next sweep, on time, judges with what the readers
 // found meanwhile. A sweep on time still closes a silent connection.
 func TestSweepAfterAStallClosesNothing(t *testing.T) {
-	clk := NewManualClock(time.Unix(5000, 0))
-	cfg := testConfig("b", 1)
-	cfg.Clock = clk
-	cfg.ProbeInterval = 5 * time.Second
-	cfg.PeerTimeout = 15 * time.Second
+	clk, cfg := sweepClockConfig("b")
 	b := startNode(t, cfg)
 	ev := newEventLog()
 	acfg := testConfig("a", 1) // real clock: probes b every 200 ms
@@ -265,11 +261,7 @@ func TestSweepAfterAStallClosesNothing(t *testing.T) {
 // too, so its reader ends as soon as it has read what the kernel held —
 // it does not wait for the client, which here never closes.
 func TestSweepClosesAnUnadmittedConnectionAtOnce(t *testing.T) {
-	clk := NewManualClock(time.Unix(5000, 0))
-	cfg := testConfig("b", 1)
-	cfg.Clock = clk
-	cfg.ProbeInterval = 5 * time.Second
-	cfg.PeerTimeout = 15 * time.Second
+	clk, cfg := sweepClockConfig("b")
 	cfg.HandshakeTimeout = 30 * time.Second // the hello deadline (real time) must not be what closes it
 	b := startNode(t, cfg)
 	z := dialAs(t, b, RID("node-silent"))
@@ -281,4 +273,15 @@ func TestSweepClosesAnUnadmittedConnectionAtOnce(t *testing.T) {
 		t.Fatal("the sweep left a silent unadmitted connection open")
 	}
 	waitFor(t, 2*time.Second, "its slot to be given back", func() bool { return b.rt.count() == 0 })
+}
+
+// sweepClockConfig is a node config whose sweep runs on a manual clock:
+// every 5 s of it, closing what was silent for 15 s.
+func sweepClockConfig(name string) (*ManualClock, Config) {
+	clk := NewManualClock(time.Unix(5000, 0))
+	cfg := testConfig(name, 1)
+	cfg.Clock = clk
+	cfg.ProbeInterval = 5 * time.Second
+	cfg.PeerTimeout = 15 * time.Second
+	return clk, cfg
 }
