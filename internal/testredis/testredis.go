@@ -188,8 +188,9 @@ func startServer(opts ServerOptions) (*Server, error) {
 		// Kept to explain a server that exits at startup.
 		out := &syncbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
-		// The server must not outlive the test binary, even on a crash.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// The server must not outlive the test binary, even on a crash
+		// (where the system allows it: procAttr).
+		cmd.SysProcAttr = procAttr()
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
