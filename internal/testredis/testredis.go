@@ -130,13 +130,15 @@ type Server struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once the process has been waited for
 	once    sync.Once
+	dir     string // the server's working directory (its --dir), removed by Stop
 }
 
-// Stop kills the server and waits for it.
+// Stop kills the server, waits for it and removes its directory.
 func (s *Server) Stop() {
 	s.once.Do(func() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
+		_ = os.RemoveAll(s.dir)
 	})
 }
 
@@ -167,7 +169,17 @@ func startServer(opts ServerOptions) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		// A directory of its own: a test that turns persistence on (CONFIG
+		// SET appendonly yes) makes the server write there, and the
+		// working directory was the test's package directory (an
+		// appendonlydir once ended up committed). The process-wide shared
+		// server is never stopped (the kernel kills it with the test
+		// binary), so its directory stays in the temp dir, small.
+		dir, err := os.MkdirTemp("", "testredis-")
+		if err != nil {
+			return nil, err
+		}
+		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"}
 		if opts.Password != "" {
 			args = append(args, "--requirepass", opts.Password)
@@ -192,9 +204,10 @@ func startServer(opts ServerOptions) (*Server, error) {
 		// (where the system allows it: procAttr).
 		cmd.SysProcAttr = procAttr()
 		if err := cmd.Start(); err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, exited: make(chan struct{})}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, exited: make(chan struct{}), dir: dir}
 		if tlsPort != 0 {
 			s.TLSAddr = "127.0.0.1:" + strconv.Itoa(tlsPort)
 		}
