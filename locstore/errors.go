@@ -16,8 +16,10 @@ var ErrUnavailable = errors.New("locstore: store unavailable")
 // ErrDataLost is matched when the framework finds that the store no longer
 // holds what it wrote and saw (its namespace marker gone, a live owner lease
 // vanished): the store lost data — FLUSHALL, eviction, a failover to a
-// replica without persistence (docs/store-redis.md). No provider returns it;
-// the framework detects it (mesh/marker, mesh/lease).
+// replica without persistence (docs/store-redis.md). The framework detects
+// it (mesh/marker, mesh/lease); a provider that can see its store go back in
+// time returns it too, inside its *ProviderError (locstore/redis: the commit
+// sequence going back after a failover that lost acknowledged writes).
 var ErrDataLost = errors.New("locstore: store data lost")
 
 // ArgumentError reports input outside the SPI bounds. Nothing was sent to

@@ -176,6 +176,9 @@ type Store struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	// rollback notices the namespace going back in time (rollback.go).
+	rollback seqWatch
 }
 
 var (
@@ -343,6 +346,9 @@ func (s *Store) opContext(ctx context.Context, op string) (context.Context, cont
 	if s.closed.Load() {
 		return nil, nil, s.fail(op, ErrClosed)
 	}
+	if err := s.rollback.err(); err != nil {
+		return nil, nil, s.fail(op, err)
+	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
 		// The caller's deadline comes first anyway: no second timer (a
 		// context and a timer per call were ~5 % of what a creation
@@ -505,6 +511,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		return locstore.WriteResult{}, err
 	}
 	defer cancel()
+	before := s.rollback.before()
 	r, err := s.eval(ctx, writeScript, c)
 	if err != nil {
 		return locstore.WriteResult{}, s.fail(op, err)
@@ -539,6 +546,11 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 			return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply version %d is %T", i, r[2+i]))
 		}
 		res.Versions[i] = v
+	}
+	if err := s.rollback.drew(before, res.Versions); err != nil {
+		// Applied, but in a store that went back in time: nothing this
+		// process does next may build on it.
+		return locstore.WriteResult{}, s.fail(op, err)
 	}
 	return res, nil
 }
