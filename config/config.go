@@ -261,7 +261,17 @@ type RedisConfig struct {
 	Namespace        string         `koanf:"namespace"`
 	OperationTimeout time.Duration  `koanf:"operation_timeout"`
 	TLS              RedisTLSConfig `koanf:"tls"`
+	// ReplicaAcks, when positive, makes every store write wait (Redis WAIT)
+	// until that many replicas acknowledged it, for at most
+	// ReplicaAckTimeout, so that a failover does not lose what the mesh
+	// acted on (docs/store-redis.md, "Writes that survive a failover").
+	ReplicaAcks       int           `koanf:"replica_acks"`
+	ReplicaAckTimeout time.Duration `koanf:"replica_ack_timeout"`
 }
+
+// MaxRedisReplicaAcks bounds replica_acks (the providers check the same
+// bound, internal/redisconn.MaxReplicaAcks).
+const MaxRedisReplicaAcks = 16
 
 // RedisTLSConfig makes the redis provider connect with TLS
 // (docs/store-redis.md, Securing the connection). ClientConfig turns it
@@ -344,7 +354,7 @@ func Default() Config {
 
 func defaultRedis(namespace string) RedisConfig {
 	return RedisConfig{Addrs: []string{}, Namespace: namespace, OperationTimeout: 2 * time.Second,
-		TLS: RedisTLSConfig{MinVersion: TLSVersion12}}
+		TLS: RedisTLSConfig{MinVersion: TLSVersion12}, ReplicaAckTimeout: 500 * time.Millisecond}
 }
 
 // RoutingIDBytes returns the configured RID, or nil when the node should

@@ -56,7 +56,7 @@ func nodeYAML() Config {
 		LocationStore: StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{
 			Addrs: []string{"redis-a:6379", "redis-b:6379"}, MasterName: "mymaster", Username: "mesh",
 			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond,
-			TLS: RedisTLSConfig{MinVersion: TLSVersion12}}},
+			TLS: RedisTLSConfig{MinVersion: TLSVersion12}, ReplicaAcks: 1, ReplicaAckTimeout: 250 * time.Millisecond}},
 		RelocationStore: StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
 		Relocation: RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536, MaxConcurrent: 64, HostDeadline: 90 * time.Second,
 			DrainOnShutdown: false},

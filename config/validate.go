@@ -294,10 +294,28 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 			ps.add(prefix+".redis.namespace", "must not be empty when provider is redis")
 		}
 		r.TLS.build(ps, prefix+".redis.tls")
+		r.validateReplicas(ps, prefix+".redis")
 	default:
 		ps.add(prefix+".provider", "unknown provider %q (known: memory, redis)", s.Provider)
 	}
 	positive(ps, prefix+".redis.operation_timeout", s.Redis.OperationTimeout)
+}
+
+// validateReplicas checks replica_acks and its timeout, which must leave
+// the operation timeout room for the write itself.
+func (r RedisConfig) validateReplicas(ps *problems, prefix string) {
+	if r.ReplicaAcks < 0 || r.ReplicaAcks > MaxRedisReplicaAcks {
+		ps.add(prefix+".replica_acks", "must be 0..%d, got %d", MaxRedisReplicaAcks, r.ReplicaAcks)
+		return
+	}
+	if r.ReplicaAcks == 0 {
+		return
+	}
+	if positive(ps, prefix+".replica_ack_timeout", r.ReplicaAckTimeout) && r.OperationTimeout > 0 &&
+		r.ReplicaAckTimeout >= r.OperationTimeout {
+		ps.add(prefix+".replica_ack_timeout", "must be below operation_timeout (%s), which also covers the write itself, got %s",
+			r.OperationTimeout, r.ReplicaAckTimeout)
+	}
 }
 
 // validateStorePair rejects two redis stores whose keys could collide: same

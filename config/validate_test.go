@@ -201,6 +201,22 @@ func TestValidateRules(t *testing.T) {
 			p("location_store.redis.namespace", "must not be empty when provider is redis"),
 			p("location_store.redis.operation_timeout", "must be positive, got 0s"),
 		}},
+		{name: "replica acks out of range", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, ReplicaAcks: 17}}
+		}, want: []Problem{p("location_store.redis.replica_acks", "must be 0..16, got 17")}},
+		{name: "replica ack timeout missing", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, ReplicaAcks: 1}}
+		}, want: []Problem{p("location_store.redis.replica_ack_timeout", "must be positive, got 0s")}},
+		{name: "replica ack timeout not below the operation timeout", mutate: func(c *Config) {
+			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "y",
+				OperationTimeout: time.Second, ReplicaAcks: 2, ReplicaAckTimeout: time.Second}}
+		}, want: []Problem{p("relocation_store.redis.replica_ack_timeout", "must be below operation_timeout (1s), which also covers the write itself, got 1s")}},
+		{name: "replica acks with a timeout", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, ReplicaAcks: 1, ReplicaAckTimeout: 200 * time.Millisecond}}
+		}},
 		{name: "operation timeout checked for memory too", mutate: func(c *Config) { c.RelocationStore.Redis.OperationTimeout = -time.Second },
 			want: []Problem{p("relocation_store.redis.operation_timeout", "must be positive, got -1s")}},
 		{name: "two redis stores colliding", mutate: func(c *Config) {

@@ -75,6 +75,33 @@ type ServerOptions struct {
 	// stays open on loopback: the helper configures the server through it,
 	// and a test can use it to show the same server in plain text.
 	TLS *TLSOptions
+	// ReplicaOf, when set, is the host:port of the master this server
+	// replicates (NewReplica).
+	ReplicaOf string
+}
+
+// NewReplica starts a dedicated redis-server replicating master, waits
+// until its link to the master is up and stops it at cleanup.
+func NewReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	s, err := startServer(ServerOptions{ReplicaOf: master.Addr})
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testredis: replica %s never linked to %s: %v\n%s", s.Addr, master.Addr, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TLSOptions are the server side of a TLS listener; NewCerts writes files
@@ -183,6 +210,13 @@ func startServer(opts ServerOptions) (*Server, error) {
 			"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"}
 		if opts.Password != "" {
 			args = append(args, "--requirepass", opts.Password)
+		}
+		if opts.ReplicaOf != "" {
+			host, mport, err := net.SplitHostPort(opts.ReplicaOf)
+			if err != nil {
+				return nil, fmt.Errorf("%w: ReplicaOf %q: %w", errSetup, opts.ReplicaOf, err)
+			}
+			args = append(args, "--replicaof", host, mport)
 		}
 		tlsPort := 0
 		if o := opts.TLS; o != nil {

@@ -151,7 +151,23 @@ type Options struct {
 	SnapshotTTL time.Duration
 	// PoolSize is the go-redis pool size per node (0 = go-redis default).
 	PoolSize int
+	// ReplicaAcks, when positive, makes every write wait (Redis WAIT, in
+	// the write's own round trip) until that many replicas acknowledged it,
+	// for at most ReplicaAckTimeout (required then, below
+	// OperationTimeout). A write that applied but was acknowledged by fewer
+	// fails with a ProviderError whose cause is a
+	// *redisconn.NotReplicatedError (ErrNotReplicated): a failover could
+	// still lose it, and the caller re-reads as after any unknown outcome.
+	// 0 (the default): writes do not wait, and a failover to a replica
+	// that missed them is caught afterwards by the rollback watch
+	// (RollbackError).
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
 }
+
+// ErrNotReplicated is matched by the error of a write that applied but was
+// acknowledged by fewer replicas than Options.ReplicaAcks asked for.
+var ErrNotReplicated = redisconn.ErrNotReplicated
 
 // Store is the Redis Location Store. It is safe for concurrent use.
 type Store struct {
@@ -179,6 +195,8 @@ type Store struct {
 
 	// rollback notices the namespace going back in time (rollback.go).
 	rollback seqWatch
+	// replicas is what each write waits for (Options.ReplicaAcks).
+	replicas redisconn.Replicas
 }
 
 var (
@@ -257,13 +275,21 @@ func newStore(opts Options) (*Store, error) {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "snapshotTTL", Reason: "below 1ms"}
 	}
 	s := &Store{
-		ns:      opts.Namespace,
-		prefix:  "{" + opts.Namespace + "}:",
-		timeout: opts.OperationTimeout,
-		snapTTL: opts.SnapshotTTL,
+		ns:       opts.Namespace,
+		prefix:   "{" + opts.Namespace + "}:",
+		timeout:  opts.OperationTimeout,
+		snapTTL:  opts.SnapshotTTL,
+		replicas: redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout},
 	}
 	if s.timeout == 0 {
 		s.timeout = DefaultOperationTimeout
+	}
+	if err := s.replicas.Validate(); err != nil {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAcks", Reason: err.Error()}
+	}
+	if s.replicas.Acks > 0 && s.replicas.Timeout >= s.timeout {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAckTimeout",
+			Reason: fmt.Sprintf("%s is not below the operation timeout %s, which must also cover the write itself", s.replicas.Timeout, s.timeout)}
 	}
 	if s.snapTTL == 0 {
 		s.snapTTL = DefaultSnapshotTTL
@@ -512,7 +538,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	}
 	defer cancel()
 	before := s.rollback.before()
-	r, err := s.eval(ctx, writeScript, c)
+	r, acked, err := s.evalWrite(ctx, c)
 	if err != nil {
 		return locstore.WriteResult{}, s.fail(op, err)
 	}
@@ -552,7 +578,45 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		// process does next may build on it.
 		return locstore.WriteResult{}, s.fail(op, err)
 	}
+	if s.replicas.Acks > 0 {
+		if err := s.replicas.Check(acked); err != nil {
+			return locstore.WriteResult{}, s.fail(op, err)
+		}
+	}
 	return res, nil
+}
+
+// evalWrite runs the write script, followed by WAIT in the same round trip
+// when writes wait for replicas; acked is WAIT's answer (0 without it).
+func (s *Store) evalWrite(ctx context.Context, c *call) (r []any, acked int, err error) {
+	if s.replicas.Acks == 0 {
+		r, err = s.eval(ctx, writeScript, c)
+		return r, 0, err
+	}
+	c.args[2] = c.nkeys
+	send := func(name, payload string) (any, int, error) {
+		c.args[0], c.args[1] = name, payload
+		cmd := goredis.NewCmd(ctx, c.args...)
+		cmd.SetFirstKeyPos(3)
+		n, werr := redisconn.RunReplicated(ctx, s.client, s.seqK, s.replicas, noRetryCmd{cmd})
+		v, err := cmd.Result()
+		if err == nil && werr != nil {
+			err = fmt.Errorf("WAIT for replicas: %w", werr)
+		}
+		return v, n, err
+	}
+	v, n, err := send("evalsha", writeScript.sha)
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, n, err = send("eval", writeScript.src)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return nil, 0, fmt.Errorf("unexpected script reply %T", v)
+	}
+	return arr, n, nil
 }
 
 // writeCall lays out a validated request for writeSrc: mutation keys first

@@ -171,6 +171,12 @@ func TestOptionsRejectedBeforeIO(t *testing.T) {
 		{"negative snapshot ttl", Options{Addrs: []string{unused}, Namespace: "ns", SnapshotTTL: -time.Second}},
 		{"negative pool", Options{Addrs: []string{unused}, Namespace: "ns", PoolSize: -1}},
 		{"negative db", Options{Addrs: []string{unused}, Namespace: "ns", DB: -1}},
+		{"negative replica acks", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAcks: -1}},
+		{"too many replica acks", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAcks: 17, ReplicaAckTimeout: time.Second}},
+		{"replica acks without a timeout", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAcks: 1}},
+		{"replica ack timeout not below the operation timeout", Options{Addrs: []string{unused}, Namespace: "ns",
+			ReplicaAcks: 1, ReplicaAckTimeout: 2 * time.Second, OperationTimeout: 2 * time.Second}},
+		{"negative replica ack timeout", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAckTimeout: -time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

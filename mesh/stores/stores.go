@@ -130,7 +130,8 @@ func init() {
 			return nil, err
 		}
 		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
-			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout})
+			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout,
+			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout})
 		if err != nil {
 			return nil, explainOpen(prefix, err)
 		}
@@ -151,7 +152,8 @@ func init() {
 			return nil, err
 		}
 		st, err := relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
-			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log})
+			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log,
+			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout})
 		if err != nil {
 			return nil, explainOpen(prefix, err)
 		}

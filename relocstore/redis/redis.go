@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -121,7 +122,19 @@ type Options struct {
 	TombstoneRetention time.Duration
 	// Logger receives diagnostic events (default slog.Default()).
 	Logger *slog.Logger
+	// ReplicaAcks and ReplicaAckTimeout make every Put, Renew and Delete
+	// that changes something wait for that many replica acknowledgements
+	// (Redis WAIT, in the same round trip), as the Location Store provider's
+	// options of the same names do; a change acknowledged by fewer fails
+	// with ErrNotReplicated inside the ProviderError (its outcome is then
+	// unknown to the caller, who re-reads or re-Puts, spec §10).
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
 }
+
+// ErrNotReplicated is matched by the error of a change that applied but
+// was acknowledged by fewer replicas than Options.ReplicaAcks asked for.
+var ErrNotReplicated = redisconn.ErrNotReplicated
 
 // Store is the Redis Relocation Store. It is safe for concurrent use.
 type Store struct {
@@ -131,6 +144,7 @@ type Store struct {
 	opTimeout  time.Duration
 	tombMs     int64
 	log        *slog.Logger
+	replicas   redisconn.Replicas // what each change waits for (Options.ReplicaAcks)
 	closed     atomic.Bool
 	// skewMs is added to the server's TIME by every script. It is always 0
 	// except in this package's tests, which advance the provider clock with
@@ -212,6 +226,14 @@ func newStore(opts Options) (*Store, error) {
 			Reason: fmt.Sprintf("%v outside 1ms..%v", tomb, relocstore.MaxRetention)}
 	}
 	s.tombMs = ceilMs(tomb)
+	s.replicas = redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout}
+	if err := s.replicas.Validate(); err != nil {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "replica acks", Reason: err.Error()}
+	}
+	if s.replicas.Acks > 0 && s.replicas.Timeout >= s.opTimeout {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "replica ack timeout",
+			Reason: fmt.Sprintf("%v is not below the operation timeout %v, which must also cover the change itself", s.replicas.Timeout, s.opTimeout)}
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -337,6 +359,71 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args
 	return parseReply(v)
 }
 
+// change runs a script that may change the record, as run does, after
+// the commands of extra (the staged payload's SET) in the same round trip.
+// When changes wait for replicas (Options.ReplicaAcks), WAIT follows in
+// that round trip too, and a reply of one of the changed kinds counts only
+// once enough replicas acknowledged it.
+func (s *Store) change(ctx context.Context, sc *goredis.Script, keys []string, changed []string, extra []goredis.Cmder, args ...any) (reply, error) {
+	if s.replicas.Acks == 0 && len(extra) == 0 {
+		return s.run(ctx, sc, keys, args...)
+	}
+	v, acked, err := s.send(ctx, sc, keys, extra, args)
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The script cache was flushed; what extra wrote (the staged
+		// bytes) is still there, so only the script is sent again.
+		if err = sc.Load(ctx, s.c).Err(); err == nil {
+			v, acked, err = s.send(ctx, sc, keys, nil, args)
+		}
+	}
+	if err != nil {
+		return reply{}, err
+	}
+	r, err := parseReply(v)
+	if err != nil {
+		return reply{}, err
+	}
+	if s.replicas.Acks > 0 && slices.Contains(changed, r.kind) {
+		if err := s.replicas.Check(acked); err != nil {
+			return reply{}, err
+		}
+	}
+	return r, nil
+}
+
+// send is one round trip of change: extra, the script's EVALSHA, and WAIT
+// when changes wait for replicas. Its error is the first failing command's
+// (extra's, then the script's), then WAIT's.
+func (s *Store) send(ctx context.Context, sc *goredis.Script, keys []string, extra []goredis.Cmder, args []any) (any, int, error) {
+	cargs := make([]any, 0, 3+len(keys)+len(args))
+	cargs = append(cargs, "evalsha", sc.Hash(), len(keys))
+	for _, k := range keys {
+		cargs = append(cargs, k)
+	}
+	cargs = append(cargs, args...)
+	eval := goredis.NewCmd(ctx, cargs...)
+	cmds := append(append([]goredis.Cmder(nil), extra...), eval)
+	acked, werr := 0, error(nil)
+	if s.replicas.Acks > 0 {
+		acked, werr = redisconn.RunReplicated(ctx, s.c, keys[0], s.replicas, cmds...)
+	} else {
+		pipe := s.c.Pipeline()
+		for _, c := range cmds {
+			_ = pipe.Process(ctx, c)
+		}
+		_, _ = pipe.Exec(ctx) // errors are inspected per command below
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return nil, 0, err
+		}
+	}
+	if werr != nil {
+		return nil, 0, fmt.Errorf("WAIT for replicas: %w", werr)
+	}
+	return eval.Val(), acked, nil
+}
+
 // Put implements relocstore.Store.
 func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention time.Duration) (relocstore.PutResult, error) {
 	const op = "put"
@@ -364,7 +451,7 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	}
 
 	if len(payload) <= inlineMax {
-		r, err := s.run(ctx, putScript, []string{meta, data}, append(args("inline"), payload)...)
+		r, err := s.change(ctx, putScript, []string{meta, data}, putChanged, nil, append(args("inline"), payload)...)
 		if err != nil {
 			return relocstore.PutResult{}, s.fail(ctx, op, err)
 		}
@@ -384,23 +471,8 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	}
 	// Stage and commit in one round trip. The script re-checks everything:
 	// another Put may have won in between.
-	pipe := s.c.Pipeline()
-	setCmd := pipe.Set(ctx, staging, payload, stagingTTL)
-	evalCmd := pipe.EvalSha(ctx, putScript.Hash(), keys, args("staged")...)
-	_, _ = pipe.Exec(ctx) // errors are inspected per command below
-	if err := setCmd.Err(); err != nil {
-		return relocstore.PutResult{}, s.fail(ctx, op, err)
-	}
-	v, err := evalCmd.Result()
-	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		// The script cache was flushed between probe and commit; the staged
-		// bytes are still there.
-		v, err = putScript.Eval(ctx, s.c, keys, args("staged")...).Result()
-	}
-	if err != nil {
-		return relocstore.PutResult{}, s.fail(ctx, op, err)
-	}
-	if r, err = parseReply(v); err != nil {
+	set := goredis.NewStatusCmd(ctx, "set", staging, payload, "px", stagingTTL.Milliseconds())
+	if r, err = s.change(ctx, putScript, keys, putChanged, []goredis.Cmder{set}, args("staged")...); err != nil {
 		return relocstore.PutResult{}, s.fail(ctx, op, err)
 	}
 	if r.kind == "need" {
@@ -408,6 +480,9 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	}
 	return putResult(r)
 }
+
+// putChanged: the put script's answer when it stored the bytes.
+var putChanged = []string{"stored"}
 
 func putResult(r reply) (relocstore.PutResult, error) {
 	switch r.kind {
@@ -532,7 +607,7 @@ func (s *Store) Renew(ctx context.Context, ref string, retention time.Duration) 
 	}
 	defer cancel()
 	meta, data := s.keys(ref)
-	r, err := s.run(ctx, renewScript, []string{meta, data}, s.skewMs.Load(), ref, ceilMs(ret), s.tombMs)
+	r, err := s.change(ctx, renewScript, []string{meta, data}, []string{"renewed"}, nil, s.skewMs.Load(), ref, ceilMs(ret), s.tombMs)
 	if err != nil {
 		return relocstore.RenewResult{}, s.fail(ctx, op, err)
 	}
@@ -559,7 +634,7 @@ func (s *Store) Delete(ctx context.Context, ref string) error {
 	}
 	defer cancel()
 	meta, data := s.keys(ref)
-	r, err := s.run(ctx, deleteScript, []string{meta, data}, s.skewMs.Load(), ref, s.tombMs)
+	r, err := s.change(ctx, deleteScript, []string{meta, data}, []string{"ok"}, nil, s.skewMs.Load(), ref, s.tombMs)
 	if err != nil {
 		return s.fail(ctx, op, err)
 	}
