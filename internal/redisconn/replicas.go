@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -17,6 +19,18 @@ import (
 // replicas acknowledged every write sent on it, and Sentinel promotes the
 // replica with the most data, so a write that waited survives the failover
 // of its master as long as a replica that acknowledged it is promoted.
+//
+// Why a write that is not acknowledged in time still counts. It has
+// applied on the master; failing it would only make the framework re-read
+// (an unknown outcome, spec §10) and go on with what the master holds — the
+// same durability, one timeout and one read later for every write while the
+// replicas are away (tried: a mesh after a failover that left no replica
+// made ~3 creations/s instead of ~700). So the store stops waiting, says
+// so once, and checks about once a second (one write waits the full
+// timeout) whether the replicas are back. What it wrote meanwhile is what
+// a failover can still lose — and the rollback watch then stops the nodes.
+// Operators who would rather have no writes at all without a replica set
+// min-replicas-to-write on the master: Redis then refuses them.
 
 // Replicas is how many replica acknowledgements each write of a store
 // waits for, and for how long at most.
@@ -43,42 +57,106 @@ func (r Replicas) Validate() error {
 	return nil
 }
 
-// ErrNotReplicated is matched by *NotReplicatedError.
-var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
+// ProbeEvery is how often, while the replicas do not keep up, one write
+// waits the full timeout to find out whether they are back.
+const ProbeEvery = time.Second
 
-// NotReplicatedError: the write applied on the master, but fewer replicas
-// than asked acknowledged it within the timeout, so a failover could still
-// lose it. The providers return it inside their ProviderError (the store is
-// then "unavailable", the outcome of the write unknown): the framework
-// re-reads, as after any write whose result it does not know (spec §10).
-type NotReplicatedError struct {
-	Acked, Want int
-	Timeout     time.Duration
+// ReplicaWait is the replica wait of one store (its state machine: keeping
+// up, or not keeping up with a probe due at some time). Safe for concurrent
+// use.
+type ReplicaWait struct {
+	r     Replicas
+	store string // "Location Store", for the log lines
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu        sync.Mutex
+	behind    bool      // the last judged write was acknowledged by fewer than r.Acks
+	nextProbe time.Time // while behind: when the next write waits again
+	probing   bool      // a probe is under way
 }
 
-func (e *NotReplicatedError) Error() string {
-	return fmt.Sprintf("write applied on the Redis master but acknowledged by %d of the %d replicas asked for within %s "+
-		"(is a replica down or lagging? a failover now could lose it)", e.Acked, e.Want, e.Timeout)
+// NewReplicaWait returns the wait of a store, or nil when r asks for none.
+// now is the clock (nil: time.Now).
+func NewReplicaWait(r Replicas, store string, log *slog.Logger, now func() time.Time) *ReplicaWait {
+	if r.Acks == 0 {
+		return nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &ReplicaWait{r: r, store: store, log: log, now: now}
 }
 
-// Is makes errors.Is(err, ErrNotReplicated) true.
-func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
+// Plan says whether the next write waits, and for how long; a write that
+// waits must report WAIT's answer to Done(true, acked) — or Done(false, 0)
+// when it learnt nothing (the write or WAIT failed).
+func (w *ReplicaWait) Plan() (wait bool, timeout time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.behind {
+		return true, w.r.Timeout
+	}
+	if w.probing || w.now().Before(w.nextProbe) {
+		return false, 0
+	}
+	w.probing = true
+	return true, w.r.Timeout
+}
 
-// RunReplicated sends cmds, then WAIT, on one connection of the master
-// that serves key (all in one round trip), and returns the number of
-// replicas that acknowledged. Each command's own result and error are in
-// it; the error returned is WAIT's, or the connection's. A write that must
-// not be sent twice should be a NoRetry command: a pipeline holding one is
-// not retried by the client.
-func RunReplicated(ctx context.Context, c goredis.UniversalClient, key string, r Replicas, cmds ...goredis.Cmder) (int, error) {
+// Done takes the outcome of a write that waited.
+func (w *ReplicaWait) Done(answered bool, acked int) {
+	w.mu.Lock()
+	wasBehind := w.behind
+	w.probing = false
+	if !answered {
+		w.mu.Unlock()
+		return
+	}
+	w.behind = acked < w.r.Acks
+	if w.behind {
+		w.nextProbe = w.now().Add(ProbeEvery)
+	}
+	w.mu.Unlock()
+	switch {
+	case w.behind && !wasBehind:
+		w.log.Warn(w.store+": writes are not acknowledged by enough Redis replicas; they go on without waiting "+
+			"until a replica acknowledges again (checked every second). A failover meanwhile can lose them — the nodes would then "+
+			"stop with STORE DATA LOST. To refuse writes instead, set min-replicas-to-write on the Redis master",
+			"replica_acks", w.r.Acks, "acknowledged", acked, "replica_ack_timeout", w.r.Timeout)
+	case !w.behind && wasBehind:
+		w.log.Info(w.store+": Redis replicas acknowledge writes again; every write waits for them",
+			"replica_acks", w.r.Acks, "acknowledged", acked)
+	}
+}
+
+// Behind reports whether writes currently go on without waiting.
+func (w *ReplicaWait) Behind() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.behind
+}
+
+// Run sends cmds on one connection of the master that serves key, in one
+// round trip, followed by WAIT when Plan says this write waits. Each
+// command's own result and error are in it; the error returned is the
+// first command's error, else WAIT's. A write that must not be sent twice
+// should be a NoRetry command: a pipeline holding one is not retried by the
+// client.
+func (w *ReplicaWait) Run(ctx context.Context, c goredis.UniversalClient, key string, cmds ...goredis.Cmder) error {
+	wait, timeout := w.Plan()
 	var conn goredis.Cmdable = c
-	if cc, ok := c.(*goredis.ClusterClient); ok {
+	if cc, ok := c.(*goredis.ClusterClient); ok && wait {
 		// WAIT counts the writes of its own connection: it must go to the
-		// node that ran cmd, which a keyless command in a Cluster
+		// node that ran cmds, which a keyless command in a Cluster
 		// pipeline is not sure to.
 		node, err := cc.MasterForKey(ctx, key)
 		if err != nil {
-			return 0, err
+			w.Done(false, 0)
+			return err
 		}
 		conn = node
 	}
@@ -86,21 +164,29 @@ func RunReplicated(ctx context.Context, c goredis.UniversalClient, key string, r
 	for _, cmd := range cmds {
 		_ = pipe.Process(ctx, cmd)
 	}
-	// WAIT's timeout is in ms, and 0 would block for good.
-	wait := goredis.NewIntCmd(ctx, "wait", r.Acks, max(r.Timeout.Milliseconds(), 1))
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx) // each command's error is its own
-	n, err := wait.Result()
-	if err != nil {
-		return 0, err
+	var waitCmd *goredis.IntCmd
+	if wait {
+		// WAIT's timeout is in ms, and 0 would block for good.
+		waitCmd = goredis.NewIntCmd(ctx, "wait", w.r.Acks, max(timeout.Milliseconds(), 1))
+		_ = pipe.Process(ctx, waitCmd)
 	}
-	return int(n), nil
-}
-
-// Check returns the NotReplicatedError when acked falls short of r.
-func (r Replicas) Check(acked int) error {
-	if acked >= r.Acks {
+	_, _ = pipe.Exec(ctx) // each command's error is its own
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			if wait {
+				w.Done(false, 0)
+			}
+			return err
+		}
+	}
+	if !wait {
 		return nil
 	}
-	return &NotReplicatedError{Acked: acked, Want: r.Acks, Timeout: r.Timeout}
+	n, err := waitCmd.Result()
+	if err != nil {
+		w.Done(false, 0)
+		return fmt.Errorf("WAIT for replicas: %w", err)
+	}
+	w.Done(true, int(n))
+	return nil
 }

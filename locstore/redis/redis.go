@@ -77,6 +77,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,20 +155,17 @@ type Options struct {
 	// ReplicaAcks, when positive, makes every write wait (Redis WAIT, in
 	// the write's own round trip) until that many replicas acknowledged it,
 	// for at most ReplicaAckTimeout (required then, below
-	// OperationTimeout). A write that applied but was acknowledged by fewer
-	// fails with a ProviderError whose cause is a
-	// *redisconn.NotReplicatedError (ErrNotReplicated): a failover could
-	// still lose it, and the caller re-reads as after any unknown outcome.
-	// 0 (the default): writes do not wait, and a failover to a replica
-	// that missed them is caught afterwards by the rollback watch
-	// (RollbackError).
+	// OperationTimeout), so that a failover keeps it. A write acknowledged
+	// by fewer in time still counts (it applied on the master); the Store
+	// then stops waiting, logs a WARN, and lets one write a second wait
+	// again until the replicas keep up (internal/redisconn.ReplicaWait).
+	// 0 (the default): writes do not wait, and a failover to a replica that
+	// missed them is caught afterwards by the rollback watch (RollbackError).
 	ReplicaAcks       int
 	ReplicaAckTimeout time.Duration
+	// Logger receives the replica wait's log lines (default slog.Default()).
+	Logger *slog.Logger
 }
-
-// ErrNotReplicated is matched by the error of a write that applied but was
-// acknowledged by fewer replicas than Options.ReplicaAcks asked for.
-var ErrNotReplicated = redisconn.ErrNotReplicated
 
 // Store is the Redis Location Store. It is safe for concurrent use.
 type Store struct {
@@ -195,8 +193,9 @@ type Store struct {
 
 	// rollback notices the namespace going back in time (rollback.go).
 	rollback seqWatch
-	// replicas is what each write waits for (Options.ReplicaAcks).
-	replicas redisconn.Replicas
+	// replicas is what each write waits for (Options.ReplicaAcks); nil:
+	// writes do not wait.
+	replicas *redisconn.ReplicaWait
 }
 
 var (
@@ -279,18 +278,19 @@ func newStore(opts Options) (*Store, error) {
 		prefix:   "{" + opts.Namespace + "}:",
 		timeout:  opts.OperationTimeout,
 		snapTTL:  opts.SnapshotTTL,
-		replicas: redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout},
 	}
 	if s.timeout == 0 {
 		s.timeout = DefaultOperationTimeout
 	}
-	if err := s.replicas.Validate(); err != nil {
+	r := redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout}
+	if err := r.Validate(); err != nil {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAcks", Reason: err.Error()}
 	}
-	if s.replicas.Acks > 0 && s.replicas.Timeout >= s.timeout {
+	if r.Acks > 0 && r.Timeout >= s.timeout {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAckTimeout",
-			Reason: fmt.Sprintf("%s is not below the operation timeout %s, which must also cover the write itself", s.replicas.Timeout, s.timeout)}
+			Reason: fmt.Sprintf("%s is not below the operation timeout %s, which must also cover the write itself", r.Timeout, s.timeout)}
 	}
+	s.replicas = redisconn.NewReplicaWait(r, "Location Store", opts.Logger, nil)
 	if s.snapTTL == 0 {
 		s.snapTTL = DefaultSnapshotTTL
 	}
@@ -538,7 +538,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	}
 	defer cancel()
 	before := s.rollback.before()
-	r, acked, err := s.evalWrite(ctx, c)
+	r, err := s.evalWrite(ctx, c)
 	if err != nil {
 		return locstore.WriteResult{}, s.fail(op, err)
 	}
@@ -578,45 +578,37 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		// process does next may build on it.
 		return locstore.WriteResult{}, s.fail(op, err)
 	}
-	if s.replicas.Acks > 0 {
-		if err := s.replicas.Check(acked); err != nil {
-			return locstore.WriteResult{}, s.fail(op, err)
-		}
-	}
 	return res, nil
 }
 
 // evalWrite runs the write script, followed by WAIT in the same round trip
-// when writes wait for replicas; acked is WAIT's answer (0 without it).
-func (s *Store) evalWrite(ctx context.Context, c *call) (r []any, acked int, err error) {
-	if s.replicas.Acks == 0 {
-		r, err = s.eval(ctx, writeScript, c)
-		return r, 0, err
+// when writes wait for replicas (Options.ReplicaAcks).
+func (s *Store) evalWrite(ctx context.Context, c *call) ([]any, error) {
+	if s.replicas == nil {
+		return s.eval(ctx, writeScript, c)
 	}
 	c.args[2] = c.nkeys
-	send := func(name, payload string) (any, int, error) {
+	send := func(name, payload string) (any, error) {
 		c.args[0], c.args[1] = name, payload
 		cmd := goredis.NewCmd(ctx, c.args...)
 		cmd.SetFirstKeyPos(3)
-		n, werr := redisconn.RunReplicated(ctx, s.client, s.seqK, s.replicas, noRetryCmd{cmd})
-		v, err := cmd.Result()
-		if err == nil && werr != nil {
-			err = fmt.Errorf("WAIT for replicas: %w", werr)
+		if err := s.replicas.Run(ctx, s.client, s.seqK, noRetryCmd{cmd}); err != nil {
+			return nil, err
 		}
-		return v, n, err
+		return cmd.Val(), nil
 	}
-	v, n, err := send("evalsha", writeScript.sha)
+	v, err := send("evalsha", writeScript.sha)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, n, err = send("eval", writeScript.src)
+		v, err = send("eval", writeScript.src)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
-		return nil, 0, fmt.Errorf("unexpected script reply %T", v)
+		return nil, fmt.Errorf("unexpected script reply %T", v)
 	}
-	return arr, n, nil
+	return arr, nil
 }
 
 // writeCall lays out a validated request for writeSrc: mutation keys first

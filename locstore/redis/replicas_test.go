@@ -2,10 +2,12 @@ package redis
 
 import (
 	"context"
-	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/locstore/storetest"
@@ -30,17 +32,30 @@ func TestContractWithReplicaAcks(t *testing.T) {
 	storetest.Run(t, h)
 }
 
-// A write waits until the replica has it; with the replica paused it
-// fails after the timeout with ErrNotReplicated (an unknown outcome to the
-// caller, who re-reads and finds it applied); asking for more replicas than
-// there are fails the same way.
+// A write waits until the replica has it. With the replica paused, the
+// first write waits the timeout and still counts (it applied on the
+// master); the Store logs once that it stops waiting, the next writes do
+// not wait, and once the replica is back a probe finds it and every write
+// waits again.
 func TestReplicaAcks(t *testing.T) {
 	master := testredis.NewServer(t)
 	replica := testredis.NewReplica(t, master)
 	ns := testredis.Namespace(t)
 	const timeout = 300 * time.Millisecond
-	s := openStore(t, master.Addr, ns, func(o *Options) { o.ReplicaAcks, o.ReplicaAckTimeout = 1, timeout })
+	var logs syncbuf.Buffer
+	s := openStore(t, master.Addr, ns, func(o *Options) {
+		o.ReplicaAcks, o.ReplicaAckTimeout = 1, timeout
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	ctx := context.Background()
+	write := func(v string) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		if _, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte(v))}}); err != nil {
+			t.Fatalf("write %s: %v", v, err)
+		}
+		return time.Since(t0)
+	}
 
 	v := put(t, s, "k", "one")
 	onReplica := rawClient(t, replica.Addr)
@@ -59,34 +74,26 @@ func TestReplicaAcks(t *testing.T) {
 		}
 	}
 	defer resume()
-	t0 := time.Now()
-	_, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("two"))}})
-	took := time.Since(t0)
-	if !errors.Is(err, ErrNotReplicated) || !errors.Is(err, locstore.ErrUnavailable) {
-		t.Fatalf("write with the replica paused: %v, want ErrNotReplicated as an unavailable store", err)
+	if took := write("two"); took < timeout {
+		t.Fatalf("the first write with the replica paused took %v, less than the %v it should wait", took, timeout)
 	}
-	if took < timeout {
-		t.Fatalf("the write gave up after %v, before the %v timeout", took, timeout)
+	if !s.replicas.Behind() || !strings.Contains(logs.String(), "not acknowledged by enough Redis replicas") {
+		t.Fatalf("behind %v after an unacknowledged write; log: %s", s.replicas.Behind(), logs.String())
 	}
-	// Applied on the master: the caller's re-read finds it.
-	if r, err := s.Read(ctx, "k"); err != nil || string(r.Value) != "two" {
-		t.Fatalf("re-read after the unreplicated write: %+v %v", r, err)
+	if took := write("three"); took >= timeout {
+		t.Fatalf("a write while the replicas are behind waited %v", took)
 	}
 	resume()
-	eventually(t, 5*time.Second, func() bool {
-		_, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("three"))}})
-		return err == nil
-	})
-
-	two := openStore(t, master.Addr, ns, func(o *Options) { o.ReplicaAcks, o.ReplicaAckTimeout = 2, timeout })
-	if _, err := two.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k2", []byte("x"))}}); !errors.Is(err, ErrNotReplicated) {
-		t.Fatalf("two acks asked of one replica: %v, want ErrNotReplicated", err)
+	eventually(t, 5*time.Second, func() bool { write("four"); return !s.replicas.Behind() })
+	if !strings.Contains(logs.String(), "acknowledge writes again") {
+		t.Fatalf("no line about the replicas being back: %s", logs.String())
 	}
-	// A Conflict writes nothing and needs no replica.
-	res, err := two.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing("k")},
-		Mutations: []locstore.Mutation{locstore.Put("k", []byte("x"))}})
-	if err != nil || res.Applied {
-		t.Fatalf("conflicting write: %+v %v, want a Conflict", res, err)
+
+	// More acknowledgements than replicas: behind at once.
+	two := openStore(t, master.Addr, ns, func(o *Options) { o.ReplicaAcks, o.ReplicaAckTimeout = 2, timeout })
+	put(t, two, "k2", "x")
+	if !two.replicas.Behind() {
+		t.Fatal("two acks asked of one replica, and the store is not behind")
 	}
 }
 

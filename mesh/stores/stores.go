@@ -131,7 +131,7 @@ func init() {
 		}
 		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
 			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout,
-			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout})
+			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout, Logger: log})
 		if err != nil {
 			return nil, explainOpen(prefix, err)
 		}

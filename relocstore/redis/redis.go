@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -123,18 +122,12 @@ type Options struct {
 	// Logger receives diagnostic events (default slog.Default()).
 	Logger *slog.Logger
 	// ReplicaAcks and ReplicaAckTimeout make every Put, Renew and Delete
-	// that changes something wait for that many replica acknowledgements
-	// (Redis WAIT, in the same round trip), as the Location Store provider's
-	// options of the same names do; a change acknowledged by fewer fails
-	// with ErrNotReplicated inside the ProviderError (its outcome is then
-	// unknown to the caller, who re-reads or re-Puts, spec §10).
+	// wait for that many replica acknowledgements (Redis WAIT, in the same
+	// round trip), as the Location Store provider's options of the same
+	// names do (internal/redisconn.ReplicaWait).
 	ReplicaAcks       int
 	ReplicaAckTimeout time.Duration
 }
-
-// ErrNotReplicated is matched by the error of a change that applied but
-// was acknowledged by fewer replicas than Options.ReplicaAcks asked for.
-var ErrNotReplicated = redisconn.ErrNotReplicated
 
 // Store is the Redis Relocation Store. It is safe for concurrent use.
 type Store struct {
@@ -144,7 +137,7 @@ type Store struct {
 	opTimeout  time.Duration
 	tombMs     int64
 	log        *slog.Logger
-	replicas   redisconn.Replicas // what each change waits for (Options.ReplicaAcks)
+	replicas   *redisconn.ReplicaWait // what each change waits for (Options.ReplicaAcks); nil: none
 	closed     atomic.Bool
 	// skewMs is added to the server's TIME by every script. It is always 0
 	// except in this package's tests, which advance the provider clock with
@@ -226,18 +219,19 @@ func newStore(opts Options) (*Store, error) {
 			Reason: fmt.Sprintf("%v outside 1ms..%v", tomb, relocstore.MaxRetention)}
 	}
 	s.tombMs = ceilMs(tomb)
-	s.replicas = redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout}
-	if err := s.replicas.Validate(); err != nil {
+	r := redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout}
+	if err := r.Validate(); err != nil {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "replica acks", Reason: err.Error()}
 	}
-	if s.replicas.Acks > 0 && s.replicas.Timeout >= s.opTimeout {
+	if r.Acks > 0 && r.Timeout >= s.opTimeout {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "replica ack timeout",
-			Reason: fmt.Sprintf("%v is not below the operation timeout %v, which must also cover the change itself", s.replicas.Timeout, s.opTimeout)}
+			Reason: fmt.Sprintf("%v is not below the operation timeout %v, which must also cover the change itself", r.Timeout, s.opTimeout)}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With("provider", ProviderName, "store", "relocation", "namespace", opts.Namespace)
+	s.replicas = redisconn.NewReplicaWait(r, "Relocation Store", s.log, nil)
 	return s, nil
 }
 
@@ -360,41 +354,29 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args
 }
 
 // change runs a script that may change the record, as run does, after
-// the commands of extra (the staged payload's SET) in the same round trip.
-// When changes wait for replicas (Options.ReplicaAcks), WAIT follows in
-// that round trip too, and a reply of one of the changed kinds counts only
-// once enough replicas acknowledged it.
-func (s *Store) change(ctx context.Context, sc *goredis.Script, keys []string, changed []string, extra []goredis.Cmder, args ...any) (reply, error) {
-	if s.replicas.Acks == 0 && len(extra) == 0 {
+// the commands of extra (the staged payload's SET) in the same round trip,
+// and followed by WAIT when changes wait for replicas (Options.ReplicaAcks).
+func (s *Store) change(ctx context.Context, sc *goredis.Script, keys []string, extra []goredis.Cmder, args ...any) (reply, error) {
+	if s.replicas == nil && len(extra) == 0 {
 		return s.run(ctx, sc, keys, args...)
 	}
-	v, acked, err := s.send(ctx, sc, keys, extra, args)
+	v, err := s.send(ctx, sc, keys, extra, args)
 	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The script cache was flushed; what extra wrote (the staged
 		// bytes) is still there, so only the script is sent again.
 		if err = sc.Load(ctx, s.c).Err(); err == nil {
-			v, acked, err = s.send(ctx, sc, keys, nil, args)
+			v, err = s.send(ctx, sc, keys, nil, args)
 		}
 	}
 	if err != nil {
 		return reply{}, err
 	}
-	r, err := parseReply(v)
-	if err != nil {
-		return reply{}, err
-	}
-	if s.replicas.Acks > 0 && slices.Contains(changed, r.kind) {
-		if err := s.replicas.Check(acked); err != nil {
-			return reply{}, err
-		}
-	}
-	return r, nil
+	return parseReply(v)
 }
 
-// send is one round trip of change: extra, the script's EVALSHA, and WAIT
-// when changes wait for replicas. Its error is the first failing command's
-// (extra's, then the script's), then WAIT's.
-func (s *Store) send(ctx context.Context, sc *goredis.Script, keys []string, extra []goredis.Cmder, args []any) (any, int, error) {
+// send is one round trip of change: extra, then the script's EVALSHA.
+// Its error is the first failing command's, then WAIT's.
+func (s *Store) send(ctx context.Context, sc *goredis.Script, keys []string, extra []goredis.Cmder, args []any) (any, error) {
 	cargs := make([]any, 0, 3+len(keys)+len(args))
 	cargs = append(cargs, "evalsha", sc.Hash(), len(keys))
 	for _, k := range keys {
@@ -403,25 +385,23 @@ func (s *Store) send(ctx context.Context, sc *goredis.Script, keys []string, ext
 	cargs = append(cargs, args...)
 	eval := goredis.NewCmd(ctx, cargs...)
 	cmds := append(append([]goredis.Cmder(nil), extra...), eval)
-	acked, werr := 0, error(nil)
-	if s.replicas.Acks > 0 {
-		acked, werr = redisconn.RunReplicated(ctx, s.c, keys[0], s.replicas, cmds...)
-	} else {
-		pipe := s.c.Pipeline()
-		for _, c := range cmds {
-			_ = pipe.Process(ctx, c)
+	if s.replicas != nil {
+		if err := s.replicas.Run(ctx, s.c, keys[0], cmds...); err != nil {
+			return nil, err
 		}
-		_, _ = pipe.Exec(ctx) // errors are inspected per command below
+		return eval.Val(), nil
 	}
+	pipe := s.c.Pipeline()
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c)
+	}
+	_, _ = pipe.Exec(ctx) // errors are inspected per command below
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
-	if werr != nil {
-		return nil, 0, fmt.Errorf("WAIT for replicas: %w", werr)
-	}
-	return eval.Val(), acked, nil
+	return eval.Val(), nil
 }
 
 // Put implements relocstore.Store.
@@ -451,7 +431,7 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	}
 
 	if len(payload) <= inlineMax {
-		r, err := s.change(ctx, putScript, []string{meta, data}, putChanged, nil, append(args("inline"), payload)...)
+		r, err := s.change(ctx, putScript, []string{meta, data}, nil, append(args("inline"), payload)...)
 		if err != nil {
 			return relocstore.PutResult{}, s.fail(ctx, op, err)
 		}
@@ -472,7 +452,7 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	// Stage and commit in one round trip. The script re-checks everything:
 	// another Put may have won in between.
 	set := goredis.NewStatusCmd(ctx, "set", staging, payload, "px", stagingTTL.Milliseconds())
-	if r, err = s.change(ctx, putScript, keys, putChanged, []goredis.Cmder{set}, args("staged")...); err != nil {
+	if r, err = s.change(ctx, putScript, keys, []goredis.Cmder{set}, args("staged")...); err != nil {
 		return relocstore.PutResult{}, s.fail(ctx, op, err)
 	}
 	if r.kind == "need" {
@@ -480,9 +460,6 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	}
 	return putResult(r)
 }
-
-// putChanged: the put script's answer when it stored the bytes.
-var putChanged = []string{"stored"}
 
 func putResult(r reply) (relocstore.PutResult, error) {
 	switch r.kind {
@@ -607,7 +584,7 @@ func (s *Store) Renew(ctx context.Context, ref string, retention time.Duration) 
 	}
 	defer cancel()
 	meta, data := s.keys(ref)
-	r, err := s.change(ctx, renewScript, []string{meta, data}, []string{"renewed"}, nil, s.skewMs.Load(), ref, ceilMs(ret), s.tombMs)
+	r, err := s.change(ctx, renewScript, []string{meta, data}, nil, s.skewMs.Load(), ref, ceilMs(ret), s.tombMs)
 	if err != nil {
 		return relocstore.RenewResult{}, s.fail(ctx, op, err)
 	}
@@ -634,7 +611,7 @@ func (s *Store) Delete(ctx context.Context, ref string) error {
 	}
 	defer cancel()
 	meta, data := s.keys(ref)
-	r, err := s.change(ctx, deleteScript, []string{meta, data}, []string{"ok"}, nil, s.skewMs.Load(), ref, s.tombMs)
+	r, err := s.change(ctx, deleteScript, []string{meta, data}, nil, s.skewMs.Load(), ref, s.tombMs)
 	if err != nil {
 		return s.fail(ctx, op, err)
 	}
