@@ -116,18 +116,19 @@ func (w *ReplicaWait) Done(answered bool, acked int) {
 		w.mu.Unlock()
 		return
 	}
-	w.behind = acked < w.r.Acks
-	if w.behind {
+	behind := acked < w.r.Acks
+	w.behind = behind
+	if behind {
 		w.nextProbe = w.now().Add(ProbeEvery)
 	}
 	w.mu.Unlock()
 	switch {
-	case w.behind && !wasBehind:
+	case behind && !wasBehind:
 		w.log.Warn(w.store+": writes are not acknowledged by enough Redis replicas; they go on without waiting "+
 			"until a replica acknowledges again (checked every second). A failover meanwhile can lose them — the nodes would then "+
 			"stop with STORE DATA LOST. To refuse writes instead, set min-replicas-to-write on the Redis master",
 			"replica_acks", w.r.Acks, "acknowledged", acked, "replica_ack_timeout", w.r.Timeout)
-	case !w.behind && wasBehind:
+	case !behind && wasBehind:
 		w.log.Info(w.store+": Redis replicas acknowledge writes again; every write waits for them",
 			"replica_acks", w.r.Acks, "acknowledged", acked)
 	}
