@@ -253,9 +253,13 @@ type RedisConfig struct {
 	// addresses.
 	Addrs      []string `koanf:"addrs"`
 	MasterName string   `koanf:"master_name"`
-	Username   string   `koanf:"username"`
-	Password   string   `koanf:"password"`
-	DB         int      `koanf:"db"`
+	// SentinelUsername and SentinelPassword log in to the Sentinels
+	// themselves, when they require it (only with MasterName).
+	SentinelUsername string `koanf:"sentinel_username"`
+	SentinelPassword string `koanf:"sentinel_password"`
+	Username         string `koanf:"username"`
+	Password         string `koanf:"password"`
+	DB               int    `koanf:"db"`
 	// Namespace prefixes every key so that several meshes (or tests) share
 	// one server without seeing each other.
 	Namespace        string         `koanf:"namespace"`
@@ -375,11 +379,13 @@ func (n NodeConfig) RoutingIDBytes() []byte {
 // are replaced. (TLS settings hold only file paths, never key material.)
 func (c Config) Redacted() Config {
 	const mask = "REDACTED"
-	if c.LocationStore.Redis.Password != "" {
-		c.LocationStore.Redis.Password = mask
-	}
-	if c.RelocationStore.Redis.Password != "" {
-		c.RelocationStore.Redis.Password = mask
+	for _, r := range []*RedisConfig{&c.LocationStore.Redis, &c.RelocationStore.Redis} {
+		if r.Password != "" {
+			r.Password = mask
+		}
+		if r.SentinelPassword != "" {
+			r.SentinelPassword = mask
+		}
 	}
 	if c.Transport.Curve.SecretKey != "" {
 		c.Transport.Curve.SecretKey = mask

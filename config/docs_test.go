@@ -115,7 +115,7 @@ func TestFlagsRegisterEveryKeyButSecrets(t *testing.T) {
 	}
 	for _, k := range schema {
 		f := fs.Lookup(k.path)
-		secret := strings.HasSuffix(k.path, ".password") || strings.HasSuffix(k.path, ".secret_key") || strings.HasSuffix(k.path, ".token")
+		secret := strings.HasSuffix(k.path, "password") || strings.HasSuffix(k.path, ".secret_key") || strings.HasSuffix(k.path, ".token")
 		if secret != (f == nil) {
 			t.Errorf("flag for %s: registered=%v, secret=%v", k.path, f != nil, secret)
 		}

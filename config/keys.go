@@ -96,7 +96,7 @@ func EnvName(key string) string {
 // hasFlag reports whether a key gets a command-line flag. Secrets do not:
 // command lines are visible to every local user (ps, /proc).
 func hasFlag(key string) bool {
-	return !strings.HasSuffix(key, ".password") && !strings.HasSuffix(key, ".secret_key") && !strings.HasSuffix(key, ".token")
+	return !strings.HasSuffix(key, "password") && !strings.HasSuffix(key, ".secret_key") && !strings.HasSuffix(key, ".token")
 }
 
 // help is the one-line meaning of every key; a test checks it is complete.
@@ -136,6 +136,8 @@ var help = map[string]string{
 	"location_store.provider":                         "Location Store provider: memory or redis; empty = none (client and server need one, spec §2)",
 	"location_store.redis.addrs":                      "Redis host:port list (Sentinel addresses when master_name is set)",
 	"location_store.redis.master_name":                "Redis Sentinel master name; empty = no Sentinel",
+	"location_store.redis.sentinel_username":          "ACL user name at the Sentinels, when they require one; only with master_name",
+	"location_store.redis.sentinel_password":          "password at the Sentinels (their requirepass, or sentinel_username's); only with master_name (no flag: use the environment)",
 	"location_store.redis.username":                   "Redis ACL user name; empty = the default user (docs/store-redis.md, Securing the connection)",
 	"location_store.redis.password":                   "password of the ACL user, or requirepass's for the default user (no flag: command lines are visible to other users; use the environment)",
 	"location_store.redis.db":                         "Redis database number, 0 or more",
@@ -153,6 +155,8 @@ var help = map[string]string{
 	"relocation_store.provider":                       "Relocation Store provider: memory or redis; empty = none (required by Recreate/PreserveState policies and Instance Spots, spec §2)",
 	"relocation_store.redis.addrs":                    "Redis host:port list (Sentinel addresses when master_name is set)",
 	"relocation_store.redis.master_name":              "Redis Sentinel master name; empty = no Sentinel",
+	"relocation_store.redis.sentinel_username":        "ACL user name at the Sentinels, when they require one; only with master_name",
+	"relocation_store.redis.sentinel_password":        "password at the Sentinels (their requirepass, or sentinel_username's); only with master_name (no flag: use the environment)",
 	"relocation_store.redis.username":                 "Redis ACL user name; empty = the default user (docs/store-redis.md, Securing the connection)",
 	"relocation_store.redis.password":                 "password of the ACL user, or requirepass's for the default user (no flag: command lines are visible to other users; use the environment)",
 	"relocation_store.redis.db":                       "Redis database number, 0 or more",

@@ -295,6 +295,16 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 		}
 		r.TLS.build(ps, prefix+".redis.tls")
 		r.validateReplicas(ps, prefix+".redis")
+		if r.MasterName == "" {
+			// Without Sentinel the keys would be ignored: a credential
+			// meant for the Sentinels must not silently go nowhere.
+			if r.SentinelUsername != "" {
+				ps.add(prefix+".redis.sentinel_username", "is only used with master_name (Sentinel)")
+			}
+			if r.SentinelPassword != "" {
+				ps.add(prefix+".redis.sentinel_password", "is only used with master_name (Sentinel)")
+			}
+		}
 	default:
 		ps.add(prefix+".provider", "unknown provider %q (known: memory, redis)", s.Provider)
 	}

@@ -201,6 +201,17 @@ func TestValidateRules(t *testing.T) {
 			p("location_store.redis.namespace", "must not be empty when provider is redis"),
 			p("location_store.redis.operation_timeout", "must be positive, got 0s"),
 		}},
+		{name: "sentinel login without sentinel", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, SentinelUsername: "u", SentinelPassword: "p"}}
+		}, want: []Problem{
+			p("location_store.redis.sentinel_username", "is only used with master_name (Sentinel)"),
+			p("location_store.redis.sentinel_password", "is only used with master_name (Sentinel)"),
+		}},
+		{name: "sentinel login with sentinel", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"s:26379"}, Namespace: "x",
+				MasterName: "m", OperationTimeout: time.Second, SentinelUsername: "u", SentinelPassword: "p"}}
+		}},
 		{name: "replica acks out of range", mutate: func(c *Config) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, ReplicaAcks: 17}}
@@ -373,9 +384,13 @@ func TestRoutingIDBytes(t *testing.T) {
 func TestRedacted(t *testing.T) {
 	c := valid()
 	c.LocationStore.Redis.Password = "s3cret"
+	c.RelocationStore.Redis.SentinelPassword = "s3ntinel"
 	r := c.Redacted()
 	if r.LocationStore.Redis.Password != "REDACTED" || r.RelocationStore.Redis.Password != "" {
 		t.Fatalf("Redacted passwords = %q, %q", r.LocationStore.Redis.Password, r.RelocationStore.Redis.Password)
+	}
+	if r.RelocationStore.Redis.SentinelPassword != "REDACTED" || r.LocationStore.Redis.SentinelPassword != "" {
+		t.Fatalf("Redacted Sentinel passwords = %q, %q", r.LocationStore.Redis.SentinelPassword, r.RelocationStore.Redis.SentinelPassword)
 	}
 	if c.LocationStore.Redis.Password != "s3cret" {
 		t.Fatal("Redacted changed the original")

@@ -132,7 +132,7 @@ func TestMultiProcessFlushAllIsReported(t *testing.T) {
 		p := p
 		waitUntil(t, 20*time.Second, p.name+" to report the data loss", func() bool {
 			return p.seen("STORE DATA LOST: the Location Store no longer holds what this node wrote (FLUSHALL, " +
-				"eviction, or a failover to a replica without persistence); the node stops all new work so that no " +
+				"eviction, a failover to a replica without persistence or one that missed the last writes); the node stops all new work so that no " +
 				"generation is issued twice. Its objects' state stays in memory but cannot be served; restart the " +
 				"nodes once the store is restored or known empty, and check the Redis settings (docs/store-redis.md)")
 		}, r.procs...)

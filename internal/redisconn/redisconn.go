@@ -36,10 +36,15 @@ type Options struct {
 	// nodes; with MasterName they are Sentinel addresses.
 	Addrs      []string
 	MasterName string
-	Username   string
-	Password   string
-	DB         int
-	PoolSize   int // 0 = go-redis default
+	// SentinelUsername and SentinelPassword log in to the Sentinels
+	// themselves (their requirepass, or an ACL user of theirs); Username
+	// and Password are the master's.
+	SentinelUsername string
+	SentinelPassword string
+	Username         string
+	Password         string
+	DB               int
+	PoolSize         int // 0 = go-redis default
 	// TLSConfig, when not nil, makes every connection (to Sentinels, too)
 	// use TLS with it. An empty ServerName is taken from each address
 	// dialled, so Cluster nodes are each verified under their own name.
@@ -53,6 +58,8 @@ func NewClient(o Options, operationTimeout time.Duration) goredis.UniversalClien
 	return goredis.NewUniversalClient(&goredis.UniversalOptions{
 		Addrs:                 o.Addrs,
 		MasterName:            o.MasterName,
+		SentinelUsername:      o.SentinelUsername,
+		SentinelPassword:      o.SentinelPassword,
 		Username:              o.Username,
 		Password:              o.Password,
 		DB:                    o.DB,

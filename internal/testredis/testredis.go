@@ -343,3 +343,51 @@ func sanitize(s string) string {
 	}
 	return string(b)
 }
+
+// NewSentinel starts a Sentinel monitoring master under the name
+// "meshmaster" (password, when not empty, is the Sentinel's own
+// requirepass), waits until it reports the master, and stops it at
+// cleanup. It returns the Sentinel's address.
+func NewSentinel(t testing.TB, master *Server, password string) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		unavailable(t, err)
+	}
+	host, mport, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor meshmaster %s %s 1\n", port, dir, host, mport)
+	if password != "" {
+		conf += "requirepass " + password + "\n"
+	}
+	if err := os.WriteFile(dir+"/sentinel.conf", []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, dir+"/sentinel.conf", "--sentinel", "--loglevel", "warning")
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testredis: start sentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1})
+	defer sc.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a, err := sc.GetMasterAddrByName(context.Background(), "meshmaster").Result()
+		if err == nil && len(a) == 2 && a[1] == mport {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testredis: sentinel at %s never reported the master: %v %v", addr, a, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

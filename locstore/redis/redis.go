@@ -128,6 +128,10 @@ type Options struct {
 	// nodes; with MasterName they are Sentinel addresses.
 	Addrs      []string
 	MasterName string
+	// SentinelUsername and SentinelPassword log in to the Sentinels, when
+	// they require it (with MasterName only).
+	SentinelUsername string
+	SentinelPassword string
 	// Username and Password log in (Redis ACL user, or only a password for
 	// the default user / requirepass).
 	Username string
@@ -223,6 +227,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// No client retries (see the package doc, Failures); the operation
 	// timeout bounds dial, pool wait and I/O (internal/redisconn).
 	s.client = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
+		SentinelUsername: opts.SentinelUsername, SentinelPassword: opts.SentinelPassword,
 		Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig, DB: opts.DB,
 		PoolSize: opts.PoolSize}, s.timeout)
 	s.owned = true
@@ -274,10 +279,10 @@ func newStore(opts Options) (*Store, error) {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "snapshotTTL", Reason: "below 1ms"}
 	}
 	s := &Store{
-		ns:       opts.Namespace,
-		prefix:   "{" + opts.Namespace + "}:",
-		timeout:  opts.OperationTimeout,
-		snapTTL:  opts.SnapshotTTL,
+		ns:      opts.Namespace,
+		prefix:  "{" + opts.Namespace + "}:",
+		timeout: opts.OperationTimeout,
+		snapTTL: opts.SnapshotTTL,
 	}
 	if s.timeout == 0 {
 		s.timeout = DefaultOperationTimeout

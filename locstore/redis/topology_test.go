@@ -2,9 +2,8 @@ package redis
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -99,33 +98,7 @@ func TestClusterContract(t *testing.T) {
 // TestSentinel reaches the master through a Sentinel (Options.MasterName).
 func TestSentinel(t *testing.T) {
 	master := testredis.NewServer(t)
-	host, mport, err := net.SplitHostPort(master.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := freeLoopbackPort(t)
-	dir := t.TempDir()
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor meshmaster %s %s 1\n", port, dir, host, mport)
-	if err := os.WriteFile(dir+"/sentinel.conf", []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	startRedisProcess(t, dir+"/sentinel.conf", "--sentinel", "--loglevel", "warning")
-	sentinel := "127.0.0.1:" + strconv.Itoa(port)
-
-	sc := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel, MaxRetries: -1})
-	defer sc.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		a, err := sc.GetMasterAddrByName(context.Background(), "meshmaster").Result()
-		if err == nil && len(a) == 2 && a[1] == mport {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sentinel at %s never reported the master: %v %v", sentinel, a, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-
+	sentinel := testredis.NewSentinel(t, master, "")
 	ns := testredis.Namespace(t)
 	s := openStore(t, sentinel, ns, func(o *Options) { o.MasterName = "meshmaster" })
 	v := put(t, s, "k", "through-sentinel")
@@ -137,5 +110,25 @@ func TestSentinel(t *testing.T) {
 	}
 	if items := scanAll(t, s, "", 10, nil); len(items) != 1 || items[0].Key != "k" {
 		t.Fatalf("scan through sentinel: %s", itemsString(items))
+	}
+}
+
+// Sentinels that require a password of their own (requirepass in
+// sentinel.conf): without SentinelPassword the store cannot even learn
+// where the master is, and says so; with it, it works.
+func TestSentinelWithPassword(t *testing.T) {
+	master := testredis.NewServer(t)
+	sentinel := testredis.NewSentinel(t, master, "sentinel-secret")
+	ns := testredis.Namespace(t)
+	_, err := New(context.Background(), Options{Addrs: []string{sentinel}, MasterName: "meshmaster", Namespace: ns,
+		OperationTimeout: 3 * time.Second})
+	if err == nil || !errors.Is(err, locstore.ErrUnavailable) {
+		t.Fatalf("open without the Sentinel password: %v, want a refusal", err)
+	}
+	t.Logf("without the Sentinel password: %v", err)
+	s := openStore(t, sentinel, ns, func(o *Options) { o.MasterName, o.SentinelPassword = "meshmaster", "sentinel-secret" })
+	put(t, s, "k", "through-a-locked-sentinel")
+	if r, err := s.Read(context.Background(), "k"); err != nil || string(r.Value) != "through-a-locked-sentinel" {
+		t.Fatalf("read through the Sentinel: %+v %v", r, err)
 	}
 }

@@ -2,7 +2,9 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +60,37 @@ func TestOpenWithReplicaAcks(t *testing.T) {
 				t.Fatalf("relocation put took %v, want waiting the timeout %v", time.Since(t0), tc.wait)
 			}
 		})
+	}
+}
+
+// Sentinels with a password of their own, through the configuration: a
+// refusal names the keys to check, and sentinel_password opens the store.
+func TestOpenThroughALockedSentinel(t *testing.T) {
+	master := testredis.NewServer(t)
+	sentinel := testredis.NewSentinel(t, master, "sentinel-secret")
+	cfg := config.StoreConfig{Provider: "redis"}
+	cfg.Redis.Addrs, cfg.Redis.MasterName, cfg.Redis.Namespace = []string{sentinel}, "meshmaster", testredis.Namespace(t)
+	cfg.Redis.OperationTimeout = 3 * time.Second
+	_, err := OpenLocation(context.Background(), cfg, slog.Default())
+	if !errors.Is(err, redisconn.ErrAuth) || !strings.Contains(err.Error(), "location_store.redis.sentinel_password") {
+		t.Fatalf("open without the Sentinel password: %v", err)
+	}
+	cfg.Redis.SentinelPassword = "sentinel-secret"
+	ls, err := OpenLocation(context.Background(), cfg, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	if _, err := ls.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("v"))}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Redis.Namespace += "-reloc"
+	rs, err := OpenRelocation(context.Background(), cfg, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	if _, err := rs.Put(context.Background(), "ref", []byte("payload"), 0); err != nil {
+		t.Fatal(err)
 	}
 }

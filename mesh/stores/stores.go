@@ -129,11 +129,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
+		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName,
+			SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword, Username: r.Username,
 			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout,
 			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout, Logger: log})
 		if err != nil {
-			return nil, explainOpen(prefix, err)
+			return nil, explainOpen(prefix, r, err)
 		}
 		if log != nil {
 			warnDurability(ctx, st, log)
@@ -151,11 +152,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		st, err := relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName, Username: r.Username,
+		st, err := relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName,
+			SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword, Username: r.Username,
 			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log,
 			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout})
 		if err != nil {
-			return nil, explainOpen(prefix, err)
+			return nil, explainOpen(prefix, r, err)
 		}
 		return st, nil
 	}))
@@ -181,8 +183,13 @@ func redisTLS(r config.RedisConfig, prefix string, log *slog.Logger) (*tls.Confi
 // explainOpen names the keys to check when the server refused the login or
 // the TLS handshake, the two startup failures an operator fixes in the
 // configuration. The password is never part of the message.
-func explainOpen(prefix string, err error) error {
+func explainOpen(prefix string, r config.RedisConfig, err error) error {
 	switch {
+	case errors.Is(err, redisconn.ErrAuth) && r.MasterName != "":
+		// The refusal may come from the Sentinels or from the master.
+		return fmt.Errorf("%w (check %s.redis.sentinel_username and %s.redis.sentinel_password for the Sentinels, e.g. %s, "+
+			"and %s.redis.username and %s.redis.password for the master)",
+			err, prefix, prefix, config.EnvName(prefix+".redis.sentinel_password"), prefix, prefix)
 	case errors.Is(err, redisconn.ErrAuth):
 		return fmt.Errorf("%w (check %s.redis.username and %s.redis.password, e.g. %s)",
 			err, prefix, prefix, config.EnvName(prefix+".redis.password"))

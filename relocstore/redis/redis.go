@@ -99,6 +99,10 @@ type Options struct {
 	// or Cluster seed addresses (more than one address).
 	Addrs      []string
 	MasterName string
+	// SentinelUsername and SentinelPassword log in to the Sentinels, when
+	// they require it (with MasterName only).
+	SentinelUsername string
+	SentinelPassword string
 	// Username and Password log in (Redis ACL user, or only a password for
 	// the default user / requirepass).
 	Username string
@@ -161,6 +165,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// once and the framework re-reads or re-Puts (spec §10), which is safe
 	// for every operation of this store (internal/redisconn).
 	s.c = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
+		SentinelUsername: opts.SentinelUsername, SentinelPassword: opts.SentinelPassword,
 		Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig, DB: opts.DB}, s.opTimeout)
 	s.ownsClient = true
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
