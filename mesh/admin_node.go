@@ -31,6 +31,12 @@ func (n *Node) ready() error {
 			// and orchestrators look, not only in the log.
 			return fmt.Errorf("node is %s: STORE DATA LOST, restore the Location Store or accept the loss, then restart this process: %w",
 				st, lost)
+		} else if lost != nil {
+			// An ordinary loss (the store refused or lost the renewals
+			// past the TTL): it heals by itself once the store takes
+			// writes again; an orchestrator must not restart for it.
+			return fmt.Errorf("node is %s: owner lease lost; new work waits until it is acquired again, as soon as the Location Store takes writes (no restart needed): %w",
+				st, lost)
 		}
 		return fmt.Errorf("node is %s", st)
 	}

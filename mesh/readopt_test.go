@@ -2,7 +2,9 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +21,8 @@ import (
 // outageStore fails every call while down, as an unreachable Redis does.
 type outageStore struct {
 	locstore.Store
-	down atomic.Bool
+	down       atomic.Bool
+	writesDown atomic.Bool // reads answered, writes refused (Redis out of memory, or short of replicas)
 }
 
 func (s *outageStore) err() error {
@@ -34,7 +37,7 @@ func (s *outageStore) Read(ctx context.Context, key string) (locstore.ReadResult
 }
 
 func (s *outageStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
-	if s.down.Load() {
+	if s.down.Load() || s.writesDown.Load() {
 		return locstore.WriteResult{}, s.err()
 	}
 	return s.Store.Write(ctx, req)
@@ -424,4 +427,29 @@ func rawActorMessage(t *testing.T, ctx context.Context, c *cluster, f router.Act
 		t.Fatal(err)
 	}
 	return resp.Body.(*router.Reply)
+}
+
+// A store that answers reads but refuses writes past the lease TTL (Redis
+// out of memory, or refusing writes for want of replicas): the node loses
+// its lease, and /readyz says so and that no restart is needed — until the
+// store takes writes again and the node serves again by itself.
+func TestReadinessNamesAnOrdinaryLeaseLoss(t *testing.T) {
+	f := newFixture(t)
+	st := &outageStore{Store: f.loc}
+	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
+	})
+	n := c.nodes[1]
+	if err := n.Ready(); err != nil {
+		t.Fatalf("ready before: %v", err)
+	}
+	st.writesDown.Store(true)
+	eventually(t, 15*time.Second, "the lease to be lost", func() bool { return n.LeaseLost() != nil })
+	err := n.Ready()
+	if err == nil || !strings.Contains(err.Error(), "owner lease lost") || !strings.Contains(err.Error(), "no restart needed") ||
+		errors.Is(err, locstore.ErrDataLost) {
+		t.Fatalf("readiness while the lease is lost: %v", err)
+	}
+	st.writesDown.Store(false)
+	eventually(t, 15*time.Second, "the node to be ready again", func() bool { return n.Ready() == nil })
 }
