@@ -442,7 +442,7 @@ func (o *objects) relist(cmd *hostmove.Command) int {
 const arrivalPoll = 5 * time.Millisecond
 
 // unmovableInstance is why a host command skips an Instance Spot.
-const unmovableInstance = "an Instance Spot: host relocation does not move it (not built); its next message activates it again on a serving node, with fresh state"
+const unmovableInstance = "an Instance Spot: host relocation does not move it (spec §8 moves Actors and User Spots; docs/INSTANCE-SPOTS.md); its next message activates it again on a serving node, with fresh state"
 
 // hostMoveOne moves one object of a host command and classifies the end.
 func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove.Result {
