@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
@@ -135,4 +137,64 @@ func TestStoreRollbackStopsNodes(t *testing.T) {
 	if _, err := c.m(0).CreateActor(ctx, "after-the-rollback", testActorType); err == nil {
 		t.Fatal("a creation succeeded on a node whose store went back in time")
 	}
+}
+
+// meshnode_store_replicas_behind: 1 while the Location Store's writes go on
+// without the replica_acks replicas (a master without a replica), 0 while
+// they keep up, absent for a store whose writes do not wait.
+func TestReplicasBehindMetric(t *testing.T) {
+	lonely := testredis.NewServer(t)
+	master := testredis.NewServer(t)
+	testredis.NewReplica(t, master)
+	for _, tc := range []struct {
+		name   string
+		addr   string
+		acks   int
+		want   float64
+		absent bool
+	}{
+		{"no replica", lonely.Addr, 1, 1, false},
+		{"one replica", master.Addr, 1, 0, false},
+		{"writes do not wait", master.Addr, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := testredis.Namespace(t)
+			f := newFixture(t)
+			c := newClusterWith(t, f, func(int) locstore.Store {
+				s, err := locredis.New(context.Background(), locredis.Options{Addrs: []string{tc.addr}, Namespace: ns,
+					OperationTimeout: 5 * time.Second, ReplicaAcks: tc.acks, ReplicaAckTimeout: 100 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}, 1, nil)
+			got, found := gaugeValue(t, c.nodes[0].Gatherer(), "meshnode_store_replicas_behind", "location")
+			if found == tc.absent || (found && got != tc.want) {
+				t.Fatalf("meshnode_store_replicas_behind{store=location} = %v (found %v), want %v (absent %v)", got, found, tc.want, tc.absent)
+			}
+		})
+	}
+}
+
+// gaugeValue reads one gauge with the given store label from g.
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name, store string) (float64, bool) {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "store" && l.GetValue() == store {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
 }

@@ -299,6 +299,8 @@ var (
 	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
 	descHostMv = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
+	descReplBh = prometheus.NewDesc("meshnode_store_replicas_behind", "1 while a Redis store's writes go on without waiting for replica_acks replicas (fewer acknowledged in time; a failover now can lose them), else 0; only for stores with replica_acks set.",
+		[]string{"store"}, nil)
 	descDisc   = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, journal, lease).",
 		[]string{"kind"}, nil)
 	descRounds = prometheus.NewDesc("meshnode_discovery_rounds_total", "Discovery rounds, by whether the descriptor list was read whole (listed), brought up to date from the descriptor journal (followed) or unchanged (cached).",
@@ -319,7 +321,7 @@ var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, autho
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descProto, descLease, descReady, descHostMv,
+		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descProto, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -398,6 +400,36 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	gauge(descReady, ready)
+	for _, s := range []struct {
+		name  string
+		store any
+	}{{"location", unwrapStore(n.loc)}, {"relocation", unwrapStore(n.reloc)}} {
+		if r, ok := s.store.(replicaWaiter); ok && r.WaitsForReplicas() {
+			behind := 0.0
+			if r.ReplicasBehind() {
+				behind = 1
+			}
+			gauge(descReplBh, behind, s.name)
+		}
+	}
+}
+
+// replicaWaiter is a store whose writes can wait for replicas (the Redis
+// providers with replica_acks).
+type replicaWaiter interface {
+	WaitsForReplicas() bool
+	ReplicasBehind() bool
+}
+
+// unwrapStore is the provider under the node's timing wrappers.
+func unwrapStore(s any) any {
+	switch w := s.(type) {
+	case observedLocation:
+		return w.Store
+	case observedRelocation:
+		return w.Store
+	}
+	return s
 }
 
 // discoveryCounters are the store reads of the discovery rounds.

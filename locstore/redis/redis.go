@@ -346,6 +346,15 @@ func ValidateNamespace(ns string) error {
 	return nil
 }
 
+// WaitsForReplicas reports whether writes wait for replicas
+// (Options.ReplicaAcks > 0).
+func (s *Store) WaitsForReplicas() bool { return s.replicas != nil }
+
+// ReplicasBehind reports whether writes currently go on without waiting,
+// because fewer replicas than Options.ReplicaAcks acknowledged the last
+// one that waited (false when writes do not wait at all).
+func (s *Store) ReplicasBehind() bool { return s.replicas != nil && s.replicas.Behind() }
+
 // Namespace returns the store's namespace.
 func (s *Store) Namespace() string { return s.ns }
 

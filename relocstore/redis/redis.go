@@ -626,6 +626,15 @@ func (s *Store) Delete(ctx context.Context, ref string) error {
 	return nil
 }
 
+// WaitsForReplicas reports whether writes wait for replicas
+// (Options.ReplicaAcks > 0).
+func (s *Store) WaitsForReplicas() bool { return s.replicas != nil }
+
+// ReplicasBehind reports whether writes currently go on without waiting,
+// because fewer replicas than Options.ReplicaAcks acknowledged the last
+// one that waited (false when writes do not wait at all).
+func (s *Store) ReplicasBehind() bool { return s.replicas != nil && s.replicas.Behind() }
+
 // Close implements relocstore.Store. It closes the client only if New
 // created it; later operations fail with ErrClosed. A second Close is a
 // no-op.
