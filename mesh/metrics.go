@@ -301,7 +301,7 @@ var (
 	descHostMv = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
 	descReplBh = prometheus.NewDesc("meshnode_store_replicas_behind", "1 while a Redis store's writes go on without waiting for replica_acks replicas (fewer acknowledged in time; a failover now can lose them), else 0; only for stores with replica_acks set.",
 		[]string{"store"}, nil)
-	descDisc   = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, journal, lease).",
+	descDisc = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, journal, lease).",
 		[]string{"kind"}, nil)
 	descRounds = prometheus.NewDesc("meshnode_discovery_rounds_total", "Discovery rounds, by whether the descriptor list was read whole (listed), brought up to date from the descriptor journal (followed) or unchanged (cached).",
 		[]string{"list"}, nil)
