@@ -346,9 +346,10 @@ func sanitize(s string) string {
 
 // NewSentinel starts a Sentinel monitoring master under the name
 // "meshmaster" (password, when not empty, is the Sentinel's own
-// requirepass), waits until it reports the master, and stops it at
-// cleanup. It returns the Sentinel's address.
-func NewSentinel(t testing.TB, master *Server, password string) string {
+// requirepass; conf, more sentinel.conf lines, e.g. "sentinel
+// down-after-milliseconds meshmaster 500"), waits until it reports the
+// master, and stops it at cleanup. It returns the Sentinel's address.
+func NewSentinel(t testing.TB, master *Server, password string, conf ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -363,11 +364,14 @@ func NewSentinel(t testing.TB, master *Server, password string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor meshmaster %s %s 1\n", port, dir, host, mport)
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor meshmaster %s %s 1\n", port, dir, host, mport)
 	if password != "" {
-		conf += "requirepass " + password + "\n"
+		text += "requirepass " + password + "\n"
 	}
-	if err := os.WriteFile(dir+"/sentinel.conf", []byte(conf), 0o600); err != nil {
+	for _, l := range conf {
+		text += l + "\n"
+	}
+	if err := os.WriteFile(dir+"/sentinel.conf", []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, dir+"/sentinel.conf", "--sentinel", "--loglevel", "warning")

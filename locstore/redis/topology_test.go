@@ -132,3 +132,40 @@ func TestSentinelWithPassword(t *testing.T) {
 		t.Fatalf("read through the Sentinel: %+v %v", r, err)
 	}
 }
+
+// A Sentinel failover under a Store: the master is killed, Sentinel
+// promotes the replica, and the same Store goes on against the new master
+// without being reopened. With replica_acks 1 the write acknowledged before
+// the kill is on the promoted replica, at its version.
+func TestSentinelFailover(t *testing.T) {
+	master := testredis.NewServer(t)
+	testredis.NewReplica(t, master)
+	sentinel := testredis.NewSentinel(t, master, "",
+		"sentinel down-after-milliseconds meshmaster 500", "sentinel failover-timeout meshmaster 5000")
+	ns := testredis.Namespace(t)
+	s := openStore(t, sentinel, ns, func(o *Options) {
+		o.MasterName, o.ReplicaAcks, o.ReplicaAckTimeout = "meshmaster", 1, time.Second
+	})
+	v := put(t, s, "k", "before the failover")
+	if s.ReplicasBehind() {
+		t.Fatal("the write before the failover was not acknowledged by the replica")
+	}
+	master.Stop()
+	ctx := context.Background()
+	deadline := time.Now().Add(45 * time.Second)
+	var err error
+	for {
+		_, err = s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("after", []byte("x"))}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write went through after the failover: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r, err := s.Read(ctx, "k")
+	if err != nil || !r.Found || r.Version != v || string(r.Value) != "before the failover" {
+		t.Fatalf("the acknowledged write after the failover: %+v %v, want version %s", r, err, v)
+	}
+}
