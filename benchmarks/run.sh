@@ -28,7 +28,9 @@ suite() { # [SUITE_BENCHTIME=… SUITE_TIMEOUT=…] suite NAME PACKAGE PAIRS...
 
 suite locstore-redis ./locstore/redis \
   'BenchmarkWrite3KeyCAS=BenchmarkRawLua3KeyCAS' \
-  'BenchmarkWrite3KeyCASParallel=BenchmarkRawLua3KeyCASParallel'
+  'BenchmarkWrite3KeyCASParallel=BenchmarkRawLua3KeyCASParallel' \
+  'BenchmarkWrite3KeyCASReplicated/acks-1=BenchmarkWrite3KeyCASReplicated/acks-0' \
+  'BenchmarkWrite3KeyCASReplicated/parallel-acks-1=BenchmarkWrite3KeyCASReplicated/parallel-acks-0'
 suite transport ./router/transport \
   'BenchmarkTransportOneWay=BenchmarkRawZmq4OneWay' \
   'BenchmarkTransportRequestReply=BenchmarkRawZmq4RequestReply'
