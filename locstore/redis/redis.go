@@ -377,6 +377,9 @@ func (s *Store) snapKey(id [snapIDBytes]byte) string {
 }
 
 func (s *Store) fail(op string, err error) error {
+	if !errors.Is(err, ErrClosed) && s.client != nil {
+		redisconn.ReloadAfter(s.client) // a Cluster may have moved the slot (failover)
+	}
 	return &locstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
 }
 

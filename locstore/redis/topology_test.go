@@ -29,8 +29,9 @@ func freeLoopbackPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startRedisProcess runs redis-server with args until the test ends.
-func startRedisProcess(t *testing.T, args ...string) {
+// startRedisProcess runs redis-server with args until the test ends (or
+// the test kills it).
+func startRedisProcess(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	testredis.Addr(t) // fails or skips loudly, like every Redis test, when no server can run
 	bin, err := exec.LookPath("redis-server")
@@ -43,6 +44,7 @@ func startRedisProcess(t *testing.T, args ...string) {
 		t.Fatalf("start redis-server %v: %v", args, err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
 }
 
 // startClusterNode starts a one-node Redis Cluster owning all 16384 slots.
@@ -51,12 +53,14 @@ func startRedisProcess(t *testing.T, args ...string) {
 // derived from the namespace hash tag.
 func startClusterNode(t *testing.T) string {
 	t.Helper()
-	port := freeLoopbackPort(t)
-	dir := t.TempDir()
-	startRedisProcess(t, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--loglevel", "warning")
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr, _ := startClusterNodeCmd(t)
+	return addr
+}
+
+// startClusterNodeCmd is startClusterNode, also returning the process.
+func startClusterNodeCmd(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
+	addr, cmd := startBareClusterNode(t)
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()
@@ -67,12 +71,102 @@ func startClusterNode(t *testing.T) string {
 			assigned = c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err() == nil
 		}
 		if info, err := c.ClusterInfo(ctx).Result(); err == nil && strings.Contains(info, "cluster_state:ok") {
-			return addr
+			return addr, cmd
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("one-node cluster at %s did not become ready", addr)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startBareClusterNode starts a cluster-enabled redis-server owning no slot.
+func startBareClusterNode(t *testing.T) (string, *exec.Cmd) {
+	t.Helper()
+	port := freeLoopbackPort(t)
+	dir := t.TempDir()
+	cmd := startRedisProcess(t, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--cluster-enabled", "yes", "--cluster-config-file", dir+"/nodes.conf", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--loglevel", "warning")
+	return "127.0.0.1:" + strconv.Itoa(port), cmd
+}
+
+// A Cluster fails over under a Store: the master of the namespace's slot
+// dies and its replica takes over. The Store follows at once — it asks the
+// client to read the slot map again after a failed call (go-redis does so
+// on its own only on MOVED/ASK, or every 60 s), instead of dialling the
+// dead master for up to a minute.
+func TestClusterFailoverIsFollowedAtOnce(t *testing.T) {
+	master, masterCmd := startClusterNodeCmd(t)
+	replica, _ := startBareClusterNode(t)
+	ctx := context.Background()
+	cm := goredis.NewClient(&goredis.Options{Addr: master, MaxRetries: -1})
+	defer cm.Close()
+	cr := goredis.NewClient(&goredis.Options{Addr: replica, MaxRetries: -1})
+	defer cr.Close()
+	masterID, err := cm.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rhost, rport, _ := net.SplitHostPort(replica)
+	if err := cm.ClusterMeet(ctx, rhost, rport).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var lastErr error
+	defer func() {
+		if t.Failed() {
+			nodes, _ := cr.ClusterNodes(ctx).Result()
+			t.Logf("last CLUSTER REPLICATE error: %v; the replica's view:\n%s", lastErr, nodes)
+		}
+	}()
+	waitFor("the replica to know the master", func() bool {
+		lastErr = cr.Do(ctx, "CLUSTER", "REPLICATE", masterID).Err()
+		return lastErr == nil
+	})
+	waitFor("the replica to replicate the master", func() bool {
+		info, err := cr.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	s := openStore(t, master, testredis.Namespace(t), func(o *Options) {
+		o.Addrs = []string{master, replica}
+		o.ReplicaAcks, o.ReplicaAckTimeout = 1, time.Second
+	})
+	v := put(t, s, "k", "before the failover")
+
+	_ = masterCmd.Process.Kill()
+	_ = masterCmd.Wait()
+	if err := cr.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the replica to take over", func() bool {
+		info, err := cr.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "role:master")
+	})
+	t0 := time.Now()
+	deadline := t0.Add(10 * time.Second)
+	for {
+		_, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("after", []byte("x"))}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Store still fails %v after the takeover (the client's slot map was not read again): %v", time.Since(t0), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("first write through the new master %v after the takeover", time.Since(t0).Round(time.Millisecond))
+	if r, err := s.Read(ctx, "k"); err != nil || r.Version != v {
+		t.Fatalf("the acknowledged write after the failover: %+v %v, want version %s", r, err, v)
 	}
 }
 

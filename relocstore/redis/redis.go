@@ -307,6 +307,9 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	case goredis.HasErrorPrefix(err, "RSFORMAT"):
 		err = fmt.Errorf("%w: %w", ErrFormat, err)
 	}
+	if !errors.Is(err, ErrClosed) && s.c != nil {
+		redisconn.ReloadAfter(s.c) // a Cluster may have moved the slot (failover)
+	}
 	return &relocstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
 }
 
