@@ -166,8 +166,11 @@ func BenchmarkRawLua3KeyCAS(b *testing.B) {
 	}
 }
 
-func BenchmarkWrite3KeyCASParallel(b *testing.B) {
-	s := benchStore(b)
+func BenchmarkWrite3KeyCASParallel(b *testing.B) { runParallelCAS(b, benchStore(b)) }
+
+// runParallelCAS runs the provider's 3-key batch from GOMAXPROCS writers
+// on s, each on keys of its own.
+func runParallelCAS(b *testing.B, s *Store) {
 	var ids atomic.Int64
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -262,18 +265,7 @@ func BenchmarkWrite3KeyCASReplicated(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("parallel-acks-%d", acks), func(b *testing.B) {
 			s := open(b)
-			var ids atomic.Int64
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				c := newProviderCAS(b, s, ids.Add(1))
-				for pb.Next() {
-					if err := c.step(ctx); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			runParallelCAS(b, s)
 			if s.ReplicasBehind() {
 				b.Error("the replica fell behind: the figures are not those of writes that waited")
 			}

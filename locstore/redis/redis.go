@@ -430,10 +430,20 @@ func (c *call) arg(a ...any) { c.args = append(c.args, a...) }
 // NOSCRIPT (the script was never loaded or the cache was flushed). NOSCRIPT
 // means the script did not run, so the fallback cannot apply anything twice.
 func (s *Store) eval(ctx context.Context, sc *script, c *call) ([]any, error) {
+	return s.evalOn(ctx, sc, c, false)
+}
+
+// evalOn is eval, its command followed by WAIT in the same round trip when
+// replicated (runReplicated).
+func (s *Store) evalOn(ctx context.Context, sc *script, c *call, replicated bool) ([]any, error) {
+	run := s.run
+	if replicated {
+		run = s.runReplicated
+	}
 	c.args[2] = c.nkeys
-	v, err := s.run(ctx, "evalsha", sc.sha, c.args)
+	v, err := run(ctx, "evalsha", sc.sha, c.args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = s.run(ctx, "eval", sc.src, c.args)
+		v, err = run(ctx, "eval", sc.src, c.args)
 	}
 	if err != nil {
 		return nil, err
@@ -601,31 +611,19 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 // evalWrite runs the write script, followed by WAIT in the same round trip
 // when writes wait for replicas (Options.ReplicaAcks).
 func (s *Store) evalWrite(ctx context.Context, c *call) ([]any, error) {
-	if s.replicas == nil {
-		return s.eval(ctx, writeScript, c)
-	}
-	c.args[2] = c.nkeys
-	send := func(name, payload string) (any, error) {
-		c.args[0], c.args[1] = name, payload
-		cmd := goredis.NewCmd(ctx, c.args...)
-		cmd.SetFirstKeyPos(3)
-		if err := s.replicas.Run(ctx, s.client, s.seqK, noRetryCmd{cmd}); err != nil {
-			return nil, err
-		}
-		return cmd.Val(), nil
-	}
-	v, err := send("evalsha", writeScript.sha)
-	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		v, err = send("eval", writeScript.src)
-	}
-	if err != nil {
+	return s.evalOn(ctx, writeScript, c, s.replicas != nil)
+}
+
+// runReplicated is run on the connection WAIT must use, with WAIT after
+// the command (redisconn.ReplicaWait).
+func (s *Store) runReplicated(ctx context.Context, name, payload string, args []any) (any, error) {
+	args[0], args[1] = name, payload
+	cmd := goredis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3) // Cluster routing: the first key decides the slot
+	if err := s.replicas.Run(ctx, s.client, s.seqK, noRetryCmd{cmd}); err != nil {
 		return nil, err
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) == 0 {
-		return nil, fmt.Errorf("unexpected script reply %T", v)
-	}
-	return arr, nil
+	return cmd.Val(), nil
 }
 
 // writeCall lays out a validated request for writeSrc: mutation keys first
