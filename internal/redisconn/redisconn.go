@@ -6,7 +6,9 @@
 //
 // It also turns the errors of a connection's first command into ones that
 // say what is wrong (Explain): a refused password or a failed TLS
-// handshake, instead of a bare server reply or an x509 detail.
+// handshake, instead of a bare server reply or an x509 detail; makes a
+// Cluster client follow a failover at once (ReloadAfter); and holds the
+// replica wait both providers' writes share (ReplicaWait, replicas.go).
 package redisconn
 
 import (
