@@ -191,3 +191,28 @@ func (w *ReplicaWait) Run(ctx context.Context, c goredis.UniversalClient, key st
 	w.Done(true, int(n))
 	return nil
 }
+
+// ErrWaitRefused is the cause when the server refuses WAIT to this account
+// (an ACL rule without +wait): replica_acks cannot work, so the store is
+// not opened rather than failing every write later.
+var ErrWaitRefused = errors.New("the Redis account may not run WAIT, which replica_acks needs (add +wait to its ACL rule)")
+
+// CheckWait asks the master that serves key for WAIT 0 (answered at once)
+// and returns ErrWaitRefused when the account may not run it.
+func CheckWait(ctx context.Context, c goredis.UniversalClient, key string) error {
+	var conn interface {
+		Do(ctx context.Context, args ...any) *goredis.Cmd
+	} = c
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		conn = node
+	}
+	err := conn.Do(ctx, "wait", 0, 1).Err()
+	if goredis.HasErrorPrefix(err, "NOPERM") {
+		return fmt.Errorf("%w: %w", ErrWaitRefused, err)
+	}
+	return err
+}

@@ -237,6 +237,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.client.Close()
 		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.Explain(err)}
 	}
+	if s.replicas != nil {
+		if err := redisconn.CheckWait(pctx, s.client, s.seqK); err != nil {
+			_ = s.client.Close()
+			return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: err}
+		}
+	}
 	return s, nil
 }
 

@@ -3,9 +3,11 @@ package redis
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/locstore/storetest"
@@ -99,4 +101,27 @@ func TestOpenTLS(t *testing.T) {
 		TLSConfig: untrusting, Namespace: testredis.Namespace(t)}); !errors.Is(err, ErrTLS) {
 		t.Fatalf("New with a CA that did not sign the server's certificate: err = %v, want ErrTLS", err)
 	}
+}
+
+// replica_acks with an account whose ACL rule lacks +wait: the store is
+// not opened, and the error says what to add (every write would fail
+// later otherwise); with +wait it opens.
+func TestReplicaAcksNeedWait(t *testing.T) {
+	withWait := append(testredis.StoreACL("waiter", appPassword, "*"), "+wait")
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*"), withWait}})
+	open := func(user string) (*Store, error) {
+		return New(context.Background(), Options{Addrs: []string{s.Addr}, Username: user, Password: appPassword,
+			Namespace: testredis.Namespace(t), ReplicaAcks: 1, ReplicaAckTimeout: 100 * time.Millisecond})
+	}
+	_, err := open(appUser)
+	if !errors.Is(err, redisconn.ErrWaitRefused) || !errors.Is(err, locstore.ErrUnavailable) || !strings.Contains(err.Error(), "+wait") {
+		t.Fatalf("open with replica_acks as a user without +wait: %v", err)
+	}
+	st, err := open("waiter")
+	if err != nil {
+		t.Fatalf("open with replica_acks as a user with +wait: %v", err)
+	}
+	defer st.Close()
+	put(t, st, "k", "v") // no replica: waits the timeout, then counts
 }

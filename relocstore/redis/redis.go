@@ -174,6 +174,12 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.c.Close()
 		return nil, s.fail(octx, "new", redisconn.Explain(err))
 	}
+	if s.replicas != nil {
+		if err := redisconn.CheckWait(octx, s.c, s.prefix); err != nil {
+			_ = s.c.Close()
+			return nil, s.fail(octx, "new", err)
+		}
+	}
 	return s, nil
 }
 

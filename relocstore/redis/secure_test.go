@@ -3,9 +3,11 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/relocstore"
 	relocredis "github.com/meshnode/meshnode/relocstore/redis"
@@ -94,5 +96,17 @@ func TestOpenTLS(t *testing.T) {
 	if _, err := relocredis.New(ctx, relocredis.Options{Addrs: []string{s.TLSAddr}, Username: appUser, Password: appPassword,
 		TLSConfig: untrusting, Namespace: testredis.Namespace(t)}); !errors.Is(err, relocredis.ErrTLS) {
 		t.Fatalf("New with a CA that did not sign the server's certificate: err = %v, want ErrTLS", err)
+	}
+}
+
+// replica_acks with an account whose ACL rule lacks +wait: the store is not
+// opened, and the error says what to add.
+func TestReplicaAcksNeedWait(t *testing.T) {
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword,
+		Users: [][]string{testredis.StoreACL(appUser, appPassword, "*")}})
+	_, err := relocredis.New(t.Context(), relocredis.Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword,
+		Namespace: testredis.Namespace(t), ReplicaAcks: 1, ReplicaAckTimeout: 100 * time.Millisecond})
+	if !errors.Is(err, redisconn.ErrWaitRefused) || !errors.Is(err, relocstore.ErrUnavailable) || !strings.Contains(err.Error(), "+wait") {
+		t.Fatalf("open with replica_acks as a user without +wait: %v", err)
 	}
 }
