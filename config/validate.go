@@ -131,6 +131,13 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	c.LocationStore.validate(&ps, "location_store")
 	c.RelocationStore.validate(&ps, "relocation_store")
 	c.validateStorePair(&ps)
+	if r := c.LocationStore.Redis; c.LocationStore.Provider == ProviderRedis && r.ReplicaAcks > 0 &&
+		r.ReplicaAckTimeout > 0 && c.Lease.RenewTimeout > 0 && r.ReplicaAckTimeout >= c.Lease.RenewTimeout {
+		// A renewal is a write: waiting for a lagging replica must leave it
+		// time to complete, or every renewal fails while the replica lags.
+		ps.add("location_store.redis.replica_ack_timeout", "must be below lease.renew_timeout (%s): a lease renewal is a write and waits for the replicas too, got %s",
+			c.Lease.RenewTimeout, r.ReplicaAckTimeout)
+	}
 	if c.StoreFailureGrace < 0 {
 		ps.add("store_failure_grace", "must not be negative (0 = no grace), got %s", c.StoreFailureGrace)
 	}

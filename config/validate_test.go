@@ -224,6 +224,10 @@ func TestValidateRules(t *testing.T) {
 			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "y",
 				OperationTimeout: time.Second, ReplicaAcks: 2, ReplicaAckTimeout: time.Second}}
 		}, want: []Problem{p("relocation_store.redis.replica_ack_timeout", "must be below operation_timeout (1s), which also covers the write itself, got 1s")}},
+		{name: "replica ack timeout not below the lease renew timeout", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: 5 * time.Second, ReplicaAcks: 1, ReplicaAckTimeout: c.Lease.RenewTimeout}}
+		}, want: []Problem{p("location_store.redis.replica_ack_timeout", "must be below lease.renew_timeout (3s): a lease renewal is a write and waits for the replicas too, got 3s")}},
 		{name: "replica acks with a timeout", mutate: func(c *Config) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, ReplicaAcks: 1, ReplicaAckTimeout: 200 * time.Millisecond}}
