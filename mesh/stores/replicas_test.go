@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/internal/redisconn"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 )
@@ -34,11 +35,16 @@ func TestOpenWithReplicaAcks(t *testing.T) {
 			cfg := config.StoreConfig{Provider: "redis"}
 			cfg.Redis.Addrs, cfg.Redis.Namespace = []string{tc.addr}, testredis.Namespace(t)
 			cfg.Redis.OperationTimeout, cfg.Redis.ReplicaAcks, cfg.Redis.ReplicaAckTimeout = 2*time.Second, 1, timeout
-			ls, err := OpenLocation(ctx, cfg, slog.Default())
+			var logs syncbuf.Buffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			ls, err := OpenLocation(ctx, cfg, log)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ls.Close()
+			if !strings.Contains(logs.String(), `Location Store: every write waits for Redis replicas (replica_acks)" replica_acks=1`) {
+				t.Errorf("no line at open saying the writes wait: %s", logs.String())
+			}
 			t0 := time.Now()
 			if _, err := ls.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("v"))}}); err != nil {
 				t.Fatal(err)
@@ -47,11 +53,14 @@ func TestOpenWithReplicaAcks(t *testing.T) {
 				t.Fatalf("location write took %v, want waiting the timeout %v", time.Since(t0), tc.wait)
 			}
 			cfg.Redis.Namespace += "-reloc"
-			rs, err := OpenRelocation(ctx, cfg, slog.Default())
+			rs, err := OpenRelocation(ctx, cfg, log)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer rs.Close()
+			if !strings.Contains(logs.String(), "Relocation Store: every write waits for Redis replicas (replica_acks)") {
+				t.Errorf("no line at open saying the relocation writes wait: %s", logs.String())
+			}
 			t0 = time.Now()
 			if _, err := rs.Put(ctx, "ref", []byte("payload"), 0); err != nil {
 				t.Fatal(err)

@@ -138,6 +138,7 @@ func init() {
 		}
 		if log != nil {
 			warnDurability(ctx, st, log)
+			logReplicaAcks(log, "Location Store", r)
 		}
 		return st, nil
 	}))
@@ -159,8 +160,21 @@ func init() {
 		if err != nil {
 			return nil, explainOpen(prefix, r, err)
 		}
+		if log != nil {
+			logReplicaAcks(log, "Relocation Store", r)
+		}
 		return st, nil
 	}))
+}
+
+// logReplicaAcks says once, at open, that the store's writes wait for
+// replicas: an operator reading the start of a log sees the setting the
+// later replica WARN/INFO lines are about.
+func logReplicaAcks(log *slog.Logger, store string, r config.RedisConfig) {
+	if r.ReplicaAcks > 0 {
+		log.Info(store+": every write waits for Redis replicas (replica_acks)", "replica_acks", r.ReplicaAcks,
+			"replica_ack_timeout", r.ReplicaAckTimeout)
+	}
 }
 
 // redisTLS builds the TLS client configuration of a redis store (nil when
