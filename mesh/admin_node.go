@@ -133,6 +133,9 @@ func (n *Node) adminStatus() admin.Status {
 	if n.admin != nil {
 		st.HostCommand = n.admin.CurrentJob()
 	}
+	for _, s := range n.replicaWaits() {
+		st.Stores = append(st.Stores, admin.StoreReplicas{Store: s.name, Behind: s.r.ReplicasBehind()})
+	}
 	return st
 }
 

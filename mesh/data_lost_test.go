@@ -173,6 +173,11 @@ func TestReplicasBehindMetric(t *testing.T) {
 			if found == tc.absent || (found && got != tc.want) {
 				t.Fatalf("meshnode_store_replicas_behind{store=location} = %v (found %v), want %v (absent %v)", got, found, tc.want, tc.absent)
 			}
+			// The same in /v1/status (what ctl status prints).
+			st := c.nodes[0].adminStatus().Stores
+			if tc.absent != (len(st) == 0) || (!tc.absent && (st[0].Store != "location" || st[0].Behind != (tc.want == 1))) {
+				t.Fatalf("status stores = %+v", st)
+			}
 		})
 	}
 }

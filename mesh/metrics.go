@@ -400,18 +400,33 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	gauge(descReady, ready)
+	for _, s := range n.replicaWaits() {
+		behind := 0.0
+		if s.r.ReplicasBehind() {
+			behind = 1
+		}
+		gauge(descReplBh, behind, s.name)
+	}
+}
+
+// namedWaiter is one of the node's stores whose writes wait for replicas.
+type namedWaiter struct {
+	name string // location, relocation
+	r    replicaWaiter
+}
+
+// replicaWaits lists the node's stores whose writes wait for replicas.
+func (n *Node) replicaWaits() []namedWaiter {
+	var out []namedWaiter
 	for _, s := range []struct {
 		name  string
 		store any
 	}{{"location", unwrapStore(n.loc)}, {"relocation", unwrapStore(n.reloc)}} {
 		if r, ok := s.store.(replicaWaiter); ok && r.WaitsForReplicas() {
-			behind := 0.0
-			if r.ReplicasBehind() {
-				behind = 1
-			}
-			gauge(descReplBh, behind, s.name)
+			out = append(out, namedWaiter{s.name, r})
 		}
 	}
+	return out
 }
 
 // replicaWaiter is a store whose writes can wait for replicas (the Redis

@@ -19,6 +19,18 @@ type Status struct {
 	Objects               Objects `json:"objects"`
 	// HostCommand is the host Relocate or drain in progress, if any.
 	HostCommand *Job `json:"hostCommand,omitempty"`
+	// Stores lists the stores whose writes wait for replicas (replica_acks),
+	// with whether the replicas keep up; absent when none does.
+	Stores []StoreReplicas `json:"stores,omitempty"`
+}
+
+// StoreReplicas is the replica wait of one store (docs/store-redis.md,
+// "Writes that survive a failover").
+type StoreReplicas struct {
+	Store string `json:"store"` // location, relocation
+	// Behind: fewer replicas than asked acknowledged the last write that
+	// waited, so writes go on without waiting (a failover can lose them).
+	Behind bool `json:"behind"`
 }
 
 // Peer is one admitted peer link.

@@ -182,6 +182,13 @@ func printStatus(w io.Writer, st admin.Status) error {
 	} else {
 		fmt.Fprintln(w, "\nhost command: none running")
 	}
+	for _, s := range st.Stores {
+		state := "replicas keep up: every write waits for them"
+		if s.Behind {
+			state = "REPLICAS BEHIND: writes go on without waiting (a failover now can lose them)"
+		}
+		fmt.Fprintf(w, "%s store (replica_acks): %s\n", s.Store, state)
+	}
 	return nil
 }
 

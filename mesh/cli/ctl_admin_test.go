@@ -229,3 +229,34 @@ func TestCtlAdminRefusals(t *testing.T) {
 		}
 	}
 }
+
+// ctl status names each store whose writes wait for replicas and whether
+// they keep up; nothing for a node without replica_acks.
+func TestPrintStatusStores(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stores []admin.StoreReplicas
+		want   []string
+		not    string
+	}{
+		{"none", nil, nil, "replica_acks"},
+		{"keeping up", []admin.StoreReplicas{{Store: "location"}}, []string{"location store (replica_acks): replicas keep up"}, "BEHIND"},
+		{"behind", []admin.StoreReplicas{{Store: "location"}, {Store: "relocation", Behind: true}},
+			[]string{"location store (replica_acks): replicas keep up", "relocation store (replica_acks): REPLICAS BEHIND"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printStatus(&b, admin.Status{Ready: true, Stores: tc.stores}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("lacks %q:\n%s", w, b.String())
+				}
+			}
+			if tc.not != "" && strings.Contains(b.String(), tc.not) {
+				t.Errorf("has %q:\n%s", tc.not, b.String())
+			}
+		})
+	}
+}
