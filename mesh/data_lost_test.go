@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
@@ -169,7 +167,7 @@ func TestReplicasBehindMetric(t *testing.T) {
 				t.Cleanup(func() { _ = s.Close() })
 				return s
 			}, 1, nil)
-			got, found := gaugeValue(t, c.nodes[0].Gatherer(), "meshnode_store_replicas_behind", "location")
+			got, found := metricSample(t, c.nodes[0].Gatherer(), "meshnode_store_replicas_behind", "store", "location")
 			if found == tc.absent || (found && got != tc.want) {
 				t.Fatalf("meshnode_store_replicas_behind{store=location} = %v (found %v), want %v (absent %v)", got, found, tc.want, tc.absent)
 			}
@@ -180,26 +178,4 @@ func TestReplicasBehindMetric(t *testing.T) {
 			}
 		})
 	}
-}
-
-// gaugeValue reads one gauge with the given store label from g.
-func gaugeValue(t *testing.T, g prometheus.Gatherer, name, store string) (float64, bool) {
-	t.Helper()
-	fams, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "store" && l.GetValue() == store {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -416,7 +418,15 @@ func TestReclaimSweepReleasesADeadSourcesRelocationReservation(t *testing.T) {
 // metrics (0 when absent).
 func gathered(t *testing.T, n *Node, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := n.Gatherer().Gather()
+	v, _ := metricSample(t, n.Gatherer(), name, label, value)
+	return v
+}
+
+// metricSample is the value of the counter or gauge name with label =
+// value in g, and whether there is one.
+func metricSample(t *testing.T, g prometheus.Gatherer, name, label, value string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,10 +437,10 @@ func gathered(t *testing.T, n *Node, name, label, value string) float64 {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue(), true // one of them is absent (0)
 				}
 			}
 		}
 	}
-	return 0
+	return 0, false
 }

@@ -57,6 +57,18 @@ func (r Replicas) Validate() error {
 	return nil
 }
 
+// ValidateWithin is Validate, and the timeout must also leave the store's
+// operation timeout room for the write itself.
+func (r Replicas) ValidateWithin(opTimeout time.Duration) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if r.Acks > 0 && r.Timeout >= opTimeout {
+		return fmt.Errorf("replica ack timeout %v is not below the operation timeout %v, which must also cover the write itself", r.Timeout, opTimeout)
+	}
+	return nil
+}
+
 // ProbeEvery is how often, while the replicas do not keep up, one write
 // waits the full timeout to find out whether they are back.
 const ProbeEvery = time.Second

@@ -294,12 +294,8 @@ func newStore(opts Options) (*Store, error) {
 		s.timeout = DefaultOperationTimeout
 	}
 	r := redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout}
-	if err := r.Validate(); err != nil {
+	if err := r.ValidateWithin(s.timeout); err != nil {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAcks", Reason: err.Error()}
-	}
-	if r.Acks > 0 && r.Timeout >= s.timeout {
-		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAckTimeout",
-			Reason: fmt.Sprintf("%s is not below the operation timeout %s, which must also cover the write itself", r.Timeout, s.timeout)}
 	}
 	s.replicas = redisconn.NewReplicaWait(r, "Location Store", opts.Logger, nil)
 	if s.snapTTL == 0 {

@@ -231,12 +231,8 @@ func newStore(opts Options) (*Store, error) {
 	}
 	s.tombMs = ceilMs(tomb)
 	r := redisconn.Replicas{Acks: opts.ReplicaAcks, Timeout: opts.ReplicaAckTimeout}
-	if err := r.Validate(); err != nil {
+	if err := r.ValidateWithin(s.opTimeout); err != nil {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "replica acks", Reason: err.Error()}
-	}
-	if r.Acks > 0 && r.Timeout >= s.opTimeout {
-		return nil, &relocstore.ArgumentError{Op: "new", Field: "replica ack timeout",
-			Reason: fmt.Sprintf("%v is not below the operation timeout %v, which must also cover the change itself", r.Timeout, s.opTimeout)}
 	}
 	if s.log == nil {
 		s.log = slog.Default()
