@@ -497,20 +497,15 @@ func (f *figures) add(c command) {
 	for _, t := range c.outcomes {
 		f.gaps, prev = append(f.gaps, t.Sub(prev)), t
 	}
-	f.store.Reads += c.store.Reads
-	f.store.Writes += c.store.Writes
-	f.store.Conflicts += c.store.Conflicts
-	f.store.WriteKeys += c.store.WriteKeys
-	f.store.ReadKeys += c.store.ReadKeys
-	f.store.CondKeys += c.store.CondKeys
+	f.store = f.store.Add(c.store)
 	f.alloc.objects += c.alloc.objects
 	f.alloc.bytes += c.alloc.bytes
 	f.wire.records += c.wire.records
 	f.wire.flushes += c.wire.flushes
 }
 
-// ops is the store calls per moved object, rounded, as a ceiling replays them.
-func (f *figures) ops() benchkit.StoreOps { return f.store.Ops(f.moved) }
+// ops is the store calls of the moves, as a ceiling replays them.
+func (f *figures) ops() benchkit.Replay { return f.store.Replay(f.moved) }
 
 func (f *figures) report(b *testing.B, k int) {
 	n := float64(b.N)
@@ -532,6 +527,10 @@ func (f *figures) report(b *testing.B, k int) {
 	b.ReportMetric(float64(f.store.WriteKeys)/moved, "write-keys/handoff")
 	b.ReportMetric(float64(f.store.ReadKeys)/moved, "read-keys/handoff")
 	b.ReportMetric(float64(f.store.CondKeys)/moved, "cond-keys/handoff")
+	b.ReportMetric(float64(f.store.MissingKeys)/moved, "missing-keys/handoff")
+	b.ReportMetric(float64(f.store.NewKeys+f.store.NewExpiringKeys)/moved, "new-keys/handoff")
+	b.ReportMetric(float64(f.store.NewExpiringKeys+f.store.ExpiringKeys)/moved, "expiring-keys/handoff")
+	b.ReportMetric(float64(f.store.DeleteKeys)/moved, "delete-keys/handoff")
 	b.ReportMetric(float64(f.wire.records)/moved, "records/handoff")
 	b.ReportMetric(float64(f.wire.flushes)/moved, "flushes/handoff")
 	b.ReportMetric(moved/n, "objects")
@@ -596,7 +595,7 @@ func haltSenders(b *testing.B, ss []*benchkit.Sender, call benchkit.Window, f *f
 // measured holds the store calls per moved object of the subjects that ran
 // in this process, by backend, for the ceilings. Benchmarks run one after
 // another (the testing package orders them), so it needs no lock.
-var measured = map[benchkit.Backend]benchkit.StoreOps{}
+var measured = map[benchkit.Backend]benchkit.Replay{}
 
 // benchHost: one op = one host Relocate of every object of the source to
 // the two other servers, while senders request a sample of them.
@@ -782,7 +781,7 @@ func BenchmarkHostRelocateHeap(b *testing.B) {
 // storeOps is the store calls per moved object of the subject on be if it
 // ran in this process, else of a calibration command of
 // calibrationObjects objects on a mesh of its own, closed before return.
-func storeOps(b *testing.B, be benchkit.Backend, k int) (benchkit.StoreOps, bool) {
+func storeOps(b *testing.B, be benchkit.Backend, k int) (benchkit.Replay, bool) {
 	b.Helper()
 	if ops, ok := measured[be]; ok {
 		return ops, true
@@ -804,25 +803,27 @@ func benchStoreCeiling(b *testing.B, be benchkit.Backend) {
 	s := benchkit.OpenLocation(b, be)().Store
 	ctx := context.Background()
 	value := make([]byte, benchkit.StoreValueBytes)
-	prefix := func(i int) string { return "bench/host/" + strconv.Itoa(i) }
-	if err := benchkit.RunConcurrent(n, k, func(i int) error { return ops.Seed(ctx, s, prefix(i), value) }); err != nil {
+	rows := make([]*benchkit.Rows, n)
+	need := ops.Need()
+	if err := benchkit.RunConcurrent(n, k, func(i int) (err error) {
+		rows[i], err = benchkit.Seed(ctx, s, "bench/host/"+strconv.Itoa(i), need, value)
+		return err
+	}); err != nil {
 		b.Fatal(err)
 	}
 	meter := benchkit.NewCPUMeter(b, be)
 	c0 := meter.Read(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := benchkit.RunConcurrent(n, k, func(i int) error { return ops.Run(ctx, s, prefix(i), value) }); err != nil {
+		// Object i replays move i's share of the subject's calls.
+		if err := benchkit.RunConcurrent(n, k, func(i int) error { return rows[i].Run(ctx, s, ops.Op(i), value) }); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	meter.Report(b, meter.Read(b).Sub(c0), float64(n*b.N), "handoff")
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "handoffs/s")
-	b.ReportMetric(float64(ops.Reads), "store-reads/handoff")
-	b.ReportMetric(float64(ops.Writes), "store-writes/handoff")
-	b.ReportMetric(float64(ops.Rows), "write-keys/handoff")
-	ops.ReportShape(b)
+	ops.Report(b)
 	b.ReportMetric(float64(n), "objects")
 	b.ReportMetric(float64(k), "max-concurrent")
 	fs := 0.0

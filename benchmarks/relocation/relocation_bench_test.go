@@ -493,13 +493,14 @@ func benchStoreMove(b *testing.B, be benchkit.Backend) {
 	s := benchkit.OpenLocation(b, be)()
 	ctx := context.Background()
 	value := make([]byte, benchkit.StoreValueBytes)
-	ops := benchkit.StoreOps{Reads: 1, Writes: 3, Rows: 3}
-	if err := ops.Seed(ctx, s, "bench/move", value); err != nil {
+	ops := benchkit.StoreOps{Reads: 1, ReadKeys: 1, Writes: 3, Rows: 3}
+	rows, err := benchkit.Seed(ctx, s, "bench/move", 1, value)
+	if err != nil {
 		b.Fatalf("setup write: %v", err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := ops.Run(ctx, s, "bench/move", value); err != nil {
+		if err := rows.Run(ctx, s, ops, value); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,13 +15,11 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/internal/testredis"
-	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh"
@@ -38,94 +36,6 @@ const MeshName = "bench"
 
 // ErrorLog keeps the benchmark output parseable: only errors are logged.
 var ErrorLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-
-// --- store accounting -------------------------------------------------------
-
-// CountingStore counts what passes through a Location Store.
-type CountingStore struct {
-	locstore.Store
-	reads, writes, conflicts, writeKeys, readKeys, condKeys atomic.Uint64
-	// nanos is the time callers spent in store calls: beside ns/op it says
-	// how much of an operation is waiting on the store and how much is the
-	// node's own work (issue 15).
-	nanos atomic.Int64
-}
-
-// timed adds the time since start to the store-call time.
-func (s *CountingStore) timed(start time.Time) { s.nanos.Add(int64(time.Since(start))) }
-
-// Read implements locstore.Store.
-func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
-	s.reads.Add(1)
-	s.readKeys.Add(1)
-	defer s.timed(time.Now())
-	return s.Store.Read(ctx, key)
-}
-
-// ReadMany implements locstore.MultiReader: one call, counted as one read
-// (what it costs is a call, like a Read's), its keys in ReadKeys.
-func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
-	s.reads.Add(1)
-	s.readKeys.Add(uint64(len(keys)))
-	defer s.timed(time.Now())
-	return locstore.ReadMany(ctx, s.Store, keys)
-}
-
-// Write implements locstore.Store; a write that was not applied is a
-// conflict.
-func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
-	s.writes.Add(1)
-	s.writeKeys.Add(uint64(len(req.Mutations)))
-	s.condKeys.Add(uint64(condOnly(req)))
-	start := time.Now()
-	res, err := s.Store.Write(ctx, req)
-	s.timed(start)
-	if err == nil && !res.Applied {
-		s.conflicts.Add(1)
-	}
-	return res, err
-}
-
-// condOnly counts the rows a batch conditions without writing them.
-func condOnly(req locstore.WriteRequest) int {
-	n := 0
-	for _, c := range req.Conditions {
-		written := false
-		for _, m := range req.Mutations {
-			if m.Key == c.Key {
-				written = true
-				break
-			}
-		}
-		if !written {
-			n++
-		}
-	}
-	return n
-}
-
-// Counts are store calls so far (a ReadMany is one read); WriteKeys sums the
-// rows the writes put or deleted, ReadKeys the rows the reads read, CondKeys
-// the rows the writes only conditioned; Time is the time callers spent in
-// store calls (summed over concurrent callers).
-type Counts struct {
-	Reads, Writes, Conflicts, WriteKeys, ReadKeys, CondKeys uint64
-	Time                                                    time.Duration
-}
-
-// Ops is what c (counted over ops operations) is per operation, as the
-// raw replay of a ceiling.
-func (c Counts) Ops(ops int) StoreOps {
-	per := func(x uint64) int { return int(math.Round(float64(x) / float64(max(ops, 1)))) }
-	return StoreOps{Reads: per(c.Reads), Writes: per(c.Writes), Rows: per(c.WriteKeys), ReadKeys: per(c.ReadKeys), CondKeys: per(c.CondKeys)}
-}
-
-// Sub is c minus before.
-func (c Counts) Sub(before Counts) Counts {
-	return Counts{Reads: c.Reads - before.Reads, Writes: c.Writes - before.Writes, Conflicts: c.Conflicts - before.Conflicts,
-		WriteKeys: c.WriteKeys - before.WriteKeys, ReadKeys: c.ReadKeys - before.ReadKeys, CondKeys: c.CondKeys - before.CondKeys,
-		Time: c.Time - before.Time}
-}
 
 // --- stores -----------------------------------------------------------------
 
@@ -225,13 +135,7 @@ type Cluster struct {
 func (c *Cluster) Counts() Counts {
 	var n Counts
 	for _, s := range c.Stores {
-		n.Reads += s.reads.Load()
-		n.Writes += s.writes.Load()
-		n.Conflicts += s.conflicts.Load()
-		n.WriteKeys += s.writeKeys.Load()
-		n.ReadKeys += s.readKeys.Load()
-		n.CondKeys += s.condKeys.Load()
-		n.Time += time.Duration(s.nanos.Load())
+		n = n.Add(s.Counts())
 	}
 	return n
 }
@@ -245,6 +149,11 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 	b.ReportMetric(float64(after.Writes-before.Writes)/n, "store-writes/op")
 	b.ReportMetric(float64(after.WriteKeys-before.WriteKeys)/n, "store-write-keys/op")
 	b.ReportMetric(float64(after.CondKeys-before.CondKeys)/n, "store-cond-keys/op")
+	d := after.Sub(before)
+	b.ReportMetric(float64(d.MissingKeys)/n, "store-missing-keys/op")
+	b.ReportMetric(float64(d.NewKeys+d.NewExpiringKeys)/n, "store-new-keys/op")
+	b.ReportMetric(float64(d.NewExpiringKeys+d.ExpiringKeys)/n, "store-expiring-keys/op")
+	b.ReportMetric(float64(d.DeleteKeys)/n, "store-delete-keys/op")
 	b.ReportMetric(float64(after.Conflicts-before.Conflicts)/n, "store-conflicts/op")
 	b.ReportMetric(float64((after.Time-before.Time).Microseconds())/n, "store-us/op")
 }

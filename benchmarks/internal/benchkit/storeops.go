@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -19,63 +20,202 @@ import (
 // authority record's encoded size.
 const StoreValueBytes = 512
 
-// StoreOps is the Location Store round trips of one object's move (or
-// creation) in raw form, on rows of its own: Reads read calls, then Writes
-// conditional batches in sequence that put Rows rows in all, spread as
-// evenly as the count allows; each batch is conditional on the version of
-// every row it puts, as the previous call left it. It prices the store
-// calls alone: no decoding, no planning, no shared rows (so no conflicts).
+// StoreOps is the Location Store calls of one operation — one object's move
+// or one creation — in raw form, on rows of its own: no decoding, no
+// planning, no rows shared with another operation (so no contention).
 //
-// ReadKeys and CondKeys give the calls the subject's shape: ReadKeys rows
-// read in all (a read call of several rows is one ReadMany, as the
-// subject's snapshot reads are), and CondKeys rows that a batch only
-// conditions, without writing them (the subject's batches verify owner
-// leases, counters and reservations besides the rows they write). Zero, or
-// ReadKeys at most Reads, is the plain shape: one row per read, batches
-// conditioned on their own rows only. A read of five rows and a batch that
-// checks six costs Redis about twice a one-row read and a two-row batch
-// (benchmarks/README.md), so a ceiling of the plain shape is a ceiling for
-// less work than the subject does.
-type StoreOps struct{ Reads, Writes, Rows, ReadKeys, CondKeys int }
+// Reads read calls read ReadKeys rows in all (a call of several rows is one
+// ReadMany, as the subject's snapshot reads are), Missing of them absent.
+// Then Writes conditional batches: Conflicts of them are refused by their
+// conditions (a subject's batch that lost a race: the store checked it and
+// wrote nothing), the others put or delete their share of the rows, and
+// every batch is conditioned on the version of each row it updates and on
+// its share of CondKeys rows it only conditions (the subject's batches
+// verify owner leases, counters and reservations besides the rows they
+// write). Rows is the rows of all batches, ConflictRows of them in the
+// refused ones. Of the rows applied, New are new durable rows (put under
+// IfMissing), NewExpiring new rows with a retention, Expiring rows that
+// exist put with a retention, Deletes deleted — the rows made new earlier
+// by this object's operations when there are (expiring ones first, newest
+// first), absent rows otherwise — and the rest updates of durable rows.
+//
+// A store prices these kinds differently: a read of five rows and a batch
+// that checks six cost Redis about twice a one-row read and a two-row
+// batch, and a new or deleted row costs an index entry an update does not
+// (benchmarks/README.md). A ceiling of fewer kinds is a ceiling for other
+// work than the subject's (Shape).
+type StoreOps struct {
+	Reads, ReadKeys, Missing              int
+	Writes, Conflicts, Rows, ConflictRows int
+	CondKeys                              int
+	New, NewExpiring, Expiring, Deletes   int
+}
 
-// Plain is o without its shape: one row per read, batches conditioned on
-// the rows they put only.
+// Plain is o without its shape: one row per read, every batch applied and
+// conditioned on the rows it puts only, every row an update.
 func (o StoreOps) Plain() StoreOps { return StoreOps{Reads: o.Reads, Writes: o.Writes, Rows: o.Rows} }
 
-// EnvCeilingShape selects the shape a ceiling replays: "subject" (the
-// default: rows per read and condition-only rows as the subject made them)
-// or "plain" (one row per read, batches conditioned on their own rows: the
-// shape of the ceilings before 2026-12-03, kept to compare).
+// Updates is o with every read row present, every batch applied and every
+// row an update of a durable row.
+func (o StoreOps) Updates() StoreOps {
+	return StoreOps{Reads: o.Reads, ReadKeys: o.ReadKeys, Writes: o.Writes, Rows: o.Rows, CondKeys: o.CondKeys}
+}
+
+// Shape is what of the subject's calls a ceiling replays.
+type Shape uint8
+
+// Shapes.
+const (
+	// ShapeSubject replays the subject's calls as counted: the rows per read
+	// and the absent ones, refused batches, the rows each batch only
+	// conditions, new, expiring and deleted rows; and the totals exactly
+	// (operation i replays its share, so that over the subject's number of
+	// operations the sums are the subject's), not rounded per operation.
+	ShapeSubject Shape = iota
+	// ShapeUpdates is the shape of the ceilings of 2026-12-03 to 12-05:
+	// rounded per operation, every batch applied, every row an update of a
+	// seeded row. Kept to compare.
+	ShapeUpdates
+	// ShapePlain is the shape before 2026-12-03: also one row per read and
+	// batches conditioned on their own rows only.
+	ShapePlain
+)
+
+// EnvCeilingShape selects the shape a ceiling replays: subject (the
+// default), updates or plain.
 const EnvCeilingShape = "MESHNODE_BENCH_CEILING_SHAPE"
 
-// Shaped is ops as the ceiling replays it (EnvCeilingShape).
-func Shaped(b *testing.B, ops StoreOps) StoreOps {
+var shapeNames = map[string]Shape{"": ShapeSubject, "subject": ShapeSubject, "updates": ShapeUpdates, "plain": ShapePlain}
+
+// Shaped is r as the ceiling replays it (EnvCeilingShape).
+func Shaped(b *testing.B, r Replay) Replay {
 	b.Helper()
-	switch v := os.Getenv(EnvCeilingShape); v {
-	case "", "subject":
-	case "plain":
-		ops = ops.Plain()
-	default:
-		b.Fatalf("%s=%q: want subject or plain", EnvCeilingShape, v)
+	v := os.Getenv(EnvCeilingShape)
+	sh, ok := shapeNames[v]
+	if !ok {
+		b.Fatalf("%s=%q: want subject, updates or plain", EnvCeilingShape, v)
 	}
-	return ops
+	r.Shape = sh
+	return r
 }
 
-// ReportShape reports the rows a ceiling's op read and only conditioned
-// (ceiling-read-keys, ceiling-cond-keys); call it after the timed part
-// (b.ResetTimer deletes reported metrics).
-func (o StoreOps) ReportShape(b *testing.B) {
-	keys := o.ReadKeys
-	if keys <= o.Reads {
-		keys = max(o.Reads, o.rows())
-	}
-	b.ReportMetric(float64(keys), "ceiling-read-keys")
-	b.ReportMetric(float64(o.CondKeys), "ceiling-cond-keys")
-	b.ReportMetric(float64(o.Rows), "ceiling-write-keys")
+// Replay is a subject's store calls, Total over Ops operations, as a
+// ceiling replays them in Shape.
+type Replay struct {
+	Total Counts
+	Ops   int
+	Shape Shape
 }
 
-// spread is the share of total that call i (0-based) of n gets, as even
-// as the count allows.
+// Fixed is the Replay of o for every operation.
+func Fixed(o StoreOps) Replay {
+	return Replay{Ops: 1, Total: Counts{Reads: uint64(o.Reads), ReadKeys: uint64(o.ReadKeys), MissingKeys: uint64(o.Missing),
+		Writes: uint64(o.Writes), Conflicts: uint64(o.Conflicts), WriteKeys: uint64(o.Rows), ConflictKeys: uint64(o.ConflictRows),
+		CondKeys: uint64(o.CondKeys), NewKeys: uint64(o.New), NewExpiringKeys: uint64(o.NewExpiring),
+		ExpiringKeys: uint64(o.Expiring), DeleteKeys: uint64(o.Deletes)}}
+}
+
+// Mean is the calls per operation, rounded, of every kind.
+func (r Replay) Mean() StoreOps {
+	t, n := r.Total, r.Ops
+	return StoreOps{Reads: perOp(t.Reads, n), ReadKeys: perOp(t.ReadKeys, n), Missing: perOp(t.MissingKeys, n),
+		Writes: perOp(t.Writes, n), Conflicts: perOp(t.Conflicts, n), Rows: perOp(t.WriteKeys, n),
+		ConflictRows: perOp(t.ConflictKeys, n), CondKeys: perOp(t.CondKeys, n), New: perOp(t.NewKeys, n),
+		NewExpiring: perOp(t.NewExpiringKeys, n), Expiring: perOp(t.ExpiringKeys, n), Deletes: perOp(t.DeleteKeys, n)}
+}
+
+// share is operation i's share of total over n operations: over any n
+// consecutive operations the shares sum to total, each within one of the
+// mean.
+func share(total uint64, n, i int) int {
+	n = max(n, 1)
+	i %= n
+	return int((uint64(i+1)*total)/uint64(n) - (uint64(i)*total)/uint64(n))
+}
+
+// Op is operation i's calls in r's shape.
+func (r Replay) Op(i int) StoreOps {
+	switch r.Shape {
+	case ShapeUpdates:
+		return r.Mean().Updates()
+	case ShapePlain:
+		return r.Mean().Plain()
+	}
+	t, n := r.Total, r.Ops
+	at := func(x uint64) int { return share(x, n, i) }
+	o := StoreOps{Reads: at(t.Reads), ReadKeys: at(t.ReadKeys), Missing: at(t.MissingKeys),
+		Conflicts: at(t.Conflicts), CondKeys: at(t.CondKeys),
+		New: at(t.NewKeys), NewExpiring: at(t.NewExpiringKeys), Expiring: at(t.ExpiringKeys), Deletes: at(t.DeleteKeys)}
+	// Applied batches and rows are shared out as such (not as totals less
+	// the refused ones), so that each operation's are within one of the
+	// subject's mean.
+	o.Writes = o.Conflicts + at(t.Writes-t.Conflicts)
+	// The refused batches' rows go with the refused batches: operation i
+	// has those of the refused batches it replays.
+	if t.Conflicts > 0 {
+		n, c := uint64(n), t.Conflicts
+		ii := uint64(i % r.Ops)
+		c0, c1 := ii*c/n, (ii+1)*c/n
+		o.ConflictRows = int(c1*t.ConflictKeys/c - c0*t.ConflictKeys/c)
+	}
+	o.Rows = o.ConflictRows + at(t.WriteKeys-t.ConflictKeys)
+	return o
+}
+
+// Mix is the mean of what r's operations replay, over one period of its
+// shares: what the ceiling reports it replayed.
+func (r Replay) Mix() map[string]float64 {
+	var sum Counts
+	for i := range r.Ops {
+		o := r.Op(i)
+		sum = sum.Add(Fixed(o).Total)
+	}
+	n := float64(r.Ops)
+	return map[string]float64{
+		"ceiling-reads": float64(sum.Reads) / n, "ceiling-read-keys": float64(sum.ReadKeys) / n,
+		"ceiling-missing-keys": float64(sum.MissingKeys) / n, "ceiling-writes": float64(sum.Writes) / n,
+		"ceiling-conflicts": float64(sum.Conflicts) / n, "ceiling-write-keys": float64(sum.WriteKeys) / n,
+		"ceiling-cond-keys": float64(sum.CondKeys) / n, "ceiling-new-keys": float64(sum.NewKeys+sum.NewExpiringKeys) / n,
+		"ceiling-expiring-keys": float64(sum.NewExpiringKeys+sum.ExpiringKeys) / n, "ceiling-delete-keys": float64(sum.DeleteKeys) / n,
+	}
+}
+
+// Report reports what the ceiling replayed per operation (Mix); call it
+// after the timed part (b.ResetTimer deletes reported metrics).
+func (r Replay) Report(b *testing.B) {
+	for unit, v := range r.Mix() {
+		b.ReportMetric(v, unit)
+	}
+}
+
+// Need is how many rows an object of r's operations must be seeded with.
+func (r Replay) Need() int {
+	n := 1
+	for i := range r.Ops {
+		n = max(n, r.Op(i).need())
+	}
+	return n
+}
+
+// applied is how many batches apply, and how many rows they write.
+func (o StoreOps) applied() (batches, rows int) {
+	rows = max(o.Rows-o.ConflictRows, 0)
+	batches = max(o.Writes-o.Conflicts, 0)
+	if rows > 0 {
+		batches = max(batches, 1)
+	}
+	return batches, rows
+}
+
+// updates is how many applied rows are updates of seeded rows (durable or
+// put with a retention).
+func (o StoreOps) updates() int {
+	_, rows := o.applied()
+	return max(rows-o.New-o.NewExpiring-o.Deletes, 0)
+}
+
+// spread is the share that call i (0-based) of n gets of total, as even as
+// the count allows, the larger shares first.
 func spread(total, n, i int) int {
 	n = max(n, 1)
 	k := total / n
@@ -85,100 +225,268 @@ func spread(total, n, i int) int {
 	return k
 }
 
-// batch is how many rows write w (0-based) puts.
-func (o StoreOps) batch(w int) int { return max(spread(o.Rows, o.Writes, w), 1) }
-
-// condOnly is how many rows write w only conditions.
-func (o StoreOps) condOnly(w int) int { return spread(o.CondKeys, o.Writes, w) }
-
-// readKeys is how many rows read call r reads.
-func (o StoreOps) readKeys(r int) int {
-	if o.ReadKeys <= o.Reads {
-		return 1
+// readCalls is the rows each read call reads, absent ones first.
+func (o StoreOps) readCalls() []int {
+	if o.Reads <= 0 {
+		return nil
 	}
-	return max(spread(o.ReadKeys, o.Reads, r), 1)
-}
-
-// rows is how many rows the object has: enough for the largest read and
-// the largest batch with its condition-only rows.
-func (o StoreOps) rows() int {
-	return max(o.batch(0)+o.condOnly(0), o.readKeys(0))
-}
-
-func (o StoreOps) keys(prefix string) []string {
-	k := make([]string, o.rows())
-	for i := range k {
-		k[i] = prefix + "/" + strconv.Itoa(i)
+	calls := make([]int, o.Reads)
+	for r := range calls {
+		calls[r] = 1
+		if o.ReadKeys > o.Reads {
+			calls[r] = max(spread(o.ReadKeys, o.Reads, r), 1)
+		}
 	}
-	return k
+	return calls
 }
 
-// Seed puts the rows of the object named prefix.
-func (o StoreOps) Seed(ctx context.Context, s locstore.Store, prefix string, value []byte) error {
+// mutation is one row of an applied batch, in the order a replay writes
+// them: new rows first, then updates, deletes last (a creation makes its
+// rows and deletes its stored request at Commit; a move makes its
+// reservation and deletes it at the owner CAS).
+type mutation uint8
+
+const (
+	mutNewExpiring mutation = iota
+	mutNew
+	mutUpdate
+	mutUpdateExpiring
+	mutDelete
+)
+
+// batches is the mutations of each applied batch, and the rows each only
+// conditions.
+func (o StoreOps) batches() ([][]mutation, []int) {
+	n, _ := o.applied()
+	var all []mutation
+	add := func(m mutation, k int) {
+		for range max(k, 0) {
+			all = append(all, m)
+		}
+	}
+	up := o.updates()
+	add(mutNewExpiring, o.NewExpiring)
+	add(mutNew, o.New)
+	add(mutUpdate, up-min(o.Expiring, up))
+	add(mutUpdateExpiring, min(o.Expiring, up))
+	add(mutDelete, o.Deletes)
+	out := make([][]mutation, n)
+	conds := make([]int, n)
+	at := 0
+	for w := range n {
+		k := spread(len(all), n, w)
+		out[w] = all[at : at+k]
+		at += k
+		conds[w] = spread(o.CondKeys, n, w)
+	}
+	return out, conds
+}
+
+// need is how many seeded rows o touches at once: the updated and only
+// conditioned rows of its largest batch (each batch starts at the first
+// row, as the subject's batches each write the object's authority row),
+// the present rows of its largest read, one for the refused batches.
+func (o StoreOps) need() int {
+	n := 1
+	bs, conds := o.batches()
+	for w, b := range bs {
+		u := 0
+		for _, m := range b {
+			if m == mutUpdate || m == mutUpdateExpiring {
+				u++
+			}
+		}
+		n = max(n, u+conds[w])
+	}
+	missing := o.Missing
+	for _, k := range o.readCalls() {
+		absent := min(missing, k)
+		missing -= absent
+		n = max(n, k-absent)
+	}
+	return n
+}
+
+// replayRetention is the retention of the rows a replay puts expiring:
+// long enough that none expires while the benchmark runs.
+const replayRetention = 10 * time.Minute
+
+// keptMade bounds the rows an object remembers having made, for its
+// deletes; older ones stay in the store, as the subject's objects do.
+const keptMade = 64
+
+// Rows is one replayed object's rows: the seeded ones with their versions,
+// and the rows its operations made and did not delete yet.
+type Rows struct {
+	prefix   string
+	keys     []string
+	versions []string
+	made     [2][]string // expiring, durable; newest last
+	seq      int         // names the rows the replay makes and reads absent
+}
+
+// Seed puts the n rows of the object named prefix.
+func Seed(ctx context.Context, s locstore.Store, prefix string, n int, value []byte) (*Rows, error) {
+	r := &Rows{prefix: prefix, keys: make([]string, max(n, 1))}
 	var req locstore.WriteRequest
-	for _, k := range o.keys(prefix) {
-		req.Mutations = append(req.Mutations, locstore.Put(k, value))
+	for i := range r.keys {
+		r.keys[i] = prefix + "/" + strconv.Itoa(i)
+		req.Mutations = append(req.Mutations, locstore.Put(r.keys[i], value))
 	}
 	res, err := s.Write(ctx, req)
 	if err == nil && !res.Applied {
 		err = errors.New("seed write not applied")
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	r.versions = res.Versions
+	return r, nil
 }
 
-// Run makes the round trips of one move of the object named prefix (seeded).
-func (o StoreOps) Run(ctx context.Context, s locstore.Store, prefix string, value []byte) error {
-	keys := o.keys(prefix)
-	versions := make([]string, len(keys))
-	next := 0 // the row the next read starts at
-	read := 0 // rows read so far: every row is read at least once
-	for r := 0; r < max(o.Reads, 1) || read < len(keys); r++ {
-		n := o.readKeys(r)
-		if n == 1 {
-			rr, err := s.Read(ctx, keys[next])
-			if err != nil {
-				return err
-			}
-			versions[next] = rr.Version
-			next = (next + 1) % len(keys)
-			read++
-			continue
-		}
-		ks := make([]string, n)
-		at := make([]int, n)
-		for i := range ks {
-			at[i] = (next + i) % len(keys)
-			ks[i] = keys[at[i]]
-		}
-		rs, err := locstore.ReadMany(ctx, s, ks)
-		if err != nil {
-			return err
-		}
-		for i, rr := range rs {
-			versions[at[i]] = rr.Version
-		}
-		next = (next + n) % len(keys)
-		read += n
+// name is a key of this object no row has had.
+func (r *Rows) name(kind string) string {
+	r.seq++
+	return r.prefix + "/" + kind + "/" + strconv.Itoa(r.seq)
+}
+
+// Run makes the store calls of o on the object's rows.
+func (r *Rows) Run(ctx context.Context, s locstore.Store, o StoreOps, value []byte) error {
+	if need := o.need(); need > len(r.keys) {
+		return fmt.Errorf("%s: an operation of this shape needs %d seeded rows, not %d", r.prefix, need, len(r.keys))
 	}
-	for w := range o.Writes {
-		n, c := o.batch(w), o.condOnly(w)
-		req := locstore.WriteRequest{Conditions: make([]locstore.Condition, 0, n+c), Mutations: make([]locstore.Mutation, n)}
-		for i, k := range keys[:n+c] {
-			req.Conditions = append(req.Conditions, locstore.IfVersion(k, versions[i]))
-			if i < n {
-				req.Mutations[i] = locstore.Put(k, value)
+	if err := r.read(ctx, s, o); err != nil {
+		return err
+	}
+	for w := range o.Conflicts {
+		req := locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(r.keys[0])}}
+		for i := range max(spread(o.ConflictRows, o.Conflicts, w), 1) {
+			k := r.prefix + "/refused/" + strconv.Itoa(i) // never written: the batch is refused
+			if i < len(r.keys) {
+				k = r.keys[i]
 			}
+			req.Mutations = append(req.Mutations, locstore.Put(k, value))
 		}
 		res, err := s.Write(ctx, req)
 		if err != nil {
 			return err
 		}
-		if !res.Applied {
-			return fmt.Errorf("conditional write %d of %s not applied", w+1, prefix)
+		if res.Applied {
+			return fmt.Errorf("%s: a batch conditioned on a present row being missing was applied", r.prefix)
 		}
-		copy(versions, res.Versions)
+	}
+	bs, conds := o.batches()
+	for w, b := range bs {
+		if err := r.write(ctx, s, b, conds[w], value); err != nil {
+			return fmt.Errorf("%s: batch %d: %w", r.prefix, w+1, err)
+		}
 	}
 	return nil
+}
+
+// read makes o's read calls: absent rows first, then seeded rows in turn.
+func (r *Rows) read(ctx context.Context, s locstore.Store, o StoreOps) error {
+	missing, next := o.Missing, 0
+	for _, k := range o.readCalls() {
+		keys := make([]string, k)
+		for i := range keys {
+			if missing > 0 {
+				keys[i] = r.name("absent")
+				missing--
+				continue
+			}
+			keys[i] = r.keys[next%len(r.keys)]
+			next++
+		}
+		var err error
+		if k == 1 {
+			_, err = s.Read(ctx, keys[0])
+		} else {
+			_, err = locstore.ReadMany(ctx, s, keys)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write applies one batch: its mutations, conditioned on the version of
+// every seeded row it updates and of conds more, IfMissing on the rows it
+// makes.
+func (r *Rows) write(ctx context.Context, s locstore.Store, b []mutation, conds int, value []byte) error {
+	var req locstore.WriteRequest
+	type made struct {
+		key      string
+		expiring bool
+	}
+	var makes []made
+	seeded := 0 // the next seeded row
+	for _, m := range b {
+		switch m {
+		case mutNew, mutNewExpiring:
+			k := r.name("new")
+			req.Conditions = append(req.Conditions, locstore.IfMissing(k))
+			if m == mutNew {
+				req.Mutations = append(req.Mutations, locstore.Put(k, value))
+			} else {
+				req.Mutations = append(req.Mutations, locstore.PutExpiring(k, value, replayRetention))
+			}
+			makes = append(makes, made{k, m == mutNewExpiring})
+		case mutUpdate, mutUpdateExpiring:
+			req.Conditions = append(req.Conditions, locstore.IfVersion(r.keys[seeded], r.versions[seeded]))
+			if m == mutUpdate {
+				req.Mutations = append(req.Mutations, locstore.Put(r.keys[seeded], value))
+			} else {
+				req.Mutations = append(req.Mutations, locstore.PutExpiring(r.keys[seeded], value, replayRetention))
+			}
+			seeded++
+		case mutDelete:
+			req.Mutations = append(req.Mutations, locstore.Delete(r.takeMade()))
+		}
+	}
+	for range conds {
+		req.Conditions = append(req.Conditions, locstore.IfVersion(r.keys[seeded], r.versions[seeded]))
+		seeded++
+	}
+	res, err := s.Write(ctx, req)
+	if err != nil {
+		return err
+	}
+	if !res.Applied {
+		return errors.New("conditional write not applied")
+	}
+	u := 0
+	for i, m := range b {
+		if m == mutUpdate || m == mutUpdateExpiring {
+			r.versions[u] = res.Versions[i]
+			u++
+		}
+	}
+	for _, m := range makes {
+		k := 1
+		if m.expiring {
+			k = 0
+		}
+		r.made[k] = append(r.made[k], m.key)
+		if len(r.made[k]) > keptMade {
+			r.made[k] = append(r.made[k][:0], r.made[k][len(r.made[k])-keptMade/2:]...)
+		}
+	}
+	return nil
+}
+
+// takeMade is the row a delete removes: the newest this object made and
+// did not delete, expiring ones first; an absent row if none.
+func (r *Rows) takeMade() string {
+	for k := range r.made {
+		if n := len(r.made[k]); n > 0 {
+			key := r.made[k][n-1]
+			r.made[k] = r.made[k][:n-1]
+			return key
+		}
+	}
+	return r.name("gone")
 }
 
 // RunConcurrent calls op(i) for every i in [0, n) from k goroutines, each

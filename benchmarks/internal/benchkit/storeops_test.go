@@ -3,59 +3,170 @@ package benchkit
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
 )
 
-// A ceiling replays exactly the calls it was given: read calls and the
-// rows they read, batches, the rows they put and the rows they only
-// condition — counted by the same CountingStore that counts the subject.
-func TestStoreOpsReplayTheirShape(t *testing.T) {
+func memStore(t *testing.T) locstore.Store {
+	t.Helper()
+	mem, err := locmemory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close() })
+	return mem
+}
+
+// The counting store tells the kinds of row apart as a store prices them.
+func TestCountingStoreKinds(t *testing.T) {
+	ctx := context.Background()
+	v := []byte("v")
 	for _, tc := range []struct {
-		name string
-		ops  StoreOps
-		want Counts // per Run
+		name  string
+		setup []locstore.Mutation // applied first, uncounted
+		req   locstore.WriteRequest
+		want  Counts
 	}{
-		{"plain", StoreOps{Reads: 7, Writes: 5, Rows: 11},
-			Counts{Reads: 7, ReadKeys: 7, Writes: 5, WriteKeys: 11}},
-		{"plain, fewer reads than rows", StoreOps{Reads: 1, Writes: 3, Rows: 9},
-			Counts{Reads: 3, ReadKeys: 3, Writes: 3, WriteKeys: 9}},
-		{"host move shape", StoreOps{Reads: 7, Writes: 5, Rows: 11, ReadKeys: 20, CondKeys: 12},
-			Counts{Reads: 7, ReadKeys: 20, Writes: 5, WriteKeys: 11, CondKeys: 12}},
-		{"creation shape", StoreOps{Reads: 2, Writes: 2, Rows: 7, ReadKeys: 9, CondKeys: 4},
-			Counts{Reads: 2, ReadKeys: 9, Writes: 2, WriteKeys: 7, CondKeys: 4}},
+		{"new under IfMissing", nil,
+			locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing("a")}, Mutations: []locstore.Mutation{locstore.Put("a", v)}},
+			Counts{Writes: 1, WriteKeys: 1, NewKeys: 1}},
+		{"new expiring, conditioned on nothing", nil,
+			locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.PutExpiring("a", v, time.Minute)}},
+			Counts{Writes: 1, WriteKeys: 1, NewExpiringKeys: 1}},
+		{"update and condition-only row", []locstore.Mutation{locstore.Put("a", v), locstore.Put("b", v)},
+			locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion("a", "?"), locstore.IfVersion("b", "?")}, Mutations: []locstore.Mutation{locstore.Put("a", v)}},
+			Counts{Writes: 1, WriteKeys: 1, CondKeys: 1}},
+		{"expiring update and delete", []locstore.Mutation{locstore.Put("a", v), locstore.Put("b", v)},
+			locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion("a", "?")}, Mutations: []locstore.Mutation{locstore.PutExpiring("a", v, time.Minute), locstore.Delete("b")}},
+			Counts{Writes: 1, WriteKeys: 2, ExpiringKeys: 1, DeleteKeys: 1}},
+		{"refused batch", []locstore.Mutation{locstore.Put("a", v)},
+			locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing("a"), locstore.IfMissing("c")}, Mutations: []locstore.Mutation{locstore.Put("a", v), locstore.Delete("b")}},
+			Counts{Writes: 1, Conflicts: 1, WriteKeys: 2, ConflictKeys: 2, CondKeys: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem, err := locmemory.New()
-			if err != nil {
-				t.Fatal(err)
+			mem := memStore(t)
+			versions := map[string]string{}
+			if len(tc.setup) > 0 {
+				res, err := mem.Write(ctx, locstore.WriteRequest{Mutations: tc.setup})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, m := range tc.setup {
+					versions[m.Key] = res.Versions[i]
+				}
 			}
-			defer mem.Close()
+			for i, c := range tc.req.Conditions {
+				if c.Kind == locstore.CondVersion {
+					tc.req.Conditions[i].Version = versions[c.Key]
+				}
+			}
 			s := &CountingStore{Store: mem}
-			ctx := context.Background()
-			value := make([]byte, StoreValueBytes)
-			if err := tc.ops.Seed(ctx, mem, "obj", value); err != nil {
+			if _, err := s.Write(ctx, tc.req); err != nil {
 				t.Fatal(err)
 			}
-			for run := 1; run <= 3; run++ { // later runs condition on the versions the earlier ones left
-				before := countsOf(s)
-				if err := tc.ops.Run(ctx, s, "obj", value); err != nil {
-					t.Fatalf("run %d: %v", run, err)
-				}
-				got := countsOf(s).Sub(before)
-				got.Time = 0
-				if got != tc.want {
-					t.Fatalf("run %d counted %+v, want %+v", run, got, tc.want)
-				}
-			}
-			if got := tc.ops.Plain(); got.ReadKeys != 0 || got.CondKeys != 0 || got.Reads != tc.ops.Reads {
-				t.Fatalf("Plain() = %+v", got)
+			got := s.Counts()
+			got.Time = 0
+			if got != tc.want {
+				t.Fatalf("counted %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 }
 
-func countsOf(s *CountingStore) Counts {
-	c := &Cluster{Stores: []*CountingStore{s}}
-	return c.Counts()
+// A ceiling replays exactly the calls it was given, counted by the same
+// CountingStore that counts the subject: in the subject's shape, over the
+// subject's number of operations, the very totals the subject made.
+func TestReplayReproducesTheSubjectsCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		total Counts
+		ops   int
+	}{
+		// 2,000 moves of a host Relocate on Redis (2026-12-05).
+		{"host moves", Counts{Reads: 14642, ReadKeys: 32620, MissingKeys: 2380, Writes: 9162, Conflicts: 1162,
+			WriteKeys: 22760, ConflictKeys: 3486, CondKeys: 15868, NewKeys: 2004, DeleteKeys: 2002}, 2000},
+		// creations with one creator: two reads, Reserve and Commit.
+		{"creations", Counts{Reads: 200, ReadKeys: 800, MissingKeys: 100, Writes: 200,
+			WriteKeys: 800, CondKeys: 200, NewKeys: 100, NewExpiringKeys: 200, DeleteKeys: 100}, 100},
+		{"one batch, a delete with nothing made", Counts{Reads: 3, ReadKeys: 3, Writes: 3, WriteKeys: 6, DeleteKeys: 3}, 3},
+		{"plain", Counts{Reads: 7, ReadKeys: 7, Writes: 5, WriteKeys: 11}, 1},
+		{"a refused batch larger than the object", Counts{Reads: 1, ReadKeys: 1, Writes: 2, Conflicts: 1, WriteKeys: 6, ConflictKeys: 5}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memStore(t)
+			s := &CountingStore{Store: mem}
+			ctx := context.Background()
+			value := make([]byte, StoreValueBytes)
+			r := tc.total.Replay(tc.ops)
+			rows, err := Seed(ctx, mem, "obj", r.Need(), value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for period := 1; period <= 2; period++ { // the second conditions on the versions the first left
+				before := s.Counts()
+				for i := range tc.ops {
+					if err := rows.Run(ctx, s, r.Op(i), value); err != nil {
+						t.Fatalf("op %d: %v", i, err)
+					}
+				}
+				got := s.Counts().Sub(before)
+				got.Time = 0
+				if got != tc.total {
+					t.Fatalf("period %d counted\n%+v, want\n%+v", period, got, tc.total)
+				}
+			}
+		})
+	}
+}
+
+// The shapes kept to compare replay what they did: rounded per operation,
+// every batch applied, every row an update (and for plain, one row per
+// read and no condition-only rows).
+func TestReplayOlderShapes(t *testing.T) {
+	total := Counts{Reads: 14642, ReadKeys: 32620, MissingKeys: 2380, Writes: 9162, Conflicts: 1162,
+		WriteKeys: 22760, ConflictKeys: 3486, CondKeys: 15868, NewKeys: 2004, DeleteKeys: 2002}
+	for _, tc := range []struct {
+		shape Shape
+		want  Counts
+	}{
+		{ShapeUpdates, Counts{Reads: 7, ReadKeys: 16, Writes: 5, WriteKeys: 11, CondKeys: 8}},
+		{ShapePlain, Counts{Reads: 7, ReadKeys: 7, Writes: 5, WriteKeys: 11}},
+	} {
+		mem := memStore(t)
+		s := &CountingStore{Store: mem}
+		ctx := context.Background()
+		value := make([]byte, StoreValueBytes)
+		r := total.Replay(2000)
+		r.Shape = tc.shape
+		rows, err := Seed(ctx, mem, "obj", r.Need(), value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			before := s.Counts()
+			if err := rows.Run(ctx, s, r.Op(i), value); err != nil {
+				t.Fatal(err)
+			}
+			got := s.Counts().Sub(before)
+			got.Time = 0
+			if got != tc.want {
+				t.Fatalf("shape %d op %d counted %+v, want %+v", tc.shape, i, got, tc.want)
+			}
+		}
+	}
+}
+
+// A Run that needs more rows than were seeded says so.
+func TestRunNeedsItsSeededRows(t *testing.T) {
+	mem := memStore(t)
+	ctx := context.Background()
+	rows, err := Seed(ctx, mem, "obj", 1, []byte("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rows.Run(ctx, mem, StoreOps{Writes: 1, Rows: 3}, []byte("v")); err == nil {
+		t.Fatal("a batch of three updates ran on one seeded row")
+	}
 }
