@@ -4,9 +4,10 @@
 // moves at once — how many handoffs per second, how long one handoff holds
 // its object, the longest pause a sender sees while the command runs, and
 // the Go heap while 100,000 objects move — each next to its physical
-// ceiling measured in the same run: the same count of Location Store reads
-// and conditional batch writes per object on the same store at the same
-// concurrency, and stock zmq4 carrying the same records at the same
+// ceiling measured in the same run: the same Location Store calls per
+// object, by kind (rows read and absent, batches applied and refused, rows
+// made, updated, deleted and only conditioned), on the same store at the
+// same concurrency, and stock zmq4 carrying the same records at the same
 // concurrency. It has no code of its own; the benchmarks are in
 // hostrelocate_bench_test.go and use only exported API, as an application
 // would.

@@ -6,10 +6,11 @@ package hostrelocate
 //
 //	subject              baseline(s)
 //	HostRelocateMemory   HostStoreCeilingMemory: per object, the Location Store calls a move
-//	                     made in the subject (store-reads/handoff reads, then
-//	                     store-writes/handoff conditional batches putting
-//	                     write-keys/handoff rows in all), on rows of its own, K objects
-//	                     at once, memory store (benchkit.StoreOps)
+//	                     made in the subject, by kind (read calls and the rows they
+//	                     read, absent ones; conditional batches, refused ones, the
+//	                     rows they make, update, delete or only condition), each
+//	                     object its share of the subject's totals, on rows of its
+//	                     own, K objects at once, memory store (benchkit.Replay)
 //	                     HostRawZmq4: stock zmq4 carrying each object's encoded 40 + 52 to
 //	                     one of two ROUTERs, the 53 back and the 54, K objects at once
 //	HostRelocateRedis    the same, with HostStoreCeilingRedis on locstore/redis
@@ -19,7 +20,7 @@ package hostrelocate
 //
 // K is MESHNODE_BENCH_HOST_CONCURRENCY (default relocation.max_concurrent),
 // the HostRelocateOptions.MaxConcurrent of the subjects. The ceilings take
-// the per-object counts from the subject of the same backend when it ran
+// the counts from the subject of the same backend when it ran
 // earlier in the process (counts-from-subject 1), else from a calibration
 // command of 256 objects on a mesh of their own (0).
 //

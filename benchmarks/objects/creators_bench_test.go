@@ -3,8 +3,9 @@ package objects
 // Creation throughput by concurrency (issue 15): C creators (1, 8, 32)
 // each making remote creations one after another on Redis, beside the
 // same-run store ceiling — the store calls one uncontended creation makes
-// (reads, conditional batches and the rows they put, as measured on the
-// subject with one creator) replayed as raw locstore/redis calls by C
+// (reads, conditional batches and the rows they make, update, delete and
+// only condition, as measured on the subject with one creator;
+// benchkit.Replay) replayed as raw locstore/redis calls by C
 // goroutines on rows of their own (no decoding, no planning, no shared
 // counters, so no conflicts: what the store allows C creators if nothing
 // contended).
