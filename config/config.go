@@ -209,6 +209,12 @@ type RelocationConfig struct {
 	// MaxConcurrent bounds the moves a host Relocate or drain runs at
 	// once (docs/RELOCATION.md "Host relocation and drain").
 	MaxConcurrent int `koanf:"max_concurrent"`
+	// HostTargetRun is how many consecutive moves of a host Relocate or
+	// drain go to one target before the next run is placed (0: every move
+	// is placed on its own). Runs keep the targets' owner CAS batches from
+	// refusing each other on this node's capacity rows (docs/RELOCATION.md
+	// "Host relocation and drain").
+	HostTargetRun int `koanf:"host_target_run"`
 	// HostDeadline bounds a host Relocate whose caller gave no deadline.
 	HostDeadline time.Duration `koanf:"host_deadline"`
 	// DrainOnShutdown: an orderly stop (SIGTERM) first moves this node's
@@ -232,6 +238,9 @@ type RecoveryConfig struct {
 
 // MaxRelocationConcurrency bounds relocation.max_concurrent.
 const MaxRelocationConcurrency = 1024
+
+// MaxHostTargetRun bounds relocation.host_target_run.
+const MaxHostTargetRun = 1 << 20
 
 // Relocation chunk size bounds: the wire's 64 MiB per chunk (record 52),
 // and 1 KiB so that a chunk's fixed cost stays small.
@@ -348,7 +357,7 @@ func Default() Config {
 		LocationStore:   StoreConfig{Redis: defaultRedis("meshnode")},
 		RelocationStore: StoreConfig{Redis: defaultRedis("meshnode-reloc")},
 		Relocation: RelocationConfig{Deadline: 30 * time.Second, ChunkSize: 1 << 20, MaxConcurrent: 16,
-			HostDeadline: 5 * time.Minute, DrainOnShutdown: true},
+			HostTargetRun: 256, HostDeadline: 5 * time.Minute, DrainOnShutdown: true},
 		Recovery:          RecoveryConfig{ReclaimGrace: time.Minute, ReclaimSweepInterval: time.Minute},
 		StoreFailureGrace: 30 * time.Second,
 		ShutdownDeadline:  30 * time.Second,

@@ -58,7 +58,7 @@ func nodeYAML() Config {
 			Password: "file-secret", DB: 2, Namespace: "orders", OperationTimeout: 1500 * time.Millisecond,
 			TLS: RedisTLSConfig{MinVersion: TLSVersion12}, ReplicaAcks: 1, ReplicaAckTimeout: 250 * time.Millisecond}},
 		RelocationStore: StoreConfig{Provider: ProviderMemory, Redis: defaultRedis("meshnode-reloc")},
-		Relocation: RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536, MaxConcurrent: 64, HostDeadline: 90 * time.Second,
+		Relocation: RelocationConfig{Deadline: 12 * time.Second, ChunkSize: 65536, MaxConcurrent: 64, HostTargetRun: 32, HostDeadline: 90 * time.Second,
 			DrainOnShutdown: false},
 		Recovery:          RecoveryConfig{ReclaimGrace: 30 * time.Second, ReclaimSweepInterval: 0},
 		StoreFailureGrace: 45 * time.Second,

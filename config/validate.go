@@ -153,6 +153,9 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	if n := c.Relocation.MaxConcurrent; n < 1 || n > MaxRelocationConcurrency {
 		ps.add("relocation.max_concurrent", "must be 1..%d, got %d", MaxRelocationConcurrency, n)
 	}
+	if n := c.Relocation.HostTargetRun; n < 0 || n > MaxHostTargetRun {
+		ps.add("relocation.host_target_run", "must be 0..%d (0 places every move on its own), got %d", MaxHostTargetRun, n)
+	}
 	if n := c.Relocation.ChunkSize; n < MinRelocationChunk || n > MaxRelocationChunk {
 		ps.add("relocation.chunk_size", "must be %d..%d bytes (1 KiB..64 MiB, the wire's chunk bound), got %d", MinRelocationChunk, MaxRelocationChunk, n)
 	}

@@ -137,6 +137,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	n.log.Info("host relocation started", "objects", p.Total, "skipped", p.Skipped, "max_concurrent", max)
 
 	var mu sync.Mutex // guards cmd
+	runs := newTargetRuns(n.cfg.Relocation.HostTargetRun, o.leastTaken)
 	pump := newProgressPump(opts.Progress)
 	defer pump.finish()
 	report := func() { pump.post(cmd.Progress()) }
@@ -182,7 +183,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 			go func(obj hostmove.Object) {
 				defer wg.Done()
 				for {
-					r := o.hostMoveOne(ctx, obj)
+					r := o.hostMoveOne(ctx, obj, runs)
 					mu.Lock()
 					switch err := cmd.Finish(r); {
 					case err == nil:
@@ -445,7 +446,7 @@ const arrivalPoll = 5 * time.Millisecond
 const unmovableInstance = "an Instance Spot: host relocation does not move it (spec §8 moves Actors and User Spots; docs/INSTANCE-SPOTS.md); its next message activates it again on a serving node, with fresh state"
 
 // hostMoveOne moves one object of a host command and classifies the end.
-func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove.Result {
+func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *targetRuns) hostmove.Result {
 	kind := record.ObjectActor
 	if obj.Spot {
 		kind = record.ObjectUserSpot
@@ -456,7 +457,12 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object) hostmove
 		return r
 	}
 	start := time.Now()
-	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, nil)
+	var preferred []byte // the target run's node this move was handed
+	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{preferring(func(kind record.ObjectKind, stableType string) []byte {
+		preferred = runs.prefer(kind, stableType)
+		return preferred
+	})})
+	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason))
 	r.Targets = 1
 	// A move that failed on its target (unreachable, dead, full, refusing)
 	// left the object serving here (§9.4): try the other nodes before

@@ -782,3 +782,45 @@ func TestHostRelocateWaitsForACreationUnderWay(t *testing.T) {
 		t.Fatalf("created on %x, moved to %x, host %x", ref.NodeRID, got.Target, c.nodes[host].RID())
 	}
 }
+
+// A host command sends runs of relocation.host_target_run moves to one
+// target at a time, the targets taking the objects in proportion to their
+// weights within one run (host_targets.go); 0 places every move on its own.
+func TestHostRelocateTargetRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  int
+	}{{"runs of 4", 4}, {"every move placed on its own", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			registerSeqType(t, f)
+			c := newClusterOn(t, f, nil, 4, func(i int, cfg *config.Config) {
+				clientRole0(i, cfg)
+				cfg.Relocation.HostTargetRun = tc.run
+			})
+			ctx := ctxT(t, 60*time.Second)
+			_, mine := createUntil(t, ctx, c, "run", 1, 24)
+			res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{MaxConcurrent: 2})
+			if err != nil || res.End != hostmove.Completed || res.Progress.Moved != len(mine) {
+				t.Fatalf("end %s, progress %+v, %v; want all %d moved", res.End, res.Progress, err, len(mine))
+			}
+			took := map[string]int{}
+			for _, o := range res.Objects {
+				took[string(o.Target)]++
+			}
+			if len(took) != 2 {
+				t.Fatalf("the objects went to %d targets, want both others", len(took))
+			}
+			for rid, n := range took {
+				if tc.run > 0 && (n < len(mine)/2-tc.run || n > len(mine)/2+tc.run) {
+					t.Errorf("target %x took %d of %d objects, want an even split within one run (%d)", rid, n, len(mine), tc.run)
+				}
+			}
+			for _, ref := range mine {
+				if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner != 2 && owner != 3 {
+					t.Errorf("%s owned by node %d", ref.ActorID, owner)
+				}
+			}
+		})
+	}
+}

@@ -92,6 +92,9 @@ type placeRequest struct {
 	// named node); avoid are RoutingIDs never acceptable.
 	only  []byte
 	avoid [][]byte
+	// prefer, when set, is taken if it is a usable candidate with room
+	// (as if the draw had picked it first); otherwise the draw goes on.
+	prefer []byte
 	// notHere rules out this node's own run (a move away from it; any
 	// placement while a host Relocate empties it).
 	notHere bool
@@ -140,6 +143,43 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 	}
 	snap, list, _ = o.n.lastSnapshotNumbered()
 	return decide(ctx, o.n.memo.candidates(list, snap, key, o.n.run.rid, o.n.run.lifecycleGeneration), req, env)
+}
+
+// leastTaken is the usable candidate (other than this node) for an object
+// of (kind, stableType) that has taken the fewest objects for its weight
+// after a run of size more, per taken, leaving out those taken rules out;
+// nil when there is none. A host command's target runs (host_targets.go)
+// start on it.
+func (o *objects) leastTaken(kind record.ObjectKind, stableType string, size int, taken func(rid []byte) (n int, out bool)) []byte {
+	snap, list, ok := o.n.lastSnapshotNumbered()
+	if !ok {
+		return nil
+	}
+	key := candidateSetKey{mesh: o.n.cfg.Node.MeshName, kind: kind, stableType: stableType}
+	set := o.n.memo.candidates(list, snap, key, o.n.run.rid, o.n.run.lifecycleGeneration)
+	return leastLoaded(set, placeEnv{admitted: o.admittedAt}, size, taken)
+}
+
+// leastLoaded is leastTaken on a candidate set.
+func leastLoaded(set *candidateSet, env placeEnv, size int, taken func(rid []byte) (n int, out bool)) []byte {
+	req := placeRequest{notHere: true}
+	var best *candidate
+	var bestLoad int
+	for i := range set.cands {
+		c := &set.cands[i]
+		n, out := taken(c.node.RoutingID)
+		if out || req.usability(*c, env) != usableNow {
+			continue
+		}
+		// (n + size) / weight < (bestLoad + size) / best.weight, in integers.
+		if load := n + size; best == nil || int64(load)*int64(best.weight) < int64(bestLoad)*int64(c.weight) {
+			best, bestLoad = c, load
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.node.RoutingID
 }
 
 // relistedWithNewOwner runs one discovery round and reports whether the
@@ -287,6 +327,12 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 		read  int // order[:read] had their counters read
 		batch = 1
 	)
+	if req.prefer != nil {
+		if i := slices.IndexFunc(set.cands, func(c candidate) bool { return bytes.Equal(c.node.RoutingID, req.prefer) }); i >= 0 &&
+			req.usability(set.cands[i], env) == usableNow {
+			order = append(order, d.take(i))
+		}
+	}
 	for pos := 0; ; pos++ {
 		if pos == len(order) {
 			i, ok := usable()

@@ -387,6 +387,22 @@ func TestDecide(t *testing.T) {
 			s.cands[0].local = true
 			return s
 		}(), req: placeRequest{notHere: true}, want: -1, wantErr: ErrUnavailable, wantMsg: "other than this one registered actor"},
+		{name: "preferred node with room: taken whatever the draw", set: limitedSet(10, 100, 100, 100), req: placeRequest{prefer: []byte{3}},
+			draws: []float64{0.1}, want: 2, wantCalls: 1, wantKeys: 2},
+		{name: "preferred node unlimited: taken without a read", set: weightedSet(100, 100, 100), req: placeRequest{prefer: []byte{1}},
+			draws: []float64{0.9}, want: 0},
+		{name: "preferred node full: the draw goes on among the others", set: limitedSet(10, 100, 100, 100), full: []int{2},
+			req: placeRequest{prefer: []byte{3}}, draws: []float64{0.9, 0.1}, want: 0, wantCalls: 2, wantKeys: 6},
+		{name: "preferred node without a link: drawn as usual", set: weightedSet(100, 100),
+			admitted: func(rid []byte) (uint64, bool) { return 1, rid[0] != 2 }, req: placeRequest{prefer: []byte{2}}, draws: []float64{0.9}, want: 0},
+		{name: "preferred node is this one: not taken for a move away", set: func() *candidateSet {
+			s := weightedSet(100, 100)
+			s.cands[0].local = true
+			return s
+		}(), req: placeRequest{prefer: []byte{1}, notHere: true}, draws: []float64{0.1}, want: 1},
+		{name: "preferred node avoided: not taken", set: weightedSet(100, 100), req: placeRequest{prefer: []byte{1}, avoid: [][]byte{{1}}},
+			draws: []float64{0.1}, want: 1},
+		{name: "unknown preferred node: drawn as usual", set: weightedSet(100, 100), req: placeRequest{prefer: []byte{9}}, draws: []float64{0.9}, want: 1},
 		{name: "listed but not linked", set: weightedSet(100, 100), admitted: func([]byte) (uint64, bool) { return 0, false },
 			want: -1, wantErr: ErrUnavailable, wantMsg: "a usable link (2 without an admitted link)"},
 	}

@@ -89,6 +89,15 @@ type RelocateOption func(*relocateOptions)
 type relocateOptions struct {
 	target []byte
 	avoid  [][]byte // RIDs placement must not pick (a host move's retry)
+	// prefer names, for the object's kind and stable type, the node
+	// placement takes when it is a usable candidate with room (a host
+	// command's target run, host_targets.go).
+	prefer func(kind record.ObjectKind, stableType string) []byte
+}
+
+// preferring makes placement take the node prefer names when it can.
+func preferring(prefer func(kind record.ObjectKind, stableType string) []byte) RelocateOption {
+	return func(o *relocateOptions) { o.prefer = prefer }
 }
 
 // avoiding keeps placement away from the nodes rids (a host move retries an
@@ -283,7 +292,7 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
-	target, err := o.relocationTarget(ctx, kind, a.Allocation.StableType, ro.target, ro.avoid)
+	target, err := o.relocationTarget(ctx, kind, a.Allocation.StableType, ro)
 	if err != nil {
 		return nil, err
 	}
@@ -334,12 +343,16 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 // relocationTarget places like a creation, excluding this node (§1.3 step
 // 2 secures capacity on the node it picks), or takes the named node when
 // it is a usable candidate; never one of avoid.
-func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, stableType string, rid []byte, avoid [][]byte) (candidate, error) {
+func (o *objects) relocationTarget(ctx context.Context, kind record.ObjectKind, stableType string, ro relocateOptions) (candidate, error) {
+	rid := ro.target
 	if rid != nil && bytes.Equal(rid, o.n.run.rid) {
 		return candidate{}, fmt.Errorf("%w: the target is this node", ErrInvalidOperation)
 	}
-	c, err := o.place(ctx, placeRequest{kind: kind, stableType: stableType, mesh: o.n.cfg.Node.MeshName,
-		only: rid, avoid: avoid, notHere: true})
+	req := placeRequest{kind: kind, stableType: stableType, mesh: o.n.cfg.Node.MeshName, only: rid, avoid: ro.avoid, notHere: true}
+	if ro.prefer != nil && rid == nil {
+		req.prefer = ro.prefer(kind, stableType)
+	}
+	c, err := o.place(ctx, req)
 	if err != nil && rid != nil {
 		return candidate{}, fmt.Errorf("%w: node %x cannot take %s %q: %w", ErrUnavailable, rid, kind, stableType, err)
 	}

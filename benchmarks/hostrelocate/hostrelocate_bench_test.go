@@ -62,6 +62,9 @@ package hostrelocate
 //   - records/handoff, flushes/handoff: the records all nodes' transports
 //     wrote during the call and the socket writes that carried them
 //     (transport Stats.Flushes), per moved object, senders' traffic included;
+//   - host-target-run: relocation.host_target_run of the nodes
+//     (MESHNODE_BENCH_HOST_TARGET_RUN, default the configuration's; 0 places
+//     every move on its own);
 //   - with senders (MESHNODE_BENCH_HOST_SENDERS goroutines on the client,
 //     default 2, each requesting "ping" back to back from 16 of the
 //     objects): pause-max-us and pause-p99-us, the longest and the p99
@@ -127,6 +130,9 @@ const (
 	envHeapObjects = "MESHNODE_BENCH_HOST_HEAP_OBJECTS"
 	envConcurrency = "MESHNODE_BENCH_HOST_CONCURRENCY"
 	envSenders     = "MESHNODE_BENCH_HOST_SENDERS"
+	// envTargetRun sets relocation.host_target_run (default: the
+	// configuration's, 256; 0 places every move on its own).
+	envTargetRun = "MESHNODE_BENCH_HOST_TARGET_RUN"
 	// envCPUProfile names a file for a CPU profile of the Relocate calls
 	// alone (go test -cpuprofile also covers creating the objects, moving
 	// them back and the baselines).
@@ -145,7 +151,7 @@ func setting(b *testing.B, name string, def int) int {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || (n == 0 && name != envSenders) {
+	if err != nil || n < 0 || (n == 0 && name != envSenders && name != envTargetRun) {
 		b.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
@@ -219,6 +225,7 @@ type hostBench struct {
 	refs        []mesh.ActorRef // by object index
 	watch       *handoffs
 	k           int // MaxConcurrent
+	run         int // relocation.host_target_run
 	created     time.Duration
 }
 
@@ -228,9 +235,10 @@ type hostBench struct {
 func startHost(b *testing.B, be benchkit.Backend, n, k int) *hostBench {
 	b.Helper()
 	watch := newHandoffs(n)
+	run := setting(b, envTargetRun, config.Default().Relocation.HostTargetRun)
 	c := benchkit.StartCluster(b, be, []config.ObjectRole{config.RoleClient, config.RoleServer},
-		benchkit.RegisterBlob(stateBytes, watch))
-	h := &hostBench{Cluster: c, client: c.Nodes[0], src: c.Nodes[1], refs: make([]mesh.ActorRef, n), watch: watch, k: k}
+		benchkit.RegisterBlob(stateBytes, watch), func(cfg *config.Config) { cfg.Relocation.HostTargetRun = run })
+	h := &hostBench{Cluster: c, client: c.Nodes[0], src: c.Nodes[1], refs: make([]mesh.ActorRef, n), watch: watch, k: k, run: run}
 	start := time.Now()
 	create := func(i int) error {
 		// The default creation deadline: the target keeps each answer
@@ -487,6 +495,7 @@ type figures struct {
 	bytes                 int64
 	during, before        []time.Duration // sender requests
 	retries, requests, ks int
+	targetRun             int // relocation.host_target_run
 }
 
 func (f *figures) add(c command) {
@@ -536,6 +545,7 @@ func (f *figures) report(b *testing.B, k int) {
 	b.ReportMetric(float64(f.wire.flushes)/moved, "flushes/handoff")
 	b.ReportMetric(moved/n, "objects")
 	b.ReportMetric(float64(k), "max-concurrent")
+	b.ReportMetric(float64(f.targetRun), "host-target-run")
 	if f.ks == 0 {
 		return
 	}
@@ -609,7 +619,7 @@ func benchHost(b *testing.B, be benchkit.Backend) {
 func benchHostWith(b *testing.B, be benchkit.Backend, senders int, record bool) {
 	n, k := objects(b), concurrency(b)
 	h := startHost(b, be, n, k)
-	var f figures
+	f := figures{targetRun: h.run}
 	meter := benchkit.NewCPUMeter(b, be)
 	var cpu benchkit.CPU
 	b.ResetTimer()

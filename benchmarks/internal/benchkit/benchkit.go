@@ -129,6 +129,7 @@ type Cluster struct {
 	loc      func() *CountingStore
 	reloc    relocstore.Store
 	register func(*spot.Registry) error
+	edits    []func(*config.Config) // applied to every node's configuration
 }
 
 // Counts sums the store calls of every node.
@@ -163,10 +164,11 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 // their factories with register. It returns once every node sees every
 // other server serving with a valid lease (so it can place on it) and has
 // admitted links to every other node.
-func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register func(*spot.Registry) error) *Cluster {
+// edits change every node's configuration (NodeConfig) before it starts.
+func StartCluster(b *testing.B, be Backend, roles []config.ObjectRole, register func(*spot.Registry) error, edits ...func(*config.Config)) *Cluster {
 	b.Helper()
 	reloc := OpenRelocation(b, be)
-	c := &Cluster{loc: OpenLocation(b, be), reloc: reloc, register: register}
+	c := &Cluster{loc: OpenLocation(b, be), reloc: reloc, register: register, edits: edits}
 	c.Add(b, roles...)
 	return c
 }
@@ -188,7 +190,11 @@ func (c *Cluster) Add(b *testing.B, roles ...config.ObjectRole) {
 		if !slices.Contains(c.Stores, s) {
 			c.Stores = append(c.Stores, s)
 		}
-		n, err := mesh.Start(ctx, mesh.Options{Config: NodeConfig(role), Factories: reg, Location: s,
+		cfg := NodeConfig(role)
+		for _, edit := range c.edits {
+			edit(&cfg)
+		}
+		n, err := mesh.Start(ctx, mesh.Options{Config: cfg, Factories: reg, Location: s,
 			Relocation: c.reloc, Logger: ErrorLog})
 		if err != nil {
 			b.Fatalf("start %s node: %v", role, err)

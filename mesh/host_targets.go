@@ -1,0 +1,94 @@
+package mesh
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// targetRuns keeps a host command's consecutive moves on one target at a
+// time (issue 11).
+//
+// Why: every owner CAS of a move (NewOwner, run by the target) moves the
+// source's capacity rows in the same batch (§8.2), so while two targets
+// take this node's objects, their CAS batches refuse each other on those
+// rows — measured 0.58 refused batches per handoff with two targets, each a
+// read and a batch more — and each CAS reads those rows again besides,
+// since a target's lane does not hand on rows that another process writes
+// (carry.go). One target's CAS batches take turns in its own lane instead,
+// without a refusal. So a run of moves goes to one target
+// (benchmarks/README.md has what it saves).
+//
+// Which target: each run goes to the usable candidate that has taken the
+// fewest of this command's moves for its weight, counting the run, so that
+// over the command the targets take the objects in proportion to their
+// weights, within about one run — what independent weighted draws give on
+// average. Placement still checks every move (a usable candidate with room,
+// as for any move); a move its run's target could not take, or that
+// failed on it, is placed like any (the host command's retry), and that
+// target gets no further run in this command.
+type targetRuns struct {
+	size int // moves per run; 0 places every move on its own
+	// pick returns the target of a new run for an object of (kind,
+	// stableType): the usable candidate minimizing (taken + size) /
+	// weight, leaving out those taken reports ruled out; nil when there is
+	// none.
+	pick func(kind record.ObjectKind, stableType string, size int, taken func(rid []byte) (n int, out bool)) []byte
+
+	mu   sync.Mutex
+	rid  []byte         // the run's target
+	left int            // moves the run has left to hand out
+	sent map[string]int // moves handed to each target (by RoutingID)
+	out  map[string]bool
+}
+
+func newTargetRuns(size int, pick func(record.ObjectKind, string, int, func([]byte) (int, bool)) []byte) *targetRuns {
+	return &targetRuns{size: size, pick: pick, sent: map[string]int{}, out: map[string]bool{}}
+}
+
+// prefer hands a move of an object of (kind, stableType) the target it
+// should take: the current run's, or a new run's; nil places it on its own.
+func (t *targetRuns) prefer(kind record.ObjectKind, stableType string) []byte {
+	if t == nil || t.size <= 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.left <= 0 {
+		rid := t.pick(kind, stableType, t.size, func(rid []byte) (int, bool) { return t.sent[string(rid)], t.out[string(rid)] })
+		if rid == nil {
+			return nil
+		}
+		t.rid, t.left = rid, t.size
+	}
+	t.left--
+	t.sent[string(t.rid)]++
+	return t.rid
+}
+
+// took records where a move handed preferred went: rid (nil: nowhere),
+// failed if it failed on that target. A move that did not go to its
+// preferred target, or failed there, ends that target's run and rules it
+// out of later ones.
+func (t *targetRuns) took(preferred, rid []byte, failed bool) {
+	if t == nil || preferred == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if bytes.Equal(rid, preferred) && !failed {
+		return
+	}
+	t.sent[string(preferred)]--
+	if rid != nil && !bytes.Equal(rid, preferred) {
+		t.sent[string(rid)]++
+	}
+	if rid == nil && !failed {
+		return // the move ended before placement: nothing learnt
+	}
+	t.out[string(preferred)] = true
+	if bytes.Equal(t.rid, preferred) {
+		t.left = 0
+	}
+}

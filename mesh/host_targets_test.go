@@ -1,0 +1,125 @@
+package mesh
+
+import (
+	"testing"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// runsOver is target runs of size over the candidates of set, all linked.
+func runsOver(set *candidateSet, size int, linked func(rid []byte) bool) *targetRuns {
+	env := placeEnv{admitted: func(rid []byte) (uint64, bool) { return 1, linked == nil || linked(rid) }}
+	return newTargetRuns(size, func(_ record.ObjectKind, _ string, size int, taken func([]byte) (int, bool)) []byte {
+		return leastLoaded(set, env, size, taken)
+	})
+}
+
+// hand gives one move its target and records that it went there.
+func hand(r *targetRuns) []byte {
+	rid := r.prefer(record.ObjectActor, "t")
+	r.took(rid, rid, false)
+	return rid
+}
+
+// A run hands its target to size consecutive moves; over the command the
+// targets take the moves in proportion to their weights, within one run.
+func TestTargetRunsFollowWeights(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights []int
+		size    int
+		moves   int
+	}{
+		{"equal weights", []int{100, 100}, 8, 400},
+		{"one to two to one", []int{100, 200, 100}, 10, 1000},
+		{"runs longer than a share", []int{1, 3}, 64, 500},
+		{"runs of one", []int{100, 300}, 1, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := weightedSet(tc.weights...)
+			r := runsOver(set, tc.size, nil)
+			got := map[byte]int{}
+			var prev []byte
+			run := 0
+			total := 0
+			for _, w := range tc.weights {
+				total += w
+			}
+			for i := range tc.moves {
+				rid := hand(r)
+				if rid == nil {
+					t.Fatalf("move %d: no target", i)
+				}
+				got[rid[0]]++
+				if prev != nil && rid[0] == prev[0] {
+					run++
+				} else {
+					if prev != nil && run%tc.size != 0 {
+						t.Fatalf("move %d: a run of %d moves ended before %d", i, run, tc.size)
+					}
+					run = 1
+				}
+				prev = rid
+			}
+			for i, w := range tc.weights {
+				want := float64(tc.moves) * float64(w) / float64(total)
+				if d := float64(got[byte(i+1)]) - want; d > float64(tc.size) || d < -float64(tc.size) {
+					t.Errorf("target %d (weight %d) took %d moves, want %.0f within one run (%d)", i+1, w, got[byte(i+1)], want, tc.size)
+				}
+			}
+		})
+	}
+}
+
+// A move that its run's target could not take, or that failed on it, ends
+// the run and rules the target out of later runs; a move that ended
+// before placement changes nothing.
+func TestTargetRunsRuleOutATargetThatFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		went     []byte
+		failed   bool
+		ruledOut bool
+	}{
+		{"placed elsewhere", []byte{2}, false, true},
+		{"failed on the target", []byte{1}, true, true},
+		{"ended before placement", nil, false, false},
+		{"moved there", []byte{1}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runsOver(weightedSet(100, 100), 4, nil)
+			first := r.prefer(record.ObjectActor, "t")
+			if first[0] != 1 {
+				t.Fatalf("first run on %d, want 1 (ties go to the first listed)", first[0])
+			}
+			r.took(first, tc.went, tc.failed)
+			for i := range 20 {
+				rid := hand(r)
+				if tc.ruledOut && rid[0] == 1 {
+					t.Fatalf("move %d went to the target ruled out", i)
+				}
+			}
+			if !tc.ruledOut && r.out[string([]byte{1})] {
+				t.Fatal("target 1 ruled out")
+			}
+		})
+	}
+}
+
+// With every target ruled out or unusable, moves are placed on their own;
+// runs of size 0 never prefer a target.
+func TestTargetRunsWithoutTargets(t *testing.T) {
+	r := runsOver(weightedSet(100), 4, func([]byte) bool { return false })
+	if rid := r.prefer(record.ObjectActor, "t"); rid != nil {
+		t.Fatalf("a run on %x with no usable target", rid)
+	}
+	off := runsOver(weightedSet(100), 0, nil)
+	if rid := off.prefer(record.ObjectActor, "t"); rid != nil {
+		t.Fatalf("runs of 0 preferred %x", rid)
+	}
+	var none *targetRuns
+	if none.prefer(record.ObjectActor, "t") != nil {
+		t.Fatal("a nil targetRuns preferred a target")
+	}
+	none.took([]byte{1}, []byte{1}, false)
+}
