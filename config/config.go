@@ -209,9 +209,9 @@ type RelocationConfig struct {
 	// MaxConcurrent bounds the moves a host Relocate or drain runs at
 	// once (docs/RELOCATION.md "Host relocation and drain").
 	MaxConcurrent int `koanf:"max_concurrent"`
-	// HostTargetRun is how many consecutive moves of a host Relocate or
-	// drain go to one target before the next run is placed (0: every move
-	// is placed on its own). Runs keep the targets' owner CAS batches from
+	// HostTargetRun bounds how many consecutive moves of a host Relocate
+	// or drain go to one target before the next run is placed (0: every
+	// move is placed on its own). Runs keep the targets' owner CAS batches from
 	// refusing each other on this node's capacity rows (docs/RELOCATION.md
 	// "Host relocation and drain").
 	HostTargetRun int `koanf:"host_target_run"`

@@ -174,7 +174,7 @@ var help = map[string]string{
 	"relocation.deadline":                             "deadline of a move whose caller gave none (docs/RELOCATION.md)",
 	"relocation.chunk_size":                           "bytes per Restore chunk on the ordered connection, 1024..67108864 (1 KiB..64 MiB)",
 	"relocation.max_concurrent":                       "moves a host Relocate or drain runs at once, 1..1024",
-	"relocation.host_target_run":                      "consecutive moves of a host Relocate or drain that go to one target before the next is placed, 0..1048576; 0 = every move placed on its own",
+	"relocation.host_target_run":                      "at most this many consecutive moves of a host Relocate or drain go to one target (fewer when few are left), 0..1048576; 0 = every move placed on its own",
 	"relocation.host_deadline":                        "deadline of a host Relocate whose caller gave none",
 	"relocation.drain_on_shutdown":                    "on SIGTERM, move this node's objects to the other serving nodes before the §11 shutdown",
 	"recovery.reclaim_grace":                          "how long a dead owner's objects look dead before a creation of their Id or the sweep removes their records (Destroy and ctl reclaim do not wait)",

@@ -137,7 +137,11 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	n.log.Info("host relocation started", "objects", p.Total, "skipped", p.Skipped, "max_concurrent", max)
 
 	var mu sync.Mutex // guards cmd
-	runs := newTargetRuns(n.cfg.Relocation.HostTargetRun, o.leastTaken)
+	runs := newTargetRuns(n.cfg.Relocation.HostTargetRun, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return cmd.Progress().Pending + 1 // the move asking is no longer pending
+	}, o.leastTaken)
 	pump := newProgressPump(opts.Progress)
 	defer pump.finish()
 	report := func() { pump.post(cmd.Progress()) }

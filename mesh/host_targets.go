@@ -24,17 +24,25 @@ import (
 // fewest of this command's moves for its weight, counting the run, so that
 // over the command the targets take the objects in proportion to their
 // weights, within about one run — what independent weighted draws give on
-// average. Placement still checks every move (a usable candidate with room,
+// average. How long: relocation.host_target_run moves at most, and no more
+// than the moves still to place over runsPerTarget runs per usable target,
+// so that a command of few objects is still spread (a try-out drained 515
+// objects onto three nodes in runs of 256: 256, 256 and 3) and the last
+// runs, shorter, even the split out. Placement still checks every move (a usable candidate with room,
 // as for any move); a move its run's target could not take, or that
 // failed on it, is placed like any (the host command's retry), and that
 // target gets no further run in this command.
 type targetRuns struct {
-	size int // moves per run; 0 places every move on its own
+	size int // moves per run at most; 0 places every move on its own
 	// pick returns the target of a new run for an object of (kind,
-	// stableType): the usable candidate minimizing (taken + size) /
-	// weight, leaving out those taken reports ruled out; nil when there is
-	// none.
-	pick func(kind record.ObjectKind, stableType string, size int, taken func(rid []byte) (n int, out bool)) []byte
+	// stableType) — the usable candidate minimizing (taken + the run's
+	// length) / weight, leaving out those taken reports ruled out; nil
+	// when there is none — and the run's length, length of the number of
+	// usable candidates.
+	pick func(kind record.ObjectKind, stableType string, length func(usable int) int, taken func(rid []byte) (n int, out bool)) ([]byte, int)
+	// left is how many of the command's moves have not been handed a
+	// target yet (nil: unknown, runs of size).
+	unplaced func() int
 
 	mu   sync.Mutex
 	rid  []byte         // the run's target
@@ -43,8 +51,21 @@ type targetRuns struct {
 	out  map[string]bool
 }
 
-func newTargetRuns(size int, pick func(record.ObjectKind, string, int, func([]byte) (int, bool)) []byte) *targetRuns {
-	return &targetRuns{size: size, pick: pick, sent: map[string]int{}, out: map[string]bool{}}
+// runsPerTarget is how many runs each usable target should get at least,
+// for the moves still to place: it bounds a run's length.
+const runsPerTarget = 4
+
+func newTargetRuns(size int, unplaced func() int, pick func(record.ObjectKind, string, func(int) int, func([]byte) (int, bool)) ([]byte, int)) *targetRuns {
+	return &targetRuns{size: size, unplaced: unplaced, pick: pick, sent: map[string]int{}, out: map[string]bool{}}
+}
+
+// runLength is the length of a run over usable targets.
+func (t *targetRuns) runLength(usable int) int {
+	n := t.size
+	if t.unplaced != nil {
+		n = min(n, t.unplaced()/(runsPerTarget*max(usable, 1)))
+	}
+	return max(n, 1)
 }
 
 // prefer hands a move of an object of (kind, stableType) the target it
@@ -56,11 +77,11 @@ func (t *targetRuns) prefer(kind record.ObjectKind, stableType string) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.left <= 0 {
-		rid := t.pick(kind, stableType, t.size, func(rid []byte) (int, bool) { return t.sent[string(rid)], t.out[string(rid)] })
+		rid, n := t.pick(kind, stableType, t.runLength, func(rid []byte) (int, bool) { return t.sent[string(rid)], t.out[string(rid)] })
 		if rid == nil {
 			return nil
 		}
-		t.rid, t.left = rid, t.size
+		t.rid, t.left = rid, n
 	}
 	t.left--
 	t.sent[string(t.rid)]++

@@ -9,8 +9,8 @@ import (
 // runsOver is target runs of size over the candidates of set, all linked.
 func runsOver(set *candidateSet, size int, linked func(rid []byte) bool) *targetRuns {
 	env := placeEnv{admitted: func(rid []byte) (uint64, bool) { return 1, linked == nil || linked(rid) }}
-	return newTargetRuns(size, func(_ record.ObjectKind, _ string, size int, taken func([]byte) (int, bool)) []byte {
-		return leastLoaded(set, env, size, taken)
+	return newTargetRuns(size, nil, func(_ record.ObjectKind, _ string, length func(int) int, taken func([]byte) (int, bool)) ([]byte, int) {
+		return leastLoaded(set, env, length, taken)
 	})
 }
 
@@ -122,4 +122,57 @@ func TestTargetRunsWithoutTargets(t *testing.T) {
 		t.Fatal("a nil targetRuns preferred a target")
 	}
 	none.took([]byte{1}, []byte{1}, false)
+}
+
+// A command of few objects is still spread: runs are no longer than the
+// moves left over runsPerTarget runs per usable target (a try-out drained
+// 515 objects onto three nodes as 256, 256 and 3 before).
+func TestTargetRunsSpreadAFewObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights []int
+		moves   int
+	}{
+		{"515 objects, three equal targets", []int{100, 100, 100}, 515},
+		{"40 objects, two targets", []int{100, 100}, 40},
+		{"1,000 objects, one to three", []int{100, 300}, 1000},
+		{"3 objects, three targets", []int{100, 100, 100}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := weightedSet(tc.weights...)
+			env := placeEnv{admitted: func([]byte) (uint64, bool) { return 1, true }}
+			left := tc.moves
+			r := newTargetRuns(256, func() int { return left }, func(_ record.ObjectKind, _ string, length func(int) int, taken func([]byte) (int, bool)) ([]byte, int) {
+				return leastLoaded(set, env, length, taken)
+			})
+			got := map[byte]int{}
+			longest, run := 0, 0
+			var prev byte
+			for range tc.moves {
+				rid := hand(r)
+				left--
+				got[rid[0]]++
+				if rid[0] == prev {
+					run++
+				} else {
+					run = 1
+				}
+				prev, longest = rid[0], max(longest, run)
+			}
+			total := 0
+			for _, w := range tc.weights {
+				total += w
+			}
+			bound := max(tc.moves/(runsPerTarget*len(tc.weights)), 1)
+			for i, w := range tc.weights {
+				want := float64(tc.moves) * float64(w) / float64(total)
+				if d := float64(got[byte(i+1)]) - want; d > float64(bound) || d < -float64(bound) {
+					t.Errorf("target %d (weight %d) took %d of %d, want %.0f within %d", i+1, w, got[byte(i+1)], tc.moves, want, bound)
+				}
+			}
+			if longest > 2*bound { // two runs in a row can go to one target
+				t.Errorf("longest stretch on one target %d, want at most %d", longest, 2*bound)
+			}
+		})
+	}
 }

@@ -147,39 +147,45 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 
 // leastTaken is the usable candidate (other than this node) for an object
 // of (kind, stableType) that has taken the fewest objects for its weight
-// after a run of size more, per taken, leaving out those taken rules out;
-// nil when there is none. A host command's target runs (host_targets.go)
-// start on it.
-func (o *objects) leastTaken(kind record.ObjectKind, stableType string, size int, taken func(rid []byte) (n int, out bool)) []byte {
+// after a run more, per taken, leaving out those taken rules out (nil when
+// there is none), and the run's length: length of the number of usable
+// candidates. A host command's target runs (host_targets.go) start on it.
+func (o *objects) leastTaken(kind record.ObjectKind, stableType string, length func(usable int) int, taken func(rid []byte) (n int, out bool)) ([]byte, int) {
 	snap, list, ok := o.n.lastSnapshotNumbered()
 	if !ok {
-		return nil
+		return nil, 0
 	}
 	key := candidateSetKey{mesh: o.n.cfg.Node.MeshName, kind: kind, stableType: stableType}
 	set := o.n.memo.candidates(list, snap, key, o.n.run.rid, o.n.run.lifecycleGeneration)
-	return leastLoaded(set, placeEnv{admitted: o.admittedAt}, size, taken)
+	return leastLoaded(set, placeEnv{admitted: o.admittedAt}, length, taken)
 }
 
 // leastLoaded is leastTaken on a candidate set.
-func leastLoaded(set *candidateSet, env placeEnv, size int, taken func(rid []byte) (n int, out bool)) []byte {
+func leastLoaded(set *candidateSet, env placeEnv, length func(usable int) int, taken func(rid []byte) (n int, out bool)) ([]byte, int) {
 	req := placeRequest{notHere: true}
-	var best *candidate
-	var bestLoad int
+	var usable []*candidate
+	var loads []int
 	for i := range set.cands {
 		c := &set.cands[i]
 		n, out := taken(c.node.RoutingID)
 		if out || req.usability(*c, env) != usableNow {
 			continue
 		}
-		// (n + size) / weight < (bestLoad + size) / best.weight, in integers.
-		if load := n + size; best == nil || int64(load)*int64(best.weight) < int64(bestLoad)*int64(c.weight) {
-			best, bestLoad = c, load
+		usable, loads = append(usable, c), append(loads, n)
+	}
+	if len(usable) == 0 {
+		return nil, 0
+	}
+	size := length(len(usable))
+	best := 0
+	for i, c := range usable {
+		// (loads[i] + size) / weight < (loads[best] + size) / weight of best,
+		// in integers.
+		if int64(loads[i]+size)*int64(usable[best].weight) < int64(loads[best]+size)*int64(c.weight) {
+			best = i
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	return best.node.RoutingID
+	return usable[best].node.RoutingID, size
 }
 
 // relistedWithNewOwner runs one discovery round and reports whether the
