@@ -145,7 +145,11 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 	}
 	line := "check: every object moved"
 	if p.Skipped > 0 {
-		line = fmt.Sprintf("check: every object moved but the %d that do not move (DisableRelocation, Instance Spots: removed with the node)", p.Skipped)
+		what := fmt.Sprintf("the %d that do not move", p.Skipped)
+		if p.Skipped == 1 {
+			what = "the one that does not move"
+		}
+		line = "check: every object moved but " + what + " (DisableRelocation, Instance Spots: removed with the node)"
 	}
 	fmt.Fprintln(w, line+"; every accepted message arrived once and in order")
 	return nil
