@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -239,9 +240,21 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 	}
 	p = res.Progress
 	n.log.Info("host relocation ended", "end", res.End, "moved", p.Moved, "skipped", p.Skipped, "failed", p.Failed,
-		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took)
+		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took, "moved_to", movedTo(res.Objects))
 	n.logNotMoved(res)
 	return res, nil
+}
+
+// movedTo counts the moved objects by target (hex RoutingId): how the
+// command spread them, for the log.
+func movedTo(objs []HostObjectResult) map[string]int {
+	m := map[string]int{}
+	for _, o := range objs {
+		if o.Outcome == hostmove.Moved && len(o.Target) > 0 {
+			m[hex.EncodeToString(o.Target)]++
+		}
+	}
+	return m
 }
 
 // hostOverrun is how long a host command waits past its deadline for the

@@ -3,6 +3,7 @@ package mesh
 import (
 	"testing"
 
+	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -174,5 +175,18 @@ func TestTargetRunsSpreadAFewObjects(t *testing.T) {
 				t.Errorf("longest stretch on one target %d, want at most %d", longest, 2*bound)
 			}
 		})
+	}
+}
+
+// The end-of-command log counts the moved objects by target.
+func TestMovedToCountsMovedObjectsByTarget(t *testing.T) {
+	objs := []HostObjectResult{
+		{Outcome: hostmove.Moved, Target: []byte{0xaa}}, {Outcome: hostmove.Moved, Target: []byte{0xbb}},
+		{Outcome: hostmove.Moved, Target: []byte{0xaa}}, {Outcome: hostmove.Failed, Target: []byte{0xcc}},
+		{Outcome: hostmove.Skipped},
+	}
+	got := movedTo(objs)
+	if len(got) != 2 || got["aa"] != 2 || got["bb"] != 1 {
+		t.Fatalf("movedTo = %v, want aa:2 bb:1", got)
 	}
 }

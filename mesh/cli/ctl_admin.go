@@ -2,13 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -333,6 +336,29 @@ func (v *progressView) done() {
 	}
 }
 
+// movedTo counts the moved objects by target node, most first (ties by
+// RoutingId): how a host command spread them.
+func movedTo(objs []admin.ObjectOutcome) [][]string {
+	count := map[string]int{}
+	for _, o := range objs {
+		if o.Outcome == "moved" && o.Target != "" {
+			count[o.Target]++
+		}
+	}
+	targets := slices.Collect(maps.Keys(count))
+	slices.SortFunc(targets, func(a, b string) int {
+		if c := cmp.Compare(count[b], count[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	rows := make([][]string, len(targets))
+	for i, t := range targets {
+		rows[i] = []string{t, strconv.Itoa(count[t])}
+	}
+	return rows
+}
+
 // printOutcome prints the final table and returns the exit status: 0 when
 // nothing failed and nothing was left unstarted.
 func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
@@ -352,6 +378,10 @@ func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
 		return ExitError
 	}
 	if j.Result != nil {
+		if rows := movedTo(j.Result.Objects); len(rows) > 0 {
+			fmt.Fprintln(stdout, "\nmoved to:")
+			_ = textable.Write(stdout, []string{"TARGET", "OBJECTS"}, rows)
+		}
 		var failed [][]string
 		for _, o := range j.Result.Objects {
 			if o.Outcome == "failed" || o.Outcome == "notStarted" {

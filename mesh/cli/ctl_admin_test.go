@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,7 @@ func TestCtlStatusAndRelocate(t *testing.T) {
 		t.Fatalf("ctl relocate: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
 	}
 	t.Logf("relocate:\n%s", out.String())
-	for _, want := range []string{"relocate cli-1 started", "progress:", "relocate cli-1 ended: completed", "OUTCOME", "moved"} {
+	for _, want := range []string{"relocate cli-1 started", "progress:", "relocate cli-1 ended: completed", "OUTCOME", "moved", "moved to:", "TARGET"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("ctl relocate output lacks %q:\n%s", want, out.String())
 		}
@@ -258,5 +259,23 @@ func TestPrintStatusStores(t *testing.T) {
 				t.Errorf("has %q:\n%s", tc.not, b.String())
 			}
 		})
+	}
+}
+
+// The moved objects are counted by target, most first, ties by RoutingId;
+// objects not moved are not counted.
+func TestMovedTo(t *testing.T) {
+	objs := []admin.ObjectOutcome{
+		{ID: "a", Outcome: "moved", Target: "bb"}, {ID: "b", Outcome: "moved", Target: "aa"},
+		{ID: "c", Outcome: "moved", Target: "cc"}, {ID: "d", Outcome: "moved", Target: "cc"},
+		{ID: "e", Outcome: "failed", Target: "dd"}, {ID: "f", Outcome: "skipped"},
+	}
+	got := movedTo(objs)
+	want := [][]string{{"cc", "2"}, {"aa", "1"}, {"bb", "1"}}
+	if !slices.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Fatalf("movedTo = %v, want %v", got, want)
+	}
+	if rows := movedTo(nil); len(rows) != 0 {
+		t.Fatalf("movedTo(nil) = %v", rows)
 	}
 }
