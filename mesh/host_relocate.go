@@ -475,8 +475,13 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 	}
 	start := time.Now()
 	var preferred []byte // the target run's node this move was handed
+	handed := false
 	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{preferring(func(kind record.ObjectKind, stableType string) []byte {
-		preferred = runs.prefer(kind, stableType)
+		// Once per move: a move that waits for its object's arrival to
+		// end places again (relocateOne), and must not take two turns.
+		if !handed {
+			preferred, handed = runs.prefer(kind, stableType), true
+		}
 		return preferred
 	})})
 	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason))
