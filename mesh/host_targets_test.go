@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -73,14 +74,15 @@ func TestTargetRunsFollowWeights(t *testing.T) {
 }
 
 // A move that its run's target could not take, or that failed on it, ends
-// the run and rules the target out of later runs; a move that ended
-// before placement changes nothing.
-func TestTargetRunsRuleOutATargetThatFailed(t *testing.T) {
+// the run and benches the target: no run for 500 ms, then 1 s after the
+// next incident, doubling up to 8 s; moves failing while it is benched are
+// the same incident; a move that ended before placement changes nothing.
+func TestTargetRunsBenchATargetThatFailed(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		went     []byte
-		failed   bool
-		ruledOut bool
+		name    string
+		went    []byte
+		failed  bool
+		benched bool
 	}{
 		{"placed elsewhere", []byte{2}, false, true},
 		{"failed on the target", []byte{1}, true, true},
@@ -89,19 +91,55 @@ func TestTargetRunsRuleOutATargetThatFailed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runsOver(weightedSet(100, 100), 4, nil)
+			clock := time.Unix(1000, 0)
+			r.now = func() time.Time { return clock }
+			// Two moves of a run to target 1 in flight; the first ends.
 			first := r.prefer(record.ObjectActor, "t")
-			if first[0] != 1 {
-				t.Fatalf("first run on %d, want 1 (ties go to the first listed)", first[0])
+			second := r.prefer(record.ObjectActor, "t")
+			if first[0] != 1 || second[0] != 1 {
+				t.Fatalf("run on %d, %d, want 1 (ties go to the first listed)", first[0], second[0])
 			}
 			r.took(first, tc.went, tc.failed)
-			for i := range 20 {
-				rid := hand(r)
-				if tc.ruledOut && rid[0] == 1 {
-					t.Fatalf("move %d went to the target ruled out", i)
+			onOne := func(moves int) int {
+				n := 0
+				for range moves {
+					if hand(r)[0] == 1 {
+						n++
+					}
 				}
+				return n
 			}
-			if !tc.ruledOut && r.out[string([]byte{1})] {
-				t.Fatal("target 1 ruled out")
+			if n := onOne(20); tc.benched && n != 0 {
+				t.Fatalf("%d moves went to the benched target", n)
+			} else if !tc.benched && n == 0 {
+				t.Fatal("target 1 was benched")
+			}
+			if !tc.benched {
+				return
+			}
+			// The other move in flight fails too: the same incident, the
+			// bench stays.
+			r.took(second, tc.went, tc.failed)
+			if got := r.out[string([]byte{1})].pause; got != firstBench {
+				t.Fatalf("bench %v after a second failure of one incident, want %v", got, firstBench)
+			}
+			clock = clock.Add(firstBench)
+			if onOne(20) == 0 {
+				t.Fatal("target 1 still benched after its 500 ms")
+			}
+			for _, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, maxBench, maxBench} {
+				for r.prefer(record.ObjectActor, "t")[0] != 1 { // until a run of target 1 begins
+					r.took([]byte{2}, []byte{2}, false)
+				}
+				r.took([]byte{1}, tc.went, tc.failed)
+				if got := r.out[string([]byte{1})].pause; got != want {
+					t.Fatalf("bench %v, want %v", got, want)
+				}
+				clock = clock.Add(want - time.Millisecond)
+				if onOne(10) != 0 {
+					t.Fatalf("target 1 had a run before its %v bench ended", want)
+				}
+				clock = clock.Add(time.Millisecond)
 			}
 		})
 	}
