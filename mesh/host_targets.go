@@ -14,8 +14,8 @@ import (
 // Why: every owner CAS of a move (NewOwner, run by the target) moves the
 // source's capacity rows in the same batch (§8.2), so while two targets
 // take this node's objects, their CAS batches refuse each other on those
-// rows — measured 0.54–0.59 refused batches per handoff with two targets, each a
-// read and a batch more — and each CAS reads those rows again besides,
+// rows — measured 0.54–0.59 refused batches per handoff with two targets,
+// each a read and a batch more — and each CAS reads those rows again besides,
 // since a target's lane does not hand on rows that another process writes
 // (carry.go). One target's CAS batches take turns in its own lane instead,
 // without a refusal. So a run of moves goes to one target
@@ -49,16 +49,16 @@ type targetRuns struct {
 	// when there is none — and the run's length, length of the number of
 	// usable candidates.
 	pick func(kind record.ObjectKind, stableType string, length func(usable int) int, taken func(rid []byte) (n int, out bool)) ([]byte, int)
-	// left is how many of the command's moves have not been handed a
+	// unplaced is how many of the command's moves have not been handed a
 	// target yet (nil: unknown, runs of size).
 	unplaced func() int
 
 	mu   sync.Mutex
 	rid  []byte         // the run's target
 	left int            // moves the run has left to hand out
-	sent map[string]int // moves handed to each target (by RoutingID)
-	out  map[string]benched
-	now  func() time.Time
+	sent map[string]int     // moves handed to each target (by RoutingID)
+	out  map[string]benched // targets a move could not use, by RoutingID
+	now  func() time.Time   // injected by tests
 }
 
 // runsPerTarget is how many runs each usable target should get at least,
