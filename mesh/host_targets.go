@@ -54,8 +54,8 @@ type targetRuns struct {
 	unplaced func() int
 
 	mu   sync.Mutex
-	rid  []byte         // the run's target
-	left int            // moves the run has left to hand out
+	rid  []byte             // the run's target
+	left int                // moves the run has left to hand out
 	sent map[string]int     // moves handed to each target (by RoutingID)
 	out  map[string]benched // targets a move could not use, by RoutingID
 	now  func() time.Time   // injected by tests
