@@ -43,10 +43,6 @@ func TestTargetRunsFollowWeights(t *testing.T) {
 			got := map[byte]int{}
 			var prev []byte
 			run := 0
-			total := 0
-			for _, w := range tc.weights {
-				total += w
-			}
 			for i := range tc.moves {
 				rid := hand(r)
 				if rid == nil {
@@ -63,12 +59,7 @@ func TestTargetRunsFollowWeights(t *testing.T) {
 				}
 				prev = rid
 			}
-			for i, w := range tc.weights {
-				want := float64(tc.moves) * float64(w) / float64(total)
-				if d := float64(got[byte(i+1)]) - want; d > float64(tc.size) || d < -float64(tc.size) {
-					t.Errorf("target %d (weight %d) took %d moves, want %.0f within one run (%d)", i+1, w, got[byte(i+1)], want, tc.size)
-				}
-			}
+			checkShares(t, tc.weights, got, tc.moves, tc.size)
 		})
 	}
 }
@@ -198,17 +189,8 @@ func TestTargetRunsSpreadAFewObjects(t *testing.T) {
 				}
 				prev, longest = rid[0], max(longest, run)
 			}
-			total := 0
-			for _, w := range tc.weights {
-				total += w
-			}
 			bound := max(tc.moves/(runsPerTarget*len(tc.weights)), 1)
-			for i, w := range tc.weights {
-				want := float64(tc.moves) * float64(w) / float64(total)
-				if d := float64(got[byte(i+1)]) - want; d > float64(bound) || d < -float64(bound) {
-					t.Errorf("target %d (weight %d) took %d of %d, want %.0f within %d", i+1, w, got[byte(i+1)], tc.moves, want, bound)
-				}
-			}
+			checkShares(t, tc.weights, got, tc.moves, bound)
 			if longest > 2*bound { // two runs in a row can go to one target
 				t.Errorf("longest stretch on one target %d, want at most %d", longest, 2*bound)
 			}
@@ -226,5 +208,21 @@ func TestMovedToCountsMovedObjectsByTarget(t *testing.T) {
 	got := movedTo(objs)
 	if len(got) != 2 || got["aa"] != 2 || got["bb"] != 1 {
 		t.Fatalf("movedTo = %v, want aa:2 bb:1", got)
+	}
+}
+
+// checkShares fails unless target i+1 (weight weights[i]) took its share of
+// moves, by weight, within bound; got counts the moves by target.
+func checkShares(t *testing.T, weights []int, got map[byte]int, moves, bound int) {
+	t.Helper()
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	for i, w := range weights {
+		want := float64(moves) * float64(w) / float64(total)
+		if d := float64(got[byte(i+1)]) - want; d > float64(bound) || d < -float64(bound) {
+			t.Errorf("target %d (weight %d) took %d of %d moves, want %.0f within %d", i+1, w, got[byte(i+1)], moves, want, bound)
+		}
 	}
 }
