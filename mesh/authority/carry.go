@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"slices"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -135,27 +134,16 @@ func (h *hold) leave(seen []keyRow, req locstore.WriteRequest, wr locstore.Write
 }
 
 // drop forgets what the lanes of h were left: the batch of their holder
-// did not apply (refused: another process moved one of the rows it was
-// conditioned on), or its answer was lost. Which counters moved, if any,
-// the operation's next read tells (blame.go).
-func (h *hold) drop() {
+// did not apply (lost: it was refused, so another process moves one of
+// their counters), or its answer was lost.
+func (h *hold) drop(lost bool) {
 	if h == nil {
 		return
 	}
+	now := h.l.clock()
 	for _, ln := range h.lanes {
 		ln.left = nil
-	}
-}
-
-// lost notes, on those of h's lanes whose counter is one of keys, that
-// another process moved it just now (blame.go).
-func (h *hold) lost(keys []string) {
-	if h == nil || len(keys) == 0 {
-		return
-	}
-	now := h.l.clock()
-	for i, ln := range h.lanes {
-		if slices.Contains(keys, h.keys[i]) {
+		if lost {
 			ln.lostAt.Store(int64(now) + 1)
 		}
 	}

@@ -190,8 +190,7 @@ func TestContendedLaneReadsInsteadOfHandOver(t *testing.T) {
 			clock := &manualNow{}
 			_, second, err, reads := laneTurnsWith(t, laneScene{target: targetA(), opts: []ExecutorOption{hinted(clock)},
 				beforeLeave: func(h *hold) {
-					h.drop() // an earlier batch on these lanes lost, on their counters
-					h.lost(h.keys)
+					h.drop(true) // an earlier batch on these lanes lost
 					clock.advance(tc.after)
 				}})
 			if err != nil || second.Attempts != 1 {

@@ -115,9 +115,10 @@ func (e *Executor) takeCounters(r rowSet) map[string]locstore.ReadResult {
 }
 
 // counterMoved drops the prefetched values of the counters a batch of this
-// executor changed, or was conditioned on and lost on: they are stale now
-// (which of them another process moved, the next read tells: blame.go).
+// executor changed (they are stale now) and, when the batch lost, notes the
+// contention on the counters it was conditioned on.
 func (h *rowHints) counterMoved(req locstore.WriteRequest, applied bool) {
+	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if applied {
@@ -127,28 +128,16 @@ func (h *rowHints) counterMoved(req locstore.WriteRequest, applied bool) {
 		return
 	}
 	for _, c := range req.Conditions {
-		if isCounterKey(c.Key) {
-			delete(h.counters, c.Key)
+		if !isCounterKey(c.Key) {
+			continue
 		}
-	}
-}
-
-// lostOn notes that another process moved the counters keys just now: for
-// counterQuiet their prefetched values are not planned on.
-func (h *rowHints) lostOn(keys []string) {
-	if len(keys) == 0 {
-		return
-	}
-	now := h.now()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost == nil {
-		h.lost = map[string]time.Duration{}
-	}
-	if len(h.lost) >= maxHints {
-		clear(h.lost)
-	}
-	for _, k := range keys {
-		h.lost[k] = now
+		delete(h.counters, c.Key)
+		if h.lost == nil {
+			h.lost = map[string]time.Duration{}
+		}
+		if len(h.lost) >= maxHints {
+			clear(h.lost)
+		}
+		h.lost[c.Key] = now
 	}
 }

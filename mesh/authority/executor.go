@@ -576,11 +576,6 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		return true, acquire(hot)
 	}
-	// suspects are the counter conditions of this operation's last refused
-	// batch, until its next read tells which of them moved (blame.go); an
-	// operation that ends before that read blames them all.
-	var suspects []locstore.Condition
-	defer func() { e.blame(held, movedCounters(suspects, nil, false)) }()
 	if e.lanes != nil {
 		if hot := e.lanes.expected(op); hot != nil {
 			if err := acquire(hot); err != nil {
@@ -619,10 +614,6 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
 			}
 			return Result{}, err
-		}
-		if suspects != nil {
-			e.blame(held, movedCounters(suspects, v.seen, v.seen != nil && !v.used.Load()))
-			suspects = nil
 		}
 		if len(unknown) > 0 {
 			res, ok, err := e.confirm(ctx, snap, unknown)
@@ -682,12 +673,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			if werr == nil && wr.Applied {
 				held.leave(v.seen, p.Request, wr)
 			} else {
-				held.drop()
+				held.drop(werr == nil)
 			}
 		}
 		if werr == nil && !wr.Applied {
 			e.stats.of(op).conflicts.Add(1)
-			suspects = counterConds(p.Request)
 		}
 		if werr == nil && e.hints != nil {
 			e.hints.counterMoved(p.Request, wr.Applied)
