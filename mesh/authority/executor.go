@@ -680,7 +680,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			e.stats.of(op).conflicts.Add(1)
 		}
 		if werr == nil && e.hints != nil {
-			e.hints.counterMoved(p.Request, wr.Applied)
+			e.hints.counterMoved(p.Request, wr.Applied, v.prefetched)
 		}
 		switch {
 		case werr == nil && wr.Applied:

@@ -49,10 +49,11 @@ type rowHints struct {
 	// not give back their storage, so after a burst expires the rows move
 	// to a new map of their size (expireLocked).
 	peak int
-	// counters are prefetched counter rows (ObserveCounter), lost the last
-	// time a batch of this executor lost on each counter (counter_hints.go).
+	// counters are prefetched counter rows (ObserveCounter); misses is how
+	// the batches planned on each counter's prefetched values fared lately
+	// (counter_hints.go).
 	counters map[string]rowHint
-	lost     map[string]time.Duration
+	misses   map[string]prefetchMisses
 }
 
 type rowHint struct {
@@ -317,6 +318,9 @@ type view struct {
 	hinted   bool        // may answer from hints
 	counters bool        // may also answer counters from prefetched values
 	used     atomic.Bool // answered at least one row from hints
+	// prefetched: the counters came from values a caller prefetched
+	// (counter_hints.go); a refused batch planned on them is blamed on them.
+	prefetched bool
 	// hold, when set, is the lanes the operation holds: counters may come
 	// from what they were left (carry.go), anchors from prior (the rows of
 	// the operation's read before it queued).

@@ -68,6 +68,9 @@ func (e *Executor) fetch(ctx context.Context, v *view, op Op, r rowSet) (rowsRea
 		counters = v.hold.leftFor(r.counterKeys(), v.prior)
 	case v.counters:
 		counters = e.takeCounters(r)
+		if counters != nil {
+			v.prefetched = true
+		}
 	}
 	var keys []string
 	var at []int
