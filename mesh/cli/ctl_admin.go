@@ -359,6 +359,39 @@ func movedTo(objs []admin.ObjectOutcome) [][]string {
 	return rows
 }
 
+// notMoved reports an object the command left on the node for a reason
+// worth reading: its move failed, or the deadline came first.
+func notMoved(o admin.ObjectOutcome) bool { return o.Outcome == "failed" || o.Outcome == "notStarted" }
+
+// notMovedWhy counts the objects not moved by outcome and reason (rows of
+// OUTCOME, OBJECTS, REASON, most first): a command that could move nothing
+// (every target full, the last server of a mesh) lists thousands of objects
+// with one reason, which this says in one line before the list.
+func notMovedWhy(objs []admin.ObjectOutcome) [][]string {
+	type why struct{ outcome, reason string }
+	count := map[why]int{}
+	for _, o := range objs {
+		if notMoved(o) {
+			count[why{o.Outcome, o.Reason}]++
+		}
+	}
+	keys := slices.Collect(maps.Keys(count))
+	slices.SortFunc(keys, func(a, b why) int {
+		if c := cmp.Compare(count[b], count[a]); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.outcome, b.outcome); c != 0 {
+			return c
+		}
+		return strings.Compare(a.reason, b.reason)
+	})
+	rows := make([][]string, len(keys))
+	for i, k := range keys {
+		rows[i] = []string{k.outcome, strconv.Itoa(count[k]), k.reason}
+	}
+	return rows
+}
+
 // printOutcome prints the final table and returns the exit status: 0 when
 // nothing failed and nothing was left unstarted.
 func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
@@ -384,11 +417,13 @@ func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
 		}
 		var failed [][]string
 		for _, o := range j.Result.Objects {
-			if o.Outcome == "failed" || o.Outcome == "notStarted" {
+			if notMoved(o) {
 				failed = append(failed, []string{o.Kind, o.ID, o.Outcome, o.Reason})
 			}
 		}
 		if len(failed) > 0 {
+			fmt.Fprintln(stdout, "\nnot moved, by reason:")
+			_ = textable.Write(stdout, []string{"OUTCOME", "OBJECTS", "REASON"}, notMovedWhy(j.Result.Objects))
 			fmt.Fprintln(stdout, "\nobjects not moved:")
 			_ = textable.Write(stdout, []string{"KIND", "ID", "OUTCOME", "REASON"}, failed)
 		}

@@ -262,6 +262,32 @@ func TestPrintStatusStores(t *testing.T) {
 	}
 }
 
+// The objects not moved are counted by outcome and reason, most first;
+// moved and skipped objects are not.
+func TestNotMovedWhy(t *testing.T) {
+	full, gone := "no Serving node has capacity left", "target stopped"
+	for _, tc := range []struct {
+		name string
+		objs []admin.ObjectOutcome
+		want [][]string
+	}{
+		{"none", []admin.ObjectOutcome{{ID: "a", Outcome: "moved"}, {ID: "b", Outcome: "skipped"}}, [][]string{}},
+		{"one reason", []admin.ObjectOutcome{{ID: "a", Outcome: "failed", Reason: full}, {ID: "b", Outcome: "failed", Reason: full}},
+			[][]string{{"failed", "2", full}}},
+		{"most first, then by outcome and reason", []admin.ObjectOutcome{
+			{ID: "a", Outcome: "failed", Reason: gone}, {ID: "b", Outcome: "notStarted", Reason: "deadline"},
+			{ID: "c", Outcome: "failed", Reason: full}, {ID: "d", Outcome: "failed", Reason: full},
+			{ID: "e", Outcome: "moved"}, {ID: "f", Outcome: "failed", Reason: full},
+		}, [][]string{{"failed", "3", full}, {"failed", "1", gone}, {"notStarted", "1", "deadline"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := notMovedWhy(tc.objs); !slices.EqualFunc(got, tc.want, slices.Equal[[]string]) {
+				t.Errorf("notMovedWhy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // The moved objects are counted by target, most first, ties by RoutingId;
 // objects not moved are not counted.
 func TestMovedTo(t *testing.T) {
