@@ -752,18 +752,28 @@ func putUint64(b []byte, v uint64) {
 	}
 }
 
-// backoff is the polling pause of a waiting caller: 2 ms doubling to 50 ms.
-type backoff struct{ d time.Duration }
+// backoff is the polling pause of a waiting caller: 2 ms doubling to 50 ms
+// (newBackoff). flat pauses of d come first when flat is set.
+type backoff struct {
+	d    time.Duration
+	flat int
+}
 
 func newBackoff() *backoff { return &backoff{d: 2 * time.Millisecond} }
 
-func (b *backoff) sleep(ctx context.Context) error {
+// next returns the next pause: d while flat pauses are left, then d
+// doubling, up to the first value at or past 50 ms.
+func (b *backoff) next() time.Duration {
 	d := b.d
-	if b.d < 50*time.Millisecond {
+	if b.flat > 0 {
+		b.flat--
+	} else if b.d < 50*time.Millisecond {
 		b.d *= 2
 	}
-	return sleepCtx(ctx, d)
+	return d
 }
+
+func (b *backoff) sleep(ctx context.Context) error { return sleepCtx(ctx, b.next()) }
 
 // sleepCtx waits d or until ctx ends (its error).
 func sleepCtx(ctx context.Context, d time.Duration) error {

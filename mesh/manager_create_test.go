@@ -434,3 +434,27 @@ func TestCreationLeavesNoStoredRequest(t *testing.T) { runCreationLeavesNoStored
 func TestCreationLeavesNoStoredRequestRedis(t *testing.T) {
 	runCreationLeavesNoStoredRequest(t, newRedisLocation(t))
 }
+
+// The pauses of the pollers: newBackoff's 2 ms doubling to 50 ms, and a
+// source's confirmation reads after its first one missed (confirmPace).
+func TestBackoffPauses(t *testing.T) {
+	ms, us := time.Millisecond, time.Microsecond
+	for _, tc := range []struct {
+		name string
+		b    *backoff
+		want []time.Duration
+	}{
+		{"newBackoff", newBackoff(), []time.Duration{2 * ms, 4 * ms, 8 * ms, 16 * ms, 32 * ms, 64 * ms, 64 * ms}},
+		{"confirm, no lag seen", confirmPace(0), []time.Duration{100 * us, 200 * us, 400 * us, 800 * us}},
+		{"confirm, 6 ms lag", confirmPace(6 * ms), []time.Duration{1500 * us, 1500 * us, 1500 * us, 1500 * us, 1500 * us, 3 * ms, 6 * ms}},
+		{"confirm, tiny lag", confirmPace(200 * us), []time.Duration{100 * us, 100 * us, 100 * us, 100 * us, 100 * us, 200 * us}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, want := range tc.want {
+				if got := tc.b.next(); got != want {
+					t.Fatalf("pause %d: %v, want %v", i+1, got, want)
+				}
+			}
+		})
+	}
+}
