@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,7 +156,14 @@ func TestCutSocketKeepsWhatItAcknowledged(t *testing.T) {
 // sender) and the ROUTER end (its peer), closed with the test.
 func zmtpPair(t *testing.T) (dealer, router *zconn) {
 	t.Helper()
+	return zmtpPairOn(t, func(c net.Conn) net.Conn { return c })
+}
+
+// zmtpPairOn is zmtpPair with the dialled socket wrapped by wrap.
+func zmtpPairOn(t *testing.T, wrap func(net.Conn) net.Conn) (dealer, router *zconn) {
+	t.Helper()
 	dialled, served := tcpPair(t)
+	dialled = wrap(dialled)
 	lim := frameLimits{1 << 20, 1 << 20, 16, 1 << 16}
 	type res struct {
 		zc  *zconn
@@ -217,6 +226,78 @@ func TestDrainCloseOfAResetConnectionKeepsWhatWasNotAcknowledged(t *testing.T) {
 	pc.wait()
 	if unsent := pc.takeUnsent(); len(unsent) != 0 {
 		t.Fatalf("%d records not written, want all written", len(unsent))
+	}
+	got := pc.undelivered()
+	if len(got) != 1 || itemNo(t, got[0]) != 100 {
+		t.Fatalf("undelivered %d records, want the one written after the peer's cut", len(got))
+	}
+	pc.release()
+}
+
+// stallConn is a TCP connection whose writes can be made to fail as a
+// write deadline would, without writing: what a writer whose deadline
+// passed while its process was stopped (SIGSTOP) meets once it runs again.
+type stallConn struct {
+	*net.TCPConn
+	stalled atomic.Bool
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	if c.stalled.Load() {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	}
+	return c.TCPConn.Write(p)
+}
+
+// A writer whose write deadline passes after some one-way messages left
+// (its process was stopped past the deadline, and a write or two slipped
+// out before Go's runtime saw the deadline) does not close the socket: the
+// peer may have cut the connection meanwhile, and only the reader can
+// learn that (it reads the end of the stream, or a reset) and ask which
+// messages the peer never acknowledged. Closed at once, those counted as
+// delivered: TestPausedSenderLosesNothing once lost 71 records — one
+// 16 KiB write buffer of them — this way in a whole-suite run.
+func TestWriteTimeoutKeepsWhatThePeerNeverAcknowledged(t *testing.T) {
+	var sc *stallConn
+	d, r := zmtpPairOn(t, func(c net.Conn) net.Conn {
+		sc = &stallConn{TCPConn: c.(*net.TCPConn)}
+		return sc
+	})
+	pc := newPeerConn(d, 1000, 0, time.Second)
+	pc.lingerOnTimeout(context.Background(), time.Second)
+	pc.start()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := pc.enqueue(outItem{frames: item(i).frames, size: 1, keep: true}); err != nil {
+				t.Fatalf("enqueue %d: %v", i, err)
+			}
+		}
+	}
+	send(0, 100)
+	waitFor(t, 5*time.Second, "the writer to flush", pc.flushed)
+	waitFor(t, 5*time.Second, "the peer's kernel to acknowledge", func() bool {
+		n, _ := d.ack.acked()
+		return n == d.g.written()
+	})
+	if !cutSocket(r.raw) { // the peer ends the connection: what follows is refused
+		t.Fatal("cut failed")
+	}
+	send(100, 101) // leaves this process; the peer's kernel answers with a reset
+	waitFor(t, 5*time.Second, "the writer to flush", pc.flushed)
+	sc.stalled.Store(true)
+	send(101, 102) // the deadline: not written
+	pc.wait()
+	unsent := pc.takeUnsent()
+	if len(unsent) != 1 || itemNo(t, unsent[0]) != 101 {
+		t.Fatalf("unsent %d records, want the one the deadline stopped", len(unsent))
+	}
+	// The session's reader: it reads to the end the peer made.
+	var err error
+	for err == nil {
+		_, err = d.recv()
+	}
+	if !peerClosed(err) {
+		t.Fatalf("the reader ended with %v, want the peer's close or reset", err)
 	}
 	got := pc.undelivered()
 	if len(got) != 1 || itemNo(t, got[0]) != 100 {

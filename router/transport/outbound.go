@@ -193,6 +193,7 @@ func (l *link) connect(ep string) (*session, error) {
 	}
 	pc := newPeerConn(zc, n.cfg.SendQueueRecords, n.cfg.SendQueueBytes, n.cfg.WriteTimeout)
 	pc.counters = l.counters
+	pc.lingerOnTimeout(n.ctx, n.cfg.PeerTimeout)
 	pc.start()
 	fail := func(err error) (*session, error) {
 		pc.close(err)
@@ -265,6 +266,11 @@ func (l *link) connect(ep string) (*session, error) {
 			drained:  make(chan struct{}),
 		}
 		s.heard.Store(n.clock.Now().UnixNano())
+		// The session ends with its connection, whoever ends that: a
+		// writer's deadline drains the connection (failWrite) and its
+		// reader may read on for a while; the session must not wait.
+		endSession := s.end
+		pc.onEnd.Store(&endSession)
 		// What an earlier session to this peer run had not sent goes
 		// first, queued before the session is published to senders (taken
 		// before l.mu: admitInbound holds n.mu, then l.mu).
@@ -338,6 +344,9 @@ func (s *session) serve() error {
 		defer n.linkWG.Done()
 		s.read()
 	}()
+	if s.pc.isClosed() { // ended before onEnd was set
+		s.end(s.pc.closedErr())
+	}
 	<-s.endCh
 	s.pc.wait()
 	s.mu.Lock()

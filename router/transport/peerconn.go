@@ -84,6 +84,15 @@ type peerConn struct {
 	// (failWrite), for the reader, whose own read then fails on a socket
 	// already closed.
 	late []outItem
+	// drainCtx and drainLinger, set for a link's connection before start
+	// (lingerOnTimeout): a write deadline that ends it while one-way
+	// messages are unacknowledged drains it like drainClose instead of
+	// closing it, so that its reader can learn whether the peer closed.
+	drainCtx    context.Context
+	drainLinger time.Duration
+	// onEnd, when set, is told once that the connection ended, whoever
+	// ended it (the session ends with it).
+	onEnd atomic.Pointer[func(error)]
 
 	done       chan struct{}
 	closeOnce  sync.Once
@@ -435,12 +444,38 @@ func (pc *peerConn) track(batch []inflightRec) {
 // the reader.
 func (pc *peerConn) failWrite(what string, err error, inflight []inflightRec) {
 	pc.inflight = inflight
+	cause := fmt.Errorf("transport: %s: %w", what, err)
 	var ne net.Error
 	if !(errors.As(err, &ne) && ne.Timeout()) {
 		pc.splitInflight()
 		pc.late = pc.undelivered()
+		pc.close(cause)
+		return
 	}
-	pc.close(fmt.Errorf("transport: %s: %w", what, err))
+	// A deadline says only that writes did not finish in time: the peer
+	// may be slow, or this process was stopped past the deadline (SIGSTOP,
+	// a VM freeze) — and then writes that ran before Go's runtime noticed
+	// the deadline left it, maybe onto a connection the peer cut
+	// meanwhile. Which one-way messages reached the peer only the reader
+	// can learn (the end of the stream or a reset, or silence): closing
+	// now counted them all as delivered (TestPausedSenderLosesNothing lost
+	// one 16 KiB write buffer of records so). So a connection with
+	// unacknowledged ones drains like drainClose; the rest close at once.
+	if pc.drainCtx != nil {
+		pc.splitInflight()
+		if pc.sentHead < len(pc.sent) {
+			pc.end(cause, func() { pc.lingerRead(pc.drainCtx, pc.drainLinger) })
+			return
+		}
+	}
+	pc.close(cause)
+}
+
+// lingerOnTimeout makes a write deadline drain the connection instead of
+// closing it while one-way messages it sent are unacknowledged (failWrite);
+// ctx ending closes it at once. Called before start.
+func (pc *peerConn) lingerOnTimeout(ctx context.Context, linger time.Duration) {
+	pc.drainCtx, pc.drainLinger = ctx, linger
 }
 
 // splitInflight moves the one-way messages of the writer's last batch that
@@ -543,6 +578,11 @@ func (pc *peerConn) end(cause error, stop func()) bool {
 		close(pc.done)
 		stop()
 	})
+	if first {
+		if f := pc.onEnd.Load(); f != nil {
+			(*f)(cause)
+		}
+	}
 	return first
 }
 
@@ -596,10 +636,19 @@ func (pc *peerConn) drainClose(ctx context.Context, cause error, linger time.Dur
 	// Outside the once: a writer failing meanwhile calls close, which
 	// waits for the once.
 	pc.writerWG.Wait()
+	pc.lingerRead(ctx, linger)
+	return true
+}
+
+// lingerRead shuts the write side of the stopped writer's socket — the FIN
+// follows whatever the kernel still holds — and leaves it open for its
+// reader until the peer closes its side or linger passes; ctx ending (the
+// node closing) closes it at once.
+func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 	cw, ok := pc.zc.raw.(interface{ CloseWrite() error })
 	if !ok || ctx.Err() != nil {
 		_ = pc.zc.close()
-		return true
+		return
 	}
 	// A connection the peer already reset refuses the shutdown; it is not
 	// closed here for that: its reader's read fails at once, and it asks
@@ -615,7 +664,6 @@ func (pc *peerConn) drainClose(ctx context.Context, cause error, linger time.Dur
 		pc.lingerStop = context.AfterFunc(ctx, func() { _ = pc.zc.close() })
 	}
 	pc.errMu.Unlock()
-	return true
 }
 
 // release closes the socket once its reader has stopped (after close or
