@@ -1,0 +1,91 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// A link whose writer's deadline passes while its peer is not reading
+// (here: a peer whose handler is stuck; in the wild, this process stopped
+// past the deadline) and whose peer then cuts the connection loses none of
+// the one-way messages it accepted: the connection drains instead of
+// closing, its reader reads the peer's end, the messages the peer's kernel
+// never acknowledged are kept and go first on the next connection. Closed
+// at the deadline (before), everything still in this kernel's send buffer
+// counted as delivered, and the peer's cut refused it.
+func TestWriteDeadlineThenPeerCutLosesNothing(t *testing.T) {
+	f := newFakePeer(t, "receiver", 1) // its reader stops once len(f.recs) records wait
+	cfg := testConfig("sender", 1)
+	cfg.WriteTimeout = 300 * time.Millisecond
+	ev := newEventLog()
+	cfg.OnEvent = ev.on
+	a := startNode(t, cfg)
+	if err := a.Connect(f.rid, f.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, EventAdmitted, 5*time.Second)
+
+	// Stream until the writer's deadline ends the session: the fake peer's
+	// reader blocks once its channel is full, then both kernels' buffers
+	// fill, then the writer waits on the socket past WriteTimeout.
+	data := make([]byte, 4096)
+	ctx := context.Background()
+	var accepted uint64
+	for end := time.Now().Add(10 * time.Second); ev.count(EventDown) == 0; {
+		if time.Now().After(end) {
+			t.Fatalf("the writer's deadline did not end the session (%d accepted)", accepted)
+		}
+		err := a.Send(ctx, f.rid, seqSend(f.rid, accepted+1, data))
+		switch {
+		case err == nil:
+			accepted++
+		case errors.Is(err, ErrBackpressure):
+			time.Sleep(time.Millisecond)
+		default:
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The peer ends the connection it stopped reading (as a node's sweep
+	// does with a connection it finds silent), then reads on.
+	first := f.next(router.CmdSpotSend, 5*time.Second)
+	first.ic.pc.cut(fmt.Errorf("%w: test cut", ErrPeerDown), 5*time.Second)
+	var (
+		mu  sync.Mutex
+		got = []uint64{seqOf(first.rec)}
+	)
+	go func() {
+		for r := range f.recs {
+			if r.rec.Command == router.CmdSpotSend {
+				mu.Lock()
+				got = append(got, seqOf(r.rec))
+				mu.Unlock()
+			}
+		}
+	}()
+	count := func() uint64 { mu.Lock(); defer mu.Unlock(); return uint64(len(got)) }
+	for end := time.Now().Add(10 * time.Second); count() < accepted && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	next, lost := uint64(1), uint64(0)
+	for _, seq := range got {
+		if seq < next {
+			t.Fatalf("seq %d after %d: duplicated or reordered", seq, next-1)
+		}
+		lost += seq - next
+		next = seq + 1
+	}
+	lost += accepted + 1 - next
+	st := a.Stats()
+	t.Logf("accepted %d, arrived %d, resent %d", accepted, len(got), st.Resent)
+	if lost != 0 {
+		t.Fatalf("%d of %d accepted records lost (resent %d, unsent %d)", lost, accepted, st.Resent, st.Unsent)
+	}
+}
