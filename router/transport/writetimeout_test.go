@@ -89,3 +89,50 @@ func TestWriteDeadlineThenPeerCutLosesNothing(t *testing.T) {
 		t.Fatalf("%d of %d accepted records lost (resent %d, unsent %d)", lost, accepted, st.Resent, st.Unsent)
 	}
 }
+
+// A connection drained after its writer's deadline (its reader waiting, up
+// to PeerTimeout, to learn how the silent peer ends it) does not hold up
+// the node's Close: closing the node closes it at once.
+func TestCloseDuringWriteDeadlineDrainIsPrompt(t *testing.T) {
+	f := newFakePeer(t, "receiver", 1)
+	cfg := testConfig("sender", 1)
+	cfg.WriteTimeout = 300 * time.Millisecond
+	cfg.PeerTimeout = 30 * time.Second // the drain's linger: far longer than Close may take
+	ev := newEventLog()
+	cfg.OnEvent = ev.on
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Close() }()
+	if err := a.Connect(f.rid, f.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, EventAdmitted, 5*time.Second)
+	data := make([]byte, 4096)
+	for seq, end := uint64(1), time.Now().Add(10*time.Second); ev.count(EventDown) == 0; {
+		if time.Now().After(end) {
+			t.Fatal("the writer's deadline did not end the session")
+		}
+		if err := a.Send(context.Background(), f.rid, seqSend(f.rid, seq, data)); err == nil {
+			seq++
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// The peer's handler stays stuck until the end of the test; its
+	// readers must be let go for its own close.
+	t.Cleanup(func() {
+		go func() {
+			for range f.recs {
+			}
+		}()
+	})
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %s with a drained connection lingering", took)
+	}
+}
