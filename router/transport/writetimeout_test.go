@@ -20,6 +20,12 @@ import (
 // at the deadline (before), everything still in this kernel's send buffer
 // counted as delivered, and the peer's cut refused it.
 func TestWriteDeadlineThenPeerCutLosesNothing(t *testing.T) {
+	for _, size := range []int{4096, 100} {
+		t.Run(fmt.Sprintf("%dB", size), func(t *testing.T) { writeDeadlineThenPeerCut(t, size) })
+	}
+}
+
+func writeDeadlineThenPeerCut(t *testing.T, size int) {
 	f := newFakePeer(t, "receiver", 1) // its reader stops once len(f.recs) records wait
 	cfg := testConfig("sender", 1)
 	cfg.WriteTimeout = 300 * time.Millisecond
@@ -34,7 +40,7 @@ func TestWriteDeadlineThenPeerCutLosesNothing(t *testing.T) {
 	// Stream until the writer's deadline ends the session: the fake peer's
 	// reader blocks once its channel is full, then both kernels' buffers
 	// fill, then the writer waits on the socket past WriteTimeout.
-	data := make([]byte, 4096)
+	data := make([]byte, size)
 	ctx := context.Background()
 	var accepted uint64
 	for end := time.Now().Add(10 * time.Second); ev.count(EventDown) == 0; {
