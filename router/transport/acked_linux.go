@@ -3,6 +3,7 @@
 package transport
 
 import (
+	"errors"
 	"net"
 	"syscall"
 
@@ -62,6 +63,29 @@ func unreadBytes(c net.Conn) (int, bool) {
 // the kernel has acknowledged, and which Go delays until the reading
 // goroutine lets go of the descriptor. The reader reads to the end and
 // closes c. False when c has no descriptor or the shutdown failed.
+//
+// A connection the peer already reset refuses the shutdown (ENOTCONN): it
+// counts as cut — nothing more can arrive, and its reader reads what the
+// kernel acknowledged before the reset, then the reset. Closing it
+// instead discarded that (the acknowledged records of a sender that gave
+// up on a silent connection with an abortive close).
 func cutSocket(c net.Conn) bool {
-	return onFD(c, func(fd int) error { return unix.Shutdown(fd, unix.SHUT_RDWR) })
+	return onFD(c, func(fd int) error {
+		if err := unix.Shutdown(fd, unix.SHUT_RDWR); err != nil && !errors.Is(err, unix.ENOTCONN) {
+			return err
+		}
+		return nil
+	})
+}
+
+// nothingInFlight reports that every data segment c sent was acknowledged
+// (TCP_INFO tcpi_unacked is 0): what is not acknowledged is still in this
+// kernel's send queue, never transmitted. False when it cannot be read.
+func nothingInFlight(c net.Conn) bool {
+	var info *unix.TCPInfo
+	ok := onFD(c, func(fd int) (err error) {
+		info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		return err
+	})
+	return ok && info.Unacked == 0
 }

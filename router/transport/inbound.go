@@ -121,6 +121,13 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		n.stats.unhandled.Add(1)
 		return
 	}
+	if ic.after != nil {
+		// The connection this one superseded still delivers what its
+		// kernel acknowledged (its reader slow or its handler stuck past
+		// supersede's wait): those records were sent first.
+		<-ic.after
+		ic.after = nil
+	}
 	n.cfg.Handler(n.ctx, info, rec, func(r *router.Record) error { return n.replyOn(ic, r) })
 }
 

@@ -55,9 +55,11 @@ type keptRecords struct {
 }
 
 // keepFor is how long records kept from an ended session wait for the next
-// session to the same peer run (Config.KeepUnsent). With the default and
-// the drain's linger (PeerTimeout), a peer that stopped running for up to
-// about twice PeerTimeout gets every one-way message that was sent to it.
+// session to the same peer run (Config.KeepUnsent), counted from when the
+// connection that carried them was given up (keepUndelivered re-arms it).
+// With the default, after the liveness deadline and the drain's linger
+// (PeerTimeout each), a peer that stopped running for up to about four
+// times PeerTimeout gets every one-way message that was sent to it.
 func (n *Node) keepFor() time.Duration { return n.cfg.KeepUnsent }
 
 // keepUnsent takes what an ended session to peer (run gen) had not sent:
@@ -103,6 +105,11 @@ func (n *Node) keepUndelivered(peer RID, gen uint64, items []outItem) int {
 		return 0
 	}
 	k.items = append(items, k.items...)
+	// They wait keepFor from now, when their connection was given up, not
+	// from when the session ended: a drain that waited out its linger for
+	// a silent peer (PeerTimeout) would otherwise leave the peer only the
+	// rest of the wait to be linked again.
+	n.armKeptLocked(string(peer), k)
 	return len(items)
 }
 
@@ -123,16 +130,25 @@ func (n *Node) keptFor(peer RID, gen uint64, count int) (*keptRecords, bool) {
 	if k == nil {
 		k = &keptRecords{gen: gen}
 		n.kept[string(peer)] = k
-		key := string(peer)
-		k.timer = n.clock.AfterFunc(n.keepFor(), func() {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			if n.kept[key] == k {
-				n.dropKeptLocked(key, "it did not come back in time")
-			}
-		})
+		n.armKeptLocked(string(peer), k)
 	}
 	return k, true
+}
+
+// armKeptLocked (re)starts the wait of peer's kept records: they are
+// dropped if no session to that run takes them within keepFor. n.mu is
+// held.
+func (n *Node) armKeptLocked(peer string, k *keptRecords) {
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	k.timer = n.clock.AfterFunc(n.keepFor(), func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.kept[peer] == k {
+			n.dropKeptLocked(peer, "it did not come back in time")
+		}
+	})
 }
 
 // dropKeptLocked drops the records kept for peer, counting them unsent.

@@ -134,7 +134,8 @@ func supersede(old, ic *inConn, bound time.Duration) {
 		return
 	}
 	old.superseed.Store(true)
-	old.pc.cut(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown), bound)
+	ic.after = old.readDone
+	old.pc.cut(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown))
 	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {

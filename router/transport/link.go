@@ -89,6 +89,12 @@ type inConn struct {
 	// for it, so that a cut connection's last records come before its
 	// successor's).
 	readDone chan struct{}
+	// after, set at admission when this connection superseded another
+	// (only the reader touches it then), is that one's readDone: its
+	// records reach the handler before any of this one's, however long
+	// its reader takes (supersede's wait for it is bounded: the admission
+	// must answer within the peer's handshake timeout).
+	after chan struct{}
 }
 
 // routerSock is the node's ROUTER: one listener, any number of inbound
@@ -260,6 +266,12 @@ func (r *routerSock) serve(raw net.Conn) {
 			break
 		}
 		r.onFrames(ic, frames)
+	}
+	if ic.after != nil {
+		// Read to its end means its predecessors' ends too: a connection
+		// that delivered nothing must not let its successor overtake the
+		// one it superseded.
+		<-ic.after
 	}
 	close(ic.readDone)
 	ic.pc.close(cause)

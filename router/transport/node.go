@@ -612,7 +612,7 @@ func (n *Node) closeSilent() {
 		// the close were acknowledged and then discarded by it, and the
 		// sender, which saw them acknowledged, never sent them again. A
 		// cut keeps readable what was acknowledged and refuses the rest.
-		ic.pc.cut(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout), n.cfg.PeerTimeout)
+		ic.pc.cut(fmt.Errorf("%w: no record for %s", ErrPeerDown, n.cfg.PeerTimeout))
 	}
 }
 

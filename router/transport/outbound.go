@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -366,8 +367,24 @@ func (s *session) read() {
 	s.pc.wait()
 	<-s.keptDone // the link kept what never left (keepUnsent): these came before
 	late := s.pc.late
-	if late == nil && peerClosed(err) {
+	switch {
+	case late != nil:
+	case peerClosed(err):
 		late = s.pc.undelivered()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The drain's linger ran out: the peer is silent (stopped, or its
+		// reader stuck). Closed gracefully, the socket would keep trying
+		// to send what the peer has not acknowledged yet — until the peer
+		// cuts the connection it finds superseded, which refuses it, or
+		// the kernel gives the orphan up: lost, although counted
+		// delivered (~18,000 records of TestStuckReceiverLongerThanTwo-
+		// PeerTimeouts). When nothing is in flight, what the peer has not
+		// acknowledged never left this kernel: an abortive close discards
+		// it here (the peer still reads what it acknowledged), and it is
+		// kept to be sent again — exactly once.
+		if s.pc.abortIfNothingInFlight() {
+			late = s.pc.undelivered()
+		}
 	}
 	s.pc.release()
 	if len(late) > 0 {

@@ -616,23 +616,28 @@ func (pc *peerConn) end(cause error, stop func()) bool {
 // ways (cutSocket) instead of closed — the reader goes on with the records
 // the kernel holds and then reads the end of the stream (this side's
 // reading is shut too, so it does not wait for the peer), and closes the
-// socket then (routerSock.serve); linger is only a backstop. Closing it outright
+// socket then (routerSock.serve). Closing it outright
 // discards the bytes the kernel acknowledged but the reader had not read
 // yet, which their sender counts as delivered: the sweep looks for unread
 // bytes first, but bytes arriving between that look and the close (a
 // sender resuming just then; Go closes the descriptor only once the
 // reading goroutine lets go of it) were lost. Where the socket cannot be
 // shut down, it is closed.
-func (pc *peerConn) cut(cause error, linger time.Duration) {
+//
+// The reader gets no read deadline for this: after the cut a read never
+// waits for the peer, so a deadline could only end a reader that is slow
+// — its handler stuck, its process starved — and discard what the kernel
+// acknowledged, which the sender counts as delivered (a receiver whose
+// handler was stuck for four peer timeouts lost ~18,000 such records of a
+// stream: TestStuckReceiverLongerThanTwoPeerTimeouts).
+func (pc *peerConn) cut(cause error) {
 	pc.end(cause, func() {
 		pc.deadlineMu.Lock()
 		_ = pc.zc.raw.SetWriteDeadline(time.Now())
 		pc.deadlineMu.Unlock()
 		if !cutSocket(pc.zc.raw) {
 			_ = pc.zc.close()
-			return
 		}
-		_ = pc.zc.raw.SetReadDeadline(time.Now().Add(linger))
 	})
 }
 
@@ -688,6 +693,25 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 		pc.lingerStop = context.AfterFunc(ctx, func() { _ = pc.zc.close() })
 	}
 	pc.errMu.Unlock()
+}
+
+// abortIfNothingInFlight prepares an abortive close of a drained
+// connection whose peer stayed silent (the reader has stopped): when no
+// data segment is in flight (TCP_INFO: every segment sent was
+// acknowledged), what the peer has not acknowledged was never transmitted,
+// and the close that follows (release) resets the connection and discards
+// it here — so undelivered then names exactly what the peer will never
+// get. With segments in flight their fate is unknown, and it reports
+// false: the close stays graceful and they count as delivered.
+func (pc *peerConn) abortIfNothingInFlight() bool {
+	if pc.untracked || len(pc.sent) == pc.sentHead {
+		return false
+	}
+	if !nothingInFlight(pc.zc.raw) {
+		return false
+	}
+	l, ok := pc.zc.raw.(interface{ SetLinger(sec int) error })
+	return ok && l.SetLinger(0) == nil
 }
 
 // release closes the socket once its reader has stopped (after close or

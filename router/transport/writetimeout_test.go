@@ -60,7 +60,7 @@ func writeDeadlineThenPeerCut(t *testing.T, size int) {
 	// The peer ends the connection it stopped reading (as a node's sweep
 	// does with a connection it finds silent), then reads on.
 	first := f.next(router.CmdSpotSend, 5*time.Second)
-	first.ic.pc.cut(fmt.Errorf("%w: test cut", ErrPeerDown), 5*time.Second)
+	first.ic.pc.cut(fmt.Errorf("%w: test cut", ErrPeerDown))
 	var (
 		mu  sync.Mutex
 		got = []uint64{seqOf(first.rec)}

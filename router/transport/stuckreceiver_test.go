@@ -1,0 +1,97 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// A receiver whose handler is stuck for several peer timeouts (its reader
+// reads nothing) gets every one-way message its sender accepted, once and
+// in order. The sender gives the connection up (its liveness deadline, then
+// the drain's linger) and links again; before, ~18,600 of ~37,000 records
+// were lost without a count: what the sender's kernel still held when it
+// closed the silent connection gracefully (counted delivered, refused when
+// the receiver cut the superseded connection), and what the receiver's
+// kernel held when its cut of a connection the sender had reset fell back
+// to a close; and the old connection's last records could arrive after
+// the new one's. Now the sender closes a silent connection abortively when
+// nothing is in flight and sends what was not acknowledged again; the
+// receiver reads a reset connection to its end, and a superseding
+// connection delivers nothing before the connection it superseded is read
+// to its end.
+func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		got  []uint64
+		gate = make(chan struct{})
+		once sync.Once
+	)
+	bcfg := testConfig("receiver", 1)
+	bcfg.PeerTimeout = time.Second
+	bcfg.ProbeInterval = 150 * time.Millisecond
+	bcfg.Handler = echoHandler(func(_ PeerInfo, rec *router.Record) {
+		<-gate
+		mu.Lock()
+		got = append(got, seqOf(rec))
+		mu.Unlock()
+	})
+	b := startNode(t, bcfg)
+	defer once.Do(func() { close(gate) })
+
+	acfg := testConfig("sender", 1)
+	acfg.PeerTimeout = time.Second
+	acfg.ProbeInterval = 150 * time.Millisecond
+	ev := newEventLog()
+	acfg.OnEvent = ev.on
+	a := startNode(t, acfg)
+	if err := a.Connect(b.cfg.RID, b.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, EventAdmitted, 5*time.Second)
+	data := make([]byte, 100)
+	ctx := context.Background()
+	var accepted uint64
+	stop := time.Now().Add(4 * time.Second) // past the liveness deadline and the drain's linger
+	for time.Now().Before(stop) {
+		err := a.Send(ctx, b.cfg.RID, seqSend(b.cfg.RID, accepted+1, data))
+		switch {
+		case err == nil:
+			accepted++
+		case errors.Is(err, ErrBackpressure):
+			time.Sleep(time.Millisecond)
+		default:
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	once.Do(func() { close(gate) })
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	for end := time.Now().Add(10 * time.Second); uint64(count()) < accepted && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	next, lost, reordered := uint64(1), uint64(0), 0
+	for _, seq := range got {
+		if seq < next {
+			reordered++
+			continue
+		}
+		if seq > next {
+			t.Logf("gap %d..%d (%d records)", next, seq-1, seq-next)
+		}
+		lost += seq - next
+		next = seq + 1
+	}
+	lost += accepted + 1 - next
+	st := a.Stats()
+	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d; down events %d",
+		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown))
+	if lost != 0 || reordered != 0 || st.Unsent != 0 {
+		t.Fatalf("%d of %d accepted records lost (%d counted unsent), %d out of order", lost, accepted, st.Unsent, reordered)
+	}
+}
