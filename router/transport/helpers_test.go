@@ -250,3 +250,19 @@ func flushWithin(zc *zconn, d time.Duration) (bool, error) {
 	_ = zc.raw.SetWriteDeadline(time.Now().Add(d))
 	return zc.g.flush()
 }
+
+// sendSeq sends the one-way record seq to peer and reports whether a
+// accepted it; a refusal is waited out briefly (backpressure 1 ms, the
+// link down 5 ms) so that a streaming loop does not spin.
+func sendSeq(ctx context.Context, a *Node, peer RID, seq uint64, data []byte) bool {
+	err := a.Send(ctx, peer, seqSend(peer, seq, data))
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrBackpressure):
+		time.Sleep(time.Millisecond)
+	default:
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}

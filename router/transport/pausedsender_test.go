@@ -3,7 +3,6 @@ package transport
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,14 +52,8 @@ func runSenderChild() {
 			os.Exit(0)
 		default:
 		}
-		err := a.Send(ctx, peer, seqSend(peer, accepted+1, data))
-		switch {
-		case err == nil:
+		if sendSeq(ctx, a, peer, accepted+1, data) {
 			accepted++
-		case errors.Is(err, ErrBackpressure):
-			time.Sleep(time.Millisecond)
-		default:
-			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }

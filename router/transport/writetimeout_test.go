@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -47,14 +46,8 @@ func writeDeadlineThenPeerCut(t *testing.T, size int) {
 		if time.Now().After(end) {
 			t.Fatalf("the writer's deadline did not end the session (%d accepted)", accepted)
 		}
-		err := a.Send(ctx, f.rid, seqSend(f.rid, accepted+1, data))
-		switch {
-		case err == nil:
+		if sendSeq(ctx, a, f.rid, accepted+1, data) {
 			accepted++
-		case errors.Is(err, ErrBackpressure):
-			time.Sleep(time.Millisecond)
-		default:
-			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	// The peer ends the connection it stopped reading (as a node's sweep
