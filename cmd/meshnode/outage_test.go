@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -148,5 +150,85 @@ func TestMultiProcessFlushAllIsReported(t *testing.T) {
 		if !strings.Contains(k, "cursor") {
 			t.Errorf("key %s written after the data loss", k)
 		}
+	}
+}
+
+// A server paused (SIGSTOP) for almost three peer timeouts while the
+// client streams one-way sends as fast as it can, one sender per counter,
+// to counters on every server: every send the client's transport accepted
+// reaches its counter once and in order. The stream fills the paused
+// server's socket buffers and the client's, so the client's link gives the
+// silent connection up (its liveness deadline, then the drain's linger)
+// with messages the server never acknowledged: it resets the connection
+// when nothing is in flight and keeps them, with what was still queued,
+// for the server's return (docs/TRANSPORT.md "A receiver stuck for
+// several peer timeouts"). The lease TTL is longer than the pause, so the
+// server keeps its objects throughout.
+func TestMultiProcessPauseOfSeveralPeerTimeoutsLosesNoSend(t *testing.T) {
+	transport := []string{"MESHNODE_TRANSPORT__PEER_TIMEOUT=1s", "MESHNODE_TRANSPORT__LIVENESS_INTERVAL=250ms"}
+	r := startRollMeshWith(t, testredis.Addr(t), 3, transport,
+		"--transport.peer_timeout=1s", "--transport.liveness_interval=250ms", "--lease.ttl=6s")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	m := r.client.Manager()
+	refs := make([]mesh.ActorRef, 9)
+	for i := range refs {
+		ref, err := m.CreateActor(ctx, fmt.Sprintf("pause-%d", i), demoapp.CounterType)
+		if err != nil {
+			t.Fatalf("create counter %d: %v", i, err)
+		}
+		refs[i] = ref
+	}
+	// One sender per counter, no pause between sends: each counter's
+	// sends stay in order, and together they fill the buffers.
+	snd := &incSender{m: m, refs: refs, skip: make([]atomic.Bool, len(refs)), accepted: make([]int64, len(refs)),
+		refused: map[string]int{}, sample: map[string]error{}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, len(refs))
+	for i, ref := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one := &incSender{m: m, refused: map[string]int{}, sample: map[string]error{}}
+			for seq := int64(1); ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if errs[i] = one.send(ctx, ref, seq); errs[i] != nil {
+					return
+				}
+				snd.accepted[i] = seq
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	p := r.procs[1]
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2800 * time.Millisecond)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("sender %d: %v", i, err)
+		}
+	}
+	total := checkCounters(t, ctx, m, snd)
+	st := r.client.Transport().Stats()
+	logs := r.all[len(r.all)-1] // the client's, collected like a process's
+	reset := "transport: gave up a silent connection (reset); the one-way messages the peer never acknowledged are kept for its return"
+	t.Logf("%d sends checked; the client's transport: resent %d, unsent %d; silent connections reset %d (nothing in flight %d), given up with messages in flight %d",
+		total, st.Resent, st.Unsent, logs.count(reset), logs.count(reset, "why", "nothing in flight"),
+		logs.count("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered"))
+	if st.Unsent != 0 {
+		t.Errorf("the client dropped %d one-way messages it had kept", st.Unsent)
 	}
 }

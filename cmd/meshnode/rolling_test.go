@@ -259,6 +259,12 @@ func startRollMesh(t *testing.T, servers int, args ...string) *rollMesh {
 
 // startRollMeshOn is startRollMesh on the Redis at addr.
 func startRollMeshOn(t *testing.T, addr string, servers int, args ...string) *rollMesh {
+	return startRollMeshWith(t, addr, servers, nil, args...)
+}
+
+// startRollMeshWith is startRollMeshOn with clientEnv added to the client
+// node's environment.
+func startRollMeshWith(t *testing.T, addr string, servers int, clientEnv []string, args ...string) *rollMesh {
 	r := &rollMesh{bin: buildMeshnode(t), addr: addr, ns: testredis.Namespace(t), args: append([]string{"run"}, args...)}
 	for i := 0; i < servers; i++ {
 		r.rids = append(r.rids, fmt.Sprintf("0c000%d", i+1))
@@ -274,7 +280,7 @@ func startRollMeshOn(t *testing.T, addr string, servers int, args ...string) *ro
 	})
 	waitUntil(t, 20*time.Second, "every server to admit the others", admittedAll(r.procs, r.rids), r.procs...)
 	var logs *proc
-	r.client, logs = startClient(t, nodeEnv(r.addr, r.ns, "roll", ""))
+	r.client, logs = startClient(t, nodeEnv(r.addr, r.ns, "roll", "", clientEnv...))
 	r.all = append(r.all, logs)
 	waitUntil(t, 20*time.Second, "the client to see every server serving", func() bool {
 		for _, rid := range r.rids {

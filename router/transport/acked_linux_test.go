@@ -305,3 +305,59 @@ func TestWriteTimeoutKeepsWhatThePeerNeverAcknowledged(t *testing.T) {
 	}
 	pc.release()
 }
+
+// The ROUTER side of a link whose writer fails because the peer reset the
+// connection still delivers what its kernel acknowledged before the reset:
+// the peer counts that delivered. failWrite closed the socket, which
+// discarded it (a paused node that ran again lost the last ~8,000 one-way
+// messages of a client that had given up on it, its first liveness ack
+// failing before its reader got to them).
+func TestInboundWriteFailureKeepsWhatWasAcknowledged(t *testing.T) {
+	d, r := zmtpPair(t)
+	rp := newPeerConn(r, 1000, 0, time.Second)
+	rp.inbound = true
+	rp.start()
+	const n = 50
+	for i := range n {
+		if err := d.write(item(i).frames); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.g.flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the records to be acknowledged", func() bool {
+		a, _ := d.ack.acked()
+		return a == d.g.written()
+	})
+	// The peer gives the connection up with a reset.
+	if err := d.raw.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.raw.Close()
+	time.Sleep(20 * time.Millisecond)
+	// This side's writer meets the reset (a write may pass before it does).
+	for i := 0; i < 100 && !rp.isClosed(); i++ {
+		_ = rp.enqueue(outItem{frames: item(1000 + i).frames, size: 1})
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !rp.isClosed() {
+		t.Fatal("the writer never met the reset")
+	}
+	rp.wait()
+	got := 0
+	for {
+		frames, err := r.recv()
+		if err != nil {
+			break
+		}
+		if itemNo(t, outItem{frames: frames}) != got {
+			t.Fatalf("record %d read as %v", got, frames)
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("read %d of the %d records the kernel acknowledged", got, n)
+	}
+	rp.release()
+}

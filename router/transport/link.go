@@ -244,6 +244,7 @@ func (r *routerSock) serve(raw net.Conn) {
 		readDone: make(chan struct{}),
 	}
 	ic.unadmitted.Store(true)
+	ic.pc.inbound = true
 	r.onOpen(ic)
 	ic.pc.start()
 

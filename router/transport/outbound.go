@@ -367,6 +367,7 @@ func (s *session) read() {
 	s.pc.wait()
 	<-s.keptDone // the link kept what never left (keepUnsent): these came before
 	late := s.pc.late
+	resetWhy := "" // why a silent connection is reset (abortIfUnaccepted)
 	switch {
 	case late != nil:
 	case peerClosed(err):
@@ -378,20 +379,28 @@ func (s *session) read() {
 		// cuts the connection it finds superseded, which refuses it, or
 		// the kernel gives the orphan up: lost, although counted
 		// delivered (~18,000 records of TestStuckReceiverLongerThanTwo-
-		// PeerTimeouts). When nothing is in flight, what the peer has not
-		// acknowledged never left this kernel: an abortive close discards
-		// it here (the peer still reads what it acknowledged), and it is
-		// kept to be sent again — exactly once.
-		if s.pc.abortIfNothingInFlight() {
+		// PeerTimeouts). When what the peer has not acknowledged cannot
+		// reach it (nothing in flight, or the peer took nothing through
+		// the linger), an abortive close discards it here (the peer still
+		// reads what it acknowledged), and it is kept to be sent again.
+		if resetWhy = s.pc.abortIfUnaccepted(); resetWhy != "" {
 			late = s.pc.undelivered()
+		} else if unknown := len(s.pc.undelivered()); unknown > 0 {
+			s.l.n.log.Warn("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered",
+				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", unknown)
 		}
 	}
 	s.pc.release()
 	if len(late) > 0 {
 		n := s.l.n
 		kept := n.keepUndelivered(s.l.rid, s.info.LifecycleGeneration, late)
-		n.log.Warn("transport: the peer closed the connection before acknowledging one-way messages; they are kept for its return",
-			"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "cause", err)
+		if resetWhy != "" {
+			n.log.Warn("transport: gave up a silent connection (reset); the one-way messages the peer never acknowledged are kept for its return",
+				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "why", resetWhy)
+		} else {
+			n.log.Warn("transport: the peer closed the connection before acknowledging one-way messages; they are kept for its return",
+				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "cause", err)
+		}
 	}
 }
 

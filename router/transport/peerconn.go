@@ -81,6 +81,14 @@ type peerConn struct {
 	sent      []inflightRec
 	sentHead  int
 	untracked bool // acknowledgements unusable here: nothing is remembered (untrack)
+	// inbound: the ROUTER side of a peer's link (set before start): its
+	// end, whatever ends it, lets the reader read what the kernel
+	// acknowledged (failWrite cuts it instead of closing it).
+	inbound bool
+	// drainAcked is what the peer had acknowledged when the drain began
+	// (lingerRead), -1 before: a peer that acknowledged nothing more
+	// through the linger takes nothing (abortIfUnaccepted).
+	drainAcked atomic.Int64
 	// late: what undelivered answered when a write found the peer gone
 	// (failWrite), for the reader, whose own read then fails on a socket
 	// already closed.
@@ -117,6 +125,7 @@ func newPeerConn(zc *zconn, queueRecords int, queueBytes int64, writeTimeout tim
 		writeTimeout: writeTimeout,
 		done:         make(chan struct{}),
 	}
+	pc.drainAcked.Store(-1)
 	zc.g.onPing = pc.queuePong
 	return pc
 }
@@ -469,6 +478,16 @@ func (pc *peerConn) untrack() {
 func (pc *peerConn) failWrite(what string, err error, inflight []inflightRec) {
 	pc.inflight = inflight
 	cause := fmt.Errorf("transport: %s: %w", what, err)
+	if pc.inbound {
+		// What the peer sent and this kernel acknowledged is the peer's
+		// "delivered" whatever became of our writes: the reader reads it
+		// to the end (a closed socket discarded it — a paused node that
+		// ran again and found its peer had reset the connection lost the
+		// peer's last ~8,000 one-way messages, its writer's first write of
+		// a liveness ack failing before its reader got to them).
+		pc.cut(cause)
+		return
+	}
 	var ne net.Error
 	if !(errors.As(err, &ne) && ne.Timeout()) {
 		pc.splitInflight()
@@ -686,6 +705,9 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 	// one-way message written since the peer's last acknowledgement
 	// counted as delivered (seen under load: 8 records lost by a sender
 	// whose peer had cut it while it was paused).
+	if acked, ok := pc.zc.ack.acked(); ok {
+		pc.drainAcked.Store(acked)
+	}
 	_ = cw.CloseWrite()
 	_ = pc.zc.raw.SetReadDeadline(time.Now().Add(linger))
 	pc.errMu.Lock()
@@ -695,23 +717,45 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 	pc.errMu.Unlock()
 }
 
-// abortIfNothingInFlight prepares an abortive close of a drained
-// connection whose peer stayed silent (the reader has stopped): when no
-// data segment is in flight (TCP_INFO: every segment sent was
-// acknowledged), what the peer has not acknowledged was never transmitted,
-// and the close that follows (release) resets the connection and discards
-// it here — so undelivered then names exactly what the peer will never
-// get. With segments in flight their fate is unknown, and it reports
-// false: the close stays graceful and they count as delivered.
-func (pc *peerConn) abortIfNothingInFlight() bool {
+// abortIfUnaccepted prepares an abortive close of a drained connection
+// whose peer stayed silent through the linger (the reader has stopped),
+// when what the peer has not acknowledged cannot reach it: either no data
+// segment is in flight (TCP_INFO tcpi_unacked 0: it was never
+// transmitted), or the peer acknowledged nothing during the whole linger
+// (its process stopped or its reader stuck, its buffer full: what is in
+// flight is being refused and retransmitted). The close that follows
+// (release) then resets the connection and discards it here — the peer
+// still reads what it acknowledged — so undelivered names what the peer
+// will never get. Otherwise (segments in flight while the peer still took
+// data) their fate is unknown, and it reports false: the close stays
+// graceful and they count as delivered.
+//
+// What is left is a race of one round trip: a stopped peer that resumes
+// and takes a retransmitted segment just as the linger ends would get it
+// and then, resent, again.
+//
+// It returns why it can abort ("" when it does not): "nothing in flight"
+// or "the peer took nothing through the linger".
+func (pc *peerConn) abortIfUnaccepted() string {
 	if pc.untracked || len(pc.sent) == pc.sentHead {
-		return false
+		return ""
 	}
-	if !nothingInFlight(pc.zc.raw) {
-		return false
+	acked, ok := pc.zc.ack.acked()
+	if !ok {
+		return ""
+	}
+	why := "the peer took nothing through the linger"
+	if at := pc.drainAcked.Load(); at < 0 || acked != at {
+		if !nothingInFlight(pc.zc.raw) {
+			return ""
+		}
+		why = "nothing in flight"
 	}
 	l, ok := pc.zc.raw.(interface{ SetLinger(sec int) error })
-	return ok && l.SetLinger(0) == nil
+	if !ok || l.SetLinger(0) != nil {
+		return ""
+	}
+	return why
 }
 
 // release closes the socket once its reader has stopped (after close or
