@@ -2,10 +2,13 @@ package transport
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/router"
 )
 
@@ -86,5 +89,77 @@ func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
 		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown))
 	if lost != 0 || reordered != 0 || st.Unsent != 0 {
 		t.Fatalf("%d of %d accepted records lost (%d counted unsent), %d out of order", lost, accepted, st.Unsent, reordered)
+	}
+}
+
+// A receiver that reads, only slowly — its backlog takes several peer
+// timeouts to read, and the sender's liveness probes wait behind it — makes
+// the sender give the connection up and link again over and over (each
+// time resetting the old connection and resending what the receiver never
+// acknowledged), but every accepted record arrives once, in order, and no
+// give-up leaves messages whose fate is unknown. (Giving such a receiver
+// more lingers while it acknowledged more was tried: the messages kept
+// meanwhile expired, and some arrived out of order.)
+func TestSlowReceiverLosesNothing(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got []uint64
+	)
+	bcfg := testConfig("receiver", 1)
+	bcfg.PeerTimeout = 500 * time.Millisecond
+	bcfg.ProbeInterval = 100 * time.Millisecond
+	bcfg.Handler = echoHandler(func(_ PeerInfo, rec *router.Record) {
+		time.Sleep(200 * time.Microsecond) // at most ~5,000 records/s: 6,000 take > 2 peer timeouts
+		mu.Lock()
+		got = append(got, seqOf(rec))
+		mu.Unlock()
+	})
+	b := startNode(t, bcfg)
+	acfg := testConfig("sender", 1)
+	acfg.PeerTimeout = 500 * time.Millisecond
+	acfg.ProbeInterval = 100 * time.Millisecond
+	var alog syncbuf.Buffer
+	acfg.Logger = slog.New(slog.NewTextHandler(&alog, nil))
+	ev := newEventLog()
+	acfg.OnEvent = ev.on
+	a := startNode(t, acfg)
+	if err := a.Connect(b.cfg.RID, b.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ev.wait(t, EventAdmitted, 5*time.Second)
+	data := make([]byte, 100)
+	ctx := context.Background()
+	var accepted uint64
+	for accepted < 6000 {
+		if sendSeq(ctx, a, b.cfg.RID, accepted+1, data) {
+			accepted++
+		}
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	for end := time.Now().Add(30 * time.Second); uint64(count()) < accepted && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	next, lost, reordered := uint64(1), uint64(0), 0
+	for _, seq := range got {
+		if seq < next {
+			reordered++
+			continue
+		}
+		lost += seq - next
+		next = seq + 1
+	}
+	lost += accepted + 1 - next
+	st := a.Stats()
+	unknown := strings.Count(alog.String(), "may or may not get")
+	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d, down events %d, given up with messages in flight %d",
+		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown), unknown)
+	if ev.count(EventDown) == 0 {
+		t.Fatal("the sender's liveness never gave up on the slow receiver: the test did not test the give-up")
+	}
+	if lost != 0 || reordered != 0 || st.Unsent != 0 || unknown != 0 {
+		t.Fatalf("%d of %d accepted records lost (%d counted unsent), %d out of order, %d give-ups with messages in flight",
+			lost, accepted, st.Unsent, reordered, unknown)
 	}
 }
