@@ -97,7 +97,10 @@ func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
 // the sender give the connection up and link again over and over (each
 // time resetting the old connection and resending what the receiver never
 // acknowledged), but every accepted record arrives once, in order, and no
-// give-up leaves messages whose fate is unknown. (Giving such a receiver
+// give-up leaves messages whose fate is unknown. It checks the give-up's
+// reset against a receiver that is alive and reading: nothing may arrive
+// twice (the transport before the seventeenth session passed it too, with
+// one give-up and a graceful close). (Giving such a receiver
 // more lingers while it acknowledged more was tried: the messages kept
 // meanwhile expired, and some arrived out of order.)
 func TestSlowReceiverLosesNothing(t *testing.T) {
