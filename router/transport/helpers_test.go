@@ -266,3 +266,24 @@ func sendSeq(ctx context.Context, a *Node, peer RID, seq uint64, data []byte) bo
 	}
 	return false
 }
+
+// seqGaps reads the sequence numbers a receiver got of the accepted
+// 1..accepted one-way records sent in order: how many never arrived, and
+// how many arrived after a higher one (duplicated or out of order). It logs
+// each gap, for whoever debugs a loss.
+func seqGaps(t testing.TB, got []uint64, accepted uint64) (lost uint64, reordered int) {
+	t.Helper()
+	next := uint64(1)
+	for _, seq := range got {
+		if seq < next {
+			reordered++
+			continue
+		}
+		if seq > next {
+			t.Logf("gap %d..%d (%d records)", next, seq-1, seq-next)
+		}
+		lost += seq - next
+		next = seq + 1
+	}
+	return lost + accepted + 1 - next, reordered
+}

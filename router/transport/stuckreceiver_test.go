@@ -71,19 +71,7 @@ func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	next, lost, reordered := uint64(1), uint64(0), 0
-	for _, seq := range got {
-		if seq < next {
-			reordered++
-			continue
-		}
-		if seq > next {
-			t.Logf("gap %d..%d (%d records)", next, seq-1, seq-next)
-		}
-		lost += seq - next
-		next = seq + 1
-	}
-	lost += accepted + 1 - next
+	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
 	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d; down events %d",
 		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown))
@@ -144,16 +132,7 @@ func TestSlowReceiverLosesNothing(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	next, lost, reordered := uint64(1), uint64(0), 0
-	for _, seq := range got {
-		if seq < next {
-			reordered++
-			continue
-		}
-		lost += seq - next
-		next = seq + 1
-	}
-	lost += accepted + 1 - next
+	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
 	unknown := strings.Count(alog.String(), "may or may not get")
 	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d, down events %d, given up with messages in flight %d",

@@ -73,19 +73,12 @@ func writeDeadlineThenPeerCut(t *testing.T, size int) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	next, lost := uint64(1), uint64(0)
-	for _, seq := range got {
-		if seq < next {
-			t.Fatalf("seq %d after %d: duplicated or reordered", seq, next-1)
-		}
-		lost += seq - next
-		next = seq + 1
-	}
-	lost += accepted + 1 - next
+	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
 	t.Logf("accepted %d, arrived %d, resent %d", accepted, len(got), st.Resent)
-	if lost != 0 {
-		t.Fatalf("%d of %d accepted records lost (resent %d, unsent %d)", lost, accepted, st.Resent, st.Unsent)
+	if lost != 0 || reordered != 0 {
+		t.Fatalf("%d of %d accepted records lost (resent %d, unsent %d), %d duplicated or out of order",
+			lost, accepted, st.Resent, st.Unsent, reordered)
 	}
 }
 
