@@ -26,14 +26,7 @@ func outageMesh(t *testing.T) (*rollMesh, *testredis.Server, []mesh.ActorRef, *i
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	t.Cleanup(cancel)
 	m := r.client.Manager()
-	refs := make([]mesh.ActorRef, 12)
-	for i := range refs {
-		ref, err := m.CreateActor(ctx, fmt.Sprintf("outage-%d", i), demoapp.CounterType)
-		if err != nil {
-			t.Fatalf("create counter %d: %v", i, err)
-		}
-		refs[i] = ref
-	}
+	refs := createCounters(t, ctx, m, "outage-", 12)
 	snd := startIncSender(ctx, m, refs)
 	time.Sleep(300 * time.Millisecond)
 	if err := snd.wait(); err != nil {
@@ -171,14 +164,7 @@ func TestMultiProcessPauseOfSeveralPeerTimeoutsLosesNoSend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	m := r.client.Manager()
-	refs := make([]mesh.ActorRef, 9)
-	for i := range refs {
-		ref, err := m.CreateActor(ctx, fmt.Sprintf("pause-%d", i), demoapp.CounterType)
-		if err != nil {
-			t.Fatalf("create counter %d: %v", i, err)
-		}
-		refs[i] = ref
-	}
+	refs := createCounters(t, ctx, m, "pause-", 9)
 	// One sender per counter, no pause between sends: each counter's
 	// sends stay in order, and together they fill the buffers.
 	snd := &incSender{m: m, refs: refs, skip: make([]atomic.Bool, len(refs)), accepted: make([]int64, len(refs)),
@@ -231,4 +217,18 @@ func TestMultiProcessPauseOfSeveralPeerTimeoutsLosesNoSend(t *testing.T) {
 	if st.Unsent != 0 {
 		t.Errorf("the client dropped %d one-way messages it had kept", st.Unsent)
 	}
+}
+
+// createCounters creates n demo counters named prefix0, prefix1, … through m.
+func createCounters(t *testing.T, ctx context.Context, m *mesh.Manager, prefix string, n int) []mesh.ActorRef {
+	t.Helper()
+	refs := make([]mesh.ActorRef, n)
+	for i := range refs {
+		ref, err := m.CreateActor(ctx, fmt.Sprintf("%s%d", prefix, i), demoapp.CounterType)
+		if err != nil {
+			t.Fatalf("create counter %d: %v", i, err)
+		}
+		refs[i] = ref
+	}
+	return refs
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -27,34 +28,11 @@ import (
 // connection delivers nothing before the connection it superseded is read
 // to its end.
 func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
-	var (
-		mu   sync.Mutex
-		got  []uint64
-		gate = make(chan struct{})
-		once sync.Once
-	)
-	bcfg := testConfig("receiver", 1)
-	bcfg.PeerTimeout = time.Second
-	bcfg.ProbeInterval = 150 * time.Millisecond
-	bcfg.Handler = echoHandler(func(_ PeerInfo, rec *router.Record) {
-		<-gate
-		mu.Lock()
-		got = append(got, seqOf(rec))
-		mu.Unlock()
-	})
-	b := startNode(t, bcfg)
+	gate := make(chan struct{})
+	var once sync.Once
 	defer once.Do(func() { close(gate) })
-
-	acfg := testConfig("sender", 1)
-	acfg.PeerTimeout = time.Second
-	acfg.ProbeInterval = 150 * time.Millisecond
-	ev := newEventLog()
-	acfg.OnEvent = ev.on
-	a := startNode(t, acfg)
-	if err := a.Connect(b.cfg.RID, b.Endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	ev.wait(t, EventAdmitted, 5*time.Second)
+	p := newSeqPair(t, time.Second, 150*time.Millisecond, func() { <-gate }, nil)
+	a, b, ev := p.a, p.b, p.ev
 	data := make([]byte, 100)
 	ctx := context.Background()
 	var accepted uint64
@@ -65,12 +43,7 @@ func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
 		}
 	}
 	once.Do(func() { close(gate) })
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
-	for end := time.Now().Add(10 * time.Second); uint64(count()) < accepted && time.Now().Before(end); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := p.waitArrived(accepted, 10*time.Second)
 	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
 	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d; down events %d",
@@ -92,32 +65,10 @@ func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
 // more lingers while it acknowledged more was tried: the messages kept
 // meanwhile expired, and some arrived out of order.)
 func TestSlowReceiverLosesNothing(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		got []uint64
-	)
-	bcfg := testConfig("receiver", 1)
-	bcfg.PeerTimeout = 500 * time.Millisecond
-	bcfg.ProbeInterval = 100 * time.Millisecond
-	bcfg.Handler = echoHandler(func(_ PeerInfo, rec *router.Record) {
-		time.Sleep(200 * time.Microsecond) // at most ~5,000 records/s: 6,000 take > 2 peer timeouts
-		mu.Lock()
-		got = append(got, seqOf(rec))
-		mu.Unlock()
-	})
-	b := startNode(t, bcfg)
-	acfg := testConfig("sender", 1)
-	acfg.PeerTimeout = 500 * time.Millisecond
-	acfg.ProbeInterval = 100 * time.Millisecond
 	var alog syncbuf.Buffer
-	acfg.Logger = slog.New(slog.NewTextHandler(&alog, nil))
-	ev := newEventLog()
-	acfg.OnEvent = ev.on
-	a := startNode(t, acfg)
-	if err := a.Connect(b.cfg.RID, b.Endpoint()); err != nil {
-		t.Fatal(err)
-	}
-	ev.wait(t, EventAdmitted, 5*time.Second)
+	// At most ~5,000 records/s: 6,000 take > 2 peer timeouts.
+	p := newSeqPair(t, 500*time.Millisecond, 100*time.Millisecond, func() { time.Sleep(200 * time.Microsecond) }, &alog)
+	a, b, ev := p.a, p.b, p.ev
 	data := make([]byte, 100)
 	ctx := context.Background()
 	var accepted uint64
@@ -126,12 +77,7 @@ func TestSlowReceiverLosesNothing(t *testing.T) {
 			accepted++
 		}
 	}
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
-	for end := time.Now().Add(30 * time.Second); uint64(count()) < accepted && time.Now().Before(end); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := p.waitArrived(accepted, 30*time.Second)
 	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
 	unknown := strings.Count(alog.String(), "may or may not get")
@@ -144,4 +90,57 @@ func TestSlowReceiverLosesNothing(t *testing.T) {
 		t.Fatalf("%d of %d accepted records lost (%d counted unsent), %d out of order, %d give-ups with messages in flight",
 			lost, accepted, st.Unsent, reordered, unknown)
 	}
+}
+
+// seqPair is a receiver that records the sequence numbers of the one-way
+// records its handler gets (each after handle returns) and a sender linked
+// to it, both with peer timeout pt and probe interval probe; the sender
+// logs to senderLog when it is not nil.
+type seqPair struct {
+	a, b *Node
+	ev   *eventLog // the sender's events
+	mu   sync.Mutex
+	got  []uint64
+}
+
+func newSeqPair(t *testing.T, pt, probe time.Duration, handle func(), senderLog io.Writer) *seqPair {
+	t.Helper()
+	p := &seqPair{ev: newEventLog()}
+	bcfg := testConfig("receiver", 1)
+	bcfg.PeerTimeout, bcfg.ProbeInterval = pt, probe
+	bcfg.Handler = echoHandler(func(_ PeerInfo, rec *router.Record) {
+		handle()
+		p.mu.Lock()
+		p.got = append(p.got, seqOf(rec))
+		p.mu.Unlock()
+	})
+	p.b = startNode(t, bcfg)
+	acfg := testConfig("sender", 1)
+	acfg.PeerTimeout, acfg.ProbeInterval = pt, probe
+	if senderLog != nil {
+		acfg.Logger = slog.New(slog.NewTextHandler(senderLog, nil))
+	}
+	acfg.OnEvent = p.ev.on
+	p.a = startNode(t, acfg)
+	if err := p.a.Connect(p.b.cfg.RID, p.b.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	p.ev.wait(t, EventAdmitted, 5*time.Second)
+	return p
+}
+
+// waitArrived waits, at most d, until accepted records arrived, and
+// returns the sequence numbers that did.
+func (p *seqPair) waitArrived(accepted uint64, d time.Duration) []uint64 {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		n := uint64(len(p.got))
+		p.mu.Unlock()
+		if n >= accepted {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]uint64(nil), p.got...)
 }
