@@ -28,17 +28,21 @@ import (
 // connection delivers nothing before the connection it superseded is read
 // to its end.
 func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
+	forEachLinkSecurity(t, testStuckReceiver)
+}
+
+func testStuckReceiver(t *testing.T, secure bool) {
 	gate := make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(gate) })
-	p := newSeqPair(t, time.Second, 150*time.Millisecond, func() { <-gate }, nil)
+	p := newSeqPair(t, secure, time.Second, 150*time.Millisecond, func() { <-gate }, nil)
 	a, b, ev := p.a, p.b, p.ev
 	data := make([]byte, 100)
 	ctx := context.Background()
 	var accepted uint64
 	stop := time.Now().Add(4 * time.Second) // past the liveness deadline and the drain's linger
 	for time.Now().Before(stop) {
-		if sendSeq(ctx, a, b.cfg.RID, accepted+1, data) {
+		if sendSeq(ctx, a, b.RID(), accepted+1, data) {
 			accepted++
 		}
 	}
@@ -65,15 +69,19 @@ func TestStuckReceiverLongerThanTwoPeerTimeouts(t *testing.T) {
 // more lingers while it acknowledged more was tried: the messages kept
 // meanwhile expired, and some arrived out of order.)
 func TestSlowReceiverLosesNothing(t *testing.T) {
+	forEachLinkSecurity(t, testSlowReceiver)
+}
+
+func testSlowReceiver(t *testing.T, secure bool) {
 	var alog syncbuf.Buffer
 	// At most ~5,000 records/s: 6,000 take > 2 peer timeouts.
-	p := newSeqPair(t, 500*time.Millisecond, 100*time.Millisecond, func() { time.Sleep(200 * time.Microsecond) }, &alog)
+	p := newSeqPair(t, secure, 500*time.Millisecond, 100*time.Millisecond, func() { time.Sleep(200 * time.Microsecond) }, &alog)
 	a, b, ev := p.a, p.b, p.ev
 	data := make([]byte, 100)
 	ctx := context.Background()
 	var accepted uint64
 	for accepted < 6000 {
-		if sendSeq(ctx, a, b.cfg.RID, accepted+1, data) {
+		if sendSeq(ctx, a, b.RID(), accepted+1, data) {
 			accepted++
 		}
 	}
@@ -92,10 +100,18 @@ func TestSlowReceiverLosesNothing(t *testing.T) {
 	}
 }
 
+// forEachLinkSecurity runs test on plain links and on CURVE links: what a
+// link remembers and sends again is counted in the bytes on the wire, which
+// CURVE makes larger than the records.
+func forEachLinkSecurity(t *testing.T, test func(t *testing.T, secure bool)) {
+	t.Run("null", func(t *testing.T) { test(t, false) })
+	t.Run("curve", func(t *testing.T) { test(t, true) })
+}
+
 // seqPair is a receiver that records the sequence numbers of the one-way
 // records its handler gets (each after handle returns) and a sender linked
-// to it, both with peer timeout pt and probe interval probe; the sender
-// logs to senderLog when it is not nil.
+// to it, both with peer timeout pt and probe interval probe, over CURVE
+// when secure; the sender logs to senderLog when it is not nil.
 type seqPair struct {
 	a, b *Node
 	ev   *eventLog // the sender's events
@@ -103,10 +119,15 @@ type seqPair struct {
 	got  []uint64
 }
 
-func newSeqPair(t *testing.T, pt, probe time.Duration, handle func(), senderLog io.Writer) *seqPair {
+func newSeqPair(t *testing.T, secure bool, pt, probe time.Duration, handle func(), senderLog io.Writer) *seqPair {
 	t.Helper()
 	p := &seqPair{ev: newEventLog()}
-	bcfg := testConfig("receiver", 1)
+	bcfg, acfg := testConfig("receiver", 1), testConfig("sender", 1)
+	if secure {
+		ka, kb := mustKeyPair(t), mustKeyPair(t)
+		bcfg = curveTestConfig("receiver", kb, ka.Public)
+		acfg = curveTestConfig("sender", ka, kb.Public)
+	}
 	bcfg.PeerTimeout, bcfg.ProbeInterval = pt, probe
 	bcfg.Handler = echoHandler(func(_ PeerInfo, rec *router.Record) {
 		handle()
@@ -115,14 +136,13 @@ func newSeqPair(t *testing.T, pt, probe time.Duration, handle func(), senderLog 
 		p.mu.Unlock()
 	})
 	p.b = startNode(t, bcfg)
-	acfg := testConfig("sender", 1)
 	acfg.PeerTimeout, acfg.ProbeInterval = pt, probe
 	if senderLog != nil {
 		acfg.Logger = slog.New(slog.NewTextHandler(senderLog, nil))
 	}
 	acfg.OnEvent = p.ev.on
 	p.a = startNode(t, acfg)
-	if err := p.a.Connect(p.b.cfg.RID, p.b.Endpoint()); err != nil {
+	if err := p.a.Connect(p.b.RID(), p.b.Endpoint()); err != nil {
 		t.Fatal(err)
 	}
 	p.ev.wait(t, EventAdmitted, 5*time.Second)
