@@ -158,8 +158,15 @@ func TestMultiProcessFlushAllIsReported(t *testing.T) {
 // several peer timeouts"). The lease TTL is longer than the pause, so the
 // server keeps its objects throughout.
 func TestMultiProcessPauseOfSeveralPeerTimeoutsLosesNoSend(t *testing.T) {
+	t.Run("null", func(t *testing.T) { pauseOfSeveralPeerTimeouts(t, startRollMeshWith) })
+	// Over CURVE what a link remembers and sends again is counted in the
+	// sealed bytes on the wire, and every new link is a new handshake.
+	t.Run("curve", func(t *testing.T) { pauseOfSeveralPeerTimeouts(t, startCurveRollMesh) })
+}
+
+func pauseOfSeveralPeerTimeouts(t *testing.T, start func(*testing.T, string, int, []string, ...string) *rollMesh) {
 	transport := []string{"MESHNODE_TRANSPORT__PEER_TIMEOUT=1s", "MESHNODE_TRANSPORT__LIVENESS_INTERVAL=250ms"}
-	r := startRollMeshWith(t, testredis.Addr(t), 3, transport,
+	r := start(t, testredis.Addr(t), 3, transport,
 		"--transport.peer_timeout=1s", "--transport.liveness_interval=250ms", "--lease.ttl=6s")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

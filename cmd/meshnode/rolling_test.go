@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/demoapp"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/router/transport/curve"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -250,7 +253,8 @@ type rollMesh struct {
 	client        *mesh.Node
 	args          []string // of `meshnode run`
 	all           []*proc
-	dead          []bool // killed servers: not expected to admit a restarted one
+	dead          []bool     // killed servers: not expected to admit a restarted one
+	serverEnv     [][]string // each server's CURVE settings (startCurveRollMesh)
 }
 
 func startRollMesh(t *testing.T, servers int, args ...string) *rollMesh {
@@ -265,12 +269,52 @@ func startRollMeshOn(t *testing.T, addr string, servers int, args ...string) *ro
 // startRollMeshWith is startRollMeshOn with clientEnv added to the client
 // node's environment.
 func startRollMeshWith(t *testing.T, addr string, servers int, clientEnv []string, args ...string) *rollMesh {
-	r := &rollMesh{bin: buildMeshnode(t), addr: addr, ns: testredis.Namespace(t), args: append([]string{"run"}, args...)}
+	r := newRollMesh(t, addr, args)
 	for i := 0; i < servers; i++ {
 		r.rids = append(r.rids, fmt.Sprintf("0c000%d", i+1))
+	}
+	return r.launch(t, clientEnv)
+}
+
+// startCurveRollMesh is startRollMeshWith with every link on CURVE: each
+// server and the client has its own key pair (so its RID is derived from
+// its public key) and every node allows every key, as docs/OPERATIONS.md
+// "Link security" tells an operator to set a mesh up.
+func startCurveRollMesh(t *testing.T, addr string, servers int, clientEnv []string, args ...string) *rollMesh {
+	r := newRollMesh(t, addr, args)
+	keys := make([]curve.KeyPair, servers+1) // the last one the client's
+	allowed := make([]string, len(keys))
+	for i := range keys {
+		kp, err := curve.GenerateKeyPair(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i], allowed[i] = kp, kp.Public.String()
+	}
+	env := func(kp curve.KeyPair) []string {
+		return []string{"MESHNODE_TRANSPORT__CURVE__ENABLED=true",
+			"MESHNODE_TRANSPORT__CURVE__SECRET_KEY=" + kp.Secret.String(),
+			"MESHNODE_TRANSPORT__CURVE__ALLOWED_KEYS=" + strings.Join(allowed, ",")}
+	}
+	for _, kp := range keys[:servers] {
+		r.rids = append(r.rids, transport.CurveRID(kp.Public).String())
+		r.serverEnv = append(r.serverEnv, env(kp))
+	}
+	return r.launch(t, append(env(keys[servers]), clientEnv...))
+}
+
+func newRollMesh(t *testing.T, addr string, args []string) *rollMesh {
+	return &rollMesh{bin: buildMeshnode(t), addr: addr, ns: testredis.Namespace(t), args: append([]string{"run"}, args...)}
+}
+
+// launch starts a server for each of r.rids and the client (with
+// clientEnv), and waits until every server admitted the others and the
+// client sees every server serving.
+func (r *rollMesh) launch(t *testing.T, clientEnv []string) *rollMesh {
+	for i := range r.rids {
 		r.procs = append(r.procs, r.start(t, i, 0))
 	}
-	r.dead = make([]bool, servers)
+	r.dead = make([]bool, len(r.rids))
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range r.all {
@@ -298,7 +342,11 @@ func (r *rollMesh) start(t *testing.T, i, run int) *proc {
 	// ROLLTEST_LOG_LEVEL=debug shows, among others, the messages a server
 	// refused and dropped ("one-way message refused") in the dump of a
 	// failed run.
-	env := nodeEnv(r.addr, r.ns, "roll", r.rids[i], "MESHNODE_LOG__LEVEL="+os.Getenv("ROLLTEST_LOG_LEVEL"))
+	rid, extra := r.rids[i], []string{"MESHNODE_LOG__LEVEL=" + os.Getenv("ROLLTEST_LOG_LEVEL")}
+	if r.serverEnv != nil {
+		rid, extra = "", append(extra, r.serverEnv[i]...) // CURVE: the RID is the key's
+	}
+	env := nodeEnv(r.addr, r.ns, "roll", rid, extra...)
 	p := startProc(t, r.bin, fmt.Sprintf("n%d.%d", i+1, run), env, r.args...)
 	r.all = append(r.all, p)
 	return p
@@ -337,7 +385,14 @@ func (r *rollMesh) restart(t *testing.T, i, run int, oldGen uint64) {
 // exactly the counters the node owned, exit status 0) and at the end every
 // counter holds exactly the increments the client had accepted.
 func TestMultiProcessRollingRestartKeepsObjects(t *testing.T) {
-	r := startRollMesh(t, 3)
+	t.Run("null", func(t *testing.T) { rollingRestartKeepsObjects(t, startRollMeshWith) })
+	// Each server restarts with its key, so with the same RID, and every
+	// link to it is a new CURVE handshake.
+	t.Run("curve", func(t *testing.T) { rollingRestartKeepsObjects(t, startCurveRollMesh) })
+}
+
+func rollingRestartKeepsObjects(t *testing.T, start func(*testing.T, string, int, []string, ...string) *rollMesh) {
+	r := start(t, testredis.Addr(t), 3, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	m := r.client.Manager()
