@@ -13,6 +13,16 @@ var ErrArgument = errors.New("locstore: invalid argument")
 // Write is unknown; the caller re-reads the same key (spec §10).
 var ErrUnavailable = errors.New("locstore: store unavailable")
 
+// ErrWriteRefused is matched by a provider failure in which the store
+// refused a write outright and wrote nothing: Redis at its maxmemory with
+// the noeviction policy, a read-only replica, writes stopped after a failed
+// snapshot save, fewer good replicas than min-replicas-to-write. Such an
+// error also matches ErrUnavailable, but unlike the others its outcome is
+// known — not applied — so the caller need not re-read to decide; and the
+// store refuses every write until an operator acts, so asking again at once
+// does not help.
+var ErrWriteRefused = errors.New("locstore: write refused by the store, nothing written")
+
 // ErrDataLost is matched when the framework finds that the store no longer
 // holds what it wrote and saw (its namespace marker gone, a live owner lease
 // vanished): the store lost data — FLUSHALL, eviction, a failover to a
@@ -42,6 +52,9 @@ type ProviderError struct {
 	Provider string
 	Op       string
 	Err      error
+	// Refused: the store refused the write and wrote nothing
+	// (ErrWriteRefused).
+	Refused bool
 }
 
 func (e *ProviderError) Error() string {
@@ -51,5 +64,8 @@ func (e *ProviderError) Error() string {
 // Unwrap exposes the cause (for example context.DeadlineExceeded).
 func (e *ProviderError) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrUnavailable) true.
-func (e *ProviderError) Is(target error) bool { return target == ErrUnavailable }
+// Is makes errors.Is(err, ErrUnavailable) true, and errors.Is(err,
+// ErrWriteRefused) for a refusal.
+func (e *ProviderError) Is(target error) bool {
+	return target == ErrUnavailable || e.Refused && target == ErrWriteRefused
+}

@@ -1278,3 +1278,59 @@ func TestDeletedKeysIndexEntryGoesWithItsHistory(t *testing.T) {
 		t.Fatalf("index %v, want %v", got, want)
 	}
 }
+
+// --- refusals ----------------------------------------------------------------
+
+// A Redis that refuses writes outright — at its maxmemory, a read-only
+// replica, fewer replicas than min-replicas-to-write — makes Write fail with
+// ErrWriteRefused (and ErrUnavailable), saying what to do about it; nothing
+// is written, reads go on, and writes work again once the cause is gone.
+func TestWriteRefusedByRedis(t *testing.T) {
+	srv := testredis.NewServer(t)
+	ctx := context.Background()
+	raw := rawClient(t, srv.Addr)
+	cases := []struct {
+		name       string
+		set, unset []any
+		hint       string
+	}{
+		{"out of memory", []any{"CONFIG", "SET", "maxmemory", "1"}, []any{"CONFIG", "SET", "maxmemory", "0"}, "raise maxmemory"},
+		{"read-only replica", []any{"REPLICAOF", "127.0.0.1", "1"}, []any{"REPLICAOF", "NO", "ONE"}, "read-only replica"},
+		{"too few replicas", []any{"CONFIG", "SET", "min-replicas-to-write", "1"}, []any{"CONFIG", "SET", "min-replicas-to-write", "0"}, "min-replicas-to-write"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openStore(t, srv.Addr, fmt.Sprintf("refused-%d", i), nil)
+			ver := put(t, s, "a", "before")
+			if err := raw.Do(ctx, tc.set...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			undo := func() {
+				if err := raw.Do(ctx, tc.unset...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer undo()
+			req := locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion("a", ver)},
+				Mutations: []locstore.Mutation{locstore.Put("a", []byte("after")), locstore.Put("b", []byte("new"))}}
+			_, err := s.Write(ctx, req)
+			if !errors.Is(err, locstore.ErrWriteRefused) || !errors.Is(err, locstore.ErrUnavailable) || !strings.Contains(err.Error(), tc.hint) {
+				t.Fatalf("Write: %v, want a refusal saying %q", err, tc.hint)
+			}
+			t.Log(err)
+			for key, want := range map[string]string{"a": "before", "b": ""} {
+				rr, err := s.Read(ctx, key)
+				if err != nil {
+					t.Fatalf("read %s while writes are refused: %v", key, err)
+				}
+				if string(rr.Value) != want || (want == "") == rr.Found {
+					t.Errorf("%s = %q (found %v) after the refused write, want %q", key, rr.Value, rr.Found, want)
+				}
+			}
+			undo()
+			if res, err := s.Write(ctx, req); err != nil || !res.Applied {
+				t.Fatalf("Write once the cause is gone: %+v %v", res, err)
+			}
+		})
+	}
+}

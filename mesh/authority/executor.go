@@ -694,6 +694,12 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			return res, nil
 		case werr != nil && errors.Is(werr, locstore.ErrArgument):
 			return Result{}, invalidCause(op, werr, "the store refused the planned batch")
+		case werr != nil && errors.Is(werr, locstore.ErrWriteRefused) && len(unknown) == 0:
+			// Not applied, and every write will be refused until an operator
+			// acts (out of memory, a read-only replica): re-reading and
+			// asking again until the deadline would only hide the cause
+			// behind a timeout. After a lost result the re-read decides.
+			return Result{}, fmt.Errorf("authority %s: %w", op, werr)
 		case werr != nil && p.AuthorityMutation < 0 && p.ReservationKey == "":
 			return Result{}, fmt.Errorf("authority %s: outcome unknown (an unkeyed capacity-only batch cannot be confirmed by re-reading): %w", op, werr)
 		case werr != nil:

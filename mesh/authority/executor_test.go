@@ -61,6 +61,11 @@ func lostAnswer() error {
 	return &locstore.ProviderError{Provider: "test", Op: "write", Err: context.DeadlineExceeded}
 }
 
+// refusedWrite is a provider's refusal: nothing written.
+func refusedWrite() error {
+	return &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}
+}
+
 func newMemory(t testing.TB) (*memory.Store, *memory.ManualClock) {
 	t.Helper()
 	clock := memory.NewManualClock(storeNow)
@@ -505,6 +510,47 @@ func TestExecutorLostResult(t *testing.T) {
 		}
 		if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 			t.Errorf("%d WARN lines, want 1:\n%s", n, logs.String())
+		}
+	})
+
+	t.Run("a write refused outright: reported at once, not retried", func(t *testing.T) {
+		// The store says it wrote nothing (Redis out of memory, a
+		// read-only replica): no re-read, no retry until the deadline.
+		mem, _ := newMemory(t)
+		putLease(t, mem, ownerA)
+		fs := &faultStore{Store: mem, before: func(int64) error { return refusedWrite() }}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := newExecutor(t, fs).Reserve(cctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
+		if !errors.Is(err, locstore.ErrWriteRefused) || !errors.Is(err, locstore.ErrUnavailable) {
+			t.Fatalf("err = %v, want a refusal", err)
+		}
+		if n := fs.writes.Load(); n != 1 || time.Since(start) > 5*time.Second {
+			t.Errorf("%d writes in %v, want one at once", n, time.Since(start))
+		}
+		if readObjectCounter(t, mem) != 0 {
+			t.Error("the refused Reserve moved the generation counter")
+		}
+	})
+
+	t.Run("a refusal after a lost result: not reported as nothing written", func(t *testing.T) {
+		// The first write's answer was lost (it may still apply), then the
+		// store refuses writes: the operation's outcome stays unknown — a
+		// plain refusal would tell the caller nothing happened.
+		mem, _ := newMemory(t)
+		putLease(t, mem, ownerA)
+		fs := &faultStore{Store: mem, before: func(n int64) error {
+			if n == 1 {
+				return lostAnswer()
+			}
+			return refusedWrite()
+		}}
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		_, err := newExecutor(t, fs).Reserve(cctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
+		if err == nil || !strings.Contains(err.Error(), "outcome unknown") || fs.writes.Load() < 2 {
+			t.Fatalf("err = %v after %d writes, want an unknown outcome", err, fs.writes.Load())
 		}
 	})
 
