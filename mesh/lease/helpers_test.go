@@ -37,6 +37,7 @@ const (
 	fail                          // fail at once without forwarding
 	applyThenFail                 // forward, then report a failure (a lost answer)
 	hold                          // wait for a release (or the context), then forward: a slow answer
+	refuse                        // refuse a write at once without forwarding (Redis out of memory)
 )
 
 // flakyStore wraps a real store and misbehaves on demand. One-shot
@@ -96,6 +97,8 @@ func (f *flakyStore) misbehave(ctx context.Context, op string, b behavior) error
 		return &locstore.ProviderError{Provider: "flaky", Op: op, Err: ctx.Err()}
 	case fail, applyThenFail:
 		return &locstore.ProviderError{Provider: "flaky", Op: op, Err: errors.New("connection reset")}
+	case refuse:
+		return &locstore.ProviderError{Provider: "flaky", Op: op, Refused: true, Err: errors.New("OOM command not allowed")}
 	}
 	return nil
 }
@@ -122,7 +125,7 @@ func (f *flakyStore) Write(ctx context.Context, req locstore.WriteRequest) (locs
 			return locstore.WriteResult{}, &locstore.ProviderError{Provider: "flaky", Op: "write", Err: ctx.Err()}
 		}
 	}
-	if b == block || b == fail {
+	if b == block || b == fail || b == refuse {
 		return locstore.WriteResult{}, f.misbehave(ctx, "write", b)
 	}
 	f.mu.Lock()

@@ -403,6 +403,12 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 		return false, fmt.Errorf("lease: acquire: outcome unknown: %w", errors.Join(err, rerr))
 	}
 	if !rr.Found {
+		if errors.Is(err, locstore.ErrWriteRefused) {
+			// Nothing was written and the store will refuse the next
+			// attempt too (out of memory, a read-only replica): say so
+			// rather than try again as after a conflict.
+			return false, fmt.Errorf("lease: acquire: %w", err)
+		}
 		return false, nil
 	}
 	l, derr := decodeOwnerLease(rr.Value)
@@ -546,7 +552,11 @@ func (m *Manager) reacquireAfterLoss(ctx context.Context) bool {
 			return false
 		}
 		if attempt == 1 || attempt%10 == 0 {
-			m.logger().Warn("owner lease: not reacquired yet; trying again every renew interval", "attempt", attempt, "err", err)
+			var why any = err
+			if err == nil {
+				why = "conflict: this owner's previous lease record has not expired yet, or another node took a lease generation meanwhile"
+			}
+			m.logger().Warn("owner lease: not reacquired yet; trying again every renew interval", "attempt", attempt, "err", why)
 		}
 	}
 }

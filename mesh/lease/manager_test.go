@@ -286,6 +286,22 @@ func TestAcquireStoreDown(t *testing.T) {
 	}
 }
 
+// A store that refuses writes outright (Redis out of memory, a read-only
+// replica) fails Acquire at once with the refusal, instead of being asked
+// again and again as after a conflict: a node started against it exits
+// saying why.
+func TestAcquireRefusedWrite(t *testing.T) {
+	e := newEnv(t)
+	e.store.setModes(pass, refuse)
+	_, err := lease.Acquire(context.Background(), e.config())
+	if !errors.Is(err, locstore.ErrWriteRefused) {
+		t.Fatalf("Acquire error = %v, want ErrWriteRefused", err)
+	}
+	if got := e.store.writes.Load(); got != 1 {
+		t.Fatalf("writes = %d, want 1", got)
+	}
+}
+
 func TestAcquireInvalidConfig(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
