@@ -42,7 +42,10 @@ type OwnerGoneError struct {
 }
 
 func (e *OwnerGoneError) Error() string {
-	s := fmt.Sprintf("%v: %s %q: its owner %s/%d (node %x) is gone: its owner lease ended; the state it held is lost",
+	// Not "lost" outright: a node that lost its lease to a store outage or
+	// a pause, not to a kill, takes a new one when it can and re-adopts
+	// the objects whose records are unchanged, with their state.
+	s := fmt.Sprintf("%v: %s %q: its owner %s/%d (node %x) is gone: its owner lease ended; the state it held is lost unless that node gets a lease again and re-adopts it (a store outage or a pause, not a kill)",
 		ErrUnavailable, e.Kind, e.ID, e.Owner, e.OwnerGen, e.NodeRID)
 	if e.ReclaimableIn > 0 {
 		s += fmt.Sprintf("; the Id can be created again in %v (reclaim grace)", e.ReclaimableIn.Round(time.Millisecond))

@@ -78,6 +78,19 @@ func (p *proc) stop(t *testing.T, sig os.Signal) error {
 	return p.cmd.Wait()
 }
 
+// seenWith reports whether a log line has msg and its value of key
+// contains part.
+func (p *proc) seenWith(msg, key, part string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.logs {
+		if m["msg"] == msg && strings.Contains(fmt.Sprint(m[key]), part) {
+			return true
+		}
+	}
+	return false
+}
+
 // seen reports whether a log line has msg and every key=value given.
 func (p *proc) seen(msg string, kv ...string) bool { return p.count(msg, kv...) > 0 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -82,6 +83,57 @@ func TestMultiProcessRedisOutageLongerThanTTL(t *testing.T) {
 	}, r.procs...)
 	checkCounters(t, ctx, r.client.Manager(), snd)
 	sendMore(t, ctx, r, snd)
+}
+
+// Redis at its maxmemory (noeviction policy) refuses every write: a
+// creation fails at once with the refusal and what to do about it (before,
+// it waited out its deadline and said the target had not answered), every
+// node logs the refused lease renewal with the same advice, and loses its
+// lease after the TTL; once maxmemory is raised every node reacquires its
+// lease and re-adopts its counters with their state, and the mesh takes
+// sends and creations again.
+func TestMultiProcessRedisOutOfMemory(t *testing.T) {
+	r, srv, _, snd, ctx := outageMesh(t)
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	if err := raw.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	m := r.client.Manager()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := m.CreateActor(cctx, "oom-new", demoapp.CounterType)
+	cancel()
+	if !errors.Is(err, mesh.ErrUnavailable) || errors.Is(err, mesh.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "raise maxmemory") {
+		t.Fatalf("creation while Redis refuses writes: %v; want the refusal and its fix", err)
+	}
+	t.Logf("creation while Redis refuses writes: %v", err)
+	for _, p := range r.procs {
+		waitUntil(t, 10*time.Second, p.name+" to log the refused renewal", func() bool {
+			return p.seenWith("owner lease renew failed", "err", "raise maxmemory")
+		}, r.procs...)
+	}
+	time.Sleep(3 * time.Second) // past the TTL (2 s, nodeEnv): every lease lapses
+	if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.procs {
+		waitUntil(t, 30*time.Second, p.name+" to recover its lease", func() bool {
+			return p.seen("owner lease recovered after its loss: objects re-adopted under the new lease generation")
+		}, r.procs...)
+	}
+	waitUntil(t, 30*time.Second, "the client to see every server serving again", func() bool {
+		for _, rid := range r.rids {
+			if _, ok := servingRun(r.client, rid); !ok {
+				return false
+			}
+		}
+		return true
+	}, r.procs...)
+	checkCounters(t, ctx, m, snd)
+	sendMore(t, ctx, r, snd)
+	if _, err := m.CreateActor(ctx, "oom-new", demoapp.CounterType); err != nil {
+		t.Fatalf("creation once Redis takes writes again: %v", err)
+	}
 }
 
 // A node paused (SIGSTOP) past its TTL and continued (SIGCONT): it lost
