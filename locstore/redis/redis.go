@@ -382,36 +382,17 @@ func (s *Store) fail(op string, err error) error {
 	if !errors.Is(err, ErrClosed) && s.client != nil {
 		redisconn.ReloadAfter(s.client) // a Cluster may have moved the slot (failover)
 	}
-	if hint, ok := refusedWrite(err); ok {
+	// A script meets a refusal at its first write call or not at all:
+	// Redis checks maxmemory only before a script's first write, and the
+	// other causes cannot change while a script runs. So a refused script
+	// wrote nothing.
+	if hint, ok := redisconn.WriteRefusal(err); ok {
 		return &locstore.ProviderError{Provider: ProviderName, Op: op, Refused: true,
 			Err: fmt.Errorf("%w (refused, nothing written: %s; docs/store-redis.md)", err, hint)}
 	}
 	return &locstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
 }
 
-// writeRefusals are the errors with which Redis refuses a write command
-// whatever its arguments, and what an operator does about each. A script
-// meets them at its first write call (or not at all: maxmemory is checked
-// only before a script's first write, and the others do not change while a
-// script runs), and every script here writes only after all its reads and
-// checks (writeSrc's phase 2), so such an error means nothing was written.
-var writeRefusals = []struct{ prefix, hint string }{
-	{"OOM", "Redis is at its maxmemory with the noeviction policy; raise maxmemory or free memory"},
-	{"READONLY", "this Redis is a read-only replica; point the store at the master, or at Sentinel or Cluster, which follow failovers"},
-	{"MISCONF", "Redis stopped writes after a failed snapshot save (stop-writes-on-bgsave-error); fix its disk or persistence"},
-	{"NOREPLICAS", "Redis has fewer good replicas than min-replicas-to-write"},
-}
-
-// refusedWrite reports whether err is a Redis refusal of a write, with the
-// operator's hint.
-func refusedWrite(err error) (hint string, ok bool) {
-	for _, r := range writeRefusals {
-		if goredis.HasErrorPrefix(err, r.prefix) {
-			return r.hint, true
-		}
-	}
-	return "", false
-}
 
 // opContext applies the operation timeout. It fails when the store is
 // closed.

@@ -308,6 +308,13 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	switch {
 	case goredis.HasErrorPrefix(err, "RSFORMAT"):
 		err = fmt.Errorf("%w: %w", ErrFormat, err)
+	default:
+		// Only the advice: a pipeline (staging, then the script) may have
+		// written its first part before the refusal, so this provider
+		// does not say nothing was written; its callers read to decide.
+		if hint, ok := redisconn.WriteRefusal(err); ok {
+			err = fmt.Errorf("%w (refused: %s; docs/store-redis.md)", err, hint)
+		}
 	}
 	if !errors.Is(err, ErrClosed) && s.c != nil {
 		redisconn.ReloadAfter(s.c) // a Cluster may have moved the slot (failover)

@@ -1,8 +1,12 @@
 package redis_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/relocstore"
@@ -38,4 +42,29 @@ func TestContract(t *testing.T) {
 		},
 		ExpiryUnit: time.Second,
 	})
+}
+
+// A Redis at its maxmemory refuses the store's writes; the error says so
+// and what to do (the relocation store does not claim nothing was written:
+// its Put is a pipeline), and writes work again once memory is raised.
+func TestPutRefusedByRedisSaysWhy(t *testing.T) {
+	srv := testredis.NewServer(t)
+	s := newStore(t, relocredis.Options{Addrs: []string{srv.Addr}})
+	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	ctx := t.Context()
+	if err := raw.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Put(ctx, "ref-1", []byte("payload"), time.Minute)
+	if !errors.Is(err, relocstore.ErrUnavailable) || !strings.Contains(err.Error(), "raise maxmemory") {
+		t.Fatalf("Put at maxmemory: %v; want the refusal and its fix", err)
+	}
+	t.Log(err)
+	if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "ref-1", []byte("payload"), time.Minute); err != nil {
+		t.Fatalf("Put once memory was raised: %v", err)
+	}
 }
