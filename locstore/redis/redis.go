@@ -393,7 +393,6 @@ func (s *Store) fail(op string, err error) error {
 	return &locstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
 }
 
-
 // opContext applies the operation timeout. It fails when the store is
 // closed.
 func (s *Store) opContext(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
