@@ -392,7 +392,12 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	// need: only our own key can say whether we hold a lease now (§10).
 	// Another host bumping the counter is the ordinary Conflict; then the key
 	// is missing and we try again with a fresh counter read.
-	if err != nil {
+	switch {
+	case errors.Is(err, locstore.ErrWriteRefused):
+		// Nothing written now; the read says whether an earlier attempt
+		// whose answer was lost did write.
+		m.logger().Debug("owner-lease acquire refused by the store; reading the lease key", "gen", next, "err", err)
+	case err != nil:
 		m.logger().Warn("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
 	}
 	rr, obs, rerr := m.read(ctx, m.key)
