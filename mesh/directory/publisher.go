@@ -281,6 +281,12 @@ func (p *Publisher) publish(ctx context.Context, d record.MeshNodeDescriptor, c 
 				p.published(res)
 				return res, nil
 			}
+			if errors.Is(werr, locstore.ErrWriteRefused) {
+				// The store refuses every write until an operator acts (out
+				// of memory, a read-only replica): asking again at once, up to
+				// maxAttempts times, would only end as "kept conflicting".
+				return PublishResult{}, fmt.Errorf("directory: publish: %w", werr)
+			}
 			unknownWrite = value
 			p.log.Warn("descriptor publish failed and did not apply; retrying", "revision", d.DescriptorRevision, "err", werr)
 		case wr.Applied:

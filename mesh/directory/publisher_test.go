@@ -487,6 +487,20 @@ func TestPublishLostAnswers(t *testing.T) {
 			t.Fatalf("%+v after %d writes, counter %d", res, hs.writes.Load(), counterValue(t, mem))
 		}
 	})
+	t.Run("refused by the store: the refusal at once, not retried as a conflict", func(t *testing.T) {
+		mem, _ := newMem(t)
+		hs := &hookStore{Store: mem}
+		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
+		p := newPublisher(t, hs, l, nil, "game", ridA)
+		refused := &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}
+		hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, refused })
+		_, err := p.Publish(context.Background(), descriptor("game", ridA, "tcp://a:1"))
+		if !errors.Is(err, locstore.ErrWriteRefused) || errors.Is(err, directory.ErrContention) || hs.writes.Load() != 1 {
+			t.Fatalf("Publish against a store refusing writes = %v after %d writes", err, hs.writes.Load())
+		}
+		hs.setWrite(nil)
+		mustPublish(t, p, descriptor("game", ridA, "tcp://a:1"), directory.Published)
+	})
 	t.Run("store down: error, then the same content replays at the same revision", func(t *testing.T) {
 		mem, _ := newMem(t)
 		hs := &hookStore{Store: mem}

@@ -247,6 +247,9 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		if rr.Version != it.Version {
 			return reclaimChanged, nil
 		}
+		if errors.Is(err, locstore.ErrWriteRefused) {
+			return 0, err // refused again at once until an operator acts
+		}
 		// Only the counter (or the lease) moved: look again.
 	}
 	return 0, fmt.Errorf("%w: delete gave up after %d attempts", ErrContention, opts.MaxAttempts)

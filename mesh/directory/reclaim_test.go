@@ -170,6 +170,19 @@ func TestReclaimConcurrentChanges(t *testing.T) {
 			t.Fatalf("Reclaim = %+v, %v", got, err)
 		}
 	})
+	t.Run("deletes refused by the store: the refusal, after one write", func(t *testing.T) {
+		mem, hs := reclaimWorld(t)
+		before := dump(t, mem)
+		refused := &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}
+		hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, refused })
+		if _, err := directory.Reclaim(context.Background(), hs, directory.ReclaimOptions{Logger: quiet()}); !errors.Is(err, locstore.ErrWriteRefused) || errors.Is(err, directory.ErrContention) {
+			t.Fatalf("Reclaim = %v, want the refusal", err)
+		}
+		if n := hs.writes.Load(); n != 1 {
+			t.Errorf("%d writes, want 1", n)
+		}
+		sameDump(t, before, dump(t, mem))
+	})
 	t.Run("store down", func(t *testing.T) {
 		_, hs := reclaimWorld(t)
 		hs.setScan(func(int64, locstore.ScanRequest) (bool, error) { return false, errReset })
