@@ -598,6 +598,8 @@ func TestTransientMove(t *testing.T) {
 		{"lease lost to a data loss", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseLost, "owner lease"), false},
 		{"lease released", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseReleased, "owner lease"), false},
 		{"node closing", RelocationResult{}, wrapErr(ErrUnavailable, ErrClosed, "node closing"), false},
+		{"store refusing writes (out of memory)", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonCapacity.String()},
+			wrapErr(ErrUnavailable, &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM")}, "relocate x"), false},
 		{"not Ready", RelocationResult{}, fmt.Errorf("%w: actor %q is not Ready", ErrUnavailable, "x"), false},
 		{"target full (another target instead)", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonCapacity.String()}, nil, false},
 		{"policy", RelocationResult{}, fmt.Errorf("%w: policy DisableRelocation", ErrInvalidOperation), false},
@@ -822,5 +824,67 @@ func TestHostRelocateTargetRuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// refusingStore refuses every write while on is set, as Redis does at its
+// maxmemory: nothing written, locstore.ErrWriteRefused.
+type refusingStore struct {
+	locstore.Store
+	on      atomic.Bool
+	refused atomic.Int32
+}
+
+func (s *refusingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if s.on.Load() {
+		s.refused.Add(1)
+		return locstore.WriteResult{}, &locstore.ProviderError{Provider: "test", Op: "write", Refused: true,
+			Err: errors.New("OOM command not allowed (refused, nothing written: raise maxmemory)")}
+	}
+	return s.Store.Write(ctx, req)
+}
+
+func (s *refusingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	return locstore.ReadMany(ctx, s.Store, keys)
+}
+
+// A host command on a node whose store refuses writes (Redis out of
+// memory) fails each move at once with the refusal — not "capacity on
+// <target>" after trying every other target, nor a wait until the deadline
+// — and every object stays on the node, working once the store takes
+// writes again.
+func TestHostRelocateStoreRefusingWrites(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	rs := &refusingStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return rs
+		}
+		return nil
+	}, 4, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "refused", 1, 4)
+	rs.on.Store(true)
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	rs.on.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != hostmove.Completed || res.Progress.Failed != len(mine) {
+		t.Fatalf("end %v, progress %+v; want every move failed", res.End, res.Progress)
+	}
+	for _, o := range res.Objects {
+		if o.Outcome != hostmove.Failed || !strings.Contains(o.Reason, "raise maxmemory") || o.Targets != 1 {
+			t.Errorf("%s: %v after %d targets, reason %q; want failed on its first target with the refusal", o.Object.ID, o.Outcome, o.Targets, o.Reason)
+		}
+	}
+	for _, ref := range mine {
+		if o := ownerIndex(t, c, record.ObjectActor, ref.ActorID); o != 1 {
+			t.Errorf("%s moved to node %d", ref.ActorID, o)
+		}
+		if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:1")); err != nil {
+			t.Errorf("%s after the store came back: %v", ref.ActorID, err)
+		}
 	}
 }

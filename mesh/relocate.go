@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
@@ -163,6 +164,11 @@ type sourceMove struct {
 	relayEnvs []spot.Envelope
 	res       RelocationResult
 	stageAt   time.Time
+	// refused is the store's refusal of the capacity batch (out of
+	// memory, a read-only replica): the move did not begin, and the
+	// caller gets it as an error rather than as a capacity failure of the
+	// target, which trying another target would not cure.
+	refused error
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
@@ -223,6 +229,9 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 	o.log.Info("relocation ended", "object", id, "kind", kind, "outcome", res.Outcome, "reason", res.Reason,
 		"target", fmt.Sprintf("%x/%d", res.TargetNodeRID, res.TargetNodeGeneration), "bytes", res.PayloadBytes,
 		"relayed", res.Relayed, "took", res.Timings.Total)
+	if s.refused != nil && res.Outcome == NotMoved {
+		return res, fmt.Errorf("%w: %s %q not moved, the store refused the target capacity batch: %w", ErrUnavailable, kind, id, s.refused)
+	}
 	return res, nil
 }
 
@@ -484,6 +493,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 			return relocation.EvSecured
 		case ctx.Err() != nil:
 			return relocation.EvDeadline
+		}
+		if errors.Is(err, locstore.ErrWriteRefused) {
+			s.refused = err
 		}
 		o.log.Info("relocation: target capacity not secured", "object", s.id, "err", err)
 		return relocation.EvSecureFailed
