@@ -62,7 +62,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	m := &nodeMetrics{reg: prometheus.NewRegistry()}
 	m.storeCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "meshnode_store_operation_duration_seconds",
-		Help: "Location Store and Relocation Store calls by store, operation and outcome (ok, conflict, missing, unavailable, error).",
+		Help: "Location Store and Relocation Store calls by store, operation and outcome (ok, conflict, missing, refused, unavailable, error).",
 		// 100 µs (memory, a local Redis) to 5 s (an operation timeout).
 		Buckets: roundBuckets(0.0001, 5),
 	}, []string{"store", "op", "outcome"})
@@ -169,6 +169,10 @@ func storeOutcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
+	case errors.Is(err, locstore.ErrWriteRefused):
+		// Its own label: an operator alerts on it (Redis out of memory, a
+		// read-only replica), and it does not pass by itself.
+		return "refused"
 	case errors.Is(err, locstore.ErrUnavailable), errors.Is(err, relocstore.ErrUnavailable),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return "unavailable"

@@ -1,8 +1,13 @@
 package mesh
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/meshnode/meshnode/locstore"
 )
 
 func TestRoundBuckets(t *testing.T) {
@@ -17,6 +22,24 @@ func TestRoundBuckets(t *testing.T) {
 	for _, tc := range tests {
 		if got := roundBuckets(tc.lo, tc.hi); !slices.Equal(got, tc.want) {
 			t.Errorf("roundBuckets(%v, %v) = %v, want %v", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
+
+func TestStoreOutcome(t *testing.T) {
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{nil, "ok"},
+		{&locstore.ProviderError{Provider: "t", Op: "write", Refused: true, Err: errors.New("OOM")}, "refused"},
+		{&locstore.ProviderError{Provider: "t", Op: "write", Err: errors.New("i/o timeout")}, "unavailable"},
+		{fmt.Errorf("relocate: %w", context.DeadlineExceeded), "unavailable"},
+		{errors.New("decode"), "error"},
+	}
+	for _, c := range cases {
+		if got := storeOutcome(c.err); got != c.want {
+			t.Errorf("storeOutcome(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }
