@@ -285,7 +285,8 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 	}
 	excluded := map[string]exclusion{}
-	relisted := false // the list was read again after a target's lease changed
+	var lastFailed *nodeFailure // the last target that failed before the callback
+	relisted := false           // the list was read again after a target's lease changed
 	wait := newBackoff()
 	// A round either reads the authority row first (readFirst) or places
 	// at once and lets the Reserve read the row together with everything
@@ -348,6 +349,11 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			if !known {
 				readFirst = true
 				continue
+			}
+			if lastFailed != nil {
+				// Say what the last node tried answered: the placement alone
+				// only counts the nodes that failed.
+				err = fmt.Errorf("%w; the last node tried, %s: %v", err, lastFailed.node, lastFailed.err)
 			}
 			return createResult{}, err
 		}
@@ -443,11 +449,19 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			}
 			o.log.Info("creation target failed before the callback; trying another node", "object", c.id,
 				"node", cand.key(), "err", out.err)
+			lastFailed = &nodeFailure{node: fmt.Sprintf("%x", cand.node.RoutingID), err: out.err}
 			excluded[cand.key()] = excludedFailed
 			continue
 		}
 		return o.finishOutcome(ctx, c, ord, out)
 	}
+}
+
+// nodeFailure is what one creation target answered when it failed before
+// the callback.
+type nodeFailure struct {
+	node string
+	err  error
 }
 
 // followExisting applies §7's result table to a record that exists: done

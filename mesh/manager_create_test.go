@@ -458,3 +458,29 @@ func TestBackoffPauses(t *testing.T) {
 		})
 	}
 }
+
+// A creation whose only target fails before the callback (here its store
+// refuses the Commit, Redis at its maxmemory on that node's side) fails
+// naming that node and what it answered, so that an operator knows whose
+// log to read: the wire answer carries no more than its result.
+func TestCreateNamesTheLastTargetThatFailed(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	rs := &refusingStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return rs
+		}
+		return nil
+	}, 2, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	rs.on.Store(true)
+	_, err := c.m(0).CreateActor(ctx, "named", seqType)
+	want := fmt.Sprintf("the last node tried, %x: ", c.nodes[1].RID())
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CreateActor = %v; want ErrUnavailable naming %q", err, want)
+	}
+	if rs.refused.Load() == 0 {
+		t.Fatal("the target's store refused nothing: the test did not test the failure")
+	}
+}
