@@ -114,6 +114,9 @@ func (n *Node) adminStatus() admin.Status {
 	if err := n.ready(); err != nil {
 		st.Ready, st.NotReady = false, err.Error()
 	}
+	if err := n.lease.RenewFailure(); err != nil {
+		st.LeaseRenewError = err.Error()
+	}
 	ts := n.tr.Stats()
 	for _, p := range n.tr.Peers() {
 		ps := ts.Peers[p.RID.String()]

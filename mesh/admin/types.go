@@ -13,10 +13,13 @@ type Status struct {
 	// LeaseRemainingSeconds is how long new work is admitted without
 	// another successful renewal (0 when the admission gate is shut).
 	LeaseRemainingSeconds float64 `json:"leaseRemainingSeconds"`
-	Ready                 bool    `json:"ready"`
-	NotReady              string  `json:"notReady,omitempty"`
-	Peers                 []Peer  `json:"peers"`
-	Objects               Objects `json:"objects"`
+	// LeaseRenewError is why the owner-lease renewals since the last
+	// successful one failed (the latest failure); absent while they succeed.
+	LeaseRenewError string  `json:"leaseRenewError,omitempty"`
+	Ready           bool    `json:"ready"`
+	NotReady        string  `json:"notReady,omitempty"`
+	Peers           []Peer  `json:"peers"`
+	Objects         Objects `json:"objects"`
 	// HostCommand is the host Relocate or drain in progress, if any.
 	HostCommand *Job `json:"hostCommand,omitempty"`
 	// Stores lists the stores whose writes wait for replicas (replica_acks),

@@ -147,8 +147,12 @@ func printStatus(w io.Writer, st admin.Status) error {
 	}
 	fmt.Fprintf(w, "node %s  mesh %s  role %s  state %s  ready %s\n", st.RID, st.Mesh, st.Role, st.State, ready)
 	fmt.Fprintf(w, "endpoint %s  lifecycle generation %d\n", st.Endpoint, st.LifecycleGeneration)
-	fmt.Fprintf(w, "owner %s  lease generation %d  new work admitted for %s without a renewal\n\n", st.OwnerID, st.LeaseGeneration,
+	fmt.Fprintf(w, "owner %s  lease generation %d  new work admitted for %s without a renewal\n", st.OwnerID, st.LeaseGeneration,
 		(time.Duration(st.LeaseRemainingSeconds * float64(time.Second))).Round(time.Millisecond))
+	if st.LeaseRenewError != "" {
+		fmt.Fprintf(w, "lease renewals failing: %s\n", st.LeaseRenewError)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "objects hosted: %d\n", st.Objects.Hosted)
 	var rows [][]string
 	for _, k := range sortedKeys(st.Objects.ByType) {

@@ -262,6 +262,24 @@ func TestPrintStatusStores(t *testing.T) {
 	}
 }
 
+// ctl status says why the lease renewals are failing, and nothing about
+// them while they succeed.
+func TestPrintStatusLeaseRenewError(t *testing.T) {
+	for _, tc := range []struct {
+		renewErr string
+		want     bool
+	}{{"", false}, {"locstore redis write: OOM … raise maxmemory", true}} {
+		var b bytes.Buffer
+		if err := printStatus(&b, admin.Status{Ready: true, LeaseRenewError: tc.renewErr}); err != nil {
+			t.Fatal(err)
+		}
+		line := "lease renewals failing: " + tc.renewErr
+		if got := strings.Contains(b.String(), "lease renewals failing"); got != tc.want || tc.want && !strings.Contains(b.String(), line) {
+			t.Errorf("renew error %q:\n%s", tc.renewErr, b.String())
+		}
+	}
+}
+
 // The objects not moved are counted by outcome and reason, most first;
 // moved and skipped objects are not.
 func TestNotMovedWhy(t *testing.T) {

@@ -151,6 +151,7 @@ type Manager struct {
 	resumable    bool          // reacquired after a loss; the gate waits for Resume
 	lastDeadline time.Duration // the deadline of the latest acquire/renew (Resume reopens at it)
 	lastStart    time.Duration // t0 of the last successful acquire/renew; the first tick is due at lastStart + interval
+	renewErr     error         // why the renewals since the last success failed (nil: the last one succeeded)
 
 	cancelLoop context.CancelCauseFunc
 	loopDone   chan struct{}
@@ -382,7 +383,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 		return false, fmt.Errorf("lease: acquire: %w", err)
 	case err == nil && wr.Applied && len(wr.Versions) == 2 && wr.Versions[1] != "":
 		m.mu.Lock()
-		m.gen, m.version, m.lastStart = next, wr.Versions[1], t0
+		m.gen, m.version, m.lastStart, m.renewErr = next, wr.Versions[1], t0, nil
 		m.acquiredAt, m.lastStoreNow = cr.StoreNow, wr.StoreNow
 		m.mu.Unlock()
 		obs := Observation{SentAt: t0, ReceivedAt: t1, StoreNow: wr.StoreNow, ExpiresAt: WriteExpiry(wr.StoreNow, m.timing.TTL)}
@@ -424,7 +425,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	// that we had given up on). Whatever generation it carries was issued to
 	// us by the counter in the same batch, so we adopt it.
 	m.mu.Lock()
-	m.gen, m.version, m.lastStart = uint64(l.LeaseGeneration), rr.Version, obs.SentAt
+	m.gen, m.version, m.lastStart, m.renewErr = uint64(l.LeaseGeneration), rr.Version, obs.SentAt, nil
 	m.acquiredAt, m.lastStoreNow = l.AcquiredAt.Time(), rr.StoreNow
 	m.mu.Unlock()
 	return true, m.opened(obs, kind)
@@ -657,9 +658,10 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 	err = annotate(ctx, err)
 	switch {
 	case err != nil:
-		if !errors.Is(err, locstore.ErrArgument) {
+		if !errors.Is(err, locstore.ErrArgument) && !errors.Is(err, locstore.ErrWriteRefused) {
 			// The request may have been applied: settle it by a read before
-			// the next write (§10); never assume either outcome.
+			// the next write (§10); never assume either outcome. (A refused
+			// write wrote nothing: the next tick simply writes again.)
 			m.mu.Lock()
 			m.uncertain = true
 			m.mu.Unlock()
@@ -691,7 +693,7 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 		return true
 	}
 	m.mu.Lock()
-	m.lastDeadline = deadline
+	m.lastDeadline, m.renewErr = deadline, nil
 	m.mu.Unlock()
 	m.gate.extend(deadline)
 	m.logger().Debug("owner lease renewed", m.deadlineAttrs(deadline)...)
@@ -735,6 +737,9 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	m.mu.Lock()
 	applied := rr.Version != m.version
 	m.version, m.uncertain, m.lastStoreNow = rr.Version, false, rr.StoreNow
+	if applied {
+		m.renewErr = nil // the renew whose answer was lost did renew
+	}
 	m.mu.Unlock()
 	m.gate.extend(deadline)
 	m.logger().Info("lost renew result settled by re-read", m.deadlineAttrs(deadline, "applied", applied)...)
@@ -758,6 +763,15 @@ func dataLost() error {
 	return fmt.Errorf("%w: the owner-lease record vanished while it was still valid by the store's own clock", locstore.ErrDataLost)
 }
 
+// RenewFailure is why the owner-lease renewals since the last successful
+// one failed (the latest failure), or nil when the last renewal succeeded:
+// what an operator asks when the admission deadline runs down.
+func (m *Manager) RenewFailure() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.renewErr
+}
+
 // Fail ends the lease for reason, as a lost lease (EventLost): the gate
 // shuts for good and renewing stops. The node calls it when it finds the
 // store lost its data (mesh/marker). A lease already lost is left as it is.
@@ -772,6 +786,9 @@ func (m *Manager) Fail(reason error) {
 }
 
 func (m *Manager) failed(err error) {
+	m.mu.Lock()
+	m.renewErr = err
+	m.mu.Unlock()
 	d := m.gate.Deadline()
 	m.logger().Warn("owner lease renew failed; deadline not extended", m.deadlineAttrs(d, "err", err)...)
 	m.emit(EventRenewFailed, d, err)

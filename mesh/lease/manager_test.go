@@ -130,6 +130,35 @@ func TestRenewTimeoutKeepsDeadline(t *testing.T) {
 	}
 }
 
+// A renew the store refused (Redis out of memory) is reported by
+// RenewFailure until a renew succeeds, and is not settled by a re-read: it
+// wrote nothing, so the next tick simply writes again.
+func TestRenewRefusedIsReported(t *testing.T) {
+	e := newEnv(t)
+	m := e.acquire()
+	e.waitIdle(m, 2)
+	if err := m.RenewFailure(); err != nil {
+		t.Fatalf("RenewFailure after the acquire = %v", err)
+	}
+	e.store.onceWrite(refuse)
+	e.clock.Advance(5 * sec)
+	ev := e.expect(lease.EventRenewFailed)
+	if !errors.Is(ev.Err, locstore.ErrWriteRefused) || !errors.Is(m.RenewFailure(), locstore.ErrWriteRefused) {
+		t.Fatalf("renew failure %v, RenewFailure %v; want the refusal", ev.Err, m.RenewFailure())
+	}
+	reads := e.store.reads.Load()
+	e.waitIdle(m, 2)
+	e.clock.Advance(5 * sec) // the next tick comes at the admission deadline (defaults)
+	e.expect(lease.EventExpired)
+	e.expect(lease.EventRenewed)
+	if n := e.store.reads.Load() - reads; n != 0 {
+		t.Errorf("%d reads after a refused renew: it was settled as if its outcome were unknown", n)
+	}
+	if err := m.RenewFailure(); err != nil {
+		t.Fatalf("RenewFailure after a renew succeeded = %v", err)
+	}
+}
+
 func TestAcquireSuccessiveGenerations(t *testing.T) {
 	e := newEnv(t)
 	seen := map[string]bool{}
