@@ -85,7 +85,8 @@ func TestMultiProcessRedisOutageLongerThanTTL(t *testing.T) {
 	sendMore(t, ctx, r, snd)
 }
 
-// Redis at its maxmemory (noeviction policy) refuses every write: a
+// Redis at its maxmemory (noeviction policy) refuses every write while a
+// client streams sends to twelve counters: a
 // creation fails at once with the refusal and what to do about it (before,
 // it waited out its deadline and said the target had not answered), every
 // node logs the refused lease renewal with the same advice, and loses its
@@ -93,13 +94,17 @@ func TestMultiProcessRedisOutageLongerThanTTL(t *testing.T) {
 // lease and re-adopts its counters with their state, and the mesh takes
 // sends and creations again.
 func TestMultiProcessRedisOutOfMemory(t *testing.T) {
-	r, srv, _, snd, ctx := outageMesh(t)
+	r, srv, refs, before, ctx := outageMesh(t)
 	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	defer raw.Close()
+	m := r.client.Manager()
+	// Sends stream throughout: those refused while the leases are out are
+	// retried, and every one accepted must land once, in order.
+	snd := continueIncSender(ctx, m, refs, before.accepted)
+	time.Sleep(200 * time.Millisecond)
 	if err := raw.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	m := r.client.Manager()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err := m.CreateActor(cctx, "oom-new", demoapp.CounterType)
 	cancel()
@@ -129,7 +134,11 @@ func TestMultiProcessRedisOutOfMemory(t *testing.T) {
 		}
 		return true
 	}, r.procs...)
-	checkCounters(t, ctx, m, snd)
+	if err := snd.wait(); err != nil {
+		t.Fatalf("sending through the refusals: %v (refused %v)", err, snd.refused)
+	}
+	total := checkCounters(t, ctx, m, snd)
+	t.Logf("%d sends accepted and counted once, in order; refused meanwhile and retried: %v", total, snd.refused)
 	sendMore(t, ctx, r, snd)
 	if _, err := m.CreateActor(ctx, "oom-new", demoapp.CounterType); err != nil {
 		t.Fatalf("creation once Redis takes writes again: %v", err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +135,13 @@ type incSender struct {
 const maxRefusedFor = 10 * time.Second
 
 func startIncSender(ctx context.Context, m *mesh.Manager, refs []mesh.ActorRef) *incSender {
-	s := &incSender{m: m, refs: refs, skip: make([]atomic.Bool, len(refs)), accepted: make([]int64, len(refs)), refused: map[string]int{},
+	return continueIncSender(ctx, m, refs, make([]int64, len(refs)))
+}
+
+// continueIncSender is startIncSender for counters that already took
+// accepted[i] sends: it goes on from there.
+func continueIncSender(ctx context.Context, m *mesh.Manager, refs []mesh.ActorRef, accepted []int64) *incSender {
+	s := &incSender{m: m, refs: refs, skip: make([]atomic.Bool, len(refs)), accepted: slices.Clone(accepted), refused: map[string]int{},
 		sample: map[string]error{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
