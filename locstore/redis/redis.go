@@ -385,10 +385,16 @@ func (s *Store) fail(op string, err error) error {
 	// A script meets a refusal at its first write call or not at all:
 	// Redis checks maxmemory only before a script's first write, and the
 	// other causes cannot change while a script runs. So a refused script
-	// wrote nothing.
-	if hint, ok := redisconn.WriteRefusal(err); ok {
-		return &locstore.ProviderError{Provider: ProviderName, Op: op, Refused: true,
-			Err: fmt.Errorf("%w (refused, nothing written: %s; docs/store-redis.md)", err, hint)}
+	// wrote nothing. Only a lasting refusal is reported as one
+	// (ErrWriteRefused: the framework stops asking); a read-only replica
+	// met during a failover passes, so it stays an ordinary failure that
+	// the framework retries, with the advice in its text.
+	if r, ok := redisconn.WriteRefusal(err); ok {
+		if r.Lasting {
+			return &locstore.ProviderError{Provider: ProviderName, Op: op, Refused: true,
+				Err: fmt.Errorf("%w (refused, nothing written: %s; docs/store-redis.md)", err, r.Hint)}
+		}
+		err = fmt.Errorf("%w (%s; docs/store-redis.md)", err, r.Hint)
 	}
 	return &locstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
 }

@@ -312,8 +312,8 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		// Only the advice: a pipeline (staging, then the script) may have
 		// written its first part before the refusal, so this provider
 		// does not say nothing was written; its callers read to decide.
-		if hint, ok := redisconn.WriteRefusal(err); ok {
-			err = fmt.Errorf("%w (refused: %s; docs/store-redis.md)", err, hint)
+		if r, ok := redisconn.WriteRefusal(err); ok {
+			err = fmt.Errorf("%w (refused: %s; docs/store-redis.md)", err, r.Hint)
 		}
 	}
 	if !errors.Is(err, ErrClosed) && s.c != nil {
