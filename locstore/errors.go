@@ -15,13 +15,13 @@ var ErrUnavailable = errors.New("locstore: store unavailable")
 
 // ErrWriteRefused is matched by a provider failure in which the store
 // refused a write outright and wrote nothing, and will refuse writes until
-// an operator acts: Redis at its maxmemory with the noeviction policy,
-// writes stopped after a failed snapshot save, fewer good replicas than
-// min-replicas-to-write. Such an error also matches ErrUnavailable, but
-// unlike the others its outcome is known — not applied — so the caller
-// need not re-read to decide, and asking again at once does not help. (A
-// read-only replica, met during a failover until the client reaches the
-// new master, passes by itself: it is an ordinary ErrUnavailable.)
+// an operator acts: Redis at its maxmemory with the noeviction policy, or
+// writes stopped after a failed snapshot save. Such an error also matches
+// ErrUnavailable, but unlike the others its outcome is known — not applied
+// — so the caller need not re-read to decide, and asking again at once
+// does not help. (Refusals that pass by themselves — a read-only replica
+// during a failover, too few replicas while one reconnects — are ordinary
+// ErrUnavailable failures.)
 var ErrWriteRefused = errors.New("locstore: write refused by the store, nothing written")
 
 // ErrDataLost is matched when the framework finds that the store no longer

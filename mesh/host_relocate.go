@@ -581,7 +581,7 @@ func transientMove(res RelocationResult, err error, leaseRecoverable bool) bool 
 		return res.Reason == relocation.ReasonRecordChanged.String()
 	}
 	if errors.Is(err, ErrClosed) || errors.Is(err, lease.ErrLeaseReleased) || errors.Is(err, locstore.ErrWriteRefused) {
-		// A store refusing writes (out of memory, too few replicas)
+		// A store refusing writes (out of memory, a failed save)
 		// refuses them until an operator acts: the move fails, listed
 		// with the refusal, and the object stays here (§9.4).
 		return false

@@ -171,7 +171,7 @@ func storeOutcome(err error) string {
 		return "ok"
 	case errors.Is(err, locstore.ErrWriteRefused):
 		// Its own label: an operator alerts on it (Redis out of memory, a
-		// too few replicas), and it does not pass by itself.
+		// a failed save), and it does not pass by itself.
 		return "refused"
 	case errors.Is(err, locstore.ErrUnavailable), errors.Is(err, relocstore.ErrUnavailable),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

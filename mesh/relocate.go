@@ -165,7 +165,7 @@ type sourceMove struct {
 	res       RelocationResult
 	stageAt   time.Time
 	// refused is the store's refusal of the capacity batch (out of
-	// memory, too few replicas): the move did not begin, and the
+	// memory, a failed save): the move did not begin, and the
 	// caller gets it as an error rather than as a capacity failure of the
 	// target, which trying another target would not cure.
 	refused error

@@ -6,23 +6,25 @@ import goredis "github.com/redis/go-redis/v9"
 // what an operator does about it.
 type Refusal struct {
 	Hint string
-	// Lasting: the refusal holds until an operator acts (memory, disk,
-	// replicas), so asking again at once does not help. A read-only
-	// replica is not lasting: during a failover the client drops the
-	// connection that met it (go-redis closes a connection on READONLY)
-	// and the next call reaches the new master.
+	// Lasting: the refusal holds until an operator acts (memory, disk),
+	// so asking again at once does not help. The line is the one go-redis
+	// draws for its own retries: it retries READONLY (during a failover it
+	// drops the connection that met it, and the next call reaches the new
+	// master) and NOREPLICAS (a replica reconnecting), never OOM or
+	// MISCONF.
 	Lasting bool
 }
 
-// writeRefusals are the error prefixes of Redis's write refusals.
+// writeRefusals are Redis's write refusals, each with its test.
 var writeRefusals = []struct {
-	prefix string
+	is func(error) bool
 	Refusal
 }{
-	{"OOM", Refusal{"Redis is at its maxmemory with the noeviction policy; raise maxmemory or free memory", true}},
-	{"MISCONF", Refusal{"Redis stopped writes after a failed snapshot save (stop-writes-on-bgsave-error); fix its disk or persistence", true}},
-	{"NOREPLICAS", Refusal{"Redis has fewer good replicas than min-replicas-to-write", true}},
-	{"READONLY", Refusal{"this Redis is a read-only replica: a failover in progress, or the store points at a replica instead of the master (or at Sentinel or Cluster, which follow failovers)", false}},
+	{goredis.IsOOMError, Refusal{"Redis is at its maxmemory with the noeviction policy; raise maxmemory or free memory", true}},
+	{func(err error) bool { return goredis.HasErrorPrefix(err, "MISCONF") },
+		Refusal{"Redis stopped writes after a failed snapshot save (stop-writes-on-bgsave-error); fix its disk or persistence", true}},
+	{goredis.IsNoReplicasError, Refusal{"Redis has fewer good replicas than min-replicas-to-write", false}},
+	{goredis.IsReadOnlyError, Refusal{"this Redis is a read-only replica: a failover in progress, or the store points at a replica instead of the master (or at Sentinel or Cluster, which follow failovers)", false}},
 }
 
 // WriteRefusal reports whether err is Redis refusing a write outright (out
@@ -32,7 +34,7 @@ var writeRefusals = []struct {
 // say.
 func WriteRefusal(err error) (Refusal, bool) {
 	for _, r := range writeRefusals {
-		if goredis.HasErrorPrefix(err, r.prefix) {
+		if r.is(err) {
 			return r.Refusal, true
 		}
 	}

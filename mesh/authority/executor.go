@@ -696,7 +696,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			return Result{}, invalidCause(op, werr, "the store refused the planned batch")
 		case werr != nil && errors.Is(werr, locstore.ErrWriteRefused) && len(unknown) == 0:
 			// Not applied, and every write will be refused until an operator
-			// acts (out of memory, too few replicas): re-reading and
+			// acts (out of memory, a failed save): re-reading and
 			// asking again until the deadline would only hide the cause
 			// behind a timeout. After a lost result the re-read decides.
 			return Result{}, fmt.Errorf("authority %s: %w", op, werr)

@@ -283,7 +283,7 @@ func (p *Publisher) publish(ctx context.Context, d record.MeshNodeDescriptor, c 
 			}
 			if errors.Is(werr, locstore.ErrWriteRefused) {
 				// The store refuses every write until an operator acts (out
-				// of memory, too few replicas): asking again at once, up to
+				// of memory, a failed save): asking again at once, up to
 				// maxAttempts times, would only end as "kept conflicting".
 				return PublishResult{}, fmt.Errorf("directory: publish: %w", werr)
 			}

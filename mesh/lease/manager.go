@@ -411,7 +411,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	if !rr.Found {
 		if errors.Is(err, locstore.ErrWriteRefused) {
 			// Nothing was written and the store will refuse the next
-			// attempt too (out of memory, too few replicas): say so
+			// attempt too (out of memory, a failed save): say so
 			// rather than try again as after a conflict.
 			return false, fmt.Errorf("lease: acquire: %w", err)
 		}
