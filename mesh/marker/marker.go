@@ -46,6 +46,7 @@ type Marker struct {
 // Ensure returns the namespace's marker, writing a new one (IfMissing) when
 // there is none; created reports that this call wrote it.
 func Ensure(ctx context.Context, st locstore.Store) (m Marker, created bool, err error) {
+	var lastErr error // of the last write, when it failed
 	for attempt := 0; attempt < 3; attempt++ {
 		rr, err := st.Read(ctx, Key)
 		if err != nil {
@@ -64,6 +65,10 @@ func Ensure(ctx context.Context, st locstore.Store) (m Marker, created bool, err
 		}
 		wr, err := st.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(Key)},
 			Mutations: []locstore.Mutation{locstore.Put(Key, v)}})
+		if errors.Is(err, locstore.ErrWriteRefused) {
+			return Marker{}, false, fmt.Errorf("marker: write: %w", err) // nothing written, and so would the next be
+		}
+		lastErr = err
 		if err != nil {
 			// The write may have applied: the next read decides.
 			continue
@@ -73,7 +78,12 @@ func Ensure(ctx context.Context, st locstore.Store) (m Marker, created bool, err
 		}
 		// Another node wrote one first: read it.
 	}
-	return Marker{}, false, errors.New("marker: could not read or write the namespace marker")
+	if lastErr != nil {
+		// Say why: "could not write" alone left an operator whose store
+		// refuses writes (a read-only replica) nothing to go on.
+		return Marker{}, false, fmt.Errorf("marker: could not write the namespace marker: %w", lastErr)
+	}
+	return Marker{}, false, errors.New("marker: could not read or write the namespace marker: every write conflicted and no marker could be read")
 }
 
 // Check reports ErrDataLost when the store no longer holds m (missing, or

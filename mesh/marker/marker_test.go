@@ -70,3 +70,42 @@ func TestMarker(t *testing.T) {
 		})
 	}
 }
+
+// failingWrites fails every write with err, as a store that refuses them.
+type failingWrites struct {
+	locstore.Store
+	err    error
+	writes int
+}
+
+func (f *failingWrites) Write(context.Context, locstore.WriteRequest) (locstore.WriteResult, error) {
+	f.writes++
+	return locstore.WriteResult{}, f.err
+}
+
+// A marker that cannot be written says why: a lasting refusal at once, any
+// other failure after the attempts, with the store's error (it used to say
+// only "could not read or write the namespace marker").
+func TestEnsureSaysWhyItCouldNotWrite(t *testing.T) {
+	mem, err := locmemory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close() })
+	for _, tc := range []struct {
+		name   string
+		err    error
+		writes int
+	}{
+		{"out of memory", &locstore.ProviderError{Provider: "t", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}, 1},
+		{"read-only replica", &locstore.ProviderError{Provider: "t", Op: "write", Err: errors.New("READONLY You can't write against a read only replica")}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &failingWrites{Store: mem, err: tc.err}
+			_, _, err := Ensure(context.Background(), st)
+			if !errors.Is(err, tc.err) || st.writes != tc.writes {
+				t.Fatalf("Ensure = %v after %d writes; want the store's error after %d", err, st.writes, tc.writes)
+			}
+		})
+	}
+}
