@@ -323,19 +323,54 @@ func (m *Manager) acquire(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lease: acquire: counter key: %w", err)
 	}
-	for {
+	var pause time.Duration
+	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("lease: acquire: %w", context.Cause(ctx))
 		}
 		done, err := m.acquireOnce(ctx, counterKey, EventAcquired)
-		if err != nil || done {
-			return err
+		var failed *notAppliedError
+		if !errors.As(err, &failed) {
+			if err != nil || done {
+				return err
+			}
+			continue // a conflict: another host took the counter value; again at once
+		}
+		// The store answers reads but failed the write (a read-only
+		// replica in a failover, too few replicas): asked again at once,
+		// it was asked thousands of times a second, each with a WARN line.
+		// The first retry goes at once, then paced, doubling up to the
+		// renew interval.
+		if attempt > 1 {
+			pause = min(max(2*pause, acquireRetryMin), m.timing.RenewInterval)
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			m.logger().Warn("owner lease: not acquired yet: the store failed the write; trying again",
+				"attempt", attempt, "retry_in", pause, "err", failed.err)
+		}
+		if pause > 0 && !m.waitUntil(ctx, m.clock.Now()+pause) {
+			return fmt.Errorf("lease: acquire: %w (last failure: %w)", context.Cause(ctx), failed.err)
 		}
 	}
 }
 
+// acquireRetryMin is the first pause between acquire attempts whose write
+// failed.
+const acquireRetryMin = 50 * time.Millisecond
+
+// notAppliedError is an acquire attempt whose write failed and, as the read
+// of the lease key then showed, did not apply: try again.
+type notAppliedError struct{ err error }
+
+func (e *notAppliedError) Error() string {
+	return "lease: acquire: the write failed and did not apply: " + e.err.Error()
+}
+
+func (e *notAppliedError) Unwrap() error { return e.err }
+
 // acquireOnce makes one attempt. It returns done=false to ask for another
-// attempt (Conflict, or a lost result that did not apply).
+// attempt: with no error after a Conflict, with a *notAppliedError after a
+// write that failed and did not apply.
 func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind EventKind) (bool, error) {
 	cr, _, err := m.read(ctx, counterKey)
 	if err != nil {
@@ -399,7 +434,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 		// whose answer was lost did write.
 		m.logger().Debug("owner-lease acquire refused by the store; reading the lease key", "gen", next, "err", err)
 	case err != nil:
-		m.logger().Warn("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
+		m.logger().Debug("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
 	}
 	rr, obs, rerr := m.read(ctx, m.key)
 	if rerr != nil {
@@ -414,6 +449,9 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 			// attempt too (out of memory, a failed save): say so
 			// rather than try again as after a conflict.
 			return false, fmt.Errorf("lease: acquire: %w", err)
+		}
+		if err != nil {
+			return false, &notAppliedError{err: err}
 		}
 		return false, nil
 	}

@@ -331,6 +331,47 @@ func TestAcquireRefusedWrite(t *testing.T) {
 	}
 }
 
+// A store that answers reads but fails every write (a read-only replica
+// in a failover): Acquire retries once at once, then paced, doubling —
+// before, it asked again at once, thousands of times a second, each with a
+// WARN line — and succeeds once the store takes writes again.
+func TestAcquirePacesFailedWrites(t *testing.T) {
+	e := newEnv(t)
+	e.store.setModes(pass, fail)
+	type result struct {
+		m   *lease.Manager
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := lease.Acquire(context.Background(), e.config())
+		done <- result{m, err}
+	}()
+	// Two writes (the first retry goes at once), then a pause of 50 ms on
+	// the manual clock: nothing more until it advances.
+	if !e.clock.WaitFor(func(n int) bool { return n == 1 }, guard) {
+		t.Fatal("Acquire did not pause after its failed writes")
+	}
+	time.Sleep(20 * time.Millisecond) // real time: a spinning loop would write meanwhile
+	if n := e.store.writes.Load(); n != 2 {
+		t.Fatalf("%d writes before the first pause ended, want 2", n)
+	}
+	e.clock.Advance(50 * time.Millisecond)
+	if !e.clock.WaitFor(func(n int) bool { return n == 1 }, guard) || e.store.writes.Load() != 3 {
+		t.Fatalf("after 50 ms: %d writes, want 3 and a pause", e.store.writes.Load())
+	}
+	e.store.setModes(pass, pass)
+	e.clock.Advance(100 * time.Millisecond) // the pause doubled
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("Acquire once the store takes writes: %v", r.err)
+	}
+	t.Cleanup(func() { _ = r.m.Close() })
+	if n := e.store.writes.Load(); n != 4 {
+		t.Errorf("%d writes in all, want 4", n)
+	}
+}
+
 func TestAcquireInvalidConfig(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
