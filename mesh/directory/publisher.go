@@ -235,11 +235,16 @@ func (p *Publisher) Publish(ctx context.Context, d record.MeshNodeDescriptor) (P
 	return p.publish(ctx, d, c)
 }
 
+// maxPublishFailures is how many writes of one publish may fail (and not
+// apply) before it gives up with the store's error.
+const maxPublishFailures = 3
+
 // publish runs read/plan/write rounds until one settles.
 func (p *Publisher) publish(ctx context.Context, d record.MeshNodeDescriptor, c []byte) (PublishResult, error) {
 	var (
 		fenceKey, fenceVersion = p.lease.Fence()
 		unknownWrite           []byte // bytes of a write whose outcome was unknown
+		failures               int    // writes that failed and did not apply
 	)
 	for attempt := 1; attempt <= p.maxAttempts; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -288,6 +293,13 @@ func (p *Publisher) publish(ctx context.Context, d record.MeshNodeDescriptor, c 
 				return PublishResult{}, fmt.Errorf("directory: publish: %w", werr)
 			}
 			unknownWrite = value
+			if failures++; failures >= maxPublishFailures {
+				// A store that answers reads but fails writes (a read-only
+				// replica in a failover) was asked up to maxAttempts times
+				// at once, each with a WARN line, and the publish ended as
+				// "kept conflicting". The caller publishes again later.
+				return PublishResult{}, fmt.Errorf("directory: publish failed %d times: %w", failures, werr)
+			}
 			p.log.Warn("descriptor publish failed and did not apply; retrying", "revision", d.DescriptorRevision, "err", werr)
 		case wr.Applied:
 			res.Outcome = Published

@@ -501,6 +501,20 @@ func TestPublishLostAnswers(t *testing.T) {
 		hs.setWrite(nil)
 		mustPublish(t, p, descriptor("game", ridA, "tcp://a:1"), directory.Published)
 	})
+	t.Run("writes keep failing (reads answer): the store's error after a few, not 'kept conflicting'", func(t *testing.T) {
+		mem, _ := newMem(t)
+		hs := &hookStore{Store: mem}
+		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
+		p := newPublisher(t, hs, l, nil, "game", ridA)
+		readOnly := &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("READONLY You can't write against a read only replica")}
+		hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, readOnly })
+		_, err := p.Publish(context.Background(), descriptor("game", ridA, "tcp://a:1"))
+		if !errors.Is(err, readOnly) || errors.Is(err, directory.ErrContention) || hs.writes.Load() != 3 {
+			t.Fatalf("Publish = %v after %d writes; want the store's error after 3", err, hs.writes.Load())
+		}
+		hs.setWrite(nil)
+		mustPublish(t, p, descriptor("game", ridA, "tcp://a:1"), directory.Published)
+	})
 	t.Run("store down: error, then the same content replays at the same revision", func(t *testing.T) {
 		mem, _ := newMem(t)
 		hs := &hookStore{Store: mem}
