@@ -44,6 +44,11 @@ func (n *Node) ready() error {
 		return fmt.Errorf("owner lease lost: %w", err)
 	}
 	if err := n.lease.Gate().Admit(); err != nil {
+		if why := n.lease.RenewFailure(); why != nil {
+			// Say why the renewals fail (a store refusing writes says what
+			// to do), where an orchestrator's probe looks.
+			return fmt.Errorf("owner lease does not admit new work: %w; the renewals fail: %w", err, why)
+		}
 		return fmt.Errorf("owner lease does not admit new work: %w", err)
 	}
 	return nil

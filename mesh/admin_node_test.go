@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/admin"
 )
 
@@ -201,4 +202,34 @@ func TestAdminRelocate(t *testing.T) {
 	if metricValue(body, "meshnode_relocation_bytes_total") <= 0 {
 		t.Fatal("no relocation bytes counted")
 	}
+}
+
+// A node whose store refuses writes (Redis out of memory) says so where
+// operators and orchestrators look: /v1/status carries the refusal while
+// the renewals fail, and /readyz, once the admission deadline passed,
+// names it after the lease's own reason.
+func TestAdminSaysWhyTheRenewalsFail(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	rs := &refusingStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return rs
+		}
+		return nil
+	}, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Admin = config.AdminConfig{Listen: "127.0.0.1:0", Token: adminToken}
+	})
+	rs.on.Store(true)
+	defer rs.on.Store(false)
+	eventually(t, 15*time.Second, "/v1/status to carry the refused renewal", func() bool {
+		_, body := c.adminGet(t, 1, "/v1/status")
+		var st admin.Status
+		return json.Unmarshal([]byte(body), &st) == nil && strings.Contains(st.LeaseRenewError, "raise maxmemory")
+	})
+	eventually(t, 15*time.Second, "/readyz to turn 503 naming the refusal", func() bool {
+		code, body := c.adminGet(t, 1, "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "the renewals fail") && strings.Contains(body, "raise maxmemory")
+	})
 }
