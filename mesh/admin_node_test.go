@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
-	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/admin"
 )
 
@@ -209,16 +208,7 @@ func TestAdminRelocate(t *testing.T) {
 // the renewals fail, and /readyz, once the admission deadline passed,
 // names it after the lease's own reason.
 func TestAdminSaysWhyTheRenewalsFail(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	rs := &refusingStore{Store: f.loc}
-	c := newClusterWith(t, f, func(i int) locstore.Store {
-		if i == 1 {
-			return rs
-		}
-		return nil
-	}, 2, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
+	c, rs := refusingCluster(t, 2, func(_ int, cfg *config.Config) {
 		cfg.Admin = config.AdminConfig{Listen: "127.0.0.1:0", Token: adminToken}
 	})
 	rs.on.Store(true)

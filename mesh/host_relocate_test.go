@@ -557,15 +557,8 @@ func (s *blinkingStore) ReadMany(ctx context.Context, keys []string) ([]locstore
 // the shutdown, which removes it (a drain during an 8 s Redis pause gave
 // up on 5 to 10 objects that way).
 func TestHostRelocateRetriesAPassingStoreFailure(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	blink := &blinkingStore{Store: f.loc}
-	c := newClusterWith(t, f, func(i int) locstore.Store {
-		if i == 1 {
-			return blink
-		}
-		return nil
-	}, 4, clientRole0)
+	blink := &blinkingStore{}
+	c := clusterWithStore1(t, 4, func(s locstore.Store) locstore.Store { blink.Store = s; return blink }, nil)
 	ctx := ctxT(t, 30*time.Second)
 	_, mine := createUntil(t, ctx, c, "blink", 1, 6)
 	var keys []string
@@ -848,21 +841,43 @@ func (s *refusingStore) ReadMany(ctx context.Context, keys []string) ([]locstore
 	return locstore.ReadMany(ctx, s.Store, keys)
 }
 
+// clusterWithStore1 is a cluster of count nodes with seqType registered,
+// node 0 a client, in which node 1 uses the Location Store wrap makes of
+// the shared one; edit, when not nil, edits each node's configuration
+// after that.
+func clusterWithStore1(t *testing.T, count int, wrap func(locstore.Store) locstore.Store, edit func(i int, cfg *config.Config)) *cluster {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	node1 := wrap(f.loc)
+	return newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return node1
+		}
+		return nil
+	}, count, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		if edit != nil {
+			edit(i, cfg)
+		}
+	})
+}
+
+// refusingCluster is clusterWithStore1 with node 1 on a refusingStore.
+func refusingCluster(t *testing.T, count int, edit func(i int, cfg *config.Config)) (*cluster, *refusingStore) {
+	t.Helper()
+	rs := &refusingStore{}
+	c := clusterWithStore1(t, count, func(s locstore.Store) locstore.Store { rs.Store = s; return rs }, edit)
+	return c, rs
+}
+
 // A host command on a node whose store refuses writes (Redis out of
 // memory) fails each move at once with the refusal — not "capacity on
 // <target>" after trying every other target, nor a wait until the deadline
 // — and every object stays on the node, working once the store takes
 // writes again.
 func TestHostRelocateStoreRefusingWrites(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	rs := &refusingStore{Store: f.loc}
-	c := newClusterWith(t, f, func(i int) locstore.Store {
-		if i == 1 {
-			return rs
-		}
-		return nil
-	}, 4, clientRole0)
+	c, rs := refusingCluster(t, 4, nil)
 	ctx := ctxT(t, 30*time.Second)
 	_, mine := createUntil(t, ctx, c, "refused", 1, 4)
 	rs.on.Store(true)

@@ -464,15 +464,7 @@ func TestBackoffPauses(t *testing.T) {
 // naming that node and what it answered, so that an operator knows whose
 // log to read: the wire answer carries no more than its result.
 func TestCreateNamesTheLastTargetThatFailed(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	rs := &refusingStore{Store: f.loc}
-	c := newClusterWith(t, f, func(i int) locstore.Store {
-		if i == 1 {
-			return rs
-		}
-		return nil
-	}, 2, clientRole0)
+	c, rs := refusingCluster(t, 2, nil)
 	ctx := ctxT(t, 30*time.Second)
 	rs.on.Store(true)
 	_, err := c.m(0).CreateActor(ctx, "named", seqType)
