@@ -37,6 +37,25 @@ func outageMesh(t *testing.T) (*rollMesh, *testredis.Server, []mesh.ActorRef, *i
 	return r, srv, refs, snd, ctx
 }
 
+// waitRecovered waits until every server has recovered its lost lease
+// (objects re-adopted) and the client sees every server serving again.
+func (r *rollMesh) waitRecovered(t *testing.T) {
+	t.Helper()
+	for _, p := range r.procs {
+		waitUntil(t, 30*time.Second, p.name+" to recover its lease", func() bool {
+			return p.seen("owner lease recovered after its loss: objects re-adopted under the new lease generation")
+		}, r.procs...)
+	}
+	waitUntil(t, 30*time.Second, "the client to see every server serving again", func() bool {
+		for _, rid := range r.rids {
+			if _, ok := servingRun(r.client, rid); !ok {
+				return false
+			}
+		}
+		return true
+	}, r.procs...)
+}
+
 // sendMore sends another round of sequence numbers after snd's and checks
 // every counter again: the mesh takes new work after the recovery.
 func sendMore(t *testing.T, ctx context.Context, r *rollMesh, snd *incSender) {
@@ -67,20 +86,7 @@ func TestMultiProcessRedisOutageLongerThanTTL(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range r.procs {
-		p := p
-		waitUntil(t, 30*time.Second, p.name+" to recover its lease", func() bool {
-			return p.seen("owner lease recovered after its loss: objects re-adopted under the new lease generation")
-		}, r.procs...)
-	}
-	waitUntil(t, 30*time.Second, "the client to see every server serving again", func() bool {
-		for _, rid := range r.rids {
-			if _, ok := servingRun(r.client, rid); !ok {
-				return false
-			}
-		}
-		return true
-	}, r.procs...)
+	r.waitRecovered(t)
 	checkCounters(t, ctx, r.client.Manager(), snd)
 	sendMore(t, ctx, r, snd)
 }
@@ -121,19 +127,7 @@ func TestMultiProcessRedisOutOfMemory(t *testing.T) {
 	if err := raw.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range r.procs {
-		waitUntil(t, 30*time.Second, p.name+" to recover its lease", func() bool {
-			return p.seen("owner lease recovered after its loss: objects re-adopted under the new lease generation")
-		}, r.procs...)
-	}
-	waitUntil(t, 30*time.Second, "the client to see every server serving again", func() bool {
-		for _, rid := range r.rids {
-			if _, ok := servingRun(r.client, rid); !ok {
-				return false
-			}
-		}
-		return true
-	}, r.procs...)
+	r.waitRecovered(t)
 	if err := snd.wait(); err != nil {
 		t.Fatalf("sending through the refusals: %v (refused %v)", err, snd.refused)
 	}
