@@ -487,34 +487,32 @@ func TestPublishLostAnswers(t *testing.T) {
 			t.Fatalf("%+v after %d writes, counter %d", res, hs.writes.Load(), counterValue(t, mem))
 		}
 	})
-	t.Run("refused by the store: the refusal at once, not retried as a conflict", func(t *testing.T) {
-		mem, _ := newMem(t)
-		hs := &hookStore{Store: mem}
-		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-		p := newPublisher(t, hs, l, nil, "game", ridA)
-		refused := &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}
-		hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, refused })
-		_, err := p.Publish(context.Background(), descriptor("game", ridA, "tcp://a:1"))
-		if !errors.Is(err, locstore.ErrWriteRefused) || errors.Is(err, directory.ErrContention) || hs.writes.Load() != 1 {
-			t.Fatalf("Publish against a store refusing writes = %v after %d writes", err, hs.writes.Load())
-		}
-		hs.setWrite(nil)
-		mustPublish(t, p, descriptor("game", ridA, "tcp://a:1"), directory.Published)
-	})
-	t.Run("writes keep failing (reads answer): the store's error after a few, not 'kept conflicting'", func(t *testing.T) {
-		mem, _ := newMem(t)
-		hs := &hookStore{Store: mem}
-		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-		p := newPublisher(t, hs, l, nil, "game", ridA)
-		readOnly := &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("READONLY You can't write against a read only replica")}
-		hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, readOnly })
-		_, err := p.Publish(context.Background(), descriptor("game", ridA, "tcp://a:1"))
-		if !errors.Is(err, readOnly) || errors.Is(err, directory.ErrContention) || hs.writes.Load() != 3 {
-			t.Fatalf("Publish = %v after %d writes; want the store's error after 3", err, hs.writes.Load())
-		}
-		hs.setWrite(nil)
-		mustPublish(t, p, descriptor("game", ridA, "tcp://a:1"), directory.Published)
-	})
+	// Writes that fail while reads answer end the publish with the store's
+	// error, not "kept conflicting" after maxAttempts tight retries: a
+	// lasting refusal (Redis out of memory) at once, any other failure (a
+	// read-only replica) after three.
+	for _, tc := range []struct {
+		name   string
+		err    error
+		writes int64
+	}{
+		{"refused by the store", &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}, 1},
+		{"writes keep failing", &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("READONLY You can't write against a read only replica")}, 3},
+	} {
+		t.Run(tc.name+": the store's error, not 'kept conflicting'", func(t *testing.T) {
+			mem, _ := newMem(t)
+			hs := &hookStore{Store: mem}
+			l := grantLease(t, mem, "owner-a", 1, leaseTTL)
+			p := newPublisher(t, hs, l, nil, "game", ridA)
+			hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, tc.err })
+			_, err := p.Publish(context.Background(), descriptor("game", ridA, "tcp://a:1"))
+			if !errors.Is(err, tc.err) || errors.Is(err, directory.ErrContention) || hs.writes.Load() != tc.writes {
+				t.Fatalf("Publish = %v after %d writes; want the store's error after %d", err, hs.writes.Load(), tc.writes)
+			}
+			hs.setWrite(nil)
+			mustPublish(t, p, descriptor("game", ridA, "tcp://a:1"), directory.Published)
+		})
+	}
 	t.Run("store down: error, then the same content replays at the same revision", func(t *testing.T) {
 		mem, _ := newMem(t)
 		hs := &hookStore{Store: mem}
