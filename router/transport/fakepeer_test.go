@@ -48,11 +48,20 @@ func newFakePeer(t testing.TB, rid string, gen uint64) *fakePeer {
 		if rec.Command == router.CmdHello && f.autoAdmit {
 			// Lift the pre-hello frame limit and hello deadline as the
 			// node's admission does.
-			if _, err := rt.claim(ic); err != nil {
+			// A connection this one replaces is cut and its records still
+			// come first (ic.after), as the node's admission does: its
+			// last records were sent before any of this one's.
+			old, err := rt.claim(ic)
+			if err != nil {
 				t.Errorf("fake peer claim: %v", err)
 			}
+			supersede(old, ic, 0)
 			f.send(ic, &router.Admit{Admission: f.admission()})
 			return
+		}
+		if ic.after != nil {
+			<-ic.after
+			ic.after = nil
 		}
 		f.recs <- fakeRec{ic, rec}
 	}

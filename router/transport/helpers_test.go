@@ -274,7 +274,9 @@ func sendSeq(ctx context.Context, a *Node, peer RID, seq uint64, data []byte) bo
 func seqGaps(t testing.TB, got []uint64, accepted uint64) (lost uint64, reordered int) {
 	t.Helper()
 	next := uint64(1)
+	seen := make(map[uint64]bool, len(got))
 	for _, seq := range got {
+		seen[seq] = true
 		if seq < next {
 			reordered++
 			continue
@@ -282,8 +284,13 @@ func seqGaps(t testing.TB, got []uint64, accepted uint64) (lost uint64, reordere
 		if seq > next {
 			t.Logf("gap %d..%d (%d records)", next, seq-1, seq-next)
 		}
-		lost += seq - next
 		next = seq + 1
 	}
-	return lost + accepted + 1 - next, reordered
+	// Lost is what never came at all; one that came late is reordered.
+	for seq := uint64(1); seq <= accepted; seq++ {
+		if !seen[seq] {
+			lost++
+		}
+	}
+	return lost, reordered
 }
