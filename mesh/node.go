@@ -267,7 +267,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		Logger: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: transport: %w", ErrStartup, err)
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "transport:"
 	}
 	n.run.endpoint = n.tr.AdvertisedEndpoint()
 
@@ -299,7 +299,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	n.log.Info("node serving", "endpoint", n.run.endpoint, "lifecycle", n.run.lifecycleGeneration,
 		"role", cfg.Node.ObjectRole, "revision", uint64(n.pub.Revision()))
 	if err := n.startAdmin(); err != nil {
-		return nil, fmt.Errorf("%w: admin listener: %w", ErrStartup, err)
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "admin:"
 	}
 
 	n.wg.Add(1)

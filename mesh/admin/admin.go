@@ -21,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/meshnode/meshnode/internal/listen"
 )
 
 // Errors of this package.
@@ -75,9 +77,9 @@ func Start(opts Options) (*Server, error) {
 	if opts.Token == "" && !loopback(host) {
 		return nil, fmt.Errorf("%w (%s)", ErrInsecure, opts.Listen)
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
+	ln, err := listen.TCP(opts.Listen, opts.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("admin: listen on %s: %w", opts.Listen, err)
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	s := New(opts)
 	s.ln = ln

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/meshnode/meshnode/internal/listen"
 )
 
 // This file is the link layer: the node's one ROUTER (our own accept loop
@@ -129,9 +131,9 @@ func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock,
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen.TCP(addr, endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("transport: listen %s: %w", endpoint, err)
+		return nil, fmt.Errorf("transport: %w", err)
 	}
 	return &routerSock{
 		p:     p,

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,6 +176,31 @@ func TestConfigValidation(t *testing.T) {
 				t.Fatalf("err = %v, want ErrConfig", err)
 			}
 		})
+	}
+}
+
+// A node whose endpoint is taken fails to start saying which endpoint and
+// why, once (net's own text repeats the address), and the cause stays
+// matchable.
+func TestListenFailureNamesTheEndpoint(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := testConfig("x", 1)
+	cfg.Endpoint = "tcp://" + taken.Addr().String()
+	n, err := New(cfg)
+	if err == nil {
+		_ = n.Close()
+		t.Fatal("New succeeded on a taken port")
+	}
+	want := "transport: cannot listen on " + cfg.Endpoint + ": bind: address already in use"
+	if err.Error() != want {
+		t.Fatalf("err = %q, want %q", err, want)
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("err = %v, want it to match EADDRINUSE", err)
 	}
 }
 
