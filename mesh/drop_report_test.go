@@ -3,7 +3,6 @@ package mesh
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -45,13 +44,7 @@ func TestDropCauseOf(t *testing.T) {
 // a word in its log).
 func TestDroppedOneWayMessagesAreReported(t *testing.T) {
 	f := newFixture(t)
-	var logs syncbuf.Buffer
-	f.logTo = func(i int) io.Writer {
-		if i == 1 {
-			return &logs
-		}
-		return nil
-	}
+	logs := f.logNode(1)
 	c := newClusterOn(t, f, nil, 2, clientRole0)
 	ctx := ctxT(t, 20*time.Second)
 	ref, err := c.m(0).CreateActor(ctx, "dropped", testActorType)

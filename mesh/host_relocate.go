@@ -57,6 +57,12 @@ type HostRelocationResult struct {
 	// and working on this node (§9.4), except Gone ones.
 	Objects []HostObjectResult
 	Took    time.Duration
+	// ShutdownSwept (Drain only) says the shutdown's §11 sweep deleted the
+	// records of the objects that stayed. False when it failed (the store
+	// refused or was down) or could not run (the owner lease was lost):
+	// their records then name this stopped run until the serving nodes
+	// reclaim them (docs/OPERATIONS.md "A node died: its objects").
+	ShutdownSwept bool
 }
 
 // NotMoved lists the objects that are still on this node after the command
@@ -690,8 +696,14 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		opts.beforeStop(res)
 	}
 	err := n.Close(ctx)
+	res.ShutdownSwept = n.sweptOnClose()
 	if left := res.NotMoved(); len(left) > 0 {
-		n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left))
+		if res.ShutdownSwept {
+			n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left))
+		} else {
+			n.log.Warn("drain: objects not moved and the shutdown could not remove their records: their state is lost, their records remain until reclaimed",
+				"count", len(left), "err", err)
+		}
 	}
 	return res, err
 }

@@ -847,7 +847,13 @@ func (s *refusingStore) ReadMany(ctx context.Context, keys []string) ([]locstore
 // after that.
 func clusterWithStore1(t *testing.T, count int, wrap func(locstore.Store) locstore.Store, edit func(i int, cfg *config.Config)) *cluster {
 	t.Helper()
-	f := newFixture(t)
+	return clusterWithStore1On(t, newFixture(t), count, wrap, edit)
+}
+
+// clusterWithStore1On is clusterWithStore1 on fixture f (its logTo set,
+// say).
+func clusterWithStore1On(t *testing.T, f *fixture, count int, wrap func(locstore.Store) locstore.Store, edit func(i int, cfg *config.Config)) *cluster {
+	t.Helper()
 	registerSeqType(t, f)
 	node1 := wrap(f.loc)
 	return newClusterWith(t, f, func(i int) locstore.Store {
@@ -866,9 +872,50 @@ func clusterWithStore1(t *testing.T, count int, wrap func(locstore.Store) locsto
 // refusingCluster is clusterWithStore1 with node 1 on a refusingStore.
 func refusingCluster(t *testing.T, count int, edit func(i int, cfg *config.Config)) (*cluster, *refusingStore) {
 	t.Helper()
+	return refusingClusterOn(t, newFixture(t), count, edit)
+}
+
+// refusingClusterOn is refusingCluster on fixture f.
+func refusingClusterOn(t *testing.T, f *fixture, count int, edit func(i int, cfg *config.Config)) (*cluster, *refusingStore) {
+	t.Helper()
 	rs := &refusingStore{}
-	c := clusterWithStore1(t, count, func(s locstore.Store) locstore.Store { rs.Store = s; return rs }, edit)
+	c := clusterWithStore1On(t, f, count, func(s locstore.Store) locstore.Store { rs.Store = s; return rs }, edit)
 	return c, rs
+}
+
+// A drain on a node whose store refuses writes moves nothing, and its
+// shutdown fails too (the sweep is refused): the node says the objects'
+// state is lost and that their records may remain — not that the shutdown
+// removed them, which it did not.
+func TestDrainWhoseShutdownFailsSaysSo(t *testing.T) {
+	f := newFixture(t)
+	logs := f.logNode(1)
+	c, rs := refusingClusterOn(t, f, 3, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "drain-refused", 1, 3)
+	rs.on.Store(true)
+	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{})
+	rs.on.Store(false)
+	if err == nil {
+		t.Fatal("the drain's shutdown succeeded on a store refusing every write")
+	}
+	if n := len(res.NotMoved()); n != len(mine) {
+		t.Fatalf("%d objects not moved, want %d", n, len(mine))
+	}
+	out := logs.String()
+	if strings.Contains(out, "objects removed by the shutdown") ||
+		!strings.Contains(out, "drain: objects not moved and the shutdown could not remove their records") {
+		t.Fatalf("drain log does not say the shutdown left the records:\n%s", out)
+	}
+	if res.ShutdownSwept {
+		t.Error("result says the shutdown swept")
+	}
+	// The records indeed remain, naming the stopped node.
+	for _, ref := range mine {
+		if o := ownerIndex(t, c, record.ObjectActor, ref.ActorID); o != 1 {
+			t.Errorf("%s: record names node %d, want the drained node 1", ref.ActorID, o)
+		}
+	}
 }
 
 // A host command on a node whose store refuses writes (Redis out of

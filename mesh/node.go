@@ -117,6 +117,7 @@ type Node struct {
 	descriptor record.MeshNodeDescriptor
 	closed     bool
 	closeErr   error
+	swept      bool // Close's §11 sweep ran to its end: no record names this run
 	done       chan struct{}
 	stop       chan struct{}
 	wg         sync.WaitGroup
@@ -762,9 +763,12 @@ func (n *Node) Close(ctx context.Context) error {
 	n.wg.Wait()
 	// §11: sweep this host run's authority rows (never descriptors) while
 	// the lease still proves ownership, then publish stopped.
+	swept := false
 	if n.lease.Gate().Open() {
 		if _, err := n.sweepAuthority(ctx); err != nil {
 			errs = append(errs, err)
+		} else {
+			swept = true
 		}
 	}
 	if n.lease.Gate().Open() {
@@ -773,6 +777,7 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.closeErr = errors.Join(append(errs, n.teardown(ctx))...)
+	n.swept = swept // read after done is closed (sweptOnClose)
 	if ctx.Err() != nil {
 		n.log.Warn("shutdown deadline passed: force-stopped", "err", n.closeErr)
 	} else {
@@ -780,6 +785,15 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	close(n.done)
 	return n.closeErr
+}
+
+// sweptOnClose reports, once Close has returned, whether its §11 sweep
+// deleted every authority record of this run: false when it failed or did
+// not run (the lease was lost: nothing may be written in this run's name),
+// and then the records of what it still held remain until reclaimed.
+func (n *Node) sweptOnClose() bool {
+	<-n.done
+	return n.swept
 }
 
 // transportFlushWait bounds how long a stopping node waits for its queued

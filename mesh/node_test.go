@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh/demoapp"
@@ -62,6 +63,19 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, loc: loc, reloc: reloc, reg: reg}
+}
+
+// logNode makes node i of the clusters built on f log into the returned
+// buffer (the others log as usual).
+func (f *fixture) logNode(i int) *syncbuf.Buffer {
+	logs := new(syncbuf.Buffer)
+	f.logTo = func(j int) io.Writer {
+		if j == i {
+			return logs
+		}
+		return nil
+	}
+	return logs
 }
 
 func (f *fixture) start(cfg config.Config) *Node {

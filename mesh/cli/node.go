@@ -110,14 +110,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// first (docs/OPERATIONS.md "Drain and rolling restarts").
 		var res mesh.HostRelocationResult
 		res, err = node.Drain(closeCtx, mesh.HostRelocateOptions{})
-		p := res.Progress
-		lost := ""
-		if n := len(res.NotMoved()); n > 0 {
-			// Said on the line an operator reads, not only in the log.
-			lost = fmt.Sprintf("; %d removed by the shutdown, their state is lost (the log says why each stayed)", n)
-		}
-		fmt.Fprintf(stdout, "meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)%s\n",
-			p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond), lost)
+		fmt.Fprintln(stdout, drainedLine(res))
 	} else {
 		err = node.Close(closeCtx)
 	}
@@ -487,4 +480,22 @@ func openLocation(ctx context.Context, cfg config.Config, log *slog.Logger) (loc
 		return nil, errors.New("no location_store.provider configured (use --config or MESHNODE_LOCATION_STORE__PROVIDER)")
 	}
 	return stores.OpenLocation(ctx, cfg.LocationStore, log)
+}
+
+// drainedLine is what `meshnode run` prints once a SIGTERM drain is over:
+// the moves, and — on the line an operator reads, not only in the log — the
+// objects that stayed. Their state is lost either way; whether their
+// records are gone depends on the shutdown's sweep (ShutdownSwept).
+func drainedLine(res mesh.HostRelocationResult) string {
+	p := res.Progress
+	lost := ""
+	if n := len(res.NotMoved()); n > 0 {
+		if res.ShutdownSwept {
+			lost = fmt.Sprintf("; %d removed by the shutdown, their state is lost (the log says why each stayed)", n)
+		} else {
+			lost = fmt.Sprintf("; %d not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them (docs/OPERATIONS.md \"A node died: its objects\")", n)
+		}
+	}
+	return fmt.Sprintf("meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)%s",
+		p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond), lost)
 }

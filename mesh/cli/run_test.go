@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/hostmove"
 )
 
 func TestRunCommand(t *testing.T) {
@@ -37,6 +40,45 @@ func TestRunCommand(t *testing.T) {
 			}
 			if !strings.Contains(out.String(), tc.inStdout) || !strings.Contains(errb.String(), tc.inStderr) {
 				t.Fatalf("stdout %q / stderr %q; want %q / %q", out.String(), errb.String(), tc.inStdout, tc.inStderr)
+			}
+		})
+	}
+}
+
+// The line `meshnode run` prints after a SIGTERM drain says what became of
+// the objects that stayed, and does not claim the shutdown removed them
+// when its sweep did not (it failed, or the lease was lost).
+func TestDrainedLine(t *testing.T) {
+	stayed := func(swept bool) mesh.HostRelocationResult {
+		return mesh.HostRelocationResult{
+			End:      hostmove.Completed,
+			Progress: mesh.HostProgress{Moved: 5, Failed: 2},
+			Objects: []mesh.HostObjectResult{
+				{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed}, {Outcome: hostmove.Failed},
+			},
+			Took:          1500 * time.Millisecond,
+			ShutdownSwept: swept,
+		}
+	}
+	tests := []struct {
+		name      string
+		res       mesh.HostRelocationResult
+		want, not string
+	}{
+		{"all moved", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3}, Took: time.Second, ShutdownSwept: true},
+			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 1s)", ";"},
+		{"all moved, nothing to sweep", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3}, Took: time.Second},
+			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 1s)", ";"},
+		{"some stayed, swept", stayed(true),
+			"meshnode: drained: 5 moved, 0 skipped, 2 failed, 0 not started (completed in 1.5s); 2 removed by the shutdown, their state is lost", "reclaim"},
+		{"some stayed, not swept", stayed(false),
+			"; 2 not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them", "removed by the shutdown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			line := drainedLine(tt.res)
+			if !strings.Contains(line, tt.want) || strings.Contains(line, tt.not) {
+				t.Fatalf("line %q, want it to contain %q and not %q", line, tt.want, tt.not)
 			}
 		})
 	}
