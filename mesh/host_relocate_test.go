@@ -826,6 +826,9 @@ type refusingStore struct {
 	locstore.Store
 	on      atomic.Bool
 	refused atomic.Int32
+	// onAfter, when set, is a key whose next applied write turns the
+	// refusals on: Redis filling up right after that write.
+	onAfter atomic.Pointer[string]
 }
 
 func (s *refusingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
@@ -834,7 +837,15 @@ func (s *refusingStore) Write(ctx context.Context, req locstore.WriteRequest) (l
 		return locstore.WriteResult{}, &locstore.ProviderError{Provider: "test", Op: "write", Refused: true,
 			Err: errors.New("OOM command not allowed (refused, nothing written: raise maxmemory)")}
 	}
-	return s.Store.Write(ctx, req)
+	res, err := s.Store.Write(ctx, req)
+	if key := s.onAfter.Load(); key != nil && err == nil && res.Applied {
+		for _, m := range req.Mutations {
+			if m.Key == *key {
+				s.on.Store(true)
+			}
+		}
+	}
+	return res, err
 }
 
 func (s *refusingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {

@@ -442,7 +442,7 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			// The target refused or failed before the factory (or never got
 			// the order): return the reservation if it is still ours.
 			if err := o.abortIfOurs(c, ord); err != nil {
-				return createResult{}, err
+				return createResult{}, fmt.Errorf("%w (node %x had answered: %v)", err, cand.node.RoutingID, out.err)
 			}
 			if errors.Is(out.err, ErrDeadlineExceeded) || ctx.Err() != nil {
 				return createResult{}, out.err
@@ -538,8 +538,10 @@ func contentRetention(c *createCall) (time.Duration, error) {
 // abortIfOurs returns the reservation when it is still ours after a
 // framework failure the target reported (or that left the reservation
 // behind): Reserved → Missing without a final application result (§7).
-// Best effort: it runs on a short context of its own because the call's
-// deadline may be the very reason it is needed.
+// It runs on a short context of its own because the call's deadline may
+// be the very reason it is needed. An error means the reservation stays
+// (recovery returns it) and the creation must end: nothing can be placed
+// for the Id while its Creating record stands.
 func (o *objects) abortIfOurs(c *createCall, ord createOrder) error {
 	// §5: no store change without owner eligibility, returning a
 	// reservation included. A refused abort leaves the Creating record to
@@ -563,7 +565,15 @@ func (o *objects) abortIfOurs(c *createCall, ord createOrder) error {
 		// Not (or no longer) our reservation: the target returned it, or it
 		// moved on. Nothing to do.
 	default:
+		// The Creating record stays until recovery returns it, so no other
+		// node can be tried: a Reserve elsewhere would find it, and a
+		// Create then said "already exists (Creating)" — a GetOrCreate
+		// waited on it until its deadline. End here with the store's
+		// answer: when it refuses writes (Redis out of memory), that is
+		// most likely why the target failed too, whose answer on the wire
+		// carries no text.
 		o.log.Warn("reservation not returned; recovery will", "object", c.id, "err", err)
+		return wrapErr(ErrUnavailable, err, "the reservation of %s could not be returned (recovery will)", c.id)
 	}
 	return nil
 }

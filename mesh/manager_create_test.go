@@ -476,3 +476,35 @@ func TestCreateNamesTheLastTargetThatFailed(t *testing.T) {
 		t.Fatal("the target's store refused nothing: the test did not test the failure")
 	}
 }
+
+// A store that starts refusing writes between the creator's Reserve and
+// the target's Commit (Redis filling up; one store for both): the target
+// can only answer "terminated" (the wire has no text), and the creator,
+// whose return of the reservation is refused too, ends the creation at
+// once saying why. It went on to place again before, found the Creating
+// record it could not return, and said "already exists (Creating)".
+func TestCreateWhenTheStoreFillsUpSaysSo(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	rs := &refusingStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i <= 1 {
+			return rs // the creator and the only server share it
+		}
+		return nil
+	}, 2, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	key, err := record.AuthorityKey(record.IdentityActor, "filled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.onAfter.Store(&key) // the Reserve writes the Creating record
+	_, err = c.m(0).CreateActor(ctx, "filled", seqType)
+	rs.on.Store(false)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, locstore.ErrWriteRefused) ||
+		!strings.Contains(err.Error(), "raise maxmemory") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("node %x had answered", c.nodes[1].RID())) {
+		t.Fatalf("CreateActor = %v; want the store's refusal, naming the node that failed", err)
+	}
+	t.Logf("CreateActor: %v", err)
+}
