@@ -47,7 +47,31 @@ var (
 	// counters contradict the authority records (a release below zero).
 	// Retrying does not help.
 	ErrCorruptRecord = errors.New("authority: corrupt record")
+	// ErrOutcomeUnknown: a batch was sent, its result was lost, and no
+	// re-read could tell whether it applied. The caller must not act as if
+	// it had not (an instance closed although its record went Ready, or
+	// reopened although its record is gone): it decides from the authority
+	// row once the store answers again.
+	ErrOutcomeUnknown = errors.New("authority: outcome unknown")
 )
+
+// unknownOutcome is an ErrOutcomeUnknown with what happened, worded as
+// "authority <op>: outcome unknown (…)".
+type unknownOutcome struct {
+	op     string
+	detail string
+	causes []error
+}
+
+func outcomeUnknown(op, detail string, causes ...error) error {
+	return &unknownOutcome{op: op, detail: detail, causes: causes}
+}
+
+func (e *unknownOutcome) Error() string { return "authority " + e.op + ": outcome unknown " + e.detail }
+
+func (e *unknownOutcome) Is(target error) bool { return target == ErrOutcomeUnknown }
+
+func (e *unknownOutcome) Unwrap() []error { return e.causes }
 
 // Op names an operation.
 type Op string

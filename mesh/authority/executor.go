@@ -611,14 +611,14 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		if err != nil {
 			if len(unknown) > 0 {
-				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
+				return Result{}, outcomeUnknown(string(op), fmt.Sprintf("(write: %v; re-read: %v)", lost, err), lost, err)
 			}
 			return Result{}, err
 		}
 		if len(unknown) > 0 {
 			res, ok, err := e.confirm(ctx, snap, unknown)
 			if err != nil {
-				return Result{}, fmt.Errorf("authority %s: outcome unknown (write: %w; re-read: %w)", op, lost, err)
+				return Result{}, outcomeUnknown(string(op), fmt.Sprintf("(write: %v; re-read: %v)", lost, err), lost, err)
 			}
 			if ok {
 				res.Attempts = sent
@@ -701,7 +701,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			// behind a timeout. After a lost result the re-read decides.
 			return Result{}, fmt.Errorf("authority %s: %w", op, werr)
 		case werr != nil && p.AuthorityMutation < 0 && p.ReservationKey == "":
-			return Result{}, fmt.Errorf("authority %s: outcome unknown (an unkeyed capacity-only batch cannot be confirmed by re-reading): %w", op, werr)
+			return Result{}, outcomeUnknown(string(op), fmt.Sprintf("(an unkeyed capacity-only batch cannot be confirmed by re-reading): %v", werr), werr)
 		case werr != nil:
 			level := slog.LevelDebug
 			if len(unknown) == 0 {
@@ -724,7 +724,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		if e.exhausted(attempt) {
 			if len(unknown) > 0 {
-				return Result{}, fmt.Errorf("authority %s: outcome unknown after %d attempts: %w", op, attempt, lost)
+				return Result{}, outcomeUnknown(string(op), fmt.Sprintf("after %d attempts: %v", attempt, lost), lost)
 			}
 			return Result{}, newErr(op, ErrConflict, "rows kept changing: no batch applied in %d attempts", attempt)
 		}

@@ -549,7 +549,7 @@ func TestExecutorLostResult(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		_, err := newExecutor(t, fs).Reserve(cctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
-		if err == nil || !strings.Contains(err.Error(), "outcome unknown") || fs.writes.Load() < 2 {
+		if !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "outcome unknown") || fs.writes.Load() < 2 {
 			t.Fatalf("err = %v after %d writes, want an unknown outcome", err, fs.writes.Load())
 		}
 	})
@@ -560,7 +560,7 @@ func TestExecutorLostResult(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		fs := &faultStore{Store: mem, after: func(int64) error { cancel(); return lostAnswer() }}
 		_, err := newExecutor(t, fs).Reserve(cctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
-		if err == nil || !errors.Is(err, locstore.ErrUnavailable) {
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, locstore.ErrUnavailable) {
 			t.Errorf("err = %v, want an unknown outcome wrapping the provider error", err)
 		}
 	})

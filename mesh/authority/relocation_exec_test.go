@@ -358,7 +358,7 @@ func runRelocationLost(t *testing.T, newStore func(t *testing.T) locstore.Store)
 		cctx, cancel := context.WithCancel(ctx)
 		fs := &faultStore{Store: r.s, after: func(int64) error { cancel(); return lostAnswer() }}
 		_, err := newExecutor(t, fs).NewOwner(cctx, r.newOwnerReq(r.v, 1))
-		if err == nil || !errors.Is(err, locstore.ErrUnavailable) {
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, locstore.ErrUnavailable) {
 			t.Fatalf("err = %v, want an unknown outcome", err)
 		}
 		// The target repeats the CAS later (§10) and converges to success.

@@ -138,7 +138,7 @@ func (e *Executor) Sweep(ctx context.Context, req SweepRequest) (Result, error) 
 	}
 	wr, err := e.store.Write(ctx, p.Request)
 	if err != nil {
-		return Result{}, fmt.Errorf("authority %s: outcome unknown: %w", op, err)
+		return Result{}, outcomeUnknown(string(op), fmt.Sprintf("(write: %v)", err), err)
 	}
 	if !wr.Applied {
 		return Result{}, newErr(op, ErrConflict, "a row, the lease or a counter changed since they were read")
