@@ -277,11 +277,32 @@ func (o *objects) closeOnce(ctx context.Context, kind record.ObjectKind, id stri
 	_, err = o.exec.Delete(dctx, authority.DeleteRequest{Object: authority.Object{ID: id, Kind: kind},
 		ObjectGeneration: gen, Owner: owner, IfVersion: row.Version})
 	cancel()
+	end := func() {
+		if hostedHere {
+			o.mu.Lock()
+			if o.hosted[key] == h {
+				delete(o.hosted, key)
+			}
+			done := h.closed
+			h.closed = nil
+			o.mu.Unlock()
+			// Close waits for a running turn, so an object must not end itself
+			// from its own turn (docs/OBJECTS.md §8). Queued requests are
+			// answered with a closed failure.
+			h.obj.Close()
+			close(done) // after the instance ended: a waiting close finds it gone
+		}
+		o.cache.Drop(msgTarget{fam: famOf(kind), id: id}.cacheKey())
+	}
 	closed := err == nil
 	switch {
 	case err == nil:
 	case errors.Is(err, authority.ErrNotFound):
 		// Deleted meanwhile by someone else; the instance goes too.
+	case errors.Is(err, authority.ErrOutcomeUnknown):
+		// The instance keeps refusing messages until its record says
+		// whether the Delete applied (settle.go).
+		return o.settleEnd(ctx, kind, id, gen, err, end, reopen)
 	default:
 		reopen()
 		if errors.Is(err, authority.ErrConflict) && !errors.Is(err, authority.ErrStaleGeneration) {
@@ -289,21 +310,7 @@ func (o *objects) closeOnce(ctx context.Context, kind record.ObjectKind, id stri
 		}
 		return false, err
 	}
-	if hostedHere {
-		o.mu.Lock()
-		if o.hosted[key] == h {
-			delete(o.hosted, key)
-		}
-		done := h.closed
-		h.closed = nil
-		o.mu.Unlock()
-		// Close waits for a running turn, so an object must not end itself
-		// from its own turn (docs/OBJECTS.md §8). Queued requests are
-		// answered with a closed failure.
-		h.obj.Close()
-		close(done) // after the instance ended: a waiting close finds it gone
-	}
-	o.cache.Drop(msgTarget{fam: famOf(kind), id: id}.cacheKey())
+	end()
 	o.log.Debug("object ended", "object", id, "kind", string(kind), "gen", gen, "deleted", closed)
 	return closed, nil
 }

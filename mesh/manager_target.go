@@ -473,22 +473,36 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		sobj.Close()
 	}
 	terminal.Outcome = authority.OutcomeCreated
+	created := func(version string) {
+		o.mu.Lock()
+		hs.storeVersion = version
+		o.mu.Unlock()
+		sobj.Release()
+		o.log.Debug("object created", "object", ord.id, "kind", string(ord.kind), "type", ord.stableType, "gen", ord.objGen)
+	}
+	createdOutcome := targetOutcome{result: router.CreateCreated, gen: ord.objGen, ownerGen: ord.ownerGen, mesh: ord.meshName,
+		rid: append([]byte(nil), n.run.rid...)}
 	var res authority.Result
 	if err := write("Ready", func(ctx context.Context) (err error) {
 		res, err = o.exec.Commit(ctx, authority.CommitRequest{Object: obj, ReservationID: ord.reservationID,
 			ObjectGeneration: ord.objGen, Owner: self, IfVersion: ord.version, Terminal: terminal})
 		return err
 	}); err != nil {
+		if errors.Is(err, authority.ErrOutcomeUnknown) {
+			// Held until the record says whether it went Ready (settle.go).
+			return o.settleCommit(ctx, ord, self, err, func(version string) { created(version) }, func() {
+				unhost()
+			}, func() {
+				if aerr := abort("reservation return", nil); aerr != nil {
+					o.log.Warn("reservation not returned after an unconfirmed Commit", "object", ord.id, "err", aerr)
+				}
+			}, createdOutcome)
+		}
 		unhost()
 		return fw(err)
 	}
-	o.mu.Lock()
-	hs.storeVersion = res.Version
-	o.mu.Unlock()
-	sobj.Release()
-	o.log.Debug("object created", "object", ord.id, "kind", string(ord.kind), "type", ord.stableType, "gen", ord.objGen)
-	return targetOutcome{result: router.CreateCreated, gen: ord.objGen, ownerGen: ord.ownerGen, mesh: ord.meshName,
-		rid: append([]byte(nil), n.run.rid...)}
+	created(res.Version)
+	return createdOutcome
 }
 
 // readAuthorityAndRequest reads, in one store call, the authority row of

@@ -1,0 +1,149 @@
+package mesh
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// An authority batch whose result was lost and that no re-read could
+// decide (authority.ErrOutcomeUnknown) leaves the instance it concerns in
+// between: its record may have gone Ready (a Commit) or away (a Delete), or
+// not. Acting as if it had not applied broke the one-owner promise both
+// ways — a target that closed its new instance left a Ready record naming
+// it with nothing hosted ("not found" for every message, for good), and an
+// owner that reopened an instance whose record was gone kept it running,
+// timers and all, reachable through cached routes. So the instance stays
+// as it is (held, or refusing messages) and the authority row decides,
+// read again until the store answers.
+
+// Pauses between the reads that settle an unknown outcome: the store did
+// not answer just now, so the first comes soon and they slow down to one
+// a second.
+const (
+	settleFirstPause = 50 * time.Millisecond
+	settleMaxPause   = time.Second
+)
+
+// settleUnknown reads the authority row of (kind, id) until the store
+// answers, then runs decide with it, on a goroutine of its own: the caller
+// may stop waiting (its deadline) while the instance is still undecided.
+// The returned channel is closed once decide ran, or once the node began
+// stopping without an answer (stop then ends every instance). It fails
+// when the node is already stopping.
+func (o *objects) settleUnknown(kind record.ObjectKind, id, what string, cause error, decide func(authority.AuthorityRow)) (<-chan struct{}, error) {
+	if err := o.begin(); err != nil {
+		return nil, err
+	}
+	o.log.Warn(what+": the store did not confirm the write; the instance waits until a read of its record decides",
+		"object", id, "kind", string(kind), "err", cause)
+	done := make(chan struct{})
+	go func() {
+		defer o.work.Done()
+		defer close(done)
+		pause := settleFirstPause
+		for attempt := 1; ; attempt++ {
+			rctx, cancel := context.WithTimeout(o.halt, storeWriteTimeout)
+			row, _, err := o.readAuthorityAt(rctx, kind, id)
+			cancel()
+			if err == nil {
+				decide(row)
+				return
+			}
+			if o.halt.Err() != nil {
+				return
+			}
+			if attempt%10 == 0 {
+				o.log.Warn(what+": still undecided, the store does not answer", "object", id, "attempts", attempt, "err", err)
+			}
+			if sleepCtx(o.halt, pause) != nil {
+				return
+			}
+			pause = min(2*pause, settleMaxPause)
+		}
+	}()
+	return done, nil
+}
+
+// settleEnd finishes an object end (Destroy, Close) whose Delete has an
+// unknown outcome: the record gone, or of another generation, ends the
+// instance (end); the record still there reopens it (reopen). The caller
+// gets the decision if it comes before ctx ends, else ErrUnavailable
+// saying the object refuses messages until it comes.
+func (o *objects) settleEnd(ctx context.Context, kind record.ObjectKind, id string, gen uint64, cause error, end, reopen func()) (bool, error) {
+	var deleted, decided bool
+	done, err := o.settleUnknown(kind, id, "object end", cause, func(row authority.AuthorityRow) {
+		decided = true
+		deleted = !row.Found || uint64(row.Record.ObjectGeneration) != gen
+		if deleted {
+			end()
+		} else {
+			reopen()
+		}
+		o.log.Info("object end: decided by a read of its record", "object", id, "kind", string(kind), "gen", gen, "deleted", deleted)
+	})
+	if err != nil {
+		// The node is stopping: its shutdown ends the instance.
+		return false, wrapErr(ErrUnavailable, cause, "end of %s", id)
+	}
+	select {
+	case <-done:
+		switch {
+		case !decided:
+			return false, wrapErr(ErrUnavailable, ErrClosed, "end of %s: node stopping before the store answered", id)
+		case deleted:
+			return true, nil
+		}
+		return false, wrapErr(ErrUnavailable, cause, "end of %s: the store did not take the Delete", id)
+	case <-ctx.Done():
+		return false, wrapErr(ErrUnavailable, cause, "end of %s: outcome unknown; the object refuses messages until a read of its record decides", id)
+	}
+}
+
+// settleCommit finishes a creation on its target whose Commit has an
+// unknown outcome; the new instance stays held meanwhile. The record
+// Active under this reservation's ObjectGeneration and owner means the
+// Commit applied: the instance runs (created) and the creator is told
+// Created. Anything else means it did not: the instance goes (unhost) and
+// a reservation still ours is returned (abort). A decision after ctx ended
+// (the creation's deadline) still runs the instance or ends it; the
+// creator, told the deadline passed, learns the rest from the store like
+// any creator whose answer was lost.
+func (o *objects) settleCommit(ctx context.Context, ord createOrder, self authority.Owner, cause error,
+	created func(version string), unhost, abort func(), done targetOutcome) targetOutcome {
+	var committed, decided bool
+	ch, err := o.settleUnknown(ord.kind, ord.id, "creation", cause, func(row authority.AuthorityRow) {
+		decided = true
+		a := row.Record
+		committed = row.Found && uint64(a.ObjectGeneration) == ord.objGen &&
+			a.Allocation.State == record.AllocationActive && authority.OwnerOf(a) == self &&
+			uint64(a.AuthorityOwnerGeneration) == ord.ownerGen
+		if committed {
+			created(row.Version)
+		} else {
+			unhost()
+			if row.Found && a.PendingCreation != nil && a.PendingCreation.ReservationID == ord.reservationID {
+				abort()
+			}
+		}
+		o.log.Info("creation: decided by a read of its record", "object", ord.id, "gen", ord.objGen, "created", committed)
+	})
+	if err != nil {
+		unhost() // the node is stopping: nothing it hosts survives that
+		return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, cause, "creation of %s", ord.id)}
+	}
+	select {
+	case <-ch:
+		switch {
+		case !decided:
+			return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, ErrClosed, "creation of %s: node stopping before the store answered", ord.id)}
+		case committed:
+			return done
+		}
+		return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, cause, "creation of %s: the store did not take the Commit", ord.id)}
+	case <-ctx.Done():
+		return targetOutcome{framework: true, err: deadlineErr("creation of %s: the Commit's outcome is not known yet (%v)", ord.id, cause)}
+	}
+}

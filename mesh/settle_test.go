@@ -1,0 +1,169 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/demoapp"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// lostResultStore loses the result of the next write that touches key (it
+// applies the write first when apply is set) and then fails every call
+// for outage: the executor's re-read cannot decide, so the operation's
+// outcome is unknown (authority.ErrOutcomeUnknown).
+type lostResultStore struct {
+	locstore.Store
+	key    atomic.Pointer[string]
+	apply  bool
+	outage time.Duration
+	down   atomic.Bool
+	lost   atomic.Int32
+}
+
+var errLostResult = fmt.Errorf("%w: connection reset (test)", locstore.ErrUnavailable)
+
+func (s *lostResultStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if s.down.Load() {
+		return locstore.WriteResult{}, errLostResult
+	}
+	if key := s.key.Load(); key != nil {
+		for _, m := range req.Mutations {
+			if m.Key == *key && s.key.CompareAndSwap(key, nil) {
+				if s.apply {
+					if _, err := s.Store.Write(ctx, req); err != nil {
+						return locstore.WriteResult{}, err
+					}
+				}
+				s.lost.Add(1)
+				s.down.Store(true)
+				time.AfterFunc(s.outage, func() { s.down.Store(false) })
+				return locstore.WriteResult{}, errLostResult
+			}
+		}
+	}
+	return s.Store.Write(ctx, req)
+}
+
+func (s *lostResultStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if s.down.Load() {
+		return locstore.ReadResult{}, errLostResult
+	}
+	return s.Store.Read(ctx, key)
+}
+
+func (s *lostResultStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	if s.down.Load() {
+		return nil, errLostResult
+	}
+	return locstore.ReadMany(ctx, s.Store, keys)
+}
+
+// lostResultCluster is a client node 0 and a server node 1 whose store is
+// s.
+func lostResultCluster(t *testing.T, s *lostResultStore) *cluster {
+	t.Helper()
+	return clusterWithStore1(t, 2, func(inner locstore.Store) locstore.Store { s.Store = inner; return s }, nil)
+}
+
+func authorityKeyOf(t *testing.T, id string) string {
+	t.Helper()
+	key, err := record.AuthorityKey(record.IdentityActor, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// A Commit that applied but whose result was lost, with the store silent
+// long enough that the executor's re-read fails, is decided by a later
+// read: the instance runs and the creator is told Created. Before, the
+// target closed the instance and answered a failure: the record said
+// Ready on node 1 with nothing hosted there (a Create then said "already
+// exists", every message "not found", for good).
+func TestCreateWhoseCommitOutcomeIsUnknown(t *testing.T) {
+	s := &lostResultStore{apply: true, outage: 300 * time.Millisecond}
+	c := lostResultCluster(t, s)
+	ctx := ctxT(t, 20*time.Second)
+	const id = "unknown-commit"
+	key := authorityKeyOf(t, id)
+	s.key.Store(&key) // the Reserve writes it on node 0's store; node 1's next write of it is the Commit
+	ref, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType)
+	if err != nil {
+		t.Fatalf("CreateActor: %v", err)
+	}
+	if s.lost.Load() != 1 {
+		t.Fatalf("%d writes lost, want the Commit's", s.lost.Load())
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte("inc")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.m(0).RequestActor(ctx, ref, []byte("get")); err != nil || string(got) != "1" {
+		t.Fatalf("get = %q, %v; want 1 from the instance on node 1", got, err)
+	}
+}
+
+// The same with a Commit that did not apply: the instance goes, the
+// reservation is returned, and the creation ends as a failure of that node
+// — no instance left held, no Creating record left behind.
+func TestCreateWhoseCommitDidNotApply(t *testing.T) {
+	s := &lostResultStore{outage: 300 * time.Millisecond}
+	c := lostResultCluster(t, s)
+	ctx := ctxT(t, 20*time.Second)
+	base := c.nodes[1].ObjectStats().Hosted // the Entry Spot
+	const id = "unapplied-commit"
+	key := authorityKeyOf(t, id)
+	s.key.Store(&key)
+	_, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("CreateActor = %v, want ErrUnavailable (the only server failed)", err)
+	}
+	if n := c.nodes[1].ObjectStats().Hosted - base; n != 0 {
+		t.Fatalf("node 1 hosts %d more objects, want none", n)
+	}
+	if row := rowOf(t, c, record.ObjectActor, id); row.Found {
+		t.Fatalf("record left behind: %+v", row.Record.Allocation)
+	}
+	// And the Id can be created once the store answers.
+	for end := time.Now().Add(5 * time.Second); s.down.Load() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType); err != nil {
+		t.Fatalf("CreateActor again: %v", err)
+	}
+}
+
+// A Delete that applied but whose result was lost is decided by a later
+// read: the instance ends. Before, it was reopened and kept running with
+// no record (its slots freed), reachable through cached routes.
+func TestDestroyWhoseDeleteOutcomeIsUnknown(t *testing.T) {
+	s := &lostResultStore{apply: true, outage: 300 * time.Millisecond}
+	c := lostResultCluster(t, s)
+	ctx := ctxT(t, 20*time.Second)
+	const id = "unknown-delete"
+	base := c.nodes[1].ObjectStats().Hosted // the Entry Spot
+	ref, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.nodes[1].ObjectStats().Hosted - base; n != 1 {
+		t.Fatalf("node 1 hosts %d more objects, want 1", n)
+	}
+	key := authorityKeyOf(t, id)
+	s.key.Store(&key)
+	destroyed, err := c.m(0).Destroy(ctx, ref)
+	if err != nil || !destroyed {
+		t.Fatalf("Destroy = %v, %v; want true once a read shows the record gone", destroyed, err)
+	}
+	if s.lost.Load() != 1 {
+		t.Fatalf("%d writes lost, want the Delete's", s.lost.Load())
+	}
+	if n := c.nodes[1].ObjectStats().Hosted - base; n != 0 {
+		t.Fatalf("node 1 still hosts the object after its record was deleted (%d more than before)", n)
+	}
+}
