@@ -827,7 +827,7 @@ type refusingStore struct {
 	on      atomic.Bool
 	refused atomic.Int32
 	// onAfter, when set, is a key whose next applied write turns the
-	// refusals on: Redis filling up right after that write.
+	// refusals on (once): Redis filling up right after that write.
 	onAfter atomic.Pointer[string]
 }
 
@@ -840,7 +840,7 @@ func (s *refusingStore) Write(ctx context.Context, req locstore.WriteRequest) (l
 	res, err := s.Store.Write(ctx, req)
 	if key := s.onAfter.Load(); key != nil && err == nil && res.Applied {
 		for _, m := range req.Mutations {
-			if m.Key == *key {
+			if m.Key == *key && s.onAfter.CompareAndSwap(key, nil) {
 				s.on.Store(true)
 			}
 		}

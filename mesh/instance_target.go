@@ -413,8 +413,10 @@ func (o *objects) coldActivate(ctx context.Context, rec activation.Record, org o
 			o.forgetPayload(ref)
 			return false, fmt.Errorf("%w: %w: reservation refused: %w", ErrUnavailable, errRouteStale, err)
 		}
-		// Unknown outcome: the record may point at the payload; it stays
-		// (the restart table, or its retention, deals with it).
+		// Unknown outcome: the record may be there, pointing at the
+		// payload (which its retention deals with); the record is returned
+		// once the store answers, or it blocks the Id (settle.go).
+		o.returnReservationLater(authority.AbortRequest{Object: obj, ReservationID: rsvID, Owner: &self}, err)
 		return false, classify(ctx, err, "reserve "+rec.SpotID)
 	}
 	objGen, ownerGen := uint64(res.Plan.Record.ObjectGeneration), uint64(res.Plan.Record.AuthorityOwnerGeneration)
@@ -422,6 +424,7 @@ func (o *objects) coldActivate(ctx context.Context, rec activation.Record, org o
 	if version == "" {
 		row, _, err := o.readAuthorityAt(ctx, record.ObjectInstanceSpot, rec.SpotID)
 		if err != nil {
+			o.returnReservationLater(authority.AbortRequest{Object: obj, ReservationID: rsvID, ObjectGeneration: objGen, Owner: &self}, err)
 			return false, classify(ctx, err, "re-read "+rec.SpotID)
 		}
 		if !row.Found || row.Record.PendingCreation == nil || row.Record.PendingCreation.ReservationID != rsvID {
@@ -435,12 +438,16 @@ func (o *objects) coldActivate(ctx context.Context, rec activation.Record, org o
 	abort := func(why error) error {
 		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
+		later := authority.AbortRequest{Object: obj, ReservationID: rsvID, ObjectGeneration: objGen, Owner: &self}
 		if err := n.lease.Gate().Admit(); err != nil {
+			o.returnReservationLater(later, err)
 			return why
 		}
 		if _, err := o.exec.Abort(wctx, authority.AbortRequest{Object: obj, ReservationID: rsvID, ObjectGeneration: objGen,
 			IfVersion: version, Owner: &self}); err != nil {
-			o.log.Warn("instance activation: reservation not returned", "object", rec.SpotID, "err", err)
+			if !errors.Is(err, authority.ErrConflict) {
+				o.returnReservationLater(later, err)
+			}
 			return why
 		}
 		o.forgetPayload(ref)

@@ -404,6 +404,12 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 				excluded[cand.key()] = excludedFailed
 				continue
 			}
+			if errors.Is(err, authority.ErrOutcomeUnknown) {
+				// The Creating record may be there: return it once the
+				// store answers, or it blocks the Id (settle.go).
+				o.returnReservationLater(authority.AbortRequest{Object: authority.Object{ID: c.id, Kind: c.kind, StableType: c.stableType},
+					ReservationID: reservationID}, err)
+			}
 			return createResult{}, err
 		}
 		c.fixStoreDeadline(res.StoreNow)
@@ -418,6 +424,8 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			// version; read it again to fence the target on the current one.
 			row, _, err := o.readAuthorityAt(ctx, c.kind, c.id)
 			if err != nil {
+				o.returnReservationLater(authority.AbortRequest{Object: authority.Object{ID: c.id, Kind: c.kind, StableType: c.stableType},
+					ReservationID: reservationID, ObjectGeneration: ord.objGen}, err)
 				return createResult{}, err
 			}
 			if !row.Found || row.Record.PendingCreation == nil || row.Record.PendingCreation.ReservationID != reservationID {
@@ -540,24 +548,24 @@ func contentRetention(c *createCall) (time.Duration, error) {
 // behind): Reserved → Missing without a final application result (§7).
 // It runs on a short context of its own because the call's deadline may
 // be the very reason it is needed. An error means the reservation stays
-// (recovery returns it) and the creation must end: nothing can be placed
-// for the Id while its Creating record stands.
+// for now (returnReservationLater returns it once the store takes it, or
+// recovery once this node's lease has ended) and the creation must end:
+// nothing can be placed for the Id while its Creating record stands.
 func (o *objects) abortIfOurs(c *createCall, ord createOrder) error {
 	// §5: no store change without owner eligibility, returning a
-	// reservation included. A refused abort leaves the Creating record to
-	// recovery (GetOrCreate aborts a Creating record whose creator's lease
-	// is gone), and the creation ends here: this node may not place again.
-	if err := o.n.lease.Gate().Admit(); err != nil {
-		o.log.Warn("reservation not returned: owner lease not valid; recovery will", "object", c.id, "err", err)
-		return wrapErr(ErrUnavailable, err, "owner lease: the reservation of %s is left to recovery", c.id)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err := o.exec.Abort(ctx, authority.AbortRequest{
+	// reservation included.
+	req := authority.AbortRequest{
 		Object:           authority.Object{ID: c.id, Kind: c.kind, StableType: c.stableType},
 		ReservationID:    ord.reservationID,
 		ObjectGeneration: ord.objGen,
-	})
+	}
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		o.returnReservationLater(req, err)
+		return wrapErr(ErrUnavailable, err, "owner lease: the reservation of %s is returned once it is valid again", c.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := o.exec.Abort(ctx, req)
 	switch {
 	case err == nil:
 		o.log.Debug("reservation returned", "object", c.id, "reservation", ord.reservationID)
@@ -572,8 +580,8 @@ func (o *objects) abortIfOurs(c *createCall, ord createOrder) error {
 		// answer: when it refuses writes (Redis out of memory), that is
 		// most likely why the target failed too, whose answer on the wire
 		// carries no text.
-		o.log.Warn("reservation not returned; recovery will", "object", c.id, "err", err)
-		return wrapErr(ErrUnavailable, err, "the reservation of %s could not be returned (recovery will)", c.id)
+		o.returnReservationLater(req, err)
+		return wrapErr(ErrUnavailable, err, "the reservation of %s could not be returned (it will be once the store takes it)", c.id)
 	}
 	return nil
 }

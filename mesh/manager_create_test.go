@@ -500,11 +500,19 @@ func TestCreateWhenTheStoreFillsUpSaysSo(t *testing.T) {
 	}
 	rs.onAfter.Store(&key) // the Reserve writes the Creating record
 	_, err = c.m(0).CreateActor(ctx, "filled", seqType)
-	rs.on.Store(false)
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, locstore.ErrWriteRefused) ||
 		!strings.Contains(err.Error(), "raise maxmemory") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("node %x had answered", c.nodes[1].RID())) {
 		t.Fatalf("CreateActor = %v; want the store's refusal, naming the node that failed", err)
 	}
 	t.Logf("CreateActor: %v", err)
+	// Once the store takes writes again the reservation is returned (both
+	// nodes alive: no recovery would) and the Id can be created.
+	rs.on.Store(false)
+	waitUntil(t, "the Creating record to be returned", func() bool {
+		return !rowOf(t, c, record.ObjectActor, "filled").Found
+	})
+	if _, err := c.m(0).CreateActor(ctx, "filled", seqType); err != nil {
+		t.Fatalf("CreateActor once the store takes writes: %v", err)
+	}
 }

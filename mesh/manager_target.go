@@ -401,9 +401,15 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 			return err
 		})
 	}
+	// returnLater returns the reservation once the store takes it, when
+	// the abort could not (settle.go): the Creating record blocks the Id.
+	returnLater := func(cause error) {
+		o.returnReservationLater(authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
+			ObjectGeneration: ord.objGen, Owner: &self}, cause)
+	}
 	failBefore := func(err error) targetOutcome {
 		if aerr := abort("reservation return", nil); aerr != nil {
-			o.log.Warn("reservation not returned after a framework failure", "object", ord.id, "err", aerr)
+			returnLater(aerr)
 		}
 		return fw(err)
 	}
@@ -494,7 +500,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 				unhost()
 			}, func() {
 				if aerr := abort("reservation return", nil); aerr != nil {
-					o.log.Warn("reservation not returned after an unconfirmed Commit", "object", ord.id, "err", aerr)
+					returnLater(aerr)
 				}
 			}, createdOutcome)
 		}

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -27,18 +28,15 @@ const (
 	settleMaxPause   = time.Second
 )
 
-// settleUnknown reads the authority row of (kind, id) until the store
-// answers, then runs decide with it, on a goroutine of its own: the caller
-// may stop waiting (its deadline) while the instance is still undecided.
-// The returned channel is closed once decide ran, or once the node began
-// stopping without an answer (stop then ends every instance). It fails
-// when the node is already stopping.
-func (o *objects) settleUnknown(kind record.ObjectKind, id, what string, cause error, decide func(authority.AuthorityRow)) (<-chan struct{}, error) {
+// untilAnswered runs step, on a goroutine of its own, until it reports
+// done — pausing after each failure, from settleFirstPause up to
+// settleMaxPause, and warning every tenth — or until the node begins
+// stopping. The returned channel is closed then. It fails when the node is
+// already stopping (stop waits for the goroutine, which ends at halt).
+func (o *objects) untilAnswered(what, id string, step func(ctx context.Context) (bool, error)) (<-chan struct{}, error) {
 	if err := o.begin(); err != nil {
 		return nil, err
 	}
-	o.log.Warn(what+": the store did not confirm the write; the instance waits until a read of its record decides",
-		"object", id, "kind", string(kind), "err", cause)
 	done := make(chan struct{})
 	go func() {
 		defer o.work.Done()
@@ -46,17 +44,13 @@ func (o *objects) settleUnknown(kind record.ObjectKind, id, what string, cause e
 		pause := settleFirstPause
 		for attempt := 1; ; attempt++ {
 			rctx, cancel := context.WithTimeout(o.halt, storeWriteTimeout)
-			row, _, err := o.readAuthorityAt(rctx, kind, id)
+			ok, err := step(rctx)
 			cancel()
-			if err == nil {
-				decide(row)
-				return
-			}
-			if o.halt.Err() != nil {
+			if ok || o.halt.Err() != nil {
 				return
 			}
 			if attempt%10 == 0 {
-				o.log.Warn(what+": still undecided, the store does not answer", "object", id, "attempts", attempt, "err", err)
+				o.log.Warn(what+": still not done, the store does not answer", "object", id, "attempts", attempt, "err", err)
 			}
 			if sleepCtx(o.halt, pause) != nil {
 				return
@@ -65,6 +59,61 @@ func (o *objects) settleUnknown(kind record.ObjectKind, id, what string, cause e
 		}
 	}()
 	return done, nil
+}
+
+// settleUnknown reads the authority row of (kind, id) until the store
+// answers, then runs decide with it (untilAnswered): the caller may stop
+// waiting (its deadline) while the instance is still undecided. The
+// returned channel is closed once decide ran, or once the node began
+// stopping without an answer (stop then ends every instance).
+func (o *objects) settleUnknown(kind record.ObjectKind, id, what string, cause error, decide func(authority.AuthorityRow)) (<-chan struct{}, error) {
+	o.log.Warn(what+": the store did not confirm the write; the instance waits until a read of its record decides",
+		"object", id, "kind", string(kind), "err", cause)
+	return o.untilAnswered(what, id, func(ctx context.Context) (bool, error) {
+		row, _, err := o.readAuthorityAt(ctx, kind, id)
+		if err != nil {
+			return false, err
+		}
+		decide(row)
+		return true, nil
+	})
+}
+
+// returnReservationLater returns a creation's reservation that an Abort
+// could not return just now (the store silent or refusing writes), once
+// the store takes it: while the record is Reserved under this reservation
+// it stands in the way of every creation of the Id (a Create says it
+// exists, a GetOrCreate waits) and only its owner's death let recovery
+// remove it — a live owner's stayed for good. owner is set when this node
+// owns the record (the target). Nothing is done while this node may not
+// write (§5); once its lease has ended, recovery by others takes over (and
+// this loop, reading the record gone, stops).
+func (o *objects) returnReservationLater(req authority.AbortRequest, cause error) {
+	o.log.Warn("creation: reservation not returned; returning it once the store takes it",
+		"object", req.Object.ID, "err", cause)
+	_, _ = o.untilAnswered("creation reservation return", req.Object.ID, func(ctx context.Context) (bool, error) {
+		if err := o.n.lease.Gate().Admit(); err != nil {
+			// Wait for the lease; one that is lost for good makes the
+			// record's owner run dead, and recovery returns it then.
+			return false, err
+		}
+		row, _, err := o.readAuthorityAt(ctx, req.Object.Kind, req.Object.ID)
+		if err != nil {
+			return false, err
+		}
+		a := row.Record
+		if !row.Found || a.Allocation.State != record.AllocationReserved || a.PendingCreation == nil ||
+			a.PendingCreation.ReservationID != req.ReservationID {
+			return true, nil // returned by someone, or decided otherwise
+		}
+		r := req
+		r.IfVersion = row.Version
+		if _, err := o.exec.Abort(ctx, r); err != nil && !errors.Is(err, authority.ErrConflict) {
+			return false, err
+		}
+		o.log.Info("creation: reservation returned", "object", req.Object.ID)
+		return true, nil
+	})
 }
 
 // settleEnd finishes an object end (Destroy, Close) whose Delete has an
