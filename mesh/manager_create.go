@@ -731,8 +731,10 @@ func (o *objects) recoverLost(ctx context.Context, c *createCall, ord createOrde
 		ours := row.Found && uint64(row.Record.ObjectGeneration) == ord.objGen
 		pending := ours && row.Record.Allocation.State == record.AllocationReserved
 		if !pending {
-			o.stats.lostRecovered.Add(1)
 			t, err := o.exec.LookupTerminal(ctx, c.op, c.sha)
+			if err == nil || errors.Is(err, authority.ErrNotFound) {
+				o.stats.lostRecovered.Add(1) // decided from the store
+			}
 			switch {
 			case err == nil:
 				res, rerr := resultFromTerminal(t)

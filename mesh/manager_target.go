@@ -441,7 +441,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		return failBefore(classify(ctx, ferr, "factory interrupted"))
 	case errors.As(ferr, &declined):
 		terminal.Outcome, terminal.Reason = authority.OutcomeRejected, validText(declined.Reason)
-		if err := abort("rejection", terminal); err != nil {
+		if err := abort("rejection", terminal); err != nil && !o.abortApplied(ctx, ord, err) {
 			return fw(err)
 		}
 		o.log.Info("creation rejected by the factory", "object", ord.id, "reason", declined.Reason)
@@ -453,7 +453,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		}
 		msg := validText(ferr.Error())
 		terminal.Outcome, terminal.Failure = authority.OutcomeFailed, &authority.Failure{Type: typ, Message: msg}
-		if err := abort("failure", terminal); err != nil {
+		if err := abort("failure", terminal); err != nil && !o.abortApplied(ctx, ord, err) {
 			return fw(err)
 		}
 		o.log.Warn("creation failed in the factory", "object", ord.id, "type", typ, "err", ferr)

@@ -196,3 +196,31 @@ func (o *objects) settleCommit(ctx context.Context, ord createOrder, self author
 		return targetOutcome{framework: true, err: deadlineErr("creation of %s: the Commit's outcome is not known yet (%v)", ord.id, cause)}
 	}
 }
+
+// abortApplied reports whether an Abort of ord's reservation that failed
+// with err applied after all: only an unknown outcome can have, and a read
+// of the record decides it (the record no longer Reserved under this
+// reservation), within ctx. An Abort that recorded a rejection or failure
+// and applied must be answered as such, or the creator, told of a failure
+// before the factory, runs the factory again elsewhere although a final
+// result is stored.
+func (o *objects) abortApplied(ctx context.Context, ord createOrder, err error) bool {
+	if !errors.Is(err, authority.ErrOutcomeUnknown) {
+		return false
+	}
+	var applied bool
+	done, serr := o.settleUnknown(ord.kind, ord.id, "creation result", err, func(row authority.AuthorityRow) {
+		a := row.Record
+		applied = !(row.Found && a.Allocation.State == record.AllocationReserved && a.PendingCreation != nil &&
+			a.PendingCreation.ReservationID == ord.reservationID)
+	})
+	if serr != nil {
+		return false
+	}
+	select {
+	case <-done:
+		return applied
+	case <-ctx.Done():
+		return false
+	}
+}

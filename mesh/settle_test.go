@@ -167,3 +167,24 @@ func TestDestroyWhoseDeleteOutcomeIsUnknown(t *testing.T) {
 		t.Fatalf("node 1 still hosts the object after its record was deleted (%d more than before)", n)
 	}
 }
+
+// A factory's rejection recorded by an Abort whose result was lost is
+// decided by a read too: the record gone means the rejection (and its
+// stored final result) applied, and the creator is told Rejected — not a
+// failure before the factory, after which it would run the factory again
+// elsewhere although a final result is stored.
+func TestRejectionWhoseAbortOutcomeIsUnknown(t *testing.T) {
+	s := &lostResultStore{apply: true, outage: 300 * time.Millisecond}
+	c := lostResultCluster(t, s)
+	ctx := ctxT(t, 20*time.Second)
+	const id = "unknown-rejection"
+	key := authorityKeyOf(t, id)
+	s.key.Store(&key)
+	_, err := c.m(0).CreateActor(ctx, id, testActorType, WithBody([]byte("decline:not today")))
+	if !errors.Is(err, ErrRejected) || s.lost.Load() != 1 {
+		t.Fatalf("CreateActor = %v (%d writes lost); want the rejection", err, s.lost.Load())
+	}
+	if runs := c.probe.runCount(id); runs != 1 {
+		t.Fatalf("the factory ran %d times, want once", runs)
+	}
+}
