@@ -64,20 +64,25 @@ func (s *lostResultStore) ReadMany(ctx context.Context, keys []string) ([]locsto
 	return locstore.ReadMany(ctx, s.Store, keys)
 }
 
-// lostResultCluster is a client node 0 and a server node 1 whose store is
-// s.
-func lostResultCluster(t *testing.T, s *lostResultStore) *cluster {
+// lostResultCluster is a client node 0 and a server node 1 whose store
+// loses the result of a write when told (lose), applying it when apply is
+// set, then stays silent for 300 ms.
+func lostResultCluster(t *testing.T, apply bool) (*lostResultStore, *cluster, context.Context) {
 	t.Helper()
-	return clusterWithStore1(t, 2, func(inner locstore.Store) locstore.Store { s.Store = inner; return s }, nil)
+	s := &lostResultStore{apply: apply, outage: 300 * time.Millisecond}
+	c := clusterWithStore1(t, 2, func(inner locstore.Store) locstore.Store { s.Store = inner; return s }, nil)
+	return s, c, ctxT(t, 20*time.Second)
 }
 
-func authorityKeyOf(t *testing.T, id string) string {
+// lose makes node 1's next write of the Actor id's authority record lose
+// its result.
+func (s *lostResultStore) lose(t *testing.T, id string) {
 	t.Helper()
 	key, err := record.AuthorityKey(record.IdentityActor, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return key
+	s.key.Store(&key)
 }
 
 // A Commit that applied but whose result was lost, with the store silent
@@ -87,12 +92,9 @@ func authorityKeyOf(t *testing.T, id string) string {
 // Ready on node 1 with nothing hosted there (a Create then said "already
 // exists", every message "not found", for good).
 func TestCreateWhoseCommitOutcomeIsUnknown(t *testing.T) {
-	s := &lostResultStore{apply: true, outage: 300 * time.Millisecond}
-	c := lostResultCluster(t, s)
-	ctx := ctxT(t, 20*time.Second)
+	s, c, ctx := lostResultCluster(t, true)
 	const id = "unknown-commit"
-	key := authorityKeyOf(t, id)
-	s.key.Store(&key) // the Reserve writes it on node 0's store; node 1's next write of it is the Commit
+	s.lose(t, id) // the Reserve writes it on node 0's store; node 1's next write of it is the Commit
 	ref, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType)
 	if err != nil {
 		t.Fatalf("CreateActor: %v", err)
@@ -112,13 +114,10 @@ func TestCreateWhoseCommitOutcomeIsUnknown(t *testing.T) {
 // reservation is returned, and the creation ends as a failure of that node
 // — no instance left held, no Creating record left behind.
 func TestCreateWhoseCommitDidNotApply(t *testing.T) {
-	s := &lostResultStore{outage: 300 * time.Millisecond}
-	c := lostResultCluster(t, s)
-	ctx := ctxT(t, 20*time.Second)
+	s, c, ctx := lostResultCluster(t, false)
 	base := c.nodes[1].ObjectStats().Hosted // the Entry Spot
 	const id = "unapplied-commit"
-	key := authorityKeyOf(t, id)
-	s.key.Store(&key)
+	s.lose(t, id)
 	_, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("CreateActor = %v, want ErrUnavailable (the only server failed)", err)
@@ -142,9 +141,7 @@ func TestCreateWhoseCommitDidNotApply(t *testing.T) {
 // read: the instance ends. Before, it was reopened and kept running with
 // no record (its slots freed), reachable through cached routes.
 func TestDestroyWhoseDeleteOutcomeIsUnknown(t *testing.T) {
-	s := &lostResultStore{apply: true, outage: 300 * time.Millisecond}
-	c := lostResultCluster(t, s)
-	ctx := ctxT(t, 20*time.Second)
+	s, c, ctx := lostResultCluster(t, true)
 	const id = "unknown-delete"
 	base := c.nodes[1].ObjectStats().Hosted // the Entry Spot
 	ref, err := c.m(0).CreateActor(ctx, id, demoapp.CounterType)
@@ -154,8 +151,7 @@ func TestDestroyWhoseDeleteOutcomeIsUnknown(t *testing.T) {
 	if n := c.nodes[1].ObjectStats().Hosted - base; n != 1 {
 		t.Fatalf("node 1 hosts %d more objects, want 1", n)
 	}
-	key := authorityKeyOf(t, id)
-	s.key.Store(&key)
+	s.lose(t, id)
 	destroyed, err := c.m(0).Destroy(ctx, ref)
 	if err != nil || !destroyed {
 		t.Fatalf("Destroy = %v, %v; want true once a read shows the record gone", destroyed, err)
@@ -174,12 +170,9 @@ func TestDestroyWhoseDeleteOutcomeIsUnknown(t *testing.T) {
 // failure before the factory, after which it would run the factory again
 // elsewhere although a final result is stored.
 func TestRejectionWhoseAbortOutcomeIsUnknown(t *testing.T) {
-	s := &lostResultStore{apply: true, outage: 300 * time.Millisecond}
-	c := lostResultCluster(t, s)
-	ctx := ctxT(t, 20*time.Second)
+	s, c, ctx := lostResultCluster(t, true)
 	const id = "unknown-rejection"
-	key := authorityKeyOf(t, id)
-	s.key.Store(&key)
+	s.lose(t, id)
 	_, err := c.m(0).CreateActor(ctx, id, testActorType, WithBody([]byte("decline:not today")))
 	if !errors.Is(err, ErrRejected) || s.lost.Load() != 1 {
 		t.Fatalf("CreateActor = %v (%d writes lost); want the rejection", err, s.lost.Load())
