@@ -524,6 +524,17 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 	o.mu.Lock()
 	o.hosted[key] = hs
 	o.mu.Unlock()
+	ready := func(version string) {
+		o.mu.Lock()
+		hs.storeVersion = version
+		o.mu.Unlock()
+		if h := o.hook().activationStep; h != nil {
+			h(rec.SpotID, "committed")
+		}
+		o.stats.instanceActivated.Add(1)
+		sobj.Release()
+		o.log.Debug("instance spot activated", "object", rec.SpotID, "type", rec.StableType, "gen", b.objGen)
+	}
 	version := b.version
 	if b.commit != nil {
 		if err := o.n.lease.Gate().Admit(); err != nil {
@@ -533,20 +544,21 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		version, err = b.commit(wctx)
 		cancel()
+		if errors.Is(err, authority.ErrOutcomeUnknown) {
+			// Held until the record says whether it went Ready (settle.go).
+			ownerID, leaseGen := o.n.Owner()
+			return o.settleInstanceCommit(ctx, rec.SpotID, b.objGen, b.ownerGen, authority.Owner{ID: ownerID, LeaseGeneration: leaseGen},
+				err, ready, func(why error) {
+					o.unhostInstance(key, hs)
+					_ = b.undo(why)
+				})
+		}
 		if err != nil {
 			o.unhostInstance(key, hs)
 			return b.undo(classify(nil, err, "record "+rec.SpotID+" Ready"))
 		}
 	}
-	o.mu.Lock()
-	hs.storeVersion = version
-	o.mu.Unlock()
-	if h := o.hook().activationStep; h != nil {
-		h(rec.SpotID, "committed")
-	}
-	o.stats.instanceActivated.Add(1)
-	sobj.Release()
-	o.log.Debug("instance spot activated", "object", rec.SpotID, "type", rec.StableType, "gen", b.objGen)
+	ready(version)
 	return nil
 }
 

@@ -166,9 +166,7 @@ func (o *objects) settleCommit(ctx context.Context, ord createOrder, self author
 	ch, err := o.settleUnknown(ord.kind, ord.id, "creation", cause, func(row authority.AuthorityRow) {
 		decided = true
 		a := row.Record
-		committed = row.Found && uint64(a.ObjectGeneration) == ord.objGen &&
-			a.Allocation.State == record.AllocationActive && authority.OwnerOf(a) == self &&
-			uint64(a.AuthorityOwnerGeneration) == ord.ownerGen
+		committed = committedTo(row, ord.objGen, ord.ownerGen, self)
 		if committed {
 			created(row.Version)
 		} else {
@@ -222,5 +220,50 @@ func (o *objects) abortApplied(ctx context.Context, ord createOrder, err error) 
 		return applied
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// committedTo reports a record that went Ready under the given generations
+// with owner as its owner: the Commit that would have put it there applied.
+func committedTo(row authority.AuthorityRow, objGen, ownerGen uint64, owner authority.Owner) bool {
+	a := row.Record
+	return row.Found && uint64(a.ObjectGeneration) == objGen && a.Allocation.State == record.AllocationActive &&
+		authority.OwnerOf(a) == owner && uint64(a.AuthorityOwnerGeneration) == ownerGen
+}
+
+// settleInstanceCommit is settleCommit for an Instance Spot's cold
+// activation: the instance, its first message queued, stays held until a
+// read of the record decides; Ready under this activation → it runs
+// (ready), else it goes and the reservation is returned (drop). The
+// sender is answered with the decision, or with the deadline when ctx ends
+// first (the decision then still runs the instance or ends it).
+func (o *objects) settleInstanceCommit(ctx context.Context, id string, objGen, ownerGen uint64, self authority.Owner,
+	cause error, ready func(version string), drop func(why error)) error {
+	var committed, decided bool
+	done, err := o.settleUnknown(record.ObjectInstanceSpot, id, "instance activation", cause, func(row authority.AuthorityRow) {
+		decided = true
+		committed = committedTo(row, objGen, ownerGen, self)
+		if committed {
+			ready(row.Version)
+		} else {
+			drop(cause)
+		}
+		o.log.Info("instance activation: decided by a read of its record", "object", id, "gen", objGen, "ready", committed)
+	})
+	if err != nil {
+		drop(cause)
+		return wrapErr(ErrUnavailable, cause, "activation of %s", id)
+	}
+	select {
+	case <-done:
+		switch {
+		case !decided:
+			return wrapErr(ErrUnavailable, ErrClosed, "activation of %s: node stopping before the store answered", id)
+		case committed:
+			return nil
+		}
+		return wrapErr(ErrUnavailable, cause, "activation of %s: the store did not take the Commit", id)
+	case <-ctx.Done():
+		return deadlineErr("activation of %s: the Commit's outcome is not known yet (%v)", id, cause)
 	}
 }

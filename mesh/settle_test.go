@@ -20,6 +20,7 @@ import (
 type lostResultStore struct {
 	locstore.Store
 	key    atomic.Pointer[string]
+	skip   atomic.Int32 // writes of key that go through before the one that loses its result
 	apply  bool
 	outage time.Duration
 	down   atomic.Bool
@@ -34,6 +35,9 @@ func (s *lostResultStore) Write(ctx context.Context, req locstore.WriteRequest) 
 	}
 	if key := s.key.Load(); key != nil {
 		for _, m := range req.Mutations {
+			if m.Key == *key && s.skip.Add(-1) >= 0 {
+				break
+			}
 			if m.Key == *key && s.key.CompareAndSwap(key, nil) {
 				if s.apply {
 					if _, err := s.Store.Write(ctx, req); err != nil {
@@ -76,12 +80,17 @@ func lostResultCluster(t *testing.T, apply bool) (*lostResultStore, *cluster, co
 
 // lose makes node 1's next write of the Actor id's authority record lose
 // its result.
-func (s *lostResultStore) lose(t *testing.T, id string) {
+func (s *lostResultStore) lose(t *testing.T, id string) { s.loseAfter(t, record.IdentityActor, id, 0) }
+
+// loseAfter lets skip writes of the authority record of (kind, id) through
+// on node 1 and loses the result of the next one.
+func (s *lostResultStore) loseAfter(t *testing.T, kind record.IdentityKind, id string, skip int32) {
 	t.Helper()
-	key, err := record.AuthorityKey(record.IdentityActor, id)
+	key, err := record.AuthorityKey(kind, id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.skip.Store(skip)
 	s.key.Store(&key)
 }
 
@@ -179,5 +188,29 @@ func TestRejectionWhoseAbortOutcomeIsUnknown(t *testing.T) {
 	}
 	if runs := c.probe.runCount(id); runs != 1 {
 		t.Fatalf("the factory ran %d times, want once", runs)
+	}
+}
+
+// An Instance Spot's cold activation whose Commit applied but whose result
+// was lost: the instance, its first message queued, is held until a read
+// decides, then runs and answers. Before, it was dropped while its record
+// said Ready on node 1, and every message to it spun on "not found" until
+// its deadline.
+func TestInstanceActivationWhoseCommitOutcomeIsUnknown(t *testing.T) {
+	s, c, ctx := lostResultCluster(t, true)
+	const id = "unknown-activation"
+	s.loseAfter(t, record.IdentitySpot, id, 1) // the Reserve goes through, the Commit's result is lost
+	got, err := c.m(0).RequestInstance(ctx, id, []byte("whoami"))
+	if err != nil || string(got) != id {
+		t.Fatalf("first message answered %q, %v; want %q", got, err, id)
+	}
+	if s.lost.Load() != 1 {
+		t.Fatalf("%d writes lost, want the Commit's", s.lost.Load())
+	}
+	if got, err := c.m(0).RequestInstance(ctx, id, []byte("whoami")); err != nil || string(got) != id {
+		t.Fatalf("second message answered %q, %v", got, err)
+	}
+	if n := c.probe.runCount(id); n != 1 {
+		t.Fatalf("factory ran %d times, want once", n)
 	}
 }
