@@ -197,7 +197,12 @@ func (o *objects) runInstance(ctx context.Context, c *instanceMsg, otherMesh boo
 			reply, err := o.deliver(ctx, instanceTarget(c.id, uint64(row.Record.ObjectGeneration), opID), c.body, c.request)
 			if errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleGeneration) {
 				// Closed (or replaced) since the read, and certainly not
-				// delivered: read again — it may need activating now.
+				// delivered: read again — it may need activating now. After
+				// a pause: a record that names a node which does not host
+				// the Spot (yet) made this a read-and-deliver spin.
+				if err := wait.sleep(ctx); err != nil {
+					return nil, ctxErr(ctx, "instance spot %s: its record names a node that does not host it", c.id)
+				}
 				continue
 			}
 			return reply, err
