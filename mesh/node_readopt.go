@@ -32,12 +32,26 @@ type ReadoptResult struct {
 func (n *Node) readoptAfterReacquire(newGen uint64) {
 	ctx, cancel := n.stopContext()
 	defer cancel()
+	// Routes to the old combination are stale from now on. A goroutine of
+	// an earlier reacquisition that runs late must not set its generation
+	// back over a later one.
 	oldGen := n.leaseGen.Load()
-	n.leaseGen.Store(newGen) // routes to the old combination are now stale
+	for ; oldGen < newGen && !n.leaseGen.CompareAndSwap(oldGen, newGen); oldGen = n.leaseGen.Load() {
+	}
+	if oldGen > newGen {
+		return
+	}
 	to := authority.Owner{ID: n.run.ownerID, LeaseGeneration: newGen}
-	wait := newBackoff()
+	// A later reacquisition (the lease lost again meanwhile) supersedes
+	// this one: its own goroutine re-adopts to the later generation, and
+	// this one must neither drop what that one keeps nor open the gate.
+	superseded := func() bool { return n.leaseGen.Load() != newGen }
+	pause := settleFirstPause
 	var res ReadoptResult
-	for {
+	for attempt := 1; ; attempt++ {
+		if superseded() {
+			return
+		}
 		r, pending, err := n.obj.readopt(ctx, to)
 		res.Kept += r.Kept
 		res.Dropped += r.Dropped
@@ -45,12 +59,18 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 		if err == nil && pending == 0 {
 			break
 		}
-		n.log.Warn("re-adoption after the lease loss not finished; trying again", "pending", pending, "err", err)
-		if wait.sleep(ctx) != nil {
+		if attempt == 1 || attempt%10 == 0 {
+			n.log.Warn("re-adoption after the lease loss not finished; trying again", "pending", pending, "attempts", attempt, "err", err)
+		}
+		if sleepCtx(ctx, pause) != nil {
 			return
 		}
+		pause = min(2*pause, settleMaxPause)
 	}
-	if !n.lease.Resume() {
+	if superseded() {
+		return
+	}
+	if !n.lease.Resume(newGen) {
 		n.log.Error("owner lease not resumed after re-adoption (lost again or released)")
 		return
 	}
@@ -62,7 +82,7 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 		"old_gen", oldGen, "new_gen", newGen, "kept", res.Kept, "dropped", res.Dropped, "dropped_ids", res.DroppedIDs)
 	// Serving again for the others once the descriptor says so: retried
 	// until it lands (or the node stops), since nothing else republishes it.
-	wait = newBackoff()
+	wait := newBackoff()
 	for {
 		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 		err := n.publish(pctx, record.StateServing)
@@ -112,48 +132,79 @@ func (o *objects) readopt(ctx context.Context, to authority.Owner) (ReadoptResul
 			continue
 		}
 		a := row.Record
-		if row.Found && authority.OwnerOf(a) == to && uint64(a.ObjectGeneration) == h.objectGeneration {
-			res.Kept++ // re-adopted by an earlier pass
+		ours := row.Found && a.OwnerID == to.ID && uint64(a.ObjectGeneration) == h.objectGeneration &&
+			a.Allocation.ObjectKind == h.kind && a.Allocation.StableType == h.stableType
+		switch {
+		case ours && uint64(a.OwnerLeaseGeneration) == to.LeaseGeneration:
+			// Re-adopted already: by an earlier pass, or by a Readopt whose
+			// result was lost (ErrOutcomeUnknown) — then the copy here
+			// still carries the fence it had before, and every route to
+			// the record would be refused as stale: take the record's.
+			o.mu.Lock()
+			if o.hosted[it.key] == h && h.ownerGeneration != uint64(a.AuthorityOwnerGeneration) {
+				h.readoptedFrom = h.readoptTried
+				h.ownerGeneration = uint64(a.AuthorityOwnerGeneration)
+				h.storeVersion = row.Version
+				res.Kept++
+			}
+			o.mu.Unlock()
+			continue
+		case ours && uint64(a.OwnerLeaseGeneration) > to.LeaseGeneration:
+			// A later reacquisition's re-adoption took it: not for this
+			// one to decide (its caller stops, superseded).
+			pending++
+			continue
+		case !ours:
+			// The record changed hands while the lease was lost (gone,
+			// reclaimed, recreated, moved): this copy is no longer the
+			// object. Drop it without running anything.
+			o.drop(it.key, h, fmt.Errorf("%w: the record is gone or names another owner", authority.ErrConflict), &res)
+			o.cache.Drop(msgTarget{fam: famOf(h.kind), id: it.key.ID}.cacheKey())
 			continue
 		}
-		var r authority.Result
-		if row.Found && a.OwnerID == to.ID && uint64(a.OwnerLeaseGeneration) < to.LeaseGeneration {
-			from := authority.Owner{ID: to.ID, LeaseGeneration: uint64(a.OwnerLeaseGeneration)}
-			r, err = o.exec.Readopt(ctx, authority.ReadoptRequest{
-				Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},
-				ObjectGeneration: h.objectGeneration, From: from, To: to, Node: self, IfVersion: row.Version})
-		} else {
-			err = fmt.Errorf("%w: the record is gone or names another owner", authority.ErrConflict)
-		}
+		from := ownerCombination{leaseGen: uint64(a.OwnerLeaseGeneration), ownerGen: uint64(a.AuthorityOwnerGeneration)}
+		o.mu.Lock()
+		h.readoptTried = from
+		o.mu.Unlock()
+		r, err := o.exec.Readopt(ctx, authority.ReadoptRequest{
+			Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},
+			ObjectGeneration: h.objectGeneration, From: authority.Owner{ID: to.ID, LeaseGeneration: from.leaseGen},
+			To: to, Node: self, IfVersion: row.Version})
 		switch {
 		case err == nil:
 			o.mu.Lock()
 			if o.hosted[it.key] == h {
-				h.readoptedFrom = ownerCombination{leaseGen: uint64(a.OwnerLeaseGeneration), ownerGen: uint64(a.AuthorityOwnerGeneration)}
+				h.readoptedFrom = from
 				h.ownerGeneration = uint64(r.Plan.Record.AuthorityOwnerGeneration)
 				h.storeVersion = r.Version
 			}
 			o.mu.Unlock()
 			res.Kept++
-		case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound),
-			errors.Is(err, authority.ErrStaleGeneration), errors.Is(err, authority.ErrTypeMismatch):
-			// The record changed hands while the lease was lost: this copy
-			// is no longer the object. Drop it without running anything.
-			o.mu.Lock()
-			if o.hosted[it.key] == h {
-				delete(o.hosted, it.key)
-			}
-			o.mu.Unlock()
-			h.obj.Close()
-			res.Dropped++
-			res.DroppedIDs = append(res.DroppedIDs, it.key.ID)
-			o.log.Warn("dropped an object on re-adoption: its record changed while the lease was lost",
-				"object", it.key.ID, "kind", string(h.kind), "err", err)
 		default:
+			// Undecided: a conflict here may be about this node's own new
+			// lease (its row expired in a second outage), not the object's
+			// record, and the record read just above still names this
+			// node. The next pass reads it again and decides; dropping now
+			// lost objects nobody else had taken.
 			pending++
 			errs = append(errs, fmt.Errorf("%s: %w", it.key.ID, err))
 		}
 		o.cache.Drop(msgTarget{fam: famOf(h.kind), id: it.key.ID}.cacheKey())
 	}
 	return res, pending, errors.Join(errs...)
+}
+
+// drop removes a copy whose record no longer names this node, without
+// running anything, and counts it in res.
+func (o *objects) drop(key spot.Key, h *hosted, why error, res *ReadoptResult) {
+	o.mu.Lock()
+	if o.hosted[key] == h {
+		delete(o.hosted, key)
+	}
+	o.mu.Unlock()
+	h.obj.Close()
+	res.Dropped++
+	res.DroppedIDs = append(res.DroppedIDs, key.ID)
+	o.log.Warn("dropped an object on re-adoption: its record changed while the lease was lost",
+		"object", key.ID, "kind", string(h.kind), "err", why)
 }

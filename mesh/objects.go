@@ -255,6 +255,10 @@ type hosted struct {
 	// it was never re-adopted. Messages fenced with it were sent to this
 	// very object, here, and are admitted (admitMessage).
 	readoptedFrom ownerCombination
+	// readoptTried is the combination the last Readopt attempt moved the
+	// record from: when its result was lost and a later read finds the
+	// record re-adopted, it becomes readoptedFrom.
+	readoptTried ownerCombination
 }
 
 // ownerCombination is the part of a route fence that a re-adoption

@@ -220,10 +220,7 @@ func TestCutOffNodeDropsWhatWasReclaimed(t *testing.T) {
 func TestOutageKeepsQueuedWork(t *testing.T) {
 	f := newFixture(t)
 	st := &outageStore{Store: f.loc}
-	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
-	})
+	c := fastLeasePair(t, f, st)
 	ctx := ctxT(t, 90*time.Second)
 	ref, err := c.m(0).CreateActor(ctx, "queued", testActorType)
 	if err != nil {
@@ -398,15 +395,22 @@ func outageCluster(t *testing.T, ctx context.Context, id string) (*cluster, *out
 	t.Helper()
 	f := newFixture(t)
 	st := &outageStore{Store: f.loc}
-	c := newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
-	})
+	c := fastLeasePair(t, f, st)
 	ref, err := c.m(0).CreateActor(ctx, id, testMoverType)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, st, ref
+}
+
+// fastLeasePair is a client node 0 and a server node 1 on st with a
+// 1.2 s lease TTL.
+func fastLeasePair(t *testing.T, f *fixture, st locstore.Store) *cluster {
+	t.Helper()
+	return newClusterOn(t, f, st, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
+	})
 }
 
 // rawActorMessage sends "one" from node 0 to node 1 under fence f on the
@@ -452,4 +456,79 @@ func TestReadinessNamesAnOrdinaryLeaseLoss(t *testing.T) {
 	}
 	st.writesDown.Store(false)
 	eventually(t, 15*time.Second, "the node to be ready again", func() bool { return n.Ready() == nil })
+}
+
+// lostReadoptStore is an outageStore that, once armed, loses the result
+// of the next write of key (applying it) and fails the read that follows
+// (the executor's re-read): the Readopt's outcome is unknown.
+type lostReadoptStore struct {
+	*outageStore
+	key      atomic.Pointer[string]
+	failRead atomic.Pointer[string] // the key whose next read fails
+	lost     atomic.Int32
+}
+
+func (s *lostReadoptStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if key := s.key.Load(); key != nil {
+		for _, m := range req.Mutations {
+			if m.Key == *key && s.key.CompareAndSwap(key, nil) {
+				if _, err := s.outageStore.Write(ctx, req); err != nil {
+					return locstore.WriteResult{}, err
+				}
+				s.lost.Add(1)
+				s.failRead.Store(key)
+				return locstore.WriteResult{}, s.err()
+			}
+		}
+	}
+	return s.outageStore.Write(ctx, req)
+}
+
+func (s *lostReadoptStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if k := s.failRead.Load(); k != nil && *k == key && s.failRead.CompareAndSwap(k, nil) {
+		return locstore.ReadResult{}, s.err()
+	}
+	return s.outageStore.Read(ctx, key)
+}
+
+// A re-adoption whose Readopt applied but whose result was lost (the
+// re-read failing too) is found re-adopted by the next pass, which takes
+// the record's fence for the copy here. It kept the fence from before:
+// every route to the object was refused as stale, for good.
+func TestReadoptWhoseResultWasLostTakesTheRecordsFence(t *testing.T) {
+	f := newFixture(t)
+	st := &lostReadoptStore{outageStore: &outageStore{Store: f.loc}}
+	c := fastLeasePair(t, f, st)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "lost-readopt", testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	target := c.nodes[1]
+	st.down.Store(true)
+	eventually(t, 10*time.Second, "node 1 to stop admitting work", func() bool { return target.lease.Gate().Admit() != nil })
+	time.Sleep(1500 * time.Millisecond) // past the record's expiry (TTL 1.2 s)
+	key, err := record.AuthorityKey(record.IdentityActor, ref.ActorID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.key.Store(&key) // the next write of the record is the Readopt
+	st.down.Store(false)
+	eventually(t, 40*time.Second, "node 1 to serve again", func() bool {
+		return target.LeaseLost() == nil && target.lease.Gate().Admit() == nil
+	})
+	if st.lost.Load() != 1 {
+		t.Fatalf("%d results lost, want the Readopt's", st.lost.Load())
+	}
+	var got []byte
+	eventually(t, 10*time.Second, "the object to answer", func() bool {
+		got, err = c.m(0).RequestActor(ctx, ref, []byte("count"))
+		return err == nil
+	})
+	if string(got) != "count:1" {
+		t.Fatalf("count = %q, want count:1 (its state)", got)
+	}
 }

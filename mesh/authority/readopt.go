@@ -14,10 +14,18 @@ const OpReadopt Op = "readopt"
 // AuthorityOwnerGeneration — the change §3.1 calls taking over an expired
 // lease, for an object the host still holds in memory. It only applies
 // while the record is unchanged since the host last wrote it: still naming
-// From and Node, at IfVersion (when given), with no relocation in progress,
-// and To's lease live (its row's version is a condition). Anything else is
-// Conflict: the object changed hands meanwhile (reclaimed, recreated) and
-// the host must drop its copy.
+// From and Node, at IfVersion (when given), and To's lease live (its row's
+// version is a condition). Anything else is Conflict: the object changed
+// hands meanwhile (reclaimed, recreated), or — To's lease not live — the
+// host's own new lease is in doubt.
+//
+// Relocation progress on the record is stale and is cleared: the host
+// re-adopts only objects it is serving, not ones it is moving away, and
+// progress is left behind by a cancelled move (Captured or Prepared, whose
+// reservation the cancellation deleted, so its NewOwner can never apply)
+// or by a move whose CompleteRelocation did not land (Committed, naming
+// this owner). Refusing it made a lease loss drop such an object although
+// its record named this node.
 type ReadoptRequest struct {
 	Object           Object
 	ObjectGeneration uint64
@@ -46,9 +54,6 @@ func PlanReadopt(req ReadoptRequest, snap Snapshot) (Plan, error) {
 	if !NodeOf(row.Record).Equal(req.Node) {
 		return Plan{}, conflictWith(op, ErrConflict, row, "the record names node run %s, not %s", NodeOf(row.Record), req.Node)
 	}
-	if row.Record.Relocation != nil {
-		return Plan{}, conflictWith(op, ErrConflict, row, "a relocation of %s is recorded in progress", req.Object.ID)
-	}
 	leaseCond, err := verifyLease(op, snap.OwnerLease, req.To, "new")
 	if err != nil {
 		return Plan{}, err
@@ -57,6 +62,7 @@ func PlanReadopt(req ReadoptRequest, snap Snapshot) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	next.Relocation = nil // stale: see ReadoptRequest
 	return putOnly(op, key, row, next, leaseCond, nil)
 }
 

@@ -34,6 +34,31 @@ func TestPlanReadopt(t *testing.T) {
 			t.Error("the applied record is not recognised as this plan's effect")
 		}
 	})
+	// Progress left by a cancelled move (or a CompleteRelocation that did
+	// not land) is stale for an object its host serves: re-adopted, and
+	// cleared.
+	for _, stage := range []record.RelocationStage{record.RelocationCaptured, record.RelocationPrepared, record.RelocationCommitted} {
+		t.Run("stale relocation progress "+string(stage), func(t *testing.T) {
+			req, snap := base()
+			row := activeRow(t, player, nodeA, ownerA, 101, 2, "v1")
+			row.Record.Relocation = &record.RelocationProgress{Stage: stage, RelocationID: [16]byte{1}, TargetAttempt: 1, ReservationID: [16]byte{2}}
+			snap.Authority = row
+			p, err := PlanReadopt(req, snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Request.Mutations) != 1 {
+				t.Fatalf("mutations %d", len(p.Request.Mutations))
+			}
+			got, err := record.DecodeAuthority(p.Request.Mutations[0].Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Relocation != nil || got.OwnerLeaseGeneration != record.Generation(newA.LeaseGeneration) {
+				t.Fatalf("re-adopted record %+v: want the progress cleared, owner %d", got, newA.LeaseGeneration)
+			}
+		})
+	}
 	errCases := []struct {
 		name  string
 		edit  func(*ReadoptRequest, *Snapshot)
@@ -55,11 +80,6 @@ func TestPlanReadopt(t *testing.T) {
 		{"another owner id", func(r *ReadoptRequest, s *Snapshot) { r.To = ownerB }, []error{ErrInvalidOperation}},
 		{"Creating record", func(r *ReadoptRequest, s *Snapshot) {
 			s.Authority = reservedRow(t, player, nodeA, ownerA, 101, "res", "v1")
-		}, []error{ErrConflict}},
-		{"relocation in progress", func(r *ReadoptRequest, s *Snapshot) {
-			row := activeRow(t, player, nodeA, ownerA, 101, 2, "v1")
-			row.Record.Relocation = &record.RelocationProgress{}
-			s.Authority = row
 		}, []error{ErrConflict}},
 	}
 	for _, tc := range errCases {

@@ -612,12 +612,15 @@ func (m *Manager) willReacquire() bool {
 	return m.reacquire && !errors.Is(m.lostFor, locstore.ErrDataLost)
 }
 
-// Resume reopens the gate after a reacquisition (EventReacquired), at the
-// deadline of the latest acquire or renew. It reports whether it did: not
-// without a pending reacquisition, nor after a release or a new loss.
-func (m *Manager) Resume() bool {
+// Resume reopens the gate after the reacquisition of generation gen
+// (EventReacquired), at the deadline of the latest acquire or renew. It
+// reports whether it did: not without a pending reacquisition, nor after a
+// release or a new loss, nor for another generation than the current one
+// (a re-adoption for an earlier reacquisition finishing late must not open
+// the gate before the later one's has).
+func (m *Manager) Resume(gen uint64) bool {
 	m.mu.Lock()
-	if !m.resumable || m.lost {
+	if !m.resumable || m.lost || m.gen != gen {
 		m.mu.Unlock()
 		return false
 	}

@@ -853,7 +853,7 @@ func TestReacquireAfterLoss(t *testing.T) {
 	e.expect(lease.EventAcquired)
 	g, first := m.Gate(), m.Generation()
 	e.waitIdle(m, 2)
-	if m.Resume() {
+	if m.Resume(m.Generation()) {
 		t.Fatal("Resume without a reacquisition reopened something")
 	}
 
@@ -894,7 +894,10 @@ func TestReacquireAfterLoss(t *testing.T) {
 	if key, v := m.Fence(); key == "" || v == "" {
 		t.Fatal("no fence after the reacquisition: the owner could not write its re-adoption")
 	}
-	if !m.Resume() {
+	if m.Resume(first) {
+		t.Fatal("Resume for the generation before the reacquisition reopened the gate")
+	}
+	if !m.Resume(re.Generation) {
 		t.Fatal("Resume refused after a reacquisition")
 	}
 	if err := g.Admit(); err != nil {
@@ -907,7 +910,7 @@ func TestReacquireAfterLoss(t *testing.T) {
 			t.Errorf("resume log line %q: want gen=%d once", line, re.Generation)
 		}
 	}
-	if m.Resume() {
+	if m.Resume(re.Generation) {
 		t.Fatal("a second Resume reopened again")
 	}
 	// Renewals go on under the new generation.
@@ -938,7 +941,7 @@ func TestResumeFromTheReacquiredEvent(t *testing.T) {
 	forward := cfg.OnEvent
 	cfg.OnEvent = func(ev lease.Event) {
 		if ev.Kind == lease.EventReacquired {
-			resumed <- mgr.Load().Resume()
+			resumed <- mgr.Load().Resume(ev.Generation)
 		}
 		forward(ev)
 	}
