@@ -493,6 +493,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 			return relocation.EvSecured
 		case ctx.Err() != nil:
 			return relocation.EvDeadline
+		case errors.Is(err, authority.ErrOutcomeUnknown):
+			o.log.Info("relocation: the store did not confirm the capacity batch; releasing it", "object", s.id, "err", err)
+			return relocation.EvSecureUnknown
 		}
 		if errors.Is(err, locstore.ErrWriteRefused) {
 			s.refused = err
@@ -847,7 +850,12 @@ func (s *sourceMove) release() relocation.SourceEvent {
 		})
 		cancel()
 		switch {
-		case err == nil && res.AlreadyApplied:
+		case err == nil && (res.AlreadyApplied || res.Recovered):
+			// Recovered: the answer was lost and a re-read found the row
+			// gone — which the target's owner CAS, consuming the
+			// reservation, leaves too. Only the owner read tells them
+			// apart; taken for a release, the source reopened while the
+			// target served: two instances.
 			wait.confirmed()
 			return relocation.EvReservationGone
 		case err == nil:

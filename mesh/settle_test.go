@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/demoapp"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
 // lostResultStore loses the result of the next write that touches key (it
@@ -213,4 +215,62 @@ func TestInstanceActivationWhoseCommitOutcomeIsUnknown(t *testing.T) {
 	if n := c.probe.runCount(id); n != 1 {
 		t.Fatalf("factory ran %d times, want once", n)
 	}
+}
+
+// lostBatchStore loses the result of the next write of several rows once
+// armed (a capacity or owner batch, not a lease renewal), applying it,
+// and then fails every call for outage.
+type lostBatchStore struct {
+	lostResultStore
+	armed atomic.Bool
+}
+
+func (s *lostBatchStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if len(req.Mutations) > 1 && !s.down.Load() && s.armed.CompareAndSwap(true, false) {
+		if _, err := s.Store.Write(ctx, req); err != nil {
+			return locstore.WriteResult{}, err
+		}
+		s.lost.Add(1)
+		s.down.Store(true)
+		time.AfterFunc(s.outage, func() { s.down.Store(false) })
+		return locstore.WriteResult{}, errLostResult
+	}
+	return s.lostResultStore.Write(ctx, req)
+}
+
+// A move whose capacity batch applied but whose result was lost, the
+// re-read failing too, releases the reservation it may have written. It
+// was refused as "capacity" with nothing released: the reservation held
+// the target's slot for good while both nodes lived, and the next move to
+// that target failed for want of capacity.
+func TestMoveWhoseCapacityBatchOutcomeIsUnknown(t *testing.T) {
+	f := newFixture(t)
+	stores := map[int]*lostBatchStore{}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		stores[i] = &lostBatchStore{lostResultStore: lostResultStore{Store: f.loc, outage: 300 * time.Millisecond}}
+		return stores[i]
+	}, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Node.Limits.Actors = 1 // the target has room for exactly the one move
+	})
+	ctx := ctxT(t, 30*time.Second)
+	const id = "unknown-capacity"
+	ref, err := c.m(0).CreateActor(ctx, id, testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	stores[src].armed.Store(true)
+	res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
+	if err != nil || res.Outcome != NotMoved || res.Reason != relocation.ReasonStoreUnconfirmed.String() {
+		t.Fatalf("move = %v %q, %v; want NotMoved storeUnconfirmed", res.Outcome, res.Reason, err)
+	}
+	if stores[src].lost.Load() != 1 {
+		t.Fatalf("%d results lost, want the capacity batch's", stores[src].lost.Load())
+	}
+	// The reservation was released: the target's one slot is free again.
+	waitUntil(t, "the object to move once the store answers", func() bool {
+		res, err = c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
+		return err == nil && res.Outcome == Moved
+	})
 }

@@ -34,6 +34,9 @@ func TestSourceTable(t *testing.T) {
 			[]SourceEvent{EvBegin}, nil, SrcRefused, ReasonDisabled},
 		{"no capacity: nothing held, the move ends (reopen)", Preserve, []SourceEvent{EvBegin, EvSecureFailed},
 			sa{ActSecureCapacity, ActReopen}, SrcRefused, ReasonCapacity},
+		{"capacity batch of unknown outcome: the reservation is released, nothing held", Preserve,
+			[]SourceEvent{EvBegin, EvSecureUnknown, EvReleased},
+			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonStoreUnconfirmed},
 		{"deadline while securing: the reservation is released, nothing held", Preserve,
 			[]SourceEvent{EvBegin, EvDeadline, EvReleased},
 			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
@@ -121,7 +124,7 @@ func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvBegin; ev <= EvCommitSeen; ev++ {
+		for ev := EvBegin; ev <= EvSecureUnknown; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())

@@ -131,11 +131,15 @@ const (
 	EvOwnerIsSource
 	// EvCommitSeen: the store names the target under this move.
 	EvCommitSeen
+	// EvSecureUnknown: the capacity batch was sent, its result lost, and
+	// no re-read could decide whether it applied: the reservation may be
+	// there, holding the target's slots, and must be released.
+	EvSecureUnknown
 )
 
 var sourceEventNames = []string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
-	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen"}
+	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen", "secureUnknown"}
 
 func (e SourceEvent) String() string { return enumName(e, sourceEventNames, "SourceEvent") }
 
@@ -227,10 +231,14 @@ const (
 	// ReasonTargetLost: the target never committed after relay-ready;
 	// the source took the object back (SrcRecovered).
 	ReasonTargetLost
+	// ReasonStoreUnconfirmed: the store did not confirm a write of the
+	// move (its result lost, the re-read failed too); the move was
+	// cancelled and its reservation released.
+	ReasonStoreUnconfirmed
 )
 
 var reasonNames = []string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
-	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost"}
+	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed"}
 
 func (r Reason) String() string { return enumName(r, reasonNames, "Reason") }
 
@@ -288,6 +296,11 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			// The reservation may or may not have been written: release it
 			// (a missing row is nothing to do). Nothing was held.
 			return s.cancel(reasonOf(ev))
+		case EvSecureUnknown:
+			// The same: refused as "capacity" with nothing released, the
+			// reservation held the target's slots for good while both
+			// nodes lived.
+			return s.cancel(ReasonStoreUnconfirmed)
 		}
 	case SrcCapturing:
 		switch ev {
