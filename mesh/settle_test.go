@@ -41,19 +41,25 @@ func (s *lostResultStore) Write(ctx context.Context, req locstore.WriteRequest) 
 				break
 			}
 			if m.Key == *key && s.key.CompareAndSwap(key, nil) {
-				if s.apply {
-					if _, err := s.Store.Write(ctx, req); err != nil {
-						return locstore.WriteResult{}, err
-					}
-				}
-				s.lost.Add(1)
-				s.down.Store(true)
-				time.AfterFunc(s.outage, func() { s.down.Store(false) })
-				return locstore.WriteResult{}, errLostResult
+				return s.loseResult(ctx, req)
 			}
 		}
 	}
 	return s.Store.Write(ctx, req)
+}
+
+// loseResult applies req when apply is set, then loses its result and
+// goes silent for outage.
+func (s *lostResultStore) loseResult(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if s.apply {
+		if _, err := s.Store.Write(ctx, req); err != nil {
+			return locstore.WriteResult{}, err
+		}
+	}
+	s.lost.Add(1)
+	s.down.Store(true)
+	time.AfterFunc(s.outage, func() { s.down.Store(false) })
+	return locstore.WriteResult{}, errLostResult
 }
 
 func (s *lostResultStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
@@ -227,13 +233,7 @@ type lostBatchStore struct {
 
 func (s *lostBatchStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
 	if len(req.Mutations) > 1 && !s.down.Load() && s.armed.CompareAndSwap(true, false) {
-		if _, err := s.Store.Write(ctx, req); err != nil {
-			return locstore.WriteResult{}, err
-		}
-		s.lost.Add(1)
-		s.down.Store(true)
-		time.AfterFunc(s.outage, func() { s.down.Store(false) })
-		return locstore.WriteResult{}, errLostResult
+		return s.loseResult(ctx, req)
 	}
 	return s.lostResultStore.Write(ctx, req)
 }
@@ -247,7 +247,7 @@ func TestMoveWhoseCapacityBatchOutcomeIsUnknown(t *testing.T) {
 	f := newFixture(t)
 	stores := map[int]*lostBatchStore{}
 	c := newClusterWith(t, f, func(i int) locstore.Store {
-		stores[i] = &lostBatchStore{lostResultStore: lostResultStore{Store: f.loc, outage: 300 * time.Millisecond}}
+		stores[i] = &lostBatchStore{lostResultStore: lostResultStore{Store: f.loc, apply: true, outage: 300 * time.Millisecond}}
 		return stores[i]
 	}, 3, func(i int, cfg *config.Config) {
 		clientRole0(i, cfg)
