@@ -175,6 +175,9 @@ type testHooks struct {
 	// activationStep runs at a named point of a cold activation of id
 	// (instance_target.go); a test blocks in it to crash the node there.
 	activationStep func(id, step string)
+	// relaySend, when it returns an error, stands for the transport's
+	// answer to relaying held message index of a move of id.
+	relaySend func(id string, index int) error
 	// arrivalEnded reports how a target attempt for id ended.
 	arrivalEnded func(id string, state relocation.TargetState, failure relocation.TargetFailure)
 }

@@ -162,6 +162,11 @@ type sourceMove struct {
 	// payload) until the store names the target: if it never does, the
 	// source restores the object with them (recoverLocal).
 	relayEnvs []spot.Envelope
+	// unrelayed are the held messages after the first the relay could not
+	// send (the link failed mid-relay): they follow relayEnvs, to the new
+	// owner once the store names it (passOnLeftovers), or back into the
+	// object if the source takes it back (recoverLocal).
+	unrelayed []spot.Envelope
 	res       RelocationResult
 	stageAt   time.Time
 	// refused is the store's refusal of the capacity batch (out of
@@ -758,7 +763,7 @@ func (s *sourceMove) relayHold(ctx context.Context) {
 func (s *sourceMove) relay(cctx context.Context, queue []spot.Envelope, to routeTo, peer transport.RID) router.RelayDigest {
 	o := s.o
 	var digest router.RelayDigest
-	for _, env := range queue {
+	for i, env := range queue {
 		rec, err := envelopeRecord(s.h, s.id, entrySpotID(o.n.run), env, to, 0)
 		if err != nil {
 			o.log.Error("relocation: held message not relayed", "object", s.id, "err", err)
@@ -769,8 +774,18 @@ func (s *sourceMove) relay(cctx context.Context, queue []spot.Envelope, to route
 			o.log.Error("relocation: held message not encoded", "object", s.id, "err", err)
 			continue
 		}
-		if err := o.n.tr.SendWait(cctx, peer, rec); err != nil {
-			o.log.Warn("relocation: relay not sent", "object", s.id, "err", err)
+		if h := o.hook().relaySend; h != nil {
+			err = h(s.id, i)
+		}
+		if err == nil {
+			err = o.n.tr.SendWait(cctx, peer, rec)
+		}
+		if err != nil {
+			// Kept, in order: they were accepted, and dropping them lost
+			// them without a word once the target committed anyway.
+			s.unrelayed = append(s.unrelayed, queue[i:]...)
+			o.log.Warn("relocation: relay not sent; the rest of the hold follows the object", "object", s.id,
+				"unrelayed", len(s.unrelayed), "err", err)
 			break
 		}
 		digest.Add(frames)
@@ -812,6 +827,25 @@ func (s *sourceMove) dropFastPath(env spot.Envelope) {
 // object here: from now on its arrivals are passed on, never run.
 func (s *sourceMove) follow() {
 	o := s.o
+	// Arrivals wait for this to finish (hostCutover), then follow: what
+	// the object still holds must reach the new owner before them. A move
+	// that never relayed (its relay-ready lost, then the target's commit
+	// won the race with the cancel) still has its ingress hold here.
+	o.mu.Lock()
+	relayedHold := s.h.state == hostCutover
+	if !relayedHold {
+		s.h.state = hostCutover
+		s.h.cutoverDone = make(chan struct{})
+	}
+	o.mu.Unlock()
+	rest := s.unrelayed
+	if !relayedHold {
+		if hold, err := s.h.obj.Capture(); err != nil {
+			o.log.Error("relocation: ingress hold not captured", "object", s.id, "err", err)
+		} else {
+			rest = append(rest, hold.Queue...)
+		}
+	}
 	to := s.targetRoute()
 	m := follow.Move{Key: followKey(s.kind, s.id), ObjectGeneration: s.gen,
 		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
@@ -821,16 +855,53 @@ func (s *sourceMove) follow() {
 		o.log.Warn("relocation: Message Follow not recorded", "object", s.id, "err", err)
 	}
 	o.cache.Drop(m.Key)
+	s.passOnLeftovers(rest, to)
+	s.unrelayed = nil
 	o.mu.Lock()
 	if o.hosted[s.key] == s.h {
 		delete(o.hosted, s.key)
 	}
 	done := s.h.cutoverDone
 	o.mu.Unlock()
-	s.h.obj.Discard() // empty: its queue and timers left in the payload and the relay
+	s.h.obj.Discard() // empty: its queue and timers left in the payload, the relay and the leftovers
 	if done != nil {
 		close(done)
 	}
+}
+
+// passOnLeftovers sends the new owner, in order, the messages this move
+// took in but did not relay, as Message Follow passes on later arrivals.
+// Those that cannot be sent are counted and logged: their senders were told
+// they were accepted.
+func (s *sourceMove) passOnLeftovers(rest []spot.Envelope, to routeTo) {
+	if len(rest) == 0 {
+		return
+	}
+	o := s.o
+	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
+	defer cancel()
+	peer := transport.RID(s.target.node.RoutingID)
+	lost := 0
+	var last error
+	for _, env := range rest {
+		rec, err := envelopeRecord(s.h, s.id, entrySpotID(o.n.run), env, to, 0)
+		if err == nil {
+			err = o.n.tr.SendWait(ctx, peer, rec)
+		}
+		if err != nil {
+			lost++
+			last = err
+			continue
+		}
+		o.stats.followForwarded.Add(1)
+		s.dropFastPath(env)
+	}
+	if lost > 0 {
+		o.log.Warn("relocation: messages taken in during the move not passed on to the new owner (lost)", "object", s.id,
+			"lost", lost, "of", len(rest), "err", last)
+		return
+	}
+	o.log.Info("relocation: messages taken in during the move passed on to the new owner", "object", s.id, "count", len(rest))
 }
 
 // release returns the target capacity reservation (§9.4 step 4). Its
@@ -942,11 +1013,12 @@ func (s *sourceMove) recoverLocal() {
 			"object", s.id, "err", err)
 		return
 	}
-	for _, env := range s.relayEnvs {
+	for _, env := range append(s.relayEnvs, s.unrelayed...) {
 		if perr := obj.Post(env); perr != nil {
 			o.log.Error("relocation: relayed message not restored", "object", s.id, "err", perr)
 		}
 	}
+	s.unrelayed = nil
 	o.mu.Lock()
 	if _, taken := o.hosted[s.key]; taken {
 		o.mu.Unlock()

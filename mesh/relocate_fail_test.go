@@ -1196,3 +1196,52 @@ func TestRelocationCancelledWhileTargetRestores(t *testing.T) {
 	checkOwners(t, c, record.ObjectActor, id, dst, before.Record.AuthorityOwnerGeneration+1, dst)
 	wantRan(t, ctx, c, ref, "a")
 }
+
+// Messages a move took into its ingress hold whose relay failed midway
+// (the link to the target broke after relay-ready) follow the object: the
+// target commits on the relayed part (the cutover's count), and the source
+// passes the rest on once the store names the new owner. They were
+// dropped: the sender had been told they were accepted, and the new owner
+// never ran them (found by a review of the relocation error paths).
+func TestRelayFailureMidwayLosesNoHeldMessage(t *testing.T) {
+	c := newCluster(t, 3, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	const id = "relay-midway"
+	ref, err := c.m(0).CreateActor(ctx, id, testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	built, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
+		if got == id && step == stepTargetBuilt {
+			once.Do(func() { close(built) })
+			<-release // relay-ready waits: the sends below go into the source's hold
+		}
+	}})
+	c.nodes[src].obj.hooks.Store(&testHooks{relaySend: func(got string, index int) error {
+		if got == id && index >= 1 {
+			return fmt.Errorf("%w: link broke (test)", transport.ErrPeerDown)
+		}
+		return nil
+	}})
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, built, "the target's hidden instance")
+	const held = 5
+	for i := 0; i < held; i++ {
+		if err := c.m(0).SendActor(ctx, ref, []byte("one")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	out := <-moving
+	if out.err != nil || out.res.Outcome != Moved {
+		t.Fatalf("move = %v %q, %v; want Moved", out.res.Outcome, out.res.Reason, out.err)
+	}
+	var got []byte
+	waitUntil(t, "every held message to be counted by the new owner", func() bool {
+		got, err = c.m(0).RequestActor(ctx, ref, []byte("count"))
+		return err == nil && string(got) == fmt.Sprintf("count:%d", held)
+	})
+}
