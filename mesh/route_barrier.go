@@ -165,10 +165,20 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 	bctx, cancel := context.WithTimeout(ctx, barrierWait)
 	defer cancel()
 	bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier}
-	_, err := o.deliverRemote(bctx, bt, prev, nil, true)
+	var err error
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		_, err = o.deliverRemote(bctx, bt, prev, nil, true)
+		// A full link to prev is full of this sender's earlier messages:
+		// the barrier must queue behind them, not be taken for "nothing
+		// of ours in flight" — switching then let the next message
+		// overtake them on the direct route.
+		if !errors.Is(err, transport.ErrBackpressure) || sleepCtx(bctx, pause) != nil {
+			break
+		}
+	}
 	switch {
 	case err == nil, ctx.Err() != nil:
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
 		o.stats.routeBarriersTimedOut.Add(1)
 		o.log.Warn("route switch: the previous owner did not answer the barrier in time; switching anyway",
 			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(), "wait", barrierWait)

@@ -3,12 +3,15 @@ package mesh
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router/transport"
 )
 
 // seqCluster is a client node 0 and two servers on the memory store, with
@@ -66,7 +69,17 @@ func decodeSeqState(t *testing.T, got []byte, err error) seqState {
 // when the sender learns the new route; message 3 must wait for the barrier
 // it sends behind message 2, so the object sees 1, 2, 3. Without the
 // barrier, message 3 goes straight to the new owner and overtakes 2.
+//
+// Also when the barrier first meets a full link to the previous owner
+// (backpressure: full of this sender's earlier messages): it waits for room
+// and queues behind them. Taken for "refused", it let message 3 overtake.
 func TestRouteSwitchKeepsSenderOrder(t *testing.T) {
+	for _, full := range []int32{0, 3} {
+		t.Run(fmt.Sprintf("link full %d times", full), func(t *testing.T) { routeSwitchKeepsSenderOrder(t, full) })
+	}
+}
+
+func routeSwitchKeepsSenderOrder(t *testing.T, full int32) {
 	c, ctx := seqCluster(t)
 	ref, src, dst := movedAfterOne(t, ctx, c, "barrier-1")
 	send := func(body string) error { return c.m(0).SendActor(ctx, ref, []byte(body)) }
@@ -87,10 +100,17 @@ func TestRouteSwitchKeepsSenderOrder(t *testing.T) {
 		}
 	}})
 	barrierSent := make(chan struct{}, 1)
+	var fullLeft atomic.Int32 // refusals with backpressure left for the barrier
 	c.nodes[0].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
 		if id == ref.ActorID && step == stepSenderBarrier {
+			fullLeft.Store(full)
 			barrierSent <- struct{}{}
 		}
+	}, beforeRemoteSend: func(id string) error {
+		if id == ref.ActorID && fullLeft.Add(-1) >= 0 {
+			return transport.ErrBackpressure
+		}
+		return nil
 	}})
 
 	// Message 2 on the cached (now stale) route: the previous owner
