@@ -961,3 +961,78 @@ func TestHostRelocateStoreRefusingWrites(t *testing.T) {
 		}
 	}
 }
+
+// An object of a host command that an application moves itself before
+// the command reaches it (RelocateActor in between) is waited for, not
+// reported Failed: it ends Gone once that move took it away. It was
+// Failed — and a drain counted it among the objects its shutdown removed,
+// although it had moved (found by a review of the host command paths).
+func TestHostRelocateWaitsForAnotherMoveOfAnObject(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "other-move", 1, 2)
+	var (
+		mu            sync.Mutex
+		first, second string
+	)
+	firstHeld, releaseFirst := make(chan struct{}), make(chan struct{})
+	secondHeld, releaseSecond := make(chan struct{}), make(chan struct{})
+	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		mu.Lock()
+		switch {
+		case step == stepSourceSecure && first == "":
+			first = id // the host command's first move waits: the other object waits its turn
+			mu.Unlock()
+			close(firstHeld)
+			<-releaseFirst
+			return
+		case step == stepSourceSecure && first != "" && id != first && second == "":
+			second = id // the application's own move of the other object waits, marked moving
+			mu.Unlock()
+			close(secondHeld)
+			<-releaseSecond
+			return
+		}
+		mu.Unlock()
+	}})
+	type hostOut struct {
+		res HostRelocationResult
+		err error
+	}
+	host := make(chan hostOut, 1)
+	go func() {
+		res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{MaxConcurrent: 1})
+		host <- hostOut{res, err}
+	}()
+	waitClosed(t, firstHeld, "the host command's first move")
+	mu.Lock()
+	other := mine[0]
+	if other.ActorID == first {
+		other = mine[1]
+	}
+	mu.Unlock()
+	app := make(chan error, 1)
+	go func() {
+		res, err := c.m(1).RelocateActor(ctx, other)
+		if err == nil && res.Outcome != Moved {
+			err = fmt.Errorf("outcome %v %q", res.Outcome, res.Reason)
+		}
+		app <- err
+	}()
+	waitClosed(t, secondHeld, "the application's move")
+	close(releaseFirst) // the command reaches the object while it is moving
+	time.Sleep(200 * time.Millisecond)
+	close(releaseSecond)
+	if err := <-app; err != nil {
+		t.Fatalf("the application's move: %v", err)
+	}
+	out := <-host
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	for _, o := range out.res.Objects {
+		if o.Object.ID == other.ActorID && o.Outcome != hostmove.Gone {
+			t.Fatalf("%s: %v (%q), want Gone: another move took it away", o.Object.ID, o.Outcome, o.Reason)
+		}
+	}
+}

@@ -318,8 +318,12 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 		o.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s %q is not hosted on this node at generation %d", ErrUnavailable, kind, id, gen)
 	case h.state == hostMoving:
+		// Moved by another command (an application's RelocateActor during
+		// a host command): passing — a host command retries it until the
+		// object is movable here again or gone, instead of reporting it
+		// Failed (and a drain then counting it removed) although it moved.
 		o.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s", ErrMoving, id)
+		return nil, passing(fmt.Errorf("%w: %s", ErrMoving, id))
 	case h.state == hostIncoming && h.arrival != nil && h.ownerGeneration == uint64(a.AuthorityOwnerGeneration):
 		// The record (read above) names this node at the generation the
 		// arrival will open with: its owner CAS applied.
