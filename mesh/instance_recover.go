@@ -67,12 +67,22 @@ func (o *objects) recoverInstance(ctx context.Context, row authority.AuthorityRo
 	}
 	// The store decides, not the last descriptor list: a node that saw the
 	// owner listed alive a moment ago must not leave the Spot unserved.
-	if self, gen := o.n.Owner(); a.OwnerID == self && uint64(a.OwnerLeaseGeneration) == gen {
+	ownerID, leaseGen := o.n.Owner()
+	// Recorded as this node's, with its first message not done, but not
+	// hosted here (a takeover whose result was lost, so its rebuild never
+	// ran): nobody else will ever recover it while this node lives — every
+	// message spun on "not found" until its deadline. It is rebuilt here,
+	// without a takeover (the claim below keeps out an activation or a
+	// recovery under way on this node).
+	mine := a.OwnerID == ownerID && uint64(a.OwnerLeaseGeneration) == leaseGen
+	if mine && o.hostedInstance(a.ObjectID) {
 		return false, nil
 	}
-	ended, err := leaseEnded(ctx, o.n.loc, authority.OwnerOf(a))
-	if err != nil || !ended {
-		return false, err
+	if !mine {
+		ended, err := leaseEnded(ctx, o.n.loc, authority.OwnerOf(a))
+		if err != nil || !ended {
+			return false, err
+		}
 	}
 	if o.activationRefusal(activation.Record{SpotID: a.ObjectID, StableType: a.Allocation.StableType, MeshName: a.Allocation.Descriptor.MeshName,
 		TargetRID: o.n.run.rid, TargetGen: o.n.run.lifecycleGeneration, DeadlineUnixMs: uint64(time.Now().Add(time.Hour).UnixMilli())}) != nil {
@@ -80,10 +90,13 @@ func (o *objects) recoverInstance(ctx context.Context, row authority.AuthorityRo
 			a.ObjectID, a.Allocation.Descriptor.MeshName, a.Allocation.StableType)
 	}
 	if !claimed {
-		if _, mine := o.activating.claim(a.ObjectID); !mine {
+		if _, ours := o.activating.claim(a.ObjectID); !ours {
 			return false, nil // being activated or restored here already
 		}
 		defer o.activating.release(a.ObjectID)
+		if mine && o.hostedInstance(a.ObjectID) {
+			return false, nil // an activation here finished meanwhile
+		}
 	}
 	payload, state, err := o.readPayload(ctx, pc.RequestContentReference, pc.RequestEncodedSize, pc.RequestSHA256)
 	if err != nil {
@@ -96,31 +109,42 @@ func (o *objects) recoverInstance(ctx context.Context, row authority.AuthorityRo
 		}
 	}
 	act := activation.Decide(activation.Situation{Row: activation.RowReadyPending, OwnerEnded: true, Payload: state})
-	ownerID, leaseGen := o.n.Owner()
 	self := authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}
 	node := authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
 	obj := authority.Object{ID: a.ObjectID, Kind: record.ObjectInstanceSpot, StableType: a.Allocation.StableType}
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		return false, wrapErr(ErrUnavailable, err, "owner lease: %s not recovered", a.ObjectID)
 	}
-	res, err := o.exec.NewOwner(ctx, authority.NewOwnerRequest{Object: obj, ObjectGeneration: uint64(a.ObjectGeneration),
-		IfVersion: row.Version, ResumeActivation: true,
-		Target: authority.Target{Node: node, Owner: self, Limits: o.instanceLimits(a.Allocation.StableType)}})
-	if err != nil {
-		if errors.Is(err, authority.ErrConflict) || errors.Is(err, authority.ErrNotFound) {
+	objGen, ownerGen, version := uint64(a.ObjectGeneration), uint64(a.AuthorityOwnerGeneration), row.Version
+	if !mine {
+		res, err := o.exec.NewOwner(ctx, authority.NewOwnerRequest{Object: obj, ObjectGeneration: uint64(a.ObjectGeneration),
+			IfVersion: row.Version, ResumeActivation: true,
+			Target: authority.Target{Node: node, Owner: self, Limits: o.instanceLimits(a.Allocation.StableType)}})
+		switch {
+		case errors.Is(err, authority.ErrOutcomeUnknown):
+			// Maybe taken over by this very call: a record that names this
+			// node is rebuilt here, by whichever comes first — a caller
+			// that reads again, or rebuildLater once the store answers.
+			o.rebuildLater(a.ObjectID, err)
+			return true, nil
+		case errors.Is(err, authority.ErrConflict), errors.Is(err, authority.ErrNotFound):
 			return true, nil // changed meanwhile: read again
+		case err != nil:
+			return false, classify(ctx, err, "take over "+a.ObjectID)
 		}
-		return false, classify(ctx, err, "take over "+a.ObjectID)
+		ownerGen, version = uint64(res.Plan.Record.AuthorityOwnerGeneration), res.Version
 	}
-	objGen, ownerGen, version := uint64(a.ObjectGeneration), uint64(res.Plan.Record.AuthorityOwnerGeneration), res.Version
 	// A factory failure here cannot give the record back to anyone: the
-	// Spot is removed (exact, fenced by what this node just wrote) and
-	// the payload with it; the first message is reported lost.
+	// Spot is removed (exact, fenced by what this node wrote last: current)
+	// and the payload with it; the first message is reported lost. A
+	// removal the store does not take now is done once it does (settle.go).
+	current := version
 	remove := func(why error) error {
 		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
-		if _, err := o.exec.Delete(wctx, authority.DeleteRequest{Object: obj, ObjectGeneration: objGen, Owner: self, IfVersion: version}); err != nil {
-			o.log.Warn("instance spot recovery: record not removed after a failed rebuild", "object", a.ObjectID, "err", err)
+		req := authority.DeleteRequest{Object: obj, ObjectGeneration: objGen, Owner: self, IfVersion: current}
+		if _, err := o.exec.Delete(wctx, req); err != nil && !errors.Is(err, authority.ErrNotFound) {
+			o.removeOwnedLater(req, err, func() { o.forgetPayload(pc.RequestContentReference) })
 			return why
 		}
 		o.forgetPayload(pc.RequestContentReference)
@@ -150,6 +174,7 @@ func (o *objects) recoverInstance(ctx context.Context, row authority.AuthorityRo
 		if err != nil {
 			return true, classify(ctx, err, "record DataLost of "+a.ObjectID)
 		}
+		current = pres.Version // the rebuild's undo removes the record as DataLost left it
 		o.stats.instanceDataLost.Add(1)
 		o.log.Error("instance spot: DataLost — the stored first message of its activation is gone or corrupt; the Spot is opened without it",
 			"object", a.ObjectID, "type", a.Allocation.StableType, "payload", state.String(), "ref", pc.RequestContentReference)

@@ -267,3 +267,61 @@ func (o *objects) settleInstanceCommit(ctx context.Context, id string, objGen, o
 		return deadlineErr("activation of %s: the Commit's outcome is not known yet (%v)", id, cause)
 	}
 }
+
+// removeOwnedLater deletes a record this node owns and could not delete
+// just now (req, its IfVersion ignored: the row read decides), once the
+// store answers: while the row names this node at req's generation under
+// its owner it is deleted at the version read; then done runs. A record
+// naming a live node that hosts nothing is never recovered by anyone else.
+func (o *objects) removeOwnedLater(req authority.DeleteRequest, cause error, done func()) {
+	o.log.Warn("record not removed; removing it once the store takes it", "object", req.Object.ID, "err", cause)
+	_, _ = o.untilAnswered("record removal", req.Object.ID, func(ctx context.Context) (bool, error) {
+		if err := o.n.lease.Gate().Admit(); err != nil {
+			return false, err
+		}
+		row, _, err := o.readAuthorityAt(ctx, req.Object.Kind, req.Object.ID)
+		if err != nil {
+			return false, err
+		}
+		a := row.Record
+		if !row.Found || uint64(a.ObjectGeneration) != req.ObjectGeneration || authority.OwnerOf(a) != req.Owner {
+			return true, nil // removed, or no longer this node's to remove
+		}
+		r := req
+		r.IfVersion = row.Version
+		if _, err := o.exec.Delete(ctx, r); err != nil && !errors.Is(err, authority.ErrConflict) {
+			return false, err
+		} else if err != nil {
+			return false, err // changed since the read: read again
+		}
+		done()
+		o.log.Info("record removed", "object", req.Object.ID)
+		return true, nil
+	})
+}
+
+// rebuildLater finishes an Instance Spot recovery whose takeover had an
+// unknown outcome: once the store answers, a record that names this node
+// with its first message not done, and that nothing here hosts, is
+// rebuilt here (recoverInstance). Nobody else would: the record names a
+// live owner.
+func (o *objects) rebuildLater(id string, cause error) {
+	o.log.Warn("instance spot recovery: the store did not confirm the takeover; the record decides once it answers", "object", id, "err", cause)
+	_, _ = o.untilAnswered("instance spot recovery", id, func(ctx context.Context) (bool, error) {
+		row, _, err := o.readAuthorityAt(ctx, record.ObjectInstanceSpot, id)
+		if err != nil {
+			return false, err
+		}
+		a := row.Record
+		ownerID, leaseGen := o.n.Owner()
+		if !row.Found || a.PendingCreation == nil || authority.OwnerOf(a) != (authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}) ||
+			o.hostedInstance(id) {
+			return true, nil // not ours, done, or rebuilt already
+		}
+		if _, err := o.recoverInstance(ctx, row, false); err != nil {
+			return false, err
+		}
+		// Busy elsewhere on this node (its claim held): look again.
+		return o.hostedInstance(id), nil
+	})
+}

@@ -274,3 +274,40 @@ func TestMoveWhoseCapacityBatchOutcomeIsUnknown(t *testing.T) {
 		return err == nil && res.Outcome == Moved
 	})
 }
+
+// A recovery takeover of an Instance Spot (its owner died before its first
+// message was done) whose result was lost: the record names this node, the
+// rebuild never ran. The next message rebuilds it here from the stored
+// first message. Before, nothing ever did while this node lived: every
+// message spun on "not found" until its deadline (found by a review).
+func TestInstanceTakeoverWhoseResultWasLostIsRebuilt(t *testing.T) {
+	f := newFixture(t)
+	stores := map[int]*lostResultStore{}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		stores[i] = &lostResultStore{Store: f.loc, apply: true, outage: 300 * time.Millisecond}
+		return stores[i]
+	}, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "lost-takeover"
+	owner, a := c.midFirstMessage(t, ctx, id)
+	c.nodes[owner].crash()
+	close(c.probe.gate(id))
+	other := 3 - owner
+	c.ownerLeaseEnded(t, other, a)
+	stores[other].loseAfter(t, record.IdentitySpot, id, 0) // the takeover's result is lost
+	var got []byte
+	var err error
+	eventually(t, 20*time.Second, "the Spot to answer on the surviving server", func() bool {
+		got, err = c.m(0).RequestInstance(ctx, id, []byte("count"), InstanceType(testInstanceType))
+		return err == nil
+	})
+	if string(got) != "count:1" {
+		t.Fatalf("count = %q; want count:1 (the stored first message ran before it)", got)
+	}
+	if stores[other].lost.Load() != 1 {
+		t.Fatalf("%d results lost, want the takeover's", stores[other].lost.Load())
+	}
+	if !c.nodes[other].HostsInstance(id) {
+		t.Fatal("the surviving server does not host the Spot")
+	}
+}
