@@ -92,12 +92,9 @@ func (o *objects) returnReservationLater(req authority.AbortRequest, cause error
 	o.log.Warn("creation: reservation not returned; returning it once the store takes it",
 		"object", req.Object.ID, "err", cause)
 	_, _ = o.untilAnswered("creation reservation return", req.Object.ID, func(ctx context.Context) (bool, error) {
-		if err := o.n.lease.Gate().Admit(); err != nil {
-			// Wait for the lease; one that is lost for good makes the
-			// record's owner run dead, and recovery returns it then.
-			return false, err
-		}
-		row, _, err := o.readAuthorityAt(ctx, req.Object.Kind, req.Object.ID)
+		// Waits for the lease too; one that is lost for good makes the
+		// record's owner run dead, and recovery returns it then.
+		row, err := o.admittedRow(ctx, req.Object.Kind, req.Object.ID)
 		if err != nil {
 			return false, err
 		}
@@ -276,10 +273,7 @@ func (o *objects) settleInstanceCommit(ctx context.Context, id string, objGen, o
 func (o *objects) removeOwnedLater(req authority.DeleteRequest, cause error, done func()) {
 	o.log.Warn("record not removed; removing it once the store takes it", "object", req.Object.ID, "err", cause)
 	_, _ = o.untilAnswered("record removal", req.Object.ID, func(ctx context.Context) (bool, error) {
-		if err := o.n.lease.Gate().Admit(); err != nil {
-			return false, err
-		}
-		row, _, err := o.readAuthorityAt(ctx, req.Object.Kind, req.Object.ID)
+		row, err := o.admittedRow(ctx, req.Object.Kind, req.Object.ID)
 		if err != nil {
 			return false, err
 		}
@@ -324,4 +318,15 @@ func (o *objects) rebuildLater(id string, cause error) {
 		// Busy elsewhere on this node (its claim held): look again.
 		return o.hostedInstance(id), nil
 	})
+}
+
+// admittedRow reads the authority row of (kind, id) for a write this node
+// is about to make: it fails while the lease gate does not admit writes
+// (§5), before reading anything.
+func (o *objects) admittedRow(ctx context.Context, kind record.ObjectKind, id string) (authority.AuthorityRow, error) {
+	if err := o.n.lease.Gate().Admit(); err != nil {
+		return authority.AuthorityRow{}, err
+	}
+	row, _, err := o.readAuthorityAt(ctx, kind, id)
+	return row, err
 }
