@@ -579,17 +579,19 @@ func (o *objects) unhostInstance(key spot.Key, hs *hosted) {
 // A record that is gone or changed meanwhile no longer points at the
 // payload: it is deleted all the same.
 func (o *objects) firstMessageDone(id, stableType string, gen uint64, ref string) {
-	ctx, cancel := context.WithTimeout(o.halt, 4*storeWriteTimeout)
-	defer cancel()
 	obj := authority.Object{ID: id, Kind: record.ObjectInstanceSpot, StableType: stableType}
 	key := spot.Key{Spot: true, ID: id}
-	wait := newBackoff()
-	for {
+	// Retried until it is decided, for as long as the node runs
+	// (untilAnswered): it gave up on a gate shut for a moment (a renew that
+	// came late) or after 20 s of store errors, and nothing ever tried
+	// again — the recovery info and the payload stayed, and a later death
+	// of this node ran the first message a second time.
+	_, _ = o.untilAnswered("instance spot: end of the first message", id, func(ctx context.Context) (bool, error) {
 		if err := o.n.lease.Gate().Admit(); err != nil {
-			// Without owner eligibility nothing may change the record; the
-			// recovery info stays and the payload with it (§5).
-			o.log.Warn("instance spot: end of the first message not recorded (owner lease)", "object", id, "err", err)
-			return
+			// Without owner eligibility nothing may change the record
+			// (§5): the recovery info stays, and so does the payload, until
+			// the gate admits again.
+			return false, err
 		}
 		ownerID, leaseGen := o.n.Owner()
 		res, err := o.exec.Preserve(ctx, authority.PreserveRequest{Object: obj, ObjectGeneration: gen,
@@ -600,32 +602,31 @@ func (o *objects) firstMessageDone(id, stableType string, gen uint64, ref string
 				h.storeVersion = res.Version
 			}
 			o.mu.Unlock()
-			break
+			o.forgetPayload(ref)
+			return true, nil
 		}
 		if errors.Is(err, authority.ErrNotFound) || errors.Is(err, authority.ErrStaleGeneration) || errors.Is(err, authority.ErrTypeMismatch) {
-			break // the record no longer points at the payload
+			o.forgetPayload(ref) // the record no longer points at the payload
+			return true, nil
 		}
-		if row, rerr := o.readAuthority(ctx, record.ObjectInstanceSpot, id); rerr == nil {
-			switch {
-			case !row.Found || uint64(row.Record.ObjectGeneration) != gen || row.Record.PendingCreation == nil ||
-				row.Record.PendingCreation.RequestContentReference != ref:
-				o.forgetPayload(ref) // nothing points at it any more
-				return
-			case row.Record.OwnerID != ownerID || uint64(row.Record.OwnerLeaseGeneration) != leaseGen:
-				// Another owner took the record over (this node was
-				// presumed dead): the recovery info is its to end.
-				o.log.Warn("instance spot: another owner took over before the first message was recorded done", "object", id,
-					"owner", row.Record.OwnerID)
-				return
-			}
+		row, rerr := o.readAuthority(ctx, record.ObjectInstanceSpot, id)
+		if rerr != nil {
+			return false, err
 		}
-		if ctx.Err() != nil {
-			o.log.Warn("instance spot: end of the first message not recorded", "object", id, "err", err)
-			return
+		switch {
+		case !row.Found || uint64(row.Record.ObjectGeneration) != gen || row.Record.PendingCreation == nil ||
+			row.Record.PendingCreation.RequestContentReference != ref:
+			o.forgetPayload(ref) // nothing points at it any more
+			return true, nil
+		case row.Record.OwnerID != ownerID:
+			// Another owner took the record over (this node was presumed
+			// dead): the recovery info is its to end.
+			o.log.Warn("instance spot: another owner took over before the first message was recorded done", "object", id,
+				"owner", row.Record.OwnerID)
+			return true, nil
 		}
-		_ = wait.sleep(ctx)
-	}
-	o.forgetPayload(ref)
+		return false, err
+	})
 }
 
 // storeActivation stores payload under ref and reads it back (§10: "stored

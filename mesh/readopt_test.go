@@ -532,3 +532,27 @@ func TestReadoptWhoseResultWasLostTakesTheRecordsFence(t *testing.T) {
 		t.Fatalf("count = %q, want count:1 (its state)", got)
 	}
 }
+
+// The end of an Instance Spot's first message is recorded even when the
+// gate is shut for a moment as the message's turn ends (a store pause past
+// the admission deadline, the lease not lost): it is retried until the gate
+// admits. It gave up at once, leaving the recovery info and the payload
+// for good — a later death of the node would run the first message again
+// (found by a review of the Instance Spot paths).
+func TestFirstMessageEndRecordedAfterTheGateReopens(t *testing.T) {
+	f := newFixture(t)
+	st := &outageStore{Store: f.loc}
+	c := fastLeasePair(t, f, st)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "gate-blink"
+	owner, _ := c.midFirstMessage(t, ctx, id)
+	st.down.Store(true)
+	eventually(t, 10*time.Second, "the owner's gate to shut", func() bool { return c.nodes[owner].lease.Gate().Admit() != nil })
+	close(c.probe.gate(id)) // the first message's turn ends while the gate is shut
+	time.Sleep(200 * time.Millisecond)
+	st.down.Store(false)
+	eventually(t, 20*time.Second, "the first message's end to be recorded", func() bool {
+		a, found := c.instanceRecord(t, id)
+		return found && a.PendingCreation == nil
+	})
+}
