@@ -173,7 +173,10 @@ func adminResult(res HostRelocationResult) admin.Result {
 	out := admin.Result{End: res.End.String(), Progress: adminProgress(res.Progress), TookMs: res.Took.Milliseconds()}
 	for _, o := range res.Objects {
 		kind := record.ObjectActor
-		if o.Object.Spot {
+		switch {
+		case o.Object.Instance:
+			kind = record.ObjectInstanceSpot // skipped: it was said a User Spot
+		case o.Object.Spot:
 			kind = record.ObjectUserSpot
 		}
 		oo := admin.ObjectOutcome{Kind: string(kind), ID: o.Object.ID, Outcome: o.Outcome.String(), Reason: o.Reason,

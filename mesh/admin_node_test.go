@@ -12,6 +12,8 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/admin"
+	"github.com/meshnode/meshnode/mesh/hostmove"
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 const adminToken = "test-admin-token-0123456789"
@@ -222,4 +224,20 @@ func TestAdminSaysWhyTheRenewalsFail(t *testing.T) {
 		code, body := c.adminGet(t, 1, "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "the renewals fail") && strings.Contains(body, "raise maxmemory")
 	})
+}
+
+// The admin result names each object's kind; a skipped Instance Spot was
+// listed as a User Spot.
+func TestAdminResultKinds(t *testing.T) {
+	res := HostRelocationResult{Objects: []HostObjectResult{
+		{Object: hostmove.Object{ID: "a"}, Outcome: hostmove.Moved},
+		{Object: hostmove.Object{ID: "u", Spot: true}, Outcome: hostmove.Moved},
+		{Object: hostmove.Object{ID: "i", Spot: true, Instance: true, Unmovable: "an Instance Spot"}, Outcome: hostmove.Skipped},
+	}}
+	want := map[string]string{"a": string(record.ObjectActor), "u": string(record.ObjectUserSpot), "i": string(record.ObjectInstanceSpot)}
+	for _, o := range adminResult(res).Objects {
+		if o.Kind != want[o.ID] {
+			t.Errorf("%s: kind %q, want %q", o.ID, o.Kind, want[o.ID])
+		}
+	}
 }

@@ -419,7 +419,7 @@ func (o *objects) hostedForHostMove() []hostmove.Object {
 		switch h.kind {
 		case record.ObjectActor, record.ObjectUserSpot:
 		case record.ObjectInstanceSpot:
-			obj.Unmovable = unmovableInstance
+			obj.Instance, obj.Unmovable = true, unmovableInstance
 		default:
 			continue
 		}

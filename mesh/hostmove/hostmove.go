@@ -75,7 +75,8 @@ func (e End) String() string {
 // Object is one object the command covers.
 type Object struct {
 	ID         string
-	Spot       bool   // a User Spot (else an Actor)
+	Spot       bool   // a Spot (else an Actor)
+	Instance   bool   // the Spot is an Instance Spot (else a User Spot)
 	Generation uint64 // ObjectGeneration
 	// Disabled: the factory's policy is DisableRelocation (Skipped at once).
 	Disabled bool
