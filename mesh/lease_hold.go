@@ -69,13 +69,16 @@ func (o *objects) releaseLeaseHold() {
 	}
 	n := self
 	for k, h := range o.lh.held {
+		// Released under o.mu (the order admitMessage posts in: o.mu,
+		// then the object's own lock): a move that began once the gate
+		// admitted could otherwise hold and capture the object between
+		// the check and the release, and be reopened mid-move.
 		o.mu.Lock()
-		still := o.hosted[k] == h && h.state == hostServing
-		o.mu.Unlock()
-		if still {
+		if o.hosted[k] == h && h.state == hostServing {
 			h.obj.Release()
 			n++
 		}
+		o.mu.Unlock()
 		delete(o.lh.held, k)
 	}
 	o.log.Info("owner lease admitting again: objects' dispatch released", "objects", n)
