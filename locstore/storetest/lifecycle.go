@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func testCancellation(t *testing.T, h Harness) {
 		}
 		res, err := s.Write(ctx, req)
 		cancel()
-		after := readState(t, s, []string{ka, kb})
+		after := readSettled(t, s, []string{ka, kb})
 		unchanged := after[ka] == cur[ka] && after[kb] == cur[kb]
 		committed := after[ka].Value == val && after[kb].Value == val &&
 			after[ka].Version != cur[ka].Version && after[kb].Version != cur[kb].Version
@@ -238,4 +239,25 @@ func testClose(t *testing.T, h Harness) {
 	wantUnavailable(t, "Scan after Close", err)
 	_, err = s.Scan(t.Context(), locstore.ScanRequest{Prefix: "cl/", Limit: 1, Cursor: p.Next})
 	wantUnavailable(t, "Scan with a cursor after Close", err)
+}
+
+// readSettled reads keys until two reads in a row agree. The keys are read
+// one by one, and a write that failed on our side may still reach the
+// store a moment later (a request sent before its deadline): landing
+// between the two reads of one readState it showed one key before and one
+// after an atomic batch — a torn state the store never held (seen once in
+// a CI run with replica acknowledgements, whose WAIT makes such late
+// commits likelier).
+func readSettled(t *testing.T, s locstore.Store, keys []string) map[string]state {
+	t.Helper()
+	prev := readState(t, s, keys)
+	for i := 0; i < 20; i++ {
+		cur := readState(t, s, keys)
+		if maps.Equal(prev, cur) {
+			return cur
+		}
+		prev = cur
+		time.Sleep(10 * time.Millisecond)
+	}
+	return prev
 }
