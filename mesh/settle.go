@@ -159,37 +159,17 @@ func (o *objects) settleEnd(ctx context.Context, kind record.ObjectKind, id stri
 // any creator whose answer was lost.
 func (o *objects) settleCommit(ctx context.Context, ord createOrder, self authority.Owner, cause error,
 	created func(version string), unhost, abort func(), done targetOutcome) targetOutcome {
-	var committed, decided bool
-	ch, err := o.settleUnknown(ord.kind, ord.id, "creation", cause, func(row authority.AuthorityRow) {
-		decided = true
-		a := row.Record
-		committed = committedTo(row, ord.objGen, ord.ownerGen, self)
-		if committed {
-			created(row.Version)
-		} else {
+	err := o.settleCommitted(ctx, ord.kind, ord.id, "creation", ord.objGen, ord.ownerGen, self, cause, created,
+		func(row *authority.AuthorityRow) {
 			unhost()
-			if row.Found && a.PendingCreation != nil && a.PendingCreation.ReservationID == ord.reservationID {
+			if row != nil && row.Found && row.Record.PendingCreation != nil && row.Record.PendingCreation.ReservationID == ord.reservationID {
 				abort()
 			}
-		}
-		o.log.Info("creation: decided by a read of its record", "object", ord.id, "gen", ord.objGen, "created", committed)
-	})
+		})
 	if err != nil {
-		unhost() // the node is stopping: nothing it hosts survives that
-		return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, cause, "creation of %s", ord.id)}
+		return targetOutcome{framework: true, err: err}
 	}
-	select {
-	case <-ch:
-		switch {
-		case !decided:
-			return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, ErrClosed, "creation of %s: node stopping before the store answered", ord.id)}
-		case committed:
-			return done
-		}
-		return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, cause, "creation of %s: the store did not take the Commit", ord.id)}
-	case <-ctx.Done():
-		return targetOutcome{framework: true, err: deadlineErr("creation of %s: the Commit's outcome is not known yet (%v)", ord.id, cause)}
-	}
+	return done
 }
 
 // abortApplied reports whether an Abort of ord's reservation that failed
@@ -236,32 +216,44 @@ func committedTo(row authority.AuthorityRow, objGen, ownerGen uint64, owner auth
 // first (the decision then still runs the instance or ends it).
 func (o *objects) settleInstanceCommit(ctx context.Context, id string, objGen, ownerGen uint64, self authority.Owner,
 	cause error, ready func(version string), drop func(why error)) error {
+	return o.settleCommitted(ctx, record.ObjectInstanceSpot, id, "instance activation", objGen, ownerGen, self, cause, ready,
+		func(*authority.AuthorityRow) { drop(cause) })
+}
+
+// settleCommitted decides a Commit of (kind, id) whose outcome is unknown
+// by a read of the record (settleUnknown): committed → ready with the
+// record's version, and nil; else notCommitted with the row (nil when the
+// node began stopping first: nothing it hosts survives that) and an
+// ErrUnavailable. When ctx ends first it returns ErrDeadlineExceeded and
+// the decision still runs later.
+func (o *objects) settleCommitted(ctx context.Context, kind record.ObjectKind, id, what string, objGen, ownerGen uint64,
+	self authority.Owner, cause error, ready func(version string), notCommitted func(row *authority.AuthorityRow)) error {
 	var committed, decided bool
-	done, err := o.settleUnknown(record.ObjectInstanceSpot, id, "instance activation", cause, func(row authority.AuthorityRow) {
+	done, err := o.settleUnknown(kind, id, what, cause, func(row authority.AuthorityRow) {
 		decided = true
 		committed = committedTo(row, objGen, ownerGen, self)
 		if committed {
 			ready(row.Version)
 		} else {
-			drop(cause)
+			notCommitted(&row)
 		}
-		o.log.Info("instance activation: decided by a read of its record", "object", id, "gen", objGen, "ready", committed)
+		o.log.Info(what+": decided by a read of its record", "object", id, "gen", objGen, "committed", committed)
 	})
 	if err != nil {
-		drop(cause)
-		return wrapErr(ErrUnavailable, cause, "activation of %s", id)
+		notCommitted(nil)
+		return wrapErr(ErrUnavailable, cause, "%s of %s", what, id)
 	}
 	select {
 	case <-done:
 		switch {
 		case !decided:
-			return wrapErr(ErrUnavailable, ErrClosed, "activation of %s: node stopping before the store answered", id)
+			return wrapErr(ErrUnavailable, ErrClosed, "%s of %s: node stopping before the store answered", what, id)
 		case committed:
 			return nil
 		}
-		return wrapErr(ErrUnavailable, cause, "activation of %s: the store did not take the Commit", id)
+		return wrapErr(ErrUnavailable, cause, "%s of %s: the store did not take the Commit", what, id)
 	case <-ctx.Done():
-		return deadlineErr("activation of %s: the Commit's outcome is not known yet (%v)", id, cause)
+		return deadlineErr("%s of %s: the Commit's outcome is not known yet (%v)", what, id, cause)
 	}
 }
 
