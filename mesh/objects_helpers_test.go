@@ -60,10 +60,23 @@ type probe struct {
 	restores map[string]int // id → snapshot restores (all nodes)
 	// gates holds channels a body "wait:<name>" blocks the factory on.
 	gates map[string]chan struct{}
+	// failing names the ids whose factory fails, whatever the body (an
+	// Instance Spot's factory gets none).
+	failing map[string]bool
 }
 
 func newProbe() *probe {
 	return &probe{runs: map[string]int{}, restores: map[string]int{}, gates: map[string]chan struct{}{}}
+}
+
+// fail makes the factory of id fail (on) or work again.
+func (p *probe) fail(id string, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failing == nil {
+		p.failing = map[string]bool{}
+	}
+	p.failing[id] = on
 }
 
 func (p *probe) runCount(id string) int {
@@ -86,7 +99,11 @@ func (p *probe) gate(name string) chan struct{} {
 func (p *probe) newFn(ctx context.Context, req spot.CreateRequest) (spot.Handler, error) {
 	p.mu.Lock()
 	p.runs[req.ID]++
+	failing := p.failing[req.ID]
 	p.mu.Unlock()
+	if failing {
+		return nil, errors.New("factory failing for this id (test)")
+	}
 	cmd := string(req.Body)
 	switch {
 	case strings.HasPrefix(cmd, "decline:"):
