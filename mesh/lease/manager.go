@@ -677,7 +677,9 @@ func (m *Manager) tick(parent context.Context) bool {
 
 // renew writes the same record under the last known version with a fresh
 // TTL. Applied refreshes the deadline; Conflict means the store no longer
-// holds our record at that version (expired, deleted or replaced): lost.
+// holds our record at that version — expired, deleted or replaced (lost),
+// or renewed by an earlier write whose answer was lost and which applied
+// after the read that settled it: a read of our key decides.
 func (m *Manager) renew(ctx, parent context.Context) bool {
 	m.mu.Lock()
 	version := m.version
@@ -713,8 +715,16 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 		m.failed(err)
 		return true
 	case !wr.Applied:
-		m.markLost(m.whyGone(ctx, "renew conflict: the owner-lease record expired or changed"))
-		return false
+		// A Conflict says only that the record is no longer at the version
+		// we knew: an earlier renew whose answer was lost may have applied
+		// after the re-read that settled it. Only our key can say (§10).
+		ok, cont := m.reconstruct(ctx)
+		if !ok && cont {
+			m.mu.Lock()
+			m.uncertain = true // the read failed: the next tick reads again
+			m.mu.Unlock()
+		}
+		return cont
 	case len(wr.Versions) != 1 || wr.Versions[0] == "":
 		m.mu.Lock()
 		m.uncertain = true
@@ -786,18 +796,6 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	m.logger().Info("lost renew result settled by re-read", m.deadlineAttrs(deadline, "applied", applied)...)
 	m.emit(EventReconstructed, deadline, nil)
 	return true, true
-}
-
-// whyGone explains a renew conflict: our record vanished while this run's
-// admission deadline — computed from the store's own clock and its expiry,
-// less the fencing margin — had not passed means the store lost it (or
-// someone deleted it); otherwise it expired or was replaced.
-func (m *Manager) whyGone(ctx context.Context, conflict string) error {
-	rr, err := m.store.Read(ctx, m.key)
-	if err == nil && !rr.Found && m.clock.Now() < m.gate.Deadline() {
-		return dataLost()
-	}
-	return errors.New(conflict)
 }
 
 func dataLost() error {
@@ -894,38 +892,42 @@ func (m *Manager) release(ctx context.Context) error {
 		m.emit(EventReleased, m.gate.Deadline(), nil)
 		return nil
 	}
-	if uncertain {
-		rr, _, err := m.read(ctx, m.key)
+	// A Conflict on the Delete, like a renew whose answer was lost, leaves
+	// only our key to say whether the record is still ours: a lost renew
+	// may have applied after the version we hold was read (§10).
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		if uncertain {
+			rr, _, err := m.read(ctx, m.key)
+			if err != nil {
+				return fmt.Errorf("lease: release: re-read of the owner-lease record: %w", err)
+			}
+			if l, derr := decodeOwnerLease(rr.Value); !rr.Found || derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
+				m.logger().Info("owner lease release: record already expired or changed, nothing to delete")
+				break
+			}
+			version = rr.Version
+		}
+		cctx, done := m.callContext(ctx)
+		wr, err := m.store.Write(cctx, locstore.WriteRequest{
+			Conditions: []locstore.Condition{locstore.IfVersion(m.key, version)},
+			Mutations:  []locstore.Mutation{locstore.Delete(m.key)},
+		})
+		err = annotate(cctx, err)
+		done()
 		if err != nil {
-			return fmt.Errorf("lease: release: re-read after a lost renew result: %w", err)
+			m.logger().Warn("owner lease release failed; the record expires by its TTL", "err", err)
+			return fmt.Errorf("lease: release: %w", err)
 		}
-		if !rr.Found {
-			m.logger().Info("owner lease release: record already gone, nothing to delete")
-			m.emit(EventReleased, m.gate.Deadline(), nil)
-			return nil
+		if wr.Applied {
+			m.logger().Info("owner lease released")
+			break
 		}
-		if l, derr := decodeOwnerLease(rr.Value); derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
-			m.logger().Info("owner lease release: record not ours, nothing to delete")
-			m.emit(EventReleased, m.gate.Deadline(), nil)
-			return nil
+		if attempt == attempts {
+			m.logger().Warn("owner lease release: the record kept changing under the delete; it expires by its TTL")
+			return fmt.Errorf("lease: release: the owner-lease record changed under %d deletes", attempts)
 		}
-		version = rr.Version
-	}
-	cctx, done := m.callContext(ctx)
-	wr, err := m.store.Write(cctx, locstore.WriteRequest{
-		Conditions: []locstore.Condition{locstore.IfVersion(m.key, version)},
-		Mutations:  []locstore.Mutation{locstore.Delete(m.key)},
-	})
-	err = annotate(cctx, err)
-	done()
-	if err != nil {
-		m.logger().Warn("owner lease release failed; the record expires by its TTL", "err", err)
-		return fmt.Errorf("lease: release: %w", err)
-	}
-	if !wr.Applied {
-		m.logger().Info("owner lease release: record already expired or changed, nothing deleted")
-	} else {
-		m.logger().Info("owner lease released")
+		uncertain = true
 	}
 	m.emit(EventReleased, m.gate.Deadline(), nil)
 	return nil
