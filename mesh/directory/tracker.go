@@ -223,7 +223,9 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	for i, e := range snap.Entries {
 		r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
 		k, ok := t.leases[r]
-		expired := k.check.Valid && !snap.StoreNow.Before(k.check.ExpiresAt)
+		// A reacquired run's newer lease ends too (its process may die before
+		// it republishes): read it again at its expiry, as a valid one.
+		expired := (k.check.Valid || k.check.Reacquired) && !snap.StoreNow.Before(k.check.ExpiresAt)
 		if !ok || k.state != e.Descriptor.State || k.check.Unreadable || (expired && !trusted(i)) {
 			due[r] = e.Descriptor.State
 		}
