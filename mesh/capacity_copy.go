@@ -75,7 +75,10 @@ func (n *Node) refreshCapacityCopy(ctx context.Context, force bool) {
 	n.mu.Lock()
 	cur, state, at, listed := n.descriptor.Capacity, n.state, n.capCopyAt, len(n.lastSnap.Entries)
 	n.mu.Unlock()
-	if state != record.StateServing {
+	if state != record.StateServing || n.obj.hostMove.Load() {
+		// A host command publishes draining; its answer may have been
+		// lost (the store says draining, n.state still serving): a copy
+		// published now would say serving over it.
 		return
 	}
 	fresh, err := n.readCapacity(ctx, cur)

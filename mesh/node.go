@@ -811,7 +811,10 @@ func (n *Node) teardown(ctx context.Context) error {
 	if n.lease != nil {
 		if err := n.lease.Release(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("release lease: %w", err))
-		} else if n.stateIs(record.StateStopped) {
+		} else if n.pub != nil {
+			// Also when the stopped publish's answer was lost: ReclaimKey
+			// deletes only a descriptor that says stopped (or is older
+			// than MinAge) once the lease is gone.
 			n.removeStoppedDescriptor(ctx)
 		}
 		n.lease.Close()
