@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -435,8 +436,22 @@ func (g gated) Receive(t *spot.Turn, env spot.Envelope) error {
 	if g.first != nil {
 		defer g.first.over()
 	}
-	return g.h.Receive(t, env)
+	if err := g.h.Receive(t, env); err != nil && !errors.Is(err, spot.ErrNotStarted) {
+		return &handlerError{err: err}
+	}
+	return nil
 }
+
+// handlerError is an application handler's own failure of its turn. It is
+// ErrRequestFailed and nothing else: the message was delivered and ran,
+// whatever the handler's error wraps. A handler that returned a framework
+// error (ErrNotFound from a lookup of another object, say) had it taken for
+// a refusal of its own delivery — the request was sent again and ran twice
+// — and a local requester got that error instead of ErrRequestFailed.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string        { return "the handler failed: " + e.err.Error() }
+func (e *handlerError) Is(target error) bool { return target == ErrRequestFailed }
 
 // stop ends object work (§11 first step): new creations, closes and
 // messages are refused, orders in flight finish, then the runtime closes —
