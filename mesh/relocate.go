@@ -560,7 +560,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.follow()
 		return 0
 	case relocation.ActFreePayload:
-		s.payload, s.state, s.captured, s.relayEnvs = nil, nil, spot.Captured{}, nil
+		s.payload, s.state, s.captured, s.relayEnvs, s.unrelayed = nil, nil, spot.Captured{}, nil, nil
 		return 0
 	case relocation.ActAwaitCommit:
 		if s.confirm(ctx) {
@@ -860,7 +860,9 @@ func (s *sourceMove) follow() {
 	}
 	o.cache.Drop(m.Key)
 	s.passOnLeftovers(rest, to)
-	s.unrelayed = nil
+	// Kept until the store names the target (ActFreePayload): if it never
+	// does, the target drops them unrun and recoverLocal puts them back.
+	s.unrelayed = rest
 	o.mu.Lock()
 	if o.hosted[s.key] == s.h {
 		delete(o.hosted, s.key)
