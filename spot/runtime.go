@@ -218,6 +218,14 @@ func (rt *Runtime) Open(s Spec) (*Object, error) {
 	o := &Object{rt: rt, key: s.Key, kind: s.Kind, stableType: s.StableType, gen: s.Generation,
 		handler: s.Handler, dispatch: !s.Held, timers: map[string]*timer{}}
 	o.idle = sync.NewCond(&o.mu)
+	// o.mu before rt.mu (the order scheduleLocked → enqueue takes them),
+	// held until the restored work is in place: a Close that collects o
+	// as soon as it is registered waits for it, then answers it. Filled
+	// after the registration, a racing Close could close o first — its
+	// restored requests were never answered and arming a timer on the
+	// closed object crashed.
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
@@ -230,13 +238,11 @@ func (rt *Runtime) Open(s Spec) (*Object, error) {
 	rt.objects[s.Key] = o
 	rt.mu.Unlock()
 	if s.Restored != nil {
-		o.mu.Lock()
 		o.queue = append(o.queue, s.Restored.Queue...)
 		for _, ts := range s.Restored.Timers {
 			o.armLocked(ts.Name, ts.Remaining, ts.Period)
 		}
 		o.scheduleLocked()
-		o.mu.Unlock()
 	}
 	return o, nil
 }
