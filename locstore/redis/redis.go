@@ -316,10 +316,15 @@ func (s *Store) loadCursorKey(ctx context.Context) error {
 	var fresh [32]byte
 	_, _ = rand.Read(fresh[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	k := s.prefix + "cursorkey"
-	if err := s.client.SetNX(ctx, k, fresh[:], 0).Err(); err != nil {
-		return err
-	}
+	// GET first: SETNX is refused under maxmemory even when the key exists,
+	// and a scan is a read.
 	v, err := s.client.Get(ctx, k).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		if err := s.client.SetNX(ctx, k, fresh[:], 0).Err(); err != nil {
+			return err
+		}
+		v, err = s.client.Get(ctx, k).Bytes()
+	}
 	if err != nil {
 		return err
 	}

@@ -213,7 +213,7 @@ for i = 1, n do
         -- An expiring record deleted before it expired leaves {ns}:exp now
         -- rather than when due: a creation deletes one per creation.
         if old[2] then redis.call('ZREM', ns .. 'exp', key) end
-      elseif pt > 0 then redis.call('ZADD', ns .. 'exp', fmt(now + pt + 1), key) end
+      elseif pt >= 0 then redis.call('ZADD', ns .. 'exp', fmt(now + pt + 1), key) end
       out[#out + 1] = ''
     end
   end
@@ -247,10 +247,17 @@ local function reap(idx, ns, now)
       unexp[#unexp + 1] = key
       unidx[#unidx + 1] = key
     elseif redis.call('EXISTS', dk) == 1 then
-      unexp[#unexp + 1] = key
+      -- Redis expires a key only once now > its PEXPIREAT, so in the
+      -- millisecond it is due the record still exists: look again then.
+      local dpt = redis.call('PTTL', dk)
+      if dpt >= 0 then
+        redis.call('ZADD', expk, fmt(now + dpt + 1), key)
+      else
+        unexp[#unexp + 1] = key
+      end
     else
       local pt = redis.call('PTTL', hk)
-      if pt > 0 then
+      if pt >= 0 then
         redis.call('ZADD', expk, fmt(now + pt + 1), key)
       else
         unexp[#unexp + 1] = key
@@ -363,6 +370,9 @@ out[4] = pos
 if ARGV[1] == 'new' and state ~= 0 then
   -- More remains: register the snapshot for the following calls.
   local id = string.sub(KEYS[4], #ns + 6)
+  -- A write that frees memory first: Redis then lets the script's
+  -- deny-oom writes through under maxmemory (a scan is a read).
+  redis.call('ZREM', KEYS[3], id)
   redis.call('HSET', KEYS[4], 's', fmt(S), 't', fmt(T0), 'p', prefix)
   redis.call('PEXPIRE', KEYS[4], fmt(ttl))
   redis.call('ZADD', KEYS[3], fmt(S), id)
