@@ -433,7 +433,7 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 	}
 	if !request {
 		if err := o.n.tr.Send(ctx, r.Route.NodeRID, rec); err != nil {
-			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
+			return nil, wrapErr(sendFailure(err), err, "send to %s", t.id)
 		}
 		return nil, nil
 	}
@@ -444,9 +444,20 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, deadlineErr("request to %s: %v", t.id, err)
 		}
-		return nil, wrapErr(ErrUnavailable, err, "request to %s", t.id)
+		return nil, wrapErr(sendFailure(err), err, "request to %s", t.id)
 	}
 	return answerOf(t.fam, kind, resp)
+}
+
+// sendFailure is the vocabulary of a transport error sending a message: a
+// record the transport refuses to send at all (a body over its frame
+// limit, docs/TRANSPORT.md) is the caller's ErrInvalidOperation — sending
+// it again cannot help; anything else ErrUnavailable.
+func sendFailure(err error) error {
+	if errors.Is(err, transport.ErrInvalidRecord) {
+		return ErrInvalidOperation
+	}
+	return ErrUnavailable
 }
 
 // requestKind is the operation kind a request of family fam is answered

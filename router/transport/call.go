@@ -180,14 +180,19 @@ func (t *callTable) takeReply(corr uint64, from RID) *Call {
 	return c
 }
 
-// close refuses new calls and fails every remaining one with err.
-func (t *callTable) close(err error) {
+// close refuses new calls and fails every remaining one: reply slots with
+// err, requests (a portable one still in its grace) with reqErr.
+func (t *callTable) close(err, reqErr error) {
 	t.mu.Lock()
 	t.closed = err
 	left := t.calls
 	t.calls = make(map[uint64]*Call)
 	t.mu.Unlock()
 	for _, c := range left {
+		if c.peer != nil {
+			c.resolve(nil, reqErr)
+			continue
+		}
 		c.resolve(nil, err)
 	}
 }
@@ -234,6 +239,9 @@ func (n *Node) start(ctx context.Context, peer RID, rec *router.Record, wait boo
 	frames, err := router.Encode(rec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if err := n.checkOutgoing(frames); err != nil {
+		return nil, err
 	}
 	var o callOptions
 	for _, opt := range opts {

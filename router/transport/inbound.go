@@ -141,6 +141,9 @@ func (n *Node) replyOn(ic *inConn, r *router.Record) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
+	if err := n.checkOutgoing(frames); err != nil {
+		return err
+	}
 	if ic.superseed.Load() {
 		// The identity reconnected; the reply belongs to a request sent on
 		// the old connection, whose sender has already failed it.

@@ -115,6 +115,7 @@ type routerSock struct {
 
 	mu     sync.Mutex
 	conns  map[*inConn]struct{}
+	hs     map[net.Conn]struct{} // accepted, ZMTP handshake in progress (close closes them)
 	byID   map[string]*inConn
 	n      int // live connections including handshaking ones
 	unadm  int // live connections not admitted yet (handshaking ones included)
@@ -140,6 +141,7 @@ func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock,
 		log:   log,
 		ln:    ln,
 		conns: make(map[*inConn]struct{}),
+		hs:    make(map[net.Conn]struct{}),
 		byID:  make(map[string]*inConn),
 		done:  make(chan struct{}),
 	}, nil
@@ -218,7 +220,18 @@ func (r *routerSock) serve(raw net.Conn) {
 	remote := raw.RemoteAddr().String()
 	// Until admission the connection may only send hello-sized messages;
 	// claim restores r.p.lim.
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = raw.Close()
+		return
+	}
+	r.hs[raw] = struct{}{}
+	r.mu.Unlock()
 	zc, err := openZMTP(raw, zmq4.Router, r.p.localID, true, preHelloLimits(r.p.lim), r.p.bufSize, r.p.handshakeTimeout, r.p.curve.serverMechanism())
+	r.mu.Lock()
+	delete(r.hs, raw)
+	r.mu.Unlock()
 	if err != nil {
 		r.onBad(remote, "", err)
 		return
@@ -311,6 +324,9 @@ func (r *routerSock) close() {
 	conns := make([]*inConn, 0, len(r.conns))
 	for ic := range r.conns {
 		conns = append(conns, ic)
+	}
+	for raw := range r.hs {
+		_ = raw.Close() // aborts its handshake at once
 	}
 	r.mu.Unlock()
 	_ = r.ln.Close()

@@ -452,6 +452,9 @@ func (n *Node) send(ctx context.Context, peer RID, rec *router.Record, wait bool
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
+	if err := n.checkOutgoing(frames); err != nil {
+		return err
+	}
 	s, err := n.session(peer)
 	if err != nil {
 		return err
@@ -536,7 +539,7 @@ func (n *Node) Close() error {
 	}
 	// Reply slots (ExpectReply) and portable calls whose session is gone
 	// already failed above; what is left can no longer be answered.
-	n.calls.close(fmt.Errorf("transport: reply slot: %w", ErrClosed))
+	n.calls.close(fmt.Errorf("transport: reply slot: %w", ErrClosed), fmt.Errorf("%w: %w", ErrPeerDown, ErrClosed))
 	n.rt.close()
 	n.linkWG.Wait()
 	n.mu.Lock()
@@ -666,4 +669,26 @@ func peerInfoFrom(rid []byte, remote string, a *router.RouteMeshAdmission) PeerI
 		Remote:              remote,
 		Admission:           a,
 	}
+}
+
+// checkOutgoing refuses a record the peer's frame guard would refuse (the
+// mesh shares one configuration): sent, it would close the connection at
+// its header, and a one-way message kept and resent would do so again on
+// every next connection.
+func (n *Node) checkOutgoing(frames [][]byte) error {
+	lim := n.cfg.limits()
+	if len(frames) > lim.maxFrames {
+		return fmt.Errorf("%w: %d frames, at most %d", ErrInvalidRecord, len(frames), lim.maxFrames)
+	}
+	var total uint64
+	for _, f := range frames {
+		if uint64(len(f)) > lim.maxFrame {
+			return fmt.Errorf("%w: frame of %d bytes, at most %d (transport MaxFrameBytes)", ErrInvalidRecord, len(f), lim.maxFrame)
+		}
+		total += uint64(len(f))
+	}
+	if total > lim.maxMessage {
+		return fmt.Errorf("%w: record of %d bytes, at most %d (transport MaxMessageBytes)", ErrInvalidRecord, total, lim.maxMessage)
+	}
+	return nil
 }
