@@ -12,6 +12,7 @@ import (
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // Message Follow on the wire (§7.3, docs/FOLLOW.md "Forwarding on the
@@ -114,6 +115,12 @@ func (o *objects) answerOrigin(from transport.PeerInfo, rec *router.Record, fam 
 // error is the follow outcome to answer with.
 func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Record) (bool, error) {
 	key := msgTarget{fam: m.fam, id: m.id}.cacheKey()
+	// Before the follow table is asked: a move taken back removes its
+	// record, then takes the copies once this pass-on has ended.
+	mv := o.beginPassOn(key)
+	var copied *spot.Envelope
+	var to follow.Route
+	defer func() { o.endPassOn(mv, to, copied) }()
 	f, err := o.follow.Forward(follow.Inbound{Key: key, ObjectGeneration: m.gen, AuthorityOwnerGeneration: m.to.ownerGen, Hop: int(m.hop)})
 	switch {
 	case errors.Is(err, follow.ErrNotFound), errors.Is(err, follow.ErrInvalidArgument):
@@ -147,6 +154,12 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		o.stats.followForwarded.Add(^uint64(0))
 		o.stats.followRefused.Add(1)
 		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
+	}
+	if mv != nil && m.corr == 0 {
+		if org, err := originOf(rec, from); err == nil {
+			env := inboundEnvelope(rec, m.op, org, sessionTagOf(rec))
+			copied, to = &env, f.Target.Route
+		}
 	}
 	return true, nil
 }

@@ -130,9 +130,7 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 				// The object just left this node and the store does not
 				// name its new owner yet: follow it, as a message from a
 				// peer would be (§7.3).
-				if fr, ok := o.followRoute(t, r); ok {
-					reply, err = o.deliverRemote(ctx, t, fr, body, request)
-				}
+				reply, err = o.deliverFollowing(ctx, t, r, body, request, err)
 			}
 		} else {
 			reply, err = o.deliverRemote(ctx, t, r, body, request)
@@ -172,6 +170,27 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 // reach a mailbox.
 func notDelivered(err error) bool {
 	return errorsIsAny(err, errRouteStale, ErrNotFound, ErrStaleGeneration) || errorsIsAny(err, errNotSent...)
+}
+
+// deliverFollowing sends a message from this node for an object that just
+// left it along the move the follow table recorded, keeping a copy of a
+// one-way one while the move is unconfirmed (follow_copies.go). Without a
+// recorded move it returns notHere, the local refusal.
+func (o *objects) deliverFollowing(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool, notHere error) ([]byte, error) {
+	mv := o.beginPassOn(t.cacheKey())
+	var copied *spot.Envelope
+	var to follow.Route
+	defer func() { o.endPassOn(mv, to, copied) }()
+	fr, ok := o.followRoute(t, r)
+	if !ok {
+		return nil, notHere
+	}
+	reply, err := o.deliverRemote(ctx, t, fr, body, request)
+	if err == nil && mv != nil && !request {
+		env := o.localEnvelope(t, body)
+		copied, to = &env, fr.Route
+	}
+	return reply, err
 }
 
 // followRoute is the route to an object's new owner that this node
@@ -290,15 +309,21 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 	return d, nil
 }
 
-// deliverLocal checks the same fence a remote target would and posts to the
-// mailbox directly, under the admission (admitMessage).
-func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
-	self := origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration}
+// localEnvelope is the mailbox envelope of a one-way message t from this
+// node (a request's adds its reply route).
+func (o *objects) localEnvelope(t msgTarget, body []byte) spot.Envelope {
 	op := t.op
 	if op.IsZero() {
 		op = opIDOf(NewOperationID())
 	}
-	env := spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...), Meta: envMeta{op: op, org: self, sess: t.sess}.encode()}
+	self := origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration}
+	return spot.Envelope{Kind: spot.Send, Body: append([]byte(nil), body...), Meta: envMeta{op: op, org: self, sess: t.sess}.encode()}
+}
+
+// deliverLocal checks the same fence a remote target would and posts to the
+// mailbox directly, under the admission (admitMessage).
+func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
+	env := o.localEnvelope(t, body)
 	var call *transport.Call
 	var k string
 	var ch chan localReply
@@ -332,7 +357,7 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 			if d.arr != nil {
 				obj = d.arr.local()
 			}
-			o.bindSessionLocked(d.h, t.sess, self)
+			o.bindSessionLocked(d.h, t.sess, origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration})
 			if request {
 				o.waiters[k] = ch
 			}
@@ -646,19 +671,25 @@ func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, 
 	}
 }
 
+// inboundEnvelope is the mailbox envelope of a one-way message record (a
+// request's adds its reply route).
+func inboundEnvelope(rec *router.Record, op router.OperationID, org origin, tag *sessionTag) spot.Envelope {
+	var body []byte
+	if rec.Payload != nil {
+		body = append([]byte(nil), rec.Payload.Data...)
+	}
+	return spot.Envelope{Kind: spot.Send, Body: body, Meta: envMeta{op: op, org: org, sess: tag}.encode()}
+}
+
 // inbound delivers a remote message after the fence check. corr is 0 for a
 // one-way message; a refused one-way message is dropped (there is no reply
 // to carry the refusal) and counted.
 func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
 	corr uint64, rec *router.Record, reply func(*router.Record) error) {
-	var body []byte
-	if rec.Payload != nil {
-		body = append([]byte(nil), rec.Payload.Data...)
-	}
 	org, oerr := originOf(rec, from)
 	m, _ := messageOf(rec)
 	tag := sessionTagOf(rec)
-	env := spot.Envelope{Kind: spot.Send, Body: body, Meta: envMeta{op: m.op, org: org, sess: tag}.encode()}
+	env := inboundEnvelope(rec, m.op, org, tag)
 	var route replyRoute
 	if corr != 0 {
 		route = replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}

@@ -38,6 +38,10 @@ type objects struct {
 	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
 	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
 	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
+	// unconfirmed are this node's moves past their cutover whose target
+	// the store does not name yet, by object: they keep copies of what
+	// Message Follow passes on (follow_copies.go).
+	unconfirmed map[follow.Key]*sourceMove
 	// gos runs the per-move and per-creation goroutines of the target side
 	// on reused workers (internal/gopool: no stack growth per move).
 	gos      *gopool.Pool

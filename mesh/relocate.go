@@ -167,8 +167,12 @@ type sourceMove struct {
 	// owner once the store names it (passOnLeftovers), or back into the
 	// object if the source takes it back (recoverLocal).
 	unrelayed []spot.Envelope
-	res       RelocationResult
-	stageAt   time.Time
+	// copies are the one-way messages Message Follow passed on to the
+	// target since the cutover, kept until the store names it
+	// (follow_copies.go).
+	copies  passCopies
+	res     RelocationResult
+	stageAt time.Time
 	// refused is the store's refusal of the capacity batch (out of
 	// memory, a failed save): the move did not begin, and the
 	// caller gets it as an error rather than as a capacity failure of the
@@ -447,6 +451,7 @@ func (s *sourceMove) run(ctx context.Context) RelocationResult {
 		s.res.Outcome, s.res.Reason = NotMoved, s.m.Reason().String()
 	}
 	s.res.Relayed = s.relayed
+	s.o.dropCopies(s) // a move that ended otherwise keeps nothing
 	return s.res
 }
 
@@ -561,6 +566,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		return 0
 	case relocation.ActFreePayload:
 		s.payload, s.state, s.captured, s.relayEnvs, s.unrelayed = nil, nil, spot.Captured{}, nil, nil
+		o.dropCopies(s)
 		return 0
 	case relocation.ActAwaitCommit:
 		if s.confirm(ctx) {
@@ -855,6 +861,7 @@ func (s *sourceMove) follow() {
 		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
 		Owner: follow.Owner{ID: s.target.owner.ID, LeaseGeneration: s.target.owner.LeaseGeneration},
 		Route: follow.Route{NodeRID: s.target.node.RoutingID, NodeGeneration: s.target.node.LifecycleGeneration}}
+	o.keepPassCopies(s)
 	if err := o.recordMove(m); err != nil {
 		o.log.Warn("relocation: Message Follow not recorded", "object", s.id, "err", err)
 	}
@@ -992,12 +999,15 @@ func (r *heldRetry) confirmed() {
 // no longer commit (its reservation was released, or the store still names
 // this node after the deadline): the instance is rebuilt from the kept
 // state, queue and timers, the relayed messages queue behind, the follow
-// entry is dropped, and dispatch opens. Messages the source passed on to
-// the target after the cutover are not recovered (they are the target's,
-// which never ran): their senders' requests end at their deadlines.
+// entry is dropped, and dispatch opens. The one-way messages the source
+// passed on to the target after the cutover follow, from their copies
+// (follow_copies.go: the target never ran them); requests passed on are
+// answered by the failed target (Unavailable), or end at their deadlines
+// when it died.
 func (s *sourceMove) recoverLocal() {
 	o := s.o
 	o.follow.Remove(followKey(s.kind, s.id))
+	passed := o.takeCopies(s) // after the removal: no pass-on can add one later
 	req := spot.CreateRequest{ID: s.id, Generation: s.gen, StableType: s.h.stableType}
 	var h spot.Handler
 	var err error
@@ -1019,10 +1029,14 @@ func (s *sourceMove) recoverLocal() {
 			"object", s.id, "err", err)
 		return
 	}
-	for _, env := range append(s.relayEnvs, s.unrelayed...) {
+	back := append(append(s.relayEnvs, s.unrelayed...), passed...)
+	for _, env := range back {
 		if perr := obj.Post(env); perr != nil {
 			o.log.Error("relocation: relayed message not restored", "object", s.id, "err", perr)
 		}
+	}
+	if len(passed) > 0 {
+		o.log.Info("relocation: one-way messages passed on to the target put back into the object", "object", s.id, "count", len(passed))
 	}
 	s.unrelayed = nil
 	o.mu.Lock()

@@ -3,6 +3,8 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,5 +64,89 @@ func TestRecoveredMoveKeepsUnrelayedHeldMessages(t *testing.T) {
 	got, err := c.m(0).RequestActor(ctx, ref, []byte("list"))
 	if err != nil || string(got) != "a,m1,m2,m3,m4,m5" {
 		t.Fatalf("recovered object ran %q, %v; want a,m1,m2,m3,m4,m5 (five accepted one-way messages)", got, err)
+	}
+}
+
+// One-way messages the source passes on to the target after the cutover
+// (Message Follow), from a client node and from the source node itself,
+// come back into the object, each once and in its sender's order, when the
+// target never commits and the source takes the object back. Before, the
+// target dropped them unrun with its failed attempt: accepted messages
+// lost although the object lived on.
+func TestRecoveredMoveKeepsMessagesPassedOnAfterTheCutover(t *testing.T) {
+	f := newFixture(t)
+	faults := &casFaults{Store: f.loc}
+	c, _ := failCluster(t, f, faults)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "passed-on-back"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	hooks := &testHooks{}
+	ends := watchArrivals(hooks)
+	c.nodes[dst].obj.hooks.Store(hooks)
+	atConfirm, goOn := make(chan struct{}), make(chan struct{})
+	var resume sync.Once
+	proceed := func() { resume.Do(func() { close(goOn) }) }
+	defer proceed() // a failing test must not leave the move blocked
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
+		if got == id && step == stepSourceConfirm {
+			close(atConfirm)
+			<-goOn
+		}
+	}})
+	faults.arm(t, id, -1, false) // the target's owner CAS fails until the deadline
+	mctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, atConfirm, "the source's cutover")
+	before := c.nodes[src].ObjectStats().FollowForwarded
+	var want []string
+	for i := 1; i <= 3; i++ {
+		for _, from := range []int{0, src} { // a client's cached route; the source's own sender
+			body := fmt.Sprintf("n%d-%d", from, i)
+			if err := c.m(from).SendActor(ctx, ref, []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, body)
+		}
+	}
+	waitUntil(t, "the source to pass the client's messages on", func() bool {
+		return c.nodes[src].ObjectStats().FollowForwarded-before >= 3 // its own go along the recorded move directly
+	})
+	proceed()
+	res := outcomeOf(t, moving)
+	if e := waitEnd(t, ends, id); e.state != relocation.TgtFailed {
+		t.Fatalf("the target attempt ended %s/%s, want failed", e.state, e.failure)
+	}
+	if res.Outcome != NotMoved {
+		t.Fatalf("the source reported %v (%s); want notMoved", res.Outcome, res.Reason)
+	}
+	faults.mu.Lock()
+	faults.failWrites = 0
+	faults.mu.Unlock()
+	got, err := c.m(0).RequestActor(ctx, ref, []byte("list"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := strings.Split(string(got), ",")
+	if len(ran) != 1+len(want) || ran[0] != "a" {
+		t.Fatalf("the object ran %q; want a, then %v", got, want)
+	}
+	for _, from := range []int{0, src} {
+		var mine, sent []string
+		prefix := fmt.Sprintf("n%d-", from)
+		for _, b := range ran {
+			if strings.HasPrefix(b, prefix) {
+				mine = append(mine, b)
+			}
+		}
+		for _, b := range want {
+			if strings.HasPrefix(b, prefix) {
+				sent = append(sent, b)
+			}
+		}
+		if strings.Join(mine, ",") != strings.Join(sent, ",") {
+			t.Fatalf("node %d's messages ran as %v, sent as %v (object ran %q)", from, mine, sent, got)
+		}
 	}
 }
