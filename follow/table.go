@@ -95,16 +95,38 @@ type Table struct {
 	duration time.Duration
 
 	mu sync.Mutex
-	m  map[Key]*list.Element // of *tableEntry
+	// m holds, per object, one entry per departure from this node within
+	// the period, oldest (lowest new owner generation) first: an object
+	// that left, came back and left again is followed along the departure
+	// of the stay a message was addressed to, so that every message with
+	// one fence takes the same links.
+	m map[Key][]*list.Element // of *tableEntry
 	// byExpiry orders entries by expiresAt: the duration is fixed and the
-	// clock monotonic, so recording order is expiry order, and a replaced
-	// entry moves to the back.
+	// clock monotonic, so recording order is expiry order.
 	byExpiry list.List
 }
 
 type tableEntry struct {
 	move      Move
 	expiresAt time.Duration
+}
+
+// dropLocked removes el from byExpiry and from its object's departures.
+func (t *Table) dropLocked(el *list.Element) {
+	e := el.Value.(*tableEntry)
+	t.byExpiry.Remove(el)
+	deps := t.m[e.move.Key]
+	for i, d := range deps {
+		if d == el {
+			deps = append(deps[:i:i], deps[i+1:]...)
+			break
+		}
+	}
+	if len(deps) == 0 {
+		delete(t.m, e.move.Key)
+	} else {
+		t.m[e.move.Key] = deps
+	}
 }
 
 // NewTable returns an empty Message Follow table whose entries are followed
@@ -119,7 +141,7 @@ func NewTable(clock Clock, duration time.Duration) (*Table, error) {
 	if duration < 0 {
 		return nil, fmt.Errorf("%w: negative message follow duration %v", ErrInvalidArgument, duration)
 	}
-	return &Table{clock: clock, duration: duration, m: make(map[Key]*list.Element)}, nil
+	return &Table{clock: clock, duration: duration, m: make(map[Key][]*list.Element)}, nil
 }
 
 // Enabled reports whether Message Follow is on (duration > 0).
@@ -146,8 +168,8 @@ func (t *Table) Record(m Move) (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.purgeLocked(now)
-	if el := t.m[m.Key]; el != nil {
-		old := el.Value.(*tableEntry).move
+	if deps := t.m[m.Key]; len(deps) > 0 {
+		old := deps[len(deps)-1].Value.(*tableEntry).move
 		if old.equal(m) {
 			return true, nil
 		}
@@ -155,11 +177,32 @@ func (t *Table) Record(m Move) (bool, error) {
 			return false, fmt.Errorf("%w: %s move to owner generation %d (object generation %d) is not later than the kept move to %d (object generation %d)",
 				ErrInvalidOperation, m.Key, m.AuthorityOwnerGeneration, m.ObjectGeneration, old.AuthorityOwnerGeneration, old.ObjectGeneration)
 		}
-		t.byExpiry.Remove(el)
+		if m.ObjectGeneration != old.ObjectGeneration {
+			// Another object of the same id: its moves are not followed.
+			for _, el := range deps {
+				t.byExpiry.Remove(el)
+			}
+			delete(t.m, m.Key)
+		}
 	}
 	m.Route = m.Route.clone()
-	t.m[m.Key] = t.byExpiry.PushBack(&tableEntry{move: m, expiresAt: addSat(now, t.duration)})
+	t.m[m.Key] = append(t.m[m.Key], t.byExpiry.PushBack(&tableEntry{move: m, expiresAt: addSat(now, t.duration)}))
 	return true, nil
+}
+
+// Revert forgets the one departure m (a move taken back: the object is
+// hosted here again at m's previous owner generation) and keeps the
+// earlier departures of the object; it reports whether m was kept.
+func (t *Table) Revert(m Move) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, el := range t.m[m.Key] {
+		if el.Value.(*tableEntry).move.equal(m) {
+			t.dropLocked(el)
+			return true
+		}
+	}
+	return false
 }
 
 // Remove forgets key's move and reports whether one was kept. The caller
@@ -169,12 +212,12 @@ func (t *Table) Record(m Move) (bool, error) {
 func (t *Table) Remove(key Key) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	el := t.m[key]
-	if el != nil {
+	deps := t.m[key]
+	for _, el := range deps {
 		t.byExpiry.Remove(el)
-		delete(t.m, key)
 	}
-	return el != nil
+	delete(t.m, key)
+	return len(deps) > 0
 }
 
 // Forward decides what to do with a message that arrived for an object that
@@ -221,17 +264,25 @@ func (t *Table) Forward(in Inbound) (Forwarding, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.purgeLocked(now)
-	el := t.m[in.Key]
-	if el == nil {
+	for _, el := range t.m[in.Key] {
+		if now >= el.Value.(*tableEntry).expiresAt {
+			t.dropLocked(el)
+		}
+	}
+	deps := t.m[in.Key]
+	if len(deps) == 0 {
 		return Forwarding{}, fmt.Errorf("%w: %s", ErrNotFound, in.Key)
 	}
-	e := el.Value.(*tableEntry)
-	if now >= e.expiresAt {
-		t.byExpiry.Remove(el)
-		delete(t.m, in.Key)
-		return Forwarding{}, fmt.Errorf("%w: %s", ErrNotFound, in.Key)
+	// The departure of the stay the message was addressed to: the first
+	// whose new owner generation is above its fence (else the latest, and
+	// the cycle rule below refuses it).
+	mv := deps[len(deps)-1].Value.(*tableEntry).move
+	for _, el := range deps {
+		if d := el.Value.(*tableEntry).move; in.AuthorityOwnerGeneration < d.AuthorityOwnerGeneration {
+			mv = d
+			break
+		}
 	}
-	mv := e.move
 	switch {
 	case in.ObjectGeneration != mv.ObjectGeneration:
 		return Forwarding{}, fmt.Errorf("%w: %s message for object generation %d, moved generation is %d",
@@ -252,7 +303,7 @@ func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.purgeLocked(now)
-	return len(t.m)
+	return t.byExpiry.Len()
 }
 
 // purgeLocked drops expired entries from the front of byExpiry. Were the
@@ -265,7 +316,6 @@ func (t *Table) purgeLocked(now time.Duration) {
 		if now < e.expiresAt {
 			return
 		}
-		t.byExpiry.Remove(el)
-		delete(t.m, e.move.Key)
+		t.dropLocked(el)
 	}
 }

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"bytes"
 	"sync"
 
 	"github.com/meshnode/meshnode/follow"
@@ -31,10 +30,11 @@ import (
 // passCopies is a source move's copies and its pass-ons in flight, under
 // objects.mu.
 type passCopies struct {
-	open    bool // copies are kept (from the cutover until confirmed or taken back)
-	envs    []spot.Envelope
-	passing int        // pass-ons registered and not ended
-	done    *sync.Cond // on objects.mu: passing fell to 0
+	open     bool   // copies are kept (from the cutover until confirmed or taken back)
+	ownerGen uint64 // the move's new AuthorityOwnerGeneration: its departure in the follow table
+	envs     []spot.Envelope
+	passing  int        // pass-ons registered and not ended
+	done     *sync.Cond // on objects.mu: passing fell to 0
 }
 
 // keepPassCopies starts keeping copies for s; called before its move is
@@ -42,7 +42,7 @@ type passCopies struct {
 func (o *objects) keepPassCopies(s *sourceMove) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s.copies = passCopies{open: true, done: sync.NewCond(&o.mu)}
+	s.copies = passCopies{open: true, ownerGen: s.followMove().AuthorityOwnerGeneration, done: sync.NewCond(&o.mu)}
 	if o.unconfirmed == nil {
 		o.unconfirmed = map[follow.Key]*sourceMove{}
 	}
@@ -62,15 +62,16 @@ func (o *objects) beginPassOn(key follow.Key) *sourceMove {
 }
 
 // endPassOn ends a pass-on begun with beginPassOn. env, when not nil, is a
-// one-way message passed on to route: copied when route is s's target.
-func (o *objects) endPassOn(s *sourceMove, route follow.Route, env *spot.Envelope) {
+// one-way message passed on along the departure to ownerGen: copied when
+// that is s's own (an earlier departure of the object carries senders of
+// an earlier stay, whose messages come back here through it).
+func (o *objects) endPassOn(s *sourceMove, ownerGen uint64, env *spot.Envelope) {
 	if s == nil {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if env != nil && s.copies.open && bytes.Equal(route.NodeRID, s.target.node.RoutingID) &&
-		route.NodeGeneration == s.target.node.LifecycleGeneration {
+	if env != nil && s.copies.open && ownerGen == s.copies.ownerGen {
 		s.copies.envs = append(s.copies.envs, *env)
 	}
 	if s.copies.passing--; s.copies.passing == 0 {

@@ -119,7 +119,7 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// record, then takes the copies once this pass-on has ended.
 	mv := o.beginPassOn(key)
 	var copied *spot.Envelope
-	var to follow.Route
+	var to uint64
 	defer func() { o.endPassOn(mv, to, copied) }()
 	f, err := o.follow.Forward(follow.Inbound{Key: key, ObjectGeneration: m.gen, AuthorityOwnerGeneration: m.to.ownerGen, Hop: int(m.hop)})
 	switch {
@@ -158,7 +158,7 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	if mv != nil && m.corr == 0 {
 		if org, err := originOf(rec, from); err == nil {
 			env := inboundEnvelope(rec, m.op, org, sessionTagOf(rec))
-			copied, to = &env, f.Target.Route
+			copied, to = &env, f.Target.AuthorityOwnerGeneration
 		}
 	}
 	return true, nil

@@ -179,16 +179,19 @@ func notDelivered(err error) bool {
 func (o *objects) deliverFollowing(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool, notHere error) ([]byte, error) {
 	mv := o.beginPassOn(t.cacheKey())
 	var copied *spot.Envelope
-	var to follow.Route
+	var to uint64
 	defer func() { o.endPassOn(mv, to, copied) }()
 	fr, ok := o.followRoute(t, r)
 	if !ok {
 		return nil, notHere
 	}
+	// Recorded before the send: a switch away from r must order behind
+	// this message on fr (route_barrier.go).
+	o.sent.followed(t.cacheKey(), r, fr)
 	reply, err := o.deliverRemote(ctx, t, fr, body, request)
 	if err == nil && mv != nil && !request {
 		env := o.localEnvelope(t, body)
-		copied, to = &env, fr.Route
+		copied, to = &env, fr.AuthorityOwnerGeneration
 	}
 	return reply, err
 }

@@ -857,10 +857,7 @@ func (s *sourceMove) follow() {
 		}
 	}
 	to := s.targetRoute()
-	m := follow.Move{Key: followKey(s.kind, s.id), ObjectGeneration: s.gen,
-		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
-		Owner: follow.Owner{ID: s.target.owner.ID, LeaseGeneration: s.target.owner.LeaseGeneration},
-		Route: follow.Route{NodeRID: s.target.node.RoutingID, NodeGeneration: s.target.node.LifecycleGeneration}}
+	m := s.followMove()
 	o.keepPassCopies(s)
 	if err := o.recordMove(m); err != nil {
 		o.log.Warn("relocation: Message Follow not recorded", "object", s.id, "err", err)
@@ -880,6 +877,15 @@ func (s *sourceMove) follow() {
 	if done != nil {
 		close(done)
 	}
+}
+
+// followMove is this move's Message Follow record (source→target).
+func (s *sourceMove) followMove() follow.Move {
+	to := s.targetRoute()
+	return follow.Move{Key: followKey(s.kind, s.id), ObjectGeneration: s.gen,
+		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
+		Owner: follow.Owner{ID: s.target.owner.ID, LeaseGeneration: s.target.owner.LeaseGeneration},
+		Route: follow.Route{NodeRID: s.target.node.RoutingID, NodeGeneration: s.target.node.LifecycleGeneration}}
 }
 
 // passOnLeftovers sends the new owner, in order, the messages this move
@@ -1006,7 +1012,9 @@ func (r *heldRetry) confirmed() {
 // when it died.
 func (s *sourceMove) recoverLocal() {
 	o := s.o
-	o.follow.Remove(followKey(s.kind, s.id))
+	// Only this move's departure: earlier ones still carry senders that
+	// hold the routes of earlier stays here.
+	o.follow.Revert(s.followMove())
 	passed := o.takeCopies(s) // after the removal: no pass-on can add one later
 	req := spot.CreateRequest{ID: s.id, Generation: s.gen, StableType: s.h.stableType}
 	var h spot.Handler

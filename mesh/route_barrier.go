@@ -65,6 +65,10 @@ type sentRoute struct {
 	// previous owner (settle), so a switch away from r needs no barrier.
 	lastOp  router.OperationID
 	settled bool
+	// via is the route the messages sent on r actually took when r is
+	// this node's own and the object had left it (Message Follow from
+	// this node, messaging.go): a switch away from r orders behind them.
+	via *follow.Ready
 	// switching is non-nil while a barrier for this object runs; other
 	// senders to the object wait for it to close.
 	switching chan struct{}
@@ -99,18 +103,25 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		case follow.FenceOf(e.r).Matches(r) || e.settled || now-e.at > window ||
-			e.r.ObjectGeneration != r.ObjectGeneration || o.isLocal(e.r):
-			e.r, e.at, e.lastOp, e.settled = r, now, t.op, false
+		case follow.FenceOf(e.r).Matches(r):
+			e.at, e.lastOp, e.settled = now, t.op, false
+			s.mu.Unlock()
+			return nil
+		case e.settled || now-e.at > window || e.r.ObjectGeneration != r.ObjectGeneration ||
+			(o.isLocal(e.r) && e.via == nil) || (e.via != nil && follow.FenceOf(*e.via).Matches(r)):
+			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
 			s.mu.Unlock()
 			return nil
 		}
 		prev, ch := e.r, make(chan struct{})
+		if e.via != nil {
+			prev = *e.via
+		}
 		e.switching = ch
 		s.mu.Unlock()
 		o.barrier(ctx, t, prev)
 		s.mu.Lock()
-		e.r, e.at, e.lastOp, e.settled, e.switching = r, o.n.clock.Now(), t.op, false, nil
+		e.r, e.at, e.lastOp, e.settled, e.switching, e.via = r, o.n.clock.Now(), t.op, false, nil, nil
 		close(ch)
 		s.mu.Unlock()
 		return ctx.Err()
@@ -130,8 +141,18 @@ func (s *sentRoutes) settle(key follow.Key, f follow.Fence, op router.OperationI
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.m[key]; e != nil && e.switching == nil && e.lastOp == op && f.Matches(e.r) {
+	if e := s.m[key]; e != nil && e.switching == nil && e.lastOp == op && (f.Matches(e.r) || e.via != nil && f.Matches(*e.via)) {
 		e.settled = true
+	}
+}
+
+// followed records that the message op, sent on this node's own route r,
+// was passed on along via (the object had left this node).
+func (s *sentRoutes) followed(key follow.Key, r, via follow.Ready) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m[key]; e != nil && e.switching == nil && follow.FenceOf(e.r).Matches(r) {
+		e.via = &via
 	}
 }
 
