@@ -281,6 +281,7 @@ type progressPump struct {
 	mu     sync.Mutex
 	latest HostProgress
 	queued bool
+	ended  bool // a snapshot with the end was posted
 	wake   chan struct{}
 	done   chan struct{}
 	closed bool
@@ -302,7 +303,13 @@ func (p *progressPump) post(s HostProgress) {
 		return
 	}
 	p.mu.Lock()
-	p.latest, p.queued = s, true
+	if p.ended {
+		// The end was posted: it is the last call (a move the command
+		// abandoned may still finish and report).
+		p.mu.Unlock()
+		return
+	}
+	p.latest, p.queued, p.ended = s, true, s.End != hostmove.Open
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
@@ -453,12 +460,29 @@ func (o *objects) arrivalsUnderWay() int {
 // keeps the list open for the next look. The caller holds the command's
 // lock.
 func (o *objects) relist(cmd *hostmove.Command) int {
-	arriving := o.arrivalsUnderWay()
+	arriving := o.arrivalsUnderWay() + o.leavingUnderWay()
 	added, _ := cmd.Add(o.hostedForHostMove())
 	if arriving == 0 && added == 0 {
 		cmd.Seal()
 	}
 	return added
+}
+
+// leavingUnderWay counts the objects (not the Entry Spot) in a state that
+// ends by itself — moving away (a single-object move, or one of this
+// command's), relaying its cutover, closing: each either leaves or serves
+// here again, and one that serves again must be listed (a drain's shutdown
+// would otherwise remove it unreported).
+func (o *objects) leavingUnderWay() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, h := range o.hosted {
+		if !h.entry && (h.state == hostMoving || h.state == hostCutover || h.state == hostClosing) {
+			n++
+		}
+	}
+	return n
 }
 
 // arrivalPoll is how often a host command whose listed objects have all

@@ -178,6 +178,10 @@ type sourceMove struct {
 	// caller gets it as an error rather than as a capacity failure of the
 	// target, which trying another target would not cure.
 	refused error
+	// leftToTarget: the node stopped while the move's reservation release
+	// was unconfirmed: the target may still commit, so the source neither
+	// takes the object back nor reopens it.
+	leftToTarget bool
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
@@ -449,6 +453,9 @@ func (s *sourceMove) run(ctx context.Context) RelocationResult {
 		s.res.AuthorityOwnerGeneration = s.targetRoute().ownerGen
 	} else {
 		s.res.Outcome, s.res.Reason = NotMoved, s.m.Reason().String()
+		if s.leftToTarget {
+			s.res.Reason = relocation.ReasonLeftToTarget.String()
+		}
 	}
 	s.res.Relayed = s.relayed
 	s.o.dropCopies(s) // a move that ended otherwise keeps nothing
@@ -591,6 +598,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 	case relocation.ActReadOwner:
 		return s.readOwner()
 	case relocation.ActRequeue:
+		if s.leftToTarget {
+			return 0
+		}
 		if err := s.h.obj.Requeue(s.captured); err != nil {
 			o.log.Error("relocation: captured queue not put back", "object", s.id, "err", err)
 		}
@@ -604,6 +614,11 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.payload, s.state = nil, nil
 		return 0
 	case relocation.ActReopen:
+		if s.leftToTarget {
+			o.log.Warn("relocation: the node stopped while its move's reservation release was unconfirmed; the object is left to the target",
+				"object", s.id)
+			return 0
+		}
 		o.mu.Lock()
 		if o.hosted[s.key] == s.h {
 			s.h.state = hostServing
@@ -953,7 +968,15 @@ func (s *sourceMove) release() relocation.SourceEvent {
 			return relocation.EvReleased
 		}
 		if wait.failed(err) != nil {
-			// The node is stopping: its shutdown sweeps what it owns.
+			// The node is stopping and nothing was released: the target
+			// may still commit (after the cutover, or on its own once it
+			// sent relay-ready), so the source must not take the object
+			// back — it would serve, or run its captured work, beside the
+			// target. The move is left to the target; the shutdown's
+			// sweep leaves its record while the reservation exists
+			// (sweep.go). Before, the source reopened the object and its
+			// sweep deleted the record the target was committing.
+			s.leftToTarget = true
 			return relocation.EvReleased
 		}
 	}
@@ -1012,6 +1035,11 @@ func (r *heldRetry) confirmed() {
 // when it died.
 func (s *sourceMove) recoverLocal() {
 	o := s.o
+	if s.leftToTarget {
+		o.log.Warn("relocation: the node stopped while the move awaited its target's commit; the object is left to the target",
+			"object", s.id, "target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration))
+		return
+	}
 	// Only this move's departure: earlier ones still carry senders that
 	// hold the routes of earlier stays here.
 	o.follow.Revert(s.followMove())

@@ -66,6 +66,15 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 				continue
 			}
 			res.Ours++
+			if moving, err := moveMayCommit(ctx, n.loc, a); err != nil || moving {
+				// A move of it may still commit on its target: left to
+				// the move (and, failing that, to the reclaim sweep).
+				res.Skipped++
+				if err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
 			ours = append(ours, authority.AuthorityRow{Key: it.Key, Found: true, Record: a, Version: it.Version})
 		}
 		for len(ours) > 0 {
@@ -171,4 +180,24 @@ func sweepRow(ctx context.Context, exec *authority.Executor, owner authority.Own
 	default:
 		return false, fmt.Errorf("owner sweep %s: %w", a.ObjectID, err)
 	}
+}
+
+// moveMayCommit reports whether a's relocation progress names a move whose
+// reservation still exists: its target's owner CAS (which consumes the
+// reservation) may still apply. Progress of a move whose reservation was
+// released or consumed is stale and does not keep the row.
+func moveMayCommit(ctx context.Context, loc locstore.Store, a record.Authority) (bool, error) {
+	r := a.Relocation
+	if r == nil || r.Stage == record.RelocationCommitted {
+		return false, nil
+	}
+	key, err := authority.ReservationKey(r.ReservationID)
+	if err != nil {
+		return false, nil
+	}
+	rr, err := loc.Read(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("owner sweep %s: read its move's reservation: %w", a.ObjectID, err)
+	}
+	return rr.Found, nil
 }

@@ -235,10 +235,15 @@ const (
 	// move (its result lost, the re-read failed too); the move was
 	// cancelled and its reservation released.
 	ReasonStoreUnconfirmed
+	// ReasonLeftToTarget: the source node stopped while the move's
+	// reservation release was unconfirmed; the target may still commit,
+	// so the object was left to it (its record kept), neither taken back
+	// nor removed. Set by the driver, not the machine.
+	ReasonLeftToTarget
 )
 
 var reasonNames = []string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
-	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed"}
+	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed", "leftToTarget"}
 
 func (r Reason) String() string { return enumName(r, reasonNames, "Reason") }
 
