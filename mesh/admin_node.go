@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/admin"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -31,6 +32,8 @@ func (n *Node) ready() error {
 			// and orchestrators look, not only in the log.
 			return fmt.Errorf("node is %s: STORE DATA LOST, restore the Location Store or accept the loss, then restart this process: %w",
 				st, lost)
+		} else if errors.Is(lost, directory.ErrRoutingIDInUse) {
+			return fmt.Errorf("node is %s: its routing id was taken over by another live run while this process did not run; stop this process: %w", st, lost)
 		} else if lost != nil {
 			// An ordinary loss (the store refused or lost the renewals
 			// past the TTL): it heals by itself once the store takes

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,6 +191,11 @@ func startRoundsApart(t *testing.T, f *fixture, i int, every time.Duration, role
 		edit(&cfg)
 	}
 	opts := Options{Config: cfg, Factories: f.reg, Location: loc, Relocation: f.reloc, DiscoveryInterval: every}
+	if f.logTo != nil {
+		if w := f.logTo(i); w != nil {
+			opts.Logger = slog.New(slog.NewTextHandler(w, nil))
+		}
+	}
 	if role != config.RoleServer {
 		opts.Factories = spot.NewRegistry()
 	}

@@ -371,6 +371,9 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 				"generation is issued twice. Its objects' state stays in memory but cannot be served; restart the "+
 				"nodes once the store is restored or known empty, and check the Redis settings (docs/store-redis.md)",
 				"err", ev.Err)
+		} else if errors.Is(ev.Err, directory.ErrRoutingIDInUse) {
+			n.log.Warn("owner lease ended: this node's objects cannot be served here any more (another run holds its routing id); "+
+				"their records are reclaimed by the other nodes once the lease has expired", "err", ev.Err)
 		} else {
 			// The lease manager logged the loss (ERROR); this line says
 			// what becomes of the objects meanwhile.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/spot"
 )
@@ -88,6 +89,17 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 		err := n.publish(pctx, record.StateServing)
 		pcancel()
 		if err == nil {
+			return
+		}
+		if errors.Is(err, directory.ErrRoutingIDInUse) {
+			// Another run took this routing id over while this process did
+			// not run: the mesh routes the id to it, so nothing here can be
+			// reached again, and retrying cannot succeed while it lives.
+			// The lease ends for good, so that the objects' records become
+			// reclaimable.
+			n.log.Error("this node's routing id was taken over by another live run while this process did not run; "+
+				"it cannot serve again: stop this process (its objects' records are reclaimed once its lease ends)", "err", err)
+			n.lease.Fail(err)
 			return
 		}
 		n.log.Warn("descriptor not republished after the lease recovery; trying again", "err", err)

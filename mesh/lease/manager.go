@@ -148,6 +148,7 @@ type Manager struct {
 	uncertain    bool      // a write's outcome is unknown: re-read before writing
 	lost         bool
 	lostFor      error         // why (markLost)
+	lostHeals    bool          // the loss was reported as one a reacquisition heals
 	resumable    bool          // reacquired after a loss; the gate waits for Resume
 	lastDeadline time.Duration // the deadline of the latest acquire/renew (Resume reopens at it)
 	lastStart    time.Duration // t0 of the last successful acquire/renew; the first tick is due at lastStart + interval
@@ -836,11 +837,26 @@ func (m *Manager) failed(err error) {
 func (m *Manager) markLost(reason error) {
 	m.mu.Lock()
 	if m.lost {
+		// Once (the renew loop and Fail may both get here) — unless the
+		// loss was reported as one a reacquisition heals and it turned out
+		// final (Fail: the store lost data, the routing id was taken
+		// over): then it is reported again with that reason, or the node
+		// would say "no restart needed" for good while nothing can
+		// reacquire.
+		final := m.lostHeals && !m.willReacquire()
+		if final {
+			m.lostFor, m.lostHeals = reason, false
+		}
 		m.mu.Unlock()
-		return // once: the renew loop and Fail may both get here
+		if final {
+			m.logger().Error("owner lease lost; new work refused until the process restarts", m.deadlineAttrs(m.gate.Deadline(), "err", reason)...)
+			m.emit(EventLost, m.gate.Deadline(), fmt.Errorf("%w: %w", ErrLeaseLost, reason))
+		}
+		return
 	}
 	m.lost, m.lostFor = true, reason
 	again := m.willReacquire()
+	m.lostHeals = again
 	m.mu.Unlock()
 	m.gate.shut(ErrLeaseLost)
 	err := fmt.Errorf("%w: %w", ErrLeaseLost, reason)
