@@ -287,6 +287,13 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
 	}
+	// The admin listener binds before the first publish: a taken port
+	// fails the start before any descriptor names this run (before, the
+	// node published serving, then failed, and its descriptor stayed
+	// listed as serving with an expired lease for an hour).
+	if err := n.startAdmin(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "admin:"
+	}
 	if err := n.publish(ctx, record.StatePreparing); err != nil {
 		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
 	}
@@ -299,9 +306,6 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	n.log.Info("node serving", "endpoint", n.run.endpoint, "lifecycle", n.run.lifecycleGeneration,
 		"role", cfg.Node.ObjectRole, "revision", uint64(n.pub.Revision()))
-	if err := n.startAdmin(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "admin:"
-	}
 
 	n.wg.Add(1)
 	go n.loop()
