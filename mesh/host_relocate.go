@@ -66,12 +66,26 @@ type HostRelocationResult struct {
 }
 
 // NotMoved lists the objects that are still on this node after the command
-// (Skipped, Failed, NotStarted).
+// (Skipped, Failed, NotStarted) — not those left to their targets.
 func (r HostRelocationResult) NotMoved() []HostObjectResult {
 	var out []HostObjectResult
 	for _, o := range r.Objects {
-		switch o.Outcome {
-		case hostmove.Skipped, hostmove.Failed, hostmove.NotStarted:
+		switch {
+		case o.Outcome == hostmove.Failed && o.Reason == relocation.ReasonLeftToTarget.String():
+		case o.Outcome == hostmove.Skipped, o.Outcome == hostmove.Failed, o.Outcome == hostmove.NotStarted:
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// LeftToTarget lists the objects whose moves this node stopped waiting for
+// at its shutdown, their reservation release unconfirmed: left to their
+// targets, whose owner CAS may still apply (their records are kept).
+func (r HostRelocationResult) LeftToTarget() []HostObjectResult {
+	var out []HostObjectResult
+	for _, o := range r.Objects {
+		if o.Outcome == hostmove.Failed && o.Reason == relocation.ReasonLeftToTarget.String() {
 			out = append(out, o)
 		}
 	}
@@ -219,6 +233,10 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 			}(obj)
 		}
 		if cmd.Progress().End != hostmove.Open {
+			// The end, when the last look at the list sealed it after
+			// the moves had reported (posted once: the pump drops a
+			// second end).
+			report()
 			break
 		}
 		mu.Unlock()

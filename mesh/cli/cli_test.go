@@ -28,6 +28,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"run", "--relocation.drain_on_shutdown=maybe"}, `invalid value "maybe" for --relocation.drain_on_shutdown: want true or false`},
 		{[]string{"run", "--node.placement_weight=99999999999999999999"}, `for --node.placement_weight: out of range`},
 		{[]string{"run", "--nonsense"}, `meshnode run: unknown flag --nonsense`},
+		{[]string{"run", "--admin.token=abcdefghijklmnopq"}, `meshnode run: --admin.token is not a flag: a secret on the command line is visible to every local user; set MESHNODE_ADMIN__TOKEN or put admin.token in the config file`},
 		{[]string{"run", "extra"}, `meshnode run: unexpected argument "extra"`},
 		{[]string{"demo", "--nodes=x"}, `meshnode demo: invalid value "x" for --nodes: not a whole number`},
 		{[]string{"demo", "--nodes=0"}, `meshnode demo: invalid value 0 for --nodes: want 1..64`},

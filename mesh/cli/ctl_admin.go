@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -48,6 +50,9 @@ the command idempotent: running it again with the same id follows the same
 host command instead of starting another. The token is read from
 MESHNODE_ADMIN__TOKEN.`
 
+// adminTimeout bounds one call to an admin listener.
+const adminTimeout = 10 * time.Second
+
 // adminClient talks to one admin listener.
 type adminClient struct {
 	base  string
@@ -63,7 +68,7 @@ func newAdminClient(rawURL string) (*adminClient, error) {
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return nil, fmt.Errorf("admin URL %q: want http://host:port", rawURL)
 	}
-	return &adminClient{base: u, token: os.Getenv(config.EnvName("admin.token")), http: &http.Client{Timeout: 10 * time.Second}}, nil
+	return &adminClient{base: u, token: os.Getenv(config.EnvName("admin.token")), http: &http.Client{Timeout: adminTimeout}}, nil
 }
 
 // errUnauthorized: the node wants a token we do not have (or another).
@@ -90,7 +95,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, unreachable(c.base, c.http.Timeout, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -113,6 +118,20 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// unreachable says that no admin listener answered at base, and why, in an
+// operator's terms (the client's own text names the URL and a socket
+// error).
+func unreachable(base string, timeout time.Duration, err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no admin listener at %s (connection refused): is the node running, with admin.listen set to that address?", base)
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("the admin listener at %s did not answer within %v: is the node paused or overloaded?", base, timeout)
+	}
+	return fmt.Errorf("admin listener at %s: %w", base, err)
 }
 
 func ctlStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {

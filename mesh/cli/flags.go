@@ -70,6 +70,10 @@ func describeFlagError(fs *pflag.FlagSet, err error) string {
 			return err.Error() // a one-letter flag: pflag's text names it
 		}
 		name := unknown.GetSpecifiedName()
+		if env, ok := secretKeyEnv(name); ok {
+			return fmt.Sprintf("--%s is not a flag: a secret on the command line is visible to every local user; set %s or put %s in the config file",
+				name, env, name)
+		}
 		msg := "unknown flag --" + name
 		if s := closestFlag(fs, name); s != "" {
 			msg += " (did you mean --" + s + "?)"
@@ -82,6 +86,17 @@ func describeFlagError(fs *pflag.FlagSet, err error) string {
 		return fmt.Sprintf("flag --%s needs a value", noValue.GetSpecifiedName())
 	}
 	return err.Error()
+}
+
+// secretKeyEnv reports whether name is a configuration key kept off the
+// command line (a secret), and its environment variable.
+func secretKeyEnv(name string) (string, bool) {
+	for _, k := range config.Keys() {
+		if k.Key == name && k.Flag == "" {
+			return k.Env, true
+		}
+	}
+	return "", false
 }
 
 // valueProblem says why value does not parse as the flag's type. pflag's

@@ -496,6 +496,9 @@ func drainedLine(res mesh.HostRelocationResult) string {
 			lost = fmt.Sprintf("; %d not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them (docs/OPERATIONS.md \"A node died: its objects\")", n)
 		}
 	}
+	if n := len(res.LeftToTarget()); n > 0 {
+		lost += fmt.Sprintf("; %d left to their targets, whose commit this node stopped before seeing (`ctl locate` says where they are)", n)
+	}
 	return fmt.Sprintf("meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)%s",
 		p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond), lost)
 }

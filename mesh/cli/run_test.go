@@ -73,6 +73,10 @@ func TestDrainedLine(t *testing.T) {
 			"meshnode: drained: 5 moved, 0 skipped, 2 failed, 0 not started (completed in 1.5s); 2 removed by the shutdown, their state is lost", "reclaim"},
 		{"some stayed, not swept", stayed(false),
 			"; 2 not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them", "removed by the shutdown"},
+		{"one left to its target", mesh.HostRelocationResult{End: hostmove.ForceStopped, Progress: mesh.HostProgress{Moved: 2, Failed: 1},
+			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed, Reason: "leftToTarget"}},
+			Took:    time.Second, ShutdownSwept: true},
+			"(forceStopped in 1s); 1 left to their targets, whose commit this node stopped before seeing", "removed by the shutdown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
