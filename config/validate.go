@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -228,7 +229,13 @@ func (l LeaseConfig) validate(ps *problems) {
 	}
 	// §5: a host must be able to notice a failed renewal before its local
 	// admission deadline, or it could accept work beside the next owner.
-	if used, budget := l.RenewInterval+l.RenewTimeout, l.TTL-l.FencingMargin; used >= budget {
+	// Compared without forming the sum, which can overflow (both are
+	// positive, so budget-RenewInterval cannot).
+	if budget := l.TTL - l.FencingMargin; l.RenewInterval >= budget || l.RenewTimeout >= budget-l.RenewInterval {
+		used := "overflows"
+		if l.RenewInterval <= math.MaxInt64-l.RenewTimeout {
+			used = (l.RenewInterval + l.RenewTimeout).String()
+		}
 		ps.add("lease", "renew_interval + renew_timeout must be less than ttl - fencing_margin (spec §5): %s + %s = %s is not less than %s - %s = %s",
 			l.RenewInterval, l.RenewTimeout, used, l.TTL, l.FencingMargin, budget)
 	}

@@ -87,17 +87,21 @@ func (e *endedOwners) seen(o authority.Owner, now time.Duration) time.Duration {
 }
 
 // ownerEnded reports whether the owner a record names has no live lease of
-// its generation. Its own run is alive by definition (its gate guards it),
-// and a host run whose descriptor the last discovery round saw with a valid
-// lease is taken as alive without a read: both only decide whether to look
-// closer; a reclaim itself is conditioned on the lease row (ReclaimRequest).
-// Anything else is judged by reading the owner's lease row directly (§3.1).
-func (o *objects) ownerEnded(ctx context.Context, a record.Authority) (bool, error) {
+// its generation. Its own run is alive by definition (its gate guards it).
+// With hint, a host run whose descriptor the last discovery round saw with
+// a valid lease is taken as alive without a read — for callers whose
+// "alive" only means "wait, or look again later" (a reclaim itself is
+// conditioned on the lease row, ReclaimRequest); a caller that answers with
+// it (Find, a GetOrCreate that finds the object, Close) passes no hint:
+// the list can be a discovery round older than the owner's end, and Find
+// said Ready for a dead owner's object for that long. Anything else is
+// judged by reading the owner's lease row directly (§3.1).
+func (o *objects) ownerEnded(ctx context.Context, a record.Authority, hint bool) (bool, error) {
 	owner := authority.OwnerOf(a)
 	if self, gen := o.n.Owner(); owner.ID == self && owner.LeaseGeneration == gen {
 		return false, nil
 	}
-	if o.n.ownerListedAlive(owner) {
+	if hint && o.n.ownerListedAlive(owner) {
 		return false, nil
 	}
 	ended, err := leaseEnded(ctx, o.n.loc, owner)
@@ -115,13 +119,13 @@ func (o *objects) ownerEnded(ctx context.Context, a record.Authority) (bool, err
 // returns (true, nil) when it removed the record; (false, *OwnerGoneError)
 // when the owner is gone but the record may not be removed yet; (false,
 // nil) when the owner is alive or the record changed meanwhile (the caller
-// re-reads).
-func (o *objects) reclaimDead(ctx context.Context, row authority.AuthorityRow, grace bool, why string) (bool, error) {
+// re-reads). hint is ownerEnded's.
+func (o *objects) reclaimDead(ctx context.Context, row authority.AuthorityRow, grace, hint bool, why string) (bool, error) {
 	a := row.Record
 	if !row.Found || a.Allocation.State != record.AllocationActive {
 		return false, nil
 	}
-	ended, err := o.ownerEnded(ctx, a)
+	ended, err := o.ownerEnded(ctx, a, hint)
 	if err != nil || !ended {
 		return false, err
 	}

@@ -329,7 +329,7 @@ func (o *objects) instanceRow(ctx context.Context, c *instanceMsg, row authority
 		}
 		return true, nil
 	}
-	reclaimed, err := o.reclaimDead(ctx, row, true, "instance message")
+	reclaimed, err := o.reclaimDead(ctx, row, true, true, "instance message")
 	if err != nil || reclaimed {
 		return false, err
 	}

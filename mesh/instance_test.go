@@ -436,7 +436,7 @@ func TestInstanceSpotPayloadReference(t *testing.T) {
 func (c *cluster) ownerLeaseEnded(t *testing.T, i int, a record.Authority) {
 	t.Helper()
 	eventually(t, 20*time.Second, "the crashed owner's lease to end", func() bool {
-		ended, err := c.nodes[i].obj.ownerEnded(context.Background(), a)
+		ended, err := c.nodes[i].obj.ownerEnded(context.Background(), a, true) // as an Instance Spot message sees it
 		return err == nil && ended
 	})
 }

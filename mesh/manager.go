@@ -246,7 +246,7 @@ func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (
 	}
 	// Not Ready to anyone while its owner is gone (§7.4 "current owner
 	// unavailable after commit").
-	if ended, err := m.o.ownerEnded(ctx, row.Record); err != nil {
+	if ended, err := m.o.ownerEnded(ctx, row.Record, false); err != nil {
 		return row, classify(ctx, err, "find "+id)
 	} else if ended {
 		return row, ownerGone(row.Record)

@@ -100,7 +100,7 @@ func (o *objects) endOnce(ctx context.Context, kind record.ObjectKind, id string
 	if !ok || peer.LifecycleGeneration != node.LifecycleGeneration {
 		// An owner that is gone for good cannot close it: the caller's
 		// generation is removed here, without the grace (dead_owner.go).
-		if reclaimed, err := o.reclaimDead(ctx, row, false, "close"); err != nil || reclaimed {
+		if reclaimed, err := o.reclaimDead(ctx, row, false, false, "close"); err != nil || reclaimed {
 			return reclaimed, err
 		}
 		return false, fmt.Errorf("%w: owner node %s of %s is not reachable", ErrUnavailable, node, id)

@@ -318,7 +318,7 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			al := row.Record.Allocation
 			readFirst = true
 			if al.State == record.AllocationActive && al.ObjectKind == c.kind && al.StableType == c.stableType {
-				reclaimed, err := o.reclaimDead(ctx, *row, true, string(c.mode))
+				reclaimed, err := o.reclaimDead(ctx, *row, true, false, string(c.mode))
 				if err != nil {
 					return createResult{}, err
 				}

@@ -22,7 +22,7 @@ func (o *objects) recoverAbandoned(ctx context.Context, row authority.AuthorityR
 	if !row.Found || rec.Allocation.State != record.AllocationReserved {
 		return false, nil
 	}
-	if ended, err := o.ownerEnded(ctx, rec); err != nil || !ended {
+	if ended, err := o.ownerEnded(ctx, rec, true); err != nil || !ended {
 		return false, err // the creator is alive: wait for its result
 	}
 	if err := o.n.lease.Gate().Admit(); err != nil {
