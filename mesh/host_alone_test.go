@@ -46,3 +46,18 @@ func loneServer(t *testing.T, prefix string, want int) (*cluster, context.Contex
 	_, mine := createUntil(t, ctx, c, prefix, 1, want)
 	return c, ctx, mine
 }
+
+// A drain with no other serving node moves nothing, and its Progress
+// callback still gets one call carrying the end (a caller's progress
+// display waits for it). Before, it got none.
+func TestDrainAloneReportsItsEnd(t *testing.T) {
+	c, ctx, mine := loneServer(t, "lonedrain", 5)
+	var calls []HostProgress
+	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{Progress: func(p HostProgress) { calls = append(calls, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0].End != res.End || res.End == hostmove.Open || calls[0].NotStarted != len(mine) {
+		t.Fatalf("%d progress calls %+v for a drain that ended %s with %d objects not started", len(calls), calls, res.End, len(mine))
+	}
+}

@@ -412,7 +412,7 @@ func logNotMoved(log *slog.Logger, objs []HostObjectResult) {
 // unmoved is the result of a drain that moves nothing (why): every object
 // is NotStarted (Skipped when DisableRelocation), each logged, and stays
 // until the shutdown removes it. Without objects it is Completed.
-func (n *Node) unmoved(why string) HostRelocationResult {
+func (n *Node) unmoved(why string, progress func(HostProgress)) HostRelocationResult {
 	cmd := hostmove.New(n.obj.hostedForHostMove(), 1)
 	cmd.Stop()
 	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results()}
@@ -422,6 +422,9 @@ func (n *Node) unmoved(why string) HostRelocationResult {
 		}
 	}
 	n.logNotMoved(res)
+	if progress != nil {
+		progress(res.Progress) // its one call, with the end (a caller's progress display waits for it)
+	}
 	return res
 }
 
@@ -701,18 +704,18 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	n.awaitOwnLease(ctx)
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
-		res = n.unmoved("drain: cannot tell whether another node can take it: " + err.Error())
+		res = n.unmoved("drain: cannot tell whether another node can take it: " + err.Error(), opts.Progress)
 		n.log.Warn("drain: cannot tell whether another node can take the objects; shutting down without moving them",
 			"objects", res.Progress.Total, "err", err)
 	case others == 0:
-		res = n.unmoved("drain: no other serving node")
+		res = n.unmoved("drain: no other serving node", opts.Progress)
 		if res.Progress.Total > 0 {
 			n.log.Warn("drain: no other serving node in the mesh can take the objects; the shutdown removes them",
 				"objects", res.Progress.Total)
 		}
 	default:
 		if err := n.beginHostMove(); err != nil {
-			res = n.unmoved("drain: " + err.Error())
+			res = n.unmoved("drain: " + err.Error(), opts.Progress)
 			n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
 			break
 		}
