@@ -83,6 +83,7 @@ type Node struct {
 	leaseGen           atomic.Uint64 // this run's current LeaseGeneration (Owner)
 	discoveryEvery     time.Duration
 	discoverMu         sync.Mutex // one discovery round at a time
+	discoveryFails     int        // failed discovery rounds in a row (under discoverMu)
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
 	// servedAt: when each other server of this mesh was last listed
@@ -568,6 +569,10 @@ func (n *Node) reclaim(ctx context.Context) {
 	}
 }
 
+// discoveryFailEvery is how many failed discovery rounds in a row share one
+// WARN line.
+const discoveryFailEvery = 12
+
 // Discover runs one discovery round: read the whole descriptor list as one
 // same-point-in-time list, check each host's owner lease, and connect to
 // (or drop) peers accordingly. During a store failure the last complete
@@ -590,9 +595,21 @@ func (n *Node) Discover(ctx context.Context) error {
 	}
 	if err != nil {
 		st := n.planner.ObserveFailure(now, err)
-		n.log.Warn("discovery: store failure, keeping the last complete list",
-			"err", err, "in_grace", st.InGrace, "grace_elapsed", st.GraceElapsed)
+		// Once per episode and then every discoveryFailEvery rounds, not
+		// every round (a store gone for good logged one line every round
+		// for as long as the node ran).
+		if n.discoveryFails++; n.discoveryFails%discoveryFailEvery == 1 {
+			msg := "discovery: store failure, keeping the last complete list"
+			if !st.InGrace {
+				msg = "discovery: store failure, the last list is past store_failure_grace"
+			}
+			n.log.Warn(msg, "err", err, "failed_rounds", n.discoveryFails, "in_grace", st.InGrace, "grace_elapsed", st.GraceElapsed)
+		}
 		return err
+	}
+	if n.discoveryFails > 0 {
+		n.log.Info("discovery: the store answers again", "failed_rounds", n.discoveryFails)
+		n.discoveryFails = 0
 	}
 	actions, err := n.planner.Observe(now, snap)
 	if err != nil {
