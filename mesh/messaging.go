@@ -130,7 +130,7 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 				// The object just left this node and the store does not
 				// name its new owner yet: follow it, as a message from a
 				// peer would be (§7.3).
-				reply, err = o.deliverFollowing(ctx, t, r, body, request, err)
+				reply, err = o.deliverFollowing(ctx, t, r, body, request, err, nil)
 			}
 		} else {
 			reply, err = o.deliverRemote(ctx, t, r, body, request)
@@ -175,8 +175,9 @@ func notDelivered(err error) bool {
 // deliverFollowing sends a message from this node for an object that just
 // left it along the move the follow table recorded, keeping a copy of a
 // one-way one while the move is unconfirmed (follow_copies.go). Without a
-// recorded move it returns notHere, the local refusal.
-func (o *objects) deliverFollowing(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool, notHere error) ([]byte, error) {
+// recorded move it returns notHere, the local refusal. sent, when not nil,
+// learns the route a message went on.
+func (o *objects) deliverFollowing(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool, notHere error, sent func(follow.Ready)) ([]byte, error) {
 	mv := o.beginPassOn(t.cacheKey())
 	var copied *spot.Envelope
 	var to uint64
@@ -185,6 +186,7 @@ func (o *objects) deliverFollowing(ctx context.Context, t msgTarget, r follow.Re
 	if !ok {
 		return nil, notHere
 	}
+
 	// Recorded before the send: a switch away from r must order behind
 	// this message on fr (route_barrier.go).
 	o.sent.followed(t.cacheKey(), r, fr)
@@ -192,6 +194,9 @@ func (o *objects) deliverFollowing(ctx context.Context, t msgTarget, r follow.Re
 	if err == nil && mv != nil && !request {
 		env := o.localEnvelope(t, body)
 		copied, to = &env, fr.AuthorityOwnerGeneration
+	}
+	if err == nil && sent != nil {
+		sent(fr)
 	}
 	return reply, err
 }

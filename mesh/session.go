@@ -58,12 +58,25 @@ type Session struct {
 	gen    uint64
 	mesh   string
 
+	// oneWay is held by a one-way message from the moment it takes its
+	// sequence until the transport queued it (Send never blocks), so that
+	// one-way messages leave in sequence order: a commit's
+	// ReplayedHighWater or a command 50 about sequence n then also
+	// covers every one-way message numbered below n.
+	oneWay chan struct{}
+
 	mu      sync.Mutex
 	route   routeTo // the binding route
 	bindGen uint64  // binding generation: 1, +1 per rebind from the store
 	seq     uint64  // the last SourceSessionSequence handed out
 	pending *sessionSwitch
 	closed  bool
+	// linkTo and linkSeq: the highest sequence this node sent along its
+	// own (ordered) link to the Actor's new owner linkTo, following the
+	// Actor that just left this node (deliverFollowing). A message sent
+	// straight to linkTo later travels behind it on the same link.
+	linkTo  routeTo
+	linkSeq uint64
 }
 
 // sessionSwitch is a commit whose ReplayedHighWater was below the last
@@ -107,7 +120,7 @@ func (m *Manager) BindSession(ctx context.Context, ref ActorRef) (*Session, erro
 	if err != nil {
 		return nil, classify(ctx, err, "bind session to "+ref.ActorID)
 	}
-	s := &Session{o: o, id: ref.ActorID, gen: ref.ObjectGeneration, mesh: own, route: routeOf(r), bindGen: 1}
+	s := &Session{o: o, id: ref.ActorID, gen: ref.ObjectGeneration, mesh: own, route: routeOf(r), bindGen: 1, oneWay: make(chan struct{}, 1)}
 	o.sessions.add(s)
 	return s, nil
 }
@@ -161,6 +174,14 @@ func (s *Session) Close() {
 // makes after it was bound.
 func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byte, error) {
 	o := s.o
+	if !request {
+		select {
+		case s.oneWay <- struct{}{}:
+			defer func() { <-s.oneWay }()
+		case <-ctx.Done():
+			return nil, classify(ctx, ctx.Err(), "session message to "+s.id)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		t, to, err := s.next(ctx)
 		if err != nil {
@@ -174,6 +195,12 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 		var reply []byte
 		if o.isRun(to.nodeRID, to.nodeGen) {
 			reply, err = o.deliverLocal(ctx, t, r, body, request)
+			if errors.Is(err, ErrNotFound) {
+				// The Actor just left this node and the store may not
+				// name its new owner yet: follow it, as SendActor does.
+				seq := t.sess.seq
+				reply, err = o.deliverFollowing(ctx, t, r, body, request, err, func(fr follow.Ready) { s.sentOnLink(seq, routeOf(fr)) })
+			}
 		} else {
 			reply, err = o.deliverRemote(ctx, t, r, body, request)
 		}
@@ -246,8 +273,37 @@ func (s *Session) rebind(ctx context.Context) error {
 	return nil
 }
 
+// sentOnLink records a message sent along this node's link to to
+// (deliverFollowing): a switch to to that waits for it completes.
+func (s *Session) sentOnLink(seq uint64, to routeTo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !sameRoute(s.linkTo, to) {
+		s.linkTo, s.linkSeq = to, 0
+	}
+	s.linkSeq = max(s.linkSeq, seq)
+	if p := s.pending; p != nil && !s.closed && sameRoute(p.to, to) && s.linkSeq >= p.after {
+		s.switchLocked(p.to)
+	}
+}
+
+// covered is the highest sequence known to have reached, or to be ahead of
+// anything this node sends next to, the owner at route to: hw, or what
+// this node itself sent along its link there.
+func (s *Session) covered(hw uint64, to routeTo) uint64 {
+	if sameRoute(s.linkTo, to) {
+		return max(hw, s.linkSeq)
+	}
+	return hw
+}
+
+func sameRoute(a, b routeTo) bool {
+	return bytes.Equal(a.nodeRID, b.nodeRID) && a.nodeGen == b.nodeGen && a.ownerGen == b.ownerGen
+}
+
 func (s *Session) switchLocked(to routeTo) {
 	s.route = to
+	s.linkTo, s.linkSeq = routeTo{}, 0
 	s.setPendingLocked(nil)
 	s.o.stats.sessionSwitches.Add(1)
 }
@@ -285,7 +341,7 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 		// The commit of the move the Session already follows, learned from
 		// a command 50 first (followed): nothing to change, except that a
 		// pending switch may complete at once.
-		if p := s.pending; p != nil && r.Route.Commit.ReplayedHighWater >= s.seq {
+		if p := s.pending; p != nil && s.covered(r.Route.Commit.ReplayedHighWater, p.to) >= s.seq {
 			s.switchLocked(p.to)
 		}
 		return ""
@@ -296,7 +352,7 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 		}
 		to := routeTo{nodeRID: append([]byte(nil), c.TargetNodeRID...), nodeGen: c.TargetNodeGeneration,
 			ownerGen: c.TargetAuthorityOwnerGeneration, leaseGen: lease}
-		if c.ReplayedHighWater >= s.seq {
+		if s.covered(c.ReplayedHighWater, to) >= s.seq {
 			s.switchLocked(to) // the target has everything sent so far
 			return ""
 		}
