@@ -704,7 +704,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	n.awaitOwnLease(ctx)
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
-		res = n.unmoved("drain: cannot tell whether another node can take it: " + err.Error(), opts.Progress)
+		res = n.unmoved("drain: cannot tell whether another node can take it: "+err.Error(), opts.Progress)
 		n.log.Warn("drain: cannot tell whether another node can take the objects; shutting down without moving them",
 			"objects", res.Progress.Total, "err", err)
 	case others == 0:
@@ -715,7 +715,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		}
 	default:
 		if err := n.beginHostMove(); err != nil {
-			res = n.unmoved("drain: " + err.Error(), opts.Progress)
+			res = n.unmoved("drain: "+err.Error(), opts.Progress)
 			n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
 			break
 		}
