@@ -167,6 +167,16 @@ func TestMultiProcessStormWithKill(t *testing.T) {
 	if want := fmt.Sprintf("%d would reclaim;", len(lost)); !strings.Contains(dry, want) {
 		t.Fatalf("ctl reclaim --dry-run: want %q in\n%s", want, dry)
 	}
+	// A live counter named alone: nothing to reclaim, and said so.
+	for _, ref := range refs {
+		if e := list[ref.ActorID]; e[0] == "ready" {
+			out := r.ctl(t, "reclaim", "actor", ref.ActorID, "--dry-run")
+			if want := fmt.Sprintf("actor %q: its owner's lease is live; nothing to reclaim", ref.ActorID); !strings.Contains(out, want) {
+				t.Fatalf("ctl reclaim of a live object: want %q in\n%s", want, out)
+			}
+			break
+		}
+	}
 	out := r.ctl(t, "reclaim", "--all")
 	if want := fmt.Sprintf("%d reclaimed;", len(lost)); !strings.Contains(out, want) {
 		t.Fatalf("ctl reclaim: want %q in\n%s", want, out)

@@ -102,6 +102,12 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stdout, "%d %s; %d looked at, %d of a dead owner, %d abandoned creations' reservations, %d dead sources' relocation reservations, %d changed meanwhile or unreadable\n",
 		len(res.Reclaims), verb, res.Scanned, res.DeadOwner, len(res.Returns), len(res.Released), res.Skipped)
+	if err == nil && opts.ID != "" && res.Scanned == 1 && res.DeadOwner == 0 && len(res.Returns) == 0 && len(res.Released) == 0 && res.Skipped == 0 {
+		// The one object named: its owner lives (or it is still being
+		// created by a live creator). Said, since "0 reclaimed" alone
+		// reads like a failure.
+		fmt.Fprintf(stdout, "%s %q: its owner's lease is live; nothing to reclaim (ctl locate says where it is)\n", fs.Arg(0), opts.ID)
+	}
 	if err != nil {
 		return storeFailed(stderr, name, err)
 	}
