@@ -926,43 +926,71 @@ func TestRelocationTargetStopsBeforeCAS(t *testing.T) {
 func TestRelocationOwnerCASAppliedPastDeadline(t *testing.T) {
 	onFailStores(t, func(t *testing.T, f *fixture, loc locstore.Store) {
 		faults := &casFaults{Store: loc}
-		c, _ := failCluster(t, f, faults)
-		ctx := ctxT(t, 60*time.Second)
-		const id = "cas-late"
-		ref := recorder(t, ctx, c, id, failPreserveType, "a")
-		src, dst := movePair(t, c, record.ObjectActor, id)
-		gen := rowOf(t, c, record.ObjectActor, id).Record.AuthorityOwnerGeneration
-		hooks := &testHooks{}
-		ends := watchArrivals(hooks)
-		c.nodes[dst].obj.hooks.Store(hooks)
-		defer c.nodes[dst].obj.hooks.Store(nil)
-		faults.arm(t, id, 1, true)
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
-		// Past the move's deadline (the Restore deadline both sides hold),
-		// with the reads still failing.
-		<-mctx.Done()
+		l := startLateCAS(t, f, faults, faults, "cas-late")
 		time.Sleep(300 * time.Millisecond)
 		if failed, applied := faults.counts(); failed != 1 || applied != 1 {
 			t.Fatalf("%d owner CAS batches failed (%d applied; %v), want 1 (1)", failed, applied, faults.notApplied)
 		}
-		faults.mu.Lock()
-		faults.failReads = false // the store answers again
-		faults.mu.Unlock()
-		if e := waitEnd(t, ends, id); e.state != relocation.TgtOwner {
-			t.Fatalf("the target attempt ended %s/%s, want owner", e.state, e.failure)
-		}
-		res := outcomeOf(t, moving)
-		if res.Outcome != Moved {
-			t.Fatalf("the source reported %v (%s); want moved", res.Outcome, res.Reason)
-		}
-		checkOwners(t, c, record.ObjectActor, id, dst, gen+1, dst)
-		wantRan(t, ctx, c, ref, "a")
+		l.answerAndCheckMoved(t, faults)
 		if _, rsv := capacityOf(t, loc); rsv != 0 {
 			t.Fatalf("%d reservations left after the move", rsv)
 		}
 	})
+}
+
+// lateCAS is a move of a recorder Actor whose owner CAS applies with its
+// answer lost and every read of the record failing (casFaults), started
+// and waited past its deadline (the Restore deadline both sides hold).
+type lateCAS struct {
+	c      *cluster
+	ctx    context.Context
+	ref    ActorRef
+	dst    int
+	gen    record.Generation
+	ends   <-chan arrivalEnd
+	moving <-chan relocateOutcome
+}
+
+// startLateCAS runs the cluster on store (faults, or a wrapper of it),
+// creates the recorder Actor id (it ran "a"), and moves it with a 2 s
+// deadline, returning once that deadline has passed.
+func startLateCAS(t *testing.T, f *fixture, store locstore.Store, faults *casFaults, id string) *lateCAS {
+	t.Helper()
+	c, _ := failCluster(t, f, store)
+	l := &lateCAS{c: c, ctx: ctxT(t, 60*time.Second)}
+	l.ref = recorder(t, l.ctx, c, id, failPreserveType, "a")
+	var src int
+	src, l.dst = movePair(t, c, record.ObjectActor, id)
+	l.gen = rowOf(t, c, record.ObjectActor, id).Record.AuthorityOwnerGeneration
+	hooks := &testHooks{}
+	l.ends = watchArrivals(hooks)
+	c.nodes[l.dst].obj.hooks.Store(hooks)
+	t.Cleanup(func() { c.nodes[l.dst].obj.hooks.Store(nil) })
+	faults.arm(t, id, 1, true)
+	mctx, cancel := context.WithTimeout(l.ctx, 2*time.Second)
+	t.Cleanup(cancel)
+	l.moving = relocateAsync(mctx, c, src, l.dst, record.ObjectActor, id, l.ref.ObjectGeneration)
+	<-mctx.Done()
+	return l
+}
+
+// answerAndCheckMoved lets the store answer again: the target finds its
+// CAS applied and opens the object, the source reports Moved, one owner,
+// the state arrived.
+func (l *lateCAS) answerAndCheckMoved(t *testing.T, faults *casFaults) {
+	t.Helper()
+	faults.mu.Lock()
+	faults.failReads = false
+	faults.mu.Unlock()
+	id := l.ref.ActorID
+	if e := waitEnd(t, l.ends, id); e.state != relocation.TgtOwner {
+		t.Fatalf("the target attempt ended %s/%s, want owner", e.state, e.failure)
+	}
+	if res := outcomeOf(t, l.moving); res.Outcome != Moved {
+		t.Fatalf("the source reported %v (%s); want moved", res.Outcome, res.Reason)
+	}
+	checkOwners(t, l.c, record.ObjectActor, id, l.dst, l.gen+1, l.dst)
+	wantRan(t, l.ctx, l.c, l.ref, "a")
 }
 
 // §1.3 table "DisableRelocation cross-node move: Rejected before Capture":

@@ -10,7 +10,6 @@ import (
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
-	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -108,21 +107,7 @@ func (s *lostReleaseFaults) lostReleases() int {
 func TestRelocationReleaseLostAfterTheOwnerCAS(t *testing.T) {
 	onFailStores(t, func(t *testing.T, f *fixture, loc locstore.Store) {
 		faults := &lostReleaseFaults{casFaults: &casFaults{Store: loc}}
-		c, _ := failCluster(t, f, faults)
-		ctx := ctxT(t, 60*time.Second)
-		const id = "release-lost"
-		ref := recorder(t, ctx, c, id, failPreserveType, "a")
-		src, dst := movePair(t, c, record.ObjectActor, id)
-		gen := rowOf(t, c, record.ObjectActor, id).Record.AuthorityOwnerGeneration
-		hooks := &testHooks{}
-		ends := watchArrivals(hooks)
-		c.nodes[dst].obj.hooks.Store(hooks)
-		defer c.nodes[dst].obj.hooks.Store(nil)
-		faults.arm(t, id, 1, true)
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
-		<-mctx.Done()
+		l := startLateCAS(t, f, faults, faults.casFaults, "release-lost")
 		deadline := time.Now().Add(10 * time.Second)
 		for faults.lostReleases() == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -135,21 +120,11 @@ func TestRelocationReleaseLostAfterTheOwnerCAS(t *testing.T) {
 		}
 		// The source must not serve while the record cannot be read.
 		time.Sleep(300 * time.Millisecond)
-		for i, n := range c.nodes {
-			if state, ok := n.obj.stateOf(spot.Key{ID: id}); ok && state == hostServing {
-				t.Fatalf("node %d serves %s before the record decided the move", i, id)
+		for i, n := range l.c.nodes {
+			if state, ok := n.obj.stateOf(spot.Key{ID: l.ref.ActorID}); ok && state == hostServing {
+				t.Fatalf("node %d serves %s before the record decided the move", i, l.ref.ActorID)
 			}
 		}
-		faults.casFaults.mu.Lock()
-		faults.failReads = false // the store answers again
-		faults.casFaults.mu.Unlock()
-		if e := waitEnd(t, ends, id); e.state != relocation.TgtOwner {
-			t.Fatalf("the target attempt ended %s/%s, want owner", e.state, e.failure)
-		}
-		if res := outcomeOf(t, moving); res.Outcome != Moved {
-			t.Fatalf("the source reported %v (%s); want moved", res.Outcome, res.Reason)
-		}
-		checkOwners(t, c, record.ObjectActor, id, dst, gen+1, dst)
-		wantRan(t, ctx, c, ref, "a")
+		l.answerAndCheckMoved(t, faults.casFaults)
 	})
 }

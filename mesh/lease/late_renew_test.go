@@ -41,36 +41,8 @@ func (s *lateStore) Write(ctx context.Context, req locstore.WriteRequest) (locst
 // lost. Before, the conflict was taken for a loss (every object held, work
 // refused until a reacquisition).
 func TestLateAppliedRenewIsNotALoss(t *testing.T) {
-	e := newEnv(t)
-	ls := &lateStore{Store: e.store}
-	cfg := e.config()
-	cfg.Store = ls
-	m, err := lease.Acquire(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	e.expect(lease.EventAcquired)
-
-	ls.mu.Lock()
-	ls.armed = true
-	ls.mu.Unlock()
-	e.waitIdle(m, 2)
-	e.clock.Advance(5 * sec) // renew at start+5: answer lost, not applied yet
-	e.expect(lease.EventRenewFailed)
-
+	e, m := lateRenew(t)
 	// The late write lands after the next tick's re-read, just before its renew.
-	e.store.mu.Lock()
-	e.store.beforeOnce = func() {
-		ls.mu.Lock()
-		req := *ls.kept
-		ls.mu.Unlock()
-		wr, err := e.mem.Write(context.Background(), req)
-		if err != nil || !wr.Applied {
-			t.Errorf("late write: %v %+v", err, wr)
-		}
-	}
-	e.store.mu.Unlock()
 	e.waitIdle(m, 2)
 	e.clock.Advance(5 * sec) // start+10: the next tick (re-read, then renew)
 	evs := []lease.Event{}
@@ -101,6 +73,20 @@ collect:
 // ours, valid for a whole TTL after a clean stop (a restart with the same
 // routing id within it failed).
 func TestReleaseConflictAfterLateRenewDeletes(t *testing.T) {
+	e, m := lateRenew(t) // the late write lands between Release's re-read and its Delete
+	if err := m.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, rr := e.readRecord(m); rr.Found {
+		t.Fatal("Release returned but our owner-lease record is still stored")
+	}
+}
+
+// lateRenew acquires a lease whose first renew (at start+5) fails with
+// its request kept, and arms the store to apply that request just before
+// the next write it forwards: a renew that applies late.
+func lateRenew(t *testing.T) (*env, *lease.Manager) {
+	t.Helper()
 	e := newEnv(t)
 	ls := &lateStore{Store: e.store}
 	cfg := e.config()
@@ -115,10 +101,10 @@ func TestReleaseConflictAfterLateRenewDeletes(t *testing.T) {
 	ls.armed = true
 	ls.mu.Unlock()
 	e.waitIdle(m, 2)
-	e.clock.Advance(5 * sec)
+	e.clock.Advance(5 * sec) // renew at start+5: answer lost, not applied yet
 	e.expect(lease.EventRenewFailed)
 	e.store.mu.Lock()
-	e.store.beforeOnce = func() { // lands between Release's re-read and its Delete
+	e.store.beforeOnce = func() {
 		ls.mu.Lock()
 		req := *ls.kept
 		ls.mu.Unlock()
@@ -127,10 +113,5 @@ func TestReleaseConflictAfterLateRenewDeletes(t *testing.T) {
 		}
 	}
 	e.store.mu.Unlock()
-	if err := m.Release(context.Background()); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	if _, rr := e.readRecord(m); rr.Found {
-		t.Fatal("Release returned but our owner-lease record is still stored")
-	}
+	return e, m
 }
