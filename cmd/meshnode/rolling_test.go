@@ -333,15 +333,28 @@ func (r *rollMesh) launch(t *testing.T, clientEnv []string) *rollMesh {
 	var logs *proc
 	r.client, logs = startClient(t, nodeEnv(r.addr, r.ns, "roll", "", clientEnv...))
 	r.all = append(r.all, logs)
-	waitUntil(t, 20*time.Second, "the client to see every server serving", func() bool {
+	waitUntil(t, 20*time.Second, "the client to see every server serving, over an admitted link", func() bool {
 		for _, rid := range r.rids {
-			if _, ok := servingRun(r.client, rid); !ok {
+			if _, ok := servingRun(r.client, rid); !ok || !hasPeer(r.client, rid) {
 				return false
 			}
 		}
 		return true
 	}, r.procs...)
 	return r
+}
+
+// hasPeer reports whether n has an admitted link to the node rid (hex):
+// placement takes only such candidates, so a test that expects its
+// creations spread over every server waits for them (a client whose link
+// to one server was still coming up put all ten on the other).
+func hasPeer(n *mesh.Node, rid string) bool {
+	for _, p := range n.Peers() {
+		if hex.EncodeToString(p.RID) == rid {
+			return true
+		}
+	}
+	return false
 }
 
 // start starts server i's run number run (0: the first).
