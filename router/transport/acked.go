@@ -1,17 +1,6 @@
 package transport
 
-import (
-	"net"
-	"time"
-)
-
-// unsettledAfterSend is how long after a data segment left an
-// acknowledgement may still come for it without any loss: Linux delays an
-// acknowledgement by at most half a second (its delayed-ACK ceiling, HZ/2;
-// 40 ms on loopback once the round trip is known). Within it (plus twice
-// the round trip) the peer's kernel may have taken the segment unbeknown
-// to us (inFlight).
-const unsettledAfterSend = 500 * time.Millisecond
+import "net"
 
 // ackCount reads how many bytes of what this process wrote on a connection
 // its peer's kernel has acknowledged, counted like guardConn's offsets:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,28 +78,14 @@ func cutSocket(c net.Conn) bool {
 	})
 }
 
-// inFlight reads what c's kernel knows of the data segments it sent and the
-// peer has not acknowledged: whether there are any (TCP_INFO tcpi_unacked),
-// and whether they may still be taken — the last data segment left
-// (tcpi_last_data_sent, retransmissions included) within
-// unsettledAfterSend plus twice the smoothed round trip, so that the
-// peer's kernel may have taken it and its acknowledgement may not be here
-// yet. A segment that left longer ago and is still unacknowledged was not
-// taken (the peer's buffer was full, or its kernel pruned it): it will
-// only be retransmitted. ok is false when TCP_INFO cannot be read.
-func inFlight(c net.Conn) (some, unsettled, ok bool) {
+// nothingInFlight reports that every data segment c sent was acknowledged
+// (TCP_INFO tcpi_unacked is 0): what is not acknowledged is still in this
+// kernel's send queue, never transmitted. False when it cannot be read.
+func nothingInFlight(c net.Conn) bool {
 	var info *unix.TCPInfo
-	ok = onFD(c, func(fd int) (err error) {
+	ok := onFD(c, func(fd int) (err error) {
 		info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 		return err
 	})
-	if !ok {
-		return false, false, false
-	}
-	if info.Unacked == 0 {
-		return false, false, true
-	}
-	since := time.Duration(info.Last_data_sent) * time.Millisecond
-	rtt := time.Duration(info.Rtt) * time.Microsecond
-	return true, since < unsettledAfterSend+2*rtt, true
+	return ok && info.Unacked == 0
 }

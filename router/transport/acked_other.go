@@ -14,5 +14,5 @@ func unreadBytes(net.Conn) (int, bool) { return 0, false }
 // cutSocket is not relied on here: the connection is closed outright.
 func cutSocket(net.Conn) bool { return false }
 
-// inFlight cannot be read here.
-func inFlight(net.Conn) (some, unsettled, ok bool) { return false, false, false }
+// nothingInFlight cannot be read here.
+func nothingInFlight(net.Conn) bool { return false }

@@ -151,17 +151,6 @@ func (n *Node) armKeptLocked(peer string, k *keptRecords) {
 	})
 }
 
-// rearmKept restarts the wait of the records kept for peer, if any: the
-// connection of the session that kept them was given up only now, or its
-// drain lingers on for a peer still taking data (session.read).
-func (n *Node) rearmKept(peer RID) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if k := n.kept[string(peer)]; k != nil && !n.closed {
-		n.armKeptLocked(string(peer), k)
-	}
-}
-
 // dropKeptLocked drops the records kept for peer, counting them unsent.
 func (n *Node) dropKeptLocked(peer, why string) {
 	k := n.kept[peer]

@@ -362,64 +362,37 @@ func (s *session) serve() error {
 // kept for the link's return (peerConn.undelivered).
 func (s *session) read() {
 	defer close(s.drained)
-	n := s.l.n
 	err := s.readUntilError()
 	s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
 	s.pc.wait()
 	<-s.keptDone // the link kept what never left (keepUnsent): these came before
 	late := s.pc.late
-	resetWhy := "" // why a silent connection is reset (judgeLinger)
+	resetWhy := "" // why a silent connection is reset (abortIfUnaccepted)
 	switch {
 	case late != nil:
 	case peerClosed(err):
 		late = s.pc.undelivered()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The drain's linger ran out: the peer is silent (stopped, or its
-		// reader stuck), or only slow. Closed gracefully, the socket would
-		// keep trying to send what the peer has not acknowledged yet —
-		// until the peer cuts the connection it finds superseded, which
-		// refuses it, or the kernel gives the orphan up: lost, although
-		// counted delivered (~18,000 records of TestStuckReceiverLonger-
-		// ThanTwoPeerTimeouts; 1,064 of TestSlowReceiverLosesNothing,
-		// whose receiver was still reading). A peer still taking data is
-		// given more lingers; one that took nothing is reset (the peer
-		// still reads what it acknowledged), and what it never
-		// acknowledged is kept to be sent again.
-		for lingers := 1; ; lingers++ {
-			again, why := s.pc.judgeLinger(n.cfg.PeerTimeout)
-			if !again {
-				resetWhy = why
-				break
-			}
-			if lingers == 1 {
-				n.log.Info("transport: the peer is still taking data; the drain of its connection lingers on",
-					"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration)
-			}
-			// The peer is alive: what the link kept for it waits on.
-			n.rearmKept(s.l.rid)
-			if err = s.readUntilError(); !errors.Is(err, os.ErrDeadlineExceeded) {
-				break
-			}
-		}
-		switch {
-		case resetWhy != "":
+		// reader stuck). Closed gracefully, the socket would keep trying
+		// to send what the peer has not acknowledged yet — until the peer
+		// cuts the connection it finds superseded, which refuses it, or
+		// the kernel gives the orphan up: lost, although counted
+		// delivered (~18,000 records of TestStuckReceiverLongerThanTwo-
+		// PeerTimeouts). When what the peer has not acknowledged cannot
+		// reach it (nothing in flight, or the peer took nothing through
+		// the linger), an abortive close discards it here (the peer still
+		// reads what it acknowledged), and it is kept to be sent again.
+		if resetWhy = s.pc.abortIfUnaccepted(); resetWhy != "" {
 			late = s.pc.undelivered()
-		case peerClosed(err):
-			// It read to our FIN (or cut the connection) meanwhile.
-			late = s.pc.undelivered()
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			if unknown := len(s.pc.undelivered()); unknown > 0 {
-				n.log.Warn("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered",
-					"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", unknown)
-			}
+		} else if unknown := len(s.pc.undelivered()); unknown > 0 {
+			s.l.n.log.Warn("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered",
+				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", unknown)
 		}
 	}
 	s.pc.release()
-	// What the link kept when the session ended waits for the next
-	// session from now, when the connection was given up: the drain may
-	// have lingered on for longer than KeepUnsent.
-	n.rearmKept(s.l.rid)
 	if len(late) > 0 {
+		n := s.l.n
 		kept := n.keepUndelivered(s.l.rid, s.info.LifecycleGeneration, late)
 		if resetWhy != "" {
 			n.log.Warn("transport: gave up a silent connection (reset); the one-way messages the peer never acknowledged are kept for its return",

@@ -87,7 +87,7 @@ type peerConn struct {
 	inbound bool
 	// drainAcked is what the peer had acknowledged when the drain began
 	// (lingerRead), -1 before: a peer that acknowledged nothing more
-	// through the linger takes nothing (judgeLinger).
+	// through the linger takes nothing (abortIfUnaccepted).
 	drainAcked atomic.Int64
 	// late: what undelivered answered when a write found the peer gone
 	// (failWrite), for the reader, whose own read then fails on a socket
@@ -717,65 +717,45 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 	pc.errMu.Unlock()
 }
 
-// judgeLinger decides, when the drain's linger ran out (the reader's read
-// hit its deadline; the writer has stopped and the link took what was not
-// sent), what becomes of the one-way messages the peer has not
-// acknowledged. A graceful close would count them as delivered while the
-// orphaned socket still holds them, and they were lost whenever the peer
-// then cut the connection — superseded by our next one, its reader silent
-// for the live window: TestSlowReceiverLosesNothing over CURVE lost 1,064
-// of 6,000 so. So they are never left to an orphan:
+// abortIfUnaccepted prepares an abortive close of a drained connection
+// whose peer stayed silent through the linger (the reader has stopped),
+// when what the peer has not acknowledged cannot reach it: either no data
+// segment is in flight (TCP_INFO tcpi_unacked 0: it was never
+// transmitted), or the peer acknowledged nothing during the whole linger
+// (its process stopped or its reader stuck, its buffer full: what is in
+// flight is being refused and retransmitted). The close that follows
+// (release) then resets the connection and discards it here — the peer
+// still reads what it acknowledged — so undelivered names what the peer
+// will never get. Otherwise (segments in flight while the peer still took
+// data) their fate is unknown, and it reports false: the close stays
+// graceful and they count as delivered.
 //
-//   - again: the peer is still taking data — it acknowledged more since
-//     the linger began, or a data segment left too recently for its
-//     acknowledgement to be here (inFlight: the peer's kernel may have
-//     it). The linger is re-armed (judged against what is acknowledged
-//     now); the drain goes on until the peer has read to our FIN and
-//     closes (the reader then keeps what it did not acknowledge, as for
-//     any close by the peer), or until it takes nothing more.
-//   - why != "": the peer took nothing through the linger, and every
-//     segment in flight left long enough ago that it was not taken
-//     ("nothing in flight" when none is). An abortive close (SO_LINGER 0,
-//     done by release) discards here what the peer never got — the peer
-//     still reads what it acknowledged — and undelivered names exactly
-//     that, to be sent again on the next connection.
-//   - neither: nothing is left unacknowledged (a graceful close loses
-//     nothing), or acknowledgements cannot be read here (not Linux:
-//     what the kernel took counts as delivered), or the abortive close
-//     cannot be set up.
+// What is left is a race of one round trip: a stopped peer that resumes
+// and takes a retransmitted segment just as the linger ends would get it
+// and then, resent, again.
 //
-// What is left is a race of one round trip: a peer that took nothing for
-// a whole linger, resuming just as it ends, whose window update reaches
-// this kernel between this judgement and the close; a segment sent then
-// arrives twice.
-func (pc *peerConn) judgeLinger(linger time.Duration) (again bool, why string) {
+// It returns why it can abort ("" when it does not): "nothing in flight"
+// or "the peer took nothing through the linger".
+func (pc *peerConn) abortIfUnaccepted() string {
 	if pc.untracked || len(pc.sent) == pc.sentHead {
-		return false, ""
+		return ""
 	}
 	acked, ok := pc.zc.ack.acked()
-	if !ok || pc.sent[len(pc.sent)-1].end <= acked {
-		return false, ""
-	}
-	some, unsettled, ok := inFlight(pc.zc.raw)
 	if !ok {
-		return false, ""
+		return ""
 	}
-	if at := pc.drainAcked.Load(); (at >= 0 && acked != at) || unsettled {
-		pc.drainAcked.Store(acked)
-		if pc.zc.raw.SetReadDeadline(time.Now().Add(linger)) == nil {
-			return true, ""
+	why := "the peer took nothing through the linger"
+	if at := pc.drainAcked.Load(); at < 0 || acked != at {
+		if !nothingInFlight(pc.zc.raw) {
+			return ""
 		}
-		return false, ""
-	}
-	why = "the peer took nothing through the linger"
-	if !some {
 		why = "nothing in flight"
 	}
 	l, ok := pc.zc.raw.(interface{ SetLinger(sec int) error })
 	if !ok || l.SetLinger(0) != nil {
-		return false, ""
+		return ""
 	}
-	return false, why
+	return why
 }
 
 // release closes the socket once its reader has stopped (after close or
