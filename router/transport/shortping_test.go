@@ -95,15 +95,10 @@ func TestShortPingIsNotAnsweredFromTheReader(t *testing.T) {
 	wg.Wait()
 	var ne net.Error
 	quiet := errors.As(recvErr, &ne) && ne.Timeout()
-	wrote := b.Stats().BytesOut // the echoed payloads dominate it
 	switch got := replies.Load(); {
 	case recvErr != nil && !quiet:
 		t.Fatalf("peer's stream from the node broken after %d of %d replies: %v (node stats: protocolErrors=%d)",
 			got, n, recvErr, b.Stats().ProtocolErrors)
-	case got < n && wrote >= uint64(n*len(big)):
-		// Everything was written but not everything read: the stream
-		// went wrong (a length the reader still waits for), not quiet.
-		t.Fatalf("the node wrote every reply (%d bytes) but the peer read %d of %d before its stream stalled: %v", wrote, got, n, recvErr)
 	case got < n/4:
 		t.Fatalf("only %d of %d replies arrived (%v): too few to have exercised the PINGs", got, n, recvErr)
 	case got < n:
