@@ -350,22 +350,8 @@ func TestGuardPingPong(t *testing.T) {
 	cfgB := testConfig("b", 1)
 	cfgB.Handler = echoHandler(func(_ PeerInfo, r *router.Record) { got <- seqOf(r) })
 	b := startNode(t, cfgB)
-	c, err := net.Dial("tcp", b.rt.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte("pinger"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.close()
-	hello, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
-	_ = zc.write(hello)
-	_, _ = flushWithin(zc, time.Second)
+	c, zc := admittedPinger(t, b)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := zc.recv(); err != nil {
-		t.Fatal(err)
-	}
 	r1, _ := router.Encode(seqSend(b.RID(), 1, nil))
 	r2, _ := router.Encode(seqSend(b.RID(), 2, nil))
 	_ = zc.write(r1)
@@ -477,4 +463,28 @@ func TestPeerMechanism(t *testing.T) {
 			t.Errorf("%s: peerMechanism = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.wantOK)
 		}
 	}
+}
+
+// admittedPinger is a raw ZMTP DEALER ("pinger") connected to b and
+// admitted by its hello, with no read deadline; closed at the test's end.
+func admittedPinger(t *testing.T, b *Node) (net.Conn, *zconn) {
+	t.Helper()
+	c, err := net.Dial("tcp", b.rt.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	zc, err := openZMTP(c, zmq4.Dealer, []byte("pinger"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zc.close() })
+	hello, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
+	_ = zc.write(hello)
+	_, _ = flushWithin(zc, time.Second)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := zc.recv(); err != nil { // admit
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return c, zc
 }

@@ -29,23 +29,7 @@ func TestShortPingIsNotAnsweredFromTheReader(t *testing.T) {
 		c.PeerTimeout = 2 * time.Minute
 		return c
 	}())
-	c, err := net.Dial("tcp", b.rt.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte("pinger"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.close()
-	hello, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
-	_ = zc.write(hello)
-	_, _ = flushWithin(zc, time.Second)
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := zc.recv(); err != nil { // admit
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Time{})
+	c, zc := admittedPinger(t, b)
 
 	const n = 3000
 	var wg sync.WaitGroup
