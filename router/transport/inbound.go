@@ -19,7 +19,7 @@ const maxSeenPeers = 1 << 16
 
 func (n *Node) onInboundOpen(ic *inConn) {
 	ic.lastSeen.Store(n.clock.Now().UnixNano())
-	ic.pc.counters = n.stats.peer(ic.ident)
+	ic.pc.counters.Store(n.stats.detached())
 }
 
 func (n *Node) onInboundClose(ic *inConn, cause error) {
@@ -38,8 +38,8 @@ func (n *Node) onInboundClose(ic *inConn, cause error) {
 func (n *Node) onInboundBad(remote, ident string, err error) {
 	if isProtocolViolation(err) {
 		n.stats.protocolErrors.Add(1)
-		if ident != "" {
-			n.stats.peer(ident).protocolErrors.Add(1)
+		if c := n.stats.known(ident); c != nil {
+			c.protocolErrors.Add(1)
 		}
 	} else {
 		n.stats.handshakeFailures.Add(1)
@@ -57,7 +57,7 @@ func (n *Node) onInboundRefused(remote string, err error) {
 // logged at most once per second per connection.
 func (n *Node) protocolError(ic *inConn, what string, err error) {
 	n.stats.protocolErrors.Add(1)
-	if c := ic.pc.counters; c != nil {
+	if c := ic.pc.counters.Load(); c != nil {
 		c.protocolErrors.Add(1)
 	}
 	if ok, suppressed := ic.logLimit.allow(n.clock.Now(), logEvery); ok {
@@ -73,7 +73,7 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		n.protocolError(ic, "malformed record", err)
 		return
 	}
-	n.stats.received(ic.pc.counters, frames)
+	n.stats.received(ic.pc.counters.Load(), frames)
 	ic.mu.Lock()
 	admitted, info := ic.admitted, ic.info
 	ic.mu.Unlock()
@@ -150,7 +150,7 @@ func (n *Node) replyOn(ic *inConn, r *router.Record) error {
 		return fmt.Errorf("%w: connection of %s was superseded", ErrPeerDown, RID(ic.ident))
 	}
 	if err := ic.pc.enqueue(outItem{frames: frames, size: framesSize(frames)}); err != nil {
-		return n.sendFailed(ic.pc.counters, err)
+		return n.sendFailed(ic.pc.counters.Load(), err)
 	}
 	return nil
 }
@@ -244,6 +244,13 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		n.log.Error("transport: cannot encode admit", "err", err)
 		return
 	}
+	// From here the identity is a peer this node admitted: it gets its row
+	// in the per-peer stats, with what the connection counted so far (its
+	// hello). Nothing was written on it yet, so the writer counted nothing
+	// in the detached set; the admit below counts in the row.
+	row := n.stats.peer(ic.ident)
+	row.absorb(ic.pc.counters.Load())
+	ic.pc.counters.Store(row)
 	if err := ic.pc.enqueuePriority(frames); err != nil {
 		n.log.Warn("transport: admit not sent", "peer", info.RID.String(), "err", err)
 		return

@@ -193,7 +193,7 @@ func (l *link) connect(ep string) (*session, error) {
 		return nil, err
 	}
 	pc := newPeerConn(zc, n.cfg.SendQueueRecords, n.cfg.SendQueueBytes, n.cfg.WriteTimeout)
-	pc.counters = l.counters
+	pc.counters.Store(l.counters)
 	pc.lingerOnTimeout(n.ctx, n.cfg.PeerTimeout)
 	pc.start()
 	fail := func(err error) (*session, error) {

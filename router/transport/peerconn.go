@@ -111,7 +111,12 @@ type peerConn struct {
 	released   bool        // release ran: the reader is done with the socket
 	writerWG   sync.WaitGroup
 
-	counters *peerCounters // per-peer stats; set before start
+	// counters are the per-peer stats this connection counts in. An
+	// inbound connection counts in a detached set until its hello is
+	// admitted (onInboundOpen, admitInbound): its identity is the remote's
+	// own choice until then, and strangers must not fill the bounded
+	// per-peer table (maxPeerStats) so that real peers go uncounted.
+	counters atomic.Pointer[peerCounters]
 }
 
 func newPeerConn(zc *zconn, queueRecords int, queueBytes int64, writeTimeout time.Duration) *peerConn {
@@ -305,7 +310,7 @@ func (pc *peerConn) writer() {
 			if err := pc.zc.write(frames); err != nil {
 				return err
 			}
-			if c := pc.counters; c != nil {
+			if c := pc.counters.Load(); c != nil {
 				c.sent(frames)
 			}
 			return nil
@@ -368,7 +373,7 @@ func (pc *peerConn) writer() {
 		pc.track(inflight)
 		clear(inflight)
 		inflight = inflight[:0]
-		if c := pc.counters; c != nil && wrote {
+		if c := pc.counters.Load(); c != nil && wrote {
 			c.flushed()
 		}
 		pc.unflushed.Add(-taken)

@@ -95,11 +95,39 @@ func (s *stats) peer(rid string) *peerCounters {
 	if c := s.peers[rid]; c != nil {
 		return c
 	}
-	c := &peerCounters{node: s}
+	c := s.detached()
 	if len(s.peers) < maxPeerStats {
 		s.peers[rid] = c
 	}
 	return c
+}
+
+// known returns the counters of a RID already in the table, or nil.
+func (s *stats) known(rid string) *peerCounters {
+	if rid == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peers[rid]
+}
+
+// detached returns a set of per-peer counters outside the table: what it
+// counts shows in the node totals only.
+func (s *stats) detached() *peerCounters { return &peerCounters{node: s} }
+
+// absorb adds what d counted to c (d's node totals already hold it).
+func (c *peerCounters) absorb(d *peerCounters) {
+	if d == nil || d == c {
+		return
+	}
+	c.recordsIn.Add(d.recordsIn.Load())
+	c.recordsOut.Add(d.recordsOut.Load())
+	c.flushes.Add(d.flushes.Load())
+	c.bytesIn.Add(d.bytesIn.Load())
+	c.bytesOut.Add(d.bytesOut.Load())
+	c.protocolErrors.Add(d.protocolErrors.Load())
+	c.backpressure.Add(d.backpressure.Load())
 }
 
 // Stats returns a snapshot of the counters.
