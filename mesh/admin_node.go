@@ -173,7 +173,8 @@ func (n *Node) adminRelocate(ctx context.Context, drain bool, progress func(admi
 const adminDrainLinger = 3 * time.Second
 
 func adminResult(res HostRelocationResult) admin.Result {
-	out := admin.Result{End: res.End.String(), Progress: adminProgress(res.Progress), TookMs: res.Took.Milliseconds()}
+	out := admin.Result{End: res.End.String(), Progress: adminProgress(res.Progress), TookMs: res.Took.Milliseconds(),
+		BeforeMovesMs: res.BeforeMoves.Milliseconds(), MovesTookMs: res.MovesTook.Milliseconds()}
 	for _, o := range res.Objects {
 		kind := record.ObjectActor
 		switch {

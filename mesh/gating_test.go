@@ -43,6 +43,20 @@ func (s *renewBlocker) Write(ctx context.Context, req locstore.WriteRequest) (lo
 	return s.Store.Write(ctx, req)
 }
 
+// loseLeaseOf blocks n's owner-lease writes until n has lost its lease and
+// returns the lease key; blocked.Store(nil) lets them through again.
+func (s *renewBlocker) loseLeaseOf(t *testing.T, n *Node) string {
+	t.Helper()
+	owner, _ := n.Owner()
+	key, err := record.OwnerLeaseKey(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.blocked.Store(&key)
+	eventually(t, 20*time.Second, "the lease to be lost", func() bool { return n.LeaseLost() != nil })
+	return key
+}
+
 // lapsed reports a refusal by a gate closed because the owner lease lapsed:
 // expired locally, or — once the store's TTL has run out too and the
 // manager re-read the missing record — lost.

@@ -60,4 +60,8 @@ func TestDrainAloneReportsItsEnd(t *testing.T) {
 	if len(calls) != 1 || calls[0].End != res.End || res.End == hostmove.Open || calls[0].NotStarted != len(mine) {
 		t.Fatalf("%d progress calls %+v for a drain that ended %s with %d objects not started", len(calls), calls, res.End, len(mine))
 	}
+	// No move ran: the time it took went before the moves (it was 0).
+	if res.Took <= 0 || res.BeforeMoves != res.Took || res.MovesTook != 0 {
+		t.Fatalf("Took %v, BeforeMoves %v, MovesTook %v: want all of a drain that moved nothing before the moves", res.Took, res.BeforeMoves, res.MovesTook)
+	}
 }

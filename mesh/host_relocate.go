@@ -56,7 +56,22 @@ type HostRelocationResult struct {
 	// Objects lists every object's outcome; those not Moved stay owned
 	// and working on this node (§9.4), except Gone ones.
 	Objects []HostObjectResult
-	Took    time.Duration
+	// Took is how long the whole command took, from its call: everything
+	// before the moves (BeforeMoves), the moves (MovesTook) and, for a
+	// drain, the linger after them that passes messages on until their
+	// senders have switched — up to the shutdown (Close, which a drain
+	// runs next, is not in it). A drain that moved nothing (no other
+	// serving node) took only what it spent before the moves.
+	Took time.Duration
+	// BeforeMoves is the part of Took before the first move could start:
+	// a drain's waits for this node's owner lease being recovered and for a
+	// peer recovering its lease (each at most noTargetPatience), its
+	// publish of draining, and the discovery round that lists the targets.
+	BeforeMoves time.Duration
+	// MovesTook is the part of Took the moves took, from the first one's
+	// start until every object had its outcome: what a handoff rate is
+	// figured on.
+	MovesTook time.Duration
 	// ShutdownSwept (Drain only) says the shutdown's §11 sweep deleted the
 	// records of the objects that stayed. False when it failed (the store
 	// refused or was down) or could not run (the owner lease was lost):
@@ -109,7 +124,7 @@ func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelo
 		return HostRelocationResult{}, err
 	}
 	defer n.obj.hostMove.Store(false)
-	return n.hostRelocate(ctx, opts)
+	return n.hostRelocate(ctx, opts, n.hostNow())
 }
 
 // beginHostMove checks the owner lease and marks the host command running
@@ -137,8 +152,10 @@ func (n *Node) refreshForMoves(ctx context.Context) {
 // moveLinkWait bounds refreshForMoves' wait for links being admitted.
 const moveLinkWait = 2 * time.Second
 
-// hostRelocate runs the host command; the caller holds hostMove.
-func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
+// hostRelocate runs the host command; the caller holds hostMove. began is
+// when the command was called (hostNow): the result's Took and BeforeMoves
+// count from it.
+func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began time.Time) (HostRelocationResult, error) {
 	o := n.obj
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -150,7 +167,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 		max = n.cfg.Relocation.MaxConcurrent
 	}
 	n.refreshForMoves(ctx)
-	start := time.Now()
+	start := n.hostNow()
 	// The list stays open for what is on its way here (relist): the
 	// listed objects move meanwhile.
 	cmd := hostmove.NewOpen(o.hostedForHostMove(), max)
@@ -257,14 +274,17 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions) (Host
 		}
 		mu.Lock()
 	}
-	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results(), Took: time.Since(start)}
+	end := n.hostNow()
+	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results(),
+		Took: end.Sub(began), BeforeMoves: start.Sub(began), MovesTook: end.Sub(start)}
 	mu.Unlock()
 	if !abandoned {
 		wg.Wait()
 	}
 	p = res.Progress
 	n.log.Info("host relocation ended", "end", res.End, "moved", p.Moved, "skipped", p.Skipped, "failed", p.Failed,
-		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.Took, "moved_to", movedTo(res.Objects))
+		"gone", p.Gone, "not_started", p.NotStarted, "bytes", p.Bytes, "took", res.MovesTook, "before_moves", res.BeforeMoves,
+		"moved_to", movedTo(res.Objects))
 	n.logNotMoved(res)
 	return res, nil
 }
@@ -700,7 +720,12 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	// The drain's reported time counts from here: the waits below for this
+	// node's lease and for a recovering peer are part of it (Took,
+	// BeforeMoves).
+	began := n.hostNow()
 	var res HostRelocationResult
+	moves := false // the moves ran (hostRelocate)
 	n.awaitOwnLease(ctx)
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
@@ -729,7 +754,8 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		seenBy := time.Now().Add(n.discoveryEvery + drainQuiet)
 		end, _ := ctx.Deadline()
 		rctx, rcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
-		res, _ = n.hostRelocate(rctx, opts)
+		res, _ = n.hostRelocate(rctx, opts, began)
+		moves = true
 		p := res.Progress
 		n.log.Info("drain: objects moved before the shutdown", "moved", p.Moved, "left", len(res.NotMoved()), "end", res.End)
 		if p.Moved > 0 {
@@ -737,6 +763,12 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		}
 		rcancel()
 	}
+	res.Took = n.hostNow().Sub(began)
+	if !moves {
+		res.BeforeMoves = res.Took // all of it went before the moves that did not run
+	}
+	n.log.Info("drain: shutting down", "took", res.Took, "before_moves", res.BeforeMoves, "moves_took", res.MovesTook,
+		"after_moves", res.Took-res.BeforeMoves-res.MovesTook)
 	if opts.beforeStop != nil {
 		opts.beforeStop(res)
 	}
@@ -751,6 +783,16 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		}
 	}
 	return res, err
+}
+
+// hostNow reads the clock a host command's reported durations and its
+// waits before the moves are measured by: time.Now, or the clock a test
+// moves (hostClock).
+func (n *Node) hostNow() time.Time {
+	if n.hostClock != nil {
+		return n.hostClock()
+	}
+	return time.Now()
 }
 
 // drainQuiet is how long no message may have been passed on (Message
@@ -810,11 +852,11 @@ func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 			return serving, err
 		}
 		if waited.IsZero() {
-			waited = time.Now()
+			waited = n.hostNow()
 			n.log.Info("drain: no other node serves now, but some are recovering their owner lease; waiting for them",
 				"recovering", recovering, "at_most", n.noTargetPatience())
 		}
-		if time.Since(waited) >= n.noTargetPatience() || sleepCtx(ctx, 250*time.Millisecond) != nil {
+		if n.hostNow().Sub(waited) >= n.noTargetPatience() || sleepCtx(ctx, 250*time.Millisecond) != nil {
 			return 0, nil
 		}
 	}
@@ -832,7 +874,7 @@ func (n *Node) awaitOwnLease(ctx context.Context) {
 	}
 	n.log.Info("drain: this node's owner lease is being recovered; waiting for it before moving the objects",
 		"at_most", n.noTargetPatience())
-	for start := time.Now(); time.Since(start) < n.noTargetPatience() && n.leaseRecoverable(); {
+	for start := n.hostNow(); n.hostNow().Sub(start) < n.noTargetPatience() && n.leaseRecoverable(); {
 		if n.lease.Gate().Admit() == nil || sleepCtx(ctx, 100*time.Millisecond) != nil {
 			return
 		}

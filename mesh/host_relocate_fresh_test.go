@@ -102,13 +102,8 @@ func TestCreationFollowsATargetsNewLease(t *testing.T) {
 	}
 	// The server's renewals stop until its lease is lost; it reacquires
 	// a new generation at once and serves again.
-	owner, gen := server.Owner()
-	key, err := record.OwnerLeaseKey(owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker.blocked.Store(&key)
-	eventually(t, 20*time.Second, "the server's lease to be lost", func() bool { return server.LeaseLost() != nil })
+	_, gen := server.Owner()
+	blocker.loseLeaseOf(t, server)
 	blocker.blocked.Store(nil)
 	eventually(t, 20*time.Second, "the server to serve under a new lease generation", func() bool {
 		_, g := server.Owner()
@@ -234,17 +229,12 @@ func TestDrainWaitsForAPeerRecoveringItsLease(t *testing.T) {
 // under the new lease in hold until hold.release closes.
 func loseLeaseHoldRepublish(t *testing.T, n *Node, blocker *renewBlocker, hold *keyHold) {
 	t.Helper()
-	owner, gen := n.Owner()
-	leaseKey, err := record.OwnerLeaseKey(owner)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, gen := n.Owner()
 	descKey, err := record.MeshNodeKey("objects", n.RID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocker.blocked.Store(&leaseKey)
-	eventually(t, 20*time.Second, "the lease to be lost", func() bool { return n.LeaseLost() != nil })
+	blocker.loseLeaseOf(t, n)
 	hold.key.Store(&descKey) // its republish under the new lease waits
 	blocker.blocked.Store(nil)
 	eventually(t, 20*time.Second, "the node to reacquire and try to republish", func() bool {
@@ -276,13 +266,7 @@ func TestDrainWaitsForItsOwnLease(t *testing.T) {
 	startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, f.loc, fast)
 	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
 	mine := createOnNode(t, ctx, client, leaving, "own", 3)
-	owner, _ := leaving.Owner()
-	leaseKey, err := record.OwnerLeaseKey(owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker.blocked.Store(&leaseKey)
-	eventually(t, 20*time.Second, "the lease to be lost", func() bool { return leaving.LeaseLost() != nil })
+	blocker.loseLeaseOf(t, leaving)
 	blocker.blocked.Store(nil)
 	if leaving.lease.Gate().Admit() == nil {
 		t.Fatal("the gate reopened before the drain: the test did not exercise the wait")

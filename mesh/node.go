@@ -82,8 +82,8 @@ type Node struct {
 	run                hostRun
 	leaseGen           atomic.Uint64 // this run's current LeaseGeneration (Owner)
 	discoveryEvery     time.Duration
-	discoverMu         sync.Mutex // one discovery round at a time
-	discoveryFails     int        // failed discovery rounds in a row (under discoverMu)
+	discoverMu         sync.Mutex        // one discovery round at a time
+	discoveryFails     discoveryFailures // the current run of failed discovery rounds (under discoverMu)
 	planner            *directory.Planner
 	lastSnap           directory.Snapshot
 	// servedAt: when each other server of this mesh was last listed
@@ -104,6 +104,9 @@ type Node struct {
 	// runs: the listener then outlives the moves until their result was
 	// read (stopAdmin).
 	adminDrain atomic.Bool
+	// hostClock, when set (tests), replaces time.Now for the durations a
+	// host command reports and its waits before the moves (hostNow).
+	hostClock func() time.Time
 	// tracker is discovery's memory between rounds (Discover);
 	// discoveryReads counts its store reads.
 	tracker        *directory.Tracker
@@ -573,6 +576,47 @@ func (n *Node) reclaim(ctx context.Context) {
 // WARN line.
 const discoveryFailEvery = 12
 
+// The discovery failure lines of one store outage (a run of failed rounds).
+const (
+	discoveryFailKeeping = "discovery: store failure, keeping the last complete list"
+	discoveryFailStale   = "discovery: store failure, the last list is past store_failure_grace"
+)
+
+// discoveryFailures decides the log lines of one run of failed discovery
+// rounds: a WARN at its first round; a WARN at the first round past
+// store_failure_grace, when it happens (the kept list is stale from then
+// on; before 2026-12-06 that was said only at the next reminder, up to
+// discoveryFailEvery-1 rounds late); a reminder every discoveryFailEvery
+// rounds; never one per round.
+type discoveryFailures struct {
+	rounds    int                   // failed rounds in a row
+	staleSaid bool                  // the round past the grace was logged
+	last      directory.GraceStatus // the grace status at the latest failed round
+}
+
+// failed counts a failed round and returns the WARN to log for it, if any.
+func (d *discoveryFailures) failed(st directory.GraceStatus) (msg string, log bool) {
+	d.rounds++
+	d.last = st
+	switch {
+	case !st.InGrace && !d.staleSaid:
+		d.staleSaid = true
+		return discoveryFailStale, true
+	case d.rounds%discoveryFailEvery == 1 && st.InGrace:
+		return discoveryFailKeeping, true
+	case d.rounds%discoveryFailEvery == 1:
+		return discoveryFailStale, true
+	}
+	return "", false
+}
+
+// answered ends the run of failures, returning it (ok false when there was
+// none).
+func (d *discoveryFailures) answered() (ended discoveryFailures, ok bool) {
+	ended, *d = *d, discoveryFailures{}
+	return ended, ended.rounds > 0
+}
+
 // Discover runs one discovery round: read the whole descriptor list as one
 // same-point-in-time list, check each host's owner lease, and connect to
 // (or drop) peers accordingly. During a store failure the last complete
@@ -595,21 +639,19 @@ func (n *Node) Discover(ctx context.Context) error {
 	}
 	if err != nil {
 		st := n.planner.ObserveFailure(now, err)
-		// Once per episode and then every discoveryFailEvery rounds, not
-		// every round (a store gone for good logged one line every round
-		// for as long as the node ran).
-		if n.discoveryFails++; n.discoveryFails%discoveryFailEvery == 1 {
-			msg := "discovery: store failure, keeping the last complete list"
-			if !st.InGrace {
-				msg = "discovery: store failure, the last list is past store_failure_grace"
-			}
-			n.log.Warn(msg, "err", err, "failed_rounds", n.discoveryFails, "in_grace", st.InGrace, "grace_elapsed", st.GraceElapsed)
+		// At the outage's start, when the grace ends, then every
+		// discoveryFailEvery rounds: not every round (a store gone for good
+		// logged one line every round for as long as the node ran).
+		if msg, ok := n.discoveryFails.failed(st); ok {
+			n.log.Warn(msg, "err", err, "failed_rounds", n.discoveryFails.rounds, "failing_for", st.Elapsed,
+				"in_grace", st.InGrace, "grace_elapsed", st.GraceElapsed)
 		}
 		return err
 	}
-	if n.discoveryFails > 0 {
-		n.log.Info("discovery: the store answers again", "failed_rounds", n.discoveryFails)
-		n.discoveryFails = 0
+	if ended, ok := n.discoveryFails.answered(); ok {
+		// The list read now replaces the kept one: current again.
+		n.log.Info("discovery: the store answers again; the descriptor list is current again", "failed_rounds", ended.rounds,
+			"failing_for", ended.last.Elapsed, "past_grace", ended.staleSaid)
 	}
 	actions, err := n.planner.Observe(now, snap)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/directory"
-	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // A node that did not run past its lease TTL (paused, cut off) while
@@ -22,13 +21,7 @@ func TestRoutingIDTakenOverWhileAwayEndsTheOldRun(t *testing.T) {
 	f, _, blocker, fast := republishScene(t)
 	logs := f.logNode(1)
 	old := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	owner, _ := old.Owner()
-	leaseKey, err := record.OwnerLeaseKey(owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocker.blocked.Store(&leaseKey) // the old run's lease writes do not land
-	eventually(t, 20*time.Second, "the old run's lease to be lost", func() bool { return old.LeaseLost() != nil })
+	leaseKey := blocker.loseLeaseOf(t, old) // the old run's lease writes do not land
 	f.logTo = nil
 	// Another process with the same routing id starts and takes the
 	// descriptor over (the old run's lease has expired in the store).

@@ -89,7 +89,13 @@ type Result struct {
 	End      string          `json:"end"`
 	Progress Progress        `json:"progress"`
 	Objects  []ObjectOutcome `json:"objects,omitempty"`
-	TookMs   int64           `json:"tookMs"`
+	// TookMs is the whole command's time (for a drain, up to the node's
+	// stop), BeforeMovesMs the part before its first move could start
+	// (a drain's waits for its owner lease or a recovering peer, the
+	// discovery round), MovesTookMs the moves' part.
+	TookMs        int64 `json:"tookMs"`
+	BeforeMovesMs int64 `json:"beforeMovesMs"`
+	MovesTookMs   int64 `json:"movesTookMs"`
 }
 
 // Job is GET /v1/relocate/{id} (and POST's answer).

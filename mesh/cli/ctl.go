@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
@@ -51,8 +53,8 @@ func ctlGroup() group {
 	return group{
 		name:     "meshnode ctl",
 		synopsis: "<command> [arguments]",
-		intro: "Operator tools. The commands that read a store take the same configuration as\n" +
-			"'meshnode run' (--config FILE, MESHNODE_ environment, configuration flags).",
+		intro: "Operator tools. The commands that read a store, and key (for the namespace), take the\n" +
+			"same configuration as 'meshnode run' (--config FILE, MESHNODE_ environment, configuration flags).",
 		commands: ctlCommands(),
 	}
 }
@@ -61,7 +63,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ctlGroup().run(ctx, args, stdout, stderr)
 }
 
-const keyUsage = `usage: meshnode ctl key <record-kind> <fields...> [--namespace NS]
+const keyUsage = `usage: meshnode ctl key <record-kind> <fields...> [--namespace NS] [--config FILE] [config flags]
 
 Prints a record's logical key preimage (NULs shown as \0), its hex, its store
 key and its Redis key, to find the record by hand:
@@ -79,7 +81,10 @@ key and its Redis key, to find the record by hand:
 A node run's capacity counter is two rows: secured (reserved + active, what
 its limit bounds) and active (docs/AUTHORITY.md §2.2).
 
-Reads no store.`
+The Redis key's namespace is location_store.redis.namespace, read from the
+same configuration as 'meshnode run' (the file named by --config or
+MESHNODE_CONFIG, then MESHNODE_ environment variables, then flags);
+--namespace, when given, overrides it. Reads no store.`
 
 const recordUsage = `usage: meshnode ctl record <key> [--config FILE] [config flags]
 
@@ -98,7 +103,8 @@ gone: a crashed run, shown until the serving nodes reclaim its descriptor).`
 
 func ctlKey(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("meshnode ctl key")
-	ns := fs.String("namespace", config.Default().LocationStore.Redis.Namespace, "Redis key namespace of the Location Store")
+	fs.String("namespace", "", "Redis key namespace of the Location Store (default: location_store.redis.namespace of the configuration)")
+	config.Flags(fs)
 	if code, done := parseFlags(fs, args, helpText(fs, keyUsage, false), stdout, stderr); done {
 		return code
 	}
@@ -106,11 +112,44 @@ func ctlKey(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, fs.Name(), "%v", err)
 	}
+	ns, code, ok := keyNamespace(fs, stderr)
+	if !ok {
+		return code
+	}
 	fmt.Fprintf(stdout, "preimage:     %s\n", escapePreimage(pre))
 	fmt.Fprintf(stdout, "preimage hex: %s\n", hex.EncodeToString(pre))
 	fmt.Fprintf(stdout, "store key:    %s\n", record.Key(pre))
-	fmt.Fprintf(stdout, "redis key:    %s\n", record.RedisKey(*ns, pre))
+	fmt.Fprintf(stdout, "redis key:    %s\n", record.RedisKey(ns, pre))
 	return ExitOK
+}
+
+// keyNamespace is the Location Store namespace ctl key prints the Redis key
+// in: the configuration's, loaded as 'meshnode run' loads it (file, then
+// environment, then configuration flags), or --namespace when given. A
+// --namespace that contradicts --location_store.redis.namespace is a usage
+// error rather than a silent choice between them.
+func keyNamespace(fs *pflag.FlagSet, stderr io.Writer) (ns string, code int, ok bool) {
+	const redisNS = "location_store.redis.namespace"
+	flag := fs.Lookup("namespace")
+	if flag.Changed {
+		if c := fs.Lookup(redisNS); c != nil && c.Changed && c.Value.String() != flag.Value.String() {
+			return "", usageError(stderr, fs.Name(), "--namespace %q and --%s %q disagree; give one of them",
+				flag.Value.String(), redisNS, c.Value.String()), false
+		}
+	}
+	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return "", ExitUsage, false
+	}
+	ns = cfg.LocationStore.Redis.Namespace
+	if flag.Changed {
+		ns = flag.Value.String()
+	}
+	if ns == "" {
+		return "", usageError(stderr, fs.Name(), "the Location Store namespace is empty (%s, or --namespace)", redisNS), false
+	}
+	return ns, ExitOK, true
 }
 
 // preimageFor builds a logical key preimage from command-line fields.

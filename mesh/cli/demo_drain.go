@@ -109,11 +109,11 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 		}
 	}
 	rate := 0.0
-	if res.Took > 0 {
-		rate = float64(p.Moved) / res.Took.Seconds()
+	if res.MovesTook > 0 {
+		rate = float64(p.Moved) / res.MovesTook.Seconds()
 	}
-	fmt.Fprintf(w, "  drain %s in %s: %d moved, %d skipped, %d failed, %d not started; %.0f handoffs/s, %s per move (median)\n",
-		res.End, ms(res.Took), p.Moved, p.Skipped, p.Failed, p.NotStarted, rate, ms(median(took)))
+	fmt.Fprintf(w, "  drain %s in %s (moves %s): %d moved, %d skipped, %d failed, %d not started; %.0f handoffs/s, %s per move (median)\n",
+		res.End, ms(res.Took), ms(res.MovesTook), p.Moved, p.Skipped, p.Failed, p.NotStarted, rate, ms(median(took)))
 	var lost, duplicated, reordered, sent int64
 	var retries retries
 	for _, r := range runs {

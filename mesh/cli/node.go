@@ -474,12 +474,15 @@ func storeFailed(stderr io.Writer, name string, err error) int {
 	return ExitError
 }
 
-// openLocation opens the configured Location Store for ctl commands.
+// openLocation opens the configured Location Store for ctl commands. They
+// are one-shot tools: the opener leaves out the notices meant for a node's
+// start, such as the Redis durability WARN (stores.OneShot), which each
+// node logs when it opens the store.
 func openLocation(ctx context.Context, cfg config.Config, log *slog.Logger) (locstore.Store, error) {
 	if cfg.LocationStore.Provider == "" {
 		return nil, errors.New("no location_store.provider configured (use --config or MESHNODE_LOCATION_STORE__PROVIDER)")
 	}
-	return stores.OpenLocation(ctx, cfg.LocationStore, log)
+	return stores.OpenLocation(stores.OneShot(ctx), cfg.LocationStore, log)
 }
 
 // drainedLine is what `meshnode run` prints once a SIGTERM drain is over:
@@ -499,6 +502,22 @@ func drainedLine(res mesh.HostRelocationResult) string {
 	if n := len(res.LeftToTarget()); n > 0 {
 		lost += fmt.Sprintf("; %d left to their targets, whose commit this node stopped before seeing (`ctl locate` says where they are)", n)
 	}
-	return fmt.Sprintf("meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %v)%s",
-		p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, res.Took.Round(time.Millisecond), lost)
+	return fmt.Sprintf("meshnode: drained: %d moved, %d skipped, %d failed, %d not started (%s in %s)%s",
+		p.Moved, p.Skipped, p.Failed, p.NotStarted, res.End, drainTook(res), lost)
+}
+
+// drainTook is the drained line's time: the whole drain's, then its parts —
+// before the moves (waits for this node's owner lease or a recovering
+// peer, publishing draining, the discovery round), the moves, and after
+// them (passing messages on until their senders switched). Before
+// 2026-12-06 the line showed the moves' time alone: a drain that had
+// waited seconds for its lease said it took milliseconds.
+func drainTook(res mesh.HostRelocationResult) string {
+	r := func(d time.Duration) time.Duration { return max(d, 0).Round(time.Millisecond) }
+	s := r(res.Took).String()
+	if res.Took <= 0 {
+		return s
+	}
+	return fmt.Sprintf("%s: %s before the moves, %s moving, %s after them", s,
+		r(res.BeforeMoves), r(res.MovesTook), r(res.Took-res.BeforeMoves-res.MovesTook))
 }

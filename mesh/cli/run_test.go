@@ -57,6 +57,7 @@ func TestDrainedLine(t *testing.T) {
 				{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed}, {Outcome: hostmove.Failed},
 			},
 			Took:          1500 * time.Millisecond,
+			MovesTook:     1500 * time.Millisecond,
 			ShutdownSwept: swept,
 		}
 	}
@@ -65,18 +66,30 @@ func TestDrainedLine(t *testing.T) {
 		res       mesh.HostRelocationResult
 		want, not string
 	}{
-		{"all moved", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3}, Took: time.Second, ShutdownSwept: true},
-			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 1s)", ";"},
-		{"all moved, nothing to sweep", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3}, Took: time.Second},
-			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 1s)", ";"},
+		{"all moved", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3}, Took: time.Second,
+			MovesTook: time.Second, ShutdownSwept: true},
+			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 1s: 0s before the moves, 1s moving, 0s after them)", ";"},
+		{"all moved, nothing to sweep", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3}, Took: time.Second,
+			MovesTook: time.Second},
+			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 1s: 0s before the moves, 1s moving, 0s after them)", ";"},
+		// The whole drain's time, with the wait for the owner lease before
+		// the moves and the linger after them (before 2026-12-06 the line
+		// said "completed in 40ms", the moves alone).
+		{"waited for the lease, then lingered", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3},
+			Took: 10*time.Second + 5140*time.Millisecond, BeforeMoves: 10 * time.Second, MovesTook: 40 * time.Millisecond, ShutdownSwept: true},
+			"meshnode: drained: 3 moved, 0 skipped, 0 failed, 0 not started (completed in 15.14s: 10s before the moves, 40ms moving, 5.1s after them)", ";"},
+		{"nothing could move", mesh.HostRelocationResult{End: hostmove.ForceStopped, Progress: mesh.HostProgress{NotStarted: 2},
+			Objects: []mesh.HostObjectResult{{Outcome: hostmove.NotStarted}, {Outcome: hostmove.NotStarted}},
+			Took:    10 * time.Second, BeforeMoves: 10 * time.Second, ShutdownSwept: true},
+			"0 moved, 0 skipped, 0 failed, 2 not started (forceStopped in 10s: 10s before the moves, 0s moving, 0s after them); 2 removed by the shutdown", "reclaim"},
 		{"some stayed, swept", stayed(true),
-			"meshnode: drained: 5 moved, 0 skipped, 2 failed, 0 not started (completed in 1.5s); 2 removed by the shutdown, their state is lost", "reclaim"},
+			"meshnode: drained: 5 moved, 0 skipped, 2 failed, 0 not started (completed in 1.5s: 0s before the moves, 1.5s moving, 0s after them); 2 removed by the shutdown, their state is lost", "reclaim"},
 		{"some stayed, not swept", stayed(false),
 			"; 2 not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them", "removed by the shutdown"},
 		{"one left to its target", mesh.HostRelocationResult{End: hostmove.ForceStopped, Progress: mesh.HostProgress{Moved: 2, Failed: 1},
 			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed, Reason: "leftToTarget"}},
-			Took:    time.Second, ShutdownSwept: true},
-			"(forceStopped in 1s); 1 left to their targets, whose commit this node stopped before seeing", "removed by the shutdown"},
+			Took:    time.Second, MovesTook: time.Second, ShutdownSwept: true},
+			"(forceStopped in 1s: 0s before the moves, 1s moving, 0s after them); 1 left to their targets, whose commit this node stopped before seeing", "removed by the shutdown"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

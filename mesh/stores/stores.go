@@ -75,6 +75,26 @@ func LocationProviders() []string {
 	return names
 }
 
+// oneShotKey marks a context whose stores are opened by a one-shot tool.
+type oneShotKey struct{}
+
+// OneShot returns ctx marked for opening a store for a one-shot tool (the
+// ctl commands), not for a node's run. A provider's opener then leaves out
+// the notices meant for the start of a node's log: for redis, the
+// durability settings check (its WARN when persistence is off or keys may
+// be evicted: a node logs it when it opens the store, and every run of a
+// ctl command repeated it in front of its answer) and the replica_acks
+// INFO. Problems that concern the tool itself (a refused login, a TLS
+// setting that skips verification) are still reported.
+func OneShot(ctx context.Context) context.Context { return context.WithValue(ctx, oneShotKey{}, true) }
+
+// IsOneShot reports whether ctx was marked by OneShot; an opener registered
+// by an application consults it the same way.
+func IsOneShot(ctx context.Context) bool {
+	v, _ := ctx.Value(oneShotKey{}).(bool)
+	return v
+}
+
 // OpenLocation opens the configured Location Store, or returns nil, nil when
 // no provider is configured.
 func OpenLocation(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
@@ -136,7 +156,7 @@ func init() {
 		if err != nil {
 			return nil, explainOpen(prefix, r, err)
 		}
-		if log != nil {
+		if log != nil && !IsOneShot(ctx) {
 			warnDurability(ctx, st, log)
 			logReplicaAcks(log, "Location Store", r)
 		}
@@ -160,7 +180,7 @@ func init() {
 		if err != nil {
 			return nil, explainOpen(prefix, r, err)
 		}
-		if log != nil {
+		if log != nil && !IsOneShot(ctx) {
 			logReplicaAcks(log, "Relocation Store", r)
 		}
 		return st, nil
