@@ -401,9 +401,9 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 		if n.obj != nil {
 			n.async(n.obj.holdForLease)
 		}
-	case lease.EventRenewFailed:
-		n.log.Warn("owner lease renew failed", "err", ev.Err)
 	}
+	// EventRenewFailed is logged by the lease manager (once per run of
+	// failures and then every renewFailEvery): a line here repeated each.
 }
 
 // loop runs discovery every interval until Close.

@@ -153,6 +153,7 @@ type Manager struct {
 	lastDeadline time.Duration // the deadline of the latest acquire/renew (Resume reopens at it)
 	lastStart    time.Duration // t0 of the last successful acquire/renew; the first tick is due at lastStart + interval
 	renewErr     error         // why the renewals since the last success failed (nil: the last one succeeded)
+	renewFails   int           // renewals failed since the last success (failed: the WARN lines of a store outage)
 
 	cancelLoop context.CancelCauseFunc
 	loopDone   chan struct{}
@@ -419,7 +420,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 		return false, fmt.Errorf("lease: acquire: %w", err)
 	case err == nil && wr.Applied && len(wr.Versions) == 2 && wr.Versions[1] != "":
 		m.mu.Lock()
-		m.gen, m.version, m.lastStart, m.renewErr = next, wr.Versions[1], t0, nil
+		m.gen, m.version, m.lastStart, m.renewErr, m.renewFails = next, wr.Versions[1], t0, nil, 0
 		m.acquiredAt, m.lastStoreNow = cr.StoreNow, wr.StoreNow
 		m.mu.Unlock()
 		obs := Observation{SentAt: t0, ReceivedAt: t1, StoreNow: wr.StoreNow, ExpiresAt: WriteExpiry(wr.StoreNow, m.timing.TTL)}
@@ -464,7 +465,7 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	// that we had given up on). Whatever generation it carries was issued to
 	// us by the counter in the same batch, so we adopt it.
 	m.mu.Lock()
-	m.gen, m.version, m.lastStart, m.renewErr = uint64(l.LeaseGeneration), rr.Version, obs.SentAt, nil
+	m.gen, m.version, m.lastStart, m.renewErr, m.renewFails = uint64(l.LeaseGeneration), rr.Version, obs.SentAt, nil, 0
 	m.acquiredAt, m.lastStoreNow = l.AcquiredAt.Time(), rr.StoreNow
 	m.mu.Unlock()
 	return true, m.opened(obs, kind)
@@ -745,10 +746,12 @@ func (m *Manager) renew(ctx, parent context.Context) bool {
 		return true
 	}
 	m.mu.Lock()
-	m.lastDeadline, m.renewErr = deadline, nil
+	m.lastDeadline = deadline
+	fails := m.renewedAfterFailuresLocked()
 	m.mu.Unlock()
 	m.gate.extend(deadline)
 	m.logger().Debug("owner lease renewed", m.deadlineAttrs(deadline)...)
+	m.logRenewedAgain(fails, deadline)
 	m.emit(EventRenewed, deadline, nil)
 	return true
 }
@@ -789,10 +792,12 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	m.mu.Lock()
 	applied := rr.Version != m.version
 	m.version, m.uncertain, m.lastStoreNow = rr.Version, false, rr.StoreNow
+	fails := 0
 	if applied {
-		m.renewErr = nil // the renew whose answer was lost did renew
+		fails = m.renewedAfterFailuresLocked() // the renew whose answer was lost did renew
 	}
 	m.mu.Unlock()
+	m.logRenewedAgain(fails, deadline)
 	m.gate.extend(deadline)
 	m.logger().Info("lost renew result settled by re-read", m.deadlineAttrs(deadline, "applied", applied)...)
 	m.emit(EventReconstructed, deadline, nil)
@@ -825,13 +830,42 @@ func (m *Manager) Fail(reason error) {
 	}
 }
 
+// renewFailEvery is how many failed renewals in a row one WARN line stands
+// for after the first: a store down for an hour failed a renewal every
+// interval and logged a line for each (720 an hour at the default interval,
+// and the node repeated each), although nothing changes between them but
+// the count. The gate's closing at the deadline and the loss are logged
+// where they happen.
+const renewFailEvery = 12
+
 func (m *Manager) failed(err error) {
 	m.mu.Lock()
 	m.renewErr = err
+	m.renewFails++
+	n := m.renewFails
 	m.mu.Unlock()
 	d := m.gate.Deadline()
-	m.logger().Warn("owner lease renew failed; deadline not extended", m.deadlineAttrs(d, "err", err)...)
+	if n == 1 || n%renewFailEvery == 0 {
+		m.logger().Warn("owner lease renew failed; deadline not extended", m.deadlineAttrs(d, "err", err, "failed_renews", n)...)
+	}
 	m.emit(EventRenewFailed, d, err)
+}
+
+// renewedAfterFailuresLocked ends a run of failed renewals (m.mu held): it
+// returns how many failed, for the line that says the renewals succeed
+// again.
+func (m *Manager) renewedAfterFailuresLocked() int {
+	n := m.renewFails
+	m.renewErr, m.renewFails = nil, 0
+	return n
+}
+
+// logRenewedAgain says that renewing works again after n failures (none
+// when n is 0).
+func (m *Manager) logRenewedAgain(n int, d time.Duration) {
+	if n > 0 {
+		m.logger().Info("owner lease renewed again after failed renewals", m.deadlineAttrs(d, "failed_renews", n)...)
+	}
 }
 
 func (m *Manager) markLost(reason error) {
