@@ -120,7 +120,7 @@ func TestMultiProcessRedisOutOfMemory(t *testing.T) {
 	t.Logf("creation while Redis refuses writes: %v", err)
 	for _, p := range r.procs {
 		waitUntil(t, 10*time.Second, p.name+" to log the refused renewal", func() bool {
-			return p.seenWith("owner lease renew failed", "err", "raise maxmemory")
+			return p.seenWith("owner lease renew failed; deadline not extended", "err", "raise maxmemory")
 		}, r.procs...)
 	}
 	time.Sleep(3 * time.Second) // past the TTL (2 s, nodeEnv): every lease lapses
