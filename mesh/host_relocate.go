@@ -207,7 +207,13 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 			if added := o.relist(cmd); added > 0 {
 				n.log.Info("host relocation: objects that arrived meanwhile added", "objects", added)
 				report()
-			} else if !cmd.Sealed() {
+			}
+			if !cmd.Sealed() {
+				// Also after an addition: objects listed Skipped (an
+				// Instance Spot, a DisableRelocation object) start no move
+				// whose end would wake this loop — without the poll it
+				// slept until the deadline and ended ForceStopped
+				// (TestHostRelocateEndsAfterAddingOnlySkippedArrivals).
 				poll = time.After(arrivalPoll)
 			}
 		}

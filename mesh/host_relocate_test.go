@@ -720,20 +720,7 @@ func TestHostRelocateWaitsForACreationUnderWay(t *testing.T) {
 		ref, err = c.m(0).CreateActor(ctx, "late", testMoverType, WithBody([]byte("wait:late")))
 		created <- err
 	}()
-	host := -1
-	eventually(t, 5*time.Second, "the creation under way on a server", func() bool {
-		for i := 1; i < 3; i++ {
-			o := c.nodes[i].obj
-			o.mu.Lock()
-			n := o.creating
-			o.mu.Unlock()
-			if n > 0 {
-				host = i
-				return true
-			}
-		}
-		return false
-	})
+	host := creatingOn(t, c)
 	type outcome struct {
 		res HostRelocationResult
 		err error
@@ -1035,4 +1022,82 @@ func TestHostRelocateWaitsForAnotherMoveOfAnObject(t *testing.T) {
 			t.Fatalf("%s: %v (%q), want Gone: another move took it away", o.Object.ID, o.Outcome, o.Reason)
 		}
 	}
+}
+
+// An object that lands while a host command's list is open and that the
+// command does not move — a DisableRelocation Actor whose creation was
+// under way — is listed Skipped, and the command ends at once when nothing
+// else is left: before, adding only objects that start no move left the
+// command waiting for a wake-up no move would send (no poll was armed
+// after an addition), so it ran until its deadline and ended ForceStopped
+// (a drain then kept its shutdown waiting that long).
+func TestHostRelocateEndsAfterAddingOnlySkippedArrivals(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *config.Config) {
+		if i == 0 {
+			cfg.Node.ObjectRole = config.RoleClient
+		}
+	})
+	ctx := ctxT(t, 60*time.Second)
+	created := make(chan error, 1)
+	go func() {
+		_, err := c.m(0).CreateActor(ctx, "pinned", testActorType, WithBody([]byte("wait:pinned"))) // PolicyDisabled
+		created <- err
+	}()
+	host := creatingOn(t, c)
+	const deadline = 20 * time.Second
+	type outcome struct {
+		res  HostRelocationResult
+		err  error
+		took time.Duration
+	}
+	relocated := make(chan outcome, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		t0 := time.Now()
+		res, err := c.nodes[host].Relocate(rctx, HostRelocateOptions{})
+		relocated <- outcome{res, err, time.Since(t0)}
+	}()
+	time.Sleep(100 * time.Millisecond) // the command waits for the creation
+	close(c.probe.gate("pinned"))
+	if err := <-created; err != nil {
+		t.Fatalf("creation under way when the command began: %v", err)
+	}
+	out := <-relocated
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	if out.res.End != hostmove.Completed || out.took > deadline/2 {
+		t.Fatalf("the command ended %s after %v (deadline %v); want Completed once the arrival was listed", out.res.End, out.took, deadline)
+	}
+	var got *HostObjectResult
+	for i := range out.res.Objects {
+		if out.res.Objects[i].Object.ID == "pinned" {
+			got = &out.res.Objects[i]
+		}
+	}
+	if got == nil || got.Outcome != hostmove.Skipped {
+		t.Fatalf("the DisableRelocation Actor created during the command: %+v, want Skipped (progress %+v)", got, out.res.Progress)
+	}
+}
+
+// creatingOn waits until a creation is under way on one of c's servers
+// (nodes 1 and 2) and returns its index.
+func creatingOn(t *testing.T, c *cluster) int {
+	t.Helper()
+	host := -1
+	eventually(t, 5*time.Second, "the creation under way on a server", func() bool {
+		for i := 1; i < 3; i++ {
+			o := c.nodes[i].obj
+			o.mu.Lock()
+			n := o.creating
+			o.mu.Unlock()
+			if n > 0 {
+				host = i
+				return true
+			}
+		}
+		return false
+	})
+	return host
 }

@@ -89,6 +89,14 @@ func (o *objects) recoverInstance(ctx context.Context, row authority.AuthorityRo
 		return false, fmt.Errorf("%w: %w: %s's first message waits for a node of mesh %q offering %q", ErrUnavailable, errCannotRestore,
 			a.ObjectID, a.Allocation.Descriptor.MeshName, a.Allocation.StableType)
 	}
+	// On its way here until it returns: a host command that begins
+	// meanwhile lists the Spot once rebuilt (arriving).
+	landed, ok := o.arriving()
+	if !ok {
+		return false, fmt.Errorf("%w: %w: %s's first message waits for a node of mesh %q offering %q (a host relocation is emptying this one)",
+			ErrUnavailable, errCannotRestore, a.ObjectID, a.Allocation.Descriptor.MeshName, a.Allocation.StableType)
+	}
+	defer landed()
 	if !claimed {
 		if _, ours := o.activating.claim(a.ObjectID); !ours {
 			return false, nil // being activated or restored here already

@@ -220,7 +220,12 @@ func (o *objects) startActivation(rec activation.Record, org origin, reply func(
 	if err := o.activationRefusal(rec); err != nil {
 		return err
 	}
+	landed, ok := o.arriving()
+	if !ok {
+		return fmt.Errorf("%w: %w: a host relocation is emptying this node", ErrUnavailable, errRouteStale)
+	}
 	if err := o.begin(); err != nil {
+		landed()
 		return fmt.Errorf("%w: %w: node closing: %w", ErrUnavailable, errRouteStale, err)
 	}
 	var route []byte
@@ -235,6 +240,7 @@ func (o *objects) startActivation(rec activation.Record, org origin, reply func(
 	}
 	o.activating.enqueue(rec.SpotID, func() {
 		defer o.work.Done()
+		defer landed()
 		o.activate(rec, org, route)
 	})
 	return nil

@@ -333,18 +333,11 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	// until it lands (relist), or this creation sees the command and is
 	// refused — never an object that lands here after the list and is
 	// left behind (a drain would remove it with its state).
-	o.mu.Lock()
-	if o.hostMove.Load() {
-		o.mu.Unlock()
+	landed, ok := o.arriving()
+	if !ok {
 		return fw(fmt.Errorf("%w: node is relocating its objects away (host relocation): no new creations", ErrUnavailable))
 	}
-	o.creating++
-	o.mu.Unlock()
-	defer func() {
-		o.mu.Lock()
-		o.creating--
-		o.mu.Unlock()
-	}()
+	defer landed()
 	if ord.delta != bundleSlots(ord.kind, ord.stableType) {
 		return fw(fmt.Errorf("%w: pendingCapacityDelta %d does not match the %s bundle", ErrInvalidOperation, ord.delta, ord.kind))
 	}

@@ -72,8 +72,9 @@ type objects struct {
 	waiters map[string]chan localReply // local requests waiting here, by reply route key
 	remotes map[string]remoteReply     // remote requests received here, by reply route key
 	closing bool                       // no new object work (Close began)
-	// creating counts target-side creations under way (createOnTarget):
-	// a host command waits for them before it lists what to move.
+	// creating counts target-side creations under way (createOnTarget)
+	// and Instance Spot activations and recoveries (arriving): a host
+	// command keeps its list open until they have landed.
 	creating int
 	work     sync.WaitGroup // creation and close orders in flight
 	entry    *spot.Object   // the Entry Spot of a Server node
@@ -563,6 +564,32 @@ func (o *objects) registerCommands() {
 		o.dropFollowed(r.Source, r.OriginalOperation)
 		o.sessionFollowed(r.OriginalOperation, r.Source, r.Target)
 	})
+}
+
+// arriving counts an object about to land on this node — a creation on its
+// target (createOnTarget), an Instance Spot activation or recovery — in
+// objects.creating, unless a host command has begun: under o.mu, so that a
+// host command either sees it and keeps its list open until it has landed
+// (relist) — a drain then moves it, or lists it (an Instance Spot:
+// Skipped) among what its shutdown removes — or it sees the command and is
+// refused (its sender tries another node). landed must be called once it
+// ended, hosted here or not. Before 2026-12-06 activations had only an
+// unlocked check: one accepted a moment before a drain began landed after
+// the drain had closed its list, and the shutdown removed the Spot without
+// the drain's result or log naming it
+// (TestDrainReportsAnInstanceSpotActivatedDuringIt).
+func (o *objects) arriving() (landed func(), ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.hostMove.Load() {
+		return nil, false
+	}
+	o.creating++
+	return func() {
+		o.mu.Lock()
+		o.creating--
+		o.mu.Unlock()
+	}, true
 }
 
 // handle adds one entry to the dispatch table. Registering a command twice

@@ -2,6 +2,7 @@ package redisconn
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -115,5 +116,35 @@ func TestReplicaWait(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// WAIT's timeout under a caller's deadline: the configured one while the
+// deadline leaves room for it, the round trip's reserve and Redis's late
+// answer to a timed-out WAIT (its cron tick); less when not, never under
+// 1 ms (WAIT 0 blocks for good).
+func TestWithinDeadline(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	if got, cut := WithinDeadline(context.Background(), timeout); got != timeout || cut {
+		t.Fatalf("no deadline: %v %v, want the timeout uncut", got, cut)
+	}
+	for _, tc := range []struct {
+		left     time.Duration
+		min, max time.Duration
+		cut      bool
+	}{
+		{left: 10 * time.Second, min: timeout, max: timeout},
+		{left: 700 * time.Millisecond, min: timeout, max: timeout},                                          // 700-50-100 = 550
+		{left: 600 * time.Millisecond, min: 445 * time.Millisecond, max: 450 * time.Millisecond, cut: true}, // 600-50-100
+		{left: 200 * time.Millisecond, min: 45 * time.Millisecond, max: 50 * time.Millisecond, cut: true},   // 200-50-100
+		{left: 100 * time.Millisecond, min: time.Millisecond, max: time.Millisecond, cut: true},
+		{left: -time.Second, min: time.Millisecond, max: time.Millisecond, cut: true},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), tc.left)
+		got, cut := WithinDeadline(ctx, timeout)
+		cancel()
+		if got < tc.min || got > tc.max || cut != tc.cut || got%time.Millisecond != 0 {
+			t.Errorf("%v left: %v (cut %v), want %v..%v whole ms (cut %v)", tc.left, got, cut, tc.min, tc.max, tc.cut)
+		}
 	}
 }

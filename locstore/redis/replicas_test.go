@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -105,5 +106,58 @@ func eventually(t *testing.T, within time.Duration, ok func() bool) {
 			t.Fatal("condition not met in time")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A caller's deadline shorter than replica_ack_timeout bounds the replica
+// wait too. WAIT's own timeout is cut to what the caller's deadline leaves
+// (less a reserve for the reply), so that with a replica that does not
+// acknowledge the write still comes back applied within the deadline —
+// what a write whose WAIT timed out is (docs/store-redis.md) — instead of
+// the client's read of WAIT's reply running into the deadline: that failed
+// a write the master had applied (an unknown outcome, re-read by the
+// caller), dropped the connection, and never let the store see that its
+// replicas were behind, so every later write with such a deadline failed
+// the same way.
+func TestReplicaWaitWithinTheCallersDeadline(t *testing.T) {
+	master := testredis.NewServer(t)
+	replica := testredis.NewReplica(t, master)
+	const ackTimeout = time.Second
+	s := openStore(t, master.Addr, testredis.Namespace(t), func(o *Options) {
+		o.OperationTimeout, o.ReplicaAcks, o.ReplicaAckTimeout = 3*time.Second, 1, ackTimeout
+	})
+	put(t, s, "warm", "x") // the replica acknowledges: the store waits for it
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = replica.Resume() }()
+	const budget = 200 * time.Millisecond
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		t0 := time.Now()
+		res, err := s.Write(ctx, locstore.WriteRequest{
+			Conditions: []locstore.Condition{locstore.IfMissing(fmt.Sprintf("k%d", i))},
+			Mutations:  []locstore.Mutation{locstore.Put(fmt.Sprintf("k%d", i), []byte("v"))}})
+		took := time.Since(t0)
+		cancel()
+		if err != nil || !res.Applied {
+			t.Fatalf("write %d with a %v deadline and the replica paused: applied %v, %v after %v; want applied within the deadline",
+				i, budget, res.Applied, err, took)
+		}
+		if took > budget {
+			t.Fatalf("write %d took %v, past the caller's %v deadline", i, took, budget)
+		}
+		r, err := s.Read(context.Background(), fmt.Sprintf("k%d", i))
+		if err != nil || r.Version != res.Versions[0] {
+			t.Fatalf("read back k%d: %+v %v, want version %s", i, r, err, res.Versions[0])
+		}
+	}
+	// A wait cut short judges nothing; one given the whole timeout does.
+	if s.replicas.Behind() {
+		t.Fatal("writes whose wait the caller's deadline cut short made the store judge its replicas behind")
+	}
+	put(t, s, "judged", "x")
+	if !s.replicas.Behind() {
+		t.Fatal("a write that waited the whole timeout unacknowledged left the store not behind")
 	}
 }

@@ -64,3 +64,39 @@ func TestReplicaAcks(t *testing.T) {
 		}
 	}
 }
+
+// A caller's deadline shorter than ReplicaAckTimeout bounds the replica
+// wait of a change too (internal/redisconn.WithinDeadline): with the
+// replica paused, a Put under a 200 ms deadline is Stored within it — it
+// failed at the deadline with an unknown outcome although the master held
+// it, because the client's read of WAIT's reply ran into the deadline.
+func TestReplicaWaitWithinTheCallersDeadline(t *testing.T) {
+	master := testredis.NewServer(t)
+	replica := testredis.NewReplica(t, master)
+	s := newStore(t, relocredis.Options{Addrs: []string{master.Addr}, OperationTimeout: 3 * time.Second,
+		ReplicaAcks: 1, ReplicaAckTimeout: time.Second})
+	defer s.Close()
+	if _, err := s.Put(context.Background(), "warm", []byte("x"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = replica.Resume() }()
+	const budget = 200 * time.Millisecond
+	for i, p := range [][]byte{[]byte("small"), make([]byte, 300<<10)} { // inline, then staged
+		ref := fmt.Sprintf("ref-%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		t0 := time.Now()
+		r, err := s.Put(ctx, ref, p, time.Minute)
+		took := time.Since(t0)
+		cancel()
+		if err != nil || r.Outcome != relocstore.Stored || took > budget {
+			t.Fatalf("put %d bytes under a %v deadline with the replica paused: %v, %v after %v; want Stored within the deadline",
+				len(p), budget, r.Outcome, err, took)
+		}
+		if rr, err := s.Read(context.Background(), ref); err != nil || !rr.Found || len(rr.Bytes) != len(p) {
+			t.Fatalf("read back %s: found %v, %v", ref, rr.Found, err)
+		}
+	}
+}
