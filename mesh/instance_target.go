@@ -206,8 +206,82 @@ func (o *objects) inboundInstance(from transport.PeerInfo, rec *router.Record, r
 		SourceSpotID: b.SourceSpotID, Operation: op, Request: corr != 0, ReplyRouteID: corr, DeadlineUnixMs: c.DeadlineUnixMs,
 		Metadata: rec.Metadata, Body: body}
 	if err := o.startActivation(ar, origin{rid: from.RID, gen: from.LifecycleGeneration}, reply); err != nil {
+		if errors.Is(err, errRouteStale) && o.passOnActivation(ar, reply) {
+			return
+		}
 		refuse(err)
 	}
+}
+
+// passOnActivation hands a cold activation that this node refused because
+// it is emptying itself (a host relocation or a drain under way) to another
+// node offering the type, as its sender would have done with a current
+// descriptor list, and reports whether it took it over. Senders place
+// activations on the nodes their last list shows serving, so until their
+// next discovery round they keep choosing a node whose drain has begun. A
+// one-way message's refusal reaches nobody (§7.3): before 2026-12-06 it was
+// dropped (10 to 13 of 20 in
+// TestOneWayActivationReachingADrainingNodeIsPassedOn). A request's refusal
+// makes its sender try another node — but its next message for the id
+// comes here first (it follows its first to the node it chose,
+// sentActivations), and refused, it raced the one-way message passed on
+// before it and could activate the Spot first; so a request is passed on
+// too, behind it, and its answer relayed back (reply).
+//
+// This node becomes the activation's source (the target checks that the
+// source is the peer it came from); the operation id stays. It runs as a
+// turn of the id's activation queue, so one sender's messages for the id
+// are passed on in the order they arrived, and the later ones follow the
+// first to the node it chose. Placement leaves this node out while it
+// empties itself, so a message cannot come back here; two nodes draining
+// at once that still list each other serving may hand it back and forth
+// until one of them has seen the other draining, within the message's
+// deadline. A node already closing passes nothing on.
+func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Record) error) bool {
+	if !o.emptying() || (rec.Request && reply == nil) {
+		return false
+	}
+	ctx, done, err := o.call(context.Background())
+	if err != nil {
+		return false
+	}
+	deadline := time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62)))
+	if limit := time.Now().Add(maxActivationWait); deadline.After(limit) {
+		deadline = limit
+	}
+	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, request: rec.Request,
+		op: rec.Operation, deadline: deadline}
+	o.activating.enqueue(rec.SpotID, func() {
+		defer done()
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		// A turn of the id's queue: a local delivery (the Spot Ready here
+		// after all) must not wait behind itself (deliver).
+		ctx = context.WithValue(ctx, activationTurn{}, rec.SpotID)
+		answer, err := o.runInstance(ctx, c, false)
+		if rec.Request {
+			// The answer, or why there is none, goes to the sender.
+			o.sendReply(reply, replyRecord(familySpot, rec.ReplyRouteID, answer, classify(ctx, err, "instance spot "+rec.SpotID)))
+		}
+		if err != nil {
+			if !rec.Request {
+				o.stats.instanceDropped.Add(1)
+				o.log.Warn("instance spot first message refused while this node empties itself, and not passed on",
+					"spot", rec.SpotID, "err", err)
+			}
+			return
+		}
+		o.stats.instancePassedOn.Add(1)
+		o.log.Debug("instance spot message passed on: this node empties itself", "spot", rec.SpotID, "request", rec.Request)
+	})
+	return true
+}
+
+// emptying reports whether this node is emptying itself: a host command
+// runs (hostMove, held by a drain until its Close) or it published
+// draining.
+func (o *objects) emptying() bool {
+	return o.hostMove.Load() || o.n.State() == record.StateDraining
 }
 
 // startActivation checks what can be checked at once and runs the

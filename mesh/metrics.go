@@ -356,7 +356,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			name string
 			v    uint64
 		}{{"activated", st.InstancesActivated}, {"recovered", st.InstancesRecovered}, {"cancelled", st.InstancesCancelled},
-			{"data_lost", st.InstancesDataLost}, {"refused", st.InstanceRefused}, {"dropped", st.InstanceDropped}} {
+			{"data_lost", st.InstancesDataLost}, {"refused", st.InstanceRefused}, {"dropped", st.InstanceDropped},
+			{"passed_on", st.InstancePassedOn}} {
 			counter(descInstance, o.v, o.name)
 		}
 		as := n.obj.exec.Stats()

@@ -108,6 +108,7 @@ type objectStats struct {
 	instanceActivated, instanceRefused  atomic.Uint64
 	instanceDropped, instanceRecovered  atomic.Uint64
 	instanceCancelled, instanceDataLost atomic.Uint64
+	instancePassedOn                    atomic.Uint64
 }
 
 // ObjectStats is a snapshot of a node's object counters.
@@ -153,9 +154,12 @@ type ObjectStats struct {
 	// InstancesRecovered activations it resumed from the stored first
 	// message after their owner died; InstancesCancelled Creating records
 	// of dead owners it cancelled; InstancesDataLost activations whose
-	// stored first message was missing or corrupt.
+	// stored first message was missing or corrupt; InstancePassedOn
+	// one-way first messages it refused while emptying itself and handed
+	// to another node (passOnActivation).
 	InstancesActivated, InstanceRefused, InstanceDropped      uint64
 	InstancesRecovered, InstancesCancelled, InstancesDataLost uint64
+	InstancePassedOn                                          uint64
 }
 
 // testHooks let tests inject the failures the spec's result tables name.
@@ -638,6 +642,7 @@ func (o *objects) snapshotStats() ObjectStats {
 		InstancesActivated: o.stats.instanceActivated.Load(), InstanceRefused: o.stats.instanceRefused.Load(),
 		InstanceDropped: o.stats.instanceDropped.Load(), InstancesRecovered: o.stats.instanceRecovered.Load(),
 		InstancesCancelled: o.stats.instanceCancelled.Load(), InstancesDataLost: o.stats.instanceDataLost.Load(),
+		InstancePassedOn: o.stats.instancePassedOn.Load(),
 	}
 }
 
