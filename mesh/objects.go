@@ -190,6 +190,10 @@ type testHooks struct {
 	relaySend func(id string, index int) error
 	// arrivalEnded reports how a target attempt for id ended.
 	arrivalEnded func(id string, state relocation.TargetState, failure relocation.TargetFailure)
+	// holdSessionRoute, when it returns true for a command 44 about id
+	// addressed to another node, keeps the sender from sending it (the
+	// test sends it later itself: a late one-way command).
+	holdSessionRoute func(id string, body *router.SessionRelocationRoute) bool
 }
 
 // Relocation hook points (testHooks.relocationStep).

@@ -69,6 +69,15 @@ type Session struct {
 	route   routeTo // the binding route
 	bindGen uint64  // binding generation: 1, +1 per rebind from the store
 	seq     uint64  // the last SourceSessionSequence handed out
+	// open and sent account for the sequences handed out: open holds
+	// those whose send has not returned yet, sent is the highest one
+	// that left this node (or may have). A sequence whose message was
+	// certainly not delivered (the transport refused it: backpressure, a
+	// link that never took it; or the owner refused it) is in neither:
+	// nothing with it is on its way, so no switch waits for it
+	// (lastLocked).
+	open    map[uint64]struct{}
+	sent    uint64
 	pending *sessionSwitch
 	closed  bool
 	// linkTo and linkSeq: the highest sequence this node sent along its
@@ -90,12 +99,17 @@ type Session struct {
 type sessionSwitch struct {
 	to    routeTo
 	after uint64
+	// have is the highest sequence known to have reached to (the
+	// commit's ReplayedHighWater, a command 50 about an earlier message):
+	// when a message numbered above it turns out never to have left
+	// (Session.settle), after comes down and have may already cover it.
+	have  uint64
 	since time.Time
 	done  chan struct{} // closed when the switch completes or is dropped
 }
 
-func newSessionSwitch(to routeTo, after uint64) *sessionSwitch {
-	return &sessionSwitch{to: to, after: after, since: time.Now(), done: make(chan struct{})}
+func newSessionSwitch(to routeTo, after, have uint64) *sessionSwitch {
+	return &sessionSwitch{to: to, after: after, have: have, since: time.Now(), done: make(chan struct{})}
 }
 
 // BindSession binds a Session to the Actor ref: the Actor's route is
@@ -120,7 +134,8 @@ func (m *Manager) BindSession(ctx context.Context, ref ActorRef) (*Session, erro
 	if err != nil {
 		return nil, classify(ctx, err, "bind session to "+ref.ActorID)
 	}
-	s := &Session{o: o, id: ref.ActorID, gen: ref.ObjectGeneration, mesh: own, route: routeOf(r), bindGen: 1, oneWay: make(chan struct{}, 1)}
+	s := &Session{o: o, id: ref.ActorID, gen: ref.ObjectGeneration, mesh: own, route: routeOf(r), bindGen: 1, oneWay: make(chan struct{}, 1),
+		open: map[uint64]struct{}{}}
 	o.sessions.add(s)
 	return s, nil
 }
@@ -204,6 +219,7 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 		} else {
 			reply, err = o.deliverRemote(ctx, t, r, body, request)
 		}
+		s.settle(t.sess.seq, err == nil || !notDelivered(err))
 		switch {
 		case err == nil:
 			return reply, nil
@@ -253,8 +269,47 @@ func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 		}
 	}
 	s.seq++
+	s.open[s.seq] = struct{}{}
 	tag := &sessionTag{rid: s.rid, bindGen: s.bindGen, seq: s.seq}
 	return msgTarget{fam: familyActor, id: s.id, gen: s.gen, sess: tag, op: router.OperationID{High: s.opHigh, Low: s.seq}}, s.route, nil
+}
+
+// settle records the outcome of the send of sequence seq: left is false
+// when the message certainly was not delivered (notDelivered), and then a
+// pending switch no longer waits for it. Without this, a Send refused by
+// the transport (backpressure) left its sequence as "the last one sent":
+// the next commit's ReplayedHighWater was below it, and the Session sent
+// nothing for sessionSwitchWait, waiting for a command 50 about a message
+// that never left.
+func (s *Session) settle(seq uint64, left bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, seq)
+	if left {
+		s.sent = max(s.sent, seq)
+		return
+	}
+	p := s.pending
+	if p == nil || s.closed {
+		return
+	}
+	if last := s.lastLocked(); last < p.after {
+		p.after = last
+		if s.covered(p.have, p.to) >= p.after {
+			s.switchLocked(p.to)
+		}
+	}
+}
+
+// lastLocked is the highest sequence that may still be on its way (or
+// has arrived): the highest sent, or one whose send has not returned yet.
+// A switch waits for it, not for s.seq (see settle).
+func (s *Session) lastLocked() uint64 {
+	last := s.sent
+	for q := range s.open {
+		last = max(last, q)
+	}
+	return last
 }
 
 // rebind resolves the Actor from the store and binds the Session to what
@@ -319,7 +374,11 @@ func (s *Session) setPendingLocked(p *sessionSwitch) {
 
 // apply takes a command 44 addressed to this Session; it returns why it was
 // ignored ("" when applied). lease is the commit target's owner lease
-// generation.
+// generation. A commit must come from the route's AuthorityOwnerGeneration
+// (the pending switch's, if one waits) or a later one: each move's target
+// sends its own, one-way on its own link, so the commits of two quick moves
+// may come in either order (or one not at all), and the later one is the
+// one to follow.
 func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -341,22 +400,37 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 		// The commit of the move the Session already follows, learned from
 		// a command 50 first (followed): nothing to change, except that a
 		// pending switch may complete at once.
-		if p := s.pending; p != nil && s.covered(r.Route.Commit.ReplayedHighWater, p.to) >= s.seq {
-			s.switchLocked(p.to)
+		if p := s.pending; p != nil {
+			p.have = max(p.have, r.Route.Commit.ReplayedHighWater)
+			if s.covered(p.have, p.to) >= p.after {
+				s.switchLocked(p.to)
+			}
 		}
 		return ""
 	case r.Route.Commit != nil:
 		c := r.Route.Commit
-		if c.PreviousAuthorityOwnerGeneration != cur.ownerGen {
-			return fmt.Sprintf("commit from AuthorityOwnerGeneration %d, the route is at %d", c.PreviousAuthorityOwnerGeneration, cur.ownerGen)
+		if c.PreviousAuthorityOwnerGeneration < cur.ownerGen || c.TargetAuthorityOwnerGeneration <= c.PreviousAuthorityOwnerGeneration {
+			// A move the route is already past: its commit came late
+			// (44 is one-way, and each move's target sends its own, on
+			// its own link), after the commit of a later move or a
+			// command 50 from a later owner.
+			return fmt.Sprintf("commit from AuthorityOwnerGeneration %d to %d, the route is at %d", c.PreviousAuthorityOwnerGeneration,
+				c.TargetAuthorityOwnerGeneration, cur.ownerGen)
 		}
+		// PreviousAuthorityOwnerGeneration above the route's: the commits
+		// of the moves in between are late or lost. This one names where
+		// the Actor went last and what it accounts for there, and the
+		// messages sent on the route are passed along the chain of moves,
+		// so it is taken as the commit of the next move would be; the
+		// earlier commits are ignored when they come.
 		to := routeTo{nodeRID: append([]byte(nil), c.TargetNodeRID...), nodeGen: c.TargetNodeGeneration,
 			ownerGen: c.TargetAuthorityOwnerGeneration, leaseGen: lease}
-		if s.covered(c.ReplayedHighWater, to) >= s.seq {
+		last := s.lastLocked()
+		if s.covered(c.ReplayedHighWater, to) >= last {
 			s.switchLocked(to) // the target has everything sent so far
 			return ""
 		}
-		s.setPendingLocked(newSessionSwitch(to, s.seq))
+		s.setPendingLocked(newSessionSwitch(to, last, c.ReplayedHighWater))
 		return ""
 	case r.Route.Abort != nil:
 		if a := r.Route.Abort; a.CurrentAuthorityOwnerGeneration != cur.ownerGen {
@@ -372,7 +446,9 @@ func (s *Session) apply(r *router.SessionRelocationRoute, lease uint64) string {
 // followed takes a command 50 about the Session's message seq, sent with
 // the fence src and now admitted by the owner f names: a pending switch to
 // that owner completes once the last message sent on the old route (or a
-// later one) got there.
+// later one) got there; so does one whose last message got to a later
+// owner, switching there (the Actor moved on before the message caught up
+// with it; the later move's commit may be late or lost).
 //
 // Without a pending switch, the notice is how a Session learns of a move
 // no command 44 announced: the target sends 44 to the Sessions it knows at
@@ -400,14 +476,32 @@ func (s *Session) followed(seq uint64, src, f router.ActorRouteFence) {
 			return // about an earlier route, or not newer
 		}
 		to.nodeRID = append([]byte(nil), to.nodeRID...)
-		if seq >= s.seq {
+		last := s.lastLocked()
+		if seq >= last {
 			s.switchLocked(to) // nothing was sent after it
 			return
 		}
-		s.setPendingLocked(newSessionSwitch(to, s.seq))
+		s.setPendingLocked(newSessionSwitch(to, last, seq))
 		return
 	}
-	if seq < p.after || !bytes.Equal(to.nodeRID, p.to.nodeRID) || to.nodeGen != p.to.nodeGen || to.ownerGen != p.to.ownerGen {
+	if to.ownerGen > p.to.ownerGen {
+		// A later owner than the pending switch's: the Actor moved on
+		// before the last message sent on the old route caught up with
+		// it, and that message was passed on along the moves (the
+		// commit of the later move may be late or lost). Once it is the
+		// last message, everything sent before it went the same way
+		// ahead of it: switch straight to where it was admitted.
+		if seq >= p.after {
+			to.nodeRID = append([]byte(nil), to.nodeRID...)
+			s.switchLocked(to)
+		}
+		return
+	}
+	if !bytes.Equal(to.nodeRID, p.to.nodeRID) || to.nodeGen != p.to.nodeGen || to.ownerGen != p.to.ownerGen {
+		return
+	}
+	if seq < p.after {
+		p.have = max(p.have, seq)
 		return
 	}
 	s.switchLocked(p.to)
@@ -471,8 +565,9 @@ func (o *objects) registerSessions() {
 
 // applySessionRoute is the Session owner's side of command 44: it must name
 // this node run and host run and a live Session at its binding generation;
-// a commit must follow on the route's AuthorityOwnerGeneration, an abort
-// name it. Anything else is ignored and counted.
+// a commit must follow on the route's AuthorityOwnerGeneration or a later
+// one (Session.apply), an abort name it. Anything else is ignored and
+// counted.
 func (o *objects) applySessionRoute(r *router.SessionRelocationRoute) {
 	why := ""
 	self, lg := o.n.Owner()
@@ -679,6 +774,9 @@ func (o *objects) sendSessionRoutes(ctx context.Context, h *hosted, id string, b
 		if o.isRun(b.owner.rid, b.owner.gen) {
 			o.stats.sessionRoutesSent.Add(1)
 			o.applySessionRoute(body)
+			continue
+		}
+		if h := o.hook().holdSessionRoute; h != nil && h(id, body) {
 			continue
 		}
 		if err := o.n.tr.SendWait(ctx, transport.RID(b.owner.rid), router.NewRecord(body, nil, nil)); err != nil {

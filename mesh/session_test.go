@@ -296,7 +296,9 @@ func TestSessionAbortOnCancelledMove(t *testing.T) {
 
 // Command 44 at the Session's owner, through the wire and the dispatch
 // table: what does not match the live Session's owner run, RID, Actor,
-// binding generation and route is ignored and counted; an abort keeps the
+// binding generation and route is ignored and counted (a commit of a move
+// the route is already past too; one of a later move, whose predecessors'
+// commits are late, is taken as the next move's); an abort keeps the
 // route; a commit whose ReplayedHighWater covers every message sent
 // switches at once; one below waits for the new owner to admit the last
 // message sent on the old route (command 50).
@@ -351,14 +353,16 @@ func TestSessionCommand44(t *testing.T) {
 			r.Actor.ActorID = "someone-else"
 			return r
 		}(), 5, 1, 0, cur, 0},
-		{"commit from another generation", base(router.RoleTarget, commit(cur+1, 3)), 6, 1, 0, cur, 0},
 		{"commit to a node run not in the descriptor list", func() *router.SessionRelocationRoute {
 			r := base(router.RoleTarget, commit(cur, 3))
 			r.Route.Commit.TargetNodeRID = []byte{0xee}
 			return r
-		}(), 7, 1, 0, cur, 0},
-		{"commit below the last sequence waits", base(router.RoleTarget, commit(cur, 2)), 7, 1, 0, cur, 3},
-		{"commit of the next move chains on the pending one", base(router.RoleCoordinator, commit(cur+1, 3)), 7, 1, 1, cur + 2, 0},
+		}(), 6, 1, 0, cur, 0},
+		{"commit below the last sequence waits", base(router.RoleTarget, commit(cur, 2)), 6, 1, 0, cur, 3},
+		{"commit of the next move chains on the pending one", base(router.RoleCoordinator, commit(cur+1, 3)), 6, 1, 1, cur + 2, 0},
+		{"late commit of a move the route is past", base(router.RoleTarget, commit(cur, 3)), 7, 1, 1, cur + 2, 0},
+		{"late commit of the move the route came by", base(router.RoleTarget, commit(cur+1, 3)), 7, 1, 1, cur + 2, 0},
+		{"commit of a later move whose predecessor's commit is late", base(router.RoleTarget, commit(cur+3, 3)), 7, 1, 2, cur + 4, 0},
 	}
 	for _, st := range steps {
 		if err := c.nodes[1].Transport().SendWait(ctx, c.nodes[0].RID(), router.NewRecord(st.rec, nil, nil)); err != nil {
@@ -380,8 +384,9 @@ func TestSessionCommand44(t *testing.T) {
 
 	// A pending switch completes when the new owner admitted the last
 	// message sent on the old route (or a later one), not an earlier one.
+	next := cur + 6
 	s.mu.Lock()
-	s.pending = newSessionSwitch(routeTo{nodeRID: c.nodes[1].RID(), nodeGen: c.nodes[1].LifecycleGeneration(), ownerGen: cur + 3, leaseGen: srvLease}, 3)
+	s.pending = newSessionSwitch(routeTo{nodeRID: c.nodes[1].RID(), nodeGen: c.nodes[1].LifecycleGeneration(), ownerGen: next, leaseGen: srvLease}, 3, 0)
 	s.mu.Unlock()
 	notice := func(ownerGen uint64) router.MessageFollowRoute {
 		return followRoute(inMessage{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration},
@@ -390,17 +395,17 @@ func TestSessionCommand44(t *testing.T) {
 	s.mu.Lock()
 	sent := followRoute(inMessage{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, s.route) // the old route
 	s.mu.Unlock()
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 2}, sent, notice(cur+3))
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, sent, notice(cur+2))
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh + 1, Low: 3}, sent, notice(cur+3))
-	if n := c.nodes[0].ObjectStats().SessionRouteSwitches; n != 1 {
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 2}, sent, notice(next))
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, sent, notice(next-1))
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh + 1, Low: 3}, sent, notice(next))
+	if n := c.nodes[0].ObjectStats().SessionRouteSwitches; n != 2 {
 		t.Fatalf("switched on an earlier message, another owner or another session: %d switches", n)
 	}
-	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, sent, notice(cur+3))
+	c.nodes[0].obj.sessionFollowed(router.OperationID{High: s.opHigh, Low: 3}, sent, notice(next))
 	s.mu.Lock()
 	pending, gen := s.pending, s.route.ownerGen
 	s.mu.Unlock()
-	if n := c.nodes[0].ObjectStats().SessionRouteSwitches; n != 2 || pending != nil || gen != cur+3 {
+	if n := c.nodes[0].ObjectStats().SessionRouteSwitches; n != 3 || pending != nil || gen != next {
 		t.Fatalf("the last message's notice did not switch: %d switches, route at %d", n, gen)
 	}
 
