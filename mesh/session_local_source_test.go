@@ -3,6 +3,8 @@ package mesh
 import (
 	"sync"
 	"testing"
+
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // A Session owned by the move's source node (local delivery) sends after
@@ -32,14 +34,7 @@ func TestSessionOnTheSourceFollowsAMovingActor(t *testing.T) {
 			once.Do(func() { close(entered); <-release })
 		}
 	}})
-	moved := make(chan RelocationResult, 1)
-	go func() {
-		res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
-		if err != nil {
-			t.Error(err)
-		}
-		moved <- res
-	}()
+	moved := relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
 	<-entered
 	waitUntil(t, "the source retired the object", func() bool {
 		_, ok := c.nodes[src].obj.hostedFor(actorKey(ref.ActorID))
@@ -50,7 +45,7 @@ func TestSessionOnTheSourceFollowsAMovingActor(t *testing.T) {
 	}
 	err = s.Send(ctx, []byte("s:l:4"))
 	close(release)
-	if res := <-moved; res.Outcome != Moved {
+	if res := outcomeOf(t, moved); res.Outcome != Moved {
 		t.Fatalf("move: %+v", res)
 	}
 	if err != nil {

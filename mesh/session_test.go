@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -254,14 +255,7 @@ func TestSessionAbortOnCancelledMove(t *testing.T) {
 	sentAt.Store(&fn)
 	reads := c.nodes[0].ObjectStats().AuthorityReads
 
-	moved := make(chan RelocationResult, 1)
-	go func() {
-		res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
-		if err != nil {
-			t.Error(err)
-		}
-		moved <- res
-	}()
+	moved := relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
 	select {
 	case <-fr.restoring:
 	case <-ctx.Done():
@@ -274,7 +268,7 @@ func TestSessionAbortOnCancelledMove(t *testing.T) {
 	h, _ := c.nodes[src].obj.hostedFor(actorKey(ref.ActorID))
 	waitUntil(t, "the probe in the ingress hold", func() bool { return h.obj.Queued() == 1 })
 	close(fr.release)
-	if res := <-moved; res.Outcome != NotMoved {
+	if res := outcomeOf(t, moved); res.Outcome != NotMoved {
 		t.Fatalf("move: %+v", res)
 	}
 	if got, err := s.Request(ctx, []byte("count")); err != nil || string(got) != "count:4" {
