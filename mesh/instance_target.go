@@ -50,6 +50,17 @@ const activationRetention = 24 * time.Hour
 // deadline its sender gave (4× DefaultInstanceTimeout).
 const maxActivationWait = 4 * DefaultInstanceTimeout
 
+// activationDeadline is how long this node works on rec: the sender's
+// deadline, but never longer than maxActivationWait from now (a peer's
+// far-future deadline must not hold a goroutine here).
+func activationDeadline(rec activation.Record) time.Time {
+	deadline := time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62)))
+	if limit := time.Now().Add(maxActivationWait); deadline.After(limit) {
+		return limit
+	}
+	return deadline
+}
+
 // payloadRereads bounds the re-reads of a payload that is not visible
 // (§10: "re-read only a limited number of times").
 const payloadRereads = 3
@@ -245,10 +256,7 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 	if err != nil {
 		return false
 	}
-	deadline := time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62)))
-	if limit := time.Now().Add(maxActivationWait); deadline.After(limit) {
-		deadline = limit
-	}
+	deadline := activationDeadline(rec)
 	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, request: rec.Request,
 		op: rec.Operation, deadline: deadline}
 	o.activating.enqueue(rec.SpotID, func() {
@@ -363,13 +371,7 @@ func (o *objects) activationRefusal(rec activation.Record) error {
 
 // activate runs one activation to its end and answers it exactly once.
 func (o *objects) activate(rec activation.Record, org origin, route []byte) {
-	// The sender's deadline, but never longer than maxActivationWait from
-	// now: a peer's far-future deadline must not hold a goroutine here.
-	deadline := time.UnixMilli(int64(min(rec.DeadlineUnixMs, 1<<62)))
-	if limit := time.Now().Add(maxActivationWait); deadline.After(limit) {
-		deadline = limit
-	}
-	ctx, cancel := context.WithDeadline(o.halt, deadline)
+	ctx, cancel := context.WithDeadline(o.halt, activationDeadline(rec))
 	defer cancel()
 	// This runs as a turn of id's activation queue: a local delivery from
 	// here must not queue behind itself (deliverLocal).

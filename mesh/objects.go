@@ -155,8 +155,8 @@ type ObjectStats struct {
 	// message after their owner died; InstancesCancelled Creating records
 	// of dead owners it cancelled; InstancesDataLost activations whose
 	// stored first message was missing or corrupt; InstancePassedOn
-	// one-way first messages it refused while emptying itself and handed
-	// to another node (passOnActivation).
+	// cold activations (one-way or request) it could not take while
+	// emptying itself and handed to another node (passOnActivation).
 	InstancesActivated, InstanceRefused, InstanceDropped      uint64
 	InstancesRecovered, InstancesCancelled, InstancesDataLost uint64
 	InstancePassedOn                                          uint64
