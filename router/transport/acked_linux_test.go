@@ -361,3 +361,105 @@ func TestInboundWriteFailureKeepsWhatWasAcknowledged(t *testing.T) {
 	}
 	rp.release()
 }
+
+// resetIf resets the connection in the same pass as it reads what the
+// peer acknowledged, not at the close that follows: the peer reads every
+// byte acknowledged by then and then the reset, while the descriptor is
+// still open here. With reset false it leaves the connection alone.
+func TestResetIfResetsAtOnce(t *testing.T) {
+	dialled, served := tcpPair(t)
+	ack := newAckCount(dialled)
+	send := func(n int) {
+		if _, err := dialled.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acknowledged := func(want int64) func() bool {
+		return func() bool { n, _ := ack.acked(); return n == want }
+	}
+	send(1000)
+	waitFor(t, 5*time.Second, "1,000 bytes acknowledged", acknowledged(1000))
+	if _, reset, ok := resetIf(dialled, func(int64, bool) bool { return false }); !ok || reset {
+		t.Fatalf("resetIf told not to reset: reset %v, ok %v", reset, ok)
+	}
+	send(2000)
+	waitFor(t, 5*time.Second, "3,000 bytes acknowledged", acknowledged(3000))
+	var asked struct {
+		acked    int64
+		inFlight bool
+	}
+	raw, reset, ok := resetIf(dialled, func(acked int64, inFlight bool) bool {
+		asked.acked, asked.inFlight = acked, inFlight
+		return true
+	})
+	if !ok || !reset {
+		t.Fatalf("resetIf told to reset: reset %v, ok %v", reset, ok)
+	}
+	if raw != asked.acked || raw-ack.base != 3000 || asked.inFlight {
+		t.Fatalf("resetIf read %d acknowledged (asked with %d, in flight %v), want 3,000 data bytes and nothing in flight",
+			raw-ack.base, asked.acked-ack.base, asked.inFlight)
+	}
+	_ = served.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(served)
+	if !errors.Is(err, unix.ECONNRESET) {
+		t.Fatalf("the peer read %d bytes and then %v, want the reset while this side's descriptor is open", len(got), err)
+	}
+	if len(got) != 3000 {
+		t.Fatalf("the peer read %d bytes before the reset, want the 3,000 it acknowledged", len(got))
+	}
+}
+
+// A superseded connection read to its end (readOut) is cut when a read has
+// waited for the peer, with nothing arriving, for the idle bound — not
+// when the reader was away longer than that (a handler slow or stuck): the
+// bound is armed again at each read. Until then, and after the cut, what
+// the peer's kernel counts as acknowledged is what is read.
+func TestReadOutBoundsIdlenessNotSlowness(t *testing.T) {
+	d, r := zmtpPair(t)
+	rp := newPeerConn(r, 1000, 0, time.Second)
+	rp.inbound = true
+	rp.start()
+	write := func(i int) {
+		t.Helper()
+		if err := d.write(item(i).frames); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := flushWithin(d, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (int, error) {
+		frames, err := r.recv()
+		if err != nil {
+			return -1, err
+		}
+		return itemNo(t, outItem{frames: frames}), nil
+	}
+	const idle = 200 * time.Millisecond
+	write(0)
+	rp.readOut(errors.New("superseded"), idle)
+	rp.wait() // its writer has stopped
+	if n, err := read(); err != nil || n != 0 {
+		t.Fatalf("first read: record %d, %v", n, err)
+	}
+	time.Sleep(3 * idle) // the reader is away (its handler slow): not idleness
+	write(1)
+	if n, err := read(); err != nil || n != 1 {
+		t.Fatalf("read after the reader was away %s: record %d, %v; want record 1", 3*idle, n, err)
+	}
+	// The peer goes silent with the connection open: cut after idle.
+	if n, err := read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("read from a silent peer: record %d, %v; want the end of the stream after the idle bound", n, err)
+	}
+	acked, _ := d.ack.acked()
+	if acked != d.g.written() {
+		t.Fatalf("before the cut the peer's kernel acknowledged %d of %d bytes", acked, d.g.written())
+	}
+	_ = d.write(item(2).frames) // refused: the connection was cut
+	_, _ = flushWithin(d, time.Second)
+	time.Sleep(50 * time.Millisecond)
+	if after, _ := d.ack.acked(); after != acked {
+		t.Fatalf("the cut connection acknowledged %d bytes more", after-acked)
+	}
+	rp.release()
+}

@@ -48,14 +48,15 @@ func newFakePeer(t testing.TB, rid string, gen uint64) *fakePeer {
 		if rec.Command == router.CmdHello && f.autoAdmit {
 			// Lift the pre-hello frame limit and hello deadline as the
 			// node's admission does.
-			// A connection this one replaces is cut and its records still
-			// come first (ic.after), as the node's admission does: its
-			// last records were sent before any of this one's.
+			// A connection this one replaces is read to its end and its
+			// records still come first (ic.after), as the node's admission
+			// does for a peer run that reconnects: its last records were
+			// sent before any of this one's.
 			old, err := rt.claim(ic)
 			if err != nil {
 				t.Errorf("fake peer claim: %v", err)
 			}
-			supersede(old, ic, 0)
+			supersede(old, ic, 0, c.PeerTimeout)
 			f.send(ic, &router.Admit{Admission: f.admission()})
 			return
 		}

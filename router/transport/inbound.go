@@ -131,6 +131,14 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 	n.cfg.Handler(n.ctx, info, rec, func(r *router.Record) error { return n.replyOn(ic, r) })
 }
 
+// admitWait bounds how long an admission waits for the connection it
+// supersedes to be read to its end (supersede): below the peer's wait for
+// the admit (HandshakeTimeout, the same in a mesh), with room for the
+// round trip.
+func (n *Node) admitWait() time.Duration {
+	return min(n.cfg.PeerTimeout, n.cfg.HandshakeTimeout/2)
+}
+
 // replyOn sends r back to the sender of an inbound record, on the same
 // connection (ROUTER to the sender's identity).
 func (n *Node) replyOn(ic *inConn, r *router.Record) error {
@@ -237,7 +245,25 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		}
 		return
 	}
-	supersede(old, ic, n.cfg.PeerTimeout)
+	wait, readOut := n.admitWait(), time.Duration(0)
+	if old != nil {
+		old.mu.Lock()
+		sameRun := old.admitted && old.info.LifecycleGeneration == rm.LifecycleGeneration
+		old.mu.Unlock()
+		if sameRun {
+			// The peer run that reconnects is the one that may count what
+			// its old socket still sends as delivered: read it to its end,
+			// cut only once silent for PeerTimeout (a peer host gone). An
+			// older run is gone; its connection is cut as before. The
+			// admission does not wait for the read-out, which goes at the
+			// handler's pace: the one-way messages the peer kept for this
+			// connection expire meanwhile (KeepUnsent counts from the
+			// give-up, and the live window and the drain's linger have
+			// used most of it), and order does not need it (inConn.after).
+			wait, readOut = 0, n.cfg.PeerTimeout
+		}
+	}
+	supersede(old, ic, wait, readOut)
 	info := peerInfoFrom([]byte(ic.ident), ic.remote, rm)
 	frames, err := encodeInfra(&router.Admit{Admission: n.currentAdmission()})
 	if err != nil {

@@ -118,25 +118,40 @@ func (r *routerSock) claim(ic *inConn) (old *inConn, err error) {
 	return old, nil
 }
 
-// supersede closes the connection a newer admitted one of the same identity
+// supersede ends the connection a newer admitted one of the same identity
 // replaced (libzmq's ROUTER_HANDOVER; zmq4 keeps both and writes replies to
 // each). Replacement happens only at admission, and admission refuses a
 // hello while the old connection is live (heldElsewhere), so merely
 // connecting, or a forged hello, cannot knock a live peer off.
 //
-// The old connection is cut (peerConn.cut), not closed: what its kernel
-// acknowledged still reaches the handler, as the peer counts it
-// delivered. supersede then waits, at most bound, for the old reader to
-// get to its end, so that those records come before any of the new
-// connection's, which this goroutine reads.
-func supersede(old, ic *inConn, bound time.Duration) {
+// With idle > 0 — the new connection comes from the same peer run — the
+// old one is read to its end (peerConn.readOut): the peer's link dials
+// again only once it closed the old socket, and what that socket still
+// holds the peer may count as delivered. Otherwise (the peer restarted:
+// its old run is gone) the old connection is cut (peerConn.cut), not
+// closed: what its kernel acknowledged still reaches the handler.
+//
+// Either way the new connection delivers nothing before the old one was
+// read to its end (inConn.after), so order does not depend on supersede's
+// wait: it waits, at most wait, for the old reader only so that a short
+// end (a dead run's socket, a cut one) is over before the peer is
+// admitted and its new session's liveness starts. The wait must stay
+// below the peer's handshake timeout (its wait for the admit): a longer
+// one would fail the peer's connection attempt, and its next hellos
+// would be refused while the unanswered connection looks live.
+func supersede(old, ic *inConn, wait, idle time.Duration) {
 	if old == nil || old == ic {
 		return
 	}
 	old.superseed.Store(true)
 	ic.after = old.readDone
-	old.pc.cut(fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown))
-	t := time.NewTimer(bound)
+	cause := fmt.Errorf("%w: superseded by a newer connection with the same identity", ErrPeerDown)
+	if idle > 0 {
+		old.pc.readOut(cause, idle)
+	} else {
+		old.pc.cut(cause)
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-old.readDone:

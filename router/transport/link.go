@@ -87,15 +87,16 @@ type inConn struct {
 	// admission or close, whichever comes first releases it).
 	unadmitted atomic.Bool
 	// readDone is closed once the reader stopped: every record of the
-	// connection that will ever reach the handler has (supersede waits
-	// for it, so that a cut connection's last records come before its
-	// successor's).
+	// connection that will ever reach the handler has (the connection
+	// that superseded it waits for it: after).
 	readDone chan struct{}
 	// after, set at admission when this connection superseded another
 	// (only the reader touches it then), is that one's readDone: its
 	// records reach the handler before any of this one's, however long
-	// its reader takes (supersede's wait for it is bounded: the admission
-	// must answer within the peer's handshake timeout).
+	// its reader takes — a superseded connection of the same peer run is
+	// read to its end, at the handler's pace (supersede's own wait for it
+	// is short or none: the admission must answer within the peer's
+	// handshake timeout, and the peer's kept messages age meanwhile).
 	after chan struct{}
 }
 
@@ -332,6 +333,7 @@ func (r *routerSock) close() {
 	_ = r.ln.Close()
 	for _, ic := range conns {
 		ic.pc.close(ErrClosed)
+		ic.pc.stopReadOut() // a superseded one being read to its end
 	}
 	r.wg.Wait()
 }

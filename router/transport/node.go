@@ -592,6 +592,14 @@ func (n *Node) closeSilent() {
 	n.rt.mu.Lock()
 	var idle []*inConn
 	for ic := range n.rt.conns {
+		if ic.pc.readingOut.Load() {
+			// Superseded, read to its end: its reader has its own bound,
+			// idleness while it waits for the peer (readSource) — a
+			// sweep's "no record" would also end a reader that is only
+			// slow, its handler stuck, and its cut would do nothing now
+			// (the connection has ended).
+			continue
+		}
 		if time.Duration(now-ic.lastSeen.Load()) >= n.cfg.PeerTimeout {
 			idle = append(idle, ic)
 		}

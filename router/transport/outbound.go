@@ -375,19 +375,25 @@ func (s *session) read() {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The drain's linger ran out: the peer is silent (stopped, or its
 		// reader stuck). Closed gracefully, the socket would keep trying
-		// to send what the peer has not acknowledged yet — until the peer
-		// cuts the connection it finds superseded, which refuses it, or
-		// the kernel gives the orphan up: lost, although counted
-		// delivered (~18,000 records of TestStuckReceiverLongerThanTwo-
-		// PeerTimeouts). When what the peer has not acknowledged cannot
-		// reach it (nothing in flight, or the peer took nothing through
-		// the linger), an abortive close discards it here (the peer still
-		// reads what it acknowledged), and it is kept to be sent again.
-		if resetWhy = s.pc.abortIfUnaccepted(); resetWhy != "" {
-			late = s.pc.undelivered()
-		} else if unknown := len(s.pc.undelivered()); unknown > 0 {
-			s.l.n.log.Warn("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered",
-				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", unknown)
+		// to send what the peer has not acknowledged yet, which a peer
+		// that runs again and answers with anything first (a liveness ack
+		// it owes) makes this kernel discard with a reset, as does the
+		// kernel giving the orphan up: lost, although counted delivered
+		// (~18,000 records of TestStuckReceiverLongerThanTwoPeerTimeouts,
+		// the peer also cutting what it found superseded then). When what
+		// the peer has not acknowledged cannot reach it (nothing in
+		// flight, or the peer took nothing through the linger), a reset
+		// discards it here (the peer still reads what it acknowledged),
+		// and it is kept to be sent again. Otherwise the close stays
+		// graceful: a peer still taking data reads the connection to its
+		// end, also once the next connection supersedes it
+		// (peerConn.readOut).
+		resetWhy, late = s.pc.abortIfUnaccepted()
+		if resetWhy == "" {
+			if unknown := len(s.pc.undelivered()); unknown > 0 {
+				s.l.n.log.Warn("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered",
+					"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", unknown)
+			}
 		}
 	}
 	s.pc.release()

@@ -108,6 +108,7 @@ type peerConn struct {
 	errMu      sync.Mutex
 	err        error
 	lingerStop func() bool // drainClose: stops closing the socket on ctx end
+	readingOut atomic.Bool // readOut: the reader reads on until the peer's end
 	released   bool        // release ran: the reader is done with the socket
 	writerWG   sync.WaitGroup
 
@@ -555,6 +556,11 @@ func (pc *peerConn) undelivered() []outItem {
 	if !ok {
 		return nil
 	}
+	return pc.undeliveredAt(acked)
+}
+
+// undeliveredAt is undelivered for a peer that acknowledged acked bytes.
+func (pc *peerConn) undeliveredAt(acked int64) []outItem {
 	var out []outItem
 	for _, r := range pc.sent[pc.sentHead:] {
 		if r.end > acked {
@@ -634,8 +640,9 @@ func (pc *peerConn) end(cause error, stop func()) bool {
 	return first
 }
 
-// cut ends an inbound connection — found silent by the sweep, or
-// superseded by a newer one of its identity — without losing what its
+// cut ends an inbound connection — found silent by the sweep, superseded
+// by a connection of a newer run of its peer, or read to its end while
+// superseded and then idle (readSource) — without losing what its
 // kernel acknowledged: the writer stops, and the socket is shut down both
 // ways (cutSocket) instead of closed — the reader goes on with the records
 // the kernel holds and then reads the end of the stream (this side's
@@ -663,6 +670,48 @@ func (pc *peerConn) cut(cause error) {
 			_ = pc.zc.close()
 		}
 	})
+}
+
+// readOut ends an inbound connection superseded by a newer one of the same
+// peer run without refusing anything that peer's kernel still sends on it:
+// the writer stops, the socket stays open, and its reader reads on until
+// the peer's end of the stream (its close or reset) — or until a read has
+// waited idle for nothing (readSource: the socket is cut then, and what
+// its kernel acknowledged is still read). The socket is closed once the
+// reader stops (routerSock.serve), or at once when the node closes
+// (stopReadOut).
+//
+// Why not cut it (as cut does, and as supersede did): the peer's link
+// reconnects only once it gave the old connection up and closed its
+// socket (awaitDrain), and a close counts what that socket still holds as
+// delivered when the peer was still taking data with segments in flight
+// (session.read: "may or may not get"). That orphaned socket goes on
+// sending it; a cut made this kernel refuse it, and those records were
+// lost although counted delivered — thousands at a time over CURVE
+// (TestSupersededConnectionIsReadToItsEnd). Read to its end, the
+// connection delivers them; the new connection delivers nothing before
+// (inConn.after), so order holds.
+//
+// Nothing may be written on it any more: the orphaned socket is closed
+// for reading, and its kernel answers any data — a liveness ack owed to
+// a probe read late — with a reset, discarding what it still holds. No
+// FIN is sent either (it is not needed: the peer's socket is closed).
+func (pc *peerConn) readOut(cause error, idle time.Duration) {
+	pc.end(cause, func() {
+		pc.deadlineMu.Lock()
+		_ = pc.zc.raw.SetWriteDeadline(time.Now())
+		pc.deadlineMu.Unlock()
+		pc.readingOut.Store(true)
+		pc.zc.g.src.boundIdle(idle)
+	})
+}
+
+// stopReadOut closes a connection being read to its end (readOut) at once:
+// the node is closing.
+func (pc *peerConn) stopReadOut() {
+	if pc.readingOut.Load() {
+		_ = pc.zc.close()
+	}
 }
 
 // drainClose ends the connection like close, but keeps what already left
@@ -722,45 +771,46 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 	pc.errMu.Unlock()
 }
 
-// abortIfUnaccepted prepares an abortive close of a drained connection
-// whose peer stayed silent through the linger (the reader has stopped),
-// when what the peer has not acknowledged cannot reach it: either no data
-// segment is in flight (TCP_INFO tcpi_unacked 0: it was never
-// transmitted), or the peer acknowledged nothing during the whole linger
-// (its process stopped or its reader stuck, its buffer full: what is in
-// flight is being refused and retransmitted). The close that follows
-// (release) then resets the connection and discards it here — the peer
-// still reads what it acknowledged — so undelivered names what the peer
-// will never get. Otherwise (segments in flight while the peer still took
-// data) their fate is unknown, and it reports false: the close stays
-// graceful and they count as delivered.
+// abortIfUnaccepted resets a drained connection whose peer stayed silent
+// through the linger (the reader has stopped), when what the peer has not
+// acknowledged cannot reach it: either no data segment is in flight
+// (TCP_INFO tcpi_unacked 0: it was never transmitted), or the peer
+// acknowledged nothing during the whole linger (its process stopped or its
+// reader stuck, its buffer full: what is in flight is being refused and
+// retransmitted). The reset discards it here — the peer still reads what
+// it acknowledged — and it returns, with why, the one-way messages past
+// what the peer had acknowledged at that instant (resetIf: the count is
+// read in the same pass as the reset), which it will never get.
+// Otherwise (segments in flight while the peer still took data) their
+// fate is unknown, and it returns "": the close stays graceful and they
+// count as delivered.
 //
-// What is left is a race of one round trip: a stopped peer that resumes
-// and takes a retransmitted segment just as the linger ends would get it
-// and then, resent, again.
+// What is left is a race of two system calls: a stopped peer that resumes
+// and takes a segment between the count and the reset would get it and
+// then, resent, again.
 //
-// It returns why it can abort ("" when it does not): "nothing in flight"
-// or "the peer took nothing through the linger".
-func (pc *peerConn) abortIfUnaccepted() string {
+// why is "nothing in flight" or "the peer took nothing through the
+// linger".
+func (pc *peerConn) abortIfUnaccepted() (why string, undelivered []outItem) {
 	if pc.untracked || len(pc.sent) == pc.sentHead {
-		return ""
+		return "", nil
 	}
-	acked, ok := pc.zc.ack.acked()
-	if !ok {
-		return ""
-	}
-	why := "the peer took nothing through the linger"
-	if at := pc.drainAcked.Load(); at < 0 || acked != at {
-		if !nothingInFlight(pc.zc.raw) {
-			return ""
+	at := pc.drainAcked.Load()
+	raw, reset, ok := resetIf(pc.zc.raw, func(raw int64, inFlight bool) bool {
+		switch acked := raw - pc.zc.ack.base; {
+		case at >= 0 && acked == at:
+			why = "the peer took nothing through the linger"
+		case !inFlight:
+			why = "nothing in flight"
+		default:
+			return false
 		}
-		why = "nothing in flight"
+		return true
+	})
+	if !ok || !reset {
+		return "", nil
 	}
-	l, ok := pc.zc.raw.(interface{ SetLinger(sec int) error })
-	if !ok || l.SetLinger(0) != nil {
-		return ""
-	}
-	return why
+	return why, pc.undeliveredAt(raw - pc.zc.ack.base)
 }
 
 // release closes the socket once its reader has stopped (after close or

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -59,7 +61,8 @@ type guardConn struct {
 	net.Conn
 	lim frameLimits
 
-	br *bufio.Reader
+	br  *bufio.Reader
+	src readSource // under br
 	// read state (only the reading goroutine touches it)
 	greetLeft int    // greeting bytes still to pass through
 	greeting  []byte // the peer's greeting bytes read so far (peerMechanism)
@@ -102,12 +105,52 @@ func newGuardConn(c net.Conn, lim frameLimits, bufSize int) *guardConn {
 	g := &guardConn{
 		Conn:      c,
 		lim:       lim,
-		br:        bufio.NewReaderSize(c, bufSize),
 		greetLeft: zmtpGreetingLen,
 	}
+	g.src.c = c
+	g.br = bufio.NewReaderSize(&g.src, bufSize)
 	g.kernel.c = c
 	g.bw = bufio.NewWriterSize(&g.kernel, bufSize)
 	return g
+}
+
+// readSource is the reader under br: the socket, with an idle bound for a
+// connection being read to its end (peerConn.readOut). While the bound is
+// set, every read of the socket gets a deadline of that much from its
+// start, so it measures silence of the peer while the reader waits for
+// it — never the time the reader spends elsewhere (a handler that is
+// slow or stuck), which an absolute deadline would count. When a read
+// waited that long for nothing, the socket is cut (cutSocket) and read
+// on: what the kernel acknowledged meanwhile is delivered, then the end
+// of the stream.
+type readSource struct {
+	c    net.Conn
+	idle atomic.Int64 // nanoseconds; 0: reads wait for the peer as long as it takes
+}
+
+func (s *readSource) Read(p []byte) (int, error) {
+	for {
+		if idle := s.idle.Load(); idle > 0 {
+			_ = s.c.SetReadDeadline(time.Now().Add(time.Duration(idle)))
+		}
+		n, err := s.c.Read(p)
+		// The bound is taken (Swap) by the one read that finds it passed:
+		// a deadline set by anything else is that one's to report.
+		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) || s.idle.Swap(0) <= 0 {
+			return n, err
+		}
+		_ = s.c.SetReadDeadline(time.Time{})
+		if !cutSocket(s.c) {
+			return n, err // the socket is closed once the reader stops
+		}
+	}
+}
+
+// boundIdle gives the reads of the socket an idle bound (readSource),
+// the one in progress included.
+func (s *readSource) boundIdle(idle time.Duration) {
+	s.idle.Store(int64(idle))
+	_ = s.c.SetReadDeadline(time.Now().Add(idle))
 }
 
 func (g *guardConn) fail(format string, args ...any) error {
