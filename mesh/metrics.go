@@ -294,16 +294,18 @@ var (
 		[]string{"peer", "direction"}, nil)
 	descFlushes = prometheus.NewDesc("meshnode_transport_flushes_total", "Socket writes on this node's links to a peer; records queued together share one (records out / flushes).",
 		[]string{"peer"}, nil)
-	descQueued = prometheus.NewDesc("meshnode_transport_queued_records", "Records waiting on this node's link to a peer.", []string{"peer"}, nil)
-	descPeers  = prometheus.NewDesc("meshnode_transport_peers_admitted", "Peers this node has an admitted link to.", nil, nil)
-	descBackp  = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
-	descUnsent = prometheus.NewDesc("meshnode_transport_unsent_records_total", "Records that did not leave this node when their link went down and were never sent: requests (their calls failed) and one-way messages whose peer run did not come back within the keep time (lost).", nil, nil)
-	descResent = prometheus.NewDesc("meshnode_transport_resent_records_total", "One-way messages a link had not sent when its connection ended, sent first on its next connection to the same peer run.", nil, nil)
-	descProto  = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
-	descLease  = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
-	descReady  = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
-	descHostMv = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
-	descReplBh = prometheus.NewDesc("meshnode_store_replicas_behind", "1 while a Redis store's writes go on without waiting for replica_acks replicas (fewer acknowledged in time; a failover now can lose them), else 0; only for stores with replica_acks set.",
+	descQueued   = prometheus.NewDesc("meshnode_transport_queued_records", "Records waiting on this node's link to a peer.", []string{"peer"}, nil)
+	descPeers    = prometheus.NewDesc("meshnode_transport_peers_admitted", "Peers this node has an admitted link to.", nil, nil)
+	descBackp    = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
+	descUnsent   = prometheus.NewDesc("meshnode_transport_unsent_records_total", "Records that did not leave this node when their link went down and were never sent: requests (their calls failed) and one-way messages whose peer run did not come back within the keep time (lost).", nil, nil)
+	descResent   = prometheus.NewDesc("meshnode_transport_resent_records_total", "One-way messages a link had not sent when its connection ended, sent first on its next connection to the same peer run.", nil, nil)
+	descHeld     = prometheus.NewDesc("meshnode_transport_held_give_ups_total", "Connections a link gave up (liveness) with one-way messages in flight to a peer still taking data: counted delivered, the connection held open until the peer acknowledged them.", nil, nil)
+	descHeldLost = prometheus.NewDesc("meshnode_transport_held_lost_records_total", "One-way messages counted delivered at a held give-up that the peer never acknowledged: it closed or reset the connection first, acknowledged nothing for the keep time, or this node closed (they may be lost).", nil, nil)
+	descProto    = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
+	descLease    = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
+	descReady    = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
+	descHostMv   = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
+	descReplBh   = prometheus.NewDesc("meshnode_store_replicas_behind", "1 while a Redis store's writes go on without waiting for replica_acks replicas (fewer acknowledged in time; a failover now can lose them), else 0; only for stores with replica_acks set.",
 		[]string{"store"}, nil)
 	descDisc = prometheus.NewDesc("meshnode_discovery_store_reads_total", "Location Store reads of discovery rounds, by kind (counter, scan_page, journal, lease).",
 		[]string{"kind"}, nil)
@@ -325,7 +327,7 @@ var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, autho
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descProto, descLease, descReady, descHostMv, descReplBh,
+		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descHeld, descHeldLost, descProto, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -387,6 +389,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descBackp, ts.Backpressure)
 		counter(descUnsent, ts.Unsent)
 		counter(descResent, ts.Resent)
+		counter(descHeld, ts.HeldGiveUps)
+		counter(descHeldLost, ts.HeldLost)
 		counter(descProto, ts.ProtocolErrors)
 	}
 	if n.lease != nil {

@@ -361,13 +361,15 @@ func (s *session) serve() error {
 // messages the peer never acknowledged before closing or resetting it are
 // kept for the link's return (peerConn.undelivered).
 func (s *session) read() {
-	defer close(s.drained)
+	drained := sync.OnceFunc(func() { close(s.drained) })
+	defer drained()
 	err := s.readUntilError()
 	s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
 	s.pc.wait()
 	<-s.keptDone // the link kept what never left (keepUnsent): these came before
 	late := s.pc.late
-	resetWhy := "" // why a silent connection is reset (abortIfUnaccepted)
+	resetWhy := ""   // why a silent connection is reset (abortIfUnaccepted)
+	var held []int64 // ends of the one-way messages in flight at a graceful give-up
 	switch {
 	case late != nil:
 	case peerClosed(err):
@@ -390,11 +392,11 @@ func (s *session) read() {
 		// (peerConn.readOut).
 		resetWhy, late = s.pc.abortIfUnaccepted()
 		if resetWhy == "" {
-			if unknown := len(s.pc.undelivered()); unknown > 0 {
-				s.l.n.log.Warn("transport: gave up a silent connection with one-way messages in flight that the peer may or may not get; they count as delivered",
-					"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", unknown)
-			}
+			held = s.pc.givenUpEnds()
 		}
+	}
+	if len(held) > 0 {
+		s.hold(held, drained)
 	}
 	s.pc.release()
 	if len(late) > 0 {
@@ -408,6 +410,29 @@ func (s *session) read() {
 				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "cause", err)
 		}
 	}
+}
+
+// hold keeps a connection given up gracefully with one-way messages in
+// flight open until the peer acknowledged them (holdUntilAcked): they
+// count as delivered, and closed, the socket would lose them to the reset
+// that the peer's first answer read from it makes this kernel send. The
+// link may link again meanwhile (drained is called first): the peer keeps
+// the order, delivering nothing of a connection that supersedes this one
+// before this one was read to its end, and refusing one while this one is
+// live.
+func (s *session) hold(ends []int64, drained func()) {
+	n := s.l.n
+	n.log.Info("transport: gave up a silent connection with one-way messages in flight; they count as delivered, and the connection stays open until the peer acknowledges them",
+		"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", len(ends))
+	drained()
+	n.stats.held.Add(1)
+	r := holdUntilAcked(n.ctx, s.pc.zc.raw, s.pc.zc.ack.acked, ends, max(n.cfg.PeerTimeout, n.cfg.KeepUnsent))
+	if r.pending == 0 {
+		return
+	}
+	n.stats.heldLost.Add(uint64(r.pending))
+	n.log.Warn("transport: one-way messages counted delivered when a silent connection was given up may not reach the peer",
+		"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", r.pending, "why", r.why)
 }
 
 // peerClosed reports a read that ended because the peer closed or reset

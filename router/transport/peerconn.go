@@ -571,6 +571,26 @@ func (pc *peerConn) undeliveredAt(acked int64) []outItem {
 	return out
 }
 
+// givenUpEnds returns the end offsets of the one-way messages the peer had
+// not acknowledged when its connection was given up gracefully with them
+// in flight — they count as delivered, and holdUntilAcked waits for them —
+// and forgets them; nil when what the peer acknowledged cannot be read.
+func (pc *peerConn) givenUpEnds() []int64 {
+	acked, ok := pc.zc.ack.acked()
+	if !ok {
+		return nil
+	}
+	// The records past acked are the last ones written: sent is in the
+	// order of their ends.
+	recs := pc.sent[pc.sentHead:]
+	recs = recs[len(recs)-len(pc.undeliveredAt(acked)):]
+	ends := make([]int64, len(recs))
+	for i, r := range recs {
+		ends[i] = r.end
+	}
+	return ends
+}
+
 // takeUnsent returns, in order, the data records that did not leave this
 // process whole once the writer has stopped (after wait): those of its last
 // batch past what the kernel took — the one it was cut in the middle of
@@ -682,20 +702,20 @@ func (pc *peerConn) cut(cause error) {
 // (stopReadOut).
 //
 // Why not cut it (as cut does, and as supersede did): the peer's link
-// reconnects only once it gave the old connection up and closed its
-// socket (awaitDrain), and a close counts what that socket still holds as
-// delivered when the peer was still taking data with segments in flight
-// (session.read: "may or may not get"). That orphaned socket goes on
-// sending it; a cut made this kernel refuse it, and those records were
-// lost although counted delivered — thousands at a time over CURVE
-// (TestSupersededConnectionIsReadToItsEnd). Read to its end, the
+// reconnects only once it gave the old connection up (awaitDrain), and a
+// give-up counts what that socket still holds as delivered when the peer
+// was still taking data with segments in flight (session.hold). That
+// socket goes on sending it; a cut made this kernel refuse it, and those
+// records were lost although counted delivered — thousands at a time over
+// CURVE (TestSupersededConnectionIsReadToItsEnd). Read to its end, the
 // connection delivers them; the new connection delivers nothing before
 // (inConn.after), so order holds.
 //
-// Nothing may be written on it any more: the orphaned socket is closed
-// for reading, and its kernel answers any data — a liveness ack owed to
-// a probe read late — with a reset, discarding what it still holds. No
-// FIN is sent either (it is not needed: the peer's socket is closed).
+// Nothing is written on it any more: the peer's socket is closed for
+// reading or held only until what it counted delivered is acknowledged,
+// and once closed its kernel answers any data — a liveness ack owed to a
+// probe read late — with a reset, discarding what it still holds. No FIN
+// is sent either (the peer's socket no longer reads).
 func (pc *peerConn) readOut(cause error, idle time.Duration) {
 	pc.end(cause, func() {
 		pc.deadlineMu.Lock()

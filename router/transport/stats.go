@@ -18,23 +18,31 @@ type Stats struct {
 	// Flushes counts the socket writes of admitted links: the writer
 	// coalesces the records queued at the same moment into one flush, so
 	// RecordsOut / Flushes is how many records share a write.
-	Flushes           uint64
-	BytesIn           uint64 // frame bytes of the records received (ZMTP framing excluded)
-	BytesOut          uint64 // frame bytes of the records written
-	ProtocolErrors    uint64 // malformed records, misrouted commands, ZMTP framing violations
-	NotAdmitted       uint64 // records dropped because their connection was not admitted
-	Rejected          uint64 // hellos this node rejected
-	RejectedByPeer    uint64 // our hellos a peer rejected (or admits we refused)
-	Backpressure      uint64 // sends refused because a queue was full
-	LateReplies       uint64 // replies no call accepted: request ended or completed, or a non-portable request's reply from another peer
-	PortableReplies   uint64 // replies completing a portable request or reply slot from a node other than the one the request went to
-	LocalReplies      uint64 // replies delivered by Complete
-	SendWaits         uint64 // SendWait/Start sends that found the queue full and waited for room
-	LivenessAcks      uint64 // liveness acks matching the outstanding probe
-	StaleAcks         uint64 // liveness acks not matching the outstanding probe
-	LivenessTimeouts  uint64 // links declared down for missing acks
-	Unsent            uint64 // records that did not leave this node when their link went down and were never sent: requests (their calls fail) and kept one-way messages dropped (their peer run did not come back within KeepUnsent, restarted, or this node closed)
-	Resent            uint64 // one-way messages a link kept when its connection ended before they left, then sent on its next connection to the same peer run
+	Flushes          uint64
+	BytesIn          uint64 // frame bytes of the records received (ZMTP framing excluded)
+	BytesOut         uint64 // frame bytes of the records written
+	ProtocolErrors   uint64 // malformed records, misrouted commands, ZMTP framing violations
+	NotAdmitted      uint64 // records dropped because their connection was not admitted
+	Rejected         uint64 // hellos this node rejected
+	RejectedByPeer   uint64 // our hellos a peer rejected (or admits we refused)
+	Backpressure     uint64 // sends refused because a queue was full
+	LateReplies      uint64 // replies no call accepted: request ended or completed, or a non-portable request's reply from another peer
+	PortableReplies  uint64 // replies completing a portable request or reply slot from a node other than the one the request went to
+	LocalReplies     uint64 // replies delivered by Complete
+	SendWaits        uint64 // SendWait/Start sends that found the queue full and waited for room
+	LivenessAcks     uint64 // liveness acks matching the outstanding probe
+	StaleAcks        uint64 // liveness acks not matching the outstanding probe
+	LivenessTimeouts uint64 // links declared down for missing acks
+	Unsent           uint64 // records that did not leave this node when their link went down and were never sent: requests (their calls fail) and kept one-way messages dropped (their peer run did not come back within KeepUnsent, restarted, or this node closed)
+	Resent           uint64 // one-way messages a link kept when its connection ended before they left, then sent on its next connection to the same peer run
+	// HeldGiveUps counts connections given up (liveness) with one-way
+	// messages in flight to a peer still taking data: they count as
+	// delivered, and the connection stays open until the peer acknowledged
+	// them (docs/TRANSPORT.md). HeldLost counts those the peer never
+	// acknowledged: it closed or reset the connection first, acknowledged
+	// nothing for KeepUnsent, or this node closed.
+	HeldGiveUps       uint64
+	HeldLost          uint64
 	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out, and hellos not sent within HandshakeTimeout
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
@@ -80,6 +88,7 @@ type stats struct {
 	unhandled                            atomic.Uint64
 	portableReplies, localReplies        atomic.Uint64
 	sendWaits, unsent, resent            atomic.Uint64
+	held, heldLost                       atomic.Uint64
 
 	mu    sync.Mutex
 	peers map[string]*peerCounters
@@ -153,6 +162,8 @@ func (n *Node) Stats() Stats {
 		LivenessTimeouts:  s.livenessTimeouts.Load(),
 		Unsent:            s.unsent.Load(),
 		Resent:            s.resent.Load(),
+		HeldGiveUps:       s.held.Load(),
+		HeldLost:          s.heldLost.Load(),
 		HandshakeFailures: s.handshakeFailures.Load(),
 		Unhandled:         s.unhandled.Load(),
 		InboundConns:      n.rt.count(),

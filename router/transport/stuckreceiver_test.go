@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,10 +49,10 @@ func testStuckReceiver(t *testing.T, secure bool) {
 	got := p.waitArrived(accepted, 10*time.Second)
 	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
-	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d; down events %d",
-		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown))
-	if lost != 0 || reordered != 0 || st.Unsent != 0 {
-		t.Fatalf("%d of %d accepted records lost (%d counted unsent), %d out of order", lost, accepted, st.Unsent, reordered)
+	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d; down events %d; held give-ups %d (%d lost)",
+		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown), st.HeldGiveUps, st.HeldLost)
+	if lost != 0 || reordered != 0 || st.Unsent != 0 || st.HeldLost != 0 {
+		t.Fatalf("%d of %d accepted records lost (%d counted unsent, %d lost after a held give-up), %d out of order", lost, accepted, st.Unsent, st.HeldLost, reordered)
 	}
 }
 
@@ -65,13 +64,15 @@ func testStuckReceiver(t *testing.T, secure bool) {
 // checks the give-up's reset against a receiver that is alive and reading:
 // nothing may arrive twice (the transport before the seventeenth session
 // passed it too, with one give-up and a graceful close). A give-up that
-// finds segments in flight to this receiver closes gracefully and counts
-// them delivered (docs/TRANSPORT.md): here, where the receiver lives, they
-// do arrive, and the check above holds; it is logged, not failed (it
-// happened in one of the eighteenth session's four CI runs, over CURVE,
-// with every record delivered once). (Giving such a receiver more lingers while
-// it acknowledged more was tried: the messages kept meanwhile expired, and
-// some arrived out of order.)
+// finds segments in flight to this receiver counts them delivered and holds
+// the connection open until the receiver acknowledged them
+// (docs/TRANSPORT.md); it happens under load (-race in CI, about one run
+// in ten here). Before the hold such a give-up closed the socket, and the
+// receiver's answer to a probe it read there made the sender's kernel
+// reset it: 29 to 1,753 records lost in about half of the CI runs of
+// 2026-12-06. (Giving such a receiver more lingers while it acknowledged
+// more was tried: the messages kept meanwhile expired, and some arrived
+// out of order.)
 func TestSlowReceiverLosesNothing(t *testing.T) {
 	forEachLinkSecurity(t, testSlowReceiver)
 }
@@ -92,15 +93,14 @@ func testSlowReceiver(t *testing.T, secure bool) {
 	got := p.waitArrived(accepted, 30*time.Second)
 	lost, reordered := seqGaps(t, got, accepted)
 	st := a.Stats()
-	unknown := strings.Count(alog.String(), "may or may not get")
-	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d, down events %d, given up with messages in flight %d",
-		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown), unknown)
+	t.Logf("accepted %d, arrived %d, lost %d, out of order %d; sender: resent %d, unsent %d, down events %d, given up with messages in flight %d (held; %d of those lost)",
+		accepted, len(got), lost, reordered, st.Resent, st.Unsent, ev.count(EventDown), st.HeldGiveUps, st.HeldLost)
 	if ev.count(EventDown) == 0 {
 		t.Fatal("the sender's liveness never gave up on the slow receiver: the test did not test the give-up")
 	}
-	if lost != 0 || reordered != 0 || st.Unsent != 0 || uint64(len(got)) != accepted {
-		t.Fatalf("%d of %d accepted records lost (%d counted unsent), %d out of order or twice, %d arrived",
-			lost, accepted, st.Unsent, reordered, len(got))
+	if lost != 0 || reordered != 0 || st.Unsent != 0 || st.HeldLost != 0 || uint64(len(got)) != accepted {
+		t.Fatalf("%d of %d accepted records lost (%d counted unsent, %d counted lost after a held give-up), %d out of order or twice, %d arrived\n%s",
+			lost, accepted, st.Unsent, st.HeldLost, reordered, len(got), alog.String())
 	}
 }
 
