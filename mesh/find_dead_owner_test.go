@@ -59,6 +59,13 @@ func findDeadOwner(t *testing.T, getOrCreate bool) {
 		}
 		return serving == 3
 	})
+	// Placement needs admitted links too: listed is not yet linked on a
+	// loaded machine (a CI run failed with "2 without an admitted link").
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := c.nodes[0].WaitPeers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
 	refs := createOn(t, c, "stale", 2, 1)
 	dead := c.nodes[2]
 	owner, _ := dead.Owner()
