@@ -39,8 +39,10 @@ type holdResult struct {
 // a few to 1,753 of 6,000 in CI runs under -race). Held open for
 // reading, the answer is read and dropped, and the kernel sends on.
 //
-// ack reads what the peer acknowledged, counted like ends.
-func holdUntilAcked(ctx context.Context, c net.Conn, ack func() (int64, bool), ends []int64, idle time.Duration) holdResult {
+// ack reads what the peer acknowledged, counted like ends. progress, when
+// not nil, is called each time the peer acknowledged more (at most once a
+// holdTick).
+func holdUntilAcked(ctx context.Context, c net.Conn, ack func() (int64, bool), ends []int64, idle time.Duration, progress func()) holdResult {
 	if len(ends) == 0 {
 		return holdResult{}
 	}
@@ -54,21 +56,27 @@ func holdUntilAcked(ctx context.Context, c net.Conn, ack func() (int64, bool), e
 	stop := context.AfterFunc(ctx, func() { _ = c.SetReadDeadline(time.Now()) })
 	defer stop()
 	last, ok := ack()
-	if !ok {
+	switch {
+	case ctx.Err() != nil: // the node closing may have closed the socket already
+		return holdResult{pending: len(ends), why: "this node is closing"}
+	case !ok:
 		return holdResult{pending: len(ends), why: "what the peer acknowledged cannot be read"}
 	}
-	progress := time.Now()
+	since := time.Now() // of the last acknowledgement progress
 	buf := make([]byte, 4096)
 	for {
 		if acked, ok := ack(); ok && acked >= ends[len(ends)-1] {
 			return holdResult{}
 		} else if ok && acked > last {
-			last, progress = acked, time.Now()
+			last, since = acked, time.Now()
+			if progress != nil {
+				progress()
+			}
 		}
 		if ctx.Err() != nil {
 			return holdResult{pending: pendingAt(last), why: "this node is closing"}
 		}
-		if time.Since(progress) >= idle {
+		if time.Since(since) >= idle {
 			return holdResult{pending: pendingAt(last), why: "the peer acknowledged nothing for " + idle.String()}
 		}
 		_ = c.SetReadDeadline(time.Now().Add(holdTick))

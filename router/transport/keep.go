@@ -151,6 +151,16 @@ func (n *Node) armKeptLocked(peer string, k *keptRecords) {
 	})
 }
 
+// rearmKept restarts the wait of the records kept for peer's run gen, if
+// any (session.hold: that run is still taking data).
+func (n *Node) rearmKept(peer RID, gen uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if k := n.kept[string(peer)]; k != nil && k.gen == gen && !n.closed {
+		n.armKeptLocked(string(peer), k)
+	}
+}
+
 // dropKeptLocked drops the records kept for peer, counting them unsent.
 func (n *Node) dropKeptLocked(peer, why string) {
 	k := n.kept[peer]

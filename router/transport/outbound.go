@@ -416,17 +416,25 @@ func (s *session) read() {
 // flight open until the peer acknowledged them (holdUntilAcked): they
 // count as delivered, and closed, the socket would lose them to the reset
 // that the peer's first answer read from it makes this kernel send. The
-// link may link again meanwhile (drained is called first): the peer keeps
-// the order, delivering nothing of a connection that supersedes this one
-// before this one was read to its end, and refusing one while this one is
-// live.
+// link may dial again meanwhile (drained is called first), though the
+// peer refuses its hellos while this connection still delivers, and keeps
+// the order when one supersedes it: nothing of the new connection is
+// delivered before this one was read to its end.
 func (s *session) hold(ends []int64, drained func()) {
 	n := s.l.n
 	n.log.Info("transport: gave up a silent connection with one-way messages in flight; they count as delivered, and the connection stays open until the peer acknowledges them",
 		"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", len(ends))
 	drained()
 	n.stats.held.Add(1)
-	r := holdUntilAcked(n.ctx, s.pc.zc.raw, s.pc.zc.ack.acked, ends, max(n.cfg.PeerTimeout, n.cfg.KeepUnsent))
+	// The one-way messages the link kept at the give-up (they had not left)
+	// wait for the next connection to this peer run KeepUnsent from the
+	// give-up, and again from each acknowledgement the hold sees: the peer
+	// refuses the link's hellos while this connection still delivers
+	// (heldElsewhere), which a slow receiver's hold can make last far
+	// longer than KeepUnsent, and a run that is reading has not gone away.
+	rearm := func() { n.rearmKept(s.l.rid, s.info.LifecycleGeneration) }
+	rearm()
+	r := holdUntilAcked(n.ctx, s.pc.zc.raw, s.pc.zc.ack.acked, ends, max(n.cfg.PeerTimeout, n.cfg.KeepUnsent), rearm)
 	if r.pending == 0 {
 		return
 	}

@@ -35,8 +35,9 @@ type Stats struct {
 	LivenessTimeouts uint64 // links declared down for missing acks
 	Unsent           uint64 // records that did not leave this node when their link went down and were never sent: requests (their calls fail) and kept one-way messages dropped (their peer run did not come back within KeepUnsent, restarted, or this node closed)
 	Resent           uint64 // one-way messages a link kept when its connection ended before they left, then sent on its next connection to the same peer run
-	// HeldGiveUps counts connections given up (liveness) with one-way
-	// messages in flight to a peer still taking data: they count as
+	// HeldGiveUps counts connections given up (liveness, a write deadline,
+	// Disconnect) with one-way messages in flight to a peer still taking
+	// data: they count as
 	// delivered, and the connection stays open until the peer acknowledged
 	// them (docs/TRANSPORT.md). HeldLost counts those the peer never
 	// acknowledged: it closed or reset the connection first, acknowledged
