@@ -745,6 +745,11 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 				"objects", res.Progress.Total)
 		}
 	default:
+		// The discovery round above may have waited out a store timeout,
+		// long enough for the admission gate to shut meanwhile (a renew
+		// late): wait for it again rather than hand every object to the
+		// shutdown.
+		n.awaitOwnLease(ctx)
 		if err := n.beginHostMove(); err != nil {
 			res = n.unmoved("drain: "+err.Error(), opts.Progress)
 			n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)

@@ -298,7 +298,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.startAdmin(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "admin:"
 	}
-	if err := n.publish(ctx, record.StatePreparing); err != nil {
+	if err := n.publishFirst(ctx); err != nil {
 		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
 	}
 	// A Server node's Entry Spot exists before the node says Serving.
@@ -434,7 +434,11 @@ func (n *Node) loop() {
 		if round%reclaimEvery == 0 {
 			n.reclaim(ctx)
 		}
-		if every := n.cfg.Recovery.ReclaimSweepInterval; every > 0 && n.clock.Now()-lastSweep >= every && n.servingState() {
+		// Only servers sweep: the sweep's shards are shared out among the
+		// serving server nodes (sweepPosition), so a client or none node
+		// would scan every row of every shard each interval.
+		if every := n.cfg.Recovery.ReclaimSweepInterval; every > 0 && n.clock.Now()-lastSweep >= every && n.servingState() &&
+			n.cfg.Node.ObjectRole == config.RoleServer {
 			lastSweep = n.clock.Now()
 			if _, err := n.reclaimSweep(ctx); err != nil && ctx.Err() == nil {
 				n.log.Warn("reclaim sweep of dead owners' objects failed", "err", err)
@@ -954,4 +958,32 @@ func (n *Node) noteLeaving(snap directory.Snapshot) {
 func (n *Node) isLeaving(rid []byte, gen uint64) bool {
 	m := n.leaving.Load()
 	return m != nil && (*m)[leavingRun{string(rid), gen}]
+}
+
+// publishFirst publishes the preparing descriptor. Another run of the same
+// mesh and routing id whose owner lease is still valid refuses it
+// (ErrRoutingIDInUse). When that run crashed a moment ago — a restart right
+// after a SIGKILL or an OOM kill — its lease ends within lease.ttl, so the
+// start waits for that once and takes the descriptor over, instead of
+// failing until an outside restart happens to come late enough. A run that
+// is alive renews its lease meanwhile, and the start fails as before.
+func (n *Node) publishFirst(ctx context.Context) error {
+	err := n.publish(ctx, record.StatePreparing)
+	var inUse *directory.RoutingIDInUseError
+	if !errors.As(err, &inUse) {
+		return err
+	}
+	wait := min(time.Until(inUse.LeaseExpiresAt), n.cfg.Lease.TTL) + 500*time.Millisecond
+	n.log.Warn("startup: this mesh and routing id are published by another run whose owner lease has not ended; "+
+		"waiting once for it to end (a run that crashed a moment ago), then taking over",
+		"other_owner", inUse.OwnerID, "other_lease_gen", uint64(inUse.LeaseGeneration),
+		"lease_expires", inUse.LeaseExpiresAt, "wait", wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return err
+	case <-t.C:
+	}
+	return n.publish(ctx, record.StatePreparing)
 }

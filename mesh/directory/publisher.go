@@ -52,7 +52,8 @@ type PublisherConfig struct {
 	// MaxAttempts bounds the read/write rounds of one Publish (Conflict
 	// retries); 0 means DefaultPublishAttempts.
 	MaxAttempts int
-	// Logger; nil means slog.Default().
+	// Logger, naming the mesh and rid (the node's does); nil means
+	// slog.Default() with them.
 	Logger *slog.Logger
 }
 
@@ -144,13 +145,15 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultPublishAttempts
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
 	rid := append([]byte(nil), cfg.RoutingID...)
+	if cfg.Logger == nil {
+		// A caller's logger names mesh and rid already (the node's does):
+		// adding them again would repeat the keys in every JSON record.
+		cfg.Logger = slog.Default().With("mesh", cfg.MeshName, "rid", hex.EncodeToString(rid))
+	}
 	return &Publisher{
 		store: cfg.Store, lease: cfg.Lease, gate: cfg.Gate, maxAttempts: cfg.MaxAttempts,
-		log:      cfg.Logger.With("mesh", cfg.MeshName, "rid", hex.EncodeToString(rid)),
+		log:      cfg.Logger,
 		meshName: cfg.MeshName, routingID: rid, key: key,
 		lastRev: cfg.LastRevision,
 	}, nil

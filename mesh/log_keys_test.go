@@ -1,0 +1,73 @@
+package mesh
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/internal/syncbuf"
+)
+
+// Every JSON log record of a node names each key once: the descriptor
+// publisher added mesh and rid again to the node's logger, which names
+// them already, and strict JSON consumers (Elasticsearch among them)
+// reject a record with a repeated field (an operator try-out, with
+// --log.format=json).
+func TestJSONLogRecordsNameEachKeyOnce(t *testing.T) {
+	f := newFixture(t)
+	var logs syncbuf.Buffer
+	cfg := fastConfig("jsonlogs")
+	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc,
+		DiscoveryInterval: 100 * time.Millisecond,
+		Logger:            slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a few rounds: publishes, discovery
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	records := 0
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		records++
+		if dup := repeatedKey(t, sc.Text()); dup != "" {
+			t.Errorf("key %q twice in %s", dup, sc.Text())
+		}
+	}
+	if records == 0 {
+		t.Fatal("no log records: the test checked nothing")
+	}
+}
+
+// repeatedKey returns a top-level key that line (one JSON object) names
+// more than once, or "".
+func repeatedKey(t *testing.T, line string) string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	if _, err := dec.Token(); err != nil { // {
+		t.Fatalf("not JSON: %s: %v", line, err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("not JSON: %s: %v", line, err)
+		}
+		key := tok.(string)
+		if seen[key] {
+			return key
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("not JSON: %s: %v", line, err)
+		}
+	}
+	return ""
+}
