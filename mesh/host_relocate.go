@@ -180,6 +180,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 		defer mu.Unlock()
 		return cmd.Progress().Pending + 1 // the move asking is no longer pending
 	}, o.leastTaken)
+	patience := newTargetPatience(n.noTargetPatience(), n.hostNow)
 	pump := newProgressPump(opts.Progress)
 	defer pump.finish()
 	report := func() { pump.post(cmd.Progress()) }
@@ -231,7 +232,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 			go func(obj hostmove.Object) {
 				defer wg.Done()
 				for {
-					r := o.hostMoveOne(ctx, obj, runs)
+					r := o.hostMoveOne(ctx, obj, runs, patience)
 					mu.Lock()
 					switch err := cmd.Finish(r); {
 					case err == nil:
@@ -540,7 +541,7 @@ const arrivalPoll = 5 * time.Millisecond
 const unmovableInstance = "an Instance Spot: host relocation does not move it (spec §8 moves Actors and User Spots; docs/INSTANCE-SPOTS.md); its next message activates it again on a serving node, with fresh state"
 
 // hostMoveOne moves one object of a host command and classifies the end.
-func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *targetRuns) hostmove.Result {
+func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *targetRuns, patience *targetPatience) hostmove.Result {
 	kind := record.ObjectActor
 	if obj.Spot {
 		kind = record.ObjectUserSpot
@@ -575,16 +576,9 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 	// No usable target at all (every peer reacquiring its lease after a
 	// store outage, links coming back) is waited for, but not for ever: a
 	// mesh whose other nodes are gone would hold the command until its
-	// deadline.
-	var noTargetSince time.Time
+	// deadline. The patience is the command's (targetPatience).
 	waitForTargets := func() bool {
-		if !errors.Is(err, errNoUsableNode) || !o.n.serversRecently() {
-			return false
-		}
-		if noTargetSince.IsZero() {
-			noTargetSince = time.Now()
-		}
-		return time.Since(noTargetSince) < o.n.noTargetPatience()
+		return errors.Is(err, errNoUsableNode) && o.n.serversRecently() && patience.wait()
 	}
 retry:
 	for ctx.Err() == nil && (err != nil || res.Outcome != Moved) {
@@ -624,6 +618,7 @@ retry:
 	r.Took = time.Since(start)
 	switch {
 	case err == nil && res.Outcome == Moved:
+		patience.landed()
 		r.Outcome, r.Bytes, r.Target = hostmove.Moved, res.PayloadBytes, res.TargetNodeRID
 	case err == nil:
 		r.Outcome, r.Reason = hostmove.Failed, res.Reason
