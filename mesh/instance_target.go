@@ -615,7 +615,7 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 		}
 		o.stats.instanceActivated.Add(1)
 		sobj.Release()
-		o.log.Debug("instance spot activated", "object", rec.SpotID, "type", rec.StableType, "gen", b.objGen)
+		o.log.Debug("instance spot activated", "object", rec.SpotID, "type", rec.StableType, "object_gen", b.objGen)
 	}
 	version := b.version
 	if b.commit != nil {
@@ -704,7 +704,7 @@ func (o *objects) firstMessageDone(id, stableType string, gen uint64, ref string
 			// Another owner took the record over (this node was presumed
 			// dead): the recovery info is its to end.
 			o.log.Warn("instance spot: another owner took over before the first message was recorded done", "object", id,
-				"owner", row.Record.OwnerID)
+				"record_owner", row.Record.OwnerID)
 			return true, nil
 		}
 		return false, err

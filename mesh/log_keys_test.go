@@ -14,17 +14,28 @@ import (
 
 // Every JSON log record of a node names each key once: the descriptor
 // publisher added mesh and rid again to the node's logger, which names
-// them already, and strict JSON consumers (Elasticsearch among them)
-// reject a record with a repeated field (an operator try-out, with
-// --log.format=json).
+// them already, and an object's lines named its generation "gen", which
+// the node's logger uses for its lifecycle generation; strict JSON
+// consumers (Elasticsearch among them) reject a record with a repeated
+// field (an operator try-out, with --log.format=json).
 func TestJSONLogRecordsNameEachKeyOnce(t *testing.T) {
 	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
 	var logs syncbuf.Buffer
 	cfg := fastConfig("jsonlogs")
 	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc,
 		DiscoveryInterval: 100 * time.Millisecond,
 		Logger:            slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// An object's life logs its generation (object_gen, not the node's gen).
+	ctx := ctxT(t, 10*time.Second)
+	ref, err := n.Manager().CreateActor(ctx, "logged", testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Manager().Destroy(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // a few rounds: publishes, discovery
@@ -40,8 +51,8 @@ func TestJSONLogRecordsNameEachKeyOnce(t *testing.T) {
 			t.Errorf("key %q twice in %s", dup, sc.Text())
 		}
 	}
-	if records == 0 {
-		t.Fatal("no log records: the test checked nothing")
+	if records == 0 || !strings.Contains(logs.String(), `"object_gen"`) {
+		t.Fatalf("no object lines among %d log records: the test checked less than it says", records)
 	}
 }
 

@@ -311,7 +311,7 @@ func (o *objects) closeOnce(ctx context.Context, kind record.ObjectKind, id stri
 		return false, err
 	}
 	end()
-	o.log.Debug("object ended", "object", id, "kind", string(kind), "gen", gen, "deleted", closed)
+	o.log.Debug("object ended", "object", id, "kind", string(kind), "object_gen", gen, "deleted", closed)
 	return closed, nil
 }
 

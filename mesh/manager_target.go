@@ -477,7 +477,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		hs.storeVersion = version
 		o.mu.Unlock()
 		sobj.Release()
-		o.log.Debug("object created", "object", ord.id, "kind", string(ord.kind), "type", ord.stableType, "gen", ord.objGen)
+		o.log.Debug("object created", "object", ord.id, "kind", string(ord.kind), "type", ord.stableType, "object_gen", ord.objGen)
 	}
 	createdOutcome := targetOutcome{result: router.CreateCreated, gen: ord.objGen, ownerGen: ord.ownerGen, mesh: ord.meshName,
 		rid: append([]byte(nil), n.run.rid...)}

@@ -761,7 +761,7 @@ func (o *objects) sendSessionRoutes(ctx context.Context, h *hosted, id string, b
 	for _, e := range o.sessionsOf(h) {
 		b := e.b
 		if b.ownerID == "" {
-			o.log.Warn("command 44 not sent: the session owner's host run is unknown", "actor", id, "owner", b.owner.String())
+			o.log.Warn("command 44 not sent: the session owner's host run is unknown", "actor", id, "session_owner", b.owner.String())
 			continue
 		}
 		body := &router.SessionRelocationRoute{Relocation: bind.Relocation,
@@ -780,7 +780,7 @@ func (o *objects) sendSessionRoutes(ctx context.Context, h *hosted, id string, b
 			continue
 		}
 		if err := o.n.tr.SendWait(ctx, transport.RID(b.owner.rid), router.NewRecord(body, nil, nil)); err != nil {
-			o.log.Warn("command 44 not sent", "actor", id, "owner", b.owner.String(), "err", err)
+			o.log.Warn("command 44 not sent", "actor", id, "session_owner", b.owner.String(), "err", err)
 			continue
 		}
 		o.stats.sessionRoutesSent.Add(1)

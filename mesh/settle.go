@@ -128,7 +128,7 @@ func (o *objects) settleEnd(ctx context.Context, kind record.ObjectKind, id stri
 		} else {
 			reopen()
 		}
-		o.log.Info("object end: decided by a read of its record", "object", id, "kind", string(kind), "gen", gen, "deleted", deleted)
+		o.log.Info("object end: decided by a read of its record", "object", id, "kind", string(kind), "object_gen", gen, "deleted", deleted)
 	})
 	if err != nil {
 		// The node is stopping: its shutdown ends the instance.
@@ -237,7 +237,7 @@ func (o *objects) settleCommitted(ctx context.Context, kind record.ObjectKind, i
 		} else {
 			notCommitted(&row)
 		}
-		o.log.Info(what+": decided by a read of its record", "object", id, "gen", objGen, "committed", committed)
+		o.log.Info(what+": decided by a read of its record", "object", id, "object_gen", objGen, "committed", committed)
 	})
 	if err != nil {
 		notCommitted(nil)

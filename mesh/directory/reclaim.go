@@ -122,7 +122,7 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 		case reclaimDeleted:
 			res.Deleted++
 			log.Info("reclaimed MeshNode descriptor of a gone host run",
-				"mesh", d.MeshName, "rid", fmt.Sprintf("%x", d.RoutingID), "owner", d.OwnerID, "gen", d.LeaseGeneration,
+				"gone_mesh", d.MeshName, "gone_rid", fmt.Sprintf("%x", d.RoutingID), "gone_owner", d.OwnerID, "gone_lease_gen", d.LeaseGeneration,
 				"updated_at", d.UpdatedAt.Time())
 		case reclaimLive:
 			res.Live++

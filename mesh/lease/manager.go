@@ -129,7 +129,8 @@ type Manager struct {
 	timing Timing
 	clock  Clock
 	log    *slog.Logger // with the owner id; logger() adds the generation
-	// genLog is log with the current generation ("gen"), replaced when the
+	// genLog is log with the current generation ("lease_gen": the node's
+	// own lines name its lifecycle generation "gen"), replaced when the
 	// generation changes: read by the renewal loop and by callers of
 	// Resume, so swapped atomically rather than assigned.
 	genLog  atomic.Pointer[slog.Logger]
@@ -434,9 +435,9 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 	case errors.Is(err, locstore.ErrWriteRefused):
 		// Nothing written now; the read says whether an earlier attempt
 		// whose answer was lost did write.
-		m.logger().Debug("owner-lease acquire refused by the store; reading the lease key", "gen", next, "err", err)
+		m.logger().Debug("owner-lease acquire refused by the store; reading the lease key", "next_lease_gen", next, "err", err)
 	case err != nil:
-		m.logger().Debug("owner-lease acquire result unknown; re-reading", "gen", next, "err", err)
+		m.logger().Debug("owner-lease acquire result unknown; re-reading", "next_lease_gen", next, "err", err)
 	}
 	rr, obs, rerr := m.read(ctx, m.key)
 	if rerr != nil {
@@ -490,11 +491,11 @@ func (m *Manager) opened(obs Observation, kind EventKind) error {
 		m.lost, m.lostFor, m.uncertain, m.resumable = false, nil, false, true
 		m.mu.Unlock()
 		m.logger().Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
-			m.deadlineAttrs(deadline, "new_gen", m.Generation())...)
+			m.deadlineAttrs(deadline, "new_lease_gen", m.Generation())...)
 		m.emit(kind, deadline, nil)
 		return nil
 	}
-	m.genLog.Store(m.log.With("gen", m.Generation()))
+	m.genLog.Store(m.log.With("lease_gen", m.Generation()))
 	m.gate.extend(deadline)
 	m.logger().Info("owner lease acquired", m.deadlineAttrs(deadline)...)
 	m.emit(kind, deadline, nil)
@@ -632,7 +633,7 @@ func (m *Manager) Resume(gen uint64) bool {
 	if !m.gate.reopen(d) {
 		return false
 	}
-	m.genLog.Store(m.log.With("gen", m.Generation()))
+	m.genLog.Store(m.log.With("lease_gen", m.Generation()))
 	m.logger().Info("owner lease resumed: new work admitted again", m.deadlineAttrs(d)...)
 	return true
 }

@@ -817,7 +817,7 @@ func TestLogsUseStableKeys(t *testing.T) {
 		if !ok {
 			t.Fatalf("no %q log line in %v", msg, buf.String())
 		}
-		for _, k := range []string{"owner", "gen", "deadline", "remaining"} {
+		for _, k := range []string{"owner", "lease_gen", "deadline", "remaining"} {
 			if _, ok := rec[k]; !ok {
 				t.Fatalf("%q log line lacks key %q: %v", msg, k, rec)
 			}
@@ -906,8 +906,8 @@ func TestReacquireAfterLoss(t *testing.T) {
 	// The resume line names the new generation, once.
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "owner lease resumed") &&
-			(strings.Count(line, " gen=") != 1 || !strings.Contains(line, fmt.Sprintf(" gen=%d", re.Generation))) {
-			t.Errorf("resume log line %q: want gen=%d once", line, re.Generation)
+			(strings.Count(line, " lease_gen=") != 1 || !strings.Contains(line, fmt.Sprintf(" lease_gen=%d", re.Generation))) {
+			t.Errorf("resume log line %q: want lease_gen=%d once", line, re.Generation)
 		}
 	}
 	if m.Resume(re.Generation) {
