@@ -727,7 +727,11 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	began := n.hostNow()
 	var res HostRelocationResult
 	moves := false // the moves ran (hostRelocate)
-	n.awaitOwnLease(ctx)
+	// Both waits for this node's own lease share one noTargetPatience (the
+	// documented bound): a lease still not back after the first is not
+	// waited for again.
+	leaseWait := n.noTargetPatience()
+	leaseWait -= n.awaitOwnLease(ctx, leaseWait)
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
 		res = n.unmoved("drain: cannot tell whether another node can take it: "+err.Error(), opts.Progress)
@@ -744,7 +748,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		// long enough for the admission gate to shut meanwhile (a renew
 		// late): wait for it again rather than hand every object to the
 		// shutdown.
-		n.awaitOwnLease(ctx)
+		n.awaitOwnLease(ctx, leaseWait)
 		if err := n.beginHostMove(); err != nil {
 			res = n.unmoved("drain: "+err.Error(), opts.Progress)
 			n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
@@ -868,23 +872,25 @@ func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 	}
 }
 
-// awaitOwnLease waits, at most noTargetPatience, for this node's own
-// admission gate while its lease is being recovered (lost and reacquired,
-// or a renew late: the objects are re-adopted, then the gate reopens) — a
-// drain right after a store outage would otherwise refuse every move and
-// hand the objects to the shutdown. A lease released or lost to a data
-// loss is not waited for.
-func (n *Node) awaitOwnLease(ctx context.Context) {
-	if n.lease.Gate().Admit() == nil || !n.leaseRecoverable() {
-		return
+// awaitOwnLease waits, at most atMost, for this node's own admission gate
+// while its lease is being recovered (lost and reacquired, or a renew
+// late: the objects are re-adopted, then the gate reopens) — a drain right
+// after a store outage would otherwise refuse every move and hand the
+// objects to the shutdown. A lease released, lost to a data loss or ended
+// for good is not waited for. It returns how long it waited.
+func (n *Node) awaitOwnLease(ctx context.Context, atMost time.Duration) time.Duration {
+	if atMost <= 0 || n.lease.Gate().Admit() == nil || !n.leaseRecoverable() {
+		return 0
 	}
 	n.log.Info("drain: this node's owner lease is being recovered; waiting for it before moving the objects",
-		"at_most", n.noTargetPatience())
-	for start := n.hostNow(); n.hostNow().Sub(start) < n.noTargetPatience() && n.leaseRecoverable(); {
+		"at_most", atMost)
+	start := n.hostNow()
+	for n.hostNow().Sub(start) < atMost && n.leaseRecoverable() {
 		if n.lease.Gate().Admit() == nil || sleepCtx(ctx, 100*time.Millisecond) != nil {
-			return
+			break
 		}
 	}
+	return n.hostNow().Sub(start)
 }
 
 // peersNow runs a discovery round and counts the other server nodes of

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/spot"
 )
@@ -93,12 +94,17 @@ func (o *objects) leaseHeld() bool {
 
 // leaseRecoverable reports whether the admission gate is shut by an owner
 // lease that expired or was lost in a way this node recovers from (a late
-// renew, a reacquisition): not released, not lost with the store's data.
+// renew, a reacquisition): not released, not lost with the store's data,
+// not ended for good for a routing id taken over.
 // Its serving objects are then held (holdForLease), not gone.
 func (n *Node) leaseRecoverable() bool {
 	err := n.lease.Gate().Admit()
 	if !errors.Is(err, lease.ErrLeaseExpired) && !errors.Is(err, lease.ErrLeaseLost) {
 		return false
 	}
-	return !errors.Is(n.LeaseLost(), locstore.ErrDataLost)
+	// Lost with the store's data, or ended for good because another run
+	// took this routing id over (readoptAfterReacquire): nothing
+	// reacquires it (lease.Manager.Fail).
+	lost := n.LeaseLost()
+	return !errors.Is(lost, locstore.ErrDataLost) && !errors.Is(lost, directory.ErrRoutingIDInUse)
 }

@@ -973,7 +973,15 @@ func (n *Node) publishFirst(ctx context.Context) error {
 	if !errors.As(err, &inUse) {
 		return err
 	}
-	wait := min(time.Until(inUse.LeaseExpiresAt), n.cfg.Lease.TTL) + 500*time.Millisecond
+	// LeaseExpiresAt is store time: what is left of the lease is measured
+	// against the store's clock of the same look, not this host's (a store
+	// clock behind this one made the wait too short to take over, one far
+	// ahead is capped by the TTL).
+	left := time.Until(inUse.LeaseExpiresAt)
+	if !inUse.StoreNow.IsZero() {
+		left = inUse.LeaseExpiresAt.Sub(inUse.StoreNow)
+	}
+	wait := max(min(left, n.cfg.Lease.TTL), 0) + 500*time.Millisecond
 	n.log.Warn("startup: this mesh and routing id are published by another run whose owner lease has not ended; "+
 		"waiting once for it to end (a run that crashed a moment ago), then taking over",
 		"other_owner", inUse.OwnerID, "other_lease_gen", uint64(inUse.LeaseGeneration),

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -42,4 +43,28 @@ func TestStartWithTheRoutingIDOfALiveRunFails(t *testing.T) {
 	if !errors.Is(err, directory.ErrRoutingIDInUse) {
 		t.Fatalf("Start with a live run's routing id: %v, want ErrRoutingIDInUse", err)
 	}
+}
+
+// behindClock is a store clock an hour behind this host's.
+type behindClock struct{}
+
+func (behindClock) Now() time.Time { return time.Now().Add(-time.Hour) }
+
+// The wait for a crashed run's lease is measured on the store's clock: its
+// LeaseExpiresAt is store time. A store whose clock is behind this host's
+// (Redis TIME on another machine) made time.Until(LeaseExpiresAt) negative,
+// the start retried at once and failed as before the takeover existed.
+func TestStartTakesOverWithAStoreClockBehindThisHost(t *testing.T) {
+	f := newFixture(t)
+	loc, err := locmemory.New(locmemory.WithClock(behindClock{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { loc.Close() })
+	f.loc = loc
+	cfg := fastConfig("takeover")
+	cfg.Node.RoutingID = "0c0c"
+	old := f.start(cfg)
+	old.crash()
+	f.start(cfg) // fails the test if Start fails
 }

@@ -64,6 +64,10 @@ type RoutingIDInUseError struct {
 	// LeaseExpiresAt is the other run's lease expiry (store time) when we
 	// looked; it may be renewed later.
 	LeaseExpiresAt time.Time
+	// StoreNow is the store's time when we looked: LeaseExpiresAt minus
+	// StoreNow is what was left of the lease, whatever the offset between
+	// the store's clock and this host's.
+	StoreNow time.Time
 }
 
 func (e *RoutingIDInUseError) Error() string {

@@ -376,7 +376,7 @@ func (p *Publisher) plan(ctx context.Context, d record.MeshNodeDescriptor, c []b
 				// mesh+routing id.
 				return res, req, nil, true, &RoutingIDInUseError{
 					MeshName: p.meshName, RoutingID: p.routingID,
-					OwnerID: stored.OwnerID, LeaseGeneration: stored.LeaseGeneration, LeaseExpiresAt: lc.ExpiresAt,
+					OwnerID: stored.OwnerID, LeaseGeneration: stored.LeaseGeneration, LeaseExpiresAt: lc.ExpiresAt, StoreNow: lc.StoreNow,
 				}
 			}
 			res.Takeover, res.PreviousOwnerID, res.PreviousLeaseGeneration = true, stored.OwnerID, stored.LeaseGeneration
