@@ -3,7 +3,6 @@ package mesh
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,12 +33,7 @@ func TestDrainDoesNotWaitForALeaseEndedForGood(t *testing.T) {
 	})
 	// The command's clock runs 20 times as fast: noTargetPatience (10 s)
 	// passes in half a second.
-	var start atomic.Int64
-	start.Store(time.Now().UnixNano())
-	leaving.hostClock = func() time.Time {
-		s := time.Unix(0, start.Load())
-		return s.Add(20 * time.Since(s))
-	}
+	speedUpHostClock(leaving, 20)
 	res, _ := leaving.Drain(ctx, HostRelocateOptions{})
 	if patience := leaving.noTargetPatience(); res.BeforeMoves >= patience {
 		t.Fatalf("the drain waited %v (command clock) before its moves for a lease that cannot come back (patience %v)",
@@ -65,12 +59,7 @@ func TestDrainWaitsForItsOwnLeaseOnce(t *testing.T) {
 	}
 	blocker.blocked.Store(&key) // renewals hang: the gate shuts at its deadline and stays shut
 	eventually(t, 10*time.Second, "the gate to shut", func() bool { return leaving.lease.Gate().Admit() != nil })
-	var start atomic.Int64
-	start.Store(time.Now().UnixNano())
-	leaving.hostClock = func() time.Time {
-		s := time.Unix(0, start.Load())
-		return s.Add(20 * time.Since(s))
-	}
+	speedUpHostClock(leaving, 20)
 	res, _ := leaving.Drain(ctx, HostRelocateOptions{})
 	if patience := leaving.noTargetPatience(); res.BeforeMoves >= patience*3/2 {
 		t.Fatalf("the drain waited %v (command clock) before its moves for its own lease: more than once (patience %v)",

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,12 +62,7 @@ func TestHostCommandWaitsForATargetOnce(t *testing.T) {
 	})
 	// The command's clock runs 20 times as fast: noTargetPatience (10 s)
 	// passes in half a second.
-	var start atomic.Int64
-	start.Store(time.Now().UnixNano())
-	leaving.hostClock = func() time.Time {
-		s := time.Unix(0, start.Load())
-		return s.Add(20 * time.Since(s))
-	}
+	speedUpHostClock(leaving, 20)
 	res, err := leaving.Relocate(ctx, HostRelocateOptions{MaxConcurrent: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -80,4 +74,12 @@ func TestHostCommandWaitsForATargetOnce(t *testing.T) {
 	if res.Took >= 2*patience {
 		t.Fatalf("the command took %v on its clock: it waited for a target more than once (patience %v)", res.Took, patience)
 	}
+}
+
+// speedUpHostClock makes the clock n's host commands measure by (hostClock)
+// run factor times as fast as the wall clock from now on: their patience
+// periods pass in a fraction of the time. Set it before a command runs.
+func speedUpHostClock(n *Node, factor int) {
+	start := time.Now()
+	n.hostClock = func() time.Time { return start.Add(time.Duration(factor) * time.Since(start)) }
 }
