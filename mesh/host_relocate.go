@@ -78,6 +78,10 @@ type HostRelocationResult struct {
 	// their records then name this stopped run until the serving nodes
 	// reclaim them (docs/OPERATIONS.md "A node died: its objects").
 	ShutdownSwept bool
+	// StoreDataLost (Drain only) says the Location Store lost its data
+	// during this run (the node's lease ended with ErrDataLost): the
+	// records of what stayed went with it, and nothing is left to reclaim.
+	StoreDataLost bool
 }
 
 // NotMoved lists the objects that are still on this node after the command
@@ -784,10 +788,14 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	}
 	err := n.Close(ctx)
 	res.ShutdownSwept = n.sweptOnClose()
+	res.StoreDataLost = errors.Is(n.LeaseLost(), locstore.ErrDataLost)
 	if left := res.NotMoved(); len(left) > 0 {
-		if res.ShutdownSwept {
+		switch {
+		case res.StoreDataLost:
+			n.log.Warn("drain: objects not moved; their state is lost, and their records went with the store's data", "count", len(left))
+		case res.ShutdownSwept:
 			n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left))
-		} else {
+		default:
 			n.log.Warn("drain: objects not moved and the shutdown could not remove their records: their state is lost, their records remain until reclaimed",
 				"count", len(left), "err", err)
 		}

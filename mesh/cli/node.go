@@ -493,9 +493,12 @@ func drainedLine(res mesh.HostRelocationResult) string {
 	p := res.Progress
 	lost := ""
 	if n := len(res.NotMoved()); n > 0 {
-		if res.ShutdownSwept {
+		switch {
+		case res.StoreDataLost:
+			lost = fmt.Sprintf("; %d not moved, their state is lost; the Location Store lost its data, and their records with it (docs/OPERATIONS.md, store data lost)", n)
+		case res.ShutdownSwept:
 			lost = fmt.Sprintf("; %d removed by the shutdown, their state is lost (the log says why each stayed)", n)
-		} else {
+		default:
 			lost = fmt.Sprintf("; %d not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them (docs/OPERATIONS.md \"A node died: its objects\")", n)
 		}
 	}

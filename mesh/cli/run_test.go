@@ -86,6 +86,13 @@ func TestDrainedLine(t *testing.T) {
 			"meshnode: drained: 5 moved, 0 skipped, 2 failed, 0 not started (completed in 1.5s: 0s before the moves, 1.5s moving, 0s after them); 2 removed by the shutdown, their state is lost", "reclaim"},
 		{"some stayed, not swept", stayed(false),
 			"; 2 not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them", "removed by the shutdown"},
+		// After the store lost its data there are no records to reclaim
+		// (an operator try-out: the line said they named this node).
+		{"some stayed, the store lost its data", func() mesh.HostRelocationResult {
+			r := stayed(false)
+			r.StoreDataLost = true
+			return r
+		}(), "; 2 not moved, their state is lost; the Location Store lost its data, and their records with it", "reclaim"},
 		{"one left to its target", mesh.HostRelocationResult{End: hostmove.ForceStopped, Progress: mesh.HostProgress{Moved: 2, Failed: 1},
 			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed, Reason: "leftToTarget"}},
 			Took:    time.Second, MovesTook: time.Second, ShutdownSwept: true},
