@@ -11,12 +11,22 @@ import (
 // Keys loads and checks the key pair and the allow-list (reading the key
 // files). Call it only when Enabled.
 func (c CurveConfig) Keys() (curve.KeyPair, []curve.Key, error) {
+	kp, kerr := c.keyPair()
+	allowed, aerr := c.allowedKeys()
+	if err := errors.Join(kerr, aerr); err != nil {
+		return kp, nil, err
+	}
+	return kp, allowed, nil
+}
+
+// keyPair loads and checks the node's own key pair.
+func (c CurveConfig) keyPair() (curve.KeyPair, error) {
 	var kp curve.KeyPair
 	var secret curve.Key
 	var err error
 	switch {
 	case c.SecretKeyFile != "" && c.SecretKey != "":
-		return kp, nil, errors.New("set transport.curve.secret_key_file or transport.curve.secret_key, not both")
+		return kp, errors.New("set transport.curve.secret_key_file or transport.curve.secret_key, not both")
 	case c.SecretKeyFile != "":
 		secret, err = curve.ReadSecretKeyFile(c.SecretKeyFile)
 	case c.SecretKey != "":
@@ -24,43 +34,54 @@ func (c CurveConfig) Keys() (curve.KeyPair, []curve.Key, error) {
 			err = fmt.Errorf("transport.curve.secret_key: %w", err)
 		}
 	default:
-		return kp, nil, errors.New("needs transport.curve.secret_key_file or transport.curve.secret_key (see `meshnode ctl keygen`)")
+		return kp, errors.New("needs transport.curve.secret_key_file or transport.curve.secret_key (see `meshnode ctl keygen`)")
 	}
 	if err != nil {
-		return kp, nil, err
+		return kp, err
 	}
 	if kp, err = curve.KeyPairFromSecret(secret); err != nil {
-		return kp, nil, err
+		return kp, err
 	}
 	if c.PublicKey != "" {
 		pub, err := curve.ParseKey(c.PublicKey)
 		if err != nil {
-			return kp, nil, fmt.Errorf("transport.curve.public_key: %w", err)
+			return kp, fmt.Errorf("transport.curve.public_key: %w", err)
 		}
 		if pub != kp.Public {
-			return kp, nil, fmt.Errorf("transport.curve.public_key %s is not the secret key's public key %s", pub, kp.Public)
+			return kp, fmt.Errorf("transport.curve.public_key %s is not the secret key's public key %s", pub, kp.Public)
 		}
 	}
+	return kp, nil
+}
+
+// allowedKeys loads and checks the allow-list (file and inline keys).
+func (c CurveConfig) allowedKeys() ([]curve.Key, error) {
 	var allowed []curve.Key
 	if c.AllowedKeysFile != "" {
 		f, err := os.Open(c.AllowedKeysFile)
 		if err != nil {
-			return kp, nil, fmt.Errorf("transport.curve.allowed_keys_file: %w", err)
+			return nil, fmt.Errorf("transport.curve.allowed_keys_file: %w", err)
 		}
 		defer f.Close()
+		// Anyone who can write the allow-list can make this node trust their
+		// key (at the next restart): refuse a world-writable one, as the
+		// secret key file's mode is checked.
+		if st, err := f.Stat(); err == nil && st.Mode().Perm()&0o002 != 0 {
+			return nil, fmt.Errorf("transport.curve.allowed_keys_file %s has mode %#o: writable by any user, who could add a key of their own; chmod o-w", c.AllowedKeysFile, st.Mode().Perm())
+		}
 		if allowed, err = curve.ParseKeyList(f); err != nil {
-			return kp, nil, fmt.Errorf("transport.curve.allowed_keys_file %s: %w", c.AllowedKeysFile, err)
+			return nil, fmt.Errorf("transport.curve.allowed_keys_file %s: %w", c.AllowedKeysFile, err)
 		}
 	}
 	for i, s := range c.AllowedKeys {
 		k, err := curve.ParseKey(s)
 		if err != nil {
-			return kp, nil, fmt.Errorf("transport.curve.allowed_keys entry %d: %w", i+1, err)
+			return nil, fmt.Errorf("transport.curve.allowed_keys entry %d: %w", i+1, err)
 		}
 		allowed = append(allowed, k)
 	}
 	if len(allowed) == 0 {
-		return kp, nil, errors.New("transport.curve needs trusted node keys (allowed_keys_file or allowed_keys); an empty allow-list would refuse every peer")
+		return nil, errors.New("transport.curve needs trusted node keys (allowed_keys_file or allowed_keys); an empty allow-list would refuse every peer")
 	}
-	return kp, allowed, nil
+	return allowed, nil
 }

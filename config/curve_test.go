@@ -26,6 +26,13 @@ func TestCurveConfig(t *testing.T) {
 	if err := os.WriteFile(allowFile, []byte("# mesh\n"+kp.Public.String()+" me\n"+peer.Public.String()+" peer\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	openAllow := filepath.Join(dir, "allowed-ww")
+	if err := os.WriteFile(openAllow, []byte(peer.Public.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(openAllow, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
 	on := func(f func(*CurveConfig)) Config {
 		c := valid()
 		c.Transport.Curve = CurveConfig{Enabled: true, SecretKeyFile: secretFile, AllowedKeysFile: allowFile}
@@ -49,6 +56,7 @@ func TestCurveConfig(t *testing.T) {
 		{"group-readable secret", on(func(c *CurveConfig) { c.SecretKeyFile = openFile }), "mode"},
 		{"missing file", on(func(c *CurveConfig) { c.SecretKeyFile = filepath.Join(dir, "none") }), "no such file"},
 		{"wrong public key", on(func(c *CurveConfig) { c.PublicKey = peer.Public.String() }), "not the secret key's"},
+		{"world-writable allow-list", on(func(c *CurveConfig) { c.AllowedKeysFile = openAllow }), "writable by any user"},
 		{"no allowed keys", on(func(c *CurveConfig) { c.AllowedKeysFile = "" }), "trusted node keys"},
 		{"bad allowed key", on(func(c *CurveConfig) { c.AllowedKeys = []string{"nope"} }), "allowed_keys entry 1"},
 		{"routing id", func() Config { c := on(func(*CurveConfig) {}); c.Node.RoutingID = "a1b2"; return c }(), "derived from the node's public key"},
@@ -60,6 +68,20 @@ func TestCurveConfig(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want a problem with %q", tc.name, err, tc.want)
 		}
+	}
+	// Every problem is listed, each on its own line: the key pair's and
+	// the allow-list's (before, the first one hid the others).
+	both := on(func(c *CurveConfig) {
+		c.SecretKeyFile, c.AllowedKeysFile = filepath.Join(dir, "none"), filepath.Join(dir, "none.keys")
+	})
+	var curveProblems []string
+	for _, p := range problemsOf(t, both.Validate(nil)) {
+		if p.Key == "transport.curve" {
+			curveProblems = append(curveProblems, p.Message)
+		}
+	}
+	if len(curveProblems) != 2 || !strings.Contains(curveProblems[1], "allowed_keys_file") {
+		t.Errorf("a missing key file and a missing allow-list: problems %q, want both", curveProblems)
 	}
 	if _, err := curve.ReadSecretKeyFile(openFile); !errors.Is(err, curve.ErrKeyFileMode) {
 		t.Errorf("open key file: %v", err)

@@ -277,7 +277,13 @@ func (t TransportConfig) validate(ps *problems) {
 	positive(ps, "transport.request_timeout", t.RequestTimeout)
 	if t.Curve.Enabled {
 		if _, _, err := t.Curve.Keys(); err != nil {
-			ps.add("transport.curve", "%v", err)
+			errs := []error{err}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = j.Unwrap() // each problem on its own line
+			}
+			for _, e := range errs {
+				ps.add("transport.curve", "%v", e)
+			}
 		}
 	}
 	if t.MaxUnadmitted < 1 {

@@ -302,6 +302,10 @@ var (
 	descHeld     = prometheus.NewDesc("meshnode_transport_held_give_ups_total", "Connections a link gave up (liveness) with one-way messages in flight to a peer still taking data: counted delivered, the connection held open until the peer acknowledged them.", nil, nil)
 	descHeldLost = prometheus.NewDesc("meshnode_transport_held_lost_records_total", "One-way messages counted delivered at a held give-up that the peer never acknowledged: it closed or reset the connection first, acknowledged nothing for the keep time, or this node closed (they may be lost).", nil, nil)
 	descProto    = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
+	descHsFail   = prometheus.NewDesc("meshnode_transport_handshake_failures_total", "Inbound connections whose ZMTP handshake failed or timed out (with CURVE: a key not in transport.curve.allowed_keys, a plain node), or that sent no hello in time.", nil, nil)
+	descHelloRej = prometheus.NewDesc("meshnode_transport_hellos_rejected_total", "Hellos refused, by side: this_node rejected a peer's hello (wrong mesh or security identity, duplicate, max_peers), peer rejected this node's.", []string{"by"}, nil)
+	descInRefuse = prometheus.NewDesc("meshnode_transport_inbound_refused_total", "Inbound connections closed right after accept because transport.max_unadmitted connections had not completed hello.", nil, nil)
+	descLiveTo   = prometheus.NewDesc("meshnode_transport_liveness_timeouts_total", "Links declared down for missing liveness acknowledgements.", nil, nil)
 	descLease    = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady    = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
 	descHostMv   = prometheus.NewDesc("meshnode_host_command_running", "1 while a host Relocate or drain runs on this node.", nil, nil)
@@ -327,7 +331,7 @@ var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, autho
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descHeld, descHeldLost, descProto, descLease, descReady, descHostMv, descReplBh,
+		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descHeld, descHeldLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -392,6 +396,11 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descHeld, ts.HeldGiveUps)
 		counter(descHeldLost, ts.HeldLost)
 		counter(descProto, ts.ProtocolErrors)
+		counter(descHsFail, ts.HandshakeFailures)
+		counter(descHelloRej, ts.Rejected, "this_node")
+		counter(descHelloRej, ts.RejectedByPeer, "peer")
+		counter(descInRefuse, ts.RefusedUnadmitted)
+		counter(descLiveTo, ts.LivenessTimeouts)
 	}
 	if n.lease != nil {
 		gauge(descLease, n.leaseRemaining().Seconds())

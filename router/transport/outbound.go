@@ -98,11 +98,15 @@ func (l *link) peerGeneration(gen uint64) {
 	}
 }
 
+// linkWarnEvery is how often a link that keeps failing logs a WARN line.
+const linkWarnEvery = time.Minute
+
 func (l *link) run() {
 	defer close(l.done)
 	n := l.n
 	backoff := n.cfg.ReconnectMin
-	failures := 0 // consecutive failed attempts: only the first is logged above debug
+	failures := 0 // consecutive failed attempts: the first, then one per linkWarnEvery, logged above debug
+	var lastWarn time.Time
 	for {
 		l.mu.Lock()
 		ep, stopped := l.endpoint, l.stopped
@@ -128,8 +132,11 @@ func (l *link) run() {
 				n.emit(Event{Kind: EventRejected, Peer: PeerInfo{RID: l.rid}, Err: err})
 			}
 			level := slog.LevelDebug
-			if failures == 0 {
-				level = slog.LevelWarn
+			if now := n.clock.Now(); failures == 0 || now.Sub(lastWarn) >= linkWarnEvery {
+				// Again now and then: a link that never comes up (a peer
+				// that refuses this node's key, a wrong endpoint) is
+				// otherwise silent after the first line.
+				level, lastWarn = slog.LevelWarn, now
 			}
 			failures++
 			n.log.Log(n.ctx, level, "transport: link attempt failed", "peer", l.rid.String(), "endpoint", ep,
