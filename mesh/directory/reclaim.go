@@ -199,7 +199,16 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		if err != nil {
 			return 0, err
 		}
-		if lc.Valid || lc.Unreadable {
+		// A lease naming the same OwnerId under a newer generation is the
+		// same run: OwnerIds are never reused (lease.NewOwnerID), so only
+		// that run can have reacquired it after losing it, and it
+		// republishes its descriptor right after re-adopting its objects.
+		// Deleting the descriptor in that moment — a watcher that saw the
+		// lease gone during a store outage, then reclaimed as the run came
+		// back — made every node drop a live run until it published again.
+		// If the run dies before republishing, its newer lease ends and
+		// the descriptor is reclaimed then.
+		if lc.Valid || lc.Reacquired || lc.Unreadable {
 			return reclaimLive, nil
 		}
 		// A run that stopped in order published `stopped` and then released

@@ -17,7 +17,8 @@ import (
 //
 //	01 live: lease valid for 3h
 //	02 gone: lease revoked
-//	03 other generation: its owner holds another generation now
+//	03 reacquired: its run lost its lease and holds a newer generation now
+//	   (the same OwnerId: alive, about to republish)
 //
 // and at +50min
 //
@@ -53,19 +54,19 @@ func TestReclaim(t *testing.T) {
 	}{
 		{
 			name:    "default age 1h",
-			want:    directory.ReclaimResult{Scanned: 5, Deleted: 2, Live: 1, Young: 1, Undecodable: 1},
-			remains: "[a/01 a/04]",
+			want:    directory.ReclaimResult{Scanned: 5, Deleted: 1, Live: 2, Young: 1, Undecodable: 1},
+			remains: "[a/01 a/04 b/03]",
 		},
 		{
 			name:    "age 10min",
 			opts:    directory.ReclaimOptions{MinAge: 10 * time.Minute, PageSize: 1},
-			want:    directory.ReclaimResult{Scanned: 5, Deleted: 3, Live: 1, Undecodable: 1},
-			remains: "[a/01]",
+			want:    directory.ReclaimResult{Scanned: 5, Deleted: 2, Live: 2, Undecodable: 1},
+			remains: "[a/01 b/03]",
 		},
 		{
 			name:    "age 2h",
 			opts:    directory.ReclaimOptions{MinAge: 2 * time.Hour},
-			want:    directory.ReclaimResult{Scanned: 5, Live: 1, Young: 3, Undecodable: 1},
+			want:    directory.ReclaimResult{Scanned: 5, Live: 2, Young: 2, Undecodable: 1},
 			remains: "[a/01 a/02 a/04 b/03]",
 		},
 	}
@@ -112,7 +113,7 @@ func TestReclaimConcurrentChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Changed != 1 || got.Deleted != 1 {
+		if got.Changed != 1 || got.Deleted != 0 {
 			t.Fatalf("Reclaim = %+v", got)
 		}
 		if d, _ := stored(t, mem, mustKey(t, "a", []byte{2})); d.OwnerID != "owner-taker" {
@@ -128,7 +129,7 @@ func TestReclaimConcurrentChanges(t *testing.T) {
 			return false, nil
 		})
 		got, err := directory.Reclaim(context.Background(), hs, directory.ReclaimOptions{Logger: quiet()})
-		if err != nil || got.Deleted != 2 || hs.writes.Load() != 3 {
+		if err != nil || got.Deleted != 1 || hs.writes.Load() != 2 {
 			t.Fatalf("Reclaim = %+v, %v after %d writes", got, err, hs.writes.Load())
 		}
 	})
@@ -147,7 +148,7 @@ func TestReclaimConcurrentChanges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Live != 2 || got.Deleted != 1 {
+		if got.Live != 3 || got.Deleted != 0 {
 			t.Fatalf("Reclaim = %+v", got)
 		}
 		stored(t, mem, mustKey(t, "a", []byte{2}))
@@ -166,7 +167,7 @@ func TestReclaimConcurrentChanges(t *testing.T) {
 		_, hs := reclaimWorld(t)
 		hs.setWrite(func(n int64, _ locstore.WriteRequest) (bool, error) { return true, errReset })
 		got, err := directory.Reclaim(context.Background(), hs, directory.ReclaimOptions{Logger: quiet()})
-		if err != nil || got.Deleted != 2 {
+		if err != nil || got.Deleted != 1 {
 			t.Fatalf("Reclaim = %+v, %v", got, err)
 		}
 	})
@@ -276,4 +277,39 @@ func TestReclaimStopped(t *testing.T) {
 			t.Fatalf("= %+v, %v", got, err)
 		}
 	})
+}
+
+// A watcher removes the descriptor of a run whose lease it found gone
+// (Node.removeDeadWatched: ReclaimKey with MinAge 1 ns). After a store
+// outage longer than the lease TTL every run reacquires its lease under a
+// newer generation; a watcher whose round saw the lease gone and whose
+// ReclaimKey reads it reacquired must leave the live run's descriptor
+// alone. Once that newer lease ends (the run died before republishing),
+// the descriptor goes.
+func TestReclaimKeyLeavesARunThatReacquiredItsLease(t *testing.T) {
+	mem, clock := newMem(t)
+	ctx := context.Background()
+	l := grantLease(t, mem, "owner-back", 1, leaseTTL)
+	n := newNode(t, mem, l, "m", []byte{7})
+	clock.Advance(leaseTTL + time.Second) // the store outage: gen 1 ends
+	putLease(t, mem, "owner-back", 2, leaseTTL)
+	opts := directory.ReclaimOptions{MinAge: time.Nanosecond, Logger: quiet()}
+	res, err := directory.ReclaimKey(ctx, mem, n.pub.Key(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted != 0 || res.Live != 1 {
+		t.Fatalf("ReclaimKey of a run that reacquired its lease = %+v, want it left alone as live", res)
+	}
+	if _, rr := stored(t, mem, n.pub.Key()); !rr.Found {
+		t.Fatal("the descriptor of a live run was deleted")
+	}
+	clock.Advance(leaseTTL + time.Second) // died before republishing: gen 2 ends too
+	res, err = directory.ReclaimKey(ctx, mem, n.pub.Key(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Deleted != 1 {
+		t.Fatalf("ReclaimKey once the reacquired lease ended = %+v, want the descriptor deleted", res)
+	}
 }
