@@ -107,6 +107,13 @@ func (l *link) run() {
 	backoff := n.cfg.ReconnectMin
 	failures := 0 // consecutive failed attempts: the first, then one per linkWarnEvery, logged above debug
 	var lastWarn time.Time
+	// quietUntil: after a session ends, redials that fail stay DEBUG for
+	// PeerTimeout. A peer that stops in order or restarts (every step of a
+	// rolling restart) refuses them until it is back or discovery drops
+	// the link; the session's end was already logged ("peer down"), and a
+	// WARN per peer per step was noise. A peer still unreachable after
+	// that is worth the WARN.
+	var quietUntil time.Time
 	for {
 		l.mu.Lock()
 		ep, stopped := l.endpoint, l.stopped
@@ -132,7 +139,8 @@ func (l *link) run() {
 				n.emit(Event{Kind: EventRejected, Peer: PeerInfo{RID: l.rid}, Err: err})
 			}
 			level := slog.LevelDebug
-			if now := n.clock.Now(); failures == 0 || now.Sub(lastWarn) >= linkWarnEvery {
+			now := n.clock.Now()
+			if justLeft := now.Before(quietUntil); !justLeft && (lastWarn.IsZero() || now.Sub(lastWarn) >= linkWarnEvery) {
 				// Again now and then: a link that never comes up (a peer
 				// that refuses this node's key, a wrong endpoint) is
 				// otherwise silent after the first line.
@@ -149,6 +157,7 @@ func (l *link) run() {
 		}
 		backoff, failures = n.cfg.ReconnectMin, 0
 		cause := s.serve()
+		quietUntil, lastWarn = n.clock.Now().Add(n.cfg.PeerTimeout), time.Time{}
 		l.mu.Lock()
 		if l.sess == s {
 			l.sess = nil
