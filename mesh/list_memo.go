@@ -21,6 +21,9 @@ type listMemo struct {
 	sets map[candidateSetKey]*candidateSet
 	live map[authority.Owner]struct{} // nil until asked
 	runs map[nodeRun]authority.Owner  // nil until asked
+	// runLive: every node run listed, and whether its host run's lease
+	// holds (valid, or reacquired by the same run); nil until asked.
+	runLive map[nodeRun]bool
 	// instanceTypes: per mesh, the Instance Spot types its serving
 	// server nodes offer (one entry per offering node); nil until asked.
 	instanceTypes map[string][]string
@@ -40,7 +43,7 @@ const maxCandidateSets = 256
 // forList drops what belongs to an older list. m.mu is held.
 func (m *listMemo) forList(list uint64) {
 	if m.list != list {
-		m.list, m.sets, m.live, m.runs, m.instanceTypes = list, nil, nil, nil, nil
+		m.list, m.sets, m.live, m.runs, m.runLive, m.instanceTypes = list, nil, nil, nil, nil, nil
 	}
 }
 
@@ -98,6 +101,25 @@ func (m *listMemo) runOwner(list uint64, snap directory.Snapshot, rid []byte, ge
 	}
 	o, ok := m.runs[nodeRun{rid: string(rid), gen: gen}]
 	return o, ok
+}
+
+// runListed reports whether the list numbered list (snap) has a
+// descriptor of node run (rid, gen), and whether its host run's lease
+// holds (LeaseValid, or LeaseReacquired: the same run, about to
+// republish).
+func (m *listMemo) runListed(list uint64, snap directory.Snapshot, rid []byte, gen uint64) (listed, live bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.forList(list)
+	if m.runLive == nil {
+		m.runLive = make(map[nodeRun]bool, len(snap.Entries))
+		for i := range snap.Entries {
+			e := &snap.Entries[i]
+			m.runLive[nodeRun{rid: string(e.Descriptor.RoutingID), gen: uint64(e.Descriptor.LifecycleGeneration)}] = e.LeaseValid || e.LeaseReacquired
+		}
+	}
+	live, listed = m.runLive[nodeRun{rid: string(rid), gen: gen}]
+	return listed, live
 }
 
 // offeredInstanceTypes returns the Instance Spot types the serving server

@@ -89,7 +89,10 @@ type Node struct {
 	// servedAt: when each other server of this mesh was last listed
 	// serving (noteServingLocked) — what a drain asks when none serves now.
 	servedAt map[string]time.Duration
-	snapSeq  uint64        // counts the lists discovery stored in lastSnap
+	snapSeq  uint64 // counts the lists discovery stored in lastSnap
+	// listSeq mirrors snapSeq for readers that must not take n.mu (a
+	// message's admission, under objects.mu, stamps its Session binding).
+	listSeq  atomic.Uint64
 	snapAt   time.Duration // n.clock time lastSnap was stored
 	memo     listMemo      // what is derived from lastSnap (list_memo.go)
 	haveSnap bool
@@ -664,6 +667,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.mu.Lock()
 	n.lastSnap, n.haveSnap = snap, true
 	n.snapSeq++
+	n.listSeq.Store(n.snapSeq)
 	n.snapAt = now
 	n.noteServingLocked(snap, now)
 	n.mu.Unlock()

@@ -669,6 +669,11 @@ type sessionBinding struct {
 	leaseGen uint64
 	bindGen  uint64
 	highest  uint64
+	// list is the number of the node's descriptor list current when the
+	// binding's latest message was admitted (or it arrived with a move):
+	// only a list read after that one can show its owner run gone
+	// (sessionsOf).
+	list uint64
 }
 
 // bindSessionLocked records the Session of a message admitted for h; the
@@ -678,7 +683,7 @@ func (o *objects) bindSessionLocked(h *hosted, tag *sessionTag, org origin) {
 	if h == nil || tag == nil || h.kind != record.ObjectActor {
 		return
 	}
-	o.mergeSessionLocked(h, string(tag.rid), sessionBinding{owner: org, bindGen: tag.bindGen, highest: tag.seq})
+	o.mergeSessionLocked(h, string(tag.rid), sessionBinding{owner: org, bindGen: tag.bindGen, highest: tag.seq, list: o.n.listSeq.Load()})
 }
 
 // mergeSessionLocked adds nb to h's bindings: a newer binding generation
@@ -698,6 +703,7 @@ func (o *objects) mergeSessionLocked(h *hosted, key string, nb sessionBinding) {
 		h.sessions[key] = &nb
 	case nb.bindGen == b.bindGen:
 		b.highest = max(b.highest, nb.highest)
+		b.list = max(b.list, nb.list)
 		if b.ownerID == "" {
 			b.ownerID, b.leaseGen = nb.ownerID, nb.leaseGen
 		}
@@ -713,7 +719,8 @@ type sessionEntry struct {
 }
 
 // sessionsOf is a snapshot of h's bindings in session RID order, with the
-// owner's host run looked up where it was not known.
+// owner's host run looked up where it was not known. Bindings whose
+// Session's node run is gone are dropped from h and left out (ownerGone).
 func (o *objects) sessionsOf(h *hosted) []sessionEntry {
 	o.mu.Lock()
 	out := make([]sessionEntry, 0, len(h.sessions))
@@ -722,12 +729,60 @@ func (o *objects) sessionsOf(h *hosted) []sessionEntry {
 	}
 	o.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].rid < out[j].rid })
-	for i := range out {
-		if b := &out[i].b; b.ownerID == "" {
+	kept := out[:0]
+	var gone []sessionEntry
+	for _, e := range out {
+		if o.ownerGone(e.b) {
+			gone = append(gone, e)
+			continue
+		}
+		if b := &e.b; b.ownerID == "" {
 			b.ownerID, b.leaseGen, _ = o.peerOwner(b.owner.rid, b.owner.gen)
 		}
+		kept = append(kept, e)
 	}
-	return out
+	if len(gone) > 0 {
+		o.pruneSessions(h, gone)
+	}
+	return kept
+}
+
+// ownerGone reports whether b's Session belongs to a node run that is
+// gone: a descriptor list read after b's latest message (two lists later:
+// the next one may come from a round that began before it) lists that run
+// without a live lease, or no longer lists it (it stopped, its descriptor
+// was reclaimed, or a new run of its RID took it over). Such a Session
+// cannot send again — a node's Sessions end with its run — and a 44 could
+// not reach it. Without this an Actor carried the bindings of every
+// Session ever bound to it from move to move, and sent each a 44 per move
+// (a client restarting, or binding Sessions from short-lived processes).
+// A run missing from one list while it is alive (its descriptor removed
+// for a moment) loses its bindings too: its Sessions' next messages then
+// reach the previous owner and are passed on (Message Follow) or rebind.
+func (o *objects) ownerGone(b sessionBinding) bool {
+	if o.isRun(b.owner.rid, b.owner.gen) {
+		return false
+	}
+	snap, list, ok := o.n.lastSnapshotNumbered()
+	if !ok || list < b.list+2 {
+		return false
+	}
+	listed, live := o.n.memo.runListed(list, snap, b.owner.rid, b.owner.gen)
+	return !listed || !live
+}
+
+// pruneSessions drops the gone bindings from h, each only if no message
+// renewed it since the snapshot (its list stamp unchanged).
+func (o *objects) pruneSessions(h *hosted, gone []sessionEntry) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range gone {
+		if b := h.sessions[e.rid]; b != nil && b.bindGen == e.b.bindGen && b.list == e.b.list {
+			delete(h.sessions, e.rid)
+			o.stats.sessionPruned.Add(1)
+			o.log.Debug("bound session dropped: its node run is gone", "session_owner", e.b.owner.String())
+		}
+	}
 }
 
 // payloadSessions are h's bindings for the Restore payload.
@@ -742,12 +797,14 @@ func (o *objects) payloadSessions(h *hosted) []chunk.SessionBinding {
 
 // restoreSessions records the payload's bindings on the arriving object.
 func (o *objects) restoreSessions(h *hosted, ps []chunk.SessionBinding) {
+	list := o.n.listSeq.Load() // judged by this node's lists from now on
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, p := range ps {
 		// Payload byte fields alias the assembled buffer: copy.
 		o.mergeSessionLocked(h, string(p.SessionRID), sessionBinding{owner: origin{rid: append([]byte(nil), p.OwnerNodeRID...), gen: p.OwnerNodeGeneration},
-			ownerID: p.OwnerID, leaseGen: p.OwnerLeaseGeneration, bindGen: p.BindingGeneration, highest: p.HighestSequence})
+			ownerID: p.OwnerID, leaseGen: p.OwnerLeaseGeneration, bindGen: p.BindingGeneration, highest: p.HighestSequence,
+			list: list})
 	}
 }
 
