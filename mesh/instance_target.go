@@ -225,13 +225,15 @@ func (o *objects) inboundInstance(from transport.PeerInfo, rec *router.Record, r
 }
 
 // passOnActivation hands a cold activation that this node refused because
-// it is emptying itself (a host relocation or a drain under way) to another
-// node offering the type, as its sender would have done with a current
-// descriptor list, and reports whether it took it over. Senders place
-// activations on the nodes their last list shows serving, so until their
-// next discovery round they keep choosing a node whose drain has begun. A
-// one-way message's refusal reaches nobody (§7.3): before 2026-12-06 it was
-// dropped (10 to 13 of 20 in
+// it is emptying itself (a host relocation or a drain under way, or its
+// shutdown begun) to another node offering the type, as its sender would
+// have done with a current descriptor list, and reports whether it took it
+// over. Senders place activations on the nodes their last list shows
+// serving, so until their next discovery round they keep choosing a node
+// whose drain has begun, and a sender that handed an id's activation here
+// sends that id's next cold messages here too (sentActivations) until the
+// store shows the Spot. A one-way message's refusal reaches nobody (§7.3):
+// before 2026-12-06 it was dropped (10 to 13 of 20 in
 // TestOneWayActivationReachingADrainingNodeIsPassedOn). A request's refusal
 // makes its sender try another node — but its next message for the id
 // comes here first (it follows its first to the node it chose,
@@ -247,14 +249,30 @@ func (o *objects) inboundInstance(from transport.PeerInfo, rec *router.Record, r
 // empties itself, so a message cannot come back here; two nodes draining
 // at once that still list each other serving may hand it back and forth
 // until one of them has seen the other draining, within the message's
-// deadline. A node already closing passes nothing on.
+// deadline.
+//
+// Pass-ons are not object work: a node whose Close has begun (object work
+// stopped, §11) still passes on what reaches it — it only reads the store,
+// places from its last list and sends — until endPassOns, just before its
+// lease and transport go. Before 2026-12-06 they were, and a closing node
+// passed nothing on: a one-way first message reaching it then was lost
+// (TestOneWayActivationReachingAClosingNodeIsPassedOn). One that arrives
+// after endPassOns cannot be sent on any more: a request is refused (its
+// sender tries another node), a one-way message is counted dropped and
+// logged.
 func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Record) error) bool {
 	if !o.emptying() || (rec.Request && reply == nil) {
 		return false
 	}
-	ctx, done, err := o.call(context.Background())
-	if err != nil {
-		return false
+	ctx, done, ok := o.passOns.begin()
+	if !ok {
+		if rec.Request {
+			return false
+		}
+		o.stats.instanceDropped.Add(1)
+		o.log.Warn("instance spot first message reached this node as its transport closes, and is not passed on",
+			"spot", rec.SpotID)
+		return true
 	}
 	deadline := activationDeadline(rec)
 	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, request: rec.Request,
@@ -286,10 +304,65 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 }
 
 // emptying reports whether this node is emptying itself: a host command
-// runs (hostMove, held by a drain until its Close) or it published
-// draining.
+// runs (hostMove, held by a drain until its Close), it published draining,
+// or its Close has begun.
 func (o *objects) emptying() bool {
-	return o.hostMove.Load() || o.n.State() == record.StateDraining
+	if o.hostMove.Load() || o.n.State() == record.StateDraining {
+		return true
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closing
+}
+
+// passOnLife is the lifetime of the pass-ons (passOnActivation): from the
+// node's start until endPassOns, independent of object work (stop).
+type passOnLife struct {
+	mu     sync.Mutex
+	ended  bool
+	wg     sync.WaitGroup
+	ctx    context.Context // cancelled when endPassOns gives up waiting
+	cancel context.CancelFunc
+}
+
+// begin registers one pass-on; false once endPassOns began.
+func (p *passOnLife) begin() (context.Context, func(), bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return nil, nil, false
+	}
+	p.wg.Add(1)
+	return p.ctx, p.wg.Done, true
+}
+
+// passOnCloseWait bounds how long a closing node waits for its pass-ons
+// before it cancels them (each is one store read, a placement from the
+// last list and a send, unless its target is hard to find).
+const passOnCloseWait = 5 * time.Second
+
+// endPassOns takes no more pass-ons and waits for those under way — until
+// ctx ends, at most passOnCloseWait — then cancels what is left (a one-way
+// message among them is counted dropped and logged). Idempotent.
+func (o *objects) endPassOns(ctx context.Context) {
+	p := &o.passOns
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+	all := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(all)
+	}()
+	wait := time.NewTimer(passOnCloseWait)
+	defer wait.Stop()
+	select {
+	case <-all:
+	case <-ctx.Done():
+	case <-wait.C:
+	}
+	p.cancel()
+	<-all
 }
 
 // startActivation checks what can be checked at once and runs the

@@ -803,9 +803,10 @@ func (n *Node) lastSnapshotNumbered() (directory.Snapshot, uint64, bool) {
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Close shuts the node down in the order of §11: stop accepting work
-// (draining), stop discovery, publish stopped, release the owner lease,
-// remove the stopped descriptor (removeStoppedDescriptor), close the
-// transport and the stores the node opened. It completes exactly
+// (draining), stop discovery, publish stopped, end the cold activations it
+// still passes on (endPassOns), release the owner lease, remove the
+// stopped descriptor (removeStoppedDescriptor), close the transport and the
+// stores the node opened. It completes exactly
 // once; later calls return the first result. ctx bounds the store work; when
 // it ends first the remaining steps still run (ForceStopped) and every
 // goroutine, timer and socket is gone when Close returns.
@@ -833,6 +834,9 @@ func (n *Node) Close(ctx context.Context) error {
 	// §11: stop accepting object work; orders in flight finish and queued
 	// requests are answered while the transport is still up (objects.go).
 	n.obj.stop()
+	if h := n.obj.hook().closeStep; h != nil {
+		h(closeObjectsStopped)
+	}
 	close(n.stop)
 	n.wg.Wait()
 	// §11: sweep this host run's authority rows (never descriptors) while
@@ -849,6 +853,9 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.publish(ctx, record.StateStopped); err != nil {
 			errs = append(errs, fmt.Errorf("publish stopped: %w", err))
 		}
+	}
+	if h := n.obj.hook().closeStep; h != nil {
+		h(closeStoppedPublished)
 	}
 	n.closeErr = errors.Join(append(errs, n.teardown(ctx))...)
 	n.swept = swept // read after done is closed (sweptOnClose)
@@ -881,6 +888,10 @@ func (n *Node) teardown(ctx context.Context) error {
 	n.stopAdmin()
 	if n.obj != nil {
 		n.obj.stop() // no runtime goroutine outlives a failed Start (objects.go)
+		// The cold activations passed on while the node closed end here,
+		// under its lease and before its transport closes: what they sent
+		// is flushed below (instance_target.go, passOnActivation).
+		n.obj.endPassOns(ctx)
 	}
 	if n.lease != nil {
 		if err := n.lease.Release(ctx); err != nil {

@@ -60,6 +60,10 @@ type objects struct {
 	// sentActivations: where this node sent cold activations not yet
 	// visible in the store (instance.go).
 	sentActivations sentActivations
+	// passOns: the cold activations this node passes on while it empties
+	// itself (instance_target.go). Not object work: they go on after Close
+	// stopped it, until just before the transport closes (endPassOns).
+	passOns passOnLife
 	// listRefresh is held by the placement that runs a discovery round
 	// after finding nothing on an old list (placement.go).
 	listRefresh sync.Mutex
@@ -196,7 +200,16 @@ type testHooks struct {
 	// addressed to another node, keeps the sender from sending it (the
 	// test sends it later itself: a late one-way command).
 	holdSessionRoute func(id string, body *router.SessionRelocationRoute) bool
+	// closeStep runs at a named point of Node.Close (closeObjectsStopped,
+	// closeStoppedPublished); a test acts there while the node closes.
+	closeStep func(step string)
 }
+
+// Node.Close hook points (testHooks.closeStep).
+const (
+	closeObjectsStopped   = "close:objects-stopped"   // object work stopped (§11), transport up
+	closeStoppedPublished = "close:stopped-published" // stopped published, the teardown not begun
+)
 
 // Relocation hook points (testHooks.relocationStep).
 const (
@@ -372,6 +385,7 @@ func newObjects(n *Node) (*objects, error) {
 	o.registerSessions()
 	o.registerInstance()
 	o.halt, o.haltCall = context.WithCancel(context.Background())
+	o.passOns.ctx, o.passOns.cancel = context.WithCancel(context.Background())
 	for _, f := range n.factories {
 		o.registry[f.StableType] = f
 	}

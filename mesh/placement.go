@@ -124,8 +124,9 @@ func (o *objects) place(ctx context.Context, req placeRequest) (candidate, error
 			return candidate{}, fmt.Errorf("%w: no descriptor list yet", ErrUnavailable)
 		}
 	}
-	if o.hostMove.Load() {
-		// A host Relocate empties this node: it takes no new objects.
+	if o.emptying() {
+		// A host Relocate or a shutdown empties this node: it takes no
+		// new objects.
 		req.notHere = true
 	}
 	key := candidateSetKey{mesh: req.mesh, kind: req.kind, stableType: req.stableType}
