@@ -307,12 +307,7 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 // runs (hostMove, held by a drain until its Close), it published draining,
 // or its Close has begun.
 func (o *objects) emptying() bool {
-	if o.hostMove.Load() || o.n.State() == record.StateDraining {
-		return true
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.closing
+	return o.hostMove.Load() || o.stopping.Load() || o.n.State() == record.StateDraining
 }
 
 // passOnLife is the lifetime of the pass-ons (passOnActivation): from the

@@ -76,6 +76,9 @@ type objects struct {
 	waiters map[string]chan localReply // local requests waiting here, by reply route key
 	remotes map[string]remoteReply     // remote requests received here, by reply route key
 	closing bool                       // no new object work (Close began)
+	// stopping mirrors closing for lock-free readers (emptying, on every
+	// placement).
+	stopping atomic.Bool
 	// creating counts target-side creations under way (createOnTarget)
 	// and Instance Spot activations and recoveries (arriving): a host
 	// command keeps its list open until they have landed.
@@ -494,6 +497,7 @@ func (o *objects) stop() {
 		return
 	}
 	o.closing = true
+	o.stopping.Store(true)
 	o.mu.Unlock()
 	o.haltCall()
 	o.work.Wait()
