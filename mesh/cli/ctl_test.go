@@ -115,3 +115,32 @@ func TestCtlRecordRedis(t *testing.T) {
 		})
 	}
 }
+
+// The ctl commands that read the Location Store refuse the memory provider:
+// a memory store lives inside the process that opened it, so ctl would
+// open a fresh, empty one and print an empty topology or "no record" as if
+// that were the mesh's answer.
+func TestCtlRefusesTheMemoryStore(t *testing.T) {
+	mem := []string{"--location_store.provider", "memory"}
+	for _, args := range [][]string{
+		{"topology"},
+		{"list", "--kind", "actor"},
+		{"locate", "actor", "x"},
+		{"record", "owner-lease:00"},
+		{"reclaim", "--all", "--dry-run"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), append(append([]string{"ctl"}, args...), mem...), &out, &errb)
+			if code == ExitOK {
+				t.Fatalf("exit 0 on the memory provider; stdout:\n%s", out.String())
+			}
+			if want := "a memory store exists only inside the process that opened it"; !strings.Contains(errb.String(), want) {
+				t.Fatalf("stderr does not say %q:\n%s", want, errb.String())
+			}
+			if out.Len() != 0 {
+				t.Fatalf("printed an answer from an empty store:\n%s", out.String())
+			}
+		})
+	}
+}

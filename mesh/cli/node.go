@@ -479,8 +479,16 @@ func storeFailed(stderr io.Writer, name string, err error) int {
 // start, such as the Redis durability WARN (stores.OneShot), which each
 // node logs when it opens the store.
 func openLocation(ctx context.Context, cfg config.Config, log *slog.Logger) (locstore.Store, error) {
-	if cfg.LocationStore.Provider == "" {
+	switch cfg.LocationStore.Provider {
+	case "":
 		return nil, errors.New("no location_store.provider configured (use --config or MESHNODE_LOCATION_STORE__PROVIDER)")
+	case config.ProviderMemory:
+		// A memory store lives inside the process that opened it: ctl
+		// would open a fresh, empty one and answer as if the mesh had no
+		// nodes and no objects.
+		return nil, errors.New("location_store.provider is memory: a memory store exists only inside the process " +
+			"that opened it, so ctl cannot read the nodes' store; point ctl at the Redis the nodes use " +
+			"(location_store.provider=redis and location_store.redis.addrs)")
 	}
 	return stores.OpenLocation(stores.OneShot(ctx), cfg.LocationStore, log)
 }
