@@ -423,6 +423,14 @@ func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
 	if j.Result != nil {
 		p, end = j.Result.Progress, j.Result.End
 	}
+	if j.State == admin.JobFailed && p.Total == 0 {
+		// Refused at its start (another host command or a drain runs, the
+		// node is stopping): no outcome to tabulate, and its end is still
+		// the zero "open".
+		fmt.Fprintf(stdout, "%s %s failed before it looked at any object\n", kindName(j.Drain), j.ID)
+		fmt.Fprintln(stderr, "meshnode ctl relocate:", j.Error)
+		return ExitError
+	}
 	fmt.Fprintf(stdout, "%s %s ended: %s\n", kindName(j.Drain), j.ID, end)
 	rows := [][]string{
 		{"moved", strconv.Itoa(p.Moved)}, {"skipped (relocation disabled)", strconv.Itoa(p.Skipped)},

@@ -323,3 +323,26 @@ func TestMovedTo(t *testing.T) {
 		t.Fatalf("movedTo(nil) = %v", rows)
 	}
 }
+
+// A host command refused at its start (a SIGTERM drain already runs on the
+// node, as found in a try-out) is reported as failed with its reason, not
+// as "ended: open" above a table of zeros.
+func TestPrintOutcomeOfACommandRefusedAtItsStart(t *testing.T) {
+	j := admin.Job{ID: "r1", State: admin.JobFailed, Result: &admin.Result{End: "open"},
+		Error: "mesh: object is moving: a host relocation is already running on this node"}
+	var out, errb bytes.Buffer
+	if code := printOutcome(&out, &errb, j); code != ExitError {
+		t.Fatalf("exit %d, want %d", code, ExitError)
+	}
+	if want := "relocate r1 failed before it looked at any object"; !strings.Contains(out.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, out.String())
+	}
+	for _, bad := range []string{"ended: open", "OUTCOME"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("stdout says %q:\n%s", bad, out.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "already running on this node") {
+		t.Errorf("stderr lacks the reason: %q", errb.String())
+	}
+}
