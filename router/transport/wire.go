@@ -71,6 +71,9 @@ func openZMTP(raw net.Conn, typ zmq4.SocketType, id []byte, server bool, lim fra
 			return nil, fmt.Errorf("transport: ZMTP handshake with %s: the peer uses the %s security mechanism, this node %s "+
 				"(transport.curve.enabled must be the same on every node of a mesh): %w", raw.RemoteAddr(), theirs, sec.Type(), err)
 		}
+		if what, ok := g.notZMTP(); ok {
+			return nil, fmt.Errorf("transport: ZMTP handshake with %s: %s: %w", raw.RemoteAddr(), what, err)
+		}
 		return nil, fmt.Errorf("transport: ZMTP handshake with %s: %w", raw.RemoteAddr(), err)
 	}
 	_ = raw.SetDeadline(time.Time{})

@@ -381,6 +381,25 @@ func (g *guardConn) flush() (wrote bool, err error) {
 	return true, g.bw.Flush()
 }
 
+// notZMTP describes a client that is not a ZMTP peer at all, from the
+// first bytes it sent (a ZMTP greeting starts with 0xff): an HTTP request —
+// someone pointed a browser, curl or a metrics scraper at the mesh port
+// instead of admin.listen — or other bytes, shown quoted. False when
+// nothing was read or the bytes start like a greeting.
+func (g *guardConn) notZMTP() (string, bool) {
+	if len(g.greeting) == 0 || g.greeting[0] == 0xff {
+		return "", false
+	}
+	head := g.greeting[:min(len(g.greeting), 16)]
+	for _, m := range []string{"GET ", "POST ", "HEAD ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "CONNECT ", "TRACE ", "PRI * HTTP/2"} {
+		if strings.HasPrefix(string(g.greeting), m) {
+			return fmt.Sprintf("not a mesh node: the client sent an HTTP request (%q) to the mesh port, "+
+				"which speaks ZMTP to other nodes only; HTTP (metrics, probes, status) is served on admin.listen", head), true
+		}
+	}
+	return fmt.Sprintf("not a mesh node: the client's first bytes %q are not a ZMTP greeting", head), true
+}
+
 // peerMechanism is the security mechanism the peer's greeting names
 // ("NULL", "CURVE", …; ZMTP 3 greeting octets 12–31), once that much of
 // the greeting was read: a handshake that failed on a mechanism mismatch
