@@ -30,6 +30,10 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"run", "--nonsense"}, `meshnode run: unknown flag --nonsense`},
 		{[]string{"run", "--admin.token=abcdefghijklmnopq"}, `meshnode run: --admin.token is not a flag: a secret on the command line is visible to every local user; set MESHNODE_ADMIN__TOKEN or put admin.token in the config file`},
 		{[]string{"run", "extra"}, `meshnode run: unexpected argument "extra"`},
+		// A boolean flag's value as a separate argument: pflag reads the flag
+		// as true and the value as a positional argument.
+		{[]string{"run", "--relocation.drain_on_shutdown", "false"}, `meshnode run: --relocation.drain_on_shutdown false: a boolean flag takes its value after '=' (--relocation.drain_on_shutdown=false)`},
+		{[]string{"ctl", "reclaim", "actor", "x", "--dry-run", "true"}, `meshnode ctl reclaim: --dry-run true: a boolean flag takes its value after '=' (--dry-run=true)`},
 		{[]string{"demo", "--nodes=x"}, `meshnode demo: invalid value "x" for --nodes: not a whole number`},
 		{[]string{"demo", "--nodes=0"}, `meshnode demo: invalid value 0 for --nodes: want 1..64`},
 		{[]string{"demo", "--nodes"}, `meshnode demo: flag --nodes needs a value`},

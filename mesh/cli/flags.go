@@ -39,12 +39,43 @@ func parseFlags(fs *pflag.FlagSet, args []string, usage func(io.Writer), stdout,
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
+		if msg, ok := boolValueApart(fs, args); ok {
+			return usageError(stderr, fs.Name(), "%s", msg), true
+		}
 		return ExitOK, false
 	case errors.Is(err, pflag.ErrHelp):
 		usage(stdout)
 		return ExitOK, true
 	}
 	return usageError(stderr, fs.Name(), "%s", describeFlagError(fs, err)), true
+}
+
+// boolValueApart finds a boolean flag given its value as a separate
+// argument (--relocation.drain_on_shutdown false): pflag takes the bare
+// flag as true and "false" as a positional argument, which would silently
+// mean the opposite or end in a bare "unexpected argument". Only the
+// literals true and false right after a boolean flag without "=" count.
+func boolValueApart(fs *pflag.FlagSet, args []string) (string, bool) {
+	for i := 1; i < len(args); i++ {
+		prev, v := args[i-1], args[i]
+		if prev == "--" {
+			break // what follows is positional by request
+		}
+		if v != "true" && v != "false" || !strings.HasPrefix(prev, "-") || strings.Contains(prev, "=") {
+			continue
+		}
+		name := strings.TrimLeft(prev, "-")
+		f := fs.Lookup(name)
+		if f == nil && len(name) == 1 {
+			f = fs.ShorthandLookup(name)
+		}
+		if f == nil || f.Value.Type() != "bool" {
+			continue
+		}
+		return fmt.Sprintf("--%s %s: a boolean flag takes its value after '=' (--%s=%s); --%s alone means true",
+			f.Name, v, f.Name, v, f.Name), true
+	}
+	return "", false
 }
 
 // usageError reports bad usage of the command named cmd on stderr, with
