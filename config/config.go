@@ -94,6 +94,10 @@ type Config struct {
 	// values of the wrong type). Validate reports them first so that a user
 	// sees every problem in one run.
 	loadProblems []Problem
+	// origins says where Load read each key's final value (a file, an
+	// environment variable, a flag) and what that value decoded to, so that
+	// a rule's problem names its source while the key still holds it.
+	origins map[string]origin
 }
 
 // AdminConfig configures the admin HTTP listener.

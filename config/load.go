@@ -81,6 +81,7 @@ func LoadFlagSet(fs *pflag.FlagSet, opts LoadOptions) (Config, error) {
 	}
 	var problems []Problem
 	var err error
+	from := map[string]string{} // key -> the source that set it last
 	if path != "" {
 		kf := koanf.New(".")
 		if err := kf.Load(file.Provider(path), yaml.Parser()); err != nil {
@@ -89,6 +90,7 @@ func LoadFlagSet(fs *pflag.FlagSet, opts LoadOptions) (Config, error) {
 		if problems, err = layer(merged, kf, fileSource(path), problems); err != nil {
 			return Config{}, &LoadError{Source: path, Err: err}
 		}
+		noteFrom(from, kf, fileSource(path))
 	}
 
 	names := envSource{}
@@ -106,6 +108,7 @@ func LoadFlagSet(fs *pflag.FlagSet, opts LoadOptions) (Config, error) {
 	if problems, err = layer(merged, ke, names, problems); err != nil {
 		return Config{}, &LoadError{Source: "environment", Err: err}
 	}
+	noteFrom(from, ke, names)
 
 	kp := koanf.New(".")
 	if err := kp.Load(posflag.ProviderWithFlag(fs, ".", nil, flagValue(fs)), nil); err != nil {
@@ -114,13 +117,61 @@ func LoadFlagSet(fs *pflag.FlagSet, opts LoadOptions) (Config, error) {
 	if problems, err = layer(merged, kp, flagSource{}, problems); err != nil {
 		return Config{}, &LoadError{Source: "flags", Err: err}
 	}
+	noteFrom(from, kp, flagSource{})
 
 	// Decode onto the defaults (not a zero Config): an empty YAML section
 	// replaces the defaults' map in the merge, and must not zero its keys.
 	cfg := Default()
 	decode(&cfg, merged.Raw(), nil)
 	cfg.loadProblems = problems
+	for key, desc := range from {
+		if cfg.origins == nil {
+			cfg.origins = make(map[string]origin, len(from))
+		}
+		if v, ok := cfg.valueAt(key); ok {
+			cfg.origins[key] = origin{from: desc, value: v}
+		}
+	}
 	return cfg, nil
+}
+
+// origin is where a key's loaded value came from, and that value.
+type origin struct {
+	from  string // "in file …", "from environment variable …", "from flag …"
+	value any
+}
+
+// noteFrom records src as the source of every key k sets (a later layer
+// replaces an earlier one's entry).
+func noteFrom(from map[string]string, k *koanf.Koanf, src source) {
+	for _, key := range k.Keys() {
+		from[key] = src.describe(key)
+	}
+}
+
+// valueAt is the value of a dotted key: a leaf, or one entry of a map leaf
+// (node.limits.spot_types.Chat).
+func (c Config) valueAt(key string) (any, bool) {
+	if k, ok := lookupLeaf(key); ok {
+		return reflect.ValueOf(c).FieldByIndex(k.index).Interface(), true
+	}
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 {
+		return nil, false
+	}
+	k, ok := lookupLeaf(key[:i])
+	if !ok {
+		return nil, false
+	}
+	m := reflect.ValueOf(c).FieldByIndex(k.index)
+	if m.Kind() != reflect.Map {
+		return nil, false
+	}
+	v := m.MapIndex(reflect.ValueOf(key[i+1:]))
+	if !v.IsValid() {
+		return nil, false
+	}
+	return v.Interface(), true
 }
 
 // layer checks one source's map on its own, so that each problem names the

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ func nodeYAML() Config {
 
 func TestLoadTestdataFile(t *testing.T) {
 	got := mustLoad(t, nil, LoadOptions{File: "testdata/node.yaml", Environ: noEnv})
-	if want := nodeYAML(); !reflect.DeepEqual(got, want) {
+	if want := nodeYAML(); !reflect.DeepEqual(withoutOrigins(got), want) {
 		t.Fatalf("testdata/node.yaml:\n got  %+v\n want %+v", got, want)
 	}
 	if err := got.Validate([]FactoryPolicy{{StableType: "Room", Kind: KindInstanceSpot}}); err != nil {
@@ -449,4 +450,46 @@ func TestLoadBoolean(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A rule's problem about one key names where the value came from, as the
+// decoding problems do: with a file, the environment and flags all able
+// to set a key, "must be 0..10000, got 30000" alone leaves the operator
+// looking in the wrong layer. A value the program set after Load is not
+// blamed on a source.
+func TestValidationProblemsNameTheirSource(t *testing.T) {
+	path := writeYAML(t, "node:\n  placement_weight: 20000\n  application_version: -1\n"+
+		"  limits:\n    spot_types:\n      Chat: -2\nrelocation:\n  chunk_size: 10\n")
+	cfg := mustLoad(t, []string{"--transport.send_queue_limit=0", "--config", path},
+		LoadOptions{Environ: []string{"MESHNODE_NODE__PLACEMENT_WEIGHT=30000", "MESHNODE_LOG__LEVEL=loud"}})
+	err := cfg.Validate(nil)
+	if err == nil {
+		t.Fatal("no problems")
+	}
+	for _, want := range []string{
+		`config: node.placement_weight: must be 0..10000, got 30000 (from environment variable MESHNODE_NODE__PLACEMENT_WEIGHT)`,
+		`config: node.application_version: must be 0..9223372036854775807, got -1 (in file "` + path + `")`,
+		`config: node.limits.spot_types.Chat: must be 0 (no limit) or 1..2147483647, got -2 (in file "` + path + `")`,
+		`config: relocation.chunk_size: must be 1024..67108864 bytes (1 KiB..64 MiB, the wire's chunk bound), got 10 (in file "` + path + `")`,
+		`config: transport.send_queue_limit: must be at least 1, got 0 (from flag --transport.send_queue_limit)`,
+		`config: log.level: must be one of debug, info, warn, error, got "loud" (from environment variable MESHNODE_LOG__LEVEL)`,
+	} {
+		if !strings.Contains(err.Error()+"\n", want+"\n") {
+			t.Errorf("problems lack the line\n%s\ngot:\n%s", want, err)
+		}
+	}
+
+	// Set by the program after Load: not the file's value any more.
+	cfg.Relocation.ChunkSize = 5
+	err = cfg.Validate(nil)
+	if want := "config: relocation.chunk_size: must be 1024..67108864 bytes (1 KiB..64 MiB, the wire's chunk bound), got 5\n"; !strings.Contains(err.Error()+"\n", want) {
+		t.Errorf("a value set by the program is blamed on a source:\n%s", err)
+	}
+}
+
+// withoutOrigins is c without the record of where Load read each value,
+// for comparing a loaded Config with a literal one.
+func withoutOrigins(c Config) Config {
+	c.origins = nil
+	return c
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -165,6 +166,16 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	c.validateRoles(&ps, factories)
 	if len(ps) == 0 {
 		return nil
+	}
+	// A rule's problem about one key names where its value was read, as
+	// Load's own problems do, while the key still holds the value Load
+	// read (a program may have set it since).
+	for i := len(c.loadProblems); i < len(ps); i++ {
+		if o, ok := c.origins[ps[i].Key]; ok {
+			if v, ok := c.valueAt(ps[i].Key); ok && reflect.DeepEqual(v, o.value) {
+				ps[i].Message += " (" + o.from + ")"
+			}
+		}
 	}
 	return &ValidationError{Problems: ps}
 }
