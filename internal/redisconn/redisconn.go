@@ -33,6 +33,11 @@ var ErrAuth = errors.New("authentication failed")
 // refused the client certificate, or one side does not speak TLS.
 var ErrTLS = errors.New("TLS handshake failed")
 
+// ErrNotRedis is the cause when the server's answer is not the Redis
+// protocol at all: the address is some other service (an HTTP server such
+// as a node's admin listener, a node's mesh port).
+var ErrNotRedis = errors.New("the server does not speak the Redis protocol (is this address a Redis server?)")
+
 // Options are the connection settings a provider takes from its config.
 type Options struct {
 	// Addrs: one address is a standalone server, several are Cluster seed
@@ -99,7 +104,7 @@ func ContextTimeoutEnabled(c goredis.UniversalClient) bool {
 }
 
 // Explain wraps err, the failure of a connection's first command, in
-// ErrAuth or ErrTLS when it is one of those, so that a startup error says
+// ErrAuth, ErrTLS or ErrNotRedis when it is one of those, so that a startup error says
 // "authentication failed" rather than only the server's reply; other
 // errors are returned unchanged. No credential is ever part of the text:
 // Redis's replies do not echo the password.
@@ -111,6 +116,10 @@ func Explain(err error) error {
 		return fmt.Errorf("%w: %w", ErrAuth, err)
 	case isTLS(err):
 		return fmt.Errorf("%w: %w", ErrTLS, err)
+	case strings.HasPrefix(err.Error(), "redis: can't parse"):
+		// go-redis's reader met bytes that are no RESP reply (its error
+		// has no type of its own).
+		return fmt.Errorf("%w: %w", ErrNotRedis, err)
 	}
 	return err
 }

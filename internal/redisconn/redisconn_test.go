@@ -169,6 +169,9 @@ func TestExplain(t *testing.T) {
 		{serverError("WRONGPASS invalid username-password pair or user is disabled."), ErrAuth},
 		{serverError("NOAUTH Authentication required."), ErrAuth},
 		{serverError("ERR unknown command 'PING'"), nil},
+		// An HTTP server answering go-redis's HELLO (a node's admin
+		// listener given as the store address).
+		{errors.New(`redis: can't parse map reply: "HTTP/1.1 400 Bad Request"`), ErrNotRedis},
 		{context.DeadlineExceeded, nil},
 	}
 	for _, tc := range tests {
