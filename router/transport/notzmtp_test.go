@@ -22,6 +22,9 @@ func TestHandshakeNamesAClientThatIsNotZMTP(t *testing.T) {
 			`the client sent an HTTP request ("GET /metrics HTT") to the mesh port`},
 		{"long HTTP request", "POST /v1/relocate HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/8\r\nContent-Length: 2\r\n\r\n{}",
 			"HTTP (metrics, probes, status) is served on admin.listen"},
+		// go-redis's first command, from a store address set to the mesh port.
+		{"Redis client", "*2\r\n$5\r\nhello\r\n$1\r\n3\r\n",
+			"the client sent a Redis command (\"*2\\r\\n$5\\r\\nhello\\r\\n$\") to the mesh port"},
 		{"other bytes", "\x13\x37" + strings.Repeat("garbage ", 10),
 			`the client's first bytes "\x137garbage garbag" are not a ZMTP greeting`},
 	} {

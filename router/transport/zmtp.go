@@ -397,7 +397,24 @@ func (g *guardConn) notZMTP() (string, bool) {
 				"which speaks ZMTP to other nodes only; HTTP (metrics, probes, status) is served on admin.listen", head), true
 		}
 	}
+	if respCommand(g.greeting) {
+		return fmt.Sprintf("not a mesh node: the client sent a Redis command (%q) to the mesh port; "+
+			"is a store address (location_store.redis.addrs, relocation_store.redis.addrs) this node's endpoint?", head), true
+	}
 	return fmt.Sprintf("not a mesh node: the client's first bytes %q are not a ZMTP greeting", head), true
+}
+
+// respCommand reports whether b starts like a Redis (RESP) command: an
+// array header "*<n>\r\n" followed by a bulk string "$".
+func respCommand(b []byte) bool {
+	if len(b) < 4 || b[0] != '*' {
+		return false
+	}
+	i := 1
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i > 1 && strings.HasPrefix(string(b[i:]), "\r\n$")
 }
 
 // peerMechanism is the security mechanism the peer's greeting names
