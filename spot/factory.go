@@ -105,14 +105,21 @@ func (f Factory) Validate() error {
 		return bad("stable type must be 1..255 bytes")
 	case !utf8.ValidString(f.StableType):
 		return bad("stable type is not valid UTF-8")
+	case f.Kind == 0:
+		// The zero value is invalid on purpose: a forgotten field is not
+		// read as an Actor.
+		return bad("Kind is not set: choose spot.KindActor, spot.KindUserSpot or spot.KindInstanceSpot")
 	case f.Kind < KindActor || f.Kind > KindInstanceSpot:
 		return bad("unknown object kind %d", f.Kind)
+	case f.Policy == 0:
+		return bad("Policy is not set: choose spot.PolicyDisabled (never moves), spot.PolicyRecreate " +
+			"(a move starts a fresh instance) or spot.PolicyPreserveState (its state moves through Snapshot)")
 	case f.Policy < PolicyDisabled || f.Policy > PolicyPreserveState:
 		return bad("unknown relocation policy %d", f.Policy)
 	case f.Policy == PolicyPreserveState && f.Snapshot == nil:
-		return bad("policy snapshot (PreserveStateWith) needs a SnapshotAdapter")
+		return bad("policy snapshot (spot.PolicyPreserveState, PreserveStateWith) needs Snapshot, a SnapshotAdapter")
 	case f.Policy != PolicyPreserveState && f.Snapshot != nil:
-		return bad("a SnapshotAdapter is only used with policy snapshot")
+		return bad("a SnapshotAdapter is only used with policy snapshot (spot.PolicyPreserveState)")
 	case f.Limit < 0 || int64(f.Limit) > 1<<31-1:
 		return bad("limit %d outside 0..2^31-1", f.Limit)
 	case f.New == nil:

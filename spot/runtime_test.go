@@ -621,3 +621,26 @@ func TestNotStartedTurnIsKeptForTheGate(t *testing.T) {
 		}
 	})
 }
+
+// A factory written without Kind or Policy (their zero values are invalid
+// on purpose) is told which field is missing and the values to choose
+// from, in the names the application writes — not "unknown relocation
+// policy 0", as a try-out found following docs/EMBEDDING.md.
+func TestFactoryValidateNamesTheMissingField(t *testing.T) {
+	newH := func(context.Context, CreateRequest) (Handler, error) { return handlerFunc(nil), nil }
+	for _, tc := range []struct {
+		f    Factory
+		want string
+	}{
+		{Factory{StableType: "a", Policy: PolicyDisabled, New: newH},
+			"Kind is not set: choose spot.KindActor, spot.KindUserSpot or spot.KindInstanceSpot"},
+		{Factory{StableType: "a", Kind: KindInstanceSpot, New: newH},
+			"Policy is not set: choose spot.PolicyDisabled (never moves), spot.PolicyRecreate"},
+		{Factory{StableType: "a", Kind: KindActor, Policy: PolicyPreserveState, New: newH},
+			"(spot.PolicyPreserveState, PreserveStateWith) needs Snapshot, a SnapshotAdapter"},
+	} {
+		if err := tc.f.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want it to say %q", tc.f, err, tc.want)
+		}
+	}
+}
