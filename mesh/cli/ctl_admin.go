@@ -68,6 +68,11 @@ func newAdminClient(rawURL string) (*adminClient, error) {
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return nil, fmt.Errorf("admin URL %q: want http://host:port", rawURL)
 	}
+	// The commands add their paths (/v1/status, /v1/relocate) to the
+	// listener's address; one given with a path was answered 404.
+	if _, rest, _ := strings.Cut(u, "://"); strings.Contains(rest, "/") || strings.ContainsAny(rest, "?#") {
+		return nil, fmt.Errorf("admin URL %q: want the listener's address alone, http://host:port (the command adds /v1/...)", rawURL)
+	}
 	return &adminClient{base: u, token: os.Getenv(config.EnvName("admin.token")), http: &http.Client{Timeout: adminTimeout}}, nil
 }
 

@@ -213,6 +213,9 @@ func TestCtlAdminRefusals(t *testing.T) {
 		{"no url", testAdminToken, []string{"ctl", "status"}, ExitUsage, "want exactly one <admin-url>"},
 		{"bad flag", testAdminToken, []string{"ctl", "relocate", url, "--poll", "x"}, ExitUsage, "--poll"},
 		{"bad scheme", testAdminToken, []string{"ctl", "status", "ftp://x"}, ExitUsage, "want http://host:port"},
+		// The endpoint's URL instead of the listener's: was a 404.
+		{"url with a path", testAdminToken, []string{"ctl", "status", url + "/v1/status"}, ExitUsage, "want the listener's address alone"},
+		{"relocate url with a path", testAdminToken, []string{"ctl", "relocate", url + "/v1/relocate"}, ExitUsage, "want the listener's address alone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(config.EnvName("admin.token"), tc.token)
