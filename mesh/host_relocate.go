@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/mesh/authority"
 	"log/slog"
 	"strings"
 	"sync"
@@ -605,7 +606,11 @@ retry:
 			if pace.n == 0 {
 				level = slog.LevelInfo
 			}
-			o.log.Log(ctx, level, "host relocation: move failed for a passing store or lease problem; trying again", "object", obj.ID, "reason", why)
+			msg := "host relocation: move failed for a passing store or lease problem; trying again"
+			if errors.Is(err, errNoUsableNode) {
+				msg = "host relocation: no node can take it now, but other servers served a moment ago; trying again"
+			}
+			o.log.Log(ctx, level, msg, "object", obj.ID, "reason", why)
 			if pace.sleep(ctx) != nil {
 				break retry // the deadline: this attempt's outcome stands
 			}
@@ -736,6 +741,16 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// waited for again.
 	leaseWait := n.noTargetPatience()
 	leaseWait -= n.awaitOwnLease(ctx, leaseWait)
+	// Stop taking objects and say so before looking for targets
+	// (OPERATIONS.md, drain step 1): the look may wait for a peer, and a
+	// node still serving meanwhile took objects moved in by a peer draining
+	// too — only for its shutdown to remove them (an operator try-out,
+	// 2026-12-06). hostMove is held until Close: nothing new lands here
+	// between the moves and the shutdown.
+	holding := n.beginHostMove() == nil
+	if holding {
+		n.publishDraining(ctx)
+	}
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
 		res = n.unmoved("drain: cannot tell whether another node can take it: "+err.Error(), opts.Progress)
@@ -753,15 +768,13 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		// late): wait for it again rather than hand every object to the
 		// shutdown.
 		n.awaitOwnLease(ctx, leaseWait)
-		if err := n.beginHostMove(); err != nil {
-			res = n.unmoved("drain: "+err.Error(), opts.Progress)
-			n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
-			break
-		}
-		// Held until Close: nothing new lands here between the moves and
-		// the shutdown.
-		if err := n.publish(ctx, record.StateDraining); err != nil {
-			n.log.Warn("drain: publish draining", "err", err)
+		if !holding {
+			if err := n.beginHostMove(); err != nil {
+				res = n.unmoved("drain: "+err.Error(), opts.Progress)
+				n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
+				break
+			}
+			n.publishDraining(ctx)
 		}
 		// Once every peer has had a discovery round since, none resolves
 		// a route to this node from its cache any more (isLeaving).
@@ -908,7 +921,17 @@ func (n *Node) awaitOwnLease(ctx context.Context, atMost time.Duration) time.Dur
 // descriptors may even have been removed as a dead run's, and they come
 // back once they have reacquired the lease, re-adopted their objects and
 // republished (a peer killed a moment ago looks the same: the wait is
-// bounded).
+// bounded). Not recovering: a peer listed draining or stopped (only a
+// drain publishes draining, and it ends in the node's stop), and a peer no
+// longer listed whose owner lease is gone while this node met no store
+// problem in the same window — a node that stops in order releases its
+// lease and removes its descriptor, and before 2026-12-06 the last server
+// of a mesh, stopped right after the others, waited noTargetPatience for
+// them (an operator try-out). A peer no longer listed whose lease its run
+// holds (its watchers removed its descriptor while it was without one,
+// and it reacquired it) is recovering; so is any peer gone from the list
+// right after a store problem here, when the others' leases may not be
+// back yet.
 func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error) {
 	if err := n.Discover(ctx); err != nil {
 		if _, ok := n.LastSnapshot(); !ok {
@@ -925,9 +948,19 @@ func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error
 			servingNow[string(e.Descriptor.RoutingID)] = true
 		}
 	}
+	listed := n.notLeaving(snap)
+	troubled := n.troubledRecently()
 	for _, rid := range n.recentServers() {
-		if !servingNow[rid] {
+		notLeaving, isListed := listed[rid]
+		switch {
+		case servingNow[rid] || isListed && !notLeaving:
+		case isListed || troubled:
 			recovering++
+		default:
+			held, err := n.leaseHeld(ctx, n.servedOwner(rid))
+			if err != nil || held {
+				recovering++ // an unreadable lease is no proof the run left
+			}
 		}
 	}
 	return len(servingNow), recovering, nil
@@ -943,33 +976,111 @@ func (n *Node) recentServers() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := make([]string, 0, len(n.servedAt))
-	for rid, at := range n.servedAt {
-		if now-at <= 2*n.noTargetPatience() {
+	for rid, s := range n.servedAt {
+		if now-s.at <= 2*n.noTargetPatience() {
 			out = append(out, rid)
 		}
 	}
 	return out
 }
 
+// servedRun is when another server was last listed serving, and the host
+// run (OwnerId) its descriptor named then.
+type servedRun struct {
+	at    time.Duration
+	owner string
+}
+
+// servedOwner is the OwnerId rid's descriptor named when it was last
+// listed serving ("" when it was not).
+func (n *Node) servedOwner(rid string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.servedAt[rid].owner
+}
+
+// leaseHeld reports whether the owner-lease record of owner exists and
+// names it — valid, or reacquired under a newer generation by the same
+// run (OwnerIds are never reused): the run is alive.
+func (n *Node) leaseHeld(ctx context.Context, owner string) (bool, error) {
+	key, err := record.OwnerLeaseKey(owner)
+	if err != nil {
+		return false, nil
+	}
+	rr, err := n.loc.Read(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	lr, err := authority.LeaseRowOf(key, rr)
+	return err == nil && lr.Found && lr.Lease.OwnerID == owner, nil
+}
+
 // serversRecently reports whether another server of this mesh served
-// recently: a move that found no usable node may find one again soon
-// (recovering from a store outage), where a node alone in its mesh would
-// only wait.
-func (n *Node) serversRecently() bool { return len(n.recentServers()) > 0 }
+// recently and the last list does not show it leaving (draining or
+// stopped): a move that found no usable node may find one again soon
+// (recovering from a store outage), where a node alone in its mesh — or
+// left with peers that are stopping too — would only wait.
+func (n *Node) serversRecently() bool {
+	snap, _ := n.LastSnapshot()
+	listed := n.notLeaving(snap)
+	for _, rid := range n.recentServers() {
+		if notLeaving, isListed := listed[rid]; !isListed || notLeaving {
+			return true
+		}
+	}
+	return false
+}
+
+// notLeaving maps the RID of every descriptor of this mesh in snap to
+// whether it is not leaving: false for one that says draining or stopped
+// (only a drain publishes draining, and it ends in the node's stop).
+func (n *Node) notLeaving(snap directory.Snapshot) map[string]bool {
+	out := make(map[string]bool, len(snap.Entries))
+	for _, e := range snap.Entries {
+		if d := &e.Descriptor; d.MeshName == n.cfg.Node.MeshName {
+			out[string(d.RoutingID)] = d.State != record.StateDraining && d.State != record.StateStopped
+		}
+	}
+	return out
+}
+
+// publishDraining publishes this node draining (a drain's first step).
+func (n *Node) publishDraining(ctx context.Context) {
+	if err := n.publish(ctx, record.StateDraining); err != nil {
+		n.log.Warn("drain: publish draining", "err", err)
+	}
+}
+
+// noteStoreTrouble records that this node met a store problem now.
+func (n *Node) noteStoreTrouble() {
+	now := n.clock.Now()
+	n.mu.Lock()
+	n.troubleAt, n.troubled = now, true
+	n.mu.Unlock()
+}
+
+// troubledRecently reports whether this node met a store problem within
+// the window recentServers looks back over (two noTargetPatience).
+func (n *Node) troubledRecently() bool {
+	now := n.clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.troubled && now-n.troubleAt <= 2*n.noTargetPatience()
+}
 
 // noteServingLocked records when each other server of this mesh was
 // listed serving in snap (at now), and forgets those not seen so for long.
 func (n *Node) noteServingLocked(snap directory.Snapshot, now time.Duration) {
 	if n.servedAt == nil {
-		n.servedAt = map[string]time.Duration{}
+		n.servedAt = map[string]servedRun{}
 	}
 	for _, e := range snap.Entries {
 		if n.servingPeer(e) {
-			n.servedAt[string(e.Descriptor.RoutingID)] = now
+			n.servedAt[string(e.Descriptor.RoutingID)] = servedRun{at: now, owner: e.Descriptor.OwnerID}
 		}
 	}
-	for rid, at := range n.servedAt {
-		if now-at > 4*n.noTargetPatience() {
+	for rid, s := range n.servedAt {
+		if now-s.at > 4*n.noTargetPatience() {
 			delete(n.servedAt, rid)
 		}
 	}

@@ -207,13 +207,8 @@ func startRoundsApart(t *testing.T, f *fixture, i int, every time.Duration, role
 // looks so right after a store outage longer than the lease TTL) waits for
 // it to serve again instead of handing every object to the shutdown.
 func TestDrainWaitsForAPeerRecoveringItsLease(t *testing.T) {
-	f, hold, blocker, fast := republishScene(t)
 	ctx := ctxT(t, 60*time.Second)
-	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
-	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
-	mine := createOnNode(t, ctx, client, leaving, "stay", 3)
-	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	_, hold, leaving, mine := recoveringPeerScene(t, ctx, "stay", 3)
 	go func() { time.Sleep(500 * time.Millisecond); close(hold.release) }()
 	res, err := leaving.Drain(ctx, HostRelocateOptions{})
 	if err != nil {
@@ -222,6 +217,20 @@ func TestDrainWaitsForAPeerRecoveringItsLease(t *testing.T) {
 	if res.Progress.Moved < len(mine) || len(res.NotMoved()) != 0 {
 		t.Fatalf("drain moved %d (want all %d of its objects), not moved %+v", res.Progress.Moved, len(mine), res.NotMoved())
 	}
+}
+
+// recoveringPeerScene starts a leaving server (1) with want objects, a
+// peer server (2) that has lost its owner lease and reacquired it, its
+// republish held in hold until hold.release closes, and a client (0).
+func recoveringPeerScene(t *testing.T, ctx context.Context, prefix string, want int) (*fixture, *keyHold, *Node, []ActorRef) {
+	t.Helper()
+	f, hold, blocker, fast := republishScene(t)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
+	mine := createOnNode(t, ctx, client, leaving, prefix, want)
+	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	return f, hold, leaving, mine
 }
 
 // loseLeaseHoldRepublish makes n lose its owner lease (its renewals are

@@ -612,15 +612,18 @@ func TestTransientMove(t *testing.T) {
 }
 
 // A host command that finds no usable node at all — every other server
-// draining or recovering its lease for a moment, as right after a store
-// outage longer than the lease TTL — waits for one (at most
-// noTargetPatience) instead of failing every object at once.
+// out of service for a moment (state error: a lease lost and being
+// recovered, as right after a store outage longer than the lease TTL) —
+// waits for one (at most noTargetPatience) instead of failing every object
+// at once. (Until 2026-12-06 the peers here said draining; a drain ends in
+// its node's stop, so a peer listed draining is no longer waited for —
+// TestHostCommandDoesNotWaitForPeersThatAreLeaving.)
 func TestHostRelocateWaitsForATargetToServe(t *testing.T) {
 	c := hostCluster(t, nil)
 	ctx := ctxT(t, 30*time.Second)
 	_, mine := createUntil(t, ctx, c, "wait", 1, 6)
 	for _, i := range []int{2, 3} {
-		if err := c.nodes[i].publish(ctx, record.StateDraining); err != nil {
+		if err := c.nodes[i].publish(ctx, record.StateError); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,8 +88,14 @@ type Node struct {
 	lastSnap           directory.Snapshot
 	// servedAt: when each other server of this mesh was last listed
 	// serving (noteServingLocked) — what a drain asks when none serves now.
-	servedAt map[string]time.Duration
-	snapSeq  uint64 // counts the lists discovery stored in lastSnap
+	servedAt map[string]servedRun
+	// troubleAt: when this node last met a store problem (a failed
+	// discovery round, a lease renew failed, the lease expired or lost);
+	// troubled once it has (noteStoreTrouble). A drain asks it to tell a
+	// peer recovering from a store outage from one that left.
+	troubleAt time.Duration
+	troubled  bool
+	snapSeq   uint64 // counts the lists discovery stored in lastSnap
 	// listSeq mirrors snapSeq for readers that must not take n.mu (a
 	// message's admission, under objects.mu, stamps its Session binding).
 	listSeq  atomic.Uint64
@@ -366,6 +372,10 @@ func (n *Node) setState(s record.State) {
 }
 
 func (n *Node) onLeaseEvent(ev lease.Event) {
+	switch ev.Kind {
+	case lease.EventRenewFailed, lease.EventExpired, lease.EventLost:
+		n.noteStoreTrouble()
+	}
 	switch ev.Kind {
 	case lease.EventLost:
 		// The gate is closed for every §5 target; the objects' work waits
@@ -645,6 +655,7 @@ func (n *Node) Discover(ctx context.Context) error {
 		return err // stopping: not a store failure
 	}
 	if err != nil {
+		n.noteStoreTrouble()
 		st := n.planner.ObserveFailure(now, err)
 		// At the outage's start, when the grace ends, then every
 		// discoveryFailEvery rounds: not every round (a store gone for good

@@ -1,0 +1,125 @@
+package mesh
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// The last server of a mesh stopped right after the others does not wait
+// for them: a node that stopped in order released its lease and removed
+// its descriptor, and nothing is recovering. Before, the drain counted any
+// server listed serving a moment ago as "recovering its lease" and waited
+// noTargetPatience for it (an operator try-out: stopping two servers half
+// a second apart, the second exited 15 s later).
+func TestDrainDoesNotWaitForAPeerThatStoppedInOrder(t *testing.T) {
+	f, _, _, fast := republishScene(t)
+	ctx := ctxT(t, 60*time.Second)
+	logs := f.logNode(1)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	client := startRoundsApart(t, f, 0, time.Hour, config.RoleClient, f.loc, fast)
+	createOnNode(t, ctx, client, leaving, "left", 2)
+	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
+	if err := peer.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := leaving.Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= leaving.noTargetPatience()/2 || strings.Contains(logs.String(), "recovering") {
+		t.Fatalf("the drain took %v and logged a wait for a recovering peer (%q): the peer had stopped in order",
+			took, grepLines(logs.String(), "recovering"))
+	}
+	if res.Progress.Moved != 0 {
+		t.Fatalf("moved %d objects with no other server", res.Progress.Moved)
+	}
+}
+
+// A drain stops taking objects and publishes draining before it looks for
+// targets: that look may wait for a peer recovering its lease, and a node
+// still serving meanwhile took objects a peer draining at the same time
+// moved in, only for its own shutdown to remove them.
+func TestDrainSaysDrainingWhileItWaitsForAPeer(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	f, hold, leaving, mine := recoveringPeerScene(t, ctx, "wait", 2)
+	type outcome struct {
+		res HostRelocationResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := leaving.Drain(ctx, HostRelocateOptions{})
+		done <- outcome{res, err}
+	}()
+	key, err := record.MeshNodeKey("objects", leaving.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the leaving node to publish draining and refuse new objects while it waits for its peer", func() bool {
+		rr, err := f.loc.Read(context.Background(), key)
+		if err != nil || !rr.Found {
+			return false
+		}
+		d, err := record.DecodeMeshNode(rr.Value)
+		return err == nil && d.State == record.StateDraining && leaving.obj.emptying()
+	})
+	select {
+	case o := <-done:
+		t.Fatalf("the drain ended before its peer was back: %+v, %v", o.res.Progress, o.err)
+	default:
+	}
+	close(hold.release)
+	o := <-done
+	if o.err != nil || o.res.Progress.Moved < len(mine) || len(o.res.NotMoved()) != 0 {
+		t.Fatalf("drain: moved %d of %d, not moved %+v, %v", o.res.Progress.Moved, len(mine), o.res.NotMoved(), o.err)
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A host command whose every possible target is leaving (listed draining:
+// only a drain publishes it, and it ends in its node's stop) does not wait
+// for one to serve again: before, it waited noTargetPatience per command
+// (an operator try-out: two servers stopped together, the first one's
+// drain failed its objects 12 s later, logging a "passing store or lease
+// problem").
+func TestHostCommandDoesNotWaitForPeersThatAreLeaving(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "leaving", 1, 3)
+	for _, i := range []int{2, 3} {
+		if err := c.nodes[i].publish(ctx, record.StateDraining); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.nodes[1].Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= c.nodes[1].noTargetPatience()/2 {
+		t.Fatalf("the command took %v waiting for peers that are draining", took)
+	}
+	if res.Progress.Moved != 0 || len(res.NotMoved()) < len(mine) {
+		t.Fatalf("moved %d, not moved %d (want all %d failed: no node to take them)", res.Progress.Moved, len(res.NotMoved()), len(mine))
+	}
+}
