@@ -19,6 +19,26 @@ func (c CurveConfig) Keys() (curve.KeyPair, []curve.Key, error) {
 	return kp, allowed, nil
 }
 
+// unusedKeys refuses CURVE settings given while CURVE is off: they were
+// meant to secure the links, which would silently stay plain text (a node
+// started with its key files but without enabled ran unencrypted, with no
+// word in the log — an operator try-out, 2026-12-06). The Redis TLS keys
+// follow the same rule (redistls.go).
+func (c CurveConfig) unusedKeys(ps *problems) {
+	set := []struct {
+		name string
+		set  bool
+	}{
+		{"secret_key_file", c.SecretKeyFile != ""}, {"secret_key", c.SecretKey != ""}, {"public_key", c.PublicKey != ""},
+		{"allowed_keys_file", c.AllowedKeysFile != ""}, {"allowed_keys", len(c.AllowedKeys) > 0},
+	}
+	for _, k := range set {
+		if k.set {
+			ps.add("transport.curve."+k.name, "is set but transport.curve.enabled is false, so the links would not be encrypted; set transport.curve.enabled: true or remove it")
+		}
+	}
+}
+
 // keyPair loads and checks the node's own key pair.
 func (c CurveConfig) keyPair() (curve.KeyPair, error) {
 	var kp curve.KeyPair

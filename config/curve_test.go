@@ -50,7 +50,10 @@ func TestCurveConfig(t *testing.T) {
 			c.AllowedKeys = []string{peer.Public.String()}
 			c.PublicKey = kp.Public.String()
 		}), ""},
-		{"off ignores keys", func() Config { c := valid(); c.Transport.Curve.SecretKey = "junk"; return c }(), ""},
+		{"off refuses keys", func() Config { c := valid(); c.Transport.Curve.SecretKey = "junk"; return c }(),
+			"transport.curve.secret_key: is set but transport.curve.enabled is false"},
+		{"off refuses an allow-list", func() Config { c := valid(); c.Transport.Curve.AllowedKeysFile = allowFile; return c }(),
+			"transport.curve.allowed_keys_file: is set but transport.curve.enabled is false"},
 		{"no secret", on(func(c *CurveConfig) { c.SecretKeyFile = "" }), "secret_key_file or"},
 		{"both secrets", on(func(c *CurveConfig) { c.SecretKey = kp.Secret.String() }), "not both"},
 		{"group-readable secret", on(func(c *CurveConfig) { c.SecretKeyFile = openFile }), "mode"},

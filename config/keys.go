@@ -124,7 +124,7 @@ var help = map[string]string{
 	"transport.peer_timeout":                          "silence after which a peer is down; must exceed liveness_interval",
 	"transport.send_queue_limit":                      "records queued per peer before sends fail, at least 1",
 	"transport.request_timeout":                       "deadline of a request that carries none",
-	"transport.curve.enabled":                         "CURVE authentication and encryption on every link; the RID is then derived from the public key (node.routing_id must be empty)",
+	"transport.curve.enabled":                         "CURVE authentication and encryption on every link; the RID is then derived from the public key (node.routing_id must be empty); the other curve keys are refused without it",
 	"transport.curve.secret_key_file":                 "file holding the node's Z85 secret key, mode 0600 (\"meshnode ctl keygen\" writes one)",
 	"transport.curve.secret_key":                      "the node's Z85 secret key inline, for the environment (no flag: command lines are visible to other users); not with secret_key_file",
 	"transport.curve.public_key":                      "optional Z85 public key; startup fails unless it matches the secret key",

@@ -286,7 +286,9 @@ func (t TransportConfig) validate(ps *problems) {
 		ps.add("transport.send_queue_limit", "must be at least 1, got %d", t.SendQueueLimit)
 	}
 	positive(ps, "transport.request_timeout", t.RequestTimeout)
-	if t.Curve.Enabled {
+	if !t.Curve.Enabled {
+		t.Curve.unusedKeys(ps)
+	} else {
 		if _, _, err := t.Curve.Keys(); err != nil {
 			errs := []error{err}
 			if j, ok := err.(interface{ Unwrap() []error }); ok {
