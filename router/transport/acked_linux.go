@@ -80,13 +80,15 @@ func cutSocket(c net.Conn) bool {
 }
 
 // resetIf reads, in one pass on c's descriptor, what its peer's kernel has
-// acknowledged (tcpi_bytes_acked, as tcpBytesAcked) and whether a data
-// segment is in flight (tcpi_unacked), asks reset, and when it says so
-// resets the connection there and then: SO_LINGER 0, and a disconnect
-// (connect to AF_UNSPEC: tcp_disconnect sends the reset and discards the
-// send queue; the descriptor stays open until it is closed). bytesAcked
-// is the count read in that pass; ok is false when c has no descriptor or
-// TCP_INFO cannot be read.
+// acknowledged (tcpi_bytes_acked, as tcpBytesAcked), whether a data
+// segment is in flight (tcpi_unacked) and whether the window the peer last
+// advertised is open (tcpi_snd_wnd; a kernel too old to report it leaves
+// it 0, closed, and abortIfUnaccepted decides as before), asks reset, and
+// when it says so resets the connection there and then: SO_LINGER 0, and
+// a disconnect (connect to AF_UNSPEC: tcp_disconnect sends the reset and
+// discards the send queue; the descriptor stays open until it is closed).
+// bytesAcked is the count read in that pass; ok is false when c has no
+// descriptor or TCP_INFO cannot be read.
 //
 // Why at once, not by the close that follows: from the moment the count
 // is read, anything this kernel still sends and the peer acknowledges is
@@ -98,14 +100,14 @@ func cutSocket(c net.Conn) bool {
 // a reconnecting peer's admission no longer waited and the linger of its
 // second connection ended just as the receiver resumed. What remains is
 // the time between two system calls.
-func resetIf(c net.Conn, reset func(bytesAcked int64, inFlight bool) bool) (bytesAcked int64, didReset, ok bool) {
+func resetIf(c net.Conn, reset func(bytesAcked int64, inFlight, windowOpen bool) bool) (bytesAcked int64, didReset, ok bool) {
 	ok = onFD(c, func(fd int) error {
 		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 		if err != nil {
 			return err
 		}
 		bytesAcked = int64(info.Bytes_acked)
-		if !reset(bytesAcked, info.Unacked != 0) {
+		if !reset(bytesAcked, info.Unacked != 0, info.Snd_wnd != 0) {
 			return nil
 		}
 		if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {

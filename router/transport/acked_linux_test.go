@@ -379,7 +379,7 @@ func TestResetIfResetsAtOnce(t *testing.T) {
 	}
 	send(1000)
 	waitFor(t, 5*time.Second, "1,000 bytes acknowledged", acknowledged(1000))
-	if _, reset, ok := resetIf(dialled, func(int64, bool) bool { return false }); !ok || reset {
+	if _, reset, ok := resetIf(dialled, func(int64, bool, bool) bool { return false }); !ok || reset {
 		t.Fatalf("resetIf told not to reset: reset %v, ok %v", reset, ok)
 	}
 	send(2000)
@@ -388,7 +388,7 @@ func TestResetIfResetsAtOnce(t *testing.T) {
 		acked    int64
 		inFlight bool
 	}
-	raw, reset, ok := resetIf(dialled, func(acked int64, inFlight bool) bool {
+	raw, reset, ok := resetIf(dialled, func(acked int64, inFlight, _ bool) bool {
 		asked.acked, asked.inFlight = acked, inFlight
 		return true
 	})

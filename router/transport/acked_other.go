@@ -15,6 +15,6 @@ func unreadBytes(net.Conn) (int, bool) { return 0, false }
 func cutSocket(net.Conn) bool { return false }
 
 // resetIf cannot read acknowledgements here: nothing is reset.
-func resetIf(net.Conn, func(bytesAcked int64, inFlight bool) bool) (int64, bool, bool) {
+func resetIf(net.Conn, func(bytesAcked int64, inFlight, windowOpen bool) bool) (int64, bool, bool) {
 	return 0, false, false
 }

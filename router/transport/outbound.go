@@ -400,12 +400,14 @@ func (s *session) read() {
 		// (~18,000 records of TestStuckReceiverLongerThanTwoPeerTimeouts,
 		// the peer also cutting what it found superseded then). When what
 		// the peer has not acknowledged cannot reach it (nothing in
-		// flight, or the peer took nothing through the linger), a reset
-		// discards it here (the peer still reads what it acknowledged),
-		// and it is kept to be sent again. Otherwise the close stays
-		// graceful: a peer still taking data reads the connection to its
-		// end, also once the next connection supersedes it
-		// (peerConn.readOut).
+		// flight, or the peer took nothing through the linger and its
+		// window is closed), a reset discards it here (the peer still
+		// reads what it acknowledged), and it is kept to be sent again.
+		// Otherwise the close stays graceful and the connection is held
+		// (hold): a peer still taking data — or that may have taken what
+		// is in flight, its acknowledgements not processed here yet —
+		// reads the connection to its end, also once the next connection
+		// supersedes it (peerConn.readOut).
 		resetWhy, late = s.pc.abortIfUnaccepted()
 		if resetWhy == "" {
 			held = s.pc.givenUpEnds()

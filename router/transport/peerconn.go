@@ -795,15 +795,29 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 // through the linger (the reader has stopped), when what the peer has not
 // acknowledged cannot reach it: either no data segment is in flight
 // (TCP_INFO tcpi_unacked 0: it was never transmitted), or the peer
-// acknowledged nothing during the whole linger (its process stopped or its
-// reader stuck, its buffer full: what is in flight is being refused and
-// retransmitted). The reset discards it here — the peer still reads what
-// it acknowledged — and it returns, with why, the one-way messages past
-// what the peer had acknowledged at that instant (resetIf: the count is
-// read in the same pass as the reset), which it will never get.
-// Otherwise (segments in flight while the peer still took data) their
-// fate is unknown, and it returns "": the close stays graceful and they
-// count as delivered.
+// acknowledged nothing during the whole linger and the window it last
+// advertised is closed (its process stopped or its reader stuck, its
+// buffer full: what is in flight is being refused and retransmitted). The
+// reset discards it here — the peer still reads what it acknowledged —
+// and it returns, with why, the one-way messages past what the peer had
+// acknowledged at that instant (resetIf: the count is read in the same
+// pass as the reset), which it will never get. Otherwise their fate is
+// unknown, and it returns "": the close stays graceful, they count as
+// delivered, and the session holds the connection until the peer
+// acknowledges them (session.hold).
+//
+// Unknown too with nothing acknowledged through the linger while
+// segments are in flight into a window the peer last advertised open:
+// a receiver that resumed at the end of the linger may have taken them
+// already, its acknowledgements not processed by this kernel yet (its
+// own backlog, or this one's, on a loaded machine). Reset, it read them
+// before the reset and got them again on the next connection (a run of
+// TestStuckReceiverLongerThanTwoPeerTimeouts under load delivered 344
+// records twice so; TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken).
+// The price: a stuck peer whose kernel dropped segments it had advertised
+// room for (its queue pruned under a flood of small segments) is held too,
+// not reset, and what the hold's bound does not see acknowledged is
+// counted lost (Stats.HeldLost) instead of being sent again.
 //
 // What is left is a race of two system calls: a stopped peer that resumes
 // and takes a segment between the count and the reset would get it and
@@ -816,9 +830,9 @@ func (pc *peerConn) abortIfUnaccepted() (why string, undelivered []outItem) {
 		return "", nil
 	}
 	at := pc.drainAcked.Load()
-	raw, reset, ok := resetIf(pc.zc.raw, func(raw int64, inFlight bool) bool {
+	raw, reset, ok := resetIf(pc.zc.raw, func(raw int64, inFlight, windowOpen bool) bool {
 		switch acked := raw - pc.zc.ack.base; {
-		case at >= 0 && acked == at:
+		case at >= 0 && acked == at && !(inFlight && windowOpen):
 			why = "the peer took nothing through the linger"
 		case !inFlight:
 			why = "nothing in flight"

@@ -1,0 +1,127 @@
+//go:build linux
+
+package transport
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// deafen makes c's kernel drop every segment its peer sends from now on
+// (a socket filter that accepts nothing), until the returned function
+// undoes it: what the peer acknowledges meanwhile is, for this side, not
+// processed yet — what a loaded machine does for a while to the
+// acknowledgements of a receiver that just resumed reading.
+func deafen(t *testing.T, c net.Conn) (undo func()) {
+	t.Helper()
+	dropAll := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
+	prog := unix.SockFprog{Len: uint16(len(dropAll)), Filter: &dropAll[0]}
+	if !onFD(c, func(fd int) error { return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog) }) {
+		t.Fatal("cannot attach the socket filter")
+	}
+	return func() {
+		if !onFD(c, func(fd int) error { return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DETACH_FILTER, 0) }) {
+			t.Error("cannot detach the socket filter")
+		}
+	}
+}
+
+// A connection given up after a linger through which the peer's
+// acknowledgements did not move, but with segments in flight into the
+// window the peer last advertised open, must not be reset and its
+// unacknowledged messages sent again: the peer may have taken those
+// segments already — a receiver that resumed at the end of the linger
+// queued them, and this kernel had not processed its acknowledgements
+// yet — and then it reads them twice. The scene: this kernel stops
+// processing what the peer sends (deafen), one-way messages leave and the
+// peer's kernel takes every one of them, and the connection is given up.
+// Reset, the peer read each of them before the reset, while the give-up
+// kept them to be sent again (a run of
+// TestStuckReceiverLongerThanTwoPeerTimeouts under load delivered 344
+// records twice so). Now such a
+// connection is not reset: its messages count as delivered and it is
+// held until the peer acknowledges them (session.hold).
+func TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken(t *testing.T) {
+	d, r := zmtpPair(t)
+	pc := newPeerConn(d, 1000, 0, time.Second)
+	pc.start()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := pc.enqueue(outItem{frames: item(i).frames, size: 1, keep: true}); err != nil {
+				t.Fatalf("enqueue %d: %v", i, err)
+			}
+		}
+		waitFor(t, 5*time.Second, "the writer to flush", pc.flushed)
+	}
+	start := d.g.written()
+	send(0, 100)
+	waitFor(t, 5*time.Second, "the peer's kernel to acknowledge", func() bool {
+		n, _ := d.ack.acked()
+		return n == d.g.written()
+	})
+	undo := deafen(t, d.raw)
+	send(100, 1000)
+	waitFor(t, 5*time.Second, "the peer's kernel to take every message", func() bool {
+		n, ok := unreadBytes(r.raw)
+		return ok && int64(n) == d.g.written()-start
+	})
+	pc.drainClose(context.Background(), errors.New("given up"), time.Minute)
+	pc.wait()
+	if unsent := pc.takeUnsent(); len(unsent) != 0 {
+		t.Fatalf("%d records not written, want all written", len(unsent))
+	}
+	// The scene is the one under test: nothing acknowledged since the
+	// drain began, segments in flight, the peer's window open.
+	var info *unix.TCPInfo
+	onFD(d.raw, func(fd int) (err error) {
+		info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		return err
+	})
+	if acked, _ := d.ack.acked(); info == nil || acked != pc.drainAcked.Load() || info.Unacked == 0 || info.Snd_wnd == 0 {
+		t.Fatalf("not the scene under test: acknowledged %d (at the drain %d), TCP_INFO %+v", acked, pc.drainAcked.Load(), info)
+	}
+
+	why, late := pc.abortIfUnaccepted()
+	var ends []int64
+	if why == "" {
+		// Not reset: the session holds the connection until the peer's
+		// kernel acknowledged what it counts delivered (session.hold).
+		ends = pc.givenUpEnds()
+	}
+	undo()
+	held := make(chan holdResult, 1)
+	go func() { held <- holdUntilAcked(context.Background(), d.raw, d.ack.acked, ends, 10*time.Second, nil) }()
+	delivered := map[int]int{}
+	_ = r.raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var err error
+	for {
+		var frames [][]byte
+		if frames, err = r.recv(); err != nil {
+			break
+		}
+		delivered[itemNo(t, outItem{frames: frames})]++
+	}
+	t.Logf("give-up: reset %q, %d kept to be sent again, %d held; the peer read %d messages, then %v", why, len(late), len(ends), len(delivered), err)
+	for _, it := range late {
+		if no := itemNo(t, it); delivered[no] > 0 {
+			t.Fatalf("message %d reached the peer and was kept to be sent again (%d of 1,000 kept; reset: %s)", no, len(late), why)
+		}
+	}
+	for i := range 1000 {
+		if delivered[i] != 1 {
+			t.Fatalf("message %d read %d times, want once", i, delivered[i])
+		}
+	}
+	if len(ends) != 900 {
+		t.Fatalf("%d messages held, want the 900 in flight", len(ends))
+	}
+	if h := <-held; h.pending != 0 {
+		t.Fatalf("the hold ended with %d pending: %s", h.pending, h.why)
+	}
+	pc.release()
+}
