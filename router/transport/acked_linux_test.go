@@ -159,6 +159,24 @@ func zmtpPair(t *testing.T) (dealer, router *zconn) {
 	return zmtpPairOn(t, func(c net.Conn) net.Conn { return c })
 }
 
+// keptSender starts a peerConn writing to d and returns it with a send
+// that enqueues one-way messages from..to-1 (kept on a give-up) and waits
+// for the writer to flush them.
+func keptSender(t *testing.T, d *zconn) (*peerConn, func(from, to int)) {
+	t.Helper()
+	pc := newPeerConn(d, 1000, 0, time.Second)
+	pc.start()
+	return pc, func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if err := pc.enqueue(outItem{frames: item(i).frames, size: 1, keep: true}); err != nil {
+				t.Fatalf("enqueue %d: %v", i, err)
+			}
+		}
+		waitFor(t, 5*time.Second, "the writer to flush", pc.flushed)
+	}
+}
+
 // zmtpPairOn is zmtpPair with the dialled socket wrapped by wrap.
 func zmtpPairOn(t *testing.T, wrap func(net.Conn) net.Conn) (dealer, router *zconn) {
 	t.Helper()
@@ -193,16 +211,7 @@ func zmtpPairOn(t *testing.T, wrap func(net.Conn) net.Conn) (dealer, router *zco
 // acknowledgement counted as delivered.
 func TestDrainCloseOfAResetConnectionKeepsWhatWasNotAcknowledged(t *testing.T) {
 	d, r := zmtpPair(t)
-	pc := newPeerConn(d, 1000, 0, time.Second)
-	pc.start()
-	send := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := pc.enqueue(outItem{frames: item(i).frames, size: 1, keep: true}); err != nil {
-				t.Fatalf("enqueue %d: %v", i, err)
-			}
-		}
-		waitFor(t, 5*time.Second, "the writer to flush", pc.flushed)
-	}
+	pc, send := keptSender(t, d)
 	send(0, 100)
 	waitFor(t, 5*time.Second, "the peer's kernel to acknowledge", func() bool {
 		n, _ := d.ack.acked()

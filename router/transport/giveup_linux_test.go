@@ -48,16 +48,7 @@ func deafen(t *testing.T, c net.Conn) (undo func()) {
 // held until the peer acknowledges them (session.hold).
 func TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken(t *testing.T) {
 	d, r := zmtpPair(t)
-	pc := newPeerConn(d, 1000, 0, time.Second)
-	pc.start()
-	send := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := pc.enqueue(outItem{frames: item(i).frames, size: 1, keep: true}); err != nil {
-				t.Fatalf("enqueue %d: %v", i, err)
-			}
-		}
-		waitFor(t, 5*time.Second, "the writer to flush", pc.flushed)
-	}
+	pc, send := keptSender(t, d)
 	start := d.g.written()
 	send(0, 100)
 	waitFor(t, 5*time.Second, "the peer's kernel to acknowledge", func() bool {
