@@ -371,7 +371,14 @@ func (p *Publisher) plan(ctx context.Context, d record.MeshNodeDescriptor, c []b
 			if lerr != nil {
 				return res, req, nil, true, fmt.Errorf("directory: publish: %w", lerr)
 			}
-			if lc.Valid || lc.Unreadable {
+			// A lease another run reacquired under a newer generation
+			// (its OwnerId is its own: never reused) is alive too, about to
+			// republish; until 2026-12-06 it counted as gone, and a second
+			// process started with the same routing id took a live run's
+			// descriptor over. Our own run's older descriptor (we lost our
+			// lease and reacquired it) is ours to replace.
+			reacquiredByOther := lc.Reacquired && stored.OwnerID != d.OwnerID
+			if lc.Valid || reacquiredByOther || lc.Unreadable {
 				// Alive, or not provably dead: two nodes must never share a
 				// mesh+routing id.
 				return res, req, nil, true, &RoutingIDInUseError{

@@ -143,8 +143,14 @@ func TestPublishOtherRun(t *testing.T) {
 		{name: "other lease expired: takeover", takeover: true, setup: func(t *testing.T, _ locstore.Store, clock *memory.ManualClock, _ *testLease) {
 			clock.Advance(leaseTTL)
 		}},
-		{name: "other owner holds another generation: takeover", takeover: true, setup: func(t *testing.T, s locstore.Store, _ *memory.ManualClock, other *testLease) {
+		// The other run lost its lease and reacquired it (its OwnerId is
+		// its own): alive, about to republish — not taken over.
+		{name: "other run reacquired its lease: routing id in use", setup: func(t *testing.T, s locstore.Store, _ *memory.ManualClock, other *testLease) {
 			putLease(t, s, other.owner, other.gen+1, leaseTTL)
+		}},
+		{name: "other run's reacquired lease expired: takeover", takeover: true, setup: func(t *testing.T, s locstore.Store, clock *memory.ManualClock, other *testLease) {
+			putLease(t, s, other.owner, other.gen+1, leaseTTL)
+			clock.Advance(leaseTTL)
 		}},
 	}
 	for _, tt := range tests {
@@ -678,5 +684,26 @@ func TestPublishWithLeaseManager(t *testing.T) {
 	}
 	if !strings.HasPrefix(p.Key(), "mesh-node:") {
 		t.Fatalf("key %q", p.Key())
+	}
+}
+
+// A run that lost its owner lease and reacquired it (same OwnerId, a newer
+// generation) replaces its own older descriptor, while another run with
+// the same routing id is refused: the reacquired lease is a live run's.
+func TestPublishAfterReacquiringOwnLease(t *testing.T) {
+	mem, _ := newMem(t)
+	old := grantLease(t, mem, "owner-back", 3, leaseTTL)
+	mustPublish(t, newPublisher(t, mem, old, nil, "game", ridA), descriptor("game", ridA, "tcp://back:1"), directory.Published)
+	back := grantLease(t, mem, "owner-back", 4, leaseTTL) // the same run, reacquired
+	other := grantLease(t, mem, "owner-other", 9, leaseTTL)
+	if _, err := newPublisher(t, mem, other, nil, "game", ridA).Publish(context.Background(), descriptor("game", ridA, "tcp://other:1")); !errors.Is(err, directory.ErrRoutingIDInUse) {
+		t.Fatalf("another run's Publish = %v, want ErrRoutingIDInUse while the first run's reacquired lease lives", err)
+	}
+	res, err := newPublisher(t, mem, back, nil, "game", ridA).Publish(context.Background(), descriptor("game", ridA, "tcp://back:1"))
+	if err != nil || res.Outcome != directory.Published {
+		t.Fatalf("the run's own republish after reacquiring = %+v, %v", res, err)
+	}
+	if got, _ := stored(t, mem, mustKey(t, "game", ridA)); got.OwnerID != "owner-back" || got.LeaseGeneration != 4 {
+		t.Fatalf("stored %+v, want owner-back at generation 4", got)
 	}
 }
