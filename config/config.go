@@ -26,6 +26,8 @@ package config
 import (
 	"encoding/hex"
 	"time"
+
+	"github.com/meshnode/meshnode/follow"
 )
 
 // ObjectRole is a MeshNode's object role (spec §2).
@@ -154,9 +156,17 @@ type LeaseConfig struct {
 // RoutingConfig is the route cache and Message Follow timing of §7.3.
 // 0 disables the feature.
 type RoutingConfig struct {
-	RouteCacheMaxAge      time.Duration `koanf:"route_cache_max_age"`
+	RouteCacheMaxAge time.Duration `koanf:"route_cache_max_age"`
+	// RouteCacheMaxEntries bounds the routes a node caches (least recently
+	// used first out): a node sending to more objects than this reads the
+	// store again for the ones it evicted.
+	RouteCacheMaxEntries  int           `koanf:"route_cache_max_entries"`
 	MessageFollowDuration time.Duration `koanf:"message_follow_duration"`
 }
+
+// Bounds of routing.route_cache_max_entries: an entry is ~200 bytes, so
+// the largest cache is ~3 GiB, which a node can hold only on purpose.
+const MaxRouteCacheEntries = 16 << 20
 
 // TransportConfig tunes the ROUTER/DEALER transport (design WIRE.md).
 type TransportConfig struct {
@@ -343,6 +353,7 @@ func Default() Config {
 		},
 		Routing: RoutingConfig{
 			RouteCacheMaxAge:      15 * time.Second,
+			RouteCacheMaxEntries:  follow.DefaultMaxEntries,
 			MessageFollowDuration: 30 * time.Second,
 		},
 		Transport: TransportConfig{

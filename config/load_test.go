@@ -51,7 +51,7 @@ func nodeYAML() Config {
 			Limits: LimitsConfig{Actors: 5000, Spots: 2000, SpotTypes: map[string]int{"Chat": 100, "com.example.Room": 7}},
 		},
 		Lease:   LeaseConfig{RenewInterval: 4 * time.Second, TTL: 20 * time.Second, RenewTimeout: 2 * time.Second, FencingMargin: 6 * time.Second},
-		Routing: RoutingConfig{RouteCacheMaxAge: 10 * time.Second, MessageFollowDuration: 20 * time.Second},
+		Routing: RoutingConfig{RouteCacheMaxAge: 10 * time.Second, RouteCacheMaxEntries: 65536, MessageFollowDuration: 20 * time.Second},
 		Transport: TransportConfig{LivenessInterval: 2 * time.Second, PeerTimeout: 9 * time.Second,
 			SendQueueLimit: 500, RequestTimeout: 7 * time.Second, MaxUnadmitted: 16, MaxPeers: 200, IOBufferBytes: 32 << 10, Curve: CurveConfig{AllowedKeys: []string{}}},
 		LocationStore: StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{

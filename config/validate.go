@@ -256,6 +256,9 @@ func (r RoutingConfig) validate(ps *problems) {
 	if r.RouteCacheMaxAge < 0 {
 		ps.add("routing.route_cache_max_age", "must not be negative (0 disables the route cache), got %s", r.RouteCacheMaxAge)
 	}
+	if r.RouteCacheMaxEntries < 1 || r.RouteCacheMaxEntries > MaxRouteCacheEntries {
+		ps.add("routing.route_cache_max_entries", "must be 1..%d, got %d", MaxRouteCacheEntries, r.RouteCacheMaxEntries)
+	}
 	if r.MessageFollowDuration < 0 {
 		ps.add("routing.message_follow_duration", "must not be negative (0 disables Message Follow), got %s", r.MessageFollowDuration)
 	}

@@ -153,7 +153,7 @@ func TestValidateRules(t *testing.T) {
 
 		// routing (§7.3)
 		{name: "negative routing durations", mutate: func(c *Config) {
-			c.Routing = RoutingConfig{RouteCacheMaxAge: -time.Second, MessageFollowDuration: -time.Second}
+			c.Routing.RouteCacheMaxAge, c.Routing.MessageFollowDuration = -time.Second, -time.Second
 		}, want: []Problem{
 			p("routing.route_cache_max_age", "must not be negative (0 disables the route cache), got -1s"),
 			p("routing.message_follow_duration", "must not be negative (0 disables Message Follow), got -1s"),
@@ -162,10 +162,13 @@ func TestValidateRules(t *testing.T) {
 			want: []Problem{p("routing.route_cache_max_age", "must be at least 5s shorter than routing.message_follow_duration (spec §7.3): 26s is not at most 30s - 5s = 25s")}},
 		{name: "cache exactly 5s shorter", mutate: func(c *Config) { c.Routing.RouteCacheMaxAge = 25 * time.Second }},
 		{name: "follow disabled allows any cache age", mutate: func(c *Config) {
-			c.Routing = RoutingConfig{RouteCacheMaxAge: time.Minute, MessageFollowDuration: 0}
+			c.Routing.RouteCacheMaxAge, c.Routing.MessageFollowDuration = time.Minute, 0
 		}},
 		{name: "cache disabled allows short follow", mutate: func(c *Config) {
-			c.Routing = RoutingConfig{RouteCacheMaxAge: 0, MessageFollowDuration: time.Second}
+			c.Routing.RouteCacheMaxAge, c.Routing.MessageFollowDuration = 0, time.Second
+		}},
+		{name: "route cache entries out of range", mutate: func(c *Config) { c.Routing.RouteCacheMaxEntries = 0 }, want: []Problem{
+			p("routing.route_cache_max_entries", "must be 1..16777216, got 0"),
 		}},
 
 		// transport

@@ -399,7 +399,8 @@ func newObjects(n *Node) (*objects, error) {
 	if o.chunks, err = chunk.NewRegistry(chunk.Limits{}); err != nil {
 		return nil, err
 	}
-	if o.cache, err = follow.NewCache(n.clock, follow.CacheOptions{MaxAge: n.cfg.Routing.RouteCacheMaxAge}); err != nil {
+	if o.cache, err = follow.NewCache(n.clock, follow.CacheOptions{MaxAge: n.cfg.Routing.RouteCacheMaxAge,
+		MaxEntries: n.cfg.Routing.RouteCacheMaxEntries}); err != nil {
 		return nil, err
 	}
 	if o.follow, err = follow.NewTable(n.clock, n.cfg.Routing.MessageFollowDuration); err != nil {
