@@ -164,8 +164,9 @@ type RoutingConfig struct {
 	MessageFollowDuration time.Duration `koanf:"message_follow_duration"`
 }
 
-// Bounds of routing.route_cache_max_entries: an entry is ~200 bytes, so
-// the largest cache is ~3 GiB, which a node can hold only on purpose.
+// Bounds of routing.route_cache_max_entries: an entry is ~260 bytes
+// (follow BenchmarkCacheEntryBytes), so the largest cache is ~4 GiB, which
+// a node holds only on purpose.
 const MaxRouteCacheEntries = 16 << 20
 
 // TransportConfig tunes the ROUTER/DEALER transport (design WIRE.md).

@@ -119,7 +119,7 @@ var help = map[string]string{
 	"lease.renew_timeout":                             "timeout of one renew request (spec §5)",
 	"lease.fencing_margin":                            "owner lease fencing margin; renew_interval + renew_timeout < ttl - fencing_margin (spec §5)",
 	"routing.route_cache_max_age":                     "how long a Ready location stays cached; 0 disables the cache (spec §7.3)",
-	"routing.route_cache_max_entries":                 "how many routes a node caches, least recently used out first (~200 bytes each); a node sending to more objects reads the store for the ones evicted",
+	"routing.route_cache_max_entries":                 "how many routes a node caches, least recently used out first (~260 bytes each: follow BenchmarkCacheEntryBytes); a node sending to more objects reads the store for the ones evicted",
 	"routing.message_follow_duration":                 "how long a previous owner forwards messages after a move; 0 disables Message Follow (spec §7.3)",
 	"transport.liveness_interval":                     "liveness probe interval to a silent peer",
 	"transport.peer_timeout":                          "silence after which a peer is down; must exceed liveness_interval",

@@ -2,6 +2,7 @@ package follow
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -66,4 +67,38 @@ func BenchmarkForward(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCacheEntryBytes reports the heap one cached route takes, with
+// the sizes a mesh has (a 16-byte RID, a 32-character OwnerId shared by
+// the node's routes, a Redis-style store version, ~12-byte ids): the
+// figure behind routing.route_cache_max_entries' "~N bytes each" in
+// docs/OPERATIONS.md.
+func BenchmarkCacheEntryBytes(b *testing.B) {
+	const entries = 100_000
+	owner := Owner{ID: "0123456789abcdef0123456789abcdef", LeaseGeneration: 3}
+	rid := []byte("0123456789abcdef")
+	var perEntry float64
+	for range b.N {
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		c, err := NewCache(monoClock{time.Now()}, CacheOptions{MaxAge: time.Hour, MaxEntries: entries})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range entries {
+			r := Ready{Key: Key{Kind: KindActor, ID: fmt.Sprintf("user:%07d", i)}, ObjectGeneration: uint64(i + 1),
+				AuthorityOwnerGeneration: 2, StoreVersion: fmt.Sprintf("%d-0", 1_700_000_000_000+i), Owner: owner,
+				ValidUntil: time.Hour, Route: Route{NodeRID: rid, NodeGeneration: 7, Endpoint: "tcp://10.0.0.5:7001"}}
+			if ok, err := c.Put(r); !ok || err != nil {
+				b.Fatalf("Put = %v, %v", ok, err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		perEntry = float64(m1.HeapAlloc-m0.HeapAlloc) / entries
+		runtime.KeepAlive(c)
+	}
+	b.ReportMetric(perEntry, "bytes/entry")
 }
