@@ -170,13 +170,19 @@ func (d *decoder) stringList(key string, raw any) (reflect.Value, bool) {
 		return reflect.ValueOf(splitList(v)), true
 	case []any:
 		out := make([]string, 0, len(v))
+		ok := true
 		for i, e := range v {
-			s, ok := e.(string)
-			if !ok {
+			s, good := e.(string)
+			if !good {
+				// Every bad entry, not only the first.
 				d.report(key, "entry %d must be a string, got %s", i+1, show(e))
-				return reflect.Value{}, false
+				ok = false
+				continue
 			}
 			out = append(out, s)
+		}
+		if !ok {
+			return reflect.Value{}, false
 		}
 		return reflect.ValueOf(out), true
 	}
@@ -194,10 +200,11 @@ func (d *decoder) intMap(key string, raw any) (reflect.Value, bool) {
 			entries[k] = n
 		}
 	case string:
+		// A malformed pair is reported, and the well-formed ones are still
+		// decoded and checked: every problem of the value at once.
 		m, ok := parsePairs(v)
 		if !ok {
 			d.report(key, "must be type=n pairs separated by commas, got %q", v)
-			return reflect.Value{}, false
 		}
 		entries = m
 	default:
@@ -210,17 +217,18 @@ func (d *decoder) intMap(key string, raw any) (reflect.Value, bool) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	ok := true
+	// An entry that is not an integer is reported and left out; the others
+	// are kept, so that Validate checks them too and every problem of the
+	// map is listed at once (the configuration is refused either way).
 	for _, k := range names {
 		n, good := toInt64(entries[k])
 		if !good || int64(int(n)) != n {
 			d.report(key+"."+k, "must be an integer, got %s", show(entries[k]))
-			ok = false
 			continue
 		}
 		out[k] = int(n)
 	}
-	return reflect.ValueOf(out), ok
+	return reflect.ValueOf(out), true
 }
 
 // splitList splits a comma-separated list, trimming blanks and dropping
@@ -235,17 +243,20 @@ func splitList(s string) []string {
 	return out
 }
 
-// parsePairs parses "a=1,b=2" into a map of string values.
+// parsePairs parses "a=1,b=2" into a map of string values. It reports
+// false when a pair has no "=", and returns the well-formed pairs anyway.
 func parsePairs(s string) (map[string]any, bool) {
 	out := map[string]any{}
+	ok := true
 	for _, p := range splitList(s) {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok {
-			return nil, false
+		k, v, found := strings.Cut(p, "=")
+		if !found {
+			ok = false
+			continue
 		}
 		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
-	return out, true
+	return out, ok
 }
 
 func toDuration(raw any) (time.Duration, bool) {

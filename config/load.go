@@ -179,6 +179,20 @@ func (c Config) valueAt(key string) (any, bool) {
 func layer(merged, k *koanf.Koanf, src source, problems []Problem) ([]Problem, error) {
 	scratch := Default()
 	problems = append(problems, decode(&scratch, k.Raw(), src)...)
+	// A type=n value with a malformed pair stayed a string for decode to
+	// report; its well-formed pairs still merge entry by entry, so that
+	// Validate checks them with the rest.
+	for _, key := range k.Keys() {
+		if kk, ok := lookupLeaf(key); ok && kk.typ.Kind() == reflect.Map {
+			if s, ok := k.Get(key).(string); ok {
+				m, _ := parsePairs(s)
+				k.Delete(key)
+				if err := k.Set(key, m); err != nil {
+					return problems, err
+				}
+			}
+		}
+	}
 	return problems, merged.Merge(k)
 }
 

@@ -274,7 +274,7 @@ location_store:
     addrs: 6379
 relocation_store:
   redis:
-    addrs: [a:1, 2]
+    addrs: [a:1, 2, b:2, 4]
 `, want: func(f string) []Problem {
 			in := ` (in file "` + f + `")`
 			return []Problem{
@@ -286,6 +286,7 @@ relocation_store:
 				p("routing", `must be a mapping of keys, got "5s"`+in),
 				p("location_store.redis.addrs", "must be a list of strings or a comma-separated string, got 6379"+in),
 				p("relocation_store.redis.addrs", "entry 2 must be a string, got 2"+in),
+				p("relocation_store.redis.addrs", "entry 4 must be a string, got 4"+in),
 			}
 		}},
 		{name: "a later layer does not hide a file problem", yaml: "lease: 5s\n",
@@ -317,6 +318,31 @@ relocation_store:
 		{name: "flag map entry", args: []string{"--node.limits.spot_types", "Room=2", "--node.limits.spot_types=Chat=abc"},
 			want: func(string) []Problem {
 				return []Problem{p("node.limits.spot_types.Chat", `must be an integer, got "abc" (from flag --node.limits.spot_types)`)}
+			}},
+		{name: "every entry of a map value", env: []string{"MESHNODE_NODE__LIMITS__SPOT_TYPES=Chat=-1,Room=x"},
+			want: func(string) []Problem {
+				from := " (from environment variable MESHNODE_NODE__LIMITS__SPOT_TYPES)"
+				return []Problem{
+					p("node.limits.spot_types.Room", `must be an integer, got "x"`+from),
+					p("node.limits.spot_types.Chat", "must be 0 (no limit) or 1..2147483647, got -1"+from),
+				}
+			}},
+		{name: "every entry of a map across layers", yaml: "node:\n  limits:\n    spot_types:\n      Room: x\n",
+			args: []string{"--node.limits.spot_types=Chat=-2,Lobby=3"},
+			want: func(f string) []Problem {
+				return []Problem{
+					p("node.limits.spot_types.Room", `must be an integer, got "x" (in file "`+f+`")`),
+					p("node.limits.spot_types.Chat", "must be 0 (no limit) or 1..2147483647, got -2 (from flag --node.limits.spot_types)"),
+				}
+			}},
+		{name: "a malformed pair does not hide the others", env: []string{"MESHNODE_NODE__LIMITS__SPOT_TYPES=Chat=-1,Room,Lobby=y"},
+			want: func(string) []Problem {
+				from := " (from environment variable MESHNODE_NODE__LIMITS__SPOT_TYPES)"
+				return []Problem{
+					p("node.limits.spot_types", `must be type=n pairs separated by commas, got "Chat=-1,Room,Lobby=y"`+from),
+					p("node.limits.spot_types.Lobby", `must be an integer, got "y"`+from),
+					p("node.limits.spot_types.Chat", "must be 0 (no limit) or 1..2147483647, got -1"+from),
+				}
 			}},
 		{name: "flag map without pairs", args: []string{"--node.limits.spot_types=Chat"},
 			want: func(string) []Problem {
