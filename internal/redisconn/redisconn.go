@@ -104,7 +104,8 @@ func ContextTimeoutEnabled(c goredis.UniversalClient) bool {
 }
 
 // Explain wraps err, the failure of a connection's first command, in
-// ErrAuth, ErrTLS or ErrNotRedis when it is one of those, so that a startup error says
+// ErrAuth, ErrTLS, ErrNotRedis or ErrMeshPort (a TLS handshake answered
+// with a ZMTP greeting) when it is one of those, so that a startup error says
 // "authentication failed" rather than only the server's reply; other
 // errors are returned unchanged. No credential is ever part of the text:
 // Redis's replies do not echo the password.
@@ -114,6 +115,8 @@ func Explain(err error) error {
 		return nil
 	case isAuth(err):
 		return fmt.Errorf("%w: %w", ErrAuth, err)
+	case tlsFromMeshPort(err):
+		return &meshPortError{err: err}
 	case isTLS(err):
 		return fmt.Errorf("%w: %w", ErrTLS, err)
 	case strings.HasPrefix(err.Error(), "redis: can't parse"):

@@ -115,11 +115,15 @@ const (
 var ErrClosed = errors.New("locstore/redis: store closed")
 
 // ErrAuth is the cause of New's ProviderError when the server refused the
-// user name or password; ErrTLS when no TLS session could be set up. Both
-// are the same values for the Relocation Store provider.
+// user name or password; ErrTLS when no TLS session could be set up;
+// ErrNotRedis when the address answered in another protocol, and
+// ErrMeshPort (also ErrNotRedis) when that was a meshnode node's mesh port.
+// They are the same values for the Relocation Store provider.
 var (
-	ErrAuth = redisconn.ErrAuth
-	ErrTLS  = redisconn.ErrTLS
+	ErrAuth     = redisconn.ErrAuth
+	ErrTLS      = redisconn.ErrTLS
+	ErrNotRedis = redisconn.ErrNotRedis
+	ErrMeshPort = redisconn.ErrMeshPort
 )
 
 // Options configures New.
@@ -235,7 +239,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	defer cancel()
 	if err := s.client.Ping(pctx).Err(); err != nil {
 		_ = s.client.Close()
-		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.Explain(err)}
+		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.ExplainOpen(err, opts.Addrs)}
 	}
 	if s.replicas != nil {
 		if err := redisconn.CheckWait(pctx, s.client, s.seqK); err != nil {

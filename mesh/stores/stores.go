@@ -229,6 +229,8 @@ func explainOpen(prefix string, r config.RedisConfig, err error) error {
 			err, prefix, prefix, config.EnvName(prefix+".redis.password"))
 	case errors.Is(err, redisconn.ErrTLS):
 		return fmt.Errorf("%w (check %s.redis.tls.*)", err, prefix)
+	case errors.Is(err, redisconn.ErrNotRedis):
+		return fmt.Errorf("%w (check %s.redis.addrs: it must name Redis servers, not a node's endpoint or admin listener)", err, prefix)
 	}
 	return err
 }

@@ -82,11 +82,15 @@ var ErrClosed = errors.New("redis relocation store is closed")
 var ErrFormat = errors.New("redis relocation store: unsupported or malformed record")
 
 // ErrAuth is the cause of New's ProviderError when the server refused the
-// user name or password; ErrTLS when no TLS session could be set up. Both
-// are the same values for the Location Store provider.
+// user name or password; ErrTLS when no TLS session could be set up;
+// ErrNotRedis when the address answered in another protocol, and
+// ErrMeshPort (also ErrNotRedis) when that was a meshnode node's mesh port.
+// They are the same values for the Location Store provider.
 var (
-	ErrAuth = redisconn.ErrAuth
-	ErrTLS  = redisconn.ErrTLS
+	ErrAuth     = redisconn.ErrAuth
+	ErrTLS      = redisconn.ErrTLS
+	ErrNotRedis = redisconn.ErrNotRedis
+	ErrMeshPort = redisconn.ErrMeshPort
 )
 
 // ErrIntegrity is the cause when the stored bytes do not match the length or
@@ -172,7 +176,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	defer cancel()
 	if err := s.c.Ping(octx).Err(); err != nil {
 		_ = s.c.Close()
-		return nil, s.fail(octx, "new", redisconn.Explain(err))
+		return nil, s.fail(octx, "new", redisconn.ExplainOpen(err, opts.Addrs))
 	}
 	if s.replicas != nil {
 		if err := redisconn.CheckWait(octx, s.c, s.prefix); err != nil {
