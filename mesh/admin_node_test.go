@@ -205,6 +205,36 @@ func TestAdminRelocate(t *testing.T) {
 	}
 }
 
+// POST /v1/relocate while a drain runs (a SIGTERM drain, not started
+// through the listener): the job fails at once saying a host command runs,
+// not "object is moving".
+func TestAdminRelocateDuringADrain(t *testing.T) {
+	c := adminCluster(t, 2)
+	n := c.nodes[1]
+	if err := n.beginHostMove(cmdDrain); err != nil { // as Drain holds it
+		t.Fatal(err)
+	}
+	defer n.endHostMove()
+	req, _ := http.NewRequest("POST", "http://"+n.AdminAddr()+"/v1/relocate", strings.NewReader(`{"requestId":"during-drain"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var j admin.Job
+	eventually(t, 10*time.Second, "the host command to end", func() bool {
+		_, body := c.adminGet(t, 1, "/v1/relocate/during-drain")
+		if err := json.Unmarshal([]byte(body), &j); err != nil {
+			t.Fatal(err)
+		}
+		return j.State != admin.JobRunning
+	})
+	if want := "mesh: a host command is already running on this node: a drain (the node is stopping)"; j.State != admin.JobFailed || j.Error != want {
+		t.Fatalf("job %s %q, want failed %q", j.State, j.Error, want)
+	}
+}
+
 // A node whose store refuses writes (Redis out of memory) says so where
 // operators and orchestrators look: /v1/status carries the refusal while
 // the renewals fail, and /readyz, once the admission deadline passed,

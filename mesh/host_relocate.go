@@ -122,26 +122,44 @@ func (r HostRelocationResult) LeftToTarget() []HostObjectResult {
 // meanwhile) or NotStarted (the deadline came first). The command ends once:
 // Completed, or ForceStopped at the deadline (§11).
 //
-// Errors: ErrMoving (a host Relocate is already running), ErrUnavailable
-// (the node is closing or its owner lease is not valid).
+// Errors: ErrHostCommandRunning (a host Relocate or a Drain is already
+// running), ErrUnavailable (the node is closing or its owner lease is not
+// valid).
 func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
-	if err := n.beginHostMove(); err != nil {
+	if err := n.beginHostMove(cmdRelocate); err != nil {
 		return HostRelocationResult{}, err
 	}
-	defer n.obj.hostMove.Store(false)
+	defer n.endHostMove()
 	return n.hostRelocate(ctx, opts, n.hostNow())
 }
 
-// beginHostMove checks the owner lease and marks the host command running
-// (no new creations, no incoming moves).
-func (n *Node) beginHostMove() error {
+// The host commands, as a refusal of another names the one running.
+var (
+	cmdRelocate = "a host relocation"
+	cmdDrain    = "a drain (the node is stopping)"
+)
+
+// beginHostMove checks the owner lease and marks the host command cmd
+// running (no new creations, no incoming moves).
+func (n *Node) beginHostMove(cmd string) error {
 	if err := n.lease.Gate().Admit(); err != nil {
 		return wrapErr(ErrUnavailable, err, "owner lease")
 	}
 	if !n.obj.hostMove.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: a host relocation is already running on this node", ErrMoving)
+		if running := n.obj.hostCmd.Load(); running != nil {
+			return fmt.Errorf("%w: %s", ErrHostCommandRunning, *running)
+		}
+		return ErrHostCommandRunning
 	}
+	n.obj.hostCmd.Store(&cmd)
 	return nil
+}
+
+// endHostMove ends the host command beginHostMove began. Its name goes
+// first, so that a refusal never names a command that ended.
+func (n *Node) endHostMove() {
+	n.obj.hostCmd.Store(nil)
+	n.obj.hostMove.Store(false)
 }
 
 // refreshForMoves makes a host command place on the mesh as it is now, not
@@ -747,7 +765,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// too — only for its shutdown to remove them (an operator try-out,
 	// 2026-12-06). hostMove is held until Close: nothing new lands here
 	// between the moves and the shutdown.
-	holding := n.beginHostMove() == nil
+	holding := n.beginHostMove(cmdDrain) == nil
 	if holding {
 		n.publishDraining(ctx)
 	}
@@ -769,7 +787,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		// shutdown.
 		n.awaitOwnLease(ctx, leaseWait)
 		if !holding {
-			if err := n.beginHostMove(); err != nil {
+			if err := n.beginHostMove(cmdDrain); err != nil {
 				res = n.unmoved("drain: "+err.Error(), opts.Progress)
 				n.log.Warn("drain: objects not moved", "objects", res.Progress.Total, "err", err)
 				break

@@ -185,10 +185,33 @@ func TestHostRelocateRefusesCreations(t *testing.T) {
 	if ownerIndex(t, c, record.ObjectActor, ref.ActorID) == 1 {
 		t.Fatal("the relocating node placed a creation on itself")
 	}
-	if _, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{}); !errorsIsAny(err, ErrMoving) {
-		t.Fatalf("a second host relocation: %v, want ErrMoving", err)
+	// A second host command is refused as such, not as an object moving.
+	if _, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{}); !errors.Is(err, ErrHostCommandRunning) || errors.Is(err, ErrMoving) {
+		t.Fatalf("a second host relocation: %v, want ErrHostCommandRunning (not ErrMoving)", err)
 	}
 	c.nodes[1].obj.hostMove.Store(false)
+}
+
+// A host command refused because another runs names the one running.
+func TestHostCommandRefusalNamesTheRunningOne(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 30*time.Second)
+	n := c.nodes[1]
+	for _, running := range []string{cmdDrain, cmdRelocate} {
+		if err := n.beginHostMove(running); err != nil {
+			t.Fatal(err)
+		}
+		_, err := n.Relocate(ctx, HostRelocateOptions{})
+		want := "mesh: a host command is already running on this node: " + running
+		if !errors.Is(err, ErrHostCommandRunning) || errors.Is(err, ErrMoving) || err.Error() != want {
+			t.Fatalf("Relocate during %s: %v, want %q (ErrHostCommandRunning)", running, err, want)
+		}
+		n.endHostMove()
+	}
+	// Ended, the command no longer refuses another.
+	if _, err := n.Relocate(ctx, HostRelocateOptions{}); err != nil {
+		t.Fatalf("Relocate after the command ended: %v", err)
+	}
 }
 
 // §11: the deadline stops the command: objects not started are NotStarted

@@ -40,6 +40,10 @@ var (
 	// ErrMoving: the object is being relocated; Destroy/Close refuse it
 	// (§7.2).
 	ErrMoving = errors.New("mesh: object is moving")
+	// ErrHostCommandRunning: a host command (Relocate, or a Drain, which
+	// runs until the node stopped) is already running on this node; the new
+	// one did not start and changed nothing.
+	ErrHostCommandRunning = errors.New("mesh: a host command is already running on this node")
 	// ErrDeadlineExceeded: the call's one deadline passed before the
 	// operation's completion condition held (§7). Errors carrying it also
 	// match context.DeadlineExceeded.

@@ -70,6 +70,9 @@ type objects struct {
 	// hostMove is set while a host Relocate runs (host_relocate.go): no
 	// new creations and no incoming moves.
 	hostMove atomic.Bool
+	// hostCmd says which host command took hostMove ("a host relocation",
+	// "a drain (the node is stopping)"), for the refusal of another.
+	hostCmd atomic.Pointer[string]
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted

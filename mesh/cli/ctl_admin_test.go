@@ -332,7 +332,7 @@ func TestMovedTo(t *testing.T) {
 // as "ended: open" above a table of zeros.
 func TestPrintOutcomeOfACommandRefusedAtItsStart(t *testing.T) {
 	j := admin.Job{ID: "r1", State: admin.JobFailed, Result: &admin.Result{End: "open"},
-		Error: "mesh: object is moving: a host relocation is already running on this node"}
+		Error: "mesh: a host command is already running on this node: a drain (the node is stopping)"}
 	var out, errb bytes.Buffer
 	if code := printOutcome(&out, &errb, j); code != ExitError {
 		t.Fatalf("exit %d, want %d", code, ExitError)
@@ -345,7 +345,7 @@ func TestPrintOutcomeOfACommandRefusedAtItsStart(t *testing.T) {
 			t.Errorf("stdout says %q:\n%s", bad, out.String())
 		}
 	}
-	if !strings.Contains(errb.String(), "already running on this node") {
+	if !strings.Contains(errb.String(), "meshnode ctl relocate: mesh: a host command is already running on this node: a drain") {
 		t.Errorf("stderr lacks the reason: %q", errb.String())
 	}
 }
