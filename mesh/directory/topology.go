@@ -24,7 +24,8 @@ type Row struct {
 	Weight   int
 	// Capacity is "actors A[+R]/L spots A[+R]/L" (+R: reserved, shown when
 	// non-zero; L: limit, "∞" when 0 = unlimited), plus " types N" when the
-	// descriptor lists per-type Spot usage.
+	// descriptor lists per-type Spot usage; "-" for a node that hosts no
+	// objects (role client or none) and counts none.
 	Capacity string
 	// Lease is "in 14.2s" (time left when the list was read, by the store's
 	// clock) or "expired" (missing, expired or another generation).
@@ -45,7 +46,7 @@ func Rows(s Snapshot) []Row {
 			State:    string(d.State),
 			Role:     string(d.ObjectRole),
 			Weight:   d.PlacementWeight,
-			Capacity: capacitySummary(d.Capacity),
+			Capacity: capacitySummary(d.ObjectRole, d.Capacity),
 			Lease:    "expired",
 		}
 		if e.LeaseValid {
@@ -76,12 +77,24 @@ func leaseLeft(expires, checked time.Time) string {
 	return "in " + left.Round(100*time.Millisecond).String()
 }
 
-func capacitySummary(c record.NodeCapacity) string {
+func capacitySummary(role record.ObjectRole, c record.NodeCapacity) string {
+	// A client or a node without objects hosts nothing: its limits are no
+	// capacity ("actors 0/∞" read as room without bound). Counts it did
+	// publish all the same are shown.
+	if role != record.RoleServer && empty(c) {
+		return "-"
+	}
 	s := "actors " + slots(c.Actors) + " spots " + slots(c.Spots)
 	if n := len(c.SpotTypes); n > 0 {
 		s += " types " + strconv.Itoa(n)
 	}
 	return s
+}
+
+// empty reports whether c counts no object, active or reserved.
+func empty(c record.NodeCapacity) bool {
+	return c.Actors.Active == 0 && c.Actors.Reserved == 0 && c.Spots.Active == 0 && c.Spots.Reserved == 0 &&
+		len(c.SpotTypes) == 0
 }
 
 func slots(u record.SlotUsage) string {

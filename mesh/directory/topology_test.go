@@ -56,6 +56,38 @@ func TestRows(t *testing.T) {
 	}
 }
 
+// A client (or a node of role none) hosts nothing: its capacity is "-",
+// not "actors 0/∞ spots 0/∞", which reads as room without bound. A server
+// with nothing and no limits still shows its unbounded room, and counts a
+// non-server did publish are shown.
+func TestCapacityOfANodeWithoutObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		role record.ObjectRole
+		c    record.NodeCapacity
+		want string
+	}{
+		{"client", record.RoleClient, record.NodeCapacity{}, "-"},
+		{"client with limits set", record.RoleClient, record.NodeCapacity{Actors: record.SlotUsage{Limit: 5}}, "-"},
+		{"none", record.RoleNone, record.NodeCapacity{}, "-"},
+		{"empty server", record.RoleServer, record.NodeCapacity{}, "actors 0/∞ spots 0/∞"},
+		{"client that counts objects", record.RoleClient, record.NodeCapacity{Spots: record.SlotUsage{Active: 1}}, "actors 0/∞ spots 1/∞"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := descriptor("a", []byte{0x01}, "tcp://h1:1")
+			d.ObjectRole, d.Capacity = tc.role, tc.c
+			if tc.role == record.RoleServer {
+				entry := "entry:1"
+				d.EntrySpotID = &entry
+			}
+			rows := directory.Rows(directory.Snapshot{Complete: true, Entries: []directory.Entry{{Descriptor: d}}})
+			if len(rows) != 1 || rows[0].Capacity != tc.want {
+				t.Fatalf("rows = %+v, want capacity %q", rows, tc.want)
+			}
+		})
+	}
+}
+
 func TestRenderTable(t *testing.T) {
 	var b bytes.Buffer
 	if err := directory.RenderTable(&b, directory.Rows(topologySnapshot())); err != nil {
@@ -64,8 +96,8 @@ func TestRenderTable(t *testing.T) {
 	want := "" +
 		"MESH  RID   ENDPOINT             STATE      ROLE    WEIGHT  CAPACITY                          LEASE\n" +
 		"a     01    tcp://h1:1           serving    server  100     actors 3+1/100 spots 2/∞ types 2  in 12.5s\n" +
-		"a     0200  tcp://host-two:5555  draining   client  0       actors 0/∞ spots 0/∞              expired\n" +
-		`b\tx  ff    tcp://h3:1           preparing  none    10000   actors 0/∞ spots 0/∞              expired` + "\n"
+		"a     0200  tcp://host-two:5555  draining   client  0       -                                 expired\n" +
+		`b\tx  ff    tcp://h3:1           preparing  none    10000   -                                 expired` + "\n"
 	if b.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
