@@ -4,48 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/testredis"
 )
-
-// zmtpGreeting is the greeting a meshnode mesh port sends first (zmq4,
-// NULL mechanism), as read from a node.
-var zmtpGreeting = append([]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0, 'N', 'U', 'L', 'L'}, make([]byte, 48)...)
-
-// fakePort listens on loopback and, on every connection, sends greeting
-// (nothing when nil) and then reads until the client goes.
-func fakePort(t *testing.T, greeting []byte) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if greeting != nil {
-					_, _ = c.Write(greeting)
-				}
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				buf := make([]byte, 512)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // pingOpen is a provider's open: a PING within a short operation timeout,
 // its failure explained by ExplainOpen.
@@ -62,8 +26,8 @@ func pingOpen(o Options) error {
 // then waits, so the PING only times out; the error names the address as a
 // mesh port instead of a bare "i/o timeout".
 func TestMeshPortIsNamed(t *testing.T) {
-	mesh := fakePort(t, zmtpGreeting)
-	silent := fakePort(t, nil)
+	mesh := testredis.FakePort(t, testredis.ZMTPGreeting)
+	silent := testredis.FakePort(t, nil)
 	for _, tc := range []struct {
 		name  string
 		addrs []string
@@ -99,7 +63,7 @@ func TestMeshPortIsNamed(t *testing.T) {
 		}
 	})
 	t.Run("other bytes", func(t *testing.T) {
-		addr := fakePort(t, []byte("\xFF not a greeting at all"))
+		addr := testredis.FakePort(t, []byte("\xFF not a greeting at all"))
 		err := pingOpen(Options{Addrs: []string{addr}})
 		if errors.Is(err, ErrMeshPort) {
 			t.Fatalf("err = %v, want no %v", err, ErrMeshPort)

@@ -2,44 +2,16 @@ package stores
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/testredis"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
 	relredis "github.com/meshnode/meshnode/relocstore/redis"
 )
-
-// greetingPort stands for a node's mesh port: it sends a ZMTP greeting on
-// every connection and then waits for the client's, as a node does.
-func greetingPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	greeting := append([]byte{0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0, 'N', 'U', 'L', 'L'}, make([]byte, 48)...)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = c.Write(greeting)
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				_, _ = c.Read(make([]byte, 512))
-				_, _ = c.Read(make([]byte, 512))
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // TestOpenAtAnotherService: a store address that is a node's mesh port or
 // an HTTP listener fails the open with ErrNotRedis (ErrMeshPort for the
@@ -48,7 +20,7 @@ func greetingPort(t *testing.T) string {
 func TestOpenAtAnotherService(t *testing.T) {
 	web := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(web.Close)
-	mesh := greetingPort(t)
+	mesh := testredis.FakePort(t, testredis.ZMTPGreeting)
 	for _, tc := range []struct {
 		name, addr string
 		want       error
