@@ -26,8 +26,6 @@ package config
 import (
 	"encoding/hex"
 	"time"
-
-	"github.com/meshnode/meshnode/follow"
 )
 
 // ObjectRole is a MeshNode's object role (spec §2).
@@ -168,6 +166,10 @@ type RoutingConfig struct {
 // (follow BenchmarkCacheEntryBytes), so the largest cache is ~4 GiB, which
 // a node holds only on purpose.
 const MaxRouteCacheEntries = 16 << 20
+
+// DefaultRouteCacheEntries is routing.route_cache_max_entries' default, the
+// bound the route cache had before it was a key (follow.DefaultMaxEntries).
+const DefaultRouteCacheEntries = 65536
 
 // TransportConfig tunes the ROUTER/DEALER transport (design WIRE.md).
 type TransportConfig struct {
@@ -354,7 +356,7 @@ func Default() Config {
 		},
 		Routing: RoutingConfig{
 			RouteCacheMaxAge:      15 * time.Second,
-			RouteCacheMaxEntries:  follow.DefaultMaxEntries,
+			RouteCacheMaxEntries:  DefaultRouteCacheEntries,
 			MessageFollowDuration: 30 * time.Second,
 		},
 		Transport: TransportConfig{
