@@ -123,3 +123,36 @@ func TestHostCommandDoesNotWaitForPeersThatAreLeaving(t *testing.T) {
 		t.Fatalf("moved %d, not moved %d (want all %d failed: no node to take them)", res.Progress.Moved, len(res.NotMoved()), len(mine))
 	}
 }
+
+// A host command whose other servers stopped in order (published stopped,
+// released their lease, removed their descriptor) does not wait for them
+// to serve again: they are leaving, like a peer listed draining. Before,
+// a move waited for a target (targetPatience) whenever a server was
+// listed serving a moment ago and was no longer listed at all.
+func TestHostCommandDoesNotWaitForPeersThatStoppedInOrder(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	logs := f.logNode(1)
+	c := newClusterOn(t, f, nil, 4, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	_, mine := createUntil(t, ctx, c, "stopped", 1, 3)
+	waitUntil(t, "node 1 to list its peers serving", func() bool { return len(c.nodes[1].recentServers()) == 2 })
+	for _, i := range []int{2, 3} {
+		if err := c.nodes[i].Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.nodes[1].Discover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := grepLines(logs.String(), "no node can take it now"); len(waited) > 0 {
+		t.Fatalf("the moves waited for peers that had stopped in order: %q", waited)
+	}
+	if res.Progress.Moved != 0 || len(res.NotMoved()) < len(mine) {
+		t.Fatalf("moved %d, not moved %d (want all %d failed: no node to take them)", res.Progress.Moved, len(res.NotMoved()), len(mine))
+	}
+}

@@ -601,7 +601,7 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 	// mesh whose other nodes are gone would hold the command until its
 	// deadline. The patience is the command's (targetPatience).
 	waitForTargets := func() bool {
-		return errors.Is(err, errNoUsableNode) && o.n.serversRecently() && patience.wait()
+		return errors.Is(err, errNoUsableNode) && o.n.serversRecently(ctx) && patience.wait()
 	}
 retry:
 	for ctx.Err() == nil && (err != nil || res.Outcome != Moved) {
@@ -969,19 +969,29 @@ func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error
 	listed := n.notLeaving(snap)
 	troubled := n.troubledRecently()
 	for _, rid := range n.recentServers() {
-		notLeaving, isListed := listed[rid]
-		switch {
-		case servingNow[rid] || isListed && !notLeaving:
-		case isListed || troubled:
+		if !servingNow[rid] && n.mayServeAgain(ctx, rid, listed, troubled) {
 			recovering++
-		default:
-			held, err := n.leaseHeld(ctx, n.servedOwner(rid))
-			if err != nil || held {
-				recovering++ // an unreadable lease is no proof the run left
-			}
 		}
 	}
 	return len(servingNow), recovering, nil
+}
+
+// mayServeAgain reports whether rid, a server listed serving recently that
+// does not serve now, may be recovering rather than leaving (peersNow):
+// not when listed draining or stopped; when listed otherwise, or when this
+// node met a store problem recently (troubled); and when no longer listed,
+// only while its run still holds its owner lease (an unreadable lease is
+// no proof the run left). listed is notLeaving of the last list.
+func (n *Node) mayServeAgain(ctx context.Context, rid string, listed map[string]bool, troubled bool) bool {
+	notLeaving, isListed := listed[rid]
+	switch {
+	case isListed && !notLeaving:
+		return false
+	case isListed || troubled:
+		return true
+	}
+	held, err := n.leaseHeld(ctx, n.servedOwner(rid))
+	return err != nil || held
 }
 
 // recentServers lists the other servers of this mesh listed serving within
@@ -1034,15 +1044,18 @@ func (n *Node) leaseHeld(ctx context.Context, owner string) (bool, error) {
 }
 
 // serversRecently reports whether another server of this mesh served
-// recently and the last list does not show it leaving (draining or
-// stopped): a move that found no usable node may find one again soon
-// (recovering from a store outage), where a node alone in its mesh — or
-// left with peers that are stopping too — would only wait.
-func (n *Node) serversRecently() bool {
+// recently and is not leaving by the rule of peersNow (mayServeAgain:
+// listed draining or stopped, or no longer listed with its lease gone
+// while this node met no store problem): a move that found no usable node
+// may find one again soon (recovering from a store outage), where a node
+// alone in its mesh — or left with peers that are stopping too, or that
+// stopped in order — would only wait.
+func (n *Node) serversRecently(ctx context.Context) bool {
 	snap, _ := n.LastSnapshot()
 	listed := n.notLeaving(snap)
+	troubled := n.troubledRecently()
 	for _, rid := range n.recentServers() {
-		if notLeaving, isListed := listed[rid]; !isListed || notLeaving {
+		if n.mayServeAgain(ctx, rid, listed, troubled) {
 			return true
 		}
 	}
