@@ -1077,9 +1077,19 @@ func (n *Node) notLeaving(snap directory.Snapshot) map[string]bool {
 
 // publishDraining publishes this node draining (a drain's first step).
 func (n *Node) publishDraining(ctx context.Context) {
-	if err := n.publish(ctx, record.StateDraining); err != nil {
+	if err := n.publishDrainingState(ctx); err != nil {
 		n.log.Warn("drain: publish draining", "err", err)
 	}
+}
+
+// publishDrainingState publishes draining and records that it was said
+// (drainSaid): a republish after a lease recovery, retried until it lands,
+// then says draining too instead of serving (readoptAfterReacquire).
+func (n *Node) publishDrainingState(ctx context.Context) error {
+	n.drainMu.Lock()
+	defer n.drainMu.Unlock()
+	n.drainSaid = true
+	return n.publish(ctx, record.StateDraining)
 }
 
 // noteStoreTrouble records that this node met a store problem now.

@@ -124,6 +124,13 @@ type Node struct {
 	// capacity_copy.go).
 	capCopyAt time.Duration
 
+	// drainMu orders the publishes that choose between serving and
+	// draining: a drain's (or Close's) draining and the republish after a
+	// lease recovery, which says draining once drainSaid is set (else it
+	// said serving over a drain under way: node_readopt.go).
+	drainMu   sync.Mutex
+	drainSaid bool // under drainMu
+
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
 	state      record.State
@@ -838,7 +845,7 @@ func (n *Node) Close(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	if n.lease.Gate().Open() {
-		if err := n.publish(ctx, record.StateDraining); err != nil {
+		if err := n.publishDrainingState(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("publish draining: %w", err))
 		}
 	}

@@ -83,12 +83,25 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 		"old_gen", oldGen, "new_gen", newGen, "kept", res.Kept, "dropped", res.Dropped, "dropped_ids", res.DroppedIDs)
 	// Serving again for the others once the descriptor says so: retried
 	// until it lands (or the node stops), since nothing else republishes it.
+	// A node whose drain (or Close) already said draining says draining
+	// again: serving would tell the others to place on it and move their
+	// objects to it for the rest of the drain.
 	wait := newBackoff()
-	for {
+	for failed := 0; ; failed++ {
 		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-		err := n.publish(pctx, record.StateServing)
+		n.drainMu.Lock()
+		state := record.StateServing
+		if n.drainSaid {
+			state = record.StateDraining
+		}
+		err := n.publish(pctx, state)
+		n.drainMu.Unlock()
 		pcancel()
 		if err == nil {
+			if failed > 0 {
+				// The end of the WARN lines below.
+				n.log.Info("descriptor republished after the lease recovery", "state", string(state), "failed_publishes", failed)
+			}
 			return
 		}
 		if errors.Is(err, directory.ErrRoutingIDInUse) {
