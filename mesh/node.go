@@ -693,21 +693,40 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.removeDeadWatched(rctx)
 	for _, a := range actions {
 		peer := transport.RID(a.RoutingID)
+		action, reason := a.Kind.String(), a.Reason
 		switch a.Kind {
 		case directory.Connect:
 			err = n.tr.Connect(peer, a.Endpoint)
 		case directory.Disconnect:
 			err = n.tr.Disconnect(peer)
 		case directory.Reconnect:
+			if alreadyAdmitted(n.tr, peer, a) {
+				// The link redialled the endpoint and admitted the new run
+				// before this round saw it (a peer restarted within one
+				// round): tearing it down would only drop what is queued
+				// on it and fail its pending requests.
+				action, reason = "keep", a.Reason+"; the link has already admitted the new run"
+				break
+			}
 			_ = n.tr.Disconnect(peer)
 			err = n.tr.Connect(peer, a.Endpoint)
 		}
-		n.log.Info("discovery", "action", a.Kind.String(), "peer", peer.String(), "endpoint", a.Endpoint, "reason", a.Reason)
+		n.log.Info("discovery", "action", action, "peer", peer.String(), "endpoint", a.Endpoint, "reason", reason)
 		if err != nil && !errors.Is(err, transport.ErrUnknownPeer) {
 			n.log.Warn("discovery action failed", "action", a.Kind.String(), "peer", peer.String(), "err", err)
 		}
 	}
 	return nil
+}
+
+// alreadyAdmitted says whether tr's link to peer is admitted by exactly the
+// run a reconnect asks for: same lifecycle generation (store-issued, one
+// run's), advertised endpoint and security identity (as admission spells
+// it: an empty one is sent as AnonymousIdentity).
+func alreadyAdmitted(tr *transport.Node, peer transport.RID, a directory.Action) bool {
+	p, ok := tr.Peer(peer)
+	return ok && p.LifecycleGeneration == uint64(a.LifecycleGeneration) && p.Endpoint == a.Endpoint &&
+		p.SecurityIdentity == wireSecurityIdentity(a.SecurityIdentity)
 }
 
 // WaitPeers waits until this node has admitted links to at least count
