@@ -89,7 +89,10 @@ type PublishResult struct {
 	Revision       record.Generation
 	StoredRevision record.Generation
 	// Takeover is set when the write replaced another host run's descriptor
-	// whose owner lease was gone; Previous* name that run.
+	// whose owner lease was gone; Previous* name that run. A run replacing
+	// its own descriptor of an older lease generation (it lost its lease
+	// and reacquired it) is not a takeover; Previous* then name that
+	// older generation.
 	Takeover                bool
 	PreviousOwnerID         string
 	PreviousLeaseGeneration record.Generation
@@ -386,7 +389,11 @@ func (p *Publisher) plan(ctx context.Context, d record.MeshNodeDescriptor, c []b
 					OwnerID: stored.OwnerID, LeaseGeneration: stored.LeaseGeneration, LeaseExpiresAt: lc.ExpiresAt, StoreNow: lc.StoreNow,
 				}
 			}
-			res.Takeover, res.PreviousOwnerID, res.PreviousLeaseGeneration = true, stored.OwnerID, stored.LeaseGeneration
+			// Our own run's older descriptor is no takeover: logging it as
+			// one named this run as "a host run whose lease is gone" after
+			// every lease recovery (operator try-out, a Redis pause).
+			res.Takeover = stored.OwnerID != d.OwnerID
+			res.PreviousOwnerID, res.PreviousLeaseGeneration = stored.OwnerID, stored.LeaseGeneration
 			if lc.Key != fenceKey {
 				conds = append(conds, lc.condition())
 			}

@@ -703,6 +703,11 @@ func TestPublishAfterReacquiringOwnLease(t *testing.T) {
 	if err != nil || res.Outcome != directory.Published {
 		t.Fatalf("the run's own republish after reacquiring = %+v, %v", res, err)
 	}
+	// Not a takeover: the node logged one ("taking over from a host run
+	// whose lease is gone", naming itself) after every lease recovery.
+	if res.Takeover || res.PreviousOwnerID != "owner-back" || res.PreviousLeaseGeneration != 3 {
+		t.Fatalf("the run's own republish after reacquiring = %+v, want no takeover, previous generation 3", res)
+	}
 	if got, _ := stored(t, mem, mustKey(t, "game", ridA)); got.OwnerID != "owner-back" || got.LeaseGeneration != 4 {
 		t.Fatalf("stored %+v, want owner-back at generation 4", got)
 	}
