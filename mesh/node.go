@@ -82,10 +82,14 @@ type Node struct {
 	run                hostRun
 	leaseGen           atomic.Uint64 // this run's current LeaseGeneration (Owner)
 	discoveryEvery     time.Duration
-	discoverMu         sync.Mutex        // one discovery round at a time
-	discoveryFails     discoveryFailures // the current run of failed discovery rounds (under discoverMu)
-	planner            *directory.Planner
-	lastSnap           directory.Snapshot
+	discoverMu         sync.Mutex // one discovery round at a time
+	// deadPending: descriptors of watched runs found without their lease
+	// right after a store problem here, looked at again a TTL later
+	// (removeDeadWatched; under discoverMu).
+	deadPending    map[string]time.Duration
+	discoveryFails discoveryFailures // the current run of failed discovery rounds (under discoverMu)
+	planner        *directory.Planner
+	lastSnap       directory.Snapshot
 	// servedAt: when each other server of this mesh was last listed
 	// serving (noteServingLocked) — what a drain asks when none serves now.
 	servedAt map[string]servedRun
@@ -480,8 +484,37 @@ func (n *Node) linked(rid []byte, gen uint64) bool {
 // removeDeadWatched removes the descriptors of runs this node watches whose
 // lease ended while their links stayed up (directory.Tracker): the other
 // nodes trust the list for those and learn of it only from the removal.
+//
+// Right after a store problem here (troubledRecently) the removal waits a
+// lease TTL and looks again (ReclaimKey re-reads the lease: a run that has
+// reacquired it meanwhile is live and left alone): a store outage longer
+// than the TTL ends every run's lease at once, and a watcher that got its
+// own lease back first removed a live server still recovering its lease —
+// which needs up to a TTL more, its old record having to expire first —
+// and every node dropped it until it republished (an operator try-out,
+// Redis paused 20 s with a 15 s TTL). A run that lost its lease alone (its
+// own store connection failed) is removed at once, as before.
 func (n *Node) removeDeadWatched(ctx context.Context) {
-	for _, key := range n.tracker.DeadWatched() {
+	now := n.clock.Now()
+	dead := n.tracker.DeadWatched()
+	if n.troubledRecently() {
+		for _, key := range dead {
+			if _, ok := n.deadPending[key]; !ok {
+				if n.deadPending == nil {
+					n.deadPending = map[string]time.Duration{}
+				}
+				n.deadPending[key] = now
+			}
+		}
+		dead = nil
+	}
+	for key, since := range n.deadPending {
+		if now-since >= n.cfg.Lease.TTL {
+			delete(n.deadPending, key)
+			dead = append(dead, key)
+		}
+	}
+	for _, key := range dead {
 		res, err := directory.ReclaimKey(ctx, n.loc, key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log,
 			MinAge: time.Nanosecond})
 		switch {
