@@ -611,9 +611,9 @@ retry:
 		switch {
 		case err == nil && retryElsewhere(res.Reason) && r.Targets < hostMoveTries:
 			avoid = append(avoid, res.TargetNodeRID)
-			tried = append(tried, fmt.Sprintf("%s on %x", res.Reason, res.TargetNodeRID))
+			tried = append(tried, fmt.Sprintf("%s on %x", reasonWithDetail(res), res.TargetNodeRID))
 			o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
-				"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", res.Reason)
+				"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", reasonWithDetail(res))
 			r.Targets++
 		case transientMove(res, err, o.n.leaseRecoverable()) || waitForTargets():
 			why := res.Reason
@@ -648,7 +648,7 @@ retry:
 		patience.landed()
 		r.Outcome, r.Bytes, r.Target = hostmove.Moved, res.PayloadBytes, res.TargetNodeRID
 	case err == nil:
-		r.Outcome, r.Reason = hostmove.Failed, res.Reason
+		r.Outcome, r.Reason = hostmove.Failed, reasonWithDetail(res)
 	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleGeneration):
 		r.Outcome, r.Reason = hostmove.Gone, err.Error()
 	default:
@@ -659,6 +659,16 @@ retry:
 		}
 	}
 	return r
+}
+
+// reasonWithDetail is res.Reason with its Detail, when there is one: a
+// target whose owner lease is gone read "capacity" alone, as if it were
+// full (an operator try-out: every server stopped at once).
+func reasonWithDetail(res RelocationResult) string {
+	if res.Detail == "" {
+		return res.Reason
+	}
+	return res.Reason + " (" + res.Detail + ")"
 }
 
 // hostMoveTries bounds the targets one object of a host command is offered

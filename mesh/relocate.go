@@ -63,6 +63,11 @@ type RelocationResult struct {
 	Outcome RelocationOutcome
 	// Reason says why the object did not move (relocation.Reason names).
 	Reason string
+	// Detail, when set, says in words what Reason sums up: for
+	// "capacity", why the target's capacity was not secured — its owner
+	// lease gone (a target that stopped or died), its limit reached, the
+	// store not answering.
+	Detail string
 	// TargetNodeRID / TargetNodeGeneration name the node run chosen.
 	TargetNodeRID        []byte
 	TargetNodeGeneration uint64
@@ -522,6 +527,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 			s.refused = err
 		}
 		o.log.Info("relocation: target capacity not secured", "object", s.id, "err", err)
+		s.res.Detail = err.Error()
 		return relocation.EvSecureFailed
 	case relocation.ActHoldAndCapture:
 		s.h.obj.Hold() // the running turn finishes; arrivals queue (ingress hold)

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,11 @@ func TestCapacityRefusalEndsTheMove(t *testing.T) {
 	c.nodes[src].obj.hooks.Store(nil)
 	if err != nil || res.Outcome != NotMoved || res.Reason != "capacity" {
 		t.Fatalf("move to a full target: %+v, %v; want NotMoved for capacity", res, err)
+	}
+	// The detail says why (a target whose lease is gone read "capacity"
+	// alone, as if it were full).
+	if !strings.Contains(res.Detail, "exhausted") {
+		t.Fatalf("detail %q does not say the target is full", res.Detail)
 	}
 	if _, err := c.m(0).RequestActor(ctx, ref, []byte("ping")); err != nil {
 		t.Fatalf("the actor does not serve after the refused move: %v", err)
