@@ -230,6 +230,13 @@ func wireFailure(fam opFamily, err error) (router.TerminalResult, router.Framewo
 // that is not ok. what names the request for the message.
 func replyError(fam opFamily, rep *router.Reply, what string) error {
 	detail := fmt.Sprintf("%s: %s/%s", what, rep.Result, rep.FailureCode)
+	if rep.Result == router.ResultTerminated && rep.FailureCode == router.FailNone {
+		// What wireFailure sends for a node closing, its lease in doubt or
+		// the object's runtime stopping: "terminated/none" alone told an
+		// operator nothing (a try-out: a request to a node that was closing).
+		detail = fmt.Sprintf("%s: the node that received it could not serve it (%s: it is closing, its owner lease is in doubt, or the object was stopping)",
+			what, rep.Result)
+	}
 	switch rep.Result {
 	case router.ResultInvalidState:
 		return fmt.Errorf("%w: %w: %s", ErrUnavailable, errRouteStale, detail)

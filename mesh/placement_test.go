@@ -276,6 +276,16 @@ func TestWireFailureRoundTrip(t *testing.T) {
 	}
 }
 
+// A request a node refused as terminated (closing, its lease in doubt, the
+// object stopping) says so in words, not "terminated/none" alone.
+func TestTerminatedReplySaysWhy(t *testing.T) {
+	res, code := wireFailure(familySpot, ErrClosed)
+	err := replyError(familySpot, &router.Reply{Result: res, FailureCode: code}, "request")
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "could not serve it") || !strings.Contains(err.Error(), "closing") {
+		t.Fatalf("terminated reply reads %q", err)
+	}
+}
+
 type closedGate struct{ err error }
 
 func (g closedGate) Admit() error { return g.err }
