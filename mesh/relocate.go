@@ -66,7 +66,8 @@ type RelocationResult struct {
 	// Detail, when set, says in words what Reason sums up: for
 	// "capacity", why the target's capacity was not secured — its owner
 	// lease gone (a target that stopped or died), its limit reached, the
-	// store not answering.
+	// store not answering; for "targetFailed", the target's failure code
+	// and text (e.g. "notServing: node is draining").
 	Detail string
 	// TargetNodeRID / TargetNodeGeneration name the node run chosen.
 	TargetNodeRID        []byte
@@ -737,6 +738,7 @@ func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
 	}
 	if ready.Outcome != router.RelocationRelayReady {
 		o.log.Info("relocation: target failed the Restore", "object", s.id, "failure", ready.Failure, "detail", ready.Detail)
+		s.res.Detail = fmt.Sprintf("%s: %s", ready.Failure, ready.Detail)
 		return relocation.EvTargetFailed
 	}
 	return relocation.EvRelayReady

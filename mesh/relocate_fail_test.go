@@ -447,6 +447,10 @@ func TestRelocationTargetFailsBeforeRelayReady(t *testing.T) {
 				if res.Outcome != NotMoved || res.Reason != relocation.ReasonTargetFailed.String() {
 					t.Fatalf("outcome %v (%s), want notMoved (targetFailed)", res.Outcome, res.Reason)
 				}
+				// The detail names the target's failure.
+				if !strings.Contains(res.Detail, tc.want.String()) {
+					t.Fatalf("detail %q does not name the target's failure %s", res.Detail, tc.want)
+				}
 				if e := waitEnd(t, ends, id); e.state != relocation.TgtFailed || e.failure != tc.want {
 					t.Fatalf("the target attempt ended %s/%s, want failed/%s", e.state, e.failure, tc.want)
 				}
