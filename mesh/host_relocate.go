@@ -664,11 +664,15 @@ retry:
 // reasonWithDetail is res.Reason with its Detail, when there is one: a
 // target whose owner lease is gone read "capacity" alone, as if it were
 // full (an operator try-out: every server stopped at once).
+// Only the reasons the detail belongs to get it: others are compared as
+// they are (leftToTarget).
 func reasonWithDetail(res RelocationResult) string {
-	if res.Detail == "" {
-		return res.Reason
+	switch {
+	case res.Detail == "":
+	case res.Reason == relocation.ReasonCapacity.String(), res.Reason == relocation.ReasonTargetFailed.String():
+		return res.Reason + " (" + res.Detail + ")"
 	}
-	return res.Reason + " (" + res.Detail + ")"
+	return res.Reason
 }
 
 // hostMoveTries bounds the targets one object of a host command is offered
