@@ -286,7 +286,9 @@ var (
 		[]string{"reason"}, nil)
 	descCacheHits   = prometheus.NewDesc("meshnode_route_cache_hits_total", "Route resolutions answered by the route cache.", nil, nil)
 	descCacheMisses = prometheus.NewDesc("meshnode_route_cache_misses_total", "Route resolutions that read the Location Store.", nil, nil)
-	descInstance    = prometheus.NewDesc("meshnode_instance_spot_activations_total", "Instance Spot cold activations on this node, by outcome (activated, recovered, cancelled, data_lost, refused, dropped).",
+	descSessions    = prometheus.NewDesc("meshnode_session_events_total", "Bound Session events on this node, by event (route_sent: commands 44 sent as a move's source or target; switched, aborted, ignored: commands 44 this node's Sessions took, took as an abort, or ignored; rebound: Sessions that fell back to a store resolve; binding_pruned: bindings a hosted Actor dropped because the Session's node run is gone).",
+		[]string{"event"}, nil)
+	descInstance = prometheus.NewDesc("meshnode_instance_spot_activations_total", "Instance Spot cold activations on this node, by outcome (activated, recovered, cancelled, data_lost, refused, dropped).",
 		[]string{"outcome"}, nil)
 	descRecords = prometheus.NewDesc("meshnode_transport_records_total", "Records on this node's links, by peer RID and direction (in, out).",
 		[]string{"peer", "direction"}, nil)
@@ -331,7 +333,7 @@ var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, autho
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descHeld, descHeldLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
+		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descHeld, descHeldLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -358,6 +360,13 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, st.InstanceRefused, "instance")
 		counter(descCacheHits, st.RouteCacheHits)
 		counter(descCacheMisses, st.RouteCacheMisses)
+		for _, e := range []struct {
+			name string
+			v    uint64
+		}{{"route_sent", st.SessionRoutesSent}, {"switched", st.SessionRouteSwitches}, {"aborted", st.SessionAborts},
+			{"ignored", st.SessionRoutesIgnored}, {"rebound", st.SessionRebinds}, {"binding_pruned", st.SessionBindingsPruned}} {
+			counter(descSessions, e.v, e.name)
+		}
 		for _, o := range []struct {
 			name string
 			v    uint64
