@@ -141,7 +141,14 @@ func TestStaleLifecycleGenerationRejected(t *testing.T) {
 	a1 := startNode(t, testConfig("a", 5))
 	connectAndWait(t, a1, b)
 	_ = a1.Close()
-	// Same RID, older run: must not be admitted after the newer one was.
+	// Once b has seen that connection end (until then any hello for the
+	// RID is a duplicate of a live connection, whatever its generation: a
+	// CI run met that), the same RID's older run must not be admitted
+	// after the newer one was.
+	waitFor(t, 10*time.Second, "b to see a's connection end", func() bool {
+		cur := b.rt.current(string(a1.RID()))
+		return cur == nil || cur.pc.isClosed()
+	})
 	rejectedWith(t, testConfig("a", 4), b, router.RejectLifecycleGenerationStale)
 }
 
