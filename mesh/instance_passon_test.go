@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -84,16 +85,9 @@ func TestOneWayActivationReachingAClosingNodeIsPassedOn(t *testing.T) {
 					return
 				}
 				reached = true
-				sender.obj.sentActivations.sent(id, testInstanceType, "objects", cand)
-				before := closing.ObjectStats()
-				sendErr = sender.Manager().SendInstance(ctx, id, []byte("hello"), InstanceType(testInstanceType))
-				// The closing node got it: refused (and so lost), passed on,
-				// or dropped — before Close goes on.
-				eventually(t, 10*time.Second, "the closing node handling the first message", func() bool {
-					st := closing.ObjectStats()
-					return st.InstanceRefused+st.InstancePassedOn+st.InstanceDropped >
-						before.InstanceRefused+before.InstancePassedOn+before.InstanceDropped
-				})
+				// The closing node gets it: refused (and so lost), passed
+				// on, or dropped — before Close goes on.
+				sendErr = sendFirstTo(t, ctx, sender, closing, id, cand)
 			}})
 			if tc.drain {
 				_, err = closing.Drain(ctx, HostRelocateOptions{})
@@ -163,14 +157,7 @@ func TestOneWayActivationReachingANodeAfterItsPassOnsEndedIsCountedDropped(t *te
 		}
 		reached = true
 		closing.obj.endPassOns(ctx) // as the teardown does next
-		sender.obj.sentActivations.sent(id, testInstanceType, "objects", cand)
-		before := closing.ObjectStats()
-		sendErr = sender.Manager().SendInstance(ctx, id, []byte("hello"), InstanceType(testInstanceType))
-		eventually(t, 10*time.Second, "the closing node handling the first message", func() bool {
-			st := closing.ObjectStats()
-			return st.InstanceRefused+st.InstancePassedOn+st.InstanceDropped >
-				before.InstanceRefused+before.InstancePassedOn+before.InstanceDropped
-		})
+		sendErr = sendFirstTo(t, ctx, sender, closing, id, cand)
 	}})
 	if err := closing.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -182,4 +169,21 @@ func TestOneWayActivationReachingANodeAfterItsPassOnsEndedIsCountedDropped(t *te
 		t.Fatalf("closing node: dropped %d, passed on %d, refused %d; want the late one-way message counted dropped",
 			st.InstanceDropped, st.InstancePassedOn, st.InstanceRefused)
 	}
+}
+
+// sendFirstTo sends id's first one-way message from sender with its route
+// to the node being closed (cand: the sender's sentActivations entry, as
+// after handing the id's activation there) and waits for that node to
+// handle it — refused, passed on or dropped.
+func sendFirstTo(t *testing.T, ctx context.Context, sender, closing *Node, id string, cand candidate) error {
+	t.Helper()
+	sender.obj.sentActivations.sent(id, testInstanceType, "objects", cand)
+	before := closing.ObjectStats()
+	err := sender.Manager().SendInstance(ctx, id, []byte("hello"), InstanceType(testInstanceType))
+	eventually(t, 10*time.Second, "the closing node handling the first message", func() bool {
+		st := closing.ObjectStats()
+		return st.InstanceRefused+st.InstancePassedOn+st.InstanceDropped >
+			before.InstanceRefused+before.InstancePassedOn+before.InstanceDropped
+	})
+	return err
 }
