@@ -73,11 +73,7 @@ func TestOneWayActivationReachingAClosingNodeIsPassedOn(t *testing.T) {
 			ctx := ctxT(t, 60*time.Second)
 			const id = "late-first"
 			closing, sender, other := c.nodes[1], c.nodes[0], c.nodes[2]
-			cand, err := sender.obj.place(ctx, placeRequest{kind: record.ObjectInstanceSpot, stableType: testInstanceType,
-				mesh: "objects", only: closing.RID()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cand := instanceCandidate(t, ctx, sender, closing)
 			var sendErr error
 			reached := false
 			closing.obj.hooks.Store(&testHooks{closeStep: func(step string) {
@@ -89,6 +85,7 @@ func TestOneWayActivationReachingAClosingNodeIsPassedOn(t *testing.T) {
 				// on, or dropped — before Close goes on.
 				sendErr = sendFirstTo(t, ctx, sender, closing, id, cand)
 			}})
+			var err error
 			if tc.drain {
 				_, err = closing.Drain(ctx, HostRelocateOptions{})
 			} else {
@@ -144,11 +141,7 @@ func TestOneWayActivationReachingANodeAfterItsPassOnsEndedIsCountedDropped(t *te
 	ctx := ctxT(t, 60*time.Second)
 	const id = "too-late"
 	closing, sender := c.nodes[1], c.nodes[0]
-	cand, err := sender.obj.place(ctx, placeRequest{kind: record.ObjectInstanceSpot, stableType: testInstanceType,
-		mesh: "objects", only: closing.RID()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cand := instanceCandidate(t, ctx, sender, closing)
 	var sendErr error
 	reached := false
 	closing.obj.hooks.Store(&testHooks{closeStep: func(step string) {
@@ -186,4 +179,16 @@ func sendFirstTo(t *testing.T, ctx context.Context, sender, closing *Node, id st
 			before.InstanceRefused+before.InstancePassedOn+before.InstanceDropped
 	})
 	return err
+}
+
+// instanceCandidate is the placement of a test Instance Spot on node on,
+// as sender's placement makes it (before on begins to close).
+func instanceCandidate(t *testing.T, ctx context.Context, sender, on *Node) candidate {
+	t.Helper()
+	cand, err := sender.obj.place(ctx, placeRequest{kind: record.ObjectInstanceSpot, stableType: testInstanceType,
+		mesh: "objects", only: on.RID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cand
 }
