@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/mesh/hostmove"
@@ -22,12 +23,18 @@ func TestNotMovedLogIsBoundedPerReason(t *testing.T) {
 	}
 	objs = append(objs, HostObjectResult{Object: hostmove.Object{ID: "b-1"}, Outcome: hostmove.Failed, Reason: "capacity exhausted"},
 		HostObjectResult{Object: hostmove.Object{ID: "b-2"}, Outcome: hostmove.Failed, Reason: "capacity exhausted"})
+	// Instance Spots a drain skips, as spec §8 has it: each at DEBUG,
+	// counted in one INFO line, never at WARN.
+	for i := range 30 {
+		objs = append(objs, HostObjectResult{Object: hostmove.Object{ID: fmt.Sprintf("i-%d", i), Spot: true, Instance: true, Unmovable: unmovableInstance},
+			Outcome: hostmove.Skipped, Reason: unmovableInstance})
+	}
 	logNotMoved(log, objs)
 	type line struct {
 		Level, Msg, Object, Outcome, Reason string
 		Count                               int
 	}
-	var warn, debug, summaries int
+	var warn, debug, summaries, instanceInfo int
 	dec := json.NewDecoder(&buf)
 	for dec.More() {
 		var l line
@@ -39,17 +46,25 @@ func TestNotMovedLogIsBoundedPerReason(t *testing.T) {
 			warn++
 		case l.Level == "DEBUG" && l.Object != "":
 			debug++
+		case l.Level == "INFO" && l.Count > 0:
+			instanceInfo++
+			if l.Count != 30 {
+				t.Errorf("Instance Spot summary %+v, want count 30", l)
+			}
 		case l.Level == "WARN" && l.Count > 0:
 			summaries++
 			if l.Count != 50-notMovedWarned || l.Outcome != hostmove.NotStarted.String() {
 				t.Errorf("summary %+v, want %d more %s", l, 50-notMovedWarned, hostmove.NotStarted)
 			}
 		}
-		if l.Object != "" && l.Outcome != hostmove.NotStarted.String() && l.Outcome != hostmove.Failed.String() {
+		if l.Object != "" && l.Level != "DEBUG" && strings.HasPrefix(l.Object, "i-") {
+			t.Errorf("Instance Spot logged at %s: %+v", l.Level, l)
+		}
+		if l.Object != "" && l.Outcome != hostmove.NotStarted.String() && l.Outcome != hostmove.Failed.String() && l.Outcome != hostmove.Skipped.String() {
 			t.Errorf("outcome %q logged, want its name", l.Outcome)
 		}
 	}
-	if warn != notMovedWarned+2 || debug != 50-notMovedWarned || summaries != 1 {
-		t.Errorf("WARN per object %d, DEBUG %d, summaries %d; want %d, %d, 1", warn, debug, summaries, notMovedWarned+2, 50-notMovedWarned)
+	if warn != notMovedWarned+2 || debug != 50-notMovedWarned+30 || summaries != 1 || instanceInfo != 1 {
+		t.Errorf("WARN per object %d, DEBUG %d, summaries %d, Instance Spot summaries %d; want %d, %d, 1, 1", warn, debug, summaries, instanceInfo, notMovedWarned+2, 50-notMovedWarned+30)
 	}
 }

@@ -99,6 +99,19 @@ func (r HostRelocationResult) NotMoved() []HostObjectResult {
 	return out
 }
 
+// InstanceSpotsNotMoved counts the Instance Spots among NotMoved: host
+// relocation never moves them (spec §8 moves Actors and User Spots); each
+// activates again on its next message, on a serving node, with fresh state.
+func (r HostRelocationResult) InstanceSpotsNotMoved() int {
+	n := 0
+	for _, o := range r.NotMoved() {
+		if o.Object.Instance {
+			n++
+		}
+	}
+	return n
+}
+
 // LeftToTarget lists the objects whose moves this node stopped waiting for
 // at its shutdown, their reservation release unconfirmed: left to their
 // targets, whose owner CAS may still apply (their records are kept).
@@ -438,7 +451,18 @@ func logNotMoved(log *slog.Logger, objs []HostObjectResult) {
 	}
 	seen := map[why]int{}
 	var order []why
+	instances := 0
 	for _, r := range objs {
+		if r.Object.Instance && r.Outcome == hostmove.Skipped {
+			// Skipped as the spec has it (§8 moves Actors and User Spots):
+			// counted in one INFO line below, each at DEBUG. One WARN per
+			// Instance Spot in every step of a rolling restart read as a
+			// failure when nothing had failed.
+			instances++
+			log.Debug("host relocation: object stays on this node", "object", r.Object.ID, "spot", r.Object.Spot,
+				"outcome", r.Outcome.String(), "reason", r.Reason)
+			continue
+		}
 		k := why{r.Outcome, r.Reason}
 		if seen[k] == 0 {
 			order = append(order, k)
@@ -450,6 +474,10 @@ func logNotMoved(log *slog.Logger, objs []HostObjectResult) {
 		}
 		log.Log(context.Background(), level, "host relocation: object stays on this node", "object", r.Object.ID, "spot", r.Object.Spot,
 			"outcome", r.Outcome.String(), "reason", r.Reason)
+	}
+	if instances > 0 {
+		log.Info("host relocation: Instance Spots stay on this node (host relocation does not move them; each activates again on its next message, on a serving node, with fresh state)",
+			"count", instances)
 	}
 	for _, k := range order {
 		if more := seen[k] - notMovedWarned; more > 0 {
@@ -835,11 +863,18 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	res.ShutdownSwept = n.sweptOnClose()
 	res.StoreDataLost = errors.Is(n.LeaseLost(), locstore.ErrDataLost)
 	if left := res.NotMoved(); len(left) > 0 {
+		instances := res.InstanceSpotsNotMoved()
 		switch {
 		case res.StoreDataLost:
 			n.log.Warn("drain: objects not moved; their state is lost, and their records went with the store's data", "count", len(left))
+		case res.ShutdownSwept && instances == len(left):
+			// Only Instance Spots stayed: what the spec has a drain do with
+			// them (§8 moves Actors and User Spots), not a failure. A
+			// WARN here in every step of a rolling restart told operators
+			// something went wrong when nothing had.
+			n.log.Info("drain: Instance Spots removed by the shutdown; each activates again on its next message, with fresh state", "count", instances)
 		case res.ShutdownSwept:
-			n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left))
+			n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left)-instances, "instance_spots", instances)
 		default:
 			n.log.Warn("drain: objects not moved and the shutdown could not remove their records: their state is lost, their records remain until reclaimed",
 				"count", len(left), "err", err)

@@ -504,8 +504,13 @@ func drainedLine(res mesh.HostRelocationResult) string {
 		switch {
 		case res.StoreDataLost:
 			lost = fmt.Sprintf("; %d not moved, their state is lost; the Location Store lost its data, and their records with it (docs/OPERATIONS.md, store data lost)", n)
+		case res.ShutdownSwept && res.InstanceSpotsNotMoved() == n:
+			lost = fmt.Sprintf("; %d Instance Spots removed by the shutdown, as a drain does: each activates again on its next message, with fresh state", n)
 		case res.ShutdownSwept:
 			lost = fmt.Sprintf("; %d removed by the shutdown, their state is lost (the log says why each stayed)", n)
+			if i := res.InstanceSpotsNotMoved(); i > 0 {
+				lost += fmt.Sprintf("; %d of them Instance Spots, which activate again on their next message", i)
+			}
 		default:
 			lost = fmt.Sprintf("; %d not moved, their state is lost, and the shutdown could not remove their records: they name this node until the serving nodes reclaim them (docs/OPERATIONS.md \"A node died: its objects\")", n)
 		}

@@ -93,6 +93,18 @@ func TestDrainedLine(t *testing.T) {
 			r.StoreDataLost = true
 			return r
 		}(), "; 2 not moved, their state is lost; the Location Store lost its data, and their records with it", "reclaim"},
+		// Instance Spots are not moved by a drain (spec §8): said as what
+		// it is, not as a loss among failures, in each step of a rolling
+		// restart.
+		{"only Instance Spots stayed", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Moved: 3, Skipped: 2},
+			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Moved}, {Object: hostmove.Object{Spot: true, Instance: true}, Outcome: hostmove.Skipped},
+				{Object: hostmove.Object{Spot: true, Instance: true}, Outcome: hostmove.Skipped}},
+			Took: time.Second, MovesTook: time.Second, ShutdownSwept: true},
+			"; 2 Instance Spots removed by the shutdown, as a drain does: each activates again on its next message, with fresh state", "state is lost"},
+		{"Instance Spots and a failure stayed", mesh.HostRelocationResult{End: hostmove.Completed, Progress: mesh.HostProgress{Skipped: 1, Failed: 1},
+			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Failed}, {Object: hostmove.Object{Spot: true, Instance: true}, Outcome: hostmove.Skipped}},
+			Took:    time.Second, MovesTook: time.Second, ShutdownSwept: true},
+			"; 2 removed by the shutdown, their state is lost (the log says why each stayed); 1 of them Instance Spots, which activate again on their next message", "as a drain does"},
 		{"one left to its target", mesh.HostRelocationResult{End: hostmove.ForceStopped, Progress: mesh.HostProgress{Moved: 2, Failed: 1},
 			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed, Reason: "leftToTarget"}},
 			Took:    time.Second, MovesTook: time.Second, ShutdownSwept: true},
