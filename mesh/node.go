@@ -59,6 +59,10 @@ type Options struct {
 	// DiscoveryInterval is the time between discovery rounds; 0 means the
 	// lease renew interval.
 	DiscoveryInterval time.Duration
+
+	// afterLease, set by tests, runs in Start once the owner lease is
+	// acquired, before the node is built (leaseEvent).
+	afterLease func(*Node)
 }
 
 // Node is one running MeshNode.
@@ -134,6 +138,10 @@ type Node struct {
 	// said serving over a drain under way: node_readopt.go).
 	drainMu   sync.Mutex
 	drainSaid bool // under drainMu
+
+	// leaseEv holds back the owner lease's events until Start has built
+	// what they act on (leaseEvent).
+	leaseEv leaseEvents
 
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
@@ -242,13 +250,16 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 			RenewTimeout: cfg.Lease.RenewTimeout, FencingMargin: cfg.Lease.FencingMargin},
 		Clock:   n.clock,
 		Logger:  n.log,
-		OnEvent: n.onLeaseEvent,
+		OnEvent: n.leaseEvent,
 		// A lost lease is acquired again once the store answers, and the
 		// objects still held are re-adopted (node_readopt.go).
 		Reacquire: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: owner lease: %w", ErrStartup, err)
+	}
+	if opts.afterLease != nil {
+		opts.afterLease(n)
 	}
 	n.run.ownerID = n.lease.OwnerID()
 	n.leaseGen.Store(n.lease.Generation())
@@ -318,6 +329,9 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.startAdmin(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "admin:"
 	}
+	// Everything a lease event acts on exists from here (objects,
+	// transport, publisher, logger).
+	n.leaseEventsReady()
 	if err := n.publishFirst(ctx); err != nil {
 		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
 	}
@@ -380,6 +394,43 @@ func (n *Node) setState(s record.State) {
 	n.mu.Lock()
 	n.state = s
 	n.mu.Unlock()
+}
+
+// leaseEvents are the owner lease's events that came while Start was
+// still building the node. The lease's renew loop runs from Acquire on,
+// and under load a renew (or its failure) came before Start had set the
+// objects and the logger its handler reads: a data race (the race
+// detector met it in a CI run), and a reacquisition then would have
+// re-adopted through a publisher not yet built. Held events are few: at
+// most a couple per renew interval while Start runs.
+type leaseEvents struct {
+	mu      sync.Mutex
+	ready   bool
+	pending []lease.Event
+}
+
+// leaseEvent is the lease manager's OnEvent: it holds an event back until
+// leaseEventsReady, and handles it (onLeaseEvent) after that, in order.
+func (n *Node) leaseEvent(ev lease.Event) {
+	n.leaseEv.mu.Lock()
+	defer n.leaseEv.mu.Unlock()
+	if !n.leaseEv.ready {
+		n.leaseEv.pending = append(n.leaseEv.pending, ev)
+		return
+	}
+	n.onLeaseEvent(ev)
+}
+
+// leaseEventsReady handles the events held back so far, in order, and
+// every later one as it comes.
+func (n *Node) leaseEventsReady() {
+	n.leaseEv.mu.Lock()
+	defer n.leaseEv.mu.Unlock()
+	n.leaseEv.ready = true
+	for _, ev := range n.leaseEv.pending {
+		n.onLeaseEvent(ev)
+	}
+	n.leaseEv.pending = nil
 }
 
 func (n *Node) onLeaseEvent(ev lease.Event) {
