@@ -19,8 +19,10 @@
 // under concurrency: two plans made from the same read cannot both apply.
 //
 // The Executor is the thin I/O around the planners: read, plan, write, and
-// on a Conflict or a lost result re-read and decide again (§10). It is the
-// only file of the package that talks to a store.
+// on a Conflict or a lost result re-read and decide again (§10). Its methods
+// (executor.go, reads.go, sweep.go, …) and ReadCounters (a placement's read
+// of capacity counters) are the only code of the package that talks to a
+// store.
 //
 // Capacity is counted per MeshNode run (mesh name, RoutingId and descriptor
 // lifecycleGeneration) in project-specific counter records, and an Actor or

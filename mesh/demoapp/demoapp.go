@@ -1,5 +1,6 @@
 // Package demoapp holds the factories the stock meshnode binary registers: a
-// counter Actor and a chat-room User Spot. They double as the example of how
+// counter Actor and a chat-room User Spot (Register), and a session Instance
+// Spot (RegisterInstances, session.go). They double as the example of how
 // an application plugs its own object types into a node: build spot.Factory
 // values and register them (Register here, or spot.MustRegister from an
 // init function), then run the node through mesh/cli.Main.

@@ -19,10 +19,17 @@
 //
 // Failure behaviour:
 //   - renew timeout or store error: the deadline is not extended; the next
-//     tick first re-reads the record (the write may have applied, §10);
-//   - renew Conflict, or the record missing or holding another
-//     (OwnerId, LeaseGeneration): the lease is lost for good (ErrLeaseLost);
-//     the process must restart to get a new generation;
+//     tick first re-reads the record (the write may have applied, §10) —
+//     except after a write the store refused outright
+//     (locstore.ErrWriteRefused), which wrote nothing;
+//   - renew Conflict: the record is read at once; this run's record at
+//     another version was renewed by an earlier write whose answer was lost;
+//   - the record missing or holding another (OwnerId, LeaseGeneration): the
+//     lease is lost (ErrLeaseLost, EventLost; missing while still valid by
+//     the store's clock is locstore.ErrDataLost). With Config.Reacquire the
+//     Manager then acquires a new LeaseGeneration for the same OwnerId
+//     (EventReacquired), the gate staying shut until Resume; a data loss or
+//     Fail ends the lease for good;
 //   - Release (§11) closes the gate, then deletes the record under its
 //     version, exactly once.
 //
