@@ -14,8 +14,10 @@ import (
 )
 
 // The node's side of its admin listener (mesh/admin): what /readyz,
-// /v1/status and /v1/relocate ask of it. The listener starts once the node
-// serves (Start) and stops last in Close.
+// /v1/status and /v1/relocate ask of it. The listener binds in Start before
+// the first publish, so that a port already taken fails the start before any
+// descriptor names this run (/readyz says not ready until the node serves),
+// and stops last in Close.
 
 // ready is nil when the node takes traffic: it publishes serving, its owner
 // lease admits new work, and the lease was not lost (re-adoption after a
