@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -130,13 +131,8 @@ func TestHostCommandDoesNotWaitForPeersThatAreLeaving(t *testing.T) {
 // a move waited for a target (targetPatience) whenever a server was
 // listed serving a moment ago and was no longer listed at all.
 func TestHostCommandDoesNotWaitForPeersThatStoppedInOrder(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	logs := f.logNode(1)
-	c := newClusterOn(t, f, nil, 4, clientRole0)
 	ctx := ctxT(t, 60*time.Second)
-	_, mine := createUntil(t, ctx, c, "stopped", 1, 3)
-	waitUntil(t, "node 1 to list its peers serving", func() bool { return len(c.nodes[1].recentServers()) == 2 })
+	c, logs, mine := threeServers(t, ctx, "stopped", 3)
 	for _, i := range []int{2, 3} {
 		if err := c.nodes[i].Close(ctx); err != nil {
 			t.Fatal(err)
@@ -155,4 +151,18 @@ func TestHostCommandDoesNotWaitForPeersThatStoppedInOrder(t *testing.T) {
 	if res.Progress.Moved != 0 || len(res.NotMoved()) < len(mine) {
 		t.Fatalf("moved %d, not moved %d (want all %d failed: no node to take them)", res.Progress.Moved, len(res.NotMoved()), len(mine))
 	}
+}
+
+// threeServers starts a client (node 0) and three servers, node 1 logging
+// into logs, creates want seqType Actors on node 1 (mine) and returns once
+// node 1 lists the two other servers serving.
+func threeServers(t *testing.T, ctx context.Context, prefix string, want int) (c *cluster, logs *syncbuf.Buffer, mine []ActorRef) {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	logs = f.logNode(1)
+	c = newClusterOn(t, f, nil, 4, clientRole0)
+	_, mine = createUntil(t, ctx, c, prefix, 1, want)
+	waitUntil(t, "node 1 to list its peers serving", func() bool { return len(c.nodes[1].recentServers()) == 2 })
+	return c, logs, mine
 }

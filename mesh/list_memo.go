@@ -12,7 +12,8 @@ import (
 // — placement's candidate sets, the host runs listed alive, each node
 // run's owner, the Instance Spot types each mesh offers — so that work
 // done per creation, move, lookup or route switch does not scan a list of
-// every node of the mesh. Discovery replaces the list once per round (its number,
+// every node of the mesh. Discovery replaces the list once per round, and
+// a peer's refusal may change it between rounds (its number,
 // Node.lastSnapshotNumbered); the memo is dropped when the number changes
 // and rebuilt on first use.
 type listMemo struct {

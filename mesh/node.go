@@ -93,7 +93,9 @@ type Node struct {
 	deadPending    map[string]time.Duration
 	discoveryFails discoveryFailures // the current run of failed discovery rounds (under discoverMu)
 	planner        *directory.Planner
-	lastSnap       directory.Snapshot
+	// lastSnap is the list the node holds: discovery's last, with the
+	// peers' refusals shown (setViewLocked).
+	lastSnap directory.Snapshot
 	// servedAt: when each other server of this mesh was last listed
 	// serving (noteServingLocked) — what a drain asks when none serves now.
 	servedAt map[string]servedRun
@@ -104,6 +106,13 @@ type Node struct {
 	troubleAt time.Duration
 	troubled  bool
 	snapSeq   uint64 // counts the lists discovery stored in lastSnap
+	// refusals: the peer runs that refused a move as draining or stopped
+	// while lastSnap still showed them serving; lastSnap shows them
+	// leaving (noteRefusedLeaving, peer_view.go). viewSeq counts the
+	// changes of lastSnap: discovery's lists and such refusals (what is
+	// derived from it is kept per number: listMemo).
+	refusals directory.Refusals
+	viewSeq  uint64
 	// listSeq mirrors snapSeq for readers that must not take n.mu (a
 	// message's admission, under objects.mu, stamps its Session binding).
 	listSeq  atomic.Uint64
@@ -767,13 +776,11 @@ func (n *Node) Discover(ctx context.Context) error {
 		return err
 	}
 	n.mu.Lock()
-	n.lastSnap, n.haveSnap = snap, true
 	n.snapSeq++
 	n.listSeq.Store(n.snapSeq)
 	n.snapAt = now
-	n.noteServingLocked(snap, now)
+	n.setViewLocked(snap, now)
 	n.mu.Unlock()
-	n.noteLeaving(snap)
 	n.removeDeadWatched(rctx)
 	for _, a := range actions {
 		peer := transport.RID(a.RoutingID)
@@ -910,13 +917,15 @@ func (n *Node) snapshotAge() (time.Duration, bool) {
 	return n.clock.Now() - n.snapAt, n.haveSnap
 }
 
-// lastSnapshotNumbered is LastSnapshot with the list's sequence number,
-// which changes whenever discovery replaces the list (what is derived from
-// a list, like placement's candidate sets, is kept per number).
+// lastSnapshotNumbered is LastSnapshot with the list's number, which
+// changes whenever the list the node holds changes — discovery replaces
+// it, or a peer's refusal shows that peer leaving (noteRefusedLeaving) —
+// so that what is derived from a list, like placement's candidate sets, is
+// kept per number. It is not a count of discovery rounds (listSeq is).
 func (n *Node) lastSnapshotNumbered() (directory.Snapshot, uint64, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.lastSnap, n.snapSeq, n.haveSnap
+	return n.lastSnap, n.viewSeq, n.haveSnap
 }
 
 // Done is closed once the node has stopped (Close, or a drain through the
@@ -1075,22 +1084,24 @@ type leavingRun struct {
 	gen uint64
 }
 
-// noteLeaving records the node runs the latest descriptor list shows
-// draining or stopped, for isLeaving.
+// noteLeaving records the node runs the list the node holds shows
+// draining or stopped, for isLeaving. n.mu is held, so that the map is of
+// the list lastSnap holds.
 func (n *Node) noteLeaving(snap directory.Snapshot) {
 	m := map[leavingRun]bool{}
 	for _, e := range snap.Entries {
 		d := e.Descriptor
-		if d.State == record.StateDraining || d.State == record.StateStopped {
+		if directory.Leaving(d.State) {
 			m[leavingRun{string(d.RoutingID), uint64(d.LifecycleGeneration)}] = true
 		}
 	}
 	n.leaving.Store(&m)
 }
 
-// isLeaving reports whether the latest descriptor list showed that node run
-// draining or stopped: a route to it is about to go stale (its objects
-// move away, Drain) and is better re-read than used.
+// isLeaving reports whether the list the node holds shows that node run
+// draining or stopped (listed so, or it refused a move so): a route to it
+// is about to go stale (its objects move away, Drain) and is better
+// re-read than used.
 func (n *Node) isLeaving(rid []byte, gen uint64) bool {
 	m := n.leaving.Load()
 	return m != nil && (*m)[leavingRun{string(rid), gen}]

@@ -739,6 +739,11 @@ func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
 	if ready.Outcome != router.RelocationRelayReady {
 		o.log.Info("relocation: target failed the Restore", "object", s.id, "failure", ready.Failure, "detail", ready.Detail)
 		s.res.Detail = fmt.Sprintf("%s: %s", ready.Failure, ready.Detail)
+		if st, ok := leavingRefusal(ready.Failure, ready.Detail); ok {
+			// The target's descriptor says so already; this node's list
+			// may not yet: no further object is placed on it.
+			o.n.noteRefusedLeaving(s.target.node.RoutingID, s.target.node.LifecycleGeneration, st)
+		}
 		return relocation.EvTargetFailed
 	}
 	return relocation.EvRelayReady

@@ -108,7 +108,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 		refuse(router.RelocationFailureNotServing, "addressed to node run %x/%d", p.TargetNodeRID, p.TargetNodeGeneration)
 		return
 	case o.n.State() != record.StateServing:
-		refuse(router.RelocationFailureNotServing, "node is %s", o.n.State())
+		refuse(router.RelocationFailureNotServing, "%s", stateRefusal(o.n.State()))
 		return
 	case o.hostMove.Load():
 		refuse(router.RelocationFailureNotServing, "node is relocating its own objects away (host relocation)")

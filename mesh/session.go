@@ -763,8 +763,11 @@ func (o *objects) ownerGone(b sessionBinding) bool {
 	if o.isRun(b.owner.rid, b.owner.gen) {
 		return false
 	}
+	// Discovery rounds, not changes of the list (a peer's refusal changes
+	// it too); read before the list, which is then of this round or later.
+	round := o.n.listSeq.Load()
 	snap, list, ok := o.n.lastSnapshotNumbered()
-	if !ok || list < b.list+2 {
+	if !ok || round < b.list+2 {
 		return false
 	}
 	listed, live := o.n.memo.runListed(list, snap, b.owner.rid, b.owner.gen)
