@@ -384,6 +384,7 @@ func decide(ctx context.Context, set *candidateSet, req placeRequest, env placeE
 		}
 		left.full++
 	}
+	left.leaving = set.leaving
 	return candidate{}, nothingPlacedError{req.nothingPlaced(left)}
 }
 
@@ -432,6 +433,7 @@ type leftOut struct {
 	ruledOut int // req.only / req.avoid
 	noLink   int // no admitted link at the listed generation
 	thisNode int // this node, ruled out by req.notHere
+	leaving  int // other servers with the type, draining or stopped (candidateSet.leaving)
 }
 
 // errNoUsableNode marks a placement that found no node it could use at all
@@ -462,6 +464,9 @@ func (req placeRequest) nothingPlaced(left leftOut) error {
 	if left.noLink > 0 {
 		extra = append(extra, fmt.Sprintf("%d without an admitted link", left.noLink))
 	}
+	if left.leaving > 0 {
+		extra = append(extra, fmt.Sprintf("%d draining or stopped", left.leaving))
+	}
 	counts := func(parts ...string) string { return strings.Join(append(parts, extra...), ", ") }
 	kind, stableType, mesh := req.kind, req.stableType, req.mesh
 	switch {
@@ -471,9 +476,13 @@ func (req placeRequest) nothingPlaced(left leftOut) error {
 	case failed > 0 || left.ruledOut > 0:
 		return fmt.Errorf("%w: no Serving node of mesh %q that hosts %s %q is left to try (%s)", ErrUnavailable, mesh, kind,
 			stableType, counts(fmt.Sprintf("%d failed", failed)))
-	case left.thisNode > 0 && len(extra) == 0:
-		return fmt.Errorf("%w: no Serving node of mesh %q other than this one registered %s %q with a weight above 0%w",
-			ErrUnavailable, mesh, kind, stableType, quiet{errNoUsableNode})
+	case left.thisNode > 0 && left.ruledOut == 0 && left.noLink == 0:
+		others := ""
+		if left.leaving > 0 {
+			others = fmt.Sprintf(" (%d draining or stopped)", left.leaving)
+		}
+		return fmt.Errorf("%w: no Serving node of mesh %q other than this one registered %s %q with a weight above 0%s%w",
+			ErrUnavailable, mesh, kind, stableType, others, quiet{errNoUsableNode})
 	case len(extra) > 0:
 		return fmt.Errorf("%w: no Serving node of mesh %q registered %s %q with a weight above 0 and a usable link (%s)%w",
 			ErrUnavailable, mesh, kind, stableType, counts(), quiet{errNoUsableNode})

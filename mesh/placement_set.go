@@ -22,6 +22,12 @@ import (
 type candidateSet struct {
 	cands []candidate
 	cum   []int64 // cum[i] is the total weight of cands[:i+1]
+	// leaving counts the other servers of the mesh with the type that
+	// are listed draining or stopped (or shown so by their refusal):
+	// not candidates, but what a placement that finds none says, so that
+	// a drain of the last serving nodes reads as that, not as a mesh
+	// without nodes.
+	leaving int
 }
 
 // servingServer reports whether e is a Serving Object Server run of mesh
@@ -32,6 +38,13 @@ func servingServer(e directory.Entry, mesh string) bool {
 	return d.MeshName == mesh && e.LeaseValid && d.State == record.StateServing && d.ObjectRole == record.RoleServer
 }
 
+// leavingServer reports whether e is an Object Server run of mesh with a
+// valid owner lease listed draining or stopped: it will not serve again.
+func leavingServer(e directory.Entry, mesh string) bool {
+	d := &e.Descriptor
+	return d.MeshName == mesh && e.LeaseValid && directory.Leaving(d.State) && d.ObjectRole == record.RoleServer
+}
+
 // newCandidateSet lists the candidates of snap for (mesh, kind,
 // stableType); self identifies this node's own run (local placement).
 func newCandidateSet(snap directory.Snapshot, mesh string, kind record.ObjectKind, stableType string, selfRID []byte, selfGen uint64) *candidateSet {
@@ -40,6 +53,11 @@ func newCandidateSet(snap directory.Snapshot, mesh string, kind record.ObjectKin
 	for _, e := range snap.Entries {
 		d := e.Descriptor
 		if !servingServer(e, mesh) || d.PlacementWeight <= 0 {
+			if leavingServer(e, mesh) && !(bytes.Equal(d.RoutingID, selfRID) && uint64(d.LifecycleGeneration) == selfGen) {
+				if _, ok := capabilityLimit(d, kind, stableType); ok {
+					s.leaving++
+				}
+			}
 			continue
 		}
 		capLimit, ok := capabilityLimit(d, kind, stableType)

@@ -121,25 +121,46 @@ func TestNewCandidateSet(t *testing.T) {
 		}
 		return directory.Entry{Descriptor: d, LeaseValid: true}
 	}
+	leaving := func(rid []byte, st record.State, edit func(*record.MeshNodeDescriptor)) directory.Entry {
+		return desc(rid, func(d *record.MeshNodeDescriptor) {
+			d.State = st
+			if edit != nil {
+				edit(d)
+			}
+		})
+	}
 	tests := []struct {
-		name  string
-		entry directory.Entry
-		ok    bool
-		local bool
+		name    string
+		entry   directory.Entry
+		ok      bool
+		local   bool
+		leaving int // counted as a server of the type draining or stopped
 	}{
-		{"self", desc(self, nil), true, true},
-		{"self, another run", desc(self, func(d *record.MeshNodeDescriptor) { d.LifecycleGeneration = 6 }), true, false},
-		{"peer", desc(peer, nil), true, false},
-		{"weight 0", desc(peer, func(d *record.MeshNodeDescriptor) { d.PlacementWeight = 0 }), false, false},
-		{"draining", desc(peer, func(d *record.MeshNodeDescriptor) { d.State = record.StateDraining }), false, false},
-		{"client role", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectRole = record.RoleClient }), false, false},
-		{"other mesh", desc(peer, func(d *record.MeshNodeDescriptor) { d.MeshName = "x" }), false, false},
-		{"type not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].StableType = "u" }), false, false},
-		{"kind not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].ObjectKind = record.ObjectUserSpot }), false, false},
-		{"lease gone", func() directory.Entry { e := desc(peer, nil); e.LeaseValid = false; return e }(), false, false},
+		{"self", desc(self, nil), true, true, 0},
+		{"self, another run", desc(self, func(d *record.MeshNodeDescriptor) { d.LifecycleGeneration = 6 }), true, false, 0},
+		{"peer", desc(peer, nil), true, false, 0},
+		{"weight 0", desc(peer, func(d *record.MeshNodeDescriptor) { d.PlacementWeight = 0 }), false, false, 0},
+		{"draining", leaving(peer, record.StateDraining, nil), false, false, 1},
+		{"stopped", leaving(peer, record.StateStopped, nil), false, false, 1},
+		{"self draining: not counted", leaving(self, record.StateDraining, nil), false, false, 0},
+		{"draining, type not registered: not counted", leaving(peer, record.StateDraining, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].StableType = "u" }), false, false, 0},
+		{"draining, lease gone: not counted", func() directory.Entry {
+			e := leaving(peer, record.StateDraining, nil)
+			e.LeaseValid = false
+			return e
+		}(), false, false, 0},
+		{"preparing: not counted", leaving(peer, record.StatePreparing, nil), false, false, 0},
+		{"client role", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectRole = record.RoleClient }), false, false, 0},
+		{"other mesh", desc(peer, func(d *record.MeshNodeDescriptor) { d.MeshName = "x" }), false, false, 0},
+		{"type not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].StableType = "u" }), false, false, 0},
+		{"kind not registered", desc(peer, func(d *record.MeshNodeDescriptor) { d.ObjectCapabilities[0].ObjectKind = record.ObjectUserSpot }), false, false, 0},
+		{"lease gone", func() directory.Entry { e := desc(peer, nil); e.LeaseValid = false; return e }(), false, false, 0},
 	}
 	for _, tc := range tests {
 		s := newCandidateSet(directory.Snapshot{Entries: []directory.Entry{tc.entry}}, "m", record.ObjectActor, "t", self, 7)
+		if s.leaving != tc.leaving {
+			t.Errorf("%s: %d counted leaving, want %d", tc.name, s.leaving, tc.leaving)
+		}
 		if (len(s.cands) == 1) != tc.ok {
 			t.Errorf("%s: %d candidates, want ok=%v", tc.name, len(s.cands), tc.ok)
 			continue
@@ -397,6 +418,20 @@ func TestDecide(t *testing.T) {
 			s.cands[0].local = true
 			return s
 		}(), req: placeRequest{notHere: true}, want: -1, wantErr: ErrUnavailable, wantMsg: "other than this one registered actor"},
+		// A drain of the last serving nodes: the others are draining, and
+		// the error says so rather than read as a mesh without nodes.
+		{name: "only this node serves, the others are leaving", set: func() *candidateSet {
+			s := weightedSet(100)
+			s.cands[0].local = true
+			s.leaving = 2
+			return s
+		}(), req: placeRequest{notHere: true}, want: -1, wantErr: ErrUnavailable,
+			wantMsg: "other than this one registered actor \"t\" with a weight above 0 (2 draining or stopped)"},
+		{name: "no server serving, some leaving", set: func() *candidateSet {
+			s := weightedSet()
+			s.leaving = 3
+			return s
+		}(), want: -1, wantErr: ErrUnavailable, wantMsg: "a usable link (3 draining or stopped)"},
 		{name: "preferred node with room: taken whatever the draw", set: limitedSet(10, 100, 100, 100), req: placeRequest{prefer: []byte{3}},
 			draws: []float64{0.1}, want: 2, wantCalls: 1, wantKeys: 2},
 		{name: "preferred node unlimited: taken without a read", set: weightedSet(100, 100, 100), req: placeRequest{prefer: []byte{1}},
