@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
+	"github.com/meshnode/meshnode/mesh/directory"
+	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/marker"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -177,5 +180,69 @@ func TestReplicasBehindMetric(t *testing.T) {
 				t.Fatalf("status stores = %+v", st)
 			}
 		})
+	}
+}
+
+// A drain (SIGTERM) of a node whose owner lease ended for good moves
+// nothing, and each object's outcome says why: the store lost its data, or
+// another run took the routing id over. Before, the drain looked at the
+// mesh first: after a Redis restarted empty it found no serving node
+// (every node had stopped on the loss) and reported each object as "drain:
+// no other serving node" — 20 WARN lines and a summary blaming the mesh (an
+// operator try-out).
+func TestDrainOfALeaseEndedForGoodSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(t *testing.T, c *cluster, n *Node)
+		is   error  // LeaseLost wraps it
+		want string // in each object's reason
+	}{
+		{"store data lost", func(t *testing.T, c *cluster, _ *Node) { flushNamespace(t, c) },
+			locstore.ErrDataLost, "the Location Store lost its data"},
+		{"routing id taken over", func(t *testing.T, _ *cluster, n *Node) {
+			n.lease.Fail(fmt.Errorf("republish: %w", &directory.RoutingIDInUseError{MeshName: n.cfg.Node.MeshName,
+				RoutingID: n.run.rid, OwnerID: "another-run"}))
+		}, directory.ErrRoutingIDInUse, "another run took its routing id over"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, clientRole0)
+			ctx := ctxT(t, 60*time.Second)
+			mine := createOn(t, c, "ended-"+strings.ReplaceAll(tc.name, " ", "-"), 1, 3)
+			leaving := c.nodes[1]
+			tc.end(t, c, leaving)
+			eventually(t, 10*time.Second, "the lease to end for good", func() bool {
+				return errors.Is(leaving.LeaseLost(), tc.is)
+			})
+			res, _ := leaving.Drain(ctx, HostRelocateOptions{})
+			if len(res.Objects) != len(mine) {
+				t.Fatalf("drain result lists %d objects, want %d: %+v", len(res.Objects), len(mine), res.Objects)
+			}
+			for _, o := range res.Objects {
+				if o.Outcome != hostmove.NotStarted || !strings.Contains(o.Reason, tc.want) {
+					t.Errorf("%s: %s %q, want notStarted saying %q", o.Object.ID, o.Outcome, o.Reason, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// flushNamespace deletes every key of c's Location Store namespace, as a
+// FLUSHALL (or a Redis restarted without persistence) does.
+func flushNamespace(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	page, err := c.f.loc.Scan(ctx, locstore.ScanRequest{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var muts []locstore.Mutation
+	for _, it := range page.Items {
+		muts = append(muts, locstore.Delete(it.Key))
+	}
+	if len(muts) == 0 {
+		t.Fatal("nothing to flush")
+	}
+	if _, err := c.f.loc.Write(ctx, locstore.WriteRequest{Mutations: muts}); err != nil {
+		t.Fatal(err)
 	}
 }

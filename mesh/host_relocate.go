@@ -811,6 +811,59 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	if holding {
 		n.publishDraining(ctx)
 	}
+	if lost := n.LeaseLost(); lost != nil {
+		// The lease ended for good (the store lost its data, or another
+		// run took the routing id over): no move can start, whatever the
+		// other nodes do. Say so, instead of the "no other serving node"
+		// a look at the mesh finds — an operator try-out (Redis restarted
+		// empty, then SIGTERM) read 20 WARN lines blaming the mesh.
+		why := leaseEndedReason(lost)
+		res = n.unmoved("drain: "+why, opts.Progress)
+		n.log.Warn("drain: this node's owner lease ended for good; no object can move", "objects", res.Progress.Total,
+			"why", why, "err", lost)
+	} else {
+		res, moves = n.drainMoves(ctx, opts, began, deadline, holding, leaseWait)
+	}
+	res.Took = n.hostNow().Sub(began)
+	if !moves {
+		res.BeforeMoves = res.Took // all of it went before the moves that did not run
+	}
+	n.log.Info("drain: shutting down", "took", res.Took, "before_moves", res.BeforeMoves, "moves_took", res.MovesTook,
+		"after_moves", res.Took-res.BeforeMoves-res.MovesTook)
+	if opts.beforeStop != nil {
+		opts.beforeStop(res)
+	}
+	err := n.Close(ctx)
+	res.ShutdownSwept = n.sweptOnClose()
+	res.StoreDataLost = errors.Is(n.LeaseLost(), locstore.ErrDataLost)
+	if left := res.NotMoved(); len(left) > 0 {
+		instances := res.InstanceSpotsNotMoved()
+		switch {
+		case res.StoreDataLost:
+			n.log.Warn("drain: objects not moved; their state is lost, and their records went with the store's data", "count", len(left))
+		case res.ShutdownSwept && instances == len(left):
+			// Only Instance Spots stayed: what the spec has a drain do with
+			// them (§8 moves Actors and User Spots), not a failure. A
+			// WARN here in every step of a rolling restart told operators
+			// something went wrong when nothing had.
+			n.log.Info("drain: Instance Spots removed by the shutdown; each activates again on its next message, with fresh state", "count", instances)
+		case res.ShutdownSwept:
+			n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left)-instances, "instance_spots", instances)
+		default:
+			n.log.Warn("drain: objects not moved and the shutdown could not remove their records: their state is lost, their records remain until reclaimed",
+				"count", len(left), "err", err)
+		}
+	}
+	return res, err
+}
+
+// drainMoves is a drain's look for targets and its moves (Drain): without
+// another serving node (or a descriptor list) it moves nothing; otherwise it
+// moves the objects within ctx's deadline less the shutdown's reserve and
+// lingers for the senders of moved objects. moves reports whether the moves
+// ran (hostRelocate).
+func (n *Node) drainMoves(ctx context.Context, opts HostRelocateOptions, began time.Time, deadline time.Duration,
+	holding bool, leaseWait time.Duration) (res HostRelocationResult, moves bool) {
 	switch others, err := n.otherServingNodes(ctx); {
 	case err != nil:
 		res = n.unmoved("drain: cannot tell whether another node can take it: "+err.Error(), opts.Progress)
@@ -850,37 +903,19 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		}
 		rcancel()
 	}
-	res.Took = n.hostNow().Sub(began)
-	if !moves {
-		res.BeforeMoves = res.Took // all of it went before the moves that did not run
+	return res, moves
+}
+
+// leaseEndedReason says in a few words why a run's owner lease ended for
+// good (LeaseLost), for the outcome of each object a drain cannot move.
+func leaseEndedReason(lost error) string {
+	switch {
+	case errors.Is(lost, locstore.ErrDataLost):
+		return "the Location Store lost its data (STORE DATA LOST), and this node's owner lease with it"
+	case errors.Is(lost, directory.ErrRoutingIDInUse):
+		return "this node's owner lease ended for good: another run took its routing id over"
 	}
-	n.log.Info("drain: shutting down", "took", res.Took, "before_moves", res.BeforeMoves, "moves_took", res.MovesTook,
-		"after_moves", res.Took-res.BeforeMoves-res.MovesTook)
-	if opts.beforeStop != nil {
-		opts.beforeStop(res)
-	}
-	err := n.Close(ctx)
-	res.ShutdownSwept = n.sweptOnClose()
-	res.StoreDataLost = errors.Is(n.LeaseLost(), locstore.ErrDataLost)
-	if left := res.NotMoved(); len(left) > 0 {
-		instances := res.InstanceSpotsNotMoved()
-		switch {
-		case res.StoreDataLost:
-			n.log.Warn("drain: objects not moved; their state is lost, and their records went with the store's data", "count", len(left))
-		case res.ShutdownSwept && instances == len(left):
-			// Only Instance Spots stayed: what the spec has a drain do with
-			// them (§8 moves Actors and User Spots), not a failure. A
-			// WARN here in every step of a rolling restart told operators
-			// something went wrong when nothing had.
-			n.log.Info("drain: Instance Spots removed by the shutdown; each activates again on its next message, with fresh state", "count", instances)
-		case res.ShutdownSwept:
-			n.log.Warn("drain: objects removed by the shutdown (their state is lost)", "count", len(left)-instances, "instance_spots", instances)
-		default:
-			n.log.Warn("drain: objects not moved and the shutdown could not remove their records: their state is lost, their records remain until reclaimed",
-				"count", len(left), "err", err)
-		}
-	}
-	return res, err
+	return "this node's owner lease ended for good"
 }
 
 // hostNow reads the clock a host command's reported durations and its
