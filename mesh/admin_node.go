@@ -146,6 +146,11 @@ func (n *Node) adminStatus() admin.Status {
 	if n.admin != nil {
 		st.HostCommand = n.admin.CurrentJob()
 	}
+	if st.HostCommand == nil {
+		// Not started through the listener: a SIGTERM drain, or the
+		// application's Relocate or Drain.
+		st.HostCommand, _ = n.hostView.job()
+	}
 	for _, s := range n.replicaWaits() {
 		st.Stores = append(st.Stores, admin.StoreReplicas{Store: s.name, Behind: s.r.ReplicasBehind()})
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,5 +270,47 @@ func TestAdminResultKinds(t *testing.T) {
 		if o.Kind != want[o.ID] {
 			t.Errorf("%s: kind %q, want %q", o.ID, o.Kind, want[o.ID])
 		}
+	}
+}
+
+// /v1/status shows a drain not started through the admin listener (a
+// SIGTERM drain of meshnode run, the application's Drain) as the host
+// command running, with its progress. Before, the listener showed only
+// its own jobs: `ctl status` said "host command: none running" next to
+// state draining (an operator try-out).
+func TestAdminStatusShowsADrainNotStartedThroughTheListener(t *testing.T) {
+	c := adminCluster(t, 3)
+	ctx := ctxT(t, 60*time.Second)
+	mine := createOn(t, c, "viewed", 1, 3)
+	var (
+		once   sync.Once
+		status admin.Status
+		getErr error
+	)
+	_, err := c.nodes[1].Drain(ctx, HostRelocateOptions{Progress: func(HostProgress) {
+		once.Do(func() {
+			req, _ := http.NewRequest("GET", "http://"+c.nodes[1].AdminAddr()+"/v1/status", nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				getErr = err
+				return
+			}
+			defer resp.Body.Close()
+			getErr = json.NewDecoder(resp.Body).Decode(&status)
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if getErr != nil {
+		t.Fatal(getErr)
+	}
+	j := status.HostCommand
+	if j == nil {
+		t.Fatalf("status during the drain (state %s) shows no host command", status.State)
+	}
+	if !j.Drain || j.State != admin.JobRunning || j.ID != "" || j.Progress.Total != len(mine) {
+		t.Fatalf("host command %+v, want a running drain without a job id over %d objects", *j, len(mine))
 	}
 }

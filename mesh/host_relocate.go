@@ -143,6 +143,7 @@ func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelo
 		return HostRelocationResult{}, err
 	}
 	defer n.endHostMove()
+	opts.Progress = n.hostView.track(cmdRelocate, opts.Progress)
 	return n.hostRelocate(ctx, opts, n.hostNow())
 }
 
@@ -165,12 +166,14 @@ func (n *Node) beginHostMove(cmd string) error {
 		return ErrHostCommandRunning
 	}
 	n.obj.hostCmd.Store(&cmd)
+	n.hostView.begin(cmd)
 	return nil
 }
 
 // endHostMove ends the host command beginHostMove began. Its name goes
 // first, so that a refusal never names a command that ended.
 func (n *Node) endHostMove() {
+	n.hostView.end()
 	n.obj.hostCmd.Store(nil)
 	n.obj.hostMove.Store(false)
 }
@@ -790,6 +793,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	opts.Progress = n.hostView.track(cmdDrain, opts.Progress)
 	// The drain's reported time counts from here: the waits below for this
 	// node's lease and for a recovering peer are part of it (Took,
 	// BeforeMoves).

@@ -126,6 +126,9 @@ type Node struct {
 	// HTTP admin listener when admin.listen is set (admin_node.go).
 	metrics *nodeMetrics
 	admin   *admin.Server
+	// hostView is the host command running, whatever started it, for
+	// the status (host_view.go).
+	hostView hostView
 	// adminDrain is set while a drain asked through the admin listener
 	// runs: the listener then outlives the moves until their result was
 	// read (stopAdmin).

@@ -20,7 +20,9 @@ type Status struct {
 	NotReady        string  `json:"notReady,omitempty"`
 	Peers           []Peer  `json:"peers"`
 	Objects         Objects `json:"objects"`
-	// HostCommand is the host Relocate or drain in progress, if any.
+	// HostCommand is the host Relocate or drain in progress, if any; one
+	// not started through this listener (a SIGTERM drain, the
+	// application's call) has no ID.
 	HostCommand *Job `json:"hostCommand,omitempty"`
 	// Stores lists the stores whose writes wait for replicas (replica_acks),
 	// with whether the replicas keep up; absent when none does.

@@ -208,9 +208,15 @@ func printStatus(w io.Writer, st admin.Status) error {
 			return err
 		}
 	}
-	if j := st.HostCommand; j != nil {
+	switch j := st.HostCommand; {
+	case j != nil && j.ID == "":
+		// Started on the node itself, not through the listener: it has
+		// no job to follow with ctl relocate --request-id.
+		fmt.Fprintf(w, "\nhost command (%s, started on the node: SIGTERM or the application) %s: %s\n", kindName(j.Drain), j.State,
+			progressText(j.Progress))
+	case j != nil:
 		fmt.Fprintf(w, "\nhost command %s (%s) %s: %s\n", j.ID, kindName(j.Drain), j.State, progressText(j.Progress))
-	} else {
+	default:
 		fmt.Fprintln(w, "\nhost command: none running")
 	}
 	for _, s := range st.Stores {

@@ -349,3 +349,30 @@ func TestPrintOutcomeOfACommandRefusedAtItsStart(t *testing.T) {
 		t.Errorf("stderr lacks the reason: %q", errb.String())
 	}
 }
+
+// ctl status names the host command running, also one not started through
+// the admin listener (no job id: a SIGTERM drain, the application's call).
+func TestPrintStatusHostCommand(t *testing.T) {
+	p := admin.Progress{Total: 10, Moved: 4, Running: 2, Pending: 4}
+	for _, tc := range []struct {
+		name string
+		job  *admin.Job
+		want string
+	}{
+		{"none", nil, "host command: none running"},
+		{"through the listener", &admin.Job{ID: "r1", State: admin.JobRunning, Progress: p},
+			"host command r1 (relocate) running: 4/10 moved, 0 failed, 0 skipped, 6 remaining"},
+		{"a SIGTERM drain", &admin.Job{Drain: true, State: admin.JobRunning, Progress: p},
+			"host command (drain, started on the node: SIGTERM or the application) running: 4/10 moved, 0 failed, 0 skipped, 6 remaining"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printStatus(&b, admin.Status{Ready: true, HostCommand: tc.job}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tc.want) {
+				t.Errorf("lacks %q:\n%s", tc.want, b.String())
+			}
+		})
+	}
+}
