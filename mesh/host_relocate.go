@@ -35,6 +35,12 @@ type HostRelocateOptions struct {
 	// for are skipped) and never slows the moves. The last call has End
 	// set, and Relocate returns after it.
 	Progress func(HostProgress)
+	// Stop, when closed, ends the command early, as its deadline would: no
+	// move starts after it and the moves under way are cancelled (their
+	// objects stay here, §9.4); a Drain then skips what is left of its
+	// waits, moves and linger and runs the shutdown (§11) at once, which
+	// removes what did not move. meshnode run closes it on a second SIGTERM.
+	Stop <-chan struct{}
 	// beforeStop, when set, gets a Drain's result after its moves and
 	// before the node's stop (the admin listener reports it to the caller
 	// while it is still up).
@@ -144,6 +150,8 @@ func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelo
 	}
 	defer n.endHostMove()
 	opts.Progress = n.hostView.track(cmdRelocate, opts.Progress)
+	ctx, stopped := stopWith(ctx, opts.Stop)
+	defer stopped()
 	return n.hostRelocate(ctx, opts, n.hostNow())
 }
 
@@ -793,6 +801,11 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	// The shutdown gets the whole deadline; what comes before it also ends
+	// when opts.Stop closes.
+	closeCtx := ctx
+	ctx, stopped := stopWith(ctx, opts.Stop)
+	defer stopped()
 	opts.Progress = n.hostView.track(cmdDrain, opts.Progress)
 	// The drain's reported time counts from here: the waits below for this
 	// node's lease and for a recovering peer are part of it (Took,
@@ -837,7 +850,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	if opts.beforeStop != nil {
 		opts.beforeStop(res)
 	}
-	err := n.Close(ctx)
+	err := n.Close(closeCtx)
 	res.ShutdownSwept = n.sweptOnClose()
 	res.StoreDataLost = errors.Is(n.LeaseLost(), locstore.ErrDataLost)
 	if left := res.NotMoved(); len(left) > 0 {
@@ -920,6 +933,23 @@ func leaseEndedReason(lost error) string {
 		return "this node's owner lease ended for good: another run took its routing id over"
 	}
 	return "this node's owner lease ended for good"
+}
+
+// stopWith returns ctx, ended also when stop closes (nil: never), and the
+// function that releases it.
+func stopWith(ctx context.Context, stop <-chan struct{}) (context.Context, context.CancelFunc) {
+	if stop == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // hostNow reads the clock a host command's reported durations and its

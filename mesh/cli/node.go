@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
@@ -53,7 +56,9 @@ const runUsage = `usage: meshnode run [--config FILE] [config flags]
 Runs one mesh node until SIGINT/SIGTERM. On the signal a server node first
 moves its objects to the other serving nodes (relocation.drain_on_shutdown,
 default true; --relocation.drain_on_shutdown=false turns it off), then stops
-(§11) within shutdown_deadline. Configuration comes from the YAML
+(§11) within shutdown_deadline. A second SIGINT/SIGTERM during the drain
+stops it where it is and shuts down at once: the objects not moved yet are
+removed with their state. Configuration comes from the YAML
 file (--config or MESHNODE_CONFIG), then MESHNODE_ environment variables,
 then flags; see docs/OPERATIONS.md and docs/node.example.yaml.`
 
@@ -105,11 +110,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDeadline)
 	defer cancel()
-	if cfg.Relocation.DrainOnShutdown && cfg.Node.ObjectRole == config.RoleServer {
+	drain := cfg.Relocation.DrainOnShutdown && cfg.Node.ObjectRole == config.RoleServer
+	stop := make(chan struct{})
+	defer secondSignal(log, drain, stop)()
+	if drain {
 		// Keep the objects alive: move them to the other serving nodes
 		// first (docs/OPERATIONS.md "Drain and rolling restarts").
 		var res mesh.HostRelocationResult
-		res, err = node.Drain(closeCtx, mesh.HostRelocateOptions{})
+		res, err = node.Drain(closeCtx, mesh.HostRelocateOptions{Stop: stop})
 		fmt.Fprintln(stdout, drainedLine(res))
 	} else {
 		err = node.Close(closeCtx)
@@ -119,6 +127,41 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// notifySignals delivers SIGINT and SIGTERM to c until the returned
+// function is called (a variable: tests send their own).
+var notifySignals = func(c chan<- os.Signal) (stop func()) {
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	return func() { signal.Stop(c) }
+}
+
+// secondSignal listens, while the node stops, for one more SIGINT/SIGTERM:
+// during a drain it closes stop (the drain ends where it is and the node
+// shuts down at once); during a bare shutdown, which ends within
+// shutdown_deadline anyway, it only says so. Without it a second signal
+// was swallowed without a word, and an operator who pressed Ctrl-C again
+// waited out the drain not knowing whether anything had heard (an operator
+// try-out). The returned function stops listening.
+func secondSignal(log *slog.Logger, drain bool, stop chan<- struct{}) (done func()) {
+	sigs := make(chan os.Signal, 1)
+	unnotify := notifySignals(sigs)
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			if drain {
+				log.Warn("second signal: the drain stops now; the objects not moved yet are removed by the shutdown (their state is lost)",
+					"signal", s.String())
+				close(stop)
+			} else {
+				log.Warn("second signal: the node is already shutting down, within shutdown_deadline; SIGKILL stops the process at once",
+					"signal", s.String())
+			}
+		case <-quit:
+		}
+	}()
+	return func() { close(quit); unnotify() }
 }
 
 const demoUsage = `usage: meshnode demo [--nodes N] [--redis host:port] [--log-level LEVEL] [--timeout D]
