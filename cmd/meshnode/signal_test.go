@@ -46,6 +46,10 @@ func TestMultiProcessSecondSignalStopsTheDrain(t *testing.T) {
 		p.dump(t)
 		t.Fatal("no WARN said the second signal was heard")
 	}
+	if !p.seen("second signal: the drain stops now; the objects not moved yet are removed by the shutdown (their state is lost)",
+		"rid", r.rids[0]) {
+		t.Error("the WARN lacks the node's keys (docs/OPERATIONS.md, log records)")
+	}
 	if took > 2*time.Second {
 		t.Fatalf("the process took %v to exit after the second SIGTERM; the drain's linger alone is ~4 s", took)
 	}

@@ -112,7 +112,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	drain := cfg.Relocation.DrainOnShutdown && cfg.Node.ObjectRole == config.RoleServer
 	stop := make(chan struct{})
-	defer secondSignal(log, drain, stop)()
+	owner, _ := node.Owner()
+	nodeLog := log.With("mesh", cfg.Node.MeshName, "rid", hex.EncodeToString(node.RID()), "owner", owner,
+		"gen", node.LifecycleGeneration()) // the keys of the node's own lines
+	defer secondSignal(nodeLog, drain, stop)()
 	if drain {
 		// Keep the objects alive: move them to the other serving nodes
 		// first (docs/OPERATIONS.md "Drain and rolling restarts").
