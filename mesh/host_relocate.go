@@ -89,6 +89,10 @@ type HostRelocationResult struct {
 	// during this run (the node's lease ended with ErrDataLost): the
 	// records of what stayed went with it, and nothing is left to reclaim.
 	StoreDataLost bool
+	// OtherDrain (Drain only): a drain already running when this one was
+	// called — one started through the admin listener — stopped the node;
+	// this one moved nothing and its caller has that one's result.
+	OtherDrain bool
 }
 
 // NotMoved lists the objects that are still on this node after the command
@@ -825,10 +829,22 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// 2026-12-06). hostMove is held until Close: nothing new lands here
 	// between the moves and the shutdown.
 	holding := n.beginHostMove(cmdDrain) == nil
+	// The wait keeps the shutdown's reserve, like the moves.
+	wctx, wcancel := context.WithTimeout(ctx, deadline-drainReserve(deadline))
+	if !holding && n.awaitHostCommand(wctx) {
+		holding = n.beginHostMove(cmdDrain) == nil
+	}
+	wcancel()
 	if holding {
 		n.publishDraining(ctx)
 	}
-	if lost := n.LeaseLost(); lost != nil {
+	if n.closing() {
+		// A drain already running (started through the admin listener)
+		// has stopped the node, or is stopping it: its caller has its
+		// result. Close below waits for that stop.
+		res.OtherDrain, res.End = true, hostmove.Completed
+		n.log.Info("drain: the drain already running stopped the node; nothing is left here to move")
+	} else if lost := n.LeaseLost(); lost != nil {
 		// The lease ended for good (the store lost its data, or another
 		// run took the routing id over): no move can start, whatever the
 		// other nodes do. Say so, instead of the "no other serving node"
@@ -921,6 +937,34 @@ func (n *Node) drainMoves(ctx context.Context, opts HostRelocateOptions, began t
 		rcancel()
 	}
 	return res, moves
+}
+
+// awaitHostCommand waits while a host command that another caller started
+// runs — a host Relocate, or a drain, through the admin listener — until it
+// ends, the node starts closing (a drain ends in the node's stop) or ctx
+// ends. It reports whether it waited. Why: a SIGTERM drain refused by the
+// command running went straight to the shutdown, which removed every
+// object that command had not moved yet and cut its moves and linger short
+// (an operator try-out: SIGTERM 0.15 s into `ctl relocate --drain`).
+func (n *Node) awaitHostCommand(ctx context.Context) bool {
+	running := n.obj.hostCmd.Load()
+	if running == nil {
+		return false // refused for the lease gate, not for a command
+	}
+	n.log.Info("drain: a host command is already running; waiting for it to end before draining", "running", *running)
+	for n.obj.hostMove.Load() && !n.closing() {
+		if sleepCtx(ctx, 50*time.Millisecond) != nil {
+			break
+		}
+	}
+	return true
+}
+
+// closing reports whether Close has begun.
+func (n *Node) closing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
 }
 
 // leaseEndedReason says in a few words why a run's owner lease ended for

@@ -544,6 +544,9 @@ func openLocation(ctx context.Context, cfg config.Config, log *slog.Logger) (loc
 // objects that stayed. Their state is lost either way; whether their
 // records are gone depends on the shutdown's sweep (ShutdownSwept).
 func drainedLine(res mesh.HostRelocationResult) string {
+	if res.OtherDrain {
+		return "meshnode: drained by the drain already running (started through the admin listener; its caller got the outcome); this signal's drain had nothing left to move"
+	}
 	p := res.Progress
 	lost := ""
 	if n := len(res.NotMoved()); n > 0 {

@@ -105,6 +105,10 @@ func TestDrainedLine(t *testing.T) {
 			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Failed}, {Object: hostmove.Object{Spot: true, Instance: true}, Outcome: hostmove.Skipped}},
 			Took:    time.Second, MovesTook: time.Second, ShutdownSwept: true},
 			"; 2 removed by the shutdown, their state is lost (the log says why each stayed); 1 of them Instance Spots, which activate again on their next message", "as a drain does"},
+		// SIGTERM during `ctl relocate --drain`: that drain stopped the
+		// node, and this one's zeros would read as if nothing had moved.
+		{"drained by the drain already running", mesh.HostRelocationResult{End: hostmove.Completed, OtherDrain: true, ShutdownSwept: true},
+			"meshnode: drained by the drain already running (started through the admin listener; its caller got the outcome)", "0 moved"},
 		{"one left to its target", mesh.HostRelocationResult{End: hostmove.ForceStopped, Progress: mesh.HostProgress{Moved: 2, Failed: 1},
 			Objects: []mesh.HostObjectResult{{Outcome: hostmove.Moved}, {Outcome: hostmove.Failed, Reason: "leftToTarget"}},
 			Took:    time.Second, MovesTook: time.Second, ShutdownSwept: true},
