@@ -89,9 +89,10 @@ type HostRelocationResult struct {
 	// during this run (the node's lease ended with ErrDataLost): the
 	// records of what stayed went with it, and nothing is left to reclaim.
 	StoreDataLost bool
-	// OtherDrain (Drain only): a drain already running when this one was
-	// called — one started through the admin listener — stopped the node;
-	// this one moved nothing and its caller has that one's result.
+	// OtherDrain (Drain only): the node was already stopping when this
+	// drain could begin — a drain already running when it was called (one
+	// started through the admin listener) stopped it, or Close did; this
+	// one moved nothing, and that drain's caller has its result.
 	OtherDrain bool
 }
 
@@ -843,7 +844,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		// has stopped the node, or is stopping it: its caller has its
 		// result. Close below waits for that stop.
 		res.OtherDrain, res.End = true, hostmove.Completed
-		n.log.Info("drain: the drain already running stopped the node; nothing is left here to move")
+		n.log.Info("drain: the node is already stopping (a drain already running, or Close); nothing is left here to move")
 	} else if lost := n.LeaseLost(); lost != nil {
 		// The lease ended for good (the store lost its data, or another
 		// run took the routing id over): no move can start, whatever the
