@@ -29,21 +29,7 @@ func TestStoreDataLostStopsNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// FLUSHALL: every key of the namespace goes.
-	page, err := c.f.loc.Scan(ctx, locstore.ScanRequest{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var muts []locstore.Mutation
-	for _, it := range page.Items {
-		muts = append(muts, locstore.Delete(it.Key))
-	}
-	if len(muts) == 0 {
-		t.Fatal("nothing to flush")
-	}
-	if _, err := c.f.loc.Write(ctx, locstore.WriteRequest{Mutations: muts}); err != nil {
-		t.Fatal(err)
-	}
+	flushNamespace(t, c)
 	for i, n := range c.nodes {
 		eventually(t, 10*time.Second, "the node to stop on the data loss", func() bool {
 			return n.State() == record.StateError

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -24,14 +23,7 @@ func TestDrainWaitsForTheHostCommandRunning(t *testing.T) {
 			ctx := ctxT(t, 60*time.Second)
 			_, mine := createUntil(t, ctx, c, "under", 1, 6)
 			n := c.nodes[1]
-			atSecure, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			n.obj.hooks.Store(&testHooks{relocationStep: func(_, step string) {
-				if step == stepSourceSecure {
-					once.Do(func() { close(atSecure) })
-					<-release
-				}
-			}})
+			atSecure, release := holdMovesAtSecure(n)
 			running := make(chan HostRelocationResult, 1)
 			go func() {
 				var res HostRelocationResult

@@ -17,14 +17,7 @@ func TestDrainStopsWhenAsked(t *testing.T) {
 	c := hostCluster(t, nil)
 	ctx := ctxT(t, 60*time.Second)
 	_, mine := createUntil(t, ctx, c, "stopped", 1, 4)
-	atSecure, release := make(chan struct{}), make(chan struct{})
-	var first sync.Once
-	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(_, step string) {
-		if step == stepSourceSecure {
-			first.Do(func() { close(atSecure) })
-			<-release
-		}
-	}})
+	atSecure, release := holdMovesAtSecure(c.nodes[1])
 	stop := make(chan struct{})
 	go func() {
 		// The first move is under way (one at a time): ask the drain to
@@ -51,4 +44,18 @@ func TestDrainStopsWhenAsked(t *testing.T) {
 	if took > 10*time.Second {
 		t.Fatalf("the drain took %v after it was asked to stop", took)
 	}
+}
+
+// holdMovesAtSecure makes every move from n wait at its source's secure
+// step until release is closed; atSecure closes when the first gets there.
+func holdMovesAtSecure(n *Node) (atSecure, release chan struct{}) {
+	atSecure, release = make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	n.obj.hooks.Store(&testHooks{relocationStep: func(_, step string) {
+		if step == stepSourceSecure {
+			first.Do(func() { close(atSecure) })
+			<-release
+		}
+	}})
+	return atSecure, release
 }

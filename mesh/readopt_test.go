@@ -147,19 +147,7 @@ func TestStoreOutageLongerThanTTLKeepsObjects(t *testing.T) {
 // without running anything), the others it re-adopts with their state.
 // Never two owners: each object ends on exactly one node.
 func TestCutOffNodeDropsWhatWasReclaimed(t *testing.T) {
-	f := newFixture(t)
-	cut := &outageStore{Store: f.loc}
-	c := newClusterWith(t, f, func(i int) locstore.Store {
-		if i == 1 {
-			return cut
-		}
-		return nil
-	}, 3, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
-		cfg.Recovery.ReclaimGrace = 100 * time.Millisecond
-		cfg.Recovery.ReclaimSweepInterval = 0
-	})
+	c, cut := cutOffCluster(t, newFixture(t), 0)
 	ctx := ctxT(t, 90*time.Second)
 	mine := createOn(t, c, "cutoff", 1, 4)
 	for _, ref := range mine {
@@ -575,18 +563,7 @@ func TestReadoptDropsAreLoggedBounded(t *testing.T) {
 		}
 		return nil
 	}
-	cut := &outageStore{Store: f.loc}
-	c := newClusterWith(t, f, func(i int) locstore.Store {
-		if i == 1 {
-			return cut
-		}
-		return nil
-	}, 3, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease // TTL 1.2 s
-		cfg.Recovery.ReclaimGrace = 100 * time.Millisecond
-		cfg.Recovery.ReclaimSweepInterval = 200 * time.Millisecond
-	})
+	c, cut := cutOffCluster(t, f, 200*time.Millisecond)
 	const objects = droppedWarned + 5
 	mine := createOn(t, c, "manydrops", 1, objects)
 	cut.down.Store(true)
@@ -619,4 +596,24 @@ func TestReadoptDropsAreLoggedBounded(t *testing.T) {
 		t.Fatalf("%d WARN lines for dropped objects (want %d); recovery line %q, want %q and %q",
 			warned, droppedWarned, summary, wantDrops, wantMore)
 	}
+}
+
+// cutOffCluster starts a client (node 0) and two servers on f, node 1
+// through an outageStore the test can cut off, with a short lease (TTL
+// 1.2 s), a 100 ms reclaim grace and the given sweep interval (0: none).
+func cutOffCluster(t *testing.T, f *fixture, sweep time.Duration) (*cluster, *outageStore) {
+	t.Helper()
+	cut := &outageStore{Store: f.loc}
+	c := newClusterWith(t, f, func(i int) locstore.Store {
+		if i == 1 {
+			return cut
+		}
+		return nil
+	}, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
+		cfg.Recovery.ReclaimGrace = 100 * time.Millisecond
+		cfg.Recovery.ReclaimSweepInterval = sweep
+	})
+	return c, cut
 }
