@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
@@ -230,5 +232,30 @@ func flushNamespace(t *testing.T, c *cluster) {
 	}
 	if _, err := c.f.loc.Write(ctx, locstore.WriteRequest{Mutations: muts}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// After a store data loss the objects' dispatch is stopped for good, and
+// the log says so — not that their messages and timers wait, as after an
+// ordinary lease loss (an operator try-out: Redis restarted empty; the
+// INFO read as if they would run once the lease came back).
+func TestDataLossSaysTheObjectsDoNotRunAgain(t *testing.T) {
+	f := newFixture(t)
+	var logs syncbuf.Buffer
+	f.logTo = func(int) io.Writer { return &logs }
+	c := newClusterOn(t, f, nil, 2, nil)
+	ctx := ctxT(t, 30*time.Second)
+	for i := range 4 { // objects on both nodes, most likely
+		if _, err := c.m(0).CreateActor(ctx, fmt.Sprintf("held-%d", i), testActorType); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushNamespace(t, c)
+	const stopped = "owner lease ended for good: objects' dispatch stopped; their messages and timers do not run here again"
+	eventually(t, 10*time.Second, "a node to say its objects' dispatch stopped", func() bool {
+		return strings.Contains(logs.String(), stopped)
+	})
+	if held := "objects' dispatch held; their messages and timers wait"; strings.Contains(logs.String(), held) {
+		t.Fatalf("a node logged %q after the data loss:\n%s", held, logs.String())
 	}
 }

@@ -46,7 +46,15 @@ func (o *objects) holdForLease() {
 	for _, k := range hold {
 		o.lh.held[k].obj.Hold()
 	}
-	if len(hold) > 0 {
+	switch {
+	case len(hold) == 0:
+	case o.n.LeaseLost() != nil && !o.n.leaseRecoverable():
+		// Lost with the store's data, or the routing id taken over:
+		// nothing reacquires it, and "wait" read as if they would run
+		// (an operator try-out, Redis restarted empty).
+		o.log.Info("owner lease ended for good: objects' dispatch stopped; their messages and timers do not run here again",
+			"objects", len(hold))
+	default:
 		o.log.Info("owner lease not admitting: objects' dispatch held; their messages and timers wait", "objects", len(hold))
 	}
 }

@@ -453,13 +453,14 @@ func (n *Node) onLeaseEvent(ev lease.Event) {
 	switch ev.Kind {
 	case lease.EventLost:
 		// The gate is closed for every §5 target; the objects' work waits
-		// (lease_hold.go) for a reacquisition (node_readopt.go).
-		if n.obj != nil {
-			n.async(n.obj.holdForLease)
-		}
+		// (lease_hold.go) for a reacquisition (node_readopt.go). lostErr
+		// first: the hold says whether anything can reacquire it.
 		n.mu.Lock()
 		n.lostErr = ev.Err
 		n.mu.Unlock()
+		if n.obj != nil {
+			n.async(n.obj.holdForLease)
+		}
 		if errors.Is(ev.Err, locstore.ErrDataLost) {
 			n.log.Error("STORE DATA LOST: the Location Store no longer holds what this node wrote (FLUSHALL, "+
 				"eviction, a failover to a replica without persistence or one that missed the last writes); the node stops all new work so that no "+
