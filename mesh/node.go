@@ -585,7 +585,8 @@ func (n *Node) removeDeadWatched(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			n.log.Warn("discovery: descriptor of a run without its lease not removed", "key", key, "err", err)
 		case res.Deleted > 0:
-			n.log.Warn("discovery: a watched run lost its owner lease while its links were up; its descriptor is removed so that every node stops using it",
+			n.log.Warn("discovery: a watched run lost its owner lease while its links were up; its descriptor is removed so that every node stops using it "+
+				"(a run cut off from the store, or paused for less than transport.peer_timeout, republishes it once it has a lease again)",
 				"key", key)
 		}
 	}
