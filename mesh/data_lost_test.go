@@ -259,3 +259,33 @@ func TestDataLossSaysTheObjectsDoNotRunAgain(t *testing.T) {
 		t.Fatalf("a node logged %q after the data loss:\n%s", held, logs.String())
 	}
 }
+
+// A node stopped on a store data loss refuses its own sends and requests
+// with ErrUnavailable naming the loss. Before, they read the route from the
+// emptied store and answered ErrNotFound (`no actor "…"`), which an
+// application takes for a destroyed object (an operator try-out: Redis
+// restarted empty under a client streaming sends).
+func TestDataLossRefusesMessagesSayingSo(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	ctx := ctxT(t, 30*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "sent-after-the-loss", testActorType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flushNamespace(t, c)
+	eventually(t, 10*time.Second, "node 0 to stop on the data loss", func() bool {
+		return errors.Is(c.nodes[0].LeaseLost(), locstore.ErrDataLost)
+	})
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"send", func() error { return c.m(0).SendActor(ctx, ref, []byte("x")) }},
+		{"request", func() error { _, err := c.m(0).RequestActor(ctx, ref, []byte("count")); return err }},
+	} {
+		err := tc.call()
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, locstore.ErrDataLost) {
+			t.Errorf("%s after the data loss: %v, want ErrUnavailable naming the data loss", tc.name, err)
+		}
+	}
+}

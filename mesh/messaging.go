@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
@@ -107,6 +108,14 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 	}
 	if !record.Generation(t.gen).Valid() {
 		return nil, fmt.Errorf("%w: ObjectGeneration %d", ErrInvalidOperation, t.gen)
+	}
+	if lost := o.n.LeaseLost(); errors.Is(lost, locstore.ErrDataLost) {
+		// The node stopped all new work on the loss (its messages too,
+		// docs/store-redis.md): a route read from the emptied store would
+		// answer "not found", which an application takes for a destroyed
+		// object (an operator try-out: Redis restarted empty, and a
+		// client's sends said `no actor "…"` until it was restarted).
+		return nil, wrapErr(ErrUnavailable, lost, "this node stopped on a store data loss (STORE DATA LOST); restart it")
 	}
 	if t.op.IsZero() {
 		// One operation id for every try: a retry is the same message,
