@@ -499,24 +499,29 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 		return locstore.ReadResult{}, err
 	}
 	defer cancel()
-	c := newCall(1, 0)
+	c := newCall(2, 0)
 	c.key(s.dataKey(key))
+	c.key(s.seqK)
+	before := s.rollback.before()
 	r, err := s.eval(ctx, readScript, c)
 	if err != nil {
 		return locstore.ReadResult{}, s.fail(op, err)
+	}
+	if len(r) != 2 && len(r) != 5 {
+		return locstore.ReadResult{}, s.fail(op, fmt.Errorf("read reply has %d elements", len(r)))
 	}
 	now, err := replyInt(r[0])
 	if err != nil {
 		return locstore.ReadResult{}, s.fail(op, err)
 	}
+	if err := s.rollback.saw(before, r[1]); err != nil {
+		return locstore.ReadResult{}, s.fail(op, err)
+	}
 	res := locstore.ReadResult{StoreNow: time.UnixMilli(now)}
-	if len(r) == 1 {
+	if len(r) == 2 {
 		return res, nil
 	}
-	if len(r) != 4 {
-		return locstore.ReadResult{}, s.fail(op, fmt.Errorf("read reply has %d elements", len(r)))
-	}
-	v, ver, x, err := replyStrings3(r[1], r[2], r[3])
+	v, ver, x, err := replyStrings3(r[2], r[3], r[4])
 	if err != nil {
 		return locstore.ReadResult{}, s.fail(op, err)
 	}
@@ -542,25 +547,30 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 		return nil, err
 	}
 	defer cancel()
-	c := newCall(len(keys), 0)
+	c := newCall(len(keys)+1, 0)
 	for _, k := range keys {
 		c.key(s.dataKey(k))
 	}
+	c.key(s.seqK)
+	before := s.rollback.before()
 	r, err := s.eval(ctx, readManyScript, c)
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
-	if len(r) != 1+3*len(keys) {
+	if len(r) != 2+3*len(keys) {
 		return nil, s.fail(op, fmt.Errorf("readMany reply has %d elements for %d keys", len(r), len(keys)))
 	}
 	now, err := replyInt(r[0])
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
+	if err := s.rollback.saw(before, r[1]); err != nil {
+		return nil, s.fail(op, err)
+	}
 	storeNow := time.UnixMilli(now)
 	out := make([]locstore.ReadResult, len(keys))
 	for i := range keys {
-		v, ver, x, err := replyStrings3(r[1+3*i], r[2+3*i], r[3+3*i])
+		v, ver, x, err := replyStrings3(r[2+3*i], r[3+3*i], r[4+3*i])
 		if err != nil {
 			return nil, s.fail(op, err)
 		}

@@ -36,15 +36,22 @@ import (
 // operator restored the data or accepted the loss — uses the namespace
 // again.
 type RollbackError struct {
-	Drew uint64 // the sequence number the write drew
+	Drew uint64 // the sequence number the write drew (Read: the one the read found)
 	Seen uint64 // the highest one an earlier, completed write had drawn
+	// Read: a read saw it — the commit sequence stood below what an
+	// earlier, completed write of this process had drawn.
+	Read bool
 }
 
 func (e *RollbackError) Error() string {
-	return fmt.Sprintf("the Redis namespace went back in time: a write drew commit sequence %d after this process's "+
+	what := fmt.Sprintf("a write drew commit sequence %d", e.Drew)
+	if e.Read {
+		what = fmt.Sprintf("a read found the commit sequence at %d", e.Drew)
+	}
+	return fmt.Sprintf("the Redis namespace went back in time: %s after this process's "+
 		"writes had reached %d, so Redis lost acknowledged writes (a failover to a replica that missed them, "+
-		"a restore from an older backup, FLUSHALL); restore the store or accept the loss, then restart this process",
-		e.Drew, e.Seen)
+		"a restore from an older backup, FLUSHALL, a restart without persistence); restore the store or accept the loss, then restart this process",
+		what, e.Seen)
 }
 
 // Is makes errors.Is(err, locstore.ErrDataLost) true.
@@ -91,6 +98,35 @@ func (w *seqWatch) drew(before uint64, versions []string) error {
 			return nil
 		}
 	}
+}
+
+// saw judges the commit sequence a read found (the read script's reply
+// element: the counter's value, "0" when absent) given what before
+// returned for it: a read sent after a write of this Store completed must
+// find the sequence at least where that write left it. Without this, a
+// store restarted empty answered every read "absent" — objects "not found",
+// which an application takes for destroyed — until the node's next write
+// or marker check (an operator try-out: 1,897 sends answered not found in
+// the seconds before the node stopped). It returns the RollbackError when
+// the store went back, now or earlier.
+func (w *seqWatch) saw(before uint64, reply any) error {
+	if e := w.lost.Load(); e != nil {
+		return e
+	}
+	if before == 0 {
+		return nil // no write of this Store completed before: nothing to judge
+	}
+	s, ok := reply.(string)
+	if !ok {
+		return nil // not a sequence: nothing to judge (the caller checks shapes)
+	}
+	cur, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || cur >= before {
+		return nil
+	}
+	e := &RollbackError{Drew: cur, Seen: before, Read: true}
+	w.lost.CompareAndSwap(nil, e)
+	return w.lost.Load()
 }
 
 // err is the RollbackError once one was seen, else nil.

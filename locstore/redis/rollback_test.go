@@ -128,3 +128,92 @@ func firstAddr(t *testing.T, s *Store) string {
 	}
 	return c.Options().Addr
 }
+
+func TestSeqWatchReads(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		wrote  []string // versions of a write completed before the read
+		before int      // -1: taken after the write; else this value
+		reply  any
+		lost   bool
+	}{
+		{"no write yet: nothing to judge", nil, -1, "0", false},
+		{"the sequence where the write left it", []string{"12"}, -1, "12", false},
+		{"the sequence past it", []string{"12"}, -1, "40", false},
+		{"a read overlapping the write is not compared", []string{"12"}, 0, "3", false},
+		{"the sequence below it: the store went back", []string{"12"}, -1, "11", true},
+		{"the sequence gone (a store restarted empty)", []string{"12"}, -1, "0", true},
+		{"not a number: not judged", []string{"12"}, -1, "x", false},
+		{"not a string: not judged", []string{"12"}, -1, int64(3), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w seqWatch
+			if err := w.drew(w.before(), tc.wrote); err != nil {
+				t.Fatal(err)
+			}
+			b := uint64(tc.before)
+			if tc.before < 0 {
+				b = w.before()
+			}
+			err := w.saw(b, tc.reply)
+			if got := err != nil; got != tc.lost {
+				t.Fatalf("read of %v after a write of %v: err %v, want lost %v", tc.reply, tc.wrote, err, tc.lost)
+			}
+			if err == nil {
+				return
+			}
+			var rb *RollbackError
+			if !errors.Is(err, locstore.ErrDataLost) || !errors.As(err, &rb) || !rb.Read || !strings.Contains(err.Error(), "a read found the commit sequence") {
+				t.Fatalf("%v (%+v), want a read's RollbackError", err, rb)
+			}
+			if w.err() == nil || w.drew(w.before(), []string{"99"}) == nil {
+				t.Fatal("not sticky: a later write was let through")
+			}
+		})
+	}
+}
+
+// A store restarted empty (no persistence, FLUSHALL) while a Store uses
+// it: a read, not only the next write, reports the loss. Before, every
+// read answered "absent" — objects not found, which an application takes
+// for destroyed — until the node's next write or marker check.
+func TestReadAfterTheStoreWasEmptiedIsDataLost(t *testing.T) {
+	s := newTestStore(t, nil)
+	ctx := context.Background()
+	put(t, s, "a", "1")
+	if r, err := s.Read(ctx, "a"); err != nil || !r.Found {
+		t.Fatalf("read before: %+v %v", r, err)
+	}
+	// A second process of the namespace, so that each read call meets
+	// the loss first in a Store of its own.
+	other := openStore(t, firstAddr(t, s), s.ns, nil)
+	put(t, other, "b", "2")
+	rdb := goredis.NewClient(&goredis.Options{Addr: firstAddr(t, s)})
+	defer rdb.Close()
+	keys, err := rdb.Keys(ctx, s.prefix+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("namespace keys: %v %v", keys, err)
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, read := range []struct {
+		name string
+		do   func() error
+	}{
+		{"ReadMany", func() error { _, err := other.ReadMany(ctx, []string{"a", "b"}); return err }},
+		{"Read", func() error { _, err := s.Read(ctx, "a"); return err }},
+	} {
+		err := read.do()
+		var rb *RollbackError
+		if !errors.Is(err, locstore.ErrDataLost) || !errors.As(err, &rb) || !rb.Read {
+			t.Fatalf("%s of an emptied namespace: %v, want a read's data-lost provider error", read.name, err)
+		}
+	}
+	// A Store that never wrote has nothing to judge by: a new process
+	// starts from what the store holds.
+	fresh := openStore(t, firstAddr(t, s), s.ns, nil)
+	if r, err := fresh.Read(ctx, "a"); err != nil || r.Found {
+		t.Fatalf("read on a new Store: %+v %v", r, err)
+	}
+}

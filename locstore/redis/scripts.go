@@ -26,24 +26,28 @@ local function now_ms()
 end
 `
 
-// readSrc: KEYS[1] = data key. Returns {now} when the key is absent or
-// expired at now, else {now, value, version, expiresAt or empty}.
+// readSrc: KEYS[1] = data key, KEYS[2] = commit sequence. Returns {now,
+// seq} when the key is absent or expired at now, else {now, seq, value,
+// version, expiresAt or empty}; seq is the commit sequence's value ('0'
+// when absent), for the rollback watch (rollback.go).
 const readSrc = luaPrelude + `
 local now = now_ms()
+local seq = redis.call('GET', KEYS[2]) or '0'
 local r = redis.call('HMGET', KEYS[1], 'v', 's', 'x')
-if not r[2] then return {now} end
-if r[3] and tonumber(r[3]) <= now then return {now} end
-return {now, r[1] or '', r[2], r[3] or ''}
+if not r[2] then return {now, seq} end
+if r[3] and tonumber(r[3]) <= now then return {now, seq} end
+return {now, seq, r[1] or '', r[2], r[3] or ''}
 `
 
-// readManySrc: KEYS = data keys. Returns {now, then per key three
-// elements: value, version, expiresAt} with an empty version for a key
-// absent or expired at now (a stored version is never empty). One script
-// run, so every key is observed at the same instant.
+// readManySrc: KEYS = data keys, then the commit sequence. Returns {now,
+// seq, then per data key three elements: value, version, expiresAt} with an
+// empty version for a key absent or expired at now (a stored version is
+// never empty); seq as in readSrc. One script run, so every key is
+// observed at the same instant.
 const readManySrc = luaPrelude + `
 local now = now_ms()
-local out = {now}
-for i = 1, #KEYS do
+local out = {now, redis.call('GET', KEYS[#KEYS]) or '0'}
+for i = 1, #KEYS - 1 do
   local r = redis.call('HMGET', KEYS[i], 'v', 's', 'x')
   if (not r[2]) or (r[3] and tonumber(r[3]) <= now) then
     out[#out + 1] = ''
