@@ -146,22 +146,42 @@ func TestHoldEnds(t *testing.T) {
 // slow receiver's hold lasts as long as it takes to read up to the
 // socket buffers, far past KeepUnsent - PeerTimeout (seen: 1,177 kept
 // messages dropped, counted unsent, 0.5 s into a 15 s hold).
+//
+// Their wait runs on the node's Clock, moved here by hand, so the test
+// decides how much of KeepUnsent passes during the hold whatever the
+// machine's load. On the system clock with a 300 ms KeepUnsent it failed
+// every run with the cores busy: filling the socket buffers (~0.2 s on a
+// quiet machine) took longer than KeepUnsent, and the message expired
+// before the hold began.
 func TestHoldKeepsKeptMessagesWhileThePeerTakesData(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
 	cfg := testConfig("sender", 1)
-	cfg.ProbeInterval, cfg.PeerTimeout, cfg.KeepUnsent = 50*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond
+	cfg.Clock = clk
+	// The hold gives a peer that acknowledges nothing max(PeerTimeout,
+	// KeepUnsent) of real time: longer than this test waits for a restart
+	// of the kept message's wait (10 s), so that a missing restart is
+	// reported as such.
+	cfg.PeerTimeout, cfg.KeepUnsent = 20*time.Second, 20*time.Second
 	n := startNode(t, cfg)
 	peer := RID("node-receiver")
 	const gen = 7
-	kept := []outItem{{frames: [][]byte{[]byte("kept")}, size: 4, keep: true}}
-	if k, _ := n.keepUnsent(peer, gen, kept); k != 1 {
-		t.Fatalf("kept %d", k)
-	}
 
 	sender, receiver := tcpPair(t)
+	// A fixed receive buffer: autotuned, it could take most of what is
+	// written at the first read, and the hold would end before the clock
+	// moved.
+	if err := receiver.(*net.TCPConn).SetReadBuffer(128 << 10); err != nil {
+		t.Fatal(err)
+	}
 	zc := &zconn{raw: sender, ack: newAckCount(sender)}
 	ends := fillUntilBlocked(t, sender)
 	if err := sender.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
+	}
+	// The give-up: what had not left is kept, what is in flight is held.
+	kept := []outItem{{frames: [][]byte{[]byte("kept")}, size: 4, keep: true}}
+	if k, _ := n.keepUnsent(peer, gen, kept); k != 1 {
+		t.Fatalf("kept %d", k)
 	}
 	s := &session{
 		l:    &link{n: n, rid: peer},
@@ -173,31 +193,81 @@ func TestHoldKeepsKeptMessagesWhileThePeerTakesData(t *testing.T) {
 		defer close(done)
 		s.hold(ends, func() {})
 	}()
-	// The receiver reads slowly: everything takes ~4 × KeepUnsent.
-	total := ends[len(ends)-1]
-	buf := make([]byte, 16<<10)
-	perStep := total / 120
-	start := time.Now()
-	for got := int64(0); got < total; {
-		m, err := io.ReadAtLeast(receiver, buf[:min(int64(len(buf)), total-got)], 1)
-		got += int64(m)
-		if err != nil {
-			t.Fatalf("after %d of %d bytes: %v", got, total, err)
-		}
-		if got%perStep < int64(m) {
-			time.Sleep(10 * time.Millisecond)
+	held := func() bool {
+		select {
+		case <-done:
+			return false
+		default:
+			return true
 		}
 	}
-	took := time.Since(start)
-	<-done
+	// keptDue is when the kept message's wait ends; ok is false once it
+	// was dropped or taken.
+	keptDue := func() (due time.Time, ok bool) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		k := n.kept[string(peer)]
+		if k == nil {
+			return time.Time{}, false
+		}
+		return k.timer.(*manualTimer).at, true
+	}
+
+	// The peer reads the connection in steps, each until this kernel saw
+	// it acknowledge another 1/16 of what was written. After each, once
+	// the hold has seen that and restarted the kept message's wait, the
+	// clock moves on by 3/4 KeepUnsent: the message outlives several
+	// KeepUnsent only if every acknowledgement restarts its wait.
+	total := ends[len(ends)-1]
+	step := cfg.KeepUnsent * 3 / 4
+	var movedWhileHeld time.Duration
+	buf := make([]byte, 16<<10)
+	for got := int64(0); held(); {
+		from, _ := zc.ack.acked()
+		for a := from; held() && a < from+total/16; a, _ = zc.ack.acked() {
+			m, err := receiver.Read(buf)
+			got += int64(m)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("after %d of %d bytes: %v", got, total, err)
+			}
+		}
+		rearmed := false
+		for wait := time.Now().Add(10 * time.Second); held() && !rearmed && time.Now().Before(wait); time.Sleep(5 * time.Millisecond) {
+			due, ok := keptDue()
+			rearmed = !ok || !due.Before(clk.Now().Add(cfg.KeepUnsent))
+		}
+		if !held() {
+			break // everything acknowledged, or the hold gave up: checked below
+		}
+		if !rearmed {
+			to, _ := zc.ack.acked()
+			t.Fatalf("the peer acknowledged %d more bytes during the hold, and the kept message's wait was not restarted within 10 s", to-from)
+		}
+		clk.Advance(step)
+		movedWhileHeld += step
+		if _, ok := keptDue(); !ok {
+			t.Fatalf("the kept message was dropped %s into a hold whose peer read %d of %d bytes (%d counted unsent)",
+				movedWhileHeld, got, total, n.Stats().Unsent)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold did not end once the peer read everything")
+	}
 	st := n.Stats()
-	if took < 2*cfg.KeepUnsent {
-		t.Fatalf("the receiver read everything in %s: the hold did not outlast KeepUnsent, the test tested nothing", took)
+	if movedWhileHeld < 2*cfg.KeepUnsent {
+		t.Fatalf("the hold ended %s into it: it did not outlast KeepUnsent (%s), the test tested nothing", movedWhileHeld, cfg.KeepUnsent)
 	}
 	if st.HeldLost != 0 {
 		t.Fatalf("hold counted %d lost", st.HeldLost)
 	}
 	if got := n.takeKept(peer, gen); len(got) != 1 || st.Unsent != 0 {
-		t.Fatalf("after a hold of %s while the peer took data, %d kept messages left, %d counted unsent; want 1 and 0", took, len(got), st.Unsent)
+		t.Fatalf("after a hold of %s (on the node's clock) while the peer took data, %d kept messages left, %d counted unsent; want 1 and 0",
+			movedWhileHeld, len(got), st.Unsent)
 	}
+	t.Logf("the kept message outlived a hold of %s (KeepUnsent %s)", movedWhileHeld, cfg.KeepUnsent)
 }
