@@ -4,36 +4,63 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fillUntilBlocked writes 100-byte messages on c until its kernel takes no
-// more for a moment (the peer is not reading) and returns the end offset
-// of each, counted like ackCount.
+// more (the peer is not reading) and returns the end offset of each,
+// counted like ackCount.
 func fillUntilBlocked(t *testing.T, c net.Conn) []int64 {
 	t.Helper()
 	msg := make([]byte, 100)
 	var ends []int64
 	var off int64
-	for {
+	for rest := msg; ; {
 		_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		n, err := c.Write(msg)
+		n, err := c.Write(rest)
 		off += int64(n)
-		if n == len(msg) {
-			ends = append(ends, off)
+		if rest = rest[n:]; len(rest) == 0 {
+			ends, rest = append(ends, off), msg
 		}
-		if err != nil {
-			if n > 0 && n < len(msg) {
-				ends = append(ends, off) // a partial message ends where the kernel took it
-			}
-			_ = c.SetWriteDeadline(time.Time{})
-			return ends
+		if err == nil {
+			continue
 		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if writable(c) {
+			// The deadline passed while this goroutine did not run (a
+			// loaded machine): a write that timed out is not yet a
+			// kernel that takes no more.
+			continue
+		}
+		_ = c.SetWriteDeadline(time.Time{})
+		if len(rest) < len(msg) {
+			ends = append(ends, off) // a partial message ends where the kernel took it
+		}
+		return ends
 	}
+}
+
+// writable reports whether c's kernel has room for more now (poll
+// POLLOUT, without waiting).
+func writable(c net.Conn) bool {
+	var w bool
+	onFD(c, func(fd int) error {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, 0)
+		w = err == nil && n > 0 && fds[0].Revents&unix.POLLOUT != 0
+		return err
+	})
+	return w
 }
 
 // A connection given up with messages in flight to a peer that is alive
