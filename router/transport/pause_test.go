@@ -183,19 +183,29 @@ func (f *freezer) pump(src, dst net.Conn, fromDialler bool) {
 // only what the peer's kernel never acknowledged, and sends that again on
 // the next connection (before the seventeenth session it closed it
 // gracefully and counted that delivered: 2,278 of 13,591 arrived).
+//
+// The sender's liveness and kept-message timers run on a manual clock
+// (streamUntilDown): the link gives up when the test has filled what the
+// frozen peer's buffers and the queue hold, however busy the machine.
+// What stays in real time is the drain's linger (PeerTimeout, a socket
+// deadline), so each case sets its own: long enough for the resumed peer
+// to read everything in the first (up to 3 s at a load of 12 to 20 on
+// two cores, where a 1.2 s linger ran out and reset the connection in 6
+// of 40 runs), short in the second, frozen until it ran out.
 func TestPausedPeerGetsWhatLeftTheSender(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		extra time.Duration // frozen this long after the link gave up on it
+		name       string
+		linger     time.Duration // the sender's PeerTimeout: how long its drain waits for the peer
+		pastLinger bool          // frozen until the drain's linger ran out
 	}{
-		{"within the drain's linger", 0},
-		{"past the drain's linger", 2500 * time.Millisecond}, // linger 1.2 s, kept 2.4 s after it
+		{"within the drain's linger", 15 * time.Second, false},
+		{"past the drain's linger", 1200 * time.Millisecond, true},
 	} {
-		t.Run(c.name, func(t *testing.T) { pausedPeerGetsWhatLeft(t, c.extra) })
+		t.Run(c.name, func(t *testing.T) { pausedPeerGetsWhatLeft(t, c.linger, c.pastLinger) })
 	}
 }
 
-func pausedPeerGetsWhatLeft(t *testing.T, extra time.Duration) {
+func pausedPeerGetsWhatLeft(t *testing.T, linger time.Duration, pastLinger bool) {
 	var (
 		mu  sync.Mutex
 		got []uint64
@@ -211,19 +221,23 @@ func pausedPeerGetsWhatLeft(t *testing.T, extra time.Duration) {
 	fz := newFreezer(t, b.Endpoint())
 
 	events := newEventLog()
-	acfg := pausedPeerSender(events)
+	clk := NewManualClock(time.Unix(1000, 0))
+	acfg := pausedPeerSender(events, clk)
+	acfg.PeerTimeout = linger
 	a := startNode(t, acfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	connectThrough(t, ctx, a, b.RID(), fz)
 
 	data := make([]byte, 200)
 	const frozeAt = 2000
-	accepted := streamUntilDown(t, ctx, a, b.RID(), fz, events, frozeAt, acfg.ProbeInterval, data)
+	accepted := streamUntilDown(t, ctx, a, clk, b.RID(), fz, events, frozeAt, data)
 	if st := a.Stats(); st.Unsent != 0 || accepted <= frozeAt {
 		t.Fatalf("%d records unsent, %d accepted (froze at %d): the link dropped what it had not sent", st.Unsent, accepted, frozeAt)
 	}
-	time.Sleep(extra)
+	if pastLinger {
+		waitFor(t, 10*linger, "the drain's linger to run out", func() bool { return !drainingTo(a, b.RID()) })
+	}
 	fz.unfreeze()
 
 	// Every accepted record arrives once, in order; then the link is back,
@@ -233,7 +247,7 @@ func pausedPeerGetsWhatLeft(t *testing.T, extra time.Duration) {
 		defer mu.Unlock()
 		return append([]uint64(nil), got...)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for uint64(len(arrived())) < accepted {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of the %d accepted records arrived (stats %+v)", len(arrived()), accepted, a.Stats())
@@ -249,7 +263,7 @@ func pausedPeerGetsWhatLeft(t *testing.T, extra time.Duration) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the records sent after the link came back", func() bool {
+	waitFor(t, 30*time.Second, "the records sent after the link came back", func() bool {
 		return uint64(len(arrived())) >= accepted+after
 	})
 	time.Sleep(50 * time.Millisecond)
@@ -266,22 +280,31 @@ func pausedPeerGetsWhatLeft(t *testing.T, extra time.Duration) {
 	if st.Resent == 0 || st.Unsent != 0 {
 		t.Errorf("resent %d, unsent %d: want the queued records resent and none lost", st.Resent, st.Unsent)
 	}
-	if r := fz.resets.Load(); r != 0 && extra == 0 {
+	if r := fz.resets.Load(); r != 0 && !pastLinger {
 		t.Errorf("the sender reset the connection %d times", r)
 	}
 	t.Logf("accepted %d before the peer came back, %d of them sent on the next connection", accepted, st.Resent)
 }
 
 // pausedPeerSender is the config of the node streaming to a frozen peer:
-// liveness gives up on it within about a second, and small buffers keep
-// the writer's batches short.
-func pausedPeerSender(events *eventLog) Config {
+// its liveness runs on clk (streamUntilDown moves it), and small buffers
+// keep the writer's batches short.
+func pausedPeerSender(events *eventLog, clk *ManualClock) Config {
 	cfg := testConfig("a", 1)
 	cfg.PeerTimeout = 1200 * time.Millisecond
 	cfg.ProbeInterval = 150 * time.Millisecond
 	cfg.IOBufferBytes = 4096
 	cfg.OnEvent = events.on
+	cfg.Clock = clk
 	return cfg
+}
+
+// drainingTo reports whether n's last connection to peer is still read to
+// its end (Node.awaitDrain would wait).
+func drainingTo(n *Node, peer RID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.draining[string(peer)] != nil
 }
 
 // connectThrough links a to peer through the freezer and waits for the
@@ -297,40 +320,73 @@ func connectThrough(t *testing.T, ctx context.Context, a *Node, peer RID, fz *fr
 }
 
 // streamUntilDown sends sequence-numbered one-way records from a to peer
-// until the link gives up on it: frozeAt of them, then with fz frozen
-// slowly at first, so that liveness probes go out between the records the
-// frozen peer has not read (its ack to them is what it writes first once it
-// runs again), then as fast as the link takes them, to fill the buffers and
-// the queue. It returns how many were accepted.
-func streamUntilDown(t *testing.T, ctx context.Context, a *Node, peer RID, fz *freezer, events *eventLog, frozeAt uint64, probe time.Duration, data []byte) uint64 {
+// until the link gives up on it, and returns how many were accepted:
+// frozeAt of them, then, with fz frozen, a few between liveness probes
+// (the frozen peer's ack to them is what it writes first once it runs
+// again), then as many as the link takes, until its writer is stuck with
+// the queue full: the frozen peer's buffers are full. Only then does it
+// move a's clock (clk) past PeerTimeout, and the link gives up. On the
+// system clock the give-up came whenever the load let it: on a busy
+// machine before the freeze (the link dropped nothing, but nothing was
+// frozen), or before the buffers filled, with nothing queued to keep.
+func streamUntilDown(t *testing.T, ctx context.Context, a *Node, clk *ManualClock, peer RID, fz *freezer, events *eventLog, frozeAt uint64, data []byte) uint64 {
 	t.Helper()
 	var accepted uint64
-	var slowUntil time.Time
+	// send sends the next record, waiting out backpressure unless full.
+	send := func(full bool) error {
+		for {
+			err := a.Send(ctx, peer, seqSend(peer, accepted+1, data))
+			if err == nil {
+				accepted++
+				return nil
+			}
+			if !errors.Is(err, ErrBackpressure) || full {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for accepted < frozeAt {
+		if err := send(false); err != nil {
+			t.Fatalf("record %d, before the freeze: %v", accepted+1, err)
+		}
+	}
+	fz.freeze()
+	for range 4 {
+		for range 50 {
+			if err := send(false); err != nil {
+				t.Fatalf("record %d, frozen: %v", accepted+1, err)
+			}
+		}
+		clk.Advance(a.cfg.ProbeInterval)
+	}
+	// Stuck: the queue stays at least half full while the writer writes
+	// nothing for a while. A writer that was only slow (or not scheduled)
+	// is stopped by the give-up all the same, with its queue kept.
+	var out uint64
+	since := time.Now()
 	for {
-		if accepted == frozeAt && slowUntil.IsZero() {
-			fz.freeze()
-			slowUntil = time.Now().Add(4 * probe)
-		}
-		if time.Now().Before(slowUntil) {
-			time.Sleep(time.Millisecond)
-		}
-		err := a.Send(ctx, peer, seqSend(peer, accepted+1, data))
+		err := send(true)
 		if err == nil {
-			accepted++
 			continue
 		}
-		if errors.Is(err, ErrBackpressure) {
-			time.Sleep(time.Millisecond)
-			continue
+		if !errors.Is(err, ErrBackpressure) {
+			t.Fatalf("record %d, frozen: %v", accepted+1, err)
 		}
-		if events.count(EventDown) > 0 {
-			return accepted
+		ps := a.Stats().Peers[peer.String()]
+		if ps.RecordsOut != out || ps.Queued < a.cfg.SendQueueRecords/2 {
+			out, since = ps.RecordsOut, time.Now()
+		} else if time.Since(since) >= 200*time.Millisecond {
+			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("the link never gave up on the frozen peer: %v", err)
+			t.Fatalf("the link's writer never got stuck behind the frozen peer (%d accepted)", accepted)
 		}
 		time.Sleep(time.Millisecond)
 	}
+	clk.Advance(a.cfg.PeerTimeout)
+	waitFor(t, 10*time.Second, "the link to give up on the frozen peer", func() bool { return events.count(EventDown) > 0 })
+	return accepted
 }
 
 // The one-way messages kept for a peer run are not sent to another run of
@@ -345,13 +401,14 @@ func TestKeptRecordsAreNotSentToARestartedPeer(t *testing.T) {
 	b1 := startNode(t, b1cfg)
 	fz := newFreezer(t, b1.Endpoint())
 	events := newEventLog()
-	acfg := pausedPeerSender(events)
+	clk := NewManualClock(time.Unix(1000, 0))
+	acfg := pausedPeerSender(events, clk)
 	acfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	a := startNode(t, acfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	connectThrough(t, ctx, a, b1.RID(), fz)
-	streamUntilDown(t, ctx, a, b1.RID(), fz, events, 100, acfg.ProbeInterval, make([]byte, 200))
+	streamUntilDown(t, ctx, a, clk, b1.RID(), fz, events, 100, make([]byte, 200))
 	_ = b1.Close()
 	b2cfg := testConfig("b", 2)
 	b2cfg.Handler = sink
