@@ -86,7 +86,9 @@ func TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken(t *testing.T) {
 	}
 	undo()
 	held := make(chan holdResult, 1)
-	go func() { held <- holdUntilAcked(context.Background(), d.raw, d.ack.acked, ends, 10*time.Second, nil) }()
+	go func() {
+		held <- holdUntilAcked(context.Background(), d.raw, d.ack.acked, ends, 10*time.Second, nil, nil)
+	}()
 	delivered := map[int]int{}
 	_ = r.raw.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var err error

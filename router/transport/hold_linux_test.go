@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestHoldKeepsWhatAGivenUpConnectionStillSends(t *testing.T) {
 			done := make(chan holdResult, 1)
 			if hold {
 				go func() {
-					done <- holdUntilAcked(context.Background(), sender, ack.acked, ends, 5*time.Second, nil)
+					done <- holdUntilAcked(context.Background(), sender, ack.acked, ends, 5*time.Second, nil, nil)
 				}()
 			} else {
 				_ = sender.Close()
@@ -148,7 +149,7 @@ func TestHoldEnds(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan holdResult, 1)
-			go func() { done <- holdUntilAcked(ctx, sender, ack.acked, ends, c.idle, nil) }()
+			go func() { done <- holdUntilAcked(ctx, sender, ack.acked, ends, c.idle, nil, nil) }()
 			time.Sleep(100 * time.Millisecond)
 			c.act(receiver, cancel)
 			select {
@@ -297,4 +298,43 @@ func TestHoldKeepsKeptMessagesWhileThePeerTakesData(t *testing.T) {
 			movedWhileHeld, len(got), st.Unsent)
 	}
 	t.Logf("the kept message outlived a hold of %s (KeepUnsent %s)", movedWhileHeld, cfg.KeepUnsent)
+}
+
+// A hold counts the peer refusing our hellos as duplicates as a sign of
+// life (alive): while it refuses, the hold outlasts its idle bound with
+// nothing acknowledged (the peer reads an earlier connection of ours
+// first); once it stops, the bound runs out as before.
+func TestHoldCountsRefusalsAsSignsOfLife(t *testing.T) {
+	sender, _ := tcpPair(t) // the peer reads nothing here
+	ack := newAckCount(sender)
+	ends := fillUntilBlocked(t, sender)
+	var mu sync.Mutex
+	refusing, stopped := true, time.Time{}
+	alive := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if refusing {
+			return time.Now() // refused just now, whenever the hold asks
+		}
+		return stopped
+	}
+	const idle = 300 * time.Millisecond
+	done := make(chan holdResult, 1)
+	go func() { done <- holdUntilAcked(context.Background(), sender, ack.acked, ends, idle, nil, alive) }()
+	select {
+	case r := <-done:
+		t.Fatalf("the hold ended while the peer refused our hellos: %d pending, %s", r.pending, r.why)
+	case <-time.After(4 * idle):
+	}
+	mu.Lock()
+	refusing, stopped = false, time.Now()
+	mu.Unlock()
+	select {
+	case r := <-done:
+		if r.pending == 0 || !strings.Contains(r.why, "acknowledged nothing") {
+			t.Fatalf("hold ended with %d pending, why %q; want some pending, the peer silent", r.pending, r.why)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold did not end once the refusals stopped")
+	}
 }

@@ -161,6 +161,39 @@ func (n *Node) rearmKept(peer RID, gen uint64) {
 	}
 }
 
+// noteRefusedAsDuplicate is told that peer refused this node's hello with
+// duplicateConnection: a connection of ours is still live there — the
+// peer is alive and reading what we sent it before, a connection it reads
+// to its end before it takes a new one (the identity rule). So the peer
+// run the one-way messages kept for it were meant for is still there, and
+// their wait starts again, as for a held connection the peer acknowledges
+// (rearmKept); a hold of this peer's connection counts the refusal as a
+// sign of life too (lastRefusedAsDuplicate). Whatever generation they
+// were kept for: only the run holding our connection refuses so. Under
+// load a slow receiver took longer to read a connection that had been
+// given up than KeepUnsent, and the messages kept at the give-up were
+// dropped while it refused the link's hellos every few milliseconds
+// (TestSlowReceiverLosesNothing: 4,267 of 6,000 counted unsent).
+func (n *Node) noteRefusedAsDuplicate(peer RID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	n.refusedAsDuplicate[string(peer)] = time.Now()
+	if k := n.kept[string(peer)]; k != nil {
+		n.armKeptLocked(string(peer), k)
+	}
+}
+
+// lastRefusedAsDuplicate is when peer last refused a hello of ours with
+// duplicateConnection (zero: not since its last admission).
+func (n *Node) lastRefusedAsDuplicate(peer RID) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.refusedAsDuplicate[string(peer)]
+}
+
 // dropKeptLocked drops the records kept for peer, counting them unsent.
 func (n *Node) dropKeptLocked(peer, why string) {
 	k := n.kept[peer]
@@ -180,6 +213,7 @@ func (n *Node) dropKeptLocked(peer, why string) {
 func (n *Node) takeKept(peer RID, gen uint64) []outItem {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	delete(n.refusedAsDuplicate, string(peer)) // admitted again
 	k := n.kept[string(peer)]
 	if k == nil {
 		return nil

@@ -104,6 +104,10 @@ type Node struct {
 	// kept holds, per peer RID, the one-way messages an ended session had
 	// not sent, for the next session to the same peer run (keepUnsent).
 	kept map[string]*keptRecords
+	// refusedAsDuplicate holds, per peer RID, when (real time) the peer
+	// last refused this node's hello because a connection of ours is
+	// still live there (noteRefusedAsDuplicate).
+	refusedAsDuplicate map[string]time.Time
 
 	corr  atomic.Uint64
 	calls callTable
@@ -133,6 +137,8 @@ func New(cfg Config) (*Node, error) {
 		kept:     make(map[string]*keptRecords),
 		seen:     make(map[string]genRev),
 		hsLog:    newLogGate(c.Clock, log, handshakeLogBurst, handshakeLogEvery),
+
+		refusedAsDuplicate: make(map[string]time.Time),
 	}
 	n.stats.init()
 	n.calls.init()

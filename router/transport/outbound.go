@@ -136,6 +136,9 @@ func (l *link) run() {
 			}
 			var rej *RejectError
 			if errors.As(err, &rej) {
+				if !rej.Local && rej.Reason == router.RejectDuplicateConnection {
+					n.noteRefusedAsDuplicate(l.rid)
+				}
 				n.emit(Event{Kind: EventRejected, Peer: PeerInfo{RID: l.rid}, Err: err})
 			}
 			level := slog.LevelDebug
@@ -452,7 +455,11 @@ func (s *session) hold(ends []int64, drained func()) {
 	// longer than KeepUnsent, and a run that is reading has not gone away.
 	rearm := func() { n.rearmKept(s.l.rid, s.info.LifecycleGeneration) }
 	rearm()
-	r := holdUntilAcked(n.ctx, s.pc.zc.raw, s.pc.zc.ack.acked, ends, max(n.cfg.PeerTimeout, n.cfg.KeepUnsent), rearm)
+	// The peer refusing the link's hellos as duplicates is alive and reads
+	// a connection of ours — an earlier one, read before this one, or this
+	// one — so the bound counts from that too (noteRefusedAsDuplicate).
+	alive := func() time.Time { return n.lastRefusedAsDuplicate(s.l.rid) }
+	r := holdUntilAcked(n.ctx, s.pc.zc.raw, s.pc.zc.ack.acked, ends, max(n.cfg.PeerTimeout, n.cfg.KeepUnsent), rearm, alive)
 	if r.pending == 0 {
 		return
 	}

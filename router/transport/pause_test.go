@@ -431,3 +431,66 @@ func TestKeptRecordsAreNotSentToARestartedPeer(t *testing.T) {
 		t.Fatalf("no WARN for the %d dropped records:\n%s", st.Unsent, logs.String())
 	}
 }
+
+// The one-way messages kept for a peer run wait for it KeepUnsent — and
+// again after each hello of the link's that the peer refuses because a
+// connection of ours is still live there: it is alive and reading what
+// was sent before, and it takes the link once it read that to its end.
+// Under load a slow receiver read a given-up connection for longer than
+// KeepUnsent while refusing the link every few milliseconds, and the kept
+// messages were dropped (TestSlowReceiverLosesNothing, 4,267 of 6,000
+// counted unsent). The clock moves only when the test moves it.
+func TestKeptMessagesWaitWhileThePeerRefusesAsDuplicate(t *testing.T) {
+	const gen = 7
+	f := newFakePeer(t, "b", gen)
+	f.autoAdmit = false
+	clk := NewManualClock(time.Unix(1000, 0))
+	cfg := testConfig("a", 1)
+	cfg.Clock = clk
+	cfg.KeepUnsent = 10 * time.Second
+	a := startNode(t, cfg)
+	frames, err := router.Encode(seqSend(f.rid, 1, []byte("kept")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := []outItem{{frames: frames, size: framesSize(frames), keep: true}}
+	if k, _ := a.keepUnsent(f.rid, gen, kept); k != 1 {
+		t.Fatalf("kept %d", k)
+	}
+	keptDue := func() (time.Time, bool) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		k := a.kept[string(f.rid)]
+		if k == nil {
+			return time.Time{}, false
+		}
+		return k.timer.(*manualTimer).at, true
+	}
+	if err := a.Connect(f.rid, f.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	// Six refusals, the clock moving 3/4 KeepUnsent after each: the
+	// messages outlive 4.5 × KeepUnsent only if each refusal restarts
+	// their wait.
+	for i := range 6 {
+		hello := f.next(router.CmdHello, 10*time.Second)
+		f.send(hello.ic, &router.Reject{Reason: router.RejectDuplicateConnection})
+		waitFor(t, 10*time.Second, fmt.Sprintf("refusal %d to restart the kept messages' wait", i+1), func() bool {
+			due, ok := keptDue()
+			return !ok || !due.Before(clk.Now().Add(cfg.KeepUnsent))
+		})
+		clk.Advance(cfg.KeepUnsent * 3 / 4)
+		if _, ok := keptDue(); !ok {
+			t.Fatalf("the kept message was dropped after %d refusals as duplicate (%d counted unsent)", i+1, a.Stats().Unsent)
+		}
+	}
+	// Admitted at last: the kept message goes first.
+	hello := f.next(router.CmdHello, 10*time.Second)
+	f.send(hello.ic, &router.Admit{Admission: f.admission()})
+	if got := f.next(router.CmdSpotSend, 10*time.Second); seqOf(got.rec) != 1 {
+		t.Fatalf("first record after the admission: %+v", got.rec.Body)
+	}
+	if st := a.Stats(); st.Resent != 1 || st.Unsent != 0 {
+		t.Fatalf("resent %d, unsent %d; want 1 and 0", st.Resent, st.Unsent)
+	}
+}
