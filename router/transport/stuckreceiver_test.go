@@ -34,7 +34,7 @@ func testStuckReceiver(t *testing.T, secure bool) {
 	gate := make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(gate) })
-	p := newSeqPair(t, secure, time.Second, 150*time.Millisecond, func() { <-gate }, nil)
+	p := newSeqPair(t, secure, time.Second, 150*time.Millisecond, 0, func() { <-gate }, nil)
 	a, b, ev := p.a, p.b, p.ev
 	data := make([]byte, 100)
 	ctx := context.Background()
@@ -85,8 +85,13 @@ func TestSlowReceiverLosesNothing(t *testing.T) {
 
 func testSlowReceiver(t *testing.T, secure bool) {
 	var alog syncbuf.Buffer
-	// At most ~5,000 records/s: 6,000 take > 2 peer timeouts.
-	p := newSeqPair(t, secure, 500*time.Millisecond, 100*time.Millisecond, func() { time.Sleep(200 * time.Microsecond) }, &alog)
+	// At most ~5,000 records/s: 6,000 take > 2 peer timeouts. The sender's
+	// KeepUnsent — how long kept messages wait, and how long a hold waits
+	// for an acknowledgement — is not what makes it give up, so it is
+	// longer than a starved -race process stops for (a hold's receiver
+	// ran nothing for about a second at a load of 10 on two cores, and
+	// 2,097 records that then arrived were counted lost after a 1 s bound).
+	p := newSeqPair(t, secure, 500*time.Millisecond, 100*time.Millisecond, 4*time.Second, func() { time.Sleep(200 * time.Microsecond) }, &alog)
 	a, b, ev := p.a, p.b, p.ev
 	data := make([]byte, 100)
 	ctx := context.Background()
@@ -121,7 +126,8 @@ func forEachLinkSecurity(t *testing.T, test func(t *testing.T, secure bool)) {
 // seqPair is a receiver that records the sequence numbers of the one-way
 // records its handler gets (each after handle returns) and a sender linked
 // to it, both with peer timeout pt and probe interval probe, over CURVE
-// when secure; the sender logs to senderLog when it is not nil.
+// when secure; the sender keeps unsent messages for keep (0: the default)
+// and logs to senderLog when it is not nil.
 type seqPair struct {
 	a, b *Node
 	ev   *eventLog // the sender's events
@@ -129,7 +135,7 @@ type seqPair struct {
 	got  []uint64
 }
 
-func newSeqPair(t *testing.T, secure bool, pt, probe time.Duration, handle func(), senderLog io.Writer) *seqPair {
+func newSeqPair(t *testing.T, secure bool, pt, probe, keep time.Duration, handle func(), senderLog io.Writer) *seqPair {
 	t.Helper()
 	p := &seqPair{ev: newEventLog()}
 	bcfg, acfg := testConfig("receiver", 1), testConfig("sender", 1)
@@ -146,7 +152,7 @@ func newSeqPair(t *testing.T, secure bool, pt, probe time.Duration, handle func(
 		p.mu.Unlock()
 	})
 	p.b = startNode(t, bcfg)
-	acfg.PeerTimeout, acfg.ProbeInterval = pt, probe
+	acfg.PeerTimeout, acfg.ProbeInterval, acfg.KeepUnsent = pt, probe, keep
 	if senderLog != nil {
 		acfg.Logger = slog.New(slog.NewTextHandler(senderLog, nil))
 	}
