@@ -180,11 +180,28 @@ func (n *Node) noteRefusedAsDuplicate(peer RID) {
 	if n.closed {
 		return
 	}
-	n.refusedAsDuplicate[string(peer)] = time.Now()
+	now := time.Now()
+	if len(n.refusedAsDuplicate) >= refusedAsDuplicatePrune {
+		// An entry older than a hold's bound extends nothing (a hold
+		// counts idleness from the later of it and the last
+		// acknowledgement); peers that refused and never came back —
+		// runs that ended — would otherwise leave one each for good.
+		bound := max(n.cfg.PeerTimeout, n.cfg.KeepUnsent)
+		for rid, at := range n.refusedAsDuplicate {
+			if now.Sub(at) > bound {
+				delete(n.refusedAsDuplicate, rid)
+			}
+		}
+	}
+	n.refusedAsDuplicate[string(peer)] = now
 	if k := n.kept[string(peer)]; k != nil {
 		n.armKeptLocked(string(peer), k)
 	}
 }
+
+// refusedAsDuplicatePrune is the size of refusedAsDuplicate from which a
+// new entry first drops those too old to matter.
+const refusedAsDuplicatePrune = 64
 
 // lastRefusedAsDuplicate is when peer last refused a hello of ours with
 // duplicateConnection (zero: not since its last admission).
