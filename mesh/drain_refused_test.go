@@ -103,3 +103,31 @@ func TestAPeerServingAgainInANewRunIsUsedAfterItsEarlierRunRefused(t *testing.T)
 		t.Fatalf("move to node 2's new run: %+v, %v; want Moved there", res, err)
 	}
 }
+
+// A drain takes the host-command flag before its draining publish lands:
+// a move reaching it in between was refused as "host relocation", which
+// marks nothing (a plain host Relocate is temporary), so the source kept
+// offering it objects until its list said draining. A drain's refusal
+// says draining, and the source's view marks that run leaving at once.
+func TestARefusalInADrainsFirstMomentsSaysDraining(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	_, mine := createUntil(t, ctx, c, "early", 1, 1)
+	n1, target := c.nodes[1], c.nodes[2]
+	if err := target.beginHostMove(cmdDrain); err != nil { // the flag, before any publish
+		t.Fatal(err)
+	}
+	defer target.endHostMove()
+	if target.State() != record.StateServing {
+		t.Fatalf("target state %s, want serving (no publish yet)", target.State())
+	}
+	res, err := n1.obj.relocate(ctx, record.ObjectActor, mine[0].ActorID, mine[0].ObjectGeneration, nil)
+	if err != nil || res.Outcome != NotMoved || !strings.Contains(res.Detail, "node is draining") {
+		t.Fatalf("move to a node whose drain began: %+v, %v; want NotMoved, refused as draining", res, err)
+	}
+	if serving, _, err := n1.peersNow(ctx); err != nil || serving != 0 {
+		t.Fatalf("node 1 still counts %d serving peer(s) (%v) after the draining node refused", serving, err)
+	}
+}

@@ -111,6 +111,13 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 		refuse(router.RelocationFailureNotServing, "%s", stateRefusal(o.n.State()))
 		return
 	case o.hostMove.Load():
+		if cmd := o.hostCmd.Load(); cmd != nil && *cmd == cmdDrain {
+			// A drain ends in this node's stop: said as the draining it
+			// publishes next, so that the source's view marks this run
+			// leaving (noteRefusedLeaving) before the publish lands.
+			refuse(router.RelocationFailureNotServing, "%s", stateRefusal(record.StateDraining))
+			return
+		}
 		refuse(router.RelocationFailureNotServing, "node is relocating its own objects away (host relocation)")
 		return
 	}
