@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
@@ -288,4 +290,42 @@ func TestDataLossRefusesMessagesSayingSo(t *testing.T) {
 			t.Errorf("%s after the data loss: %v, want ErrUnavailable naming the data loss", tc.name, err)
 		}
 	}
+}
+
+// A store call that reports the store's data loss (the Redis provider's
+// rollback watch, on a read as on a write) stops the node at once — the
+// marker is checked then, not at the next discovery round or lease renewal
+// (here an hour and 20 s away): until then the node's state said serving
+// while every call failed.
+func TestAStoreCallThatReportsDataLossStopsTheNodeAtOnce(t *testing.T) {
+	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+	loc, err := locredis.New(context.Background(), locredis.Options{Addrs: []string{addr}, Namespace: ns, OperationTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loc.Close() })
+	f := newFixture(t)
+	cfg := objConfig("objects")
+	cfg.Lease.RenewInterval, cfg.Lease.RenewTimeout, cfg.Lease.TTL, cfg.Lease.FencingMargin = 20*time.Second, 2*time.Second, 60*time.Second, 5*time.Second
+	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: loc, Relocation: f.reloc, DiscoveryInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := ctxT(t, 10*time.Second)
+	keys, err := rdb.Keys(ctx, "{"+ns+"}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("namespace keys: %v %v", keys, err)
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil { // a store restarted empty
+		t.Fatal(err)
+	}
+	if _, err := n.loc.Read(ctx, "any"); !errors.Is(err, locstore.ErrDataLost) {
+		t.Fatalf("read of the emptied store: %v, want ErrDataLost", err)
+	}
+	eventually(t, 3*time.Second, "the node to stop on the data loss its store reported", func() bool {
+		return n.State() == record.StateError && errors.Is(n.LeaseLost(), locstore.ErrDataLost)
+	})
 }

@@ -180,10 +180,26 @@ func storeOutcome(err error) string {
 	return "error"
 }
 
-// observedLocation is a Location Store that times every call.
+// observedLocation is a Location Store that times every call, and tells
+// the node (lost, one token) when a call reports that the store lost its
+// data (locstore.ErrDataLost: the Redis provider's rollback watch), so
+// that the node checks its namespace marker and stops at once rather than
+// at its next discovery round (Node.loop).
 type observedLocation struct {
 	locstore.Store
-	h *prometheus.HistogramVec
+	h    *prometheus.HistogramVec
+	lost chan<- struct{}
+}
+
+// note passes on a data loss a call reported.
+func (s observedLocation) note(err error) {
+	if err == nil || s.lost == nil || !errors.Is(err, locstore.ErrDataLost) {
+		return
+	}
+	select {
+	case s.lost <- struct{}{}:
+	default:
+	}
 }
 
 func (s observedLocation) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
@@ -194,6 +210,7 @@ func (s observedLocation) Read(ctx context.Context, key string) (locstore.ReadRe
 		outcome = "missing"
 	}
 	s.h.WithLabelValues("location", "read", outcome).Observe(time.Since(t0).Seconds())
+	s.note(err)
 	return rr, err
 }
 
@@ -203,6 +220,7 @@ func (s observedLocation) ReadMany(ctx context.Context, keys []string) ([]locsto
 	t0 := time.Now()
 	rs, err := locstore.ReadMany(ctx, s.Store, keys)
 	s.h.WithLabelValues("location", "read_many", storeOutcome(err)).Observe(time.Since(t0).Seconds())
+	s.note(err)
 	return rs, err
 }
 
@@ -214,6 +232,7 @@ func (s observedLocation) Write(ctx context.Context, req locstore.WriteRequest) 
 		outcome = "conflict"
 	}
 	s.h.WithLabelValues("location", "write", outcome).Observe(time.Since(t0).Seconds())
+	s.note(err)
 	return res, err
 }
 
@@ -221,6 +240,7 @@ func (s observedLocation) Scan(ctx context.Context, req locstore.ScanRequest) (l
 	t0 := time.Now()
 	p, err := s.Store.Scan(ctx, req)
 	s.h.WithLabelValues("location", "scan", storeOutcome(err)).Observe(time.Since(t0).Seconds())
+	s.note(err)
 	return p, err
 }
 

@@ -154,6 +154,9 @@ type Node struct {
 	// leaseEv holds back the owner lease's events until Start has built
 	// what they act on (leaseEvent).
 	leaseEv leaseEvents
+	// dataLost is told (one token) when a Location Store call reported a
+	// data loss (observedLocation): the loop checks the marker at once.
+	dataLost chan struct{}
 
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
@@ -217,7 +220,8 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	// Every store call is timed for /metrics (metrics.go); Close still
 	// reaches the provider through the wrapper.
 	n.metrics = newNodeMetrics(n)
-	n.loc = observedLocation{Store: n.loc, h: n.metrics.storeCalls}
+	n.dataLost = make(chan struct{}, 1)
+	n.loc = observedLocation{Store: n.loc, h: n.metrics.storeCalls, lost: n.dataLost}
 	if n.reloc != nil {
 		n.reloc = observedRelocation{Store: n.reloc, h: n.metrics.storeCalls}
 	}
@@ -505,11 +509,17 @@ func (n *Node) loop() {
 	defer t.Stop()
 	n.Discover(ctx)
 	lastSweep, lastDrops := n.clock.Now(), n.clock.Now()
-	for round := 1; ; round++ {
+	for round := 0; ; {
 		select {
 		case <-n.stop:
 			return
+		case <-n.dataLost:
+			// A store call reported a data loss: the marker check now, not
+			// at the next round, stops the node (checkMarker → lease.Fail).
+			n.checkMarker(ctx)
+			continue
 		case <-t.C:
+			round++
 			t.Reset(jittered(n.discoveryEvery))
 			n.checkMarker(ctx)
 			n.Discover(ctx)
