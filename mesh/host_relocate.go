@@ -832,7 +832,11 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	holding := n.beginHostMove(cmdDrain) == nil
 	// The wait keeps the shutdown's reserve, like the moves.
 	wctx, wcancel := context.WithTimeout(ctx, deadline-drainReserve(deadline))
-	if !holding && n.awaitHostCommand(wctx) {
+	if !holding {
+		// Again after the wait, and also when there was none: a command
+		// that ended between the refusal and the look left nothing to
+		// wait for, and a lease gate that refused may have reopened.
+		n.awaitHostCommand(wctx)
 		holding = n.beginHostMove(cmdDrain) == nil
 	}
 	wcancel()
@@ -948,11 +952,16 @@ func (n *Node) drainMoves(ctx context.Context, opts HostRelocateOptions, began t
 // object that command had not moved yet and cut its moves and linger short
 // (an operator try-out: SIGTERM 0.15 s into `ctl relocate --drain`).
 func (n *Node) awaitHostCommand(ctx context.Context) bool {
-	running := n.obj.hostCmd.Load()
-	if running == nil {
-		return false // refused for the lease gate, not for a command
+	if !n.obj.hostMove.Load() {
+		return false // refused for the lease gate, or the command ended
 	}
-	n.log.Info("drain: a host command is already running; waiting for it to end before draining", "running", *running)
+	// hostCmd is nil for an instant after beginHostMove set hostMove: the
+	// command runs all the same.
+	running := "a host command"
+	if p := n.obj.hostCmd.Load(); p != nil {
+		running = *p
+	}
+	n.log.Info("drain: a host command is already running; waiting for it to end before draining", "running", running)
 	for n.obj.hostMove.Load() && !n.closing() {
 		if sleepCtx(ctx, 50*time.Millisecond) != nil {
 			break
