@@ -830,8 +830,12 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// 2026-12-06). hostMove is held until Close: nothing new lands here
 	// between the moves and the shutdown.
 	holding := n.beginHostMove(cmdDrain) == nil
-	// The wait keeps the shutdown's reserve, like the moves.
-	wctx, wcancel := context.WithTimeout(ctx, deadline-drainReserve(deadline))
+	// The wait keeps the shutdown's reserve before ctx's deadline, like
+	// the moves (drainMoves): counted from now, it ate into the reserve by
+	// the lease wait above, and all of it under a caller's deadline
+	// shorter than shutdown_deadline (Close then got an expired context).
+	end, _ := ctx.Deadline()
+	wctx, wcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
 	if !holding {
 		// Again after the wait, and also when there was none: a command
 		// that ended between the refusal and the look left nothing to
