@@ -853,9 +853,10 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		// result. Close below waits for that stop.
 		res.OtherDrain, res.End = true, hostmove.Completed
 		n.log.Info("drain: the node is already stopping (a drain already running, or Close); nothing is left here to move")
-	} else if lost := n.LeaseLost(); lost != nil {
+	} else if lost := n.LeaseLost(); lost != nil && !n.leaseRecoverable() {
 		// The lease ended for good (the store lost its data, or another
-		// run took the routing id over): no move can start, whatever the
+		// run took the routing id over; LeaseLost is set on an ordinary,
+		// recoverable loss too): no move can start, whatever the
 		// other nodes do. Say so, instead of the "no other serving node"
 		// a look at the mesh finds — an operator try-out (Redis restarted
 		// empty, then SIGTERM) read 20 WARN lines blaming the mesh.
