@@ -54,11 +54,8 @@ func TestDrainOffersNoMoreObjectsToAPeerThatRefusedAsDraining(t *testing.T) {
 // serving, takes moves again, also when a refusal of the earlier run
 // arrives after this node's list shows the new one.
 func TestAPeerServingAgainInANewRunIsUsedAfterItsEarlierRunRefused(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 3, clientRole0)
 	ctx := ctxT(t, 60*time.Second)
-	_, mine := createUntil(t, ctx, c, "again", 1, 1)
+	f, c, obj := oneObjectOnNode1(t, ctx, "again")
 	n1, old := c.nodes[1], c.nodes[2]
 	oldGen := old.LifecycleGeneration()
 	servingPeers := func() int {
@@ -72,7 +69,7 @@ func TestAPeerServingAgainInANewRunIsUsedAfterItsEarlierRunRefused(t *testing.T)
 		t.Fatal("node 1 does not list node 2 serving")
 	}
 	old.setState(record.StateDraining)
-	res, err := n1.obj.relocate(ctx, record.ObjectActor, mine[0].ActorID, mine[0].ObjectGeneration, nil)
+	res, err := n1.obj.relocate(ctx, record.ObjectActor, obj.ActorID, obj.ObjectGeneration, nil)
 	if err != nil || res.Outcome != NotMoved || !strings.Contains(res.Detail, "node is draining") {
 		t.Fatalf("move to a draining peer: %+v, %v; want NotMoved, refused as draining", res, err)
 	}
@@ -98,7 +95,7 @@ func TestAPeerServingAgainInANewRunIsUsedAfterItsEarlierRunRefused(t *testing.T)
 	if n := servingPeers(); n != 1 {
 		t.Fatalf("a late refusal of node 2's earlier run took its new run out of node 1's list (%d serving)", n)
 	}
-	res, err = n1.obj.relocate(context.Background(), record.ObjectActor, mine[0].ActorID, mine[0].ObjectGeneration, nil)
+	res, err = n1.obj.relocate(context.Background(), record.ObjectActor, obj.ActorID, obj.ObjectGeneration, nil)
 	if err != nil || res.Outcome != Moved || string(res.TargetNodeRID) != string(next.RID()) {
 		t.Fatalf("move to node 2's new run: %+v, %v; want Moved there", res, err)
 	}
@@ -110,11 +107,8 @@ func TestAPeerServingAgainInANewRunIsUsedAfterItsEarlierRunRefused(t *testing.T)
 // offering it objects until its list said draining. A drain's refusal
 // says draining, and the source's view marks that run leaving at once.
 func TestARefusalInADrainsFirstMomentsSaysDraining(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 3, clientRole0)
 	ctx := ctxT(t, 60*time.Second)
-	_, mine := createUntil(t, ctx, c, "early", 1, 1)
+	_, c, obj := oneObjectOnNode1(t, ctx, "early")
 	n1, target := c.nodes[1], c.nodes[2]
 	if err := target.beginHostMove(cmdDrain); err != nil { // the flag, before any publish
 		t.Fatal(err)
@@ -123,11 +117,22 @@ func TestARefusalInADrainsFirstMomentsSaysDraining(t *testing.T) {
 	if target.State() != record.StateServing {
 		t.Fatalf("target state %s, want serving (no publish yet)", target.State())
 	}
-	res, err := n1.obj.relocate(ctx, record.ObjectActor, mine[0].ActorID, mine[0].ObjectGeneration, nil)
+	res, err := n1.obj.relocate(ctx, record.ObjectActor, obj.ActorID, obj.ObjectGeneration, nil)
 	if err != nil || res.Outcome != NotMoved || !strings.Contains(res.Detail, "node is draining") {
 		t.Fatalf("move to a node whose drain began: %+v, %v; want NotMoved, refused as draining", res, err)
 	}
 	if serving, _, err := n1.peersNow(ctx); err != nil || serving != 0 {
 		t.Fatalf("node 1 still counts %d serving peer(s) (%v) after the draining node refused", serving, err)
 	}
+}
+
+// oneObjectOnNode1 starts a client (node 0) and two servers and creates
+// one object on server node 1.
+func oneObjectOnNode1(t *testing.T, ctx context.Context, prefix string) (*fixture, *cluster, ActorRef) {
+	t.Helper()
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	_, mine := createUntil(t, ctx, c, prefix, 1, 1)
+	return f, c, mine[0]
 }
