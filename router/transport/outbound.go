@@ -304,9 +304,13 @@ func (l *link) connect(ep string) (*session, error) {
 		if rm.LifecycleGeneration > l.peerGen {
 			l.peerGen = rm.LifecycleGeneration
 		}
+		if len(kept) > 0 {
+			// Counted before they are queued: the writer may send them
+			// at once, and a peer that has them must find them counted.
+			n.stats.resent.Add(uint64(len(kept)))
+		}
 		pc.requeue(kept)
 		if len(kept) > 0 {
-			n.stats.resent.Add(uint64(len(kept)))
 			n.log.Info("transport: one-way messages kept from the lost connection sent first", "peer", l.rid.String(),
 				"count", len(kept))
 		}

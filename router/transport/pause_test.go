@@ -490,6 +490,9 @@ func TestKeptMessagesWaitWhileThePeerRefusesAsDuplicate(t *testing.T) {
 	if got := f.next(router.CmdSpotSend, 10*time.Second); seqOf(got.rec) != 1 {
 		t.Fatalf("first record after the admission: %+v", got.rec.Body)
 	}
+	// The record can reach the peer before the resend is counted (a CI
+	// run read 0): wait for the count, then check nothing was dropped.
+	waitFor(t, 10*time.Second, "the kept message's resend to be counted", func() bool { return a.Stats().Resent == 1 })
 	if st := a.Stats(); st.Resent != 1 || st.Unsent != 0 {
 		t.Fatalf("resent %d, unsent %d; want 1 and 0", st.Resent, st.Unsent)
 	}
