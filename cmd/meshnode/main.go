@@ -7,14 +7,15 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/meshnode/meshnode/mesh/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT/SIGTERM cancels ctx (run drains and stops); a later
+	// one stops a drain where it is (cli.SignalContext says why not
+	// signal.NotifyContext).
+	ctx, stop := cli.SignalContext(context.Background())
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -24,16 +24,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 
 	"github.com/meshnode/meshnode/mesh/cli"
 	"github.com/meshnode/meshnode/spot"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cli.SignalContext(context.Background())
 	code := 0
 	if len(os.Args) > 1 {
 		code = serve(ctx, os.Args[1:])

@@ -9,10 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
@@ -115,7 +112,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	owner, _ := node.Owner()
 	nodeLog := log.With("mesh", cfg.Node.MeshName, "rid", hex.EncodeToString(node.RID()), "owner", owner,
 		"gen", node.LifecycleGeneration()) // the keys of the node's own lines
-	defer secondSignal(nodeLog, drain, stop)()
+	defer secondSignal(ctx, nodeLog, drain, stop)()
 	if drain {
 		// Keep the objects alive: move them to the other serving nodes
 		// first (docs/OPERATIONS.md "Drain and rolling restarts").
@@ -130,41 +127,6 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	return ExitOK
-}
-
-// notifySignals delivers SIGINT and SIGTERM to c until the returned
-// function is called (a variable: tests send their own).
-var notifySignals = func(c chan<- os.Signal) (stop func()) {
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
-	return func() { signal.Stop(c) }
-}
-
-// secondSignal listens, while the node stops, for one more SIGINT/SIGTERM:
-// during a drain it closes stop (the drain ends where it is and the node
-// shuts down at once); during a bare shutdown, which ends within
-// shutdown_deadline anyway, it only says so. Without it a second signal
-// was swallowed without a word, and an operator who pressed Ctrl-C again
-// waited out the drain not knowing whether anything had heard (an operator
-// try-out). The returned function stops listening.
-func secondSignal(log *slog.Logger, drain bool, stop chan<- struct{}) (done func()) {
-	sigs := make(chan os.Signal, 1)
-	unnotify := notifySignals(sigs)
-	quit := make(chan struct{})
-	go func() {
-		select {
-		case s := <-sigs:
-			if drain {
-				log.Warn("second signal: the drain stops now; the objects not moved yet are removed by the shutdown (their state is lost)",
-					"signal", s.String())
-				close(stop)
-			} else {
-				log.Warn("second signal: the node is already shutting down, within shutdown_deadline; SIGKILL stops the process at once",
-					"signal", s.String())
-			}
-		case <-quit:
-		}
-	}()
-	return func() { close(quit); unnotify() }
 }
 
 const demoUsage = `usage: meshnode demo [--nodes N] [--redis host:port] [--log-level LEVEL] [--timeout D]

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+)
+
+// notifySignals delivers SIGINT and SIGTERM to c until the returned
+// function is called (a variable: tests send their own).
+var notifySignals = func(c chan<- os.Signal) (stop func()) {
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	return func() { signal.Stop(c) }
+}
+
+// signalsKey finds a SignalContext's repeat watch in a context.
+type signalsKey struct{}
+
+// signalWatch is what SignalContext leaves in its context: repeated is
+// closed by the first SIGINT/SIGTERM that arrives once the context is done.
+type signalWatch struct {
+	repeated chan struct{}
+	once     sync.Once
+	sig      os.Signal // the first repeat; read after repeated is closed
+}
+
+func (w *signalWatch) repeat(s os.Signal) {
+	w.once.Do(func() { w.sig = s; close(w.repeated) })
+}
+
+// SignalContext returns a context cancelled by the first SIGINT or SIGTERM
+// (its context.Cause names the signal) and remembers any later one, so that
+// `run` stops a drain on a second signal however soon it follows the first.
+// Call stop when the program ends. Main is meant to be called with it;
+// applications embedding the stock commands should use it instead of
+// signal.NotifyContext.
+//
+// Why not signal.NotifyContext: its channel holds one signal and nothing
+// reads it after the first, so a second Ctrl-C sent before `run` began to
+// listen for one of its own (between the context's cancellation and the
+// drain's start) was swallowed, and the drain ran to its end (a review of
+// the second-signal handling).
+func SignalContext(parent context.Context) (ctx context.Context, stop func()) {
+	w := &signalWatch{repeated: make(chan struct{})}
+	ctx, cancel := context.WithCancelCause(context.WithValue(parent, signalsKey{}, w))
+	sigs := make(chan os.Signal, 4)
+	unnotify := notifySignals(sigs)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case s := <-sigs:
+				// Judged in arrival order by this one goroutine: a signal
+				// that finds the context already done is a repeat, whether
+				// this goroutine or the parent ended it.
+				if ctx.Err() == nil {
+					cancel(signalError(s.String() + " signal received"))
+				} else {
+					w.repeat(s)
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			unnotify()
+			close(quit)
+			wg.Wait()
+			cancel(context.Canceled)
+		})
+	}
+}
+
+// signalError is the cause SignalContext cancels its context with.
+type signalError string
+
+func (e signalError) Error() string { return string(e) }
+
+// secondSignal listens, while the node stops, for one more SIGINT/SIGTERM:
+// during a drain it closes stop (the drain ends where it is and the node
+// shuts down at once); during a bare shutdown, which ends within
+// shutdown_deadline anyway, it only says so. Without it a second signal
+// was swallowed without a word, and an operator who pressed Ctrl-C again
+// waited out the drain not knowing whether anything had heard (an operator
+// try-out). With a context from SignalContext it sees a repeat that came at
+// any time after the first signal; with another context it listens from
+// this call on. The returned function stops listening.
+func secondSignal(ctx context.Context, log *slog.Logger, drain bool, stop chan<- struct{}) (done func()) {
+	var (
+		watch    *signalWatch
+		repeated <-chan struct{}
+		sigs     chan os.Signal
+		unnotify = func() {}
+	)
+	if w, ok := ctx.Value(signalsKey{}).(*signalWatch); ok {
+		watch, repeated = w, w.repeated
+	} else {
+		sigs = make(chan os.Signal, 1)
+		unnotify = notifySignals(sigs)
+	}
+	quit := make(chan struct{})
+	go func() {
+		var what string
+		select {
+		case s := <-sigs:
+			what = s.String()
+		case <-repeated:
+			what = watch.sig.String()
+		case <-quit:
+			return
+		}
+		if drain {
+			log.Warn("second signal: the drain stops now; the objects not moved yet are removed by the shutdown (their state is lost)",
+				"signal", what)
+			close(stop)
+		} else {
+			log.Warn("second signal: the node is already shutting down, within shutdown_deadline; SIGKILL stops the process at once",
+				"signal", what)
+		}
+	}()
+	return func() { close(quit); unnotify() }
+}
