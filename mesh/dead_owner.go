@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -489,24 +490,37 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 }
 
 // sweepPosition is this node's index among the serving server nodes of
-// its mesh in the last discovery list (sorted by RID), and their count.
+// its mesh in the last discovery list, and their count (sweepPositionIn).
+// It reads the list as discovery read it (listed), not the list the node
+// holds: every node must share out the shards from the same list, and
+// a peer's refusal of a move as draining, shown in the held list at once,
+// reaches only the node it refused — counted by it alone, the peer's
+// shards had three sweepers or one until a list said draining for all.
 func (n *Node) sweepPosition() (int, int) {
-	snap, ok := n.LastSnapshot()
+	n.mu.Lock()
+	snap, ok := n.listed, n.haveSnap
+	n.mu.Unlock()
 	if !ok {
 		return -1, 0
 	}
-	self, count := -1, 0
+	return sweepPositionIn(snap, n.cfg.Node.MeshName, n.run.rid)
+}
+
+// sweepPositionIn is the index of the node self among the serving server
+// nodes of mesh in snap (sorted by RID), and their count; -1 when self is
+// not among them.
+func sweepPositionIn(snap directory.Snapshot, mesh string, self []byte) (int, int) {
+	at, count := -1, 0
 	for _, e := range snap.Entries { // sorted by mesh, then RID
-		d := e.Descriptor
-		if !servingServer(e, n.cfg.Node.MeshName) {
+		if !servingServer(e, mesh) {
 			continue
 		}
-		if bytes.Equal(d.RoutingID, n.run.rid) {
-			self = count
+		if bytes.Equal(e.Descriptor.RoutingID, self) {
+			at = count
 		}
 		count++
 	}
-	return self, count
+	return at, count
 }
 
 // returnReservation aborts the Reserved record a (at version) of a creation

@@ -96,6 +96,10 @@ type Node struct {
 	// lastSnap is the list the node holds: discovery's last, with the
 	// peers' refusals shown (setViewLocked).
 	lastSnap directory.Snapshot
+	// listed is discovery's last list as read, without the refusals: what
+	// every node of the mesh reads alike, for what the nodes must compute
+	// the same from (the reclaim sweep's shares, sweepPosition).
+	listed directory.Snapshot
 	// servedAt: when each other server of this mesh was last listed
 	// serving (noteServingLocked) — what a drain asks when none serves now.
 	servedAt map[string]servedRun

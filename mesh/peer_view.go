@@ -16,7 +16,10 @@ import (
 // placement's candidate sets, a drain's look for targets (peersNow), the
 // wait for a target (serversRecently, mayServeAgain), isLeaving — so a
 // peer that refused a move as draining is left out of all of them at once,
-// as a list showing it draining would leave it out. Before (an operator
+// as a list showing it draining would leave it out. What the nodes must
+// compute alike (the reclaim sweep's shares, sweepPosition) reads the list
+// as discovery read it (listed) instead: a refusal reaches one node only.
+// Before (an operator
 // try-out: every server of a mesh stopped at once), each drain offered
 // object after object to peers that had refused the previous ones as
 // draining, until its next discovery round; leaving such a peer out of
@@ -25,9 +28,12 @@ import (
 
 // setViewLocked makes snap, a list discovery read at now, the list the
 // node holds, with the refusals noted since shown (those of runs snap no
-// longer lists are forgotten), and records what is derived from it. n.mu
-// is held.
+// longer lists are forgotten), and records what is derived from it. snap
+// itself is kept too (listed): refusals are this node's own news, and what
+// every node must compute alike is computed from the list they all read.
+// n.mu is held.
 func (n *Node) setViewLocked(snap directory.Snapshot, now time.Duration) {
+	n.listed = snap
 	n.lastSnap, n.haveSnap = n.refusals.Apply(snap), true
 	n.viewSeq++
 	n.noteServingLocked(n.lastSnap, now)
