@@ -19,12 +19,12 @@ import (
 // as a list showing it draining would leave it out. What the nodes must
 // compute alike (the reclaim sweep's shares, sweepPosition) reads the list
 // as discovery read it (listed) instead: a refusal reaches one node only.
-// Before (an operator
-// try-out: every server of a mesh stopped at once), each drain offered
-// object after object to peers that had refused the previous ones as
-// draining, until its next discovery round; leaving such a peer out of
-// the command's placements alone (a "bench") made the moves wait
-// noTargetPatience for it instead, since the list still showed it serving.
+// Before (an operator try-out: every server of a mesh stopped at once),
+// each drain offered object after object to peers that had refused the
+// previous ones as draining, until its next discovery round; leaving such
+// a peer out of the command's placements alone (a "bench") made the moves
+// wait noTargetPatience for it instead, since the list still showed it
+// serving.
 
 // setViewLocked makes snap, a list discovery read at now, the list the
 // node holds, with the refusals noted since shown (those of runs snap no
