@@ -457,6 +457,11 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			}
 			o.log.Info("creation target failed before the callback; trying another node", "object", c.id,
 				"node", cand.key(), "err", out.err)
+			if !cand.local {
+				// It may be draining: its answer cannot say (command 20 has
+				// no reason), the state it published can (relist.go).
+				o.n.askRelist()
+			}
 			lastFailed = &nodeFailure{node: fmt.Sprintf("%x", cand.node.RoutingID), err: out.err}
 			excluded[cand.key()] = excludedFailed
 			continue

@@ -161,6 +161,9 @@ type Node struct {
 	// dataLost is told (one token) when a Location Store call reported a
 	// data loss (observedLocation): the loop checks the marker at once.
 	dataLost chan struct{}
+	// relistSoon is told (one token) when a peer failed a creation order
+	// before its callback: the loop runs a discovery round early (relist).
+	relistSoon chan struct{}
 
 	mu         sync.Mutex
 	lostErr    error // why the owner lease was lost for good (nil while it holds)
@@ -225,6 +228,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	// reaches the provider through the wrapper.
 	n.metrics = newNodeMetrics(n)
 	n.dataLost = make(chan struct{}, 1)
+	n.relistSoon = make(chan struct{}, 1)
 	n.loc = observedLocation{Store: n.loc, h: n.metrics.storeCalls, lost: n.dataLost}
 	if n.reloc != nil {
 		n.reloc = observedRelocation{Store: n.reloc, h: n.metrics.storeCalls}
@@ -512,21 +516,35 @@ func (n *Node) loop() {
 	t := time.NewTimer(jittered(n.discoveryEvery))
 	defer t.Stop()
 	n.Discover(ctx)
+	var early relist
 	lastSweep, lastDrops := n.clock.Now(), n.clock.Now()
 	for round := 0; ; {
 		select {
 		case <-n.stop:
+			early.stop()
 			return
 		case <-n.dataLost:
 			// A store call reported a data loss: the marker check now, not
 			// at the next round, stops the node (checkMarker → lease.Fail).
 			n.checkMarker(ctx)
 			continue
+		case <-n.relistSoon:
+			if early.ask(time.Now()) {
+				n.Discover(ctx)
+				early.ran(time.Now())
+			}
+			continue
+		case <-early.due():
+			early.fired()
+			n.Discover(ctx)
+			early.ran(time.Now())
+			continue
 		case <-t.C:
 			round++
 			t.Reset(jittered(n.discoveryEvery))
 			n.checkMarker(ctx)
 			n.Discover(ctx)
+			early.ran(time.Now())
 			n.refreshCapacityCopy(ctx, false)
 			n.obj.exec.ExpireHints() // an idle node lets its last burst's rows go
 			now := n.clock.Now()
