@@ -7,15 +7,18 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"time"
 
@@ -54,7 +57,34 @@ type Options struct {
 	// read it (see Linger).
 	Relocate func(ctx context.Context, drain bool, progress func(Progress), early func(Result)) (Result, error)
 	Logger   *slog.Logger
+
+	// MaxConns bounds the listener's open connections (DefaultMaxConns
+	// when 0); one more is closed right after accept. Without it, clients
+	// holding connections open took the process's file descriptors, and
+	// the mesh port's accepts then failed with "too many open files".
+	MaxConns int
+	// IdleTimeout closes a keep-alive connection that sends no next
+	// request (DefaultIdleTimeout when 0); net/http keeps one forever
+	// otherwise.
+	IdleTimeout time.Duration
+	// BodyTimeout bounds the read of a request's body (DefaultBodyTimeout
+	// when 0); net/http's header timeout ends at the headers, so a client
+	// sending a body byte by byte held its connection forever.
+	BodyTimeout time.Duration
 }
+
+// Defaults of the listener's limits (Options). A scrape, a probe or a ctl
+// command each needs one connection for well under a second.
+const (
+	DefaultMaxConns    = 64
+	DefaultIdleTimeout = 30 * time.Second
+	DefaultBodyTimeout = 10 * time.Second
+	// headerTimeout bounds the read of a request's headers.
+	headerTimeout = 10 * time.Second
+	// maxBody bounds a request's body; the largest one read is a
+	// POST /v1/relocate of at most 4 KiB.
+	maxBody = 64 << 10
+)
 
 // Server is a running admin listener.
 type Server struct {
@@ -82,11 +112,18 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	s := New(opts)
-	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.ln = newCapListener(ln, s.opts.MaxConns, s.log)
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		// net/http's own complaints (accept errors, malformed requests)
+		// go to the node's log with its keys, not bare to stderr.
+		ErrorLog: slog.NewLogLogger(s.log.With("listener", "admin").Handler(), slog.LevelWarn),
+	}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin listener stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
@@ -99,6 +136,15 @@ func Start(opts Options) (*Server, error) {
 func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
 	}
 	s := &Server{opts: opts, log: opts.Logger, done: make(chan struct{})}
 	s.jobs.m = map[string]*job{}
@@ -148,7 +194,42 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/debug/pprof/profile", s.auth(http.HandlerFunc(pprof.Profile)))
 	mux.Handle("/debug/pprof/symbol", s.auth(http.HandlerFunc(pprof.Symbol)))
 	mux.Handle("/debug/pprof/trace", s.auth(http.HandlerFunc(pprof.Trace)))
-	return mux
+	return s.readBody(mux)
+}
+
+// readBody reads a request's whole body, at most maxBody bytes within
+// BodyTimeout, before the handler runs: net/http bounds only the headers'
+// read (ReadHeaderTimeout), and a whole-request ReadTimeout would also cut
+// the long answers (/debug/pprof/profile runs 30 s). The deadline is lifted
+// once the body is in. A body too slow is 408, too large 413; either ends
+// the connection.
+func (s *Server) readBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		// A ResponseWriter without deadlines (httptest) reads as before.
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			writeText(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			writeText(w, http.StatusRequestTimeout, fmt.Sprintf("request body not read within %s", s.opts.BodyTimeout))
+			return
+		case err != nil:
+			writeText(w, http.StatusBadRequest, "body: "+err.Error())
+			return
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // auth requires the token when one is configured. The comparison takes the
