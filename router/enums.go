@@ -31,11 +31,15 @@ const (
 	RequiredProtocolCapability = "framework-service-v11"
 )
 
-func enumName[T comparable](m map[T]string, v T, kind string) string {
+// enumName names v, or "kind(N)" for a value the schema does not define.
+// The number is printed as an integer: %v of v calls v.String, which is
+// this function again — an undefined value (a zero field of a record built
+// in code) overflowed the stack, a fatal error no recover catches.
+func enumName[T ~uint8 | ~uint32](m map[T]string, v T, kind string) string {
 	if s, ok := m[v]; ok {
 		return s
 	}
-	return fmt.Sprintf("%s(%v)", kind, v)
+	return fmt.Sprintf("%s(%d)", kind, uint64(v))
 }
 
 func enumValid[T comparable](m map[T]string, v T) bool {
