@@ -87,7 +87,9 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	p := rec.Body.(*router.RelocationPrepare)
 	refuse := func(f router.RelocationFailure, format string, a ...any) {
 		detail := fmt.Sprintf(format, a...)
-		o.log.Info("relocation: Restore refused", "object", p.Object.ObjectID, "failure", f, "detail", detail)
+		if ok, suppressed := o.restoreRefusedLog.allow(); ok {
+			o.log.Info("relocation: Restore refused", "object", p.Object.ObjectID, "failure", f, "detail", detail, "suppressed", suppressed)
+		}
 		if err := failReady(reply, p, f, detail); err != nil {
 			o.log.Debug("relocation: refusal not sent", "err", err)
 		}
@@ -101,7 +103,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	case !bytes.Equal(from.RID, []byte(b.Source.NodeRID)) || from.LifecycleGeneration != b.Source.NodeGeneration:
 		// Only the source itself streams its Restore (one ordered
 		// connection carries 40, 52, 54).
-		refuse(router.RelocationFailureNotServing, "sent by %x/%d, the binding names source %x/%d", from.RID, from.LifecycleGeneration,
+		refuse(router.RelocationFailureNotServing, "sent by %x/%d, the binding names source %x/%d", []byte(from.RID), from.LifecycleGeneration,
 			b.Source.NodeRID, b.Source.NodeGeneration)
 		return
 	case !bytes.Equal(p.TargetNodeRID, o.n.run.rid) || p.TargetNodeGeneration != o.n.run.lifecycleGeneration:

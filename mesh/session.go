@@ -594,7 +594,10 @@ func (o *objects) applySessionRoute(r *router.SessionRelocationRoute) {
 	}
 	if why != "" {
 		o.stats.sessionIgnored.Add(1)
-		o.log.Info("command 44 ignored", "actor", r.Actor.ActorID, "action", r.Route.Action, "sender", r.SenderRole, "why", why)
+		if ok, suppressed := o.route44IgnoredLog.allow(); ok {
+			o.log.Info("command 44 ignored", "actor", r.Actor.ActorID, "action", r.Route.Action, "sender", r.SenderRole, "why", why,
+				"suppressed", suppressed)
+		}
 	}
 }
 

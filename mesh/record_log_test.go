@@ -1,0 +1,121 @@
+package mesh
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/internal/syncbuf"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// recordLog lets peerLogBurst lines through per peerLogEvery and names
+// what it left out on the next line it lets through.
+func TestRecordLogBudget(t *testing.T) {
+	var now time.Duration
+	g := newRecordLog(func() time.Duration { return now })
+	tests := []struct {
+		name           string
+		advance        time.Duration
+		calls          int
+		wantAllowed    int
+		wantSuppressed int // reported by the first line let through
+	}{
+		{"first window", 0, 3 * peerLogBurst, peerLogBurst, 0},
+		{"same window, later", peerLogEvery - time.Millisecond, 5, 0, 0},
+		{"next window", time.Millisecond, 3, 3, 2*peerLogBurst + 5},
+		{"quiet window after", peerLogEvery, 1, 1, 0},
+	}
+	for _, tt := range tests {
+		now += tt.advance
+		allowed, reported := 0, -1
+		for i := 0; i < tt.calls; i++ {
+			if ok, s := g.allow(); ok {
+				if allowed == 0 {
+					reported = s
+				}
+				allowed++
+			}
+		}
+		if allowed != tt.wantAllowed {
+			t.Errorf("%s: %d lines let through of %d, want %d", tt.name, allowed, tt.calls, tt.wantAllowed)
+		}
+		if allowed > 0 && reported != tt.wantSuppressed {
+			t.Errorf("%s: first line says %d suppressed, want %d", tt.name, reported, tt.wantSuppressed)
+		}
+	}
+}
+
+// A peer streaming well-formed records that this node refuses gets a few
+// log lines, not one per record: an operator try-out's fake peer sent
+// 45,000 and the node wrote 3,235 lines in a second. Every Restore is still
+// answered. The refusal names the sender's RID once hex-encoded (it said
+// "sent by 6262/1" for RID bb: the RID's String was hex-encoded again).
+func TestRefusedPeerRecordsDoNotFloodTheLog(t *testing.T) {
+	f := newFixture(t)
+	var logs syncbuf.Buffer
+	n, err := Start(context.Background(), Options{Config: fastConfig("recordlog"), Factories: f.reg, Location: f.loc,
+		Relocation: f.reloc, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	var now time.Duration // frozen: every record falls in one window
+	n.obj.restoreRefusedLog.now = func() time.Duration { return now }
+	n.obj.route44IgnoredLog.now = func() time.Duration { return now }
+
+	from := transport.PeerInfo{RID: transport.RID{0xbb}, LifecycleGeneration: 1}
+	prepare := router.NewRecord(&router.RelocationPrepare{Correlation: 1,
+		Binding: router.RelocationBinding{Relocation: router.RelocationID{Low: 1}, TargetAttempt: 1,
+			Source: router.SourceFence{SourceOwnerID: "o", SourceOwnerLeaseGeneration: 1, SourceNodeRID: []byte{0xaa}, SourceNodeGeneration: 1}},
+		Object: router.RelocationObject{Kind: router.StatefulActor, ObjectID: "x", StableType: "t", ObjectGeneration: 1,
+			ExpectedAuthorityOwnerGeneration: 1},
+		TargetNodeRID: n.RID(), TargetNodeGeneration: 1, DeadlineUnixMs: 1}, nil, nil)
+	route := &router.SessionRelocationRoute{Actor: router.ActorRef{ActorID: "a", ObjectGeneration: 1},
+		SessionOwnerNodeRID: []byte{0xcc}, SessionOwnerNodeGeneration: 1, SessionOwnerID: "o", SessionOwnerLeaseGeneration: 1,
+		SessionRID: []byte{0xdd}, BindingGeneration: 1,
+		Route: router.SessionRouteUpdate{Action: router.RouteAbort, Abort: &router.SessionRouteAbort{CurrentAuthorityOwnerGeneration: 1}}}
+
+	const records = 100
+	answered := 0
+	send := func() {
+		n.obj.inboundPrepare(context.Background(), from, prepare, func(*router.Record) error { answered++; return nil })
+		n.obj.applySessionRoute(route)
+	}
+	for i := 0; i < records; i++ {
+		send()
+	}
+	for _, msg := range []string{`msg="relocation: Restore refused"`, `msg="command 44 ignored"`} {
+		if got := strings.Count(logs.String(), msg); got != peerLogBurst {
+			t.Errorf("%d records wrote %d lines %s, want %d", records, got, msg, peerLogBurst)
+		}
+	}
+	if answered != records {
+		t.Errorf("%d of %d Restores answered", answered, records)
+	}
+	if !strings.Contains(logs.String(), `detail="sent by bb/1, the binding names source aa/1"`) {
+		t.Errorf("refusal detail does not name the sender bb/1:\n%s", logs.String())
+	}
+	// The next window's first line says how many were left out.
+	now += peerLogEvery
+	send()
+	for _, msg := range []string{`msg="relocation: Restore refused"`, `msg="command 44 ignored"`} {
+		if !strings.Contains(lastLine(logs.String(), msg), "suppressed=90") {
+			t.Errorf("next window's %s line does not say suppressed=90: %q", msg, lastLine(logs.String(), msg))
+		}
+	}
+}
+
+// lastLine is the last line of logs that contains s.
+func lastLine(logs, s string) string {
+	last := ""
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, s) {
+			last = l
+		}
+	}
+	return last
+}
