@@ -73,7 +73,7 @@ func stalledLink(t *testing.T, qb queueBound, edit ...func(*Config)) (a *Node, f
 func fillQueue(t *testing.T, a *Node, peer RID, size int) int {
 	t.Helper()
 	data := make([]byte, size)
-	out := &a.stats.peer(string(peer)).recordsOut
+	out := &a.stats.known(string(peer)).recordsOut
 	sent := 0
 	for tries := 0; tries < 100_000; tries++ {
 		err := a.Send(context.Background(), peer, seqSend(peer, uint64(sent+1), data))

@@ -469,11 +469,17 @@ func TestPeerMechanism(t *testing.T) {
 // admitted by its hello, with no read deadline; closed at the test's end.
 func admittedPinger(t *testing.T, b *Node) (net.Conn, *zconn) {
 	t.Helper()
+	return admittedPeer(t, b, "pinger")
+}
+
+// admittedPeer is a raw DEALER with identity ident whose hello b admitted.
+func admittedPeer(t *testing.T, b *Node, ident string) (net.Conn, *zconn) {
+	t.Helper()
 	c, err := net.Dial("tcp", b.rt.ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte("pinger"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
+	zc, err := openZMTP(c, zmq4.Dealer, []byte(ident), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

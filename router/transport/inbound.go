@@ -23,6 +23,7 @@ func (n *Node) onInboundOpen(ic *inConn) {
 }
 
 func (n *Node) onInboundClose(ic *inConn, cause error) {
+	n.stats.release(ic.ident, ic.row.Swap(nil))
 	ic.mu.Lock()
 	admitted, info := ic.admitted, ic.info
 	ic.admitted = false
@@ -274,9 +275,12 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 	// in the per-peer stats, with what the connection counted so far (its
 	// hello). Nothing was written on it yet, so the writer counted nothing
 	// in the detached set; the admit below counts in the row.
-	row := n.stats.peer(ic.ident)
-	row.absorb(ic.pc.counters.Load())
-	ic.pc.counters.Store(row)
+	if ic.row.Load() == nil {
+		row := n.stats.acquire(ic.ident) // given back when the connection closes
+		row.absorb(ic.pc.counters.Load())
+		ic.pc.counters.Store(row)
+		ic.row.Store(row)
+	}
 	if err := ic.pc.enqueuePriority(frames); err != nil {
 		n.log.Warn("transport: admit not sent", "peer", info.RID.String(), "err", err)
 		return

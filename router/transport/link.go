@@ -80,8 +80,11 @@ type inConn struct {
 	admitted bool
 	info     PeerInfo
 
-	lastSeen  atomic.Int64 // clock UnixNano of the last record received
-	logLimit  logLimiter
+	lastSeen atomic.Int64 // clock UnixNano of the last record received
+	logLimit logLimiter
+	// row is the per-peer stats row admission acquired for this
+	// connection, given back when it closes (stats.release).
+	row       atomic.Pointer[peerCounters]
 	superseed atomic.Bool // replaced by a newer connection with the same identity
 	// unadmitted: the connection still counts against MaxUnadmitted (until
 	// admission or close, whichever comes first releases it).

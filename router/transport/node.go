@@ -327,6 +327,7 @@ func (n *Node) Disconnect(peer RID) error {
 		return fmt.Errorf("%w: %s", ErrUnknownPeer, peer)
 	}
 	l.shutdown(fmt.Errorf("%w: disconnected", ErrPeerDown))
+	n.stats.release(string(l.rid), l.counters)
 	return nil
 }
 

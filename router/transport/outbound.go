@@ -46,7 +46,7 @@ func newLink(n *Node, rid RID, endpoint string) *link {
 		endpoint: endpoint,
 		change:   make(chan struct{}),
 		done:     make(chan struct{}),
-		counters: n.stats.peer(string(rid)),
+		counters: n.stats.acquire(string(rid)), // given back when Disconnect removes the link
 	}
 	l.ctx, l.cancel = context.WithCancel(n.ctx)
 	return l

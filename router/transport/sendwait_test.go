@@ -76,7 +76,7 @@ func TestSendWait(t *testing.T) {
 			// The peer does not read, so the writer takes a record out at
 			// most as often as it writes one; a polling waiter would retry
 			// far more often than that.
-			counters := a.stats.peer(string(fake.rid))
+			counters := a.stats.known(string(fake.rid))
 			retries0, out0 := s.pc.retries.Load(), counters.recordsOut.Load()
 			select {
 			case err := <-done:

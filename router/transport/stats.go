@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"container/list"
 	"sync"
 	"sync/atomic"
 )
@@ -10,6 +11,16 @@ import (
 // connections with fresh identities grow memory. Beyond the bound only the
 // node totals count.
 const maxPeerStats = 4096
+
+// maxRetiredPeerStats is how many rows of peers no link or admitted
+// connection uses any more the table keeps (the oldest go first), so that
+// a peer that reconnects soon keeps its counters. Without it, every peer
+// run ever admitted — each run of a node without a fixed routing id has a
+// fresh RID — kept its row, and its series on /metrics, for the life of the
+// process: an operator try-out's 2,000 short-lived peers added 12,000
+// lines to /metrics, and once 4096 RIDs had been seen no new peer was
+// counted per peer at all.
+const maxRetiredPeerStats = 64
 
 // Stats is a snapshot of the node's counters.
 type Stats struct {
@@ -68,7 +79,12 @@ type PeerStats struct {
 }
 
 type peerCounters struct {
-	node           *stats
+	node *stats
+	// users counts the links and admitted inbound connections holding the
+	// row; retired is its place in stats.retired while none does. Both
+	// under stats.mu.
+	users          int
+	retired        *list.Element
 	recordsIn      atomic.Uint64
 	recordsOut     atomic.Uint64
 	flushes        atomic.Uint64
@@ -91,25 +107,57 @@ type stats struct {
 	sendWaits, unsent, resent            atomic.Uint64
 	held, heldLost                       atomic.Uint64
 
-	mu    sync.Mutex
-	peers map[string]*peerCounters
+	mu      sync.Mutex
+	peers   map[string]*peerCounters
+	retired *list.List // RIDs (string) of rows no one holds, oldest first
 }
 
-func (s *stats) init() { s.peers = make(map[string]*peerCounters) }
+func (s *stats) init() {
+	s.peers = make(map[string]*peerCounters)
+	s.retired = list.New()
+}
 
-// peer returns the counters of a RID, or a detached set (counted only in
-// the node totals) once the table is full.
-func (s *stats) peer(rid string) *peerCounters {
+// acquire returns the counters of a RID for a link or an admitted inbound
+// connection, which gives them back with release when it ends; or a
+// detached set (counted only in the node totals) once the table is full.
+func (s *stats) acquire(rid string) *peerCounters {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.peers[rid]; c != nil {
-		return c
-	}
-	c := s.detached()
-	if len(s.peers) < maxPeerStats {
+	c := s.peers[rid]
+	if c == nil {
+		c = s.detached()
+		if len(s.peers) >= maxPeerStats {
+			return c
+		}
 		s.peers[rid] = c
 	}
+	c.users++
+	if c.retired != nil {
+		s.retired.Remove(c.retired)
+		c.retired = nil
+	}
 	return c
+}
+
+// release gives back what acquire returned. A row no one holds any more
+// is retired; beyond maxRetiredPeerStats retired rows the oldest is
+// removed, its counters with it.
+func (s *stats) release(rid string, c *peerCounters) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c == nil || s.peers[rid] != c || c.users == 0 {
+		return // detached, or already given back
+	}
+	c.users--
+	if c.users > 0 {
+		return
+	}
+	c.retired = s.retired.PushBack(rid)
+	for s.retired.Len() > maxRetiredPeerStats {
+		old := s.retired.Remove(s.retired.Front()).(string)
+		s.peers[old].retired = nil
+		delete(s.peers, old)
+	}
 }
 
 // known returns the counters of a RID already in the table, or nil.
