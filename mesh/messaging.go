@@ -774,6 +774,10 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {
 	if err := reply(rec); err != nil {
-		o.log.Warn("reply not sent", "err", err)
+		// A requester that went away with many requests queued here
+		// fails each of their replies: budgeted (record_log.go).
+		if ok, suppressed := o.replyNotSentLog.allow(); ok {
+			o.log.Warn("reply not sent", "err", err, "suppressed", suppressed)
+		}
 	}
 }

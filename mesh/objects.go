@@ -27,19 +27,21 @@ import (
 // reply routes of requests in flight, the route cache, and the inbound
 // dispatch of object commands. One per Node; the Manager is its API.
 type objects struct {
-	n      *Node
-	log    *slog.Logger
-	rt     *spot.Runtime
-	exec   *authority.Executor
-	cache  *follow.Cache
-	follow *follow.Table // moves of this node's objects, for Message Follow (follow_forward.go)
-	drops  dropReport    // one-way messages refused here, reported each discovery round
+	n        *Node
+	log      *slog.Logger
+	rt       *spot.Runtime
+	exec     *authority.Executor
+	cache    *follow.Cache
+	follow   *follow.Table // moves of this node's objects, for Message Follow (follow_forward.go)
+	drops    dropReport    // one-way messages refused here, reported each discovery round
+	registry map[string]spot.Factory
+	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
+	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
+	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
+
 	// Budgets of the log lines one inbound record causes (record_log.go).
-	restoreRefusedLog, route44IgnoredLog *recordLog
-	registry                             map[string]spot.Factory
-	dispatch                             map[router.Command]inboundFunc // inbound commands (registerCommands)
-	chunks                               *chunk.Registry                // Restore payloads being assembled (target side)
-	arrivals                             map[chunk.Binding]*arrival     // moves bringing an object here
+	restoreRefusedLog, route44IgnoredLog, replyNotSentLog *recordLog
+
 	// unconfirmed are this node's moves past their cutover whose target
 	// the store does not name yet, by object: they keep copies of what
 	// Message Follow passes on (follow_copies.go).
@@ -388,7 +390,8 @@ func newObjects(n *Node) (*objects, error) {
 	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[string]chan localReply{},
 		remotes: map[string]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{}),
 		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}, gos: gopool.New(targetWorkers),
-		restoreRefusedLog: newRecordLog(n.clock.Now), route44IgnoredLog: newRecordLog(n.clock.Now)}
+		restoreRefusedLog: newRecordLog(n.clock.Now), route44IgnoredLog: newRecordLog(n.clock.Now),
+		replyNotSentLog: newRecordLog(n.clock.Now)}
 	o.registerCommands()
 	o.registerRelocation()
 	o.registerSessions()

@@ -11,8 +11,11 @@ import (
 // a hello is not authenticated — otherwise writes one line per record. An
 // operator try-out sent 45,000 such records from a fake peer in about a
 // second, and the node wrote 3,235 lines (`relocation: Restore refused`,
-// `command 44 ignored`). The first line after some were left out says how
-// many (`suppressed`); the counters count every one.
+// `command 44 ignored`). The same goes for the answers a requester that
+// went away with many requests queued here never gets (`reply not sent`,
+// `moved request's reply not sent`: 746 lines when that fake peer died).
+// The first line after some were left out says how many (`suppressed`);
+// the counters count every one.
 const (
 	peerLogBurst = 10
 	peerLogEvery = 10 * time.Second

@@ -109,6 +109,41 @@ func TestRefusedPeerRecordsDoNotFloodTheLog(t *testing.T) {
 	}
 }
 
+// A requester gone with many requests queued here fails each of their
+// replies: a few WARN lines, not one per reply (a fake peer that died with
+// requests in flight made its node write 746 "reply not sent" lines). The
+// answers to moved requests share the budget.
+func TestLostRepliesDoNotFloodTheLog(t *testing.T) {
+	f := newFixture(t)
+	var logs syncbuf.Buffer
+	n, err := Start(context.Background(), Options{Config: fastConfig("replylog"), Factories: f.reg, Location: f.loc,
+		Relocation: f.reloc, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	var now time.Duration
+	n.obj.replyNotSentLog.now = func() time.Duration { return now }
+	gone := func(*router.Record) error { return transport.ErrPeerDown }
+	rec := replyRecord(familyActor, 1, []byte("x"), nil)
+	// A requester this node has no link to: each moved answer fails at once.
+	moved := replyRoute{fam: familyActor, gen: 1, corr: 1, rid: []byte{0xee}}
+	const replies = 100
+	for i := 0; i < replies; i++ {
+		n.obj.sendReply(gone, rec)
+		n.obj.sendPortableReply(moved, rec)
+	}
+	lines := strings.Count(logs.String(), `msg="reply not sent"`) + strings.Count(logs.String(), `msg="moved request's reply not sent"`)
+	if lines != peerLogBurst {
+		t.Fatalf("%d lost replies wrote %d lines, want %d:\n%s", 2*replies, lines, peerLogBurst, logs.String())
+	}
+	now += peerLogEvery
+	n.obj.sendReply(gone, rec)
+	if l := lastLine(logs.String(), `msg="reply not sent"`); !strings.Contains(l, "suppressed=190") {
+		t.Fatalf("next window's line does not say suppressed=190: %q", l)
+	}
+}
+
 // lastLine is the last line of logs that contains s.
 func lastLine(logs, s string) string {
 	last := ""

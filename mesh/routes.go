@@ -123,13 +123,22 @@ func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 			ctx, cancel := context.WithTimeout(o.halt, portableReplyWait)
 			defer cancel()
 			if err := o.n.tr.SendWait(ctx, transport.RID(r.rid), rec); err != nil {
-				o.log.Warn("moved request's reply not sent", "requester", fmt.Sprintf("%x/%d", r.rid, r.gen), "err", err)
+				o.logMovedReplyNotSent(r, err)
 			}
 		}()
 		return
 	}
 	if err != nil {
-		o.log.Warn("moved request's reply not sent", "requester", fmt.Sprintf("%x/%d", r.rid, r.gen), "err", err)
+		o.logMovedReplyNotSent(r, err)
+	}
+}
+
+// logMovedReplyNotSent logs a moved request's lost answer within the reply
+// budget (record_log.go): a requester gone with many moved requests fails
+// each of them.
+func (o *objects) logMovedReplyNotSent(r replyRoute, err error) {
+	if ok, suppressed := o.replyNotSentLog.allow(); ok {
+		o.log.Warn("moved request's reply not sent", "requester", fmt.Sprintf("%x/%d", r.rid, r.gen), "err", err, "suppressed", suppressed)
 	}
 }
 
