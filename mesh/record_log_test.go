@@ -55,14 +55,7 @@ func TestRecordLogBudget(t *testing.T) {
 // answered. The refusal names the sender's RID once hex-encoded (it said
 // "sent by 6262/1" for RID bb: the RID's String was hex-encoded again).
 func TestRefusedPeerRecordsDoNotFloodTheLog(t *testing.T) {
-	f := newFixture(t)
-	var logs syncbuf.Buffer
-	n, err := Start(context.Background(), Options{Config: fastConfig("recordlog"), Factories: f.reg, Location: f.loc,
-		Relocation: f.reloc, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	n, logs := startLoggingNode(t, "recordlog")
 	var now time.Duration // frozen: every record falls in one window
 	n.obj.restoreRefusedLog.now = func() time.Duration { return now }
 	n.obj.route44IgnoredLog.now = func() time.Duration { return now }
@@ -114,14 +107,7 @@ func TestRefusedPeerRecordsDoNotFloodTheLog(t *testing.T) {
 // requests in flight made its node write 746 "reply not sent" lines). The
 // answers to moved requests share the budget.
 func TestLostRepliesDoNotFloodTheLog(t *testing.T) {
-	f := newFixture(t)
-	var logs syncbuf.Buffer
-	n, err := Start(context.Background(), Options{Config: fastConfig("replylog"), Factories: f.reg, Location: f.loc,
-		Relocation: f.reloc, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	n, logs := startLoggingNode(t, "replylog")
 	var now time.Duration
 	n.obj.replyNotSentLog.now = func() time.Duration { return now }
 	gone := func(*router.Record) error { return transport.ErrPeerDown }
@@ -142,6 +128,21 @@ func TestLostRepliesDoNotFloodTheLog(t *testing.T) {
 	if l := lastLine(logs.String(), `msg="reply not sent"`); !strings.Contains(l, "suppressed=190") {
 		t.Fatalf("next window's line does not say suppressed=190: %q", l)
 	}
+}
+
+// startLoggingNode starts a lone node of mesh that logs INFO and up, as
+// text, into the returned buffer.
+func startLoggingNode(t *testing.T, mesh string) (*Node, *syncbuf.Buffer) {
+	t.Helper()
+	f := newFixture(t)
+	logs := new(syncbuf.Buffer)
+	n, err := Start(context.Background(), Options{Config: fastConfig(mesh), Factories: f.reg, Location: f.loc,
+		Relocation: f.reloc, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n, logs
 }
 
 // lastLine is the last line of logs that contains s.
