@@ -116,6 +116,16 @@ const portableReplyWait = 5 * time.Second
 
 func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 	err := o.n.tr.Send(o.halt, transport.RID(r.rid), rec)
+	if errors.Is(err, transport.ErrUnknownPeer) || errors.Is(err, transport.ErrNotAdmitted) {
+		// No link of ours reaches the requester: it may have started
+		// less than a discovery round ago. Its own link to this node is
+		// admitted if it ever sent here, and takes the answer. (An
+		// operator soak lost four answers, each a 10 s timeout, to a
+		// client started two seconds before a host relocation.)
+		if ierr := o.n.tr.ReplyInbound(transport.RID(r.rid), r.gen, rec); ierr == nil {
+			return
+		}
+	}
 	if errors.Is(err, transport.ErrBackpressure) {
 		// Reply runs on a runtime worker: never block it. Wait for room on
 		// a goroutine of its own, bounded.

@@ -164,6 +164,31 @@ func (n *Node) replyOn(ic *inConn, r *router.Record) error {
 	return nil
 }
 
+// ReplyInbound sends a reply (command 20) to the node run (peer, gen) on
+// the admitted connection that run's own link holds to this node. It is for
+// the answer to a request that reached this node from elsewhere (a request
+// that moved here with its object, spec §7.3): the requester may have
+// started less than a discovery round ago, so that no link of this node
+// reaches it yet while its link to this node is admitted, and a reply
+// arriving there completes its portable call like any other. ErrUnknownPeer
+// when that run has no admitted connection here.
+func (n *Node) ReplyInbound(peer RID, gen uint64, rec *router.Record) error {
+	if rec == nil || rec.Command != router.CmdReply {
+		return fmt.Errorf("%w: ReplyInbound sends replies only", ErrInvalidRecord)
+	}
+	ic := n.rt.current(string(peer))
+	if ic == nil {
+		return fmt.Errorf("%w: %s has no admitted connection to this node", ErrUnknownPeer, peer)
+	}
+	ic.mu.Lock()
+	admitted, info := ic.admitted, ic.info
+	ic.mu.Unlock()
+	if !admitted || info.LifecycleGeneration != gen {
+		return fmt.Errorf("%w: %s/%d has no admitted connection to this node", ErrUnknownPeer, peer, gen)
+	}
+	return n.replyOn(ic, rec)
+}
+
 // sendFailed counts backpressure and maps a closed connection to
 // ErrPeerDown.
 func (n *Node) sendFailed(c *peerCounters, err error) error {
