@@ -25,6 +25,7 @@ package config
 
 import (
 	"encoding/hex"
+	"runtime"
 	"time"
 )
 
@@ -297,6 +298,31 @@ type RedisConfig struct {
 	// acted on (docs/store-redis.md, "Writes that survive a failover").
 	ReplicaAcks       int           `koanf:"replica_acks"`
 	ReplicaAckTimeout time.Duration `koanf:"replica_ack_timeout"`
+	// PoolSize caps the store's connections to Redis; 0 (the default) is
+	// RedisPoolSize's automatic size.
+	PoolSize int `koanf:"pool_size"`
+}
+
+// MinRedisPool is the least automatic pool size, and MaxRedisPool the
+// largest pool_size accepted.
+const (
+	MinRedisPool = 32
+	MaxRedisPool = 10000
+)
+
+// RedisPoolSize is the connection pool a redis store opens with: pool_size
+// when set, else the client library's default (10 per usable CPU) but at
+// least MinRedisPool. Why a floor: a host command alone keeps
+// relocation.max_concurrent (16) moves' store calls in flight, beside
+// creations, deliveries, discovery and the lease; on a one-CPU container
+// the library's 10 made them queue for a connection, and that wait counts
+// against operation_timeout (a drain on one core under the race detector
+// moved about a third fewer objects within its deadline).
+func (r RedisConfig) RedisPoolSize() int {
+	if r.PoolSize > 0 {
+		return r.PoolSize
+	}
+	return max(MinRedisPool, 10*runtime.GOMAXPROCS(0))
 }
 
 // MaxRedisReplicaAcks bounds replica_acks (the providers check the same

@@ -351,8 +351,11 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 }
 
 // validateReplicas checks replica_acks and its timeout, which must leave
-// the operation timeout room for the write itself.
+// the operation timeout room for the write itself, and pool_size.
 func (r RedisConfig) validateReplicas(ps *problems, prefix string) {
+	if r.PoolSize < 0 || r.PoolSize > MaxRedisPool {
+		ps.add(prefix+".pool_size", "must be 0 (automatic) to %d, got %d", MaxRedisPool, r.PoolSize)
+	}
 	if r.ReplicaAcks < 0 || r.ReplicaAcks > MaxRedisReplicaAcks {
 		ps.add(prefix+".replica_acks", "must be 0..%d, got %d", MaxRedisReplicaAcks, r.ReplicaAcks)
 		return

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,18 @@ func TestValidateRules(t *testing.T) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, ReplicaAcks: 17}}
 		}, want: []Problem{p("location_store.redis.replica_acks", "must be 0..16, got 17")}},
+		{name: "pool size negative", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, PoolSize: -1}}
+		}, want: []Problem{p("location_store.redis.pool_size", "must be 0 (automatic) to 10000, got -1")}},
+		{name: "pool size too large", mutate: func(c *Config) {
+			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "y",
+				OperationTimeout: time.Second, PoolSize: 10001}}
+		}, want: []Problem{p("relocation_store.redis.pool_size", "must be 0 (automatic) to 10000, got 10001")}},
+		{name: "pool size set", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, PoolSize: 64}}
+		}},
 		{name: "replica ack timeout missing", mutate: func(c *Config) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, ReplicaAcks: 1}}
@@ -423,6 +436,26 @@ func TestFactoryPolicyStrings(t *testing.T) {
 	for _, tc := range tests {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// The automatic pool is the client library's 10 per usable CPU with a
+// floor; pool_size, when set, is taken as it is.
+func TestRedisPoolSize(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct {
+		procs, set, want int
+	}{
+		{1, 0, MinRedisPool},
+		{2, 0, MinRedisPool},
+		{8, 0, 80},
+		{1, 5, 5},
+		{8, 200, 200},
+	} {
+		runtime.GOMAXPROCS(tc.procs)
+		if got := (RedisConfig{PoolSize: tc.set}).RedisPoolSize(); got != tc.want {
+			t.Errorf("GOMAXPROCS %d, pool_size %d: %d, want %d", tc.procs, tc.set, got, tc.want)
 		}
 	}
 }

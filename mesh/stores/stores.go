@@ -152,7 +152,7 @@ func init() {
 		st, err := locredis.New(ctx, locredis.Options{Addrs: r.Addrs, MasterName: r.MasterName,
 			SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword, Username: r.Username,
 			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout,
-			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout, Logger: log})
+			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout, PoolSize: r.RedisPoolSize(), Logger: log})
 		if err != nil {
 			return nil, explainOpen(prefix, r, err)
 		}
@@ -176,7 +176,7 @@ func init() {
 		st, err := relredis.New(ctx, relredis.Options{Addrs: r.Addrs, MasterName: r.MasterName,
 			SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword, Username: r.Username,
 			Password: r.Password, TLSConfig: tlsCfg, DB: r.DB, Namespace: r.Namespace, OperationTimeout: r.OperationTimeout, Logger: log,
-			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout})
+			ReplicaAcks: r.ReplicaAcks, ReplicaAckTimeout: r.ReplicaAckTimeout, PoolSize: r.RedisPoolSize()})
 		if err != nil {
 			return nil, explainOpen(prefix, r, err)
 		}

@@ -559,3 +559,12 @@ func TestServerDown(t *testing.T) {
 		}
 	}
 }
+
+// A negative pool size is refused before anything connects.
+func TestNewRefusesANegativePoolSize(t *testing.T) {
+	_, err := relocredis.New(context.Background(), relocredis.Options{Addrs: []string{"127.0.0.1:1"}, Namespace: "x", PoolSize: -1})
+	var ae *relocstore.ArgumentError
+	if !errors.As(err, &ae) || ae.Field != "poolSize" {
+		t.Fatalf("New with PoolSize -1: %v, want an ArgumentError on poolSize", err)
+	}
+}

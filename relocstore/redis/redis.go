@@ -135,6 +135,8 @@ type Options struct {
 	// names do (internal/redisconn.ReplicaWait).
 	ReplicaAcks       int
 	ReplicaAckTimeout time.Duration
+	// PoolSize is the go-redis pool size (0 = go-redis default).
+	PoolSize int
 }
 
 // Store is the Redis Relocation Store. It is safe for concurrent use.
@@ -161,6 +163,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if len(opts.Addrs) == 0 {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "addrs", Reason: "no Redis address"}
 	}
+	if opts.PoolSize < 0 {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "poolSize", Reason: "negative"}
+	}
 	s, err := newStore(opts)
 	if err != nil {
 		return nil, err
@@ -170,7 +175,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// for every operation of this store (internal/redisconn).
 	s.c = redisconn.NewClient(redisconn.Options{Addrs: opts.Addrs, MasterName: opts.MasterName,
 		SentinelUsername: opts.SentinelUsername, SentinelPassword: opts.SentinelPassword,
-		Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig, DB: opts.DB}, s.opTimeout)
+		Username: opts.Username, Password: opts.Password, TLSConfig: opts.TLSConfig, DB: opts.DB, PoolSize: opts.PoolSize}, s.opTimeout)
 	s.ownsClient = true
 	octx, cancel := context.WithTimeout(ctx, s.opTimeout)
 	defer cancel()
