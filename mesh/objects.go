@@ -27,6 +27,12 @@ import (
 // reply routes of requests in flight, the route cache, and the inbound
 // dispatch of object commands. One per Node; the Manager is its API.
 type objects struct {
+	// barrierEvery, when set, replaces barrierWait as a route switch's
+	// wait without progress (tests).
+	barrierEvery time.Duration
+	// linkLook, when set, replaces the look at the link a barrier waits on
+	// (tests).
+	linkLook func() linkProgress
 	n        *Node
 	log      *slog.Logger
 	rt       *spot.Runtime

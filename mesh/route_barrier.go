@@ -42,12 +42,25 @@ import (
 // controlBarrier is the meshnode.control value of a barrier request.
 const controlBarrier = "barrier"
 
-// barrierWait bounds how long a route switch waits for its barrier's answer:
-// a previous owner in its cutover holds arrivals up to cutoverWait, then
-// passes them on within followSendWait. Past it the switch happens anyway
-// (logged): the previous owner is gone or overloaded, and order with
+// barrierWait is how long a route switch waits for its barrier's answer
+// while nothing moves on the link to the previous owner: a previous owner
+// in its cutover holds arrivals up to cutoverWait, then passes them on
+// within followSendWait. Past it with the link still the switch happens
+// anyway (logged): the previous owner is gone or stuck, and order with
 // messages it never passed on does not matter.
-const barrierWait = cutoverWait + followSendWait
+//
+// While records do move on that link — the previous owner is alive and
+// working through a backlog this node's earlier messages are part of — the
+// wait goes on, a barrierWait at a time, up to barrierMaxWait (and the
+// sender's own deadline). Before 2026-12-06 it ended at barrierWait from
+// the moment the barrier was queued: under overload (a drain on one core,
+// thousands of records queued on a link) the barrier was still behind this
+// node's earlier messages when it ended, and the next messages overtook
+// them on the direct route (a flake hunt: 5–13 reordered in a demo drain).
+const (
+	barrierWait    = cutoverWait + followSendWait
+	barrierMaxWait = 5 * barrierWait
+)
 
 // sentRoutes is the route this node last used for each object it sent to,
 // kept for MessageFollowDuration.
@@ -183,8 +196,11 @@ func (o *objects) isLocal(r follow.Ready) bool {
 func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 	o.stats.routeBarriers.Add(1)
 	o.hook().step(t.id, stepSenderBarrier)
-	bctx, cancel := context.WithTimeout(ctx, barrierWait)
+	bctx, cancel := context.WithTimeout(ctx, barrierMaxWait)
 	defer cancel()
+	stopWatch := watchProgress(bctx, cancel, o.barrierSlice(), o.linkProgress(prev))
+	defer stopWatch()
+	start := time.Now()
 	bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier}
 	var err error
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
@@ -199,10 +215,11 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 	}
 	switch {
 	case err == nil, ctx.Err() != nil:
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
+	case bctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
 		o.stats.routeBarriersTimedOut.Add(1)
 		o.log.Warn("route switch: the previous owner did not answer the barrier in time; switching anyway",
-			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(), "wait", barrierWait)
+			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(),
+			"waited", time.Since(start).Round(time.Millisecond), "without_progress", o.barrierSlice())
 	default:
 		// Refused or not sent: nothing of ours is still being passed on
 		// through prev.
@@ -220,4 +237,76 @@ func controlOf(rec *router.Record) string {
 		return ""
 	}
 	return v
+}
+
+// linkProgress is what a barrier watch sees of this node's link to a node
+// run at one look: whether it is up (that very run admitted) and how far
+// what this node sends on it has got.
+type linkProgress struct {
+	up bool
+	transport.Progress
+}
+
+// moved reports whether the link took more of what this node sends since
+// prev: records left for the peer (this node's queue drains as the peer
+// reads), or the peer's kernel acknowledged more bytes. Records from the
+// peer do not count: a peer busy with its own traffic may still not read
+// this node's. A peer that is stuck stops reading, the window closes, and
+// neither moves.
+func (cur linkProgress) moved(prev linkProgress) bool {
+	return cur.up && prev.up && (cur.RecordsOut != prev.RecordsOut || cur.AckedBytes != prev.AckedBytes)
+}
+
+// linkProgress returns a look at this node's link to prev's node run.
+func (o *objects) linkProgress(prev follow.Ready) func() linkProgress {
+	if o.linkLook != nil {
+		return o.linkLook
+	}
+	rid := transport.RID(prev.Route.NodeRID)
+	return func() linkProgress {
+		if p, ok := o.n.tr.Peer(rid); !ok || p.LifecycleGeneration != prev.Route.NodeGeneration {
+			return linkProgress{}
+		}
+		p, ok := o.n.tr.PeerProgress(rid)
+		return linkProgress{up: ok, Progress: p}
+	}
+}
+
+// barrierSlice is how long a barrier waits without progress on the link
+// (barrierWait; tests shorten it).
+func (o *objects) barrierSlice() time.Duration {
+	if o.barrierEvery > 0 {
+		return o.barrierEvery
+	}
+	return barrierWait
+}
+
+// watchProgress cuts ctx (cut) when a slice passes in which look shows the
+// link did not move, and stops when ctx ends or the returned function is
+// called.
+func watchProgress(ctx context.Context, cut context.CancelFunc, slice time.Duration, look func() linkProgress) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		last := look()
+		t := time.NewTimer(slice)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cur := look()
+			if !cur.moved(last) {
+				cut()
+				return
+			}
+			last = cur
+			t.Reset(slice)
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
 }

@@ -86,19 +86,7 @@ func routeSwitchKeepsSenderOrder(t *testing.T, full int32) {
 
 	// The previous owner holds the first message it passes on until
 	// released; later ones (the barrier) go through.
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
-		if id != ref.ActorID || step != stepFollowPassOn {
-			return
-		}
-		first := false
-		once.Do(func() { first = true })
-		if first {
-			close(held)
-			<-release
-		}
-	}})
+	held, release := holdFirstPassOn(c.nodes[src], ref.ActorID)
 	barrierSent := make(chan struct{}, 1)
 	var fullLeft atomic.Int32 // refusals with backpressure left for the barrier
 	c.nodes[0].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
@@ -131,21 +119,21 @@ func routeSwitchKeepsSenderOrder(t *testing.T, full int32) {
 	select {
 	case <-barrierSent:
 	case err := <-done:
-		close(release)
+		release()
 		t.Fatalf("message 3 was sent without a barrier (err %v)", err)
 	case <-ctx.Done():
-		close(release)
+		release()
 		t.Fatal("no barrier was sent")
 	}
 	// Message 3 waits for the barrier's answer, which comes only after
 	// message 2 has been passed on.
 	select {
 	case err := <-done:
-		close(release)
+		release()
 		t.Fatalf("message 3 went out while message 2 was still held (err %v)", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("message 3: %v", err)
 	}
@@ -186,4 +174,23 @@ func TestRouteSwitchAfterFollowWindowSendsNoBarrier(t *testing.T) {
 	if st := seqStateOf(t, ctx, c, ref); st.Last["n0"] != 2 || st.Gaps != 0 {
 		t.Errorf("object saw last %d, %d gaps; want 2, 0", st.Last["n0"], st.Gaps)
 	}
+}
+
+// holdFirstPassOn makes n hold the first message of object id it passes on
+// (Message Follow) until release is called; held closes when it does.
+func holdFirstPassOn(n *Node, id string) (held <-chan struct{}, release func()) {
+	h, r := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	n.obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
+		if got != id || step != stepFollowPassOn {
+			return
+		}
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(h)
+			<-r
+		}
+	}})
+	return h, sync.OnceFunc(func() { close(r) })
 }

@@ -287,3 +287,37 @@ func (c *peerCounters) sent(frames [][]byte) {
 	c.node.recordsOut.Add(1)
 	c.node.bytesOut.Add(b)
 }
+
+// Progress is how far this node's link to a peer has got with what this
+// node sends: records written to its connections, and the bytes the peer's
+// kernel acknowledged on the current one (which move only as far as the
+// peer's reader makes room).
+type Progress struct {
+	RecordsOut uint64
+	AckedBytes int64 // -1 when this system cannot tell
+}
+
+// PeerProgress returns the progress of the link to peer, false without an
+// admitted session on it. A caller waiting behind what it sent to a busy
+// peer tells a slow one from a stuck one by whether it moves (a route
+// switch's barrier, mesh/route_barrier.go).
+func (n *Node) PeerProgress(peer RID) (Progress, bool) {
+	l, err := n.link(peer)
+	if err != nil {
+		return Progress{}, false
+	}
+	l.mu.Lock()
+	sess := l.sess
+	l.mu.Unlock()
+	if sess == nil {
+		return Progress{}, false
+	}
+	p := Progress{AckedBytes: -1}
+	if a, ok := sess.pc.zc.ack.acked(); ok {
+		p.AckedBytes = a
+	}
+	if c := sess.pc.counters.Load(); c != nil {
+		p.RecordsOut = c.recordsOut.Load()
+	}
+	return p, true
+}
