@@ -264,6 +264,9 @@ func (o *objects) linkProgress(prev follow.Ready) func() linkProgress {
 	}
 	rid := transport.RID(prev.Route.NodeRID)
 	return func() linkProgress {
+		if o.n.tr == nil {
+			return linkProgress{}
+		}
 		if p, ok := o.n.tr.Peer(rid); !ok || p.LifecycleGeneration != prev.Route.NodeGeneration {
 			return linkProgress{}
 		}
