@@ -60,7 +60,7 @@ func demoDrain(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		runs[i] = &drainRun{ref: ref, from: i % len(senders)}
 	}
 	fmt.Fprintf(w, "\ndraining node %d while messages flow: %d counters across the nodes, each streamed \"seq <n>\" sends\n", last+1, len(runs))
-	fmt.Fprintf(w, "by one sender on node 1..%d, which reads the counter's check after every %dth (at most %d in flight);\n", last, demoDrainWindow, demoDrainWindow)
+	fmt.Fprintf(w, "by one sender on node 1..%d, which reads the counter's check after every %d sends (at most %d in flight);\n", last, demoDrainWindow, demoDrainWindow)
 	fmt.Fprintf(w, "node %d moves every object it owns to the others, then shuts down:\n", last+1)
 
 	stop := make(chan struct{})
