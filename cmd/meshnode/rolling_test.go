@@ -241,8 +241,8 @@ func checkCounters(t *testing.T, ctx context.Context, m *mesh.Manager, snd *incS
 			t.Errorf("%s: get = %d, want %d sends accepted", ref.ActorID, got, want)
 		}
 		seq, err := m.RequestActor(ctx, ref, []byte("seq"))
-		if wantSeq := fmt.Sprintf("%d 0 0", want); err != nil || string(seq) != wantSeq {
-			t.Errorf("%s: seq = %q, %v; want %q (last, duplicated, reordered)", ref.ActorID, seq, err, wantSeq)
+		if wantSeq := fmt.Sprintf("%d 0 0 0", want); err != nil || string(seq) != wantSeq {
+			t.Errorf("%s: seq = %q, %v; want %q (last, duplicated, reordered, missing)", ref.ActorID, seq, err, wantSeq)
 		}
 	}
 	return total

@@ -132,14 +132,15 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 	for _, r := range runs {
 		// The read and the sends of another node are not ordered: a send
 		// may still be on its way (passed on by the drained node). Read
-		// until it shows the last accepted one, or demoSettle passes.
-		var v [3]int64
+		// until it shows the last accepted one and none missing before it,
+		// or demoSettle passes; what is missing then is lost.
+		var v [4]int64
 		for deadline := time.Now().Add(demoSettle); ; {
 			var err error
 			if v, err = readSeq(ctx, m, r.ref, &retries); err != nil {
 				return err
 			}
-			if v[0] >= r.accepted || !time.Now().Before(deadline) {
+			if (v[0] >= r.accepted && v[3] == 0) || !time.Now().Before(deadline) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -148,6 +149,7 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 		if v[0] < r.accepted {
 			lost += r.accepted - v[0]
 		}
+		lost += v[3]
 		duplicated += v[1]
 		reordered += v[2]
 	}
@@ -169,9 +171,9 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 }
 
 // readSeq asks a counter for its sequence check: last, duplicated,
-// reordered.
-func readSeq(ctx context.Context, m *mesh.Manager, ref mesh.ActorRef, retries *retries) ([3]int64, error) {
-	var v [3]int64
+// reordered (arrived after a later one), missing (skipped, not seen yet).
+func readSeq(ctx context.Context, m *mesh.Manager, ref mesh.ActorRef, retries *retries) ([4]int64, error) {
+	var v [4]int64
 	var got []byte
 	if err := retry(ctx, retries, func(ctx context.Context) (err error) {
 		got, err = m.RequestActor(ctx, ref, []byte("seq"))
@@ -180,7 +182,7 @@ func readSeq(ctx context.Context, m *mesh.Manager, ref mesh.ActorRef, retries *r
 		return v, fmt.Errorf("read %s: %w", ref.ActorID, err)
 	}
 	f := strings.Fields(string(got))
-	if len(f) != 3 {
+	if len(f) != len(v) {
 		return v, fmt.Errorf("%s answered %q", ref.ActorID, got)
 	}
 	for i := range v {

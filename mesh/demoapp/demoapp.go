@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,10 +37,11 @@ func Register(r *spot.Registry) error {
 //	send "inc" or "add <n>"  → adds
 //	request "get"            → replies the decimal value
 //	send "seq <n>"           → adds 1 and checks n against the last seq:
-//	                           n = last+1 is in order; n ≤ last is counted
-//	                           duplicated; n > last+1 is counted reordered
-//	                           (a message overtook others, or some were lost)
-//	request "seq"            → replies "<last> <duplicated> <reordered>"
+//	                           n = last+1 is in order; n > last+1 leaves
+//	                           the numbers between missing; a missing n
+//	                           arriving later is counted reordered, any
+//	                           other n ≤ last duplicated
+//	request "seq"            → replies "<last> <duplicated> <reordered> <missing>"
 type Counter struct {
 	mu    sync.Mutex // the runtime runs one turn at a time; the lock is for Snapshot
 	value int64
@@ -47,18 +49,48 @@ type Counter struct {
 }
 
 // seqCheck is the counter's sequence check; it moves with the value.
-type seqCheck struct{ last, duplicated, reordered int64 }
+// missing holds the numbers skipped and not seen since (ascending, at most
+// maxMissing; overflow counts the rest), so that a late arrival is told
+// from a duplicate and a message that never came from one still on its
+// way.
+type seqCheck struct {
+	last, duplicated, reordered int64
+	overflow                    int64
+	missing                     []int64
+}
+
+// maxMissing bounds the skipped numbers a counter remembers.
+const maxMissing = 4096
 
 func (s *seqCheck) see(n int64) {
 	switch {
 	case n == s.last+1:
 		s.last = n
-	case n <= s.last:
-		s.duplicated++
-	default:
-		s.reordered++
+	case n > s.last+1:
+		gap := n - s.last - 1
+		keep := min(gap, int64(maxMissing-len(s.missing)))
+		for m := s.last + 1; m < s.last+1+keep; m++ {
+			s.missing = append(s.missing, m)
+		}
+		s.overflow += gap - keep
 		s.last = n
+	default:
+		if i, ok := slices.BinarySearch(s.missing, n); ok {
+			if s.missing = slices.Delete(s.missing, i, i+1); len(s.missing) == 0 {
+				s.missing = nil
+			}
+			s.reordered++ // it came after a later one
+		} else {
+			s.duplicated++
+		}
 	}
+}
+
+// missed is how many numbers up to last have not been seen.
+func (s *seqCheck) missed() int64 { return int64(len(s.missing)) + s.overflow }
+
+func (s *seqCheck) empty() bool {
+	return s.last == 0 && s.duplicated == 0 && s.reordered == 0 && s.missed() == 0
 }
 
 // Receive handles one message.
@@ -84,7 +116,7 @@ func (c *Counter) Receive(t *spot.Turn, env spot.Envelope) error {
 		c.seq.see(n)
 	case cmd == "seq":
 		if env.Kind == spot.Request {
-			return t.Reply([]byte(fmt.Sprintf("%d %d %d", c.seq.last, c.seq.duplicated, c.seq.reordered)))
+			return t.Reply([]byte(fmt.Sprintf("%d %d %d %d", c.seq.last, c.seq.duplicated, c.seq.reordered, c.seq.missed())))
 		}
 		return nil
 	case cmd == "get":
@@ -107,8 +139,10 @@ func (c *Counter) Value() int64 {
 type counterSnapshots struct{}
 
 // The counter's state: value, then — when a sequence was seen — last,
-// duplicated, reordered; 8-byte big-endian integers each. An 8-byte state
-// (value only) is what counters without a sequence carry.
+// duplicated, reordered, overflow and the missing numbers; 8-byte
+// big-endian integers each. An 8-byte state (value only) is what counters
+// without a sequence carry; a 32-byte one (value, last, duplicated,
+// reordered) what earlier versions wrote.
 func (counterSnapshots) Snapshot(h spot.Handler) ([]byte, error) {
 	c, ok := h.(*Counter)
 	if !ok {
@@ -117,8 +151,8 @@ func (counterSnapshots) Snapshot(h spot.Handler) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := binary.BigEndian.AppendUint64(nil, uint64(c.value))
-	if c.seq != (seqCheck{}) {
-		for _, v := range []int64{c.seq.last, c.seq.duplicated, c.seq.reordered} {
+	if !c.seq.empty() {
+		for _, v := range append([]int64{c.seq.last, c.seq.duplicated, c.seq.reordered, c.seq.overflow}, c.seq.missing...) {
 			b = binary.BigEndian.AppendUint64(b, uint64(v))
 		}
 	}
@@ -126,13 +160,20 @@ func (counterSnapshots) Snapshot(h spot.Handler) ([]byte, error) {
 }
 
 func (counterSnapshots) Restore(_ context.Context, _ spot.CreateRequest, state []byte) (spot.Handler, error) {
-	if len(state) != 8 && len(state) != 32 {
-		return nil, fmt.Errorf("counter restore: state is %d bytes, want 8 or 32", len(state))
+	n := len(state) / 8
+	if len(state)%8 != 0 || n == 0 || n == 2 || n == 3 || n > 5+maxMissing {
+		return nil, fmt.Errorf("counter restore: state is %d bytes, want 8, 32, or 40 and up to %d missing numbers of 8", len(state), maxMissing)
 	}
 	at := func(i int) int64 { return int64(binary.BigEndian.Uint64(state[8*i:])) }
 	c := &Counter{value: at(0)}
-	if len(state) == 32 {
+	if n >= 4 {
 		c.seq = seqCheck{last: at(1), duplicated: at(2), reordered: at(3)}
+	}
+	if n >= 5 {
+		c.seq.overflow = at(4)
+		for i := 5; i < n; i++ {
+			c.seq.missing = append(c.seq.missing, at(i))
+		}
 	}
 	return c, nil
 }

@@ -2,8 +2,10 @@ package demoapp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -284,8 +286,11 @@ func TestCounterSequence(t *testing.T) {
 	}{
 		{"in order", []int64{1, 2, 3}, seqCheck{last: 3}},
 		{"a duplicate", []int64{1, 2, 2, 3}, seqCheck{last: 3, duplicated: 1}},
-		{"one overtakes another", []int64{1, 3, 2, 4}, seqCheck{last: 4, duplicated: 1, reordered: 1}},
-		{"a gap (lost)", []int64{1, 2, 5}, seqCheck{last: 5, reordered: 1}},
+		{"one overtakes another", []int64{1, 3, 2, 4}, seqCheck{last: 4, reordered: 1}},
+		{"a late one twice", []int64{1, 3, 2, 2}, seqCheck{last: 3, reordered: 1, duplicated: 1}},
+		{"a gap (lost, or still on its way)", []int64{1, 2, 5}, seqCheck{last: 5, missing: []int64{3, 4}}},
+		{"a gap partly filled", []int64{1, 5, 3}, seqCheck{last: 5, reordered: 1, missing: []int64{2, 4}}},
+		{"a gap over the bound", []int64{1, maxMissing + 10}, seqCheck{last: maxMissing + 10, overflow: 8, missing: count(2, maxMissing+1)}},
 	}
 	f := CounterFactory()
 	for _, tc := range tests {
@@ -298,7 +303,7 @@ func TestCounterSequence(t *testing.T) {
 			for _, n := range tc.seqs {
 				c.seq.see(n)
 			}
-			if c.seq != tc.want {
+			if !reflect.DeepEqual(c.seq, tc.want) {
 				t.Fatalf("seq %+v, want %+v", c.seq, tc.want)
 			}
 			state, err := f.Snapshot.Snapshot(c)
@@ -309,12 +314,35 @@ func TestCounterSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := back.(*Counter).seq; got != tc.want {
+			if got := back.(*Counter).seq; !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("after a snapshot round trip: %+v, want %+v", got, tc.want)
 			}
 		})
 	}
-	if _, err := f.Snapshot.Restore(context.Background(), spot.CreateRequest{ID: "c", Generation: 1}, make([]byte, 9)); err == nil {
-		t.Fatal("a 9-byte state restored")
+	for _, n := range []int{0, 9, 16, 24, 8 * (6 + maxMissing)} {
+		if _, err := f.Snapshot.Restore(context.Background(), spot.CreateRequest{ID: "c", Generation: 1}, make([]byte, n)); err == nil {
+			t.Fatalf("a %d-byte state restored", n)
+		}
 	}
+	// A state of the earlier layout (value, last, duplicated, reordered).
+	old := make([]byte, 32)
+	for i, v := range []uint64{7, 9, 1, 2} {
+		binary.BigEndian.PutUint64(old[8*i:], v)
+	}
+	back, err := f.Snapshot.Restore(context.Background(), spot.CreateRequest{ID: "c", Generation: 1}, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := back.(*Counter); c.value != 7 || !reflect.DeepEqual(c.seq, seqCheck{last: 9, duplicated: 1, reordered: 2}) {
+		t.Fatalf("earlier layout restored as %d %+v", c.value, c.seq)
+	}
+}
+
+// count is the numbers from..to.
+func count(from, to int64) []int64 {
+	var out []int64
+	for n := from; n <= to; n++ {
+		out = append(out, n)
+	}
+	return out
 }
