@@ -122,17 +122,20 @@ func (s *Server) getRelocate(w http.ResponseWriter, r *http.Request) {
 // node's stop, has been read by a GET, or ctx ends: a drain stops the node
 // and its listener, and a caller following the drain (meshnode ctl
 // relocate --drain) would otherwise lose the outcome — always when the
-// drain had little to move. It returns at once when no drain runs.
-func (s *Server) Linger(ctx context.Context) {
+// drain had little to move. It returns at once when no drain runs; the
+// error is ctx's when it ended before anyone read the result.
+func (s *Server) Linger(ctx context.Context) error {
 	s.jobs.mu.Lock()
 	j := s.jobs.m[s.jobs.running]
 	s.jobs.mu.Unlock()
 	if j == nil || !j.snapshot().Drain {
-		return
+		return nil
 	}
 	select {
 	case <-j.read:
+		return nil
 	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
