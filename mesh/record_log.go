@@ -1,8 +1,9 @@
 package mesh
 
 import (
-	"sync"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/logbudget"
 )
 
 // A log line that one inbound record causes is limited to peerLogBurst
@@ -21,15 +22,10 @@ const (
 	peerLogEvery = 10 * time.Second
 )
 
-// recordLog is the budget of one such line.
+// recordLog is the budget of one such line, on the node's clock.
 type recordLog struct {
 	now func() time.Duration // n.clock.Now; tests replace it
-
-	mu         sync.Mutex
-	started    bool
-	start      time.Duration // of the current window
-	used       int           // lines let through in the current window
-	suppressed int           // lines left out since the last one let through
+	b   logbudget.Budget
 }
 
 func newRecordLog(now func() time.Duration) *recordLog { return &recordLog{now: now} }
@@ -37,18 +33,5 @@ func newRecordLog(now func() time.Duration) *recordLog { return &recordLog{now: 
 // allow reports whether the line may be written now and, when it may, how
 // many were left out before it.
 func (g *recordLog) allow() (ok bool, suppressed int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.now()
-	if !g.started || now-g.start >= peerLogEvery {
-		g.started, g.start, g.used = true, now, 0
-	}
-	if g.used >= peerLogBurst {
-		g.suppressed++
-		return false, 0
-	}
-	g.used++
-	s := g.suppressed
-	g.suppressed = 0
-	return true, s
+	return g.b.Allow(g.now(), peerLogBurst, peerLogEvery)
 }

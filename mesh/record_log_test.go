@@ -12,43 +12,6 @@ import (
 	"github.com/meshnode/meshnode/router/transport"
 )
 
-// recordLog lets peerLogBurst lines through per peerLogEvery and names
-// what it left out on the next line it lets through.
-func TestRecordLogBudget(t *testing.T) {
-	var now time.Duration
-	g := newRecordLog(func() time.Duration { return now })
-	tests := []struct {
-		name           string
-		advance        time.Duration
-		calls          int
-		wantAllowed    int
-		wantSuppressed int // reported by the first line let through
-	}{
-		{"first window", 0, 3 * peerLogBurst, peerLogBurst, 0},
-		{"same window, later", peerLogEvery - time.Millisecond, 5, 0, 0},
-		{"next window", time.Millisecond, 3, 3, 2*peerLogBurst + 5},
-		{"quiet window after", peerLogEvery, 1, 1, 0},
-	}
-	for _, tt := range tests {
-		now += tt.advance
-		allowed, reported := 0, -1
-		for i := 0; i < tt.calls; i++ {
-			if ok, s := g.allow(); ok {
-				if allowed == 0 {
-					reported = s
-				}
-				allowed++
-			}
-		}
-		if allowed != tt.wantAllowed {
-			t.Errorf("%s: %d lines let through of %d, want %d", tt.name, allowed, tt.calls, tt.wantAllowed)
-		}
-		if allowed > 0 && reported != tt.wantSuppressed {
-			t.Errorf("%s: first line says %d suppressed, want %d", tt.name, reported, tt.wantSuppressed)
-		}
-	}
-}
-
 // A peer streaming well-formed records that this node refuses gets a few
 // log lines, not one per record: an operator try-out's fake peer sent
 // 45,000 and the node wrote 3,235 lines in a second. Every Restore is still

@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/logbudget"
 )
 
 // capLogEvery is how often a listener at its cap logs (one WARN with the
@@ -21,9 +23,7 @@ type capListener struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu       sync.Mutex
-	refused  int64 // since the last WARN
-	lastWarn time.Time
+	warn logbudget.Budget // one WARN per capLogEvery
 }
 
 func newCapListener(ln net.Listener, max int, log *slog.Logger) *capListener {
@@ -47,17 +47,12 @@ func (l *capListener) Accept() (net.Conn, error) {
 }
 
 func (l *capListener) noteRefused(from net.Addr) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.refused++
-	now := l.now()
-	if !l.lastWarn.IsZero() && now.Sub(l.lastWarn) < capLogEvery {
+	ok, suppressed := l.warn.Allow(logbudget.At(l.now()), 1, capLogEvery)
+	if !ok {
 		return
 	}
 	l.log.Warn("admin: connection closed at accept: the listener holds its maximum of open connections",
-		"max_conns", cap(l.slots), "refused", l.refused, "last_remote", from.String())
-	l.refused = 0
-	l.lastWarn = now
+		"max_conns", cap(l.slots), "refused", suppressed+1, "last_remote", from.String())
 }
 
 // capConn gives its slot back on the first Close.

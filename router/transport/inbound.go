@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/logbudget"
 	"github.com/meshnode/meshnode/router"
 )
 
@@ -61,7 +62,7 @@ func (n *Node) protocolError(ic *inConn, what string, err error) {
 	if c := ic.pc.counters.Load(); c != nil {
 		c.protocolErrors.Add(1)
 	}
-	if ok, suppressed := ic.logLimit.allow(n.clock.Now(), logEvery); ok {
+	if ok, suppressed := ic.logLimit.Allow(logbudget.At(n.clock.Now()), 1, logEvery); ok {
 		n.log.Warn("transport: dropped record", "peer", RID(ic.ident).String(), "remote", ic.remote,
 			"what", what, "err", err, "suppressed", suppressed)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/meshnode/meshnode/internal/listen"
+	"github.com/meshnode/meshnode/internal/logbudget"
 )
 
 // This file is the link layer: the node's one ROUTER (our own accept loop
@@ -81,7 +82,7 @@ type inConn struct {
 	info     PeerInfo
 
 	lastSeen atomic.Int64 // clock UnixNano of the last record received
-	logLimit logLimiter
+	logLimit logbudget.Budget
 	// row is the per-peer stats row admission acquired for this
 	// connection, given back when it closes (stats.release).
 	row       atomic.Pointer[peerCounters]
@@ -371,24 +372,4 @@ func dialDealer(ctx context.Context, endpoint string, want []byte, p linkParams)
 		return nil, fmt.Errorf("%w: dialled %s expecting RID %s, it announced %s", ErrIdentityMismatch, endpoint, RID(want), RID(zc.ident))
 	}
 	return zc, nil
-}
-
-// logLimiter lets one log line through per interval and counts the rest, so
-// a peer streaming garbage cannot flood the log.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time, every time.Duration) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < every {
-		l.suppressed++
-		return false, 0
-	}
-	s := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, s
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/logbudget"
 	"github.com/meshnode/meshnode/router"
 )
 
@@ -36,7 +37,7 @@ type link struct {
 	done     chan struct{}
 	peerGen  uint64 // highest lifecycle generation seen from this peer
 	counters *peerCounters
-	logLimit logLimiter
+	logLimit logbudget.Budget
 }
 
 func newLink(n *Node, rid RID, endpoint string) *link {
@@ -329,7 +330,7 @@ func (l *link) connect(ep string) (*session, error) {
 func (l *link) protocolError(what string, err error) {
 	l.n.stats.protocolErrors.Add(1)
 	l.counters.protocolErrors.Add(1)
-	if ok, suppressed := l.logLimit.allow(l.n.clock.Now(), logEvery); ok {
+	if ok, suppressed := l.logLimit.Allow(logbudget.At(l.n.clock.Now()), 1, logEvery); ok {
 		l.n.log.Warn("transport: dropped record from peer", "peer", l.rid.String(), "what", what, "err", err, "suppressed", suppressed)
 	}
 }
