@@ -361,6 +361,12 @@ func (r RedisConfig) validateReplicas(ps *problems, prefix string) {
 		return
 	}
 	if r.ReplicaAcks == 0 {
+		// Unused while no replica is waited for, but a negative timeout is
+		// never meaningful: refuse it now rather than when replica_acks is
+		// set (until 2026-12-06 it passed silently).
+		if r.ReplicaAckTimeout < 0 {
+			ps.add(prefix+".replica_ack_timeout", "must not be negative, got %s", r.ReplicaAckTimeout)
+		}
 		return
 	}
 	if positive(ps, prefix+".replica_ack_timeout", r.ReplicaAckTimeout) && r.OperationTimeout > 0 &&

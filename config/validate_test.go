@@ -236,6 +236,10 @@ func TestValidateRules(t *testing.T) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, ReplicaAcks: 1}}
 		}, want: []Problem{p("location_store.redis.replica_ack_timeout", "must be positive, got 0s")}},
+		{name: "replica ack timeout negative without replica acks", mutate: func(c *Config) {
+			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "y",
+				OperationTimeout: time.Second, ReplicaAckTimeout: -time.Second}}
+		}, want: []Problem{p("relocation_store.redis.replica_ack_timeout", "must not be negative, got -1s")}},
 		{name: "replica ack timeout not below the operation timeout", mutate: func(c *Config) {
 			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "y",
 				OperationTimeout: time.Second, ReplicaAcks: 2, ReplicaAckTimeout: time.Second}}
