@@ -5,8 +5,10 @@ import (
 	"flag"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/file"
@@ -160,5 +162,64 @@ func TestHelpHasNoBackQuotes(t *testing.T) {
 		if strings.Contains(text, "`") {
 			t.Errorf("%s: help %q has a back quote (pflag would show the quoted word as the value placeholder)", key, text)
 		}
+	}
+}
+
+// TestEveryKeyFromItsEnvironmentVariable: the environment variable that
+// docs/OPERATIONS.md's table names for a key (Keys().Env) sets that key,
+// and a value of the wrong type there is refused with a problem that names
+// the key and the variable — for every key, so that a key added later is
+// checked too.
+func TestEveryKeyFromItsEnvironmentVariable(t *testing.T) {
+	def := reflect.ValueOf(Default())
+	for _, k := range Keys() {
+		spec, _ := lookupLeaf(k.Key)
+		t.Run(k.Key, func(t *testing.T) {
+			var val string
+			want := reflect.New(spec.typ).Elem()
+			switch {
+			case spec.typ == durationType:
+				val = "7h"
+				want.SetInt(int64(7 * time.Hour))
+			case spec.typ.Kind() == reflect.String:
+				val = "zz"
+				want.SetString(val)
+			case spec.typ.Kind() == reflect.Int || spec.typ.Kind() == reflect.Int64:
+				val = "7"
+				want.SetInt(7)
+			case spec.typ.Kind() == reflect.Bool:
+				want.SetBool(!def.FieldByIndex(spec.index).Bool())
+				val = strconv.FormatBool(want.Bool())
+			case spec.typ.Kind() == reflect.Slice:
+				val = "a:1,b:2"
+				want = reflect.ValueOf([]string{"a:1", "b:2"})
+			case spec.typ.Kind() == reflect.Map:
+				val = "Chat=7"
+				want = reflect.ValueOf(map[string]int{"Chat": 7})
+			default:
+				t.Fatalf("no sample value for type %s", spec.typ)
+			}
+			c, err := Load(nil, LoadOptions{Environ: []string{k.Env + "=" + val}})
+			if err != nil {
+				t.Fatalf("Load with %s=%s: %v", k.Env, val, err)
+			}
+			if got := reflect.ValueOf(c).FieldByIndex(spec.index); !reflect.DeepEqual(got.Interface(), want.Interface()) {
+				t.Errorf("%s=%s: %s = %v, want %v", k.Env, val, k.Key, got, want)
+			}
+			if spec.typ.Kind() == reflect.String || spec.typ.Kind() == reflect.Slice {
+				return // any text is of the right type; the rules have their own tests
+			}
+			c, err = Load(nil, LoadOptions{Environ: []string{k.Env + "=not-a-value"}})
+			if err != nil {
+				t.Fatalf("Load with %s=not-a-value: %v", k.Env, err)
+			}
+			err = c.Validate(nil)
+			for _, p := range problemsOf(t, err) {
+				if p.Key == k.Key && strings.Contains(p.Message, "not-a-value") && strings.Contains(p.Message, "from environment variable "+k.Env) {
+					return
+				}
+			}
+			t.Errorf("%s=not-a-value: no problem names %s and the variable: %v", k.Env, k.Key, err)
+		})
 	}
 }
