@@ -103,9 +103,20 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *kind == "" {
 		return usageError(stderr, name, "--kind is required (actor, userSpot or instanceSpot)")
 	}
+	if *all && *cont != "" {
+		// --all reads a listing from its first page; a continuation prints
+		// the one page after it (together they printed the rest with a
+		// total that left out the pages before the token).
+		return usageError(stderr, name, "--all and --continue exclude each other: --all prints every page from the first, --continue the page after the token")
+	}
 	req := query.ListRequest{
 		Kind: record.ObjectKind(*kind), StableType: *stableType, MeshName: *meshName,
 		Limit: *limit, Continuation: *cont,
+	}
+	// A bad request is a usage error whatever the store does: checked
+	// before the store is opened (an unreachable store hid it).
+	if err := req.Validate(); err != nil {
+		return usageError(stderr, name, "%v", err)
 	}
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
 	if err != nil {

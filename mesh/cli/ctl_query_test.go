@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -230,6 +231,43 @@ func TestCtlQueryStoreDown(t *testing.T) {
 		if code != ExitError || out.Len() != 0 || errb.Len() == 0 {
 			t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestCtlListUsageErrorsBeforeTheStore: a bad list request is a usage
+// error (exit 2, the hint to --help, nothing on stdout) even when the store
+// cannot be reached — until 2026-12-06 the request was checked only by the
+// store query, so an unreachable store answered exit 1 instead — and
+// --all with --continue is refused (it printed the rest of the listing with
+// a total that left out the pages before the token).
+func TestCtlListUsageErrorsBeforeTheStore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: the store cannot be opened
+	store := []string{"--location_store.provider", "redis", "--location_store.redis.addrs", addr,
+		"--location_store.redis.operation_timeout", "500ms"}
+	tests := []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{"limit 0", []string{"--kind", "actor", "--limit", "0"}, "limit 0 outside 1..1000"},
+		{"bad kind", []string{"--kind", "actors"}, `unknown object kind "actors"`},
+		{"garbage token", []string{"--kind", "actor", "--continue", "%%%"}, "invalid continuation"},
+		{"all and continue", []string{"--kind", "actor", "--all", "--continue", "x"}, "--all and --continue exclude each other"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), append(append([]string{"ctl", "list"}, tc.args...), store...), &out, &errb)
+			if code != ExitUsage || out.Len() != 0 || !strings.Contains(errb.String(), tc.err) ||
+				!strings.Contains(errb.String(), "Run 'meshnode ctl list --help' for usage.") {
+				t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
+			}
+		})
 	}
 }
 

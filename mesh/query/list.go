@@ -29,6 +29,23 @@ type ListRequest struct {
 	Continuation string
 }
 
+// Validate reports what List would refuse before it asks the store: a
+// bad kind, stable type, mesh or limit (ErrInvalidArgument), or a
+// continuation this request did not issue (ErrInvalidContinuation). A tool
+// checks it before it opens a store, so that a bad request is not hidden
+// behind a store that cannot be reached ("meshnode ctl list").
+func (q ListRequest) Validate() error {
+	if err := q.validate(); err != nil {
+		return err
+	}
+	if q.Continuation != "" {
+		if _, err := parseToken(q.Continuation, fingerprint(q)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (q ListRequest) validate() error {
 	bad := func(err error) error { return fmt.Errorf("%w: list: %w", ErrInvalidArgument, err) }
 	switch q.Kind {

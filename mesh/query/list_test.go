@@ -735,3 +735,32 @@ func TestListCancelled(t *testing.T) {
 		t.Fatalf("locate: %v", err)
 	}
 }
+
+// TestListRequestValidate: Validate refuses, without a store, what List
+// refuses before asking one — and accepts a token the same request issued.
+func TestListRequestValidate(t *testing.T) {
+	req := ListRequest{Kind: record.ObjectActor, Limit: 10}
+	issued := token{format: tokenCursor, fingerprint: fingerprint(req), snapshotAt: time.UnixMilli(1), page: 2, cursor: "c"}.encode()
+	other := req
+	other.StableType = "Npc"
+	tests := []struct {
+		name string
+		req  ListRequest
+		want error
+	}{
+		{"first page", req, nil},
+		{"its continuation", ListRequest{Kind: record.ObjectActor, Limit: 500, Continuation: issued}, nil},
+		{"limit 0", ListRequest{Kind: record.ObjectActor}, ErrInvalidArgument},
+		{"no kind", ListRequest{Limit: 1}, ErrInvalidArgument},
+		{"garbage token", ListRequest{Kind: record.ObjectActor, Limit: 1, Continuation: "%%%"}, ErrInvalidContinuation},
+		{"another request's token", ListRequest{Kind: other.Kind, StableType: other.StableType, Limit: 10, Continuation: issued}, ErrInvalidContinuation},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.req.Validate()
+			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Fatalf("Validate() = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
