@@ -22,6 +22,14 @@ func parseLevel(s string) (slog.Level, bool) {
 	return slog.LevelInfo, false
 }
 
+// ValidLevel reports whether s names a log level: debug, info, warn or
+// error, in any letter case (a command's own level flag checks it as a
+// usage error).
+func ValidLevel(s string) bool {
+	_, ok := parseLevel(s)
+	return ok
+}
+
 // NewLogger builds the slog.Logger every component logs through. An
 // invalid format or level (which Validate reports) falls back to text/info
 // so that the validation error itself can still be logged.

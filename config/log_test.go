@@ -50,3 +50,11 @@ func TestNewLogger(t *testing.T) {
 		})
 	}
 }
+
+func TestValidLevel(t *testing.T) {
+	for s, want := range map[string]bool{"debug": true, "INFO": true, "Warn": true, "error": true, "": false, "verbose": false, "warning": false} {
+		if got := ValidLevel(s); got != want {
+			t.Errorf("ValidLevel(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -38,6 +38,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"demo", "--nodes=0"}, `meshnode demo: invalid value 0 for --nodes: want 1..64`},
 		{[]string{"demo", "--nodes"}, `meshnode demo: flag --nodes needs a value`},
 		{[]string{"demo", "--node=2"}, `unknown flag --node (did you mean --nodes?)`},
+		{[]string{"demo", "--log-level=verbose"}, `meshnode demo: invalid value "verbose" for --log-level: want debug, info, warn or error`},
+		{[]string{"ctl", "list", "--kind=actor", "--limit=0"}, `meshnode ctl list: query: invalid argument: list: limit 0 outside 1..1000`},
 		{[]string{"ctl", "topology", "--lease.tll=1s"}, `meshnode ctl topology: unknown flag --lease.tll (did you mean --lease.ttl?)`},
 		{[]string{"ctl", "topology", "--mesh"}, `meshnode ctl topology: flag --mesh needs a value`},
 		{[]string{"ctl", "record", "--location_store.redis.operation_timeout=2"}, `meshnode ctl record: invalid value "2" for --location_store.redis.operation_timeout: missing unit`},

@@ -151,7 +151,7 @@ the production store.`
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("meshnode demo")
-	count := fs.Int("nodes", 3, "number of nodes")
+	count := fs.Int("nodes", 3, "number of nodes, 1..64")
 	level := fs.String("log-level", "warn", "log level of the nodes (debug, info, warn, error)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long the nodes may take to find each other")
 	redisAddr := fs.String("redis", "", "use the Redis providers at host:port (a fresh namespace per run) instead of the memory stores")
@@ -163,6 +163,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *count < 1 || *count > 64 {
 		return usageError(stderr, fs.Name(), "invalid value %d for --nodes: want 1..64", *count)
+	}
+	if !config.ValidLevel(*level) {
+		// A usage error, not a failure of the first node's start (exit 1
+		// after "starting N nodes", until 2026-12-06).
+		return usageError(stderr, fs.Name(), "invalid value %q for --log-level: want debug, info, warn or error", *level)
 	}
 	if err := demo(ctx, demoOptions{count: *count, level: *level, timeout: *timeout, redis: *redisAddr}, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "meshnode demo: %v\n", err)
