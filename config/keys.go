@@ -134,7 +134,7 @@ var help = map[string]string{
 	"transport.max_unadmitted":                        "inbound connections that have not completed hello; more are closed at once, at least 1",
 	"transport.max_peers":                             "admitted inbound peers (distinct RIDs); a hello from one more is rejected (resourceLimit), at least 1",
 	"transport.io_buffer_bytes":                       "read and write buffer of each connection, 4096..16777216; a node holds two connections per peer, each with both buffers",
-	"location_store.provider":                         "Location Store provider: memory or redis; empty = none (client and server need one, spec §2)",
+	"location_store.provider":                         "Location Store provider: memory or redis; empty = none (client and server need one, spec §2; a running node of role none too, mesh.Start refuses it without)",
 	"location_store.redis.addrs":                      "Redis host:port list (Sentinel addresses when master_name is set)",
 	"location_store.redis.master_name":                "Redis Sentinel master name; empty = no Sentinel",
 	"location_store.redis.sentinel_username":          "ACL user name at the Sentinels, when they require one; only with master_name",

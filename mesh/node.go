@@ -220,9 +220,15 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		n.ownsReloc = n.reloc != nil
 	}
 	if n.loc == nil {
-		// Role none without a store: the node can neither publish nor
-		// discover; it is still a valid (if lonely) configuration.
-		return nil, fmt.Errorf("%w: meshnode needs a Location Store to join a mesh (location_store.provider)", ErrStartup)
+		// Role none without a store: §2 does not require one (Validate
+		// passes), but a running node publishes its descriptor and finds
+		// its peers there. A configuration error like Validate's (exit 2
+		// from meshnode run), naming the key; until 2026-12-06 it was a
+		// bare startup failure (exit 1).
+		return nil, fmt.Errorf("%w: %w", ErrStartup, &config.ValidationError{Problems: []config.Problem{{
+			Key:     "location_store.provider",
+			Message: "a running node needs a Location Store whatever its object_role (it publishes its descriptor and finds its peers there); none configured",
+		}}})
 	}
 	// Every store call is timed for /metrics (metrics.go); Close still
 	// reaches the provider through the wrapper.

@@ -26,6 +26,8 @@ func TestRunCommand(t *testing.T) {
 		{"server without a relocation store is a config error (demo factories need one)",
 			[]string{"--location_store.provider", "memory"}, ExitUsage, "", "relocation_store"},
 		{"no store at all lists every problem", []string{"--lease.ttl", "1s"}, ExitUsage, "", "location_store.provider"},
+		{"role none without a store is a config error too", []string{"--node.object_role", "none"}, ExitUsage, "",
+			"config: location_store.provider: a running node needs a Location Store whatever its object_role"},
 		{"unexpected argument", []string{"extra"}, ExitUsage, "", "unexpected argument"},
 	}
 	for _, tc := range tests {
