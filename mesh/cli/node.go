@@ -137,13 +137,17 @@ discovered and admitted every other, prints the topology, then creates
 counter Actors and chat-room User Spots through the Manager of different
 nodes (placement spreads them by weight), exchanges sends and requests
 across the nodes, prints who owns what and every reply, destroys and closes
-some objects. With two or more nodes it then moves objects while messages
-flow: three counters hop from owner to owner while a sender streams
-increments and reads to them, and one chat room moves with a timer pending;
-it prints the moves (latency, relayed and passed-on messages, the longest
-request) and checks that every increment accepted was counted exactly once
-and that the room restarted empty with its queue and timer. A failed check
-exits non-zero. Finally it shuts the nodes down in order.
+some objects. Every node then sends to session Instance Spots that do not
+exist yet (the first message activates each, once). With two or more nodes
+it then moves objects while messages flow: three counters hop from owner to
+owner while a sender streams increments and reads to them, and one chat
+room moves with a timer pending; it prints the moves (latency, relayed and
+passed-on messages, the longest request) and checks that every increment
+accepted was counted exactly once and that the room restarted empty with
+its queue and timer. Then it drains the last node while the others stream
+sequence-numbered sends to 240 counters, and checks that none was lost,
+duplicated or reordered. A failed check exits non-zero. Finally it shuts
+the nodes down in order.
 
 With --redis host:port the nodes use the Redis providers of that server
 instead, under a fresh namespace per run (printed), to try the same on
