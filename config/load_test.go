@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -518,4 +519,29 @@ func TestValidationProblemsNameTheirSource(t *testing.T) {
 func withoutOrigins(c Config) Config {
 	c.origins = nil
 	return c
+}
+
+// LoadProblems is the decoding part of Validate alone: unknown keys and
+// wrong types, not the rules (here: no store for a server).
+func TestLoadProblemsAlone(t *testing.T) {
+	c := mustLoad(t, nil, LoadOptions{Environ: noEnv})
+	if err := c.LoadProblems(); err != nil {
+		t.Fatalf("defaults: LoadProblems() = %v", err)
+	}
+	if c.Validate(nil) == nil {
+		t.Fatal("the defaults validate; the test needs a rule they break")
+	}
+	c = mustLoad(t, nil, LoadOptions{Environ: []string{"MESHNODE_LEASE__TLL=1s", "MESHNODE_NODE__PLACEMENT_WEIGHT=heavy"}})
+	want := []Problem{
+		p("lease.tll", `unknown key; did you mean lease.ttl? (from environment variable MESHNODE_LEASE__TLL)`),
+		p("node.placement_weight", `must be an integer, got "heavy" (from environment variable MESHNODE_NODE__PLACEMENT_WEIGHT)`),
+	}
+	got := problemsOf(t, c.LoadProblems())
+	sortProblems := func(ps []Problem) {
+		slices.SortFunc(ps, func(a, b Problem) int { return strings.Compare(a.Key, b.Key) })
+	}
+	sortProblems(got)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadProblems:\n got  %v\n want %v", got, want)
+	}
 }

@@ -120,6 +120,19 @@ func (ps *problems) add(key, format string, args ...any) {
 	*ps = append(*ps, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
 }
 
+// LoadProblems returns the problems Load found while reading the sources
+// — unknown keys, values of the wrong type — as a *ValidationError, or nil.
+// They are the first part of what Validate reports. A tool that reads a
+// few keys only (meshnode ctl) checks them instead of every rule of a
+// running node, so that a mistyped key or value does not silently become
+// its default.
+func (c Config) LoadProblems() error {
+	if len(c.loadProblems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: slices.Clone(c.loadProblems)}
+}
+
 // Validate checks every startup rule and returns nil or a *ValidationError
 // holding all problems at once: first those Load found (unknown keys, values
 // of the wrong type), then the rules, in key order. factories lists the

@@ -137,9 +137,8 @@ func keyNamespace(fs *pflag.FlagSet, stderr io.Writer) (ns string, code int, ok 
 				flag.Value.String(), redisNS, c.Value.String()), false
 		}
 	}
-	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
 		return "", ExitUsage, false
 	}
 	ns = cfg.LocationStore.Redis.Namespace
@@ -251,9 +250,8 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if fs.NArg() != 1 {
 		return usageError(stderr, fs.Name(), "want exactly one key, got %d arguments", fs.NArg())
 	}
-	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl record: %v\n", err)
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
 		return ExitUsage
 	}
 	key := storeKeyOf(fs.Arg(0))
@@ -348,9 +346,8 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if fs.NArg() > 0 {
 		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
-	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
 		return ExitUsage
 	}
 	log := cfg.Logger(stderr)

@@ -69,3 +69,43 @@ func TestCtlKeyNamespaceFromConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// Every ctl command that reads the configuration refuses a key or value
+// the loader could not take (exit 2, each problem named with its source,
+// nothing on stdout), as run does: until 2026-12-06 ctl silently used the
+// default for them, so a mistyped namespace pointed ctl key at the default
+// namespace and the store commands at another namespace's data.
+func TestCtlConfigurationProblemsAreUsageErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "node.yaml")
+	body := "location_store:\n  provider: redis\n  redis:\n    addrs: [\"127.0.0.1:1\"]\n    namespac: typo\n    db: first\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"key", "owner-lease", "o"},
+		{"record", "authority:00"},
+		{"topology"},
+		{"locate", "actor", "a"},
+		{"list", "--kind", "actor"},
+		{"reclaim", "--all", "--dry-run"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), append(append([]string{"ctl"}, args...), "--config", file), &out, &errb)
+			for _, want := range []string{
+				"meshnode ctl " + args[0] + ": config: location_store.redis.db: must be an integer, got \"first\" (in file ",
+				"config: location_store.redis.namespac: unknown key; did you mean location_store.redis.namespace? (in file ",
+			} {
+				if !strings.Contains(errb.String(), want) {
+					t.Errorf("stderr lacks %q", want)
+				}
+			}
+			if code != ExitUsage || out.Len() != 0 {
+				t.Errorf("exit %d, stdout %q; want %d and nothing", code, out.String(), ExitUsage)
+			}
+			if t.Failed() {
+				t.Logf("stderr:\n%s", errb.String())
+			}
+		})
+	}
+}

@@ -55,9 +55,8 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := record.ValidateObjectID(id); err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
-	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
 		return ExitUsage
 	}
 	log := cfg.Logger(stderr)
@@ -118,9 +117,8 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := req.Validate(); err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
-	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
 		return ExitUsage
 	}
 	log := cfg.Logger(stderr)

@@ -67,9 +67,8 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(stderr, name, "want <actor|spot> <Id>, or --all [--kind K]")
 	}
 	opts.DryRun = *dry
-	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
 		return ExitUsage
 	}
 	log := cfg.Logger(stderr)

@@ -220,3 +220,22 @@ func helpText(fs *pflag.FlagSet, text string, allConfig bool) func(io.Writer) {
 		}
 	}
 }
+
+// loadToolConfig reads the configuration layers of a ctl command. A source
+// it cannot read, an unknown key and a value of the wrong type are usage
+// errors (exit 2), printed like run's: a mistyped namespace or database
+// must not silently become its default and point the command at other
+// data (until 2026-12-06 ctl ignored them). The other rules of a running
+// node are not checked: ctl needs a few keys only, and may run as a user
+// who cannot read the node's key files.
+func loadToolConfig(fs *pflag.FlagSet, stderr io.Writer) (config.Config, bool) {
+	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
+	if err == nil {
+		err = cfg.LoadProblems()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return cfg, false
+	}
+	return cfg, true
+}
