@@ -10,6 +10,8 @@ import (
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/marker"
+	"github.com/meshnode/meshnode/mesh/query"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -89,6 +91,16 @@ func TestCtlRecordRedis(t *testing.T) {
 		locstore.Put(capKey, capVal), locstore.Put(oldKey, []byte(oldVal))}}); err != nil || !res.Applied {
 		t.Fatalf("seed: %+v %v", res, err)
 	}
+	// The framework writes two more kinds beside the records: the
+	// namespace marker (its own schema) and ctl list's kept continuation
+	// state (no schema); ctl record said "decode: FAILED" for both.
+	if _, _, err := marker.Ensure(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	keptKey := string(query.KeptKind) + ":" + strings.Repeat("ab", 32)
+	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put(keptKey, []byte("cursor"))}}); err != nil || !res.Applied {
+		t.Fatalf("seed kept state: %+v %v", res, err)
+	}
 	flags := []string{"--location_store.provider", "redis", "--location_store.redis.addrs", addr, "--location_store.redis.namespace", ns}
 	tests := []struct {
 		name string
@@ -96,6 +108,8 @@ func TestCtlRecordRedis(t *testing.T) {
 		code int
 		want string
 	}{
+		{"namespace marker", marker.Key, ExitOK, "decode:     ok"},
+		{"kept continuation state", keptKey, ExitOK, "decode:     not a record: ctl list's kept continuation state"},
 		{"store key", key, ExitOK, `"leaseGeneration": "7"`},
 		{"redis key", "{" + ns + "}:k:" + key, ExitOK, "decode:     ok"},
 		{"missing", "owner-lease:00", ExitError, "missing"},

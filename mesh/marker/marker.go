@@ -34,6 +34,10 @@ var Key = record.Key([]byte(preimage))
 
 const preimage = "namespace-marker"
 
+// Kind is the kind part of the marker's store key, what "meshnode ctl
+// record" reads to know how to decode it.
+const Kind record.Kind = preimage
+
 // Marker is the namespace's marker record.
 type Marker struct {
 	// ID is 128 random bits, hex: a namespace recreated after a loss gets
@@ -53,7 +57,7 @@ func Ensure(ctx context.Context, st locstore.Store) (m Marker, created bool, err
 			return Marker{}, false, fmt.Errorf("marker: read: %w", err)
 		}
 		if rr.Found {
-			m, err := decode(rr.Value)
+			m, err := Decode(rr.Value)
 			return m, false, err
 		}
 		var id [16]byte
@@ -98,7 +102,7 @@ func Check(ctx context.Context, st locstore.Store, m Marker) error {
 		return fmt.Errorf("%w: the namespace marker %s (written %s) is gone from the Location Store", ErrDataLost,
 			m.ID, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339))
 	}
-	got, err := decode(rr.Value)
+	got, err := Decode(rr.Value)
 	if err != nil {
 		return fmt.Errorf("%w: the namespace marker is unreadable: %w", ErrDataLost, err)
 	}
@@ -109,7 +113,9 @@ func Check(ctx context.Context, st locstore.Store, m Marker) error {
 	return nil
 }
 
-func decode(v []byte) (Marker, error) {
+// Decode reads a stored marker, refusing unknown members and a malformed
+// id.
+func Decode(v []byte) (Marker, error) {
 	var m Marker
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.DisallowUnknownFields()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // Kept continuation state. Most continuations carry the store's cursor in
@@ -31,7 +32,12 @@ import (
 // These are the only writes List makes; in a listing that needs neither it
 // writes nothing. The value is this package's own (not a record of
 // docs/RECORDS.md) and nobody else reads it.
-const keptPrefix = "query-continuation:"
+// KeptKind is the kind part of a kept continuation's store key. The value
+// is this package's own (a store cursor or rows), not a record of
+// docs/RECORDS.md; "meshnode ctl record" says so.
+const KeptKind record.Kind = "query-continuation"
+
+const keptPrefix = string(KeptKind) + ":"
 
 // KeptRetention is how long kept continuation state lives. It only needs
 // to outlast the pause between two pages, and is longer than the snapshots
