@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/spot"
 )
 
@@ -151,8 +152,8 @@ func Decode(b []byte, lim Limits) (*Payload, error) {
 	if r.err == nil && codec != CodecRaw && codec != CodecS2 && codec != CodecZstd {
 		r.fail(ErrInvalid, named("codec"), r.off-1, fmt.Sprintf("undefined codec %d", codec))
 	}
-	p.Object.Kind = r.kind()
-	p.Policy = r.policy()
+	p.Object.Kind = readEnum(&r, named("object.kind"), "object kind", kindWire[:])
+	p.Policy = readEnum(&r, named("policy"), "policy", policyWire[:])
 	p.Object.Generation = r.u64(named("object.generation"))
 	if r.err == nil && (p.Object.Generation == 0 || p.Object.Generation > maxGeneration) {
 		r.fail(ErrInvalid, named("object.generation"), r.off-8, fmt.Sprintf("%d outside 1..2^63-1", p.Object.Generation))
@@ -207,10 +208,10 @@ func (p *Payload) validate() error {
 	if p == nil {
 		return invalid("payload", "nil")
 	}
-	if _, ok := kindCode(p.Object.Kind); !ok {
+	if _, ok := wireCode(kindWire[:], p.Object.Kind); !ok {
 		return invalid("object.kind", "undefined object kind %d", p.Object.Kind)
 	}
-	if _, ok := policyCode(p.Policy); !ok {
+	if _, ok := wireCode(policyWire[:], p.Policy); !ok {
 		return invalid("policy", "policy %v carries no payload (only recreate or preserve-state)", p.Policy)
 	}
 	if g := p.Object.Generation; g == 0 || g > maxGeneration {
@@ -305,36 +306,35 @@ func (p *Payload) bodyLen(max uint64) (uint64, error) {
 
 // ---- wire values of the enums (explicit, not Go's iota) ----
 
-func kindCode(k spot.ObjectKind) (byte, bool) {
-	switch k {
-	case spot.KindActor:
-		return 1, true
-	case spot.KindUserSpot:
-		return 2, true
-	case spot.KindInstanceSpot:
-		return 3, true
+// Each table is the one place an enum's wire values are written: the index
+// is the wire byte, read by the decoder (fromWire) and searched by the
+// encoder (wireCode), so the two directions cannot drift apart. Index 0 is
+// never a wire value. Object kinds are the wire's stateful-object-kind
+// values (docs/RESTORE-PAYLOAD.md §2).
+var (
+	kindWire = [...]spot.ObjectKind{router.StatefulActor: spot.KindActor, router.StatefulUserSpot: spot.KindUserSpot,
+		router.StatefulInstanceSpot: spot.KindInstanceSpot}
+	policyWire   = [...]spot.Policy{1: spot.PolicyRecreate, 2: spot.PolicyPreserveState}
+	envelopeWire = [...]spot.EnvelopeKind{1: spot.Send, 2: spot.Request, 3: spot.Timer}
+)
+
+// wireCode is v's wire byte in table; false: v has none (not encodable).
+func wireCode[T comparable](table []T, v T) (byte, bool) {
+	for c := 1; c < len(table); c++ {
+		if table[c] == v {
+			return byte(c), true
+		}
 	}
 	return 0, false
 }
 
-func policyCode(p spot.Policy) (byte, bool) {
-	switch p {
-	case spot.PolicyRecreate:
-		return 1, true
-	case spot.PolicyPreserveState:
-		return 2, true
+// fromWire is the value of wire byte c in table; false: c is undefined.
+func fromWire[T any](table []T, c byte) (T, bool) {
+	if c == 0 || int(c) >= len(table) {
+		var zero T
+		return zero, false
 	}
-	return 0, false
-}
-
-func envelopeCode(k spot.EnvelopeKind) byte {
-	switch k {
-	case spot.Send:
-		return 1
-	case spot.Request:
-		return 2
-	}
-	return 3 // spot.Timer; validated before
+	return table[c], true
 }
 
 // ---- writer ----
@@ -360,9 +360,9 @@ func (p *Payload) putHeader(w *writer, c Codec, bodyLen uint64) {
 	w.str(Magic)
 	w.u8(p.version())
 	w.u8(byte(c))
-	k, _ := kindCode(p.Object.Kind)
+	k, _ := wireCode(kindWire[:], p.Object.Kind) // validated before
 	w.u8(k)
-	pc, _ := policyCode(p.Policy)
+	pc, _ := wireCode(policyWire[:], p.Policy)
 	w.u8(pc)
 	w.u64(p.Object.Generation)
 	w.u8(byte(len(p.Object.ID)))
@@ -379,7 +379,8 @@ func (p *Payload) putBody(w *writer) {
 	}
 	w.u32(len(p.Captured.Queue))
 	for _, env := range p.Captured.Queue {
-		w.u8(envelopeCode(env.Kind))
+		ec, _ := wireCode(envelopeWire[:], env.Kind) // validated before
+		w.u8(ec)
 		w.bytes32(env.Body)
 		w.u16(len(env.Timer))
 		w.str(env.Timer)
@@ -502,32 +503,16 @@ func (r *reader) text8(f field) string {
 	return s
 }
 
-func (r *reader) kind() spot.ObjectKind {
-	f := named("object.kind")
-	v := r.u8(f)
-	switch v {
-	case 1:
-		return spot.KindActor
-	case 2:
-		return spot.KindUserSpot
-	case 3:
-		return spot.KindInstanceSpot
+// readEnum reads a one-byte wire value of table; an undefined one fails as
+// "undefined <what> <byte>" at the byte's offset.
+func readEnum[T any](r *reader, f field, what string, table []T) T {
+	at := r.off
+	c := r.u8(f)
+	v, ok := fromWire(table, c)
+	if !ok {
+		r.fail(ErrInvalid, f, at, fmt.Sprintf("undefined %s %d", what, c))
 	}
-	r.fail(ErrInvalid, f, r.off-1, fmt.Sprintf("undefined object kind %d", v))
-	return 0
-}
-
-func (r *reader) policy() spot.Policy {
-	f := named("policy")
-	v := r.u8(f)
-	switch v {
-	case 1:
-		return spot.PolicyRecreate
-	case 2:
-		return spot.PolicyPreserveState
-	}
-	r.fail(ErrInvalid, f, r.off-1, fmt.Sprintf("undefined policy %d", v))
-	return 0
+	return v
 }
 
 func (r *reader) duration(f field) time.Duration {
@@ -566,16 +551,7 @@ func (r *reader) decodeBody(p *Payload) {
 		env := &p.Captured.Queue[i]
 		at := r.off
 		item := func(name string) field { return field{list: "queue", index: i, name: name} }
-		switch k := r.u8(item("kind")); k {
-		case 1:
-			env.Kind = spot.Send
-		case 2:
-			env.Kind = spot.Request
-		case 3:
-			env.Kind = spot.Timer
-		default:
-			r.fail(ErrInvalid, item("kind"), at, fmt.Sprintf("undefined envelope kind %d", k))
-		}
+		env.Kind = readEnum(r, item("kind"), "envelope kind", envelopeWire[:])
 		env.Body = r.bytes32(item("body"))
 		env.Timer = string(r.bytes16(item("timer")))
 		env.ReplyRoute = r.bytes32(item("replyRoute"))

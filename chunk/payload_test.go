@@ -345,6 +345,55 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestEnumWireValues pins the wire byte of every object kind and policy
+// (docs/RESTORE-PAYLOAD.md §2: the kinds are the wire's
+// stateful-object-kind) in both directions, and where Decode reports an
+// undefined one: at the byte itself.
+func TestEnumWireValues(t *testing.T) {
+	for _, k := range []struct {
+		kind spot.ObjectKind
+		code byte
+	}{{spot.KindActor, 1}, {spot.KindUserSpot, 2}, {spot.KindInstanceSpot, 3}} {
+		for _, pc := range []struct {
+			policy spot.Policy
+			code   byte
+		}{{spot.PolicyRecreate, 1}, {spot.PolicyPreserveState, 2}} {
+			p := &Payload{Object: Object{Kind: k.kind, ID: "x", Generation: 1, StableType: "T"}, Policy: pc.policy}
+			b, err := Encode(p, EncodeOptions{})
+			if err != nil {
+				t.Fatalf("%v/%v: %v", k.kind, pc.policy, err)
+			}
+			if b[6] != k.code || b[7] != pc.code {
+				t.Errorf("%v/%v: kind byte %d, policy byte %d; want %d, %d", k.kind, pc.policy, b[6], b[7], k.code, pc.code)
+			}
+			got, err := Decode(b, Limits{})
+			if err != nil {
+				t.Fatalf("%v/%v: decode: %v", k.kind, pc.policy, err)
+			}
+			equalPayload(t, p, got)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		off    int
+		v      byte
+		at     int // the offset reported: in the body for an envelope
+		detail string
+	}{
+		{"kind", 6, 4, 6, "undefined object kind 4"},
+		{"policy", 7, 0, 7, "undefined policy 0"},
+		{"envelope kind", gEnv1, 9, gEnv1 - gBody, "undefined envelope kind 9"},
+	} {
+		b := golden(t)
+		b[c.off] = c.v
+		_, err := Decode(b, Limits{})
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Offset != c.at || fe.Detail != c.detail {
+			t.Errorf("%s %d: %#v, want offset %d, detail %q", c.name, c.v, fe, c.at, c.detail)
+		}
+	}
+}
+
 // Every proper prefix of a valid payload is rejected with a typed error,
 // raw or compressed, and nothing panics.
 func TestDecodeEveryPrefix(t *testing.T) {
