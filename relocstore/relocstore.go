@@ -156,3 +156,27 @@ func EffectiveRetention(op string, d time.Duration) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// ValidatePut checks Put's arguments — the reference, the payload size, the
+// retention, in that order, so every provider refuses bad input with the same
+// error — and returns the effective retention (0 is DefaultRetention).
+func ValidatePut(ref string, payload []byte, retention time.Duration) (time.Duration, error) {
+	const op = "put"
+	if err := ValidateRef(op, ref); err != nil {
+		return 0, err
+	}
+	if err := ValidatePayload(payload); err != nil {
+		return 0, err
+	}
+	return EffectiveRetention(op, retention)
+}
+
+// ValidateRenew checks Renew's arguments (reference, then retention) and
+// returns the effective retention, as ValidatePut does for Put.
+func ValidateRenew(ref string, retention time.Duration) (time.Duration, error) {
+	const op = "renew"
+	if err := ValidateRef(op, ref); err != nil {
+		return 0, err
+	}
+	return EffectiveRetention(op, retention)
+}

@@ -218,13 +218,7 @@ func (s *Store) sweepLocked(now time.Time) {
 // Put implements relocstore.Store.
 func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention time.Duration) (relocstore.PutResult, error) {
 	const op = "put"
-	if err := relocstore.ValidateRef(op, ref); err != nil {
-		return relocstore.PutResult{}, err
-	}
-	if err := relocstore.ValidatePayload(payload); err != nil {
-		return relocstore.PutResult{}, err
-	}
-	ret, err := relocstore.EffectiveRetention(op, retention)
+	ret, err := relocstore.ValidatePut(ref, payload, retention)
 	if err != nil {
 		return relocstore.PutResult{}, err
 	}
@@ -287,10 +281,7 @@ func (s *Store) Read(ctx context.Context, ref string) (relocstore.ReadResult, er
 // StoreNow+retention and never shortens it.
 func (s *Store) Renew(ctx context.Context, ref string, retention time.Duration) (relocstore.RenewResult, error) {
 	const op = "renew"
-	if err := relocstore.ValidateRef(op, ref); err != nil {
-		return relocstore.RenewResult{}, err
-	}
-	ret, err := relocstore.EffectiveRetention(op, retention)
+	ret, err := relocstore.ValidateRenew(ref, retention)
 	if err != nil {
 		return relocstore.RenewResult{}, err
 	}
