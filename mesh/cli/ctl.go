@@ -252,16 +252,12 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if fs.NArg() != 1 {
 		return usageError(stderr, fs.Name(), "want exactly one key, got %d arguments", fs.NArg())
 	}
-	cfg, ok := loadToolConfig(fs, stderr)
-	if !ok {
-		return ExitUsage
-	}
-	key := storeKeyOf(fs.Arg(0))
-	st, err := openLocation(ctx, cfg, cfg.Logger(stderr))
-	if err != nil {
-		return storeFailed(stderr, fs.Name(), err)
+	st, _, code := ctlStore(ctx, fs, stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
+	key := storeKeyOf(fs.Arg(0))
 	res, err := st.Read(ctx, key)
 	if err != nil {
 		return storeFailed(stderr, fs.Name(), fmt.Errorf("read %s: %w", key, err))
@@ -360,14 +356,9 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if fs.NArg() > 0 {
 		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
-	cfg, ok := loadToolConfig(fs, stderr)
-	if !ok {
-		return ExitUsage
-	}
-	log := cfg.Logger(stderr)
-	st, err := openLocation(ctx, cfg, log)
-	if err != nil {
-		return storeFailed(stderr, fs.Name(), err)
+	st, log, code := ctlStore(ctx, fs, stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
 	snap, err := directory.Lister{Store: st, PageSize: 1000, Logger: log}.List(ctx, *meshName)

@@ -55,14 +55,9 @@ func ctlLocate(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := record.ValidateObjectID(id); err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
-	cfg, ok := loadToolConfig(fs, stderr)
-	if !ok {
-		return ExitUsage
-	}
-	log := cfg.Logger(stderr)
-	st, err := openLocation(ctx, cfg, log)
-	if err != nil {
-		return storeFailed(stderr, name, err)
+	st, log, code := ctlStore(ctx, fs, stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
 	e, found, err := query.Reader{Store: st, Logger: log}.Locate(ctx, kind, id)
@@ -117,14 +112,9 @@ func ctlList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := req.Validate(); err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
-	cfg, ok := loadToolConfig(fs, stderr)
-	if !ok {
-		return ExitUsage
-	}
-	log := cfg.Logger(stderr)
-	st, err := openLocation(ctx, cfg, log)
-	if err != nil {
-		return storeFailed(stderr, name, err)
+	st, log, code := ctlStore(ctx, fs, stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
 	r := query.Reader{Store: st, Logger: log}

@@ -67,17 +67,12 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(stderr, name, "want <actor|spot> <Id>, or --all [--kind K]")
 	}
 	opts.DryRun = *dry
-	cfg, ok := loadToolConfig(fs, stderr)
-	if !ok {
-		return ExitUsage
-	}
-	log := cfg.Logger(stderr)
-	opts.Logger = log
-	st, err := openLocation(ctx, cfg, log)
-	if err != nil {
-		return storeFailed(stderr, name, err)
+	st, log, code := ctlStore(ctx, fs, stderr)
+	if st == nil {
+		return code
 	}
 	defer st.Close()
+	opts.Logger = log
 	res, err := mesh.ReclaimDeadOwners(ctx, st, opts)
 	verb, returned := "reclaimed", "returned the reservation of"
 	if opts.DryRun {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -130,27 +131,56 @@ func TestCtlRecordRedis(t *testing.T) {
 	}
 }
 
+// storeReadingCtl is a valid invocation of every ctl command that reads the
+// Location Store (ctlStore).
+var storeReadingCtl = [][]string{
+	{"topology"},
+	{"list", "--kind", "actor"},
+	{"locate", "actor", "x"},
+	{"record", "owner-lease:00"},
+	{"reclaim", "--all", "--dry-run"},
+}
+
+// The ctl commands that read the Location Store answer a configuration that
+// cannot be loaded as bad usage, named by the command, before opening any
+// store.
+func TestCtlStoreCommandsBadConfig(t *testing.T) {
+	missing := []string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}
+	for _, args := range storeReadingCtl {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), append(append([]string{"ctl"}, args...), missing...), &out, &errb)
+			if code != ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitUsage, errb.String())
+			}
+			if prefix := "meshnode ctl " + args[0] + ": "; !strings.HasPrefix(errb.String(), prefix) || !strings.Contains(errb.String(), "missing.yaml") {
+				t.Fatalf("stderr does not start with %q and name the file:\n%s", prefix, errb.String())
+			}
+			if out.Len() != 0 {
+				t.Fatalf("printed an answer:\n%s", out.String())
+			}
+		})
+	}
+}
+
 // The ctl commands that read the Location Store refuse the memory provider:
 // a memory store lives inside the process that opened it, so ctl would
 // open a fresh, empty one and print an empty topology or "no record" as if
 // that were the mesh's answer.
 func TestCtlRefusesTheMemoryStore(t *testing.T) {
 	mem := []string{"--location_store.provider", "memory"}
-	for _, args := range [][]string{
-		{"topology"},
-		{"list", "--kind", "actor"},
-		{"locate", "actor", "x"},
-		{"record", "owner-lease:00"},
-		{"reclaim", "--all", "--dry-run"},
-	} {
+	for _, args := range storeReadingCtl {
 		t.Run(args[0], func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := Main(context.Background(), append(append([]string{"ctl"}, args...), mem...), &out, &errb)
-			if code == ExitOK {
-				t.Fatalf("exit 0 on the memory provider; stdout:\n%s", out.String())
+			if code != ExitError {
+				t.Fatalf("exit %d on the memory provider, want %d; stdout:\n%s", code, ExitError, out.String())
 			}
 			if want := "a memory store exists only inside the process that opened it"; !strings.Contains(errb.String(), want) {
 				t.Fatalf("stderr does not say %q:\n%s", want, errb.String())
+			}
+			if prefix := "meshnode ctl " + args[0] + ": "; !strings.HasPrefix(errb.String(), prefix) {
+				t.Fatalf("stderr does not start with %q:\n%s", prefix, errb.String())
 			}
 			if out.Len() != 0 {
 				t.Fatalf("printed an answer from an empty store:\n%s", out.String())

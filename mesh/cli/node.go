@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
@@ -508,6 +510,24 @@ func openLocation(ctx context.Context, cfg config.Config, log *slog.Logger) (loc
 			"(location_store.provider=redis and location_store.redis.addrs)")
 	}
 	return stores.OpenLocation(stores.OneShot(ctx), cfg.LocationStore, log)
+}
+
+// ctlStore is how a ctl command that reads the store gets it, once its
+// flags are parsed: the configuration loaded from fs (a bad one is a usage
+// error, ExitUsage), its logger, and the Location Store (openLocation; a
+// failure is storeFailed's ExitError). st is nil when the command must
+// return code; otherwise the caller closes st.
+func ctlStore(ctx context.Context, fs *pflag.FlagSet, stderr io.Writer) (st locstore.Store, log *slog.Logger, code int) {
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
+		return nil, nil, ExitUsage
+	}
+	log = cfg.Logger(stderr)
+	st, err := openLocation(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, storeFailed(stderr, fs.Name(), err)
+	}
+	return st, log, ExitOK
 }
 
 // drainedLine is what `meshnode run` prints once a SIGTERM drain is over:
