@@ -335,10 +335,7 @@ func PlanReserve(req ReserveRequest, snap Snapshot) (Plan, error) {
 		// change it (the store copies what it keeps).
 		b.mut(locstore.PutExpiring(creation.RequestContentReference, c.Value, c.Retention))
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // existing runs the checks shared by every operation on an existing record,
@@ -495,10 +492,7 @@ func PlanCommit(req CommitRequest, snap Snapshot) (Plan, error) {
 	if ref, ok := storedRequest(cur.PendingCreation); ok && next.PendingCreation == nil {
 		b.mut(locstore.Delete(ref))
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // putExisting starts the batch of a change to an existing record:
@@ -591,10 +585,7 @@ func PlanAbort(req AbortRequest, snap Snapshot) (Plan, error) {
 	if ref, ok := storedRequest(cur.PendingCreation); ok {
 		b.mut(locstore.Delete(ref))
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // PlanPreserve plans a change of framework-internal data only (payload,
@@ -627,10 +618,7 @@ func putOnly(op Op, key string, row AuthorityRow, next record.Authority, leaseCo
 	if err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // PlanNewOwner plans an Active record's change to the target owner: the
@@ -716,10 +704,7 @@ func PlanNewOwner(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, deltas); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // PlanDelete plans the removal of the Active record of the caller's
@@ -744,10 +729,7 @@ func PlanDelete(req DeleteRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(NodeOf(cur), cur.Allocation.Capacity, 0, -1, nil)); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // PlanSecureCapacity plans reserving a bundle on the target node for a
@@ -791,10 +773,7 @@ func reserveOnTarget(b *batch, p Plan, req CapacityRequest, snap Snapshot) (Plan
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, 1, 0, &limits)); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // PlanReleaseCapacity plans returning a bundle SecureCapacity reserved on
@@ -825,10 +804,7 @@ func PlanReleaseCapacity(req CapacityRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(req.Target.Node, req.Bundle, -1, 0, nil)); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 func cloneBytes(b []byte) []byte {

@@ -1034,6 +1034,37 @@ func TestPlanNewOwner(t *testing.T) {
 	}
 }
 
+// TestPlanRefusedAtFinish: a batch that passes every planner check but not
+// the SPI's own bounds (here a fence version above MaxVersionBytes, which
+// only WriteRequest.Validate measures) is refused by the planner's last step
+// as ErrInvalidOperation, with no plan — never sent for the store to refuse.
+func TestPlanRefusedAtFinish(t *testing.T) {
+	fence := []Fence{{Key: "fence", Version: strings.Repeat("9", locstore.MaxVersionBytes+1)}}
+	plans := map[string]func() (Plan, error){
+		"Preserve": func() (Plan, error) {
+			return PlanPreserve(PreserveRequest{Object: player, ObjectGeneration: 101, Owner: ownerA, Payload: SetPayload([]byte("p")), Fences: fence},
+				Snapshot{Authority: activeRow(t, player, nodeA, ownerA, 101, 4, "v1"), OwnerLease: leaseRow(t, ownerA, "lA")})
+		},
+		"Delete": func() (Plan, error) {
+			return PlanDelete(DeleteRequest{Object: player, ObjectGeneration: 101, Owner: ownerA, Fences: fence},
+				Snapshot{Authority: activeRow(t, player, nodeA, ownerA, 101, 2, "v1"), OwnerLease: leaseRow(t, ownerA, "lA"),
+					Capacity: []CapacityRow{capRow(actorsOf(nodeA), 0, 3, "k1")}})
+		},
+	}
+	for name, plan := range plans {
+		t.Run(name, func(t *testing.T) {
+			p, err := plan()
+			wantErr(t, err, ErrInvalidOperation)
+			if !errors.Is(err, locstore.ErrArgument) || !strings.Contains(err.Error(), "planned batch") {
+				t.Errorf("error %v does not carry the SPI's ArgumentError on the planned batch", err)
+			}
+			if p.Op != "" || len(p.Request.Conditions)+len(p.Request.Mutations) != 0 {
+				t.Errorf("a refused plan came back with a batch of %d conditions and %d mutations", len(p.Request.Conditions), len(p.Request.Mutations))
+			}
+		})
+	}
+}
+
 func TestPlanDelete(t *testing.T) {
 	base := func() (DeleteRequest, Snapshot) {
 		return DeleteRequest{Object: player, ObjectGeneration: 101, Owner: ownerA},

@@ -522,18 +522,19 @@ func addTerminal(b *batch, p *Plan, t *TerminalResult, a record.Authority, id st
 	return nil
 }
 
-// finish appends the deferred terminal mutation (always last) and validates
-// the whole request against the SPI bounds, so that a plan the store would
-// refuse is refused here, before any write.
-func (b *batch) finish(p *Plan) error {
+// finish appends the deferred terminal mutation (always last), puts the
+// batch in p and validates the whole request against the SPI bounds, so that
+// a plan the store would refuse is refused here, before any write. It is
+// every planner's last step: the finished plan, or Plan{} and the error.
+func (b *batch) finish(p Plan) (Plan, error) {
 	if b.terminal != nil {
 		b.mut(*b.terminal)
 	}
 	p.Request = b.request()
 	if err := p.Request.Validate(); err != nil {
-		return invalidCause(b.op, err, "planned batch")
+		return Plan{}, invalidCause(b.op, err, "planned batch")
 	}
-	return nil
+	return p, nil
 }
 
 func cloneAuthority(a record.Authority) record.Authority {

@@ -57,10 +57,7 @@ func PlanReclaim(req ReclaimRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(NodeOf(cur), cur.Allocation.Capacity, 0, -1, nil)); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // leaseEnded checks that owner's lease has ended — its row is missing

@@ -241,10 +241,7 @@ func planReleaseKeyed(req CapacityRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, bundleDeltas(r.Target.Node, r.Bundle, -1, 0, nil)); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // checkReservation checks that the move's reservation row exists and was
@@ -347,10 +344,7 @@ func planStage(op Op, key string, row AuthorityRow, next record.Authority, lease
 	}
 	r := rrow.Reservation
 	p.Reservation, p.ReservationKey = &r, rkey
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 func (r CaptureRequest) validate() error {
@@ -547,10 +541,7 @@ func planNewOwnerRelocation(req NewOwnerRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, deltas); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // moveTo returns the record after an owner change to target: the same

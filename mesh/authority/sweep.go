@@ -103,10 +103,7 @@ func PlanSweep(req SweepRequest, snap Snapshot) (Plan, error) {
 	if p.Capacity, err = applyCapacity(b, snap, deltas); err != nil {
 		return Plan{}, err
 	}
-	if err := b.finish(&p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
+	return b.finish(p)
 }
 
 // Sweep reads the owner's lease and the rows' counters in one call, plans
