@@ -118,18 +118,11 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 		if err != nil {
 			return res, fmt.Errorf("directory: reclaim %s: %w", it.Key, err)
 		}
-		switch verdict {
-		case reclaimDeleted:
-			res.Deleted++
+		res.count(verdict)
+		if verdict == reclaimDeleted {
 			log.Info("reclaimed MeshNode descriptor of a gone host run",
 				"gone_mesh", d.MeshName, "gone_rid", fmt.Sprintf("%x", d.RoutingID), "gone_owner", d.OwnerID, "gone_lease_gen", d.LeaseGeneration,
 				"updated_at", d.UpdatedAt.Time())
-		case reclaimLive:
-			res.Live++
-		case reclaimYoung:
-			res.Young++
-		case reclaimChanged:
-			res.Changed++
 		}
 	}
 	return res, nil
@@ -171,16 +164,7 @@ func ReclaimKey(ctx context.Context, store locstore.Store, key string, opts Recl
 	if err != nil {
 		return res, fmt.Errorf("directory: reclaim %s: %w", key, err)
 	}
-	switch verdict {
-	case reclaimDeleted:
-		res.Deleted++
-	case reclaimLive:
-		res.Live++
-	case reclaimYoung:
-		res.Young++
-	case reclaimChanged:
-		res.Changed++
-	}
+	res.count(verdict)
 	return res, nil
 }
 
@@ -192,6 +176,21 @@ const (
 	reclaimYoung
 	reclaimChanged
 )
+
+// count adds one descriptor's verdict to the result's tallies (Reclaim and
+// ReclaimKey count alike).
+func (r *ReclaimResult) count(v reclaimVerdict) {
+	switch v {
+	case reclaimDeleted:
+		r.Deleted++
+	case reclaimLive:
+		r.Live++
+	case reclaimYoung:
+		r.Young++
+	case reclaimChanged:
+		r.Changed++
+	}
+}
 
 func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, it locstore.Item, d record.MeshNodeDescriptor) (reclaimVerdict, error) {
 	for attempt := 1; attempt <= opts.MaxAttempts; attempt++ {

@@ -1,9 +1,12 @@
 package directory_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,13 +245,22 @@ func TestReclaimStopped(t *testing.T) {
 				}
 				var got directory.ReclaimResult
 				var err error
+				var logs bytes.Buffer
+				opts := directory.ReclaimOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 				if one {
-					got, err = directory.ReclaimKey(context.Background(), mem, mustKey(t, "a", []byte{1}), directory.ReclaimOptions{Logger: quiet()})
+					got, err = directory.ReclaimKey(context.Background(), mem, mustKey(t, "a", []byte{1}), opts)
 				} else {
-					got, err = directory.Reclaim(context.Background(), mem, directory.ReclaimOptions{Logger: quiet()})
+					got, err = directory.Reclaim(context.Background(), mem, opts)
 				}
 				if err != nil || got != tt.want {
 					t.Fatalf("= %+v, %v; want %+v", got, err, tt.want)
+				}
+				// Reclaim says which descriptor it deleted; ReclaimKey's
+				// caller (a stopping node) knows it already.
+				wantLine := !one && tt.want.Deleted == 1
+				if line := "reclaimed MeshNode descriptor of a gone host run"; strings.Contains(logs.String(), line) != wantLine ||
+					wantLine && !strings.Contains(logs.String(), "gone_owner=owner-1") {
+					t.Fatalf("log (want the line %q: %v):\n%s", line, wantLine, logs.String())
 				}
 				all, err := directory.List(context.Background(), mem, "", 100)
 				if err != nil || len(all.Entries) != 1-tt.want.Deleted {
