@@ -237,39 +237,22 @@ func (c *Cache) Put(r Ready) (bool, error) {
 // treated as "the record changed since it was cached". An observation with
 // older generations never drops a newer entry.
 func (c *Cache) Observe(key Key, v Version) bool {
-	if !c.Enabled() {
-		return false
-	}
-	s := c.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.m[key]
-	if e == nil {
-		return false
-	}
-	stale := false
+	return c.dropIf(key, v.supersedes)
+}
+
+// supersedes reports whether v, confirmed about an object's authority, shows
+// that the cached route r is stale (the rule Observe documents).
+func (v Version) supersedes(r Ready) bool {
 	switch {
 	case v.ObjectGeneration == 0:
 		// No generation known: only the version can tell.
-	case v.ObjectGeneration != e.r.ObjectGeneration:
-		if v.ObjectGeneration < e.r.ObjectGeneration {
-			return false
-		}
-		stale = true
+	case v.ObjectGeneration != r.ObjectGeneration:
+		return v.ObjectGeneration > r.ObjectGeneration
 	case v.AuthorityOwnerGeneration == 0:
-	case v.AuthorityOwnerGeneration != e.r.AuthorityOwnerGeneration:
-		if v.AuthorityOwnerGeneration < e.r.AuthorityOwnerGeneration {
-			return false
-		}
-		stale = true
+	case v.AuthorityOwnerGeneration != r.AuthorityOwnerGeneration:
+		return v.AuthorityOwnerGeneration > r.AuthorityOwnerGeneration
 	}
-	if !stale && v.StoreVersion != "" && v.StoreVersion != e.r.StoreVersion {
-		stale = true
-	}
-	if stale {
-		s.remove(e)
-	}
-	return stale
+	return v.StoreVersion != "" && v.StoreVersion != r.StoreVersion
 }
 
 // Drop removes key's entry, if any, and reports whether one was removed. The
