@@ -249,6 +249,32 @@ func describe(r locstore.WriteRequest) string {
 	return b.String()
 }
 
+// planErrCase edits a valid request and snapshot (a planner test's base)
+// into one the planner must refuse with the error kinds.
+type planErrCase[R any] struct {
+	name  string
+	edit  func(*R, *Snapshot)
+	kinds []error
+}
+
+// checkPlanErrors runs each case, one subtest each, on a fresh base()
+// through plan: the error has exactly the kinds, and no batch (nor
+// AlreadyApplied) comes with it.
+func checkPlanErrors[R any](t *testing.T, base func() (R, Snapshot), plan func(R, Snapshot) (Plan, error), cases []planErrCase[R]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, snap := base()
+			tc.edit(&req, &snap)
+			p, err := plan(req, snap)
+			wantErr(t, err, tc.kinds...)
+			if len(p.Request.Conditions)+len(p.Request.Mutations) != 0 || p.AlreadyApplied {
+				t.Errorf("an error came with a batch (or AlreadyApplied): %s", describe(p.Request))
+			}
+		})
+	}
+}
+
 // wantErr checks that err matches every sentinel in kinds and no other
 // sentinel of the vocabulary.
 func wantErr(t testing.TB, err error, kinds ...error) {

@@ -582,11 +582,7 @@ func TestPlanCommit(t *testing.T) {
 		}
 	})
 
-	errCases := []struct {
-		name  string
-		edit  func(*CommitRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanCommit, []planErrCase[CommitRequest]{
 		{"another reservation", func(r *CommitRequest, s *Snapshot) { r.ReservationID = "res-2" }, []error{ErrConflict}},
 		{"already Active", func(r *CommitRequest, s *Snapshot) {
 			s.Authority = activeRow(t, player, nodeA, ownerA, 101, 1, "v1")
@@ -608,15 +604,7 @@ func TestPlanCommit(t *testing.T) {
 		}, []error{ErrCorruptRecord}},
 		{"type mismatch", func(r *CommitRequest, s *Snapshot) { r.Object.StableType = "Npc" }, []error{ErrTypeMismatch, ErrConflict}},
 		{"no reservation id", func(r *CommitRequest, s *Snapshot) { r.ReservationID = "" }, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanCommit(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 func TestPlanAbort(t *testing.T) {
@@ -711,11 +699,7 @@ func TestPlanAbort(t *testing.T) {
 		}
 	})
 
-	errCases := []struct {
-		name  string
-		edit  func(*AbortRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanAbort, []planErrCase[AbortRequest]{
 		{"another reservation", func(r *AbortRequest, s *Snapshot) { r.ReservationID = "x" }, []error{ErrConflict}},
 		{"Active", func(r *AbortRequest, s *Snapshot) { s.Authority = activeRow(t, room, nodeA, ownerA, 50, 1, "v1") }, []error{ErrConflict}},
 		{"Missing", func(r *AbortRequest, s *Snapshot) { s.Authority = missingRow(t, room) }, []error{ErrNotFound, ErrConflict}},
@@ -728,15 +712,7 @@ func TestPlanAbort(t *testing.T) {
 			r.Terminal = createdTerminal(storeNow.Add(time.Minute))
 			r.Terminal.Outcome = OutcomeFailed
 		}, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanAbort(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 // The reservation's end deletes the creation request it stored in the
@@ -846,11 +822,7 @@ func TestPlanPreserve(t *testing.T) {
 		}
 	})
 
-	errCases := []struct {
-		name  string
-		edit  func(*PreserveRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanPreserve, []planErrCase[PreserveRequest]{
 		{"Reserved record", func(r *PreserveRequest, s *Snapshot) {
 			s.Authority = reservedRow(t, player, nodeA, ownerA, 101, "res-1", "v1")
 		}, []error{ErrConflict}},
@@ -866,15 +838,7 @@ func TestPlanPreserve(t *testing.T) {
 		{"another generation of the Id", func(r *PreserveRequest, s *Snapshot) { r.ObjectGeneration = 99 }, []error{ErrStaleGeneration, ErrConflict}},
 		{"no generation given", func(r *PreserveRequest, s *Snapshot) { r.ObjectGeneration = 0 }, []error{ErrInvalidOperation}},
 		{"first-read version changed", func(r *PreserveRequest, s *Snapshot) { r.IfVersion = "v0" }, []error{ErrConflict}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanPreserve(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 func TestPlanNewOwner(t *testing.T) {
@@ -985,11 +949,7 @@ func TestPlanNewOwner(t *testing.T) {
 		}
 	})
 
-	errCases := []struct {
-		name  string
-		edit  func(*NewOwnerRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanNewOwner, []planErrCase[NewOwnerRequest]{
 		{"Reserved record", func(r *NewOwnerRequest, s *Snapshot) {
 			s.Authority = reservedRow(t, player, nodeA, ownerA, 101, "res", "v1")
 		}, []error{ErrConflict}},
@@ -1023,15 +983,7 @@ func TestPlanNewOwner(t *testing.T) {
 		{"first-read version changed", func(r *NewOwnerRequest, s *Snapshot) { s.Authority.Version = "v2" }, []error{ErrConflict}},
 		{"another generation of the Id", func(r *NewOwnerRequest, s *Snapshot) { r.ObjectGeneration = 100 }, []error{ErrStaleGeneration, ErrConflict}},
 		{"snapshot lacks the target counter", func(r *NewOwnerRequest, s *Snapshot) { s.Capacity = s.Capacity[:1] }, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanNewOwner(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 // TestPlanRefusedAtFinish: a batch that passes every planner check but not
@@ -1098,11 +1050,7 @@ func TestPlanDelete(t *testing.T) {
 		})
 	})
 
-	errCases := []struct {
-		name  string
-		edit  func(*DeleteRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanDelete, []planErrCase[DeleteRequest]{
 		{"Reserved record", func(r *DeleteRequest, s *Snapshot) {
 			s.Authority = reservedRow(t, player, nodeA, ownerA, 101, "res", "v1")
 		}, []error{ErrConflict}},
@@ -1120,15 +1068,7 @@ func TestPlanDelete(t *testing.T) {
 		{"type mismatch", func(r *DeleteRequest, s *Snapshot) {
 			r.Object = Object{ID: player.ID, Kind: record.ObjectActor, StableType: "Npc"}
 		}, []error{ErrTypeMismatch, ErrConflict}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanDelete(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 // TestPlanObserved checks the predicate the Executor uses after a lost

@@ -59,11 +59,7 @@ func TestPlanReadopt(t *testing.T) {
 			}
 		})
 	}
-	errCases := []struct {
-		name  string
-		edit  func(*ReadoptRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanReadopt, []planErrCase[ReadoptRequest]{
 		{"reclaimed meanwhile", func(r *ReadoptRequest, s *Snapshot) { s.Authority = missingRow(t, player) }, []error{ErrNotFound, ErrConflict}},
 		{"recreated under another owner", func(r *ReadoptRequest, s *Snapshot) {
 			s.Authority = activeRow(t, player, nodeB, ownerB, 102, 1, "v9")
@@ -81,13 +77,5 @@ func TestPlanReadopt(t *testing.T) {
 		{"Creating record", func(r *ReadoptRequest, s *Snapshot) {
 			s.Authority = reservedRow(t, player, nodeA, ownerA, 101, "res", "v1")
 		}, []error{ErrConflict}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanReadopt(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }

@@ -51,11 +51,7 @@ func TestPlanReclaim(t *testing.T) {
 			})
 		})
 	}
-	errCases := []struct {
-		name  string
-		edit  func(*ReclaimRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanReclaim, []planErrCase[ReclaimRequest]{
 		{"owner's lease live", func(r *ReclaimRequest, s *Snapshot) { s.OwnerLease = leaseRow(t, ownerA, "lA") }, []error{ErrConflict}},
 		{"record now names another owner", func(r *ReclaimRequest, s *Snapshot) {
 			s.Authority = activeRow(t, player, nodeB, ownerB, 101, 3, "v2")
@@ -73,15 +69,7 @@ func TestPlanReclaim(t *testing.T) {
 			s.OwnerLease = l
 		}, []error{ErrCorruptRecord}},
 		{"counter below the record's slots", func(r *ReclaimRequest, s *Snapshot) { s.Capacity = []CapacityRow{noCap(actorsOf(nodeA))} }, []error{ErrCorruptRecord}},
-	}
-	for _, tc := range errCases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanReclaim(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 // On a store: a record whose owner's lease expired is removed with its

@@ -267,11 +267,7 @@ func TestPlanSecureKeyed(t *testing.T) {
 		}
 	})
 
-	cases := []struct {
-		name  string
-		edit  func(*CapacityRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanSecureCapacity, []planErrCase[CapacityRequest]{
 		{"same reservation id, other content", func(r *CapacityRequest, s *Snapshot) {
 			other := reservationOf(player, 11, "v1")
 			other.Target.Node.LifecycleGeneration++
@@ -306,18 +302,7 @@ func TestPlanSecureKeyed(t *testing.T) {
 		{"a fence duplicating the authority condition", func(r *CapacityRequest, s *Snapshot) {
 			r.Fences = []Fence{{Key: authKey(t, player), Version: "v1"}}
 		}, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			p, err := PlanSecureCapacity(req, snap)
-			wantErr(t, err, tc.kinds...)
-			if len(p.Request.Mutations) != 0 || p.AlreadyApplied {
-				t.Errorf("an error came with a batch: %s", describe(p.Request))
-			}
-		})
-	}
+	})
 }
 
 func TestPlanReleaseKeyed(t *testing.T) {
@@ -425,11 +410,7 @@ func TestPlanRecordCaptured(t *testing.T) {
 		}
 	})
 
-	cases := []struct {
-		name  string
-		edit  func(*CaptureRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanRecordCaptured, []planErrCase[CaptureRequest]{
 		{"this move recorded with another target", func(r *CaptureRequest, s *Snapshot) {
 			p := progress(record.RelocationCaptured, 1)
 			p.Target = other(record.RelocationCaptured).Target
@@ -476,18 +457,7 @@ func TestPlanRecordCaptured(t *testing.T) {
 		{"zero reservation id", func(r *CaptureRequest, s *Snapshot) { r.Move.ReservationID = [16]byte{} }, []error{ErrInvalidOperation}},
 		{"target attempt 0", func(r *CaptureRequest, s *Snapshot) { r.Move.TargetAttempt = 0 }, []error{ErrInvalidOperation}},
 		{"target on the source's node", func(r *CaptureRequest, s *Snapshot) { r.Target.Node = nodeA }, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			p, err := PlanRecordCaptured(req, snap)
-			wantErr(t, err, tc.kinds...)
-			if len(p.Request.Mutations) != 0 {
-				t.Errorf("an error came with a batch: %s", describe(p.Request))
-			}
-		})
-	}
+	})
 }
 
 func TestPlanRecordPrepared(t *testing.T) {
@@ -514,11 +484,7 @@ func TestPlanRecordPrepared(t *testing.T) {
 			Mutations: []locstore.Mutation{locstore.Put(authKey(t, player), encodeAuth(t, next))},
 		})
 	})
-	cases := []struct {
-		name  string
-		edit  func(*PrepareRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanRecordPrepared, []planErrCase[PrepareRequest]{
 		{"no progress", func(r *PrepareRequest, s *Snapshot) { s.Authority.Record.Relocation = nil }, []error{ErrConflict}},
 		{"another relocation", func(r *PrepareRequest, s *Snapshot) { r.Move.RelocationID = [16]byte{0xee} }, []error{ErrConflict}},
 		{"another target (a move does not swap targets, §8.2)", func(r *PrepareRequest, s *Snapshot) {
@@ -529,15 +495,7 @@ func TestPlanRecordPrepared(t *testing.T) {
 		{"reservation missing", func(r *PrepareRequest, s *Snapshot) { s.Reservation = missingRes(t, resID) }, []error{ErrConflict}},
 		{"changed since the target read", func(r *PrepareRequest, s *Snapshot) { r.IfVersion = "v1" }, []error{ErrConflict}},
 		{"no first-read version", func(r *PrepareRequest, s *Snapshot) { r.IfVersion = "" }, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanRecordPrepared(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 // TestPlanNewOwnerRelocation covers §8.2's owner rules: Captured and
@@ -594,11 +552,7 @@ func TestPlanNewOwnerRelocation(t *testing.T) {
 		}
 	})
 
-	cases := []struct {
-		name  string
-		edit  func(*NewOwnerRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, func() (NewOwnerRequest, Snapshot) { return base(record.RelocationCaptured) }, PlanNewOwner, []planErrCase[NewOwnerRequest]{
 		{"a previous target attempt cannot change the owner", func(r *NewOwnerRequest, s *Snapshot) {
 			s.Authority.Record.Relocation.TargetAttempt = 2
 		}, []error{ErrConflict}},
@@ -636,18 +590,7 @@ func TestPlanNewOwnerRelocation(t *testing.T) {
 		{"PreSecured with a relocation", func(r *NewOwnerRequest, s *Snapshot) { r.PreSecured = true }, []error{ErrInvalidOperation}},
 		{"zero target attempt", func(r *NewOwnerRequest, s *Snapshot) { r.Relocation.TargetAttempt = 0 }, []error{ErrInvalidOperation}},
 		{"target is the current node", func(r *NewOwnerRequest, s *Snapshot) { r.Target = targetA() }, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base(record.RelocationCaptured)
-			tc.edit(&req, &snap)
-			p, err := PlanNewOwner(req, snap)
-			wantErr(t, err, tc.kinds...)
-			if len(p.Request.Mutations) != 0 || p.AlreadyApplied {
-				t.Errorf("an error came with a batch: %s", describe(p.Request))
-			}
-		})
-	}
+	})
 
 	t.Run("recovery NewOwner (no relocation) removes the progress of a dead move", func(t *testing.T) {
 		_, snap := base(record.RelocationPrepared)
@@ -689,11 +632,7 @@ func TestPlanCompleteRelocation(t *testing.T) {
 			t.Fatalf("plan %+v, %v", p, err)
 		}
 	})
-	cases := []struct {
-		name  string
-		edit  func(*CompleteRequest, *Snapshot)
-		kinds []error
-	}{
+	checkPlanErrors(t, base, PlanCompleteRelocation, []planErrCase[CompleteRequest]{
 		{"not committed yet", func(r *CompleteRequest, s *Snapshot) {
 			r.Owner = ownerA
 			s.Authority = withProgress(activeRow(t, player, nodeA, ownerA, 11, 1, "v3"), progress(record.RelocationCaptured, 1))
@@ -706,15 +645,7 @@ func TestPlanCompleteRelocation(t *testing.T) {
 		{"owner lease expired", func(r *CompleteRequest, s *Snapshot) { s.OwnerLease = missingLease(t, ownerB.ID) }, []error{ErrConflict}},
 		{"changed since NewOwner", func(r *CompleteRequest, s *Snapshot) { r.IfVersion = "v2" }, []error{ErrConflict}},
 		{"zero relocation id", func(r *CompleteRequest, s *Snapshot) { r.RelocationID = [16]byte{} }, []error{ErrInvalidOperation}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req, snap := base()
-			tc.edit(&req, &snap)
-			_, err := PlanCompleteRelocation(req, snap)
-			wantErr(t, err, tc.kinds...)
-		})
-	}
+	})
 }
 
 // TestPlanObservedRelocation: a later read shows a relocation plan's effect
