@@ -61,6 +61,28 @@ func lostAnswer() error {
 	return &locstore.ProviderError{Provider: "test", Op: "write", Err: context.DeadlineExceeded}
 }
 
+// lostAfter returns a faultStore over s whose write n applies but answers
+// with a provider error (a lost result).
+func lostAfter(s locstore.Store, n int64) *faultStore {
+	return &faultStore{Store: s, after: func(i int64) error {
+		if i == n {
+			return lostAnswer()
+		}
+		return nil
+	}}
+}
+
+// lostBefore returns a faultStore over s whose write n fails unapplied with
+// a provider error (the caller cannot tell the difference).
+func lostBefore(s locstore.Store, n int64) *faultStore {
+	return &faultStore{Store: s, before: func(i int64) error {
+		if i == n {
+			return lostAnswer()
+		}
+		return nil
+	}}
+}
+
 // refusedWrite is a provider's refusal: nothing written.
 func refusedWrite() error {
 	return &locstore.ProviderError{Provider: "test", Op: "write", Refused: true, Err: errors.New("OOM command not allowed")}
@@ -396,12 +418,7 @@ func TestExecutorLostResult(t *testing.T) {
 	t.Run("applied but the answer was lost: the re-read decides success", func(t *testing.T) {
 		mem, _ := newMemory(t)
 		putLease(t, mem, ownerA)
-		fs := &faultStore{Store: mem, after: func(n int64) error {
-			if n == 1 {
-				return lostAnswer()
-			}
-			return nil
-		}}
+		fs := lostAfter(mem, 1)
 		e := newExecutor(t, fs)
 		res, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
 		if err != nil {
@@ -421,12 +438,7 @@ func TestExecutorLostResult(t *testing.T) {
 	t.Run("not applied and the answer was lost: re-read, plan again, apply once", func(t *testing.T) {
 		mem, _ := newMemory(t)
 		putLease(t, mem, ownerA)
-		fs := &faultStore{Store: mem, before: func(n int64) error {
-			if n == 1 {
-				return lostAnswer()
-			}
-			return nil
-		}}
+		fs := lostBefore(mem, 1)
 		e := newExecutor(t, fs)
 		res, err := e.Reserve(ctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")})
 		if err != nil {

@@ -249,28 +249,6 @@ func TestExecutorRelocationCancelMemory(t *testing.T) {
 	runRelocationCancel(t, s)
 }
 
-// lostAfter returns a faultStore over s whose write n applies but answers
-// with a provider error (a lost result).
-func lostAfter(s locstore.Store, n int64) *faultStore {
-	return &faultStore{Store: s, after: func(i int64) error {
-		if i == n {
-			return lostAnswer()
-		}
-		return nil
-	}}
-}
-
-// lostBefore returns a faultStore over s whose write n fails unapplied with
-// a provider error (the caller cannot tell the difference).
-func lostBefore(s locstore.Store, n int64) *faultStore {
-	return &faultStore{Store: s, before: func(i int64) error {
-		if i == n {
-			return lostAnswer()
-		}
-		return nil
-	}}
-}
-
 // runRelocationLost covers §10 for every relocation batch: a lost answer is
 // decided by re-reading (the reservation row for the keyed capacity
 // batches, the authority row for the stage changes), never guessed, and the
