@@ -1017,6 +1017,29 @@ func TestPlanRefusedAtFinish(t *testing.T) {
 	}
 }
 
+// removedActiveBatch is the batch that removes player's Active record
+// (version v1) on nodeA with its active slot (the actors counter, rows k1s
+// and k1a, 3 → 2) while lease holds: PlanDelete's with the owner's live
+// lease, PlanReclaim's with the ended one.
+func removedActiveBatch(t *testing.T, lease locstore.Condition) locstore.WriteRequest {
+	t.Helper()
+	return locstore.WriteRequest{
+		Conditions: append([]locstore.Condition{
+			locstore.IfVersion(authKey(t, player), "v1"),
+			lease,
+		}, byKey( // an active slot goes: both rows, 3 → 2
+			locstore.IfVersion(secKey(t, actorsOf(nodeA)), "k1s"),
+			locstore.IfVersion(actKey(t, actorsOf(nodeA)), "k1a"),
+		)...),
+		Mutations: append([]locstore.Mutation{
+			locstore.Delete(authKey(t, player)),
+		}, mutsByKey(
+			locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 2)),
+			locstore.Put(actKey(t, actorsOf(nodeA)), actVal(t, actorsOf(nodeA), 2)),
+		)...),
+	}
+}
+
 func TestPlanDelete(t *testing.T) {
 	base := func() (DeleteRequest, Snapshot) {
 		return DeleteRequest{Object: player, ObjectGeneration: 101, Owner: ownerA},
@@ -1033,21 +1056,7 @@ func TestPlanDelete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantRequest(t, p.Request, locstore.WriteRequest{
-			Conditions: append([]locstore.Condition{
-				locstore.IfVersion(authKey(t, player), "v1"),
-				locstore.IfVersion(leaseKey(t, ownerA.ID), "lA"),
-			}, byKey( // an active slot goes: both rows, 3 → 2
-				locstore.IfVersion(secKey(t, actorsOf(nodeA)), "k1s"),
-				locstore.IfVersion(actKey(t, actorsOf(nodeA)), "k1a"),
-			)...),
-			Mutations: append([]locstore.Mutation{
-				locstore.Delete(authKey(t, player)),
-			}, mutsByKey(
-				locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 2)),
-				locstore.Put(actKey(t, actorsOf(nodeA)), actVal(t, actorsOf(nodeA), 2)),
-			)...),
-		})
+		wantRequest(t, p.Request, removedActiveBatch(t, locstore.IfVersion(leaseKey(t, ownerA.ID), "lA")))
 	})
 
 	checkPlanErrors(t, base, PlanDelete, []planErrCase[DeleteRequest]{

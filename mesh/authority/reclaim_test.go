@@ -34,21 +34,7 @@ func TestPlanReclaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRequest(t, p.Request, locstore.WriteRequest{
-				Conditions: append([]locstore.Condition{
-					locstore.IfVersion(authKey(t, player), "v1"),
-					tc.lease,
-				}, byKey( // an active slot goes: both rows, 3 → 2
-					locstore.IfVersion(secKey(t, actorsOf(nodeA)), "k1s"),
-					locstore.IfVersion(actKey(t, actorsOf(nodeA)), "k1a"),
-				)...),
-				Mutations: append([]locstore.Mutation{
-					locstore.Delete(authKey(t, player)),
-				}, mutsByKey(
-					locstore.Put(secKey(t, actorsOf(nodeA)), secVal(t, actorsOf(nodeA), 2)),
-					locstore.Put(actKey(t, actorsOf(nodeA)), actVal(t, actorsOf(nodeA), 2)),
-				)...),
-			})
+			wantRequest(t, p.Request, removedActiveBatch(t, tc.lease))
 		})
 	}
 	checkPlanErrors(t, base, PlanReclaim, []planErrCase[ReclaimRequest]{
