@@ -2,6 +2,7 @@ package relocation
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -9,6 +10,22 @@ import (
 // src abbreviates the source's action lists in the tables.
 type sa = []SourceAction
 type ta = []TargetAction
+
+// steps feeds events to a machine's Step in order and returns all the
+// actions it answered. An event its state does not expect (ErrUnexpected)
+// is part of a scenario; any other error fails the test.
+func steps[E fmt.Stringer, A any](t *testing.T, step func(E) ([]A, error), events []E) []A {
+	t.Helper()
+	var got []A
+	for _, ev := range events {
+		acts, err := step(ev)
+		if err != nil && !errors.Is(err, ErrUnexpected) {
+			t.Fatalf("%s: %v", ev, err)
+		}
+		got = append(got, acts...)
+	}
+	return got
+}
 
 // TestSourceTable walks the source machine through the spec's paths: the
 // normal order (§1.3 steps 2–8), the §9.1 failure points and the §9.4
@@ -86,15 +103,7 @@ func TestSourceTable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewSource(tc.policy)
-			var got sa
-			for _, ev := range tc.events {
-				acts, err := m.Step(ev)
-				if err != nil && !errors.Is(err, ErrUnexpected) {
-					t.Fatalf("%s: %v", ev, err)
-				}
-				got = append(got, acts...)
-			}
-			if !reflect.DeepEqual(got, tc.acts) {
+			if got := steps(t, m.Step, tc.events); !reflect.DeepEqual(got, tc.acts) {
 				t.Errorf("actions\n got %v\nwant %v", got, tc.acts)
 			}
 			if m.State() != tc.final || m.Reason() != tc.reason {
@@ -187,15 +196,7 @@ func TestTargetTable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewTarget()
-			var got ta
-			for _, ev := range tc.events {
-				acts, err := m.Step(ev)
-				if err != nil && !errors.Is(err, ErrUnexpected) {
-					t.Fatalf("%s: %v", ev, err)
-				}
-				got = append(got, acts...)
-			}
-			if !reflect.DeepEqual(got, tc.acts) {
+			if got := steps(t, m.Step, tc.events); !reflect.DeepEqual(got, tc.acts) {
 				t.Errorf("actions\n got %v\nwant %v", got, tc.acts)
 			}
 			if m.State() != tc.final || m.Failure() != tc.failure {
