@@ -147,6 +147,17 @@ func descriptor(mesh string, rid []byte, endpoint string) record.MeshNodeDescrip
 	}
 }
 
+// hookedPublisher is the publisher tests' usual world: a memory store
+// behind a hookStore, owner-a's lease (generation 1) and a Publisher of
+// game/ridA that writes through the hooks.
+func hookedPublisher(t *testing.T) (*memory.Store, *hookStore, *directory.Publisher) {
+	t.Helper()
+	mem, _ := newMem(t)
+	hs := &hookStore{Store: mem}
+	l := grantLease(t, mem, "owner-a", 1, leaseTTL)
+	return mem, hs, newPublisher(t, hs, l, nil, "game", ridA)
+}
+
 func newPublisher(t *testing.T, store locstore.Store, l directory.Lease, g *gate, mesh string, rid []byte) *directory.Publisher {
 	t.Helper()
 	if g == nil {

@@ -256,10 +256,7 @@ func TestPublishRejectsBadDescriptors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mem, _ := newMem(t)
-			hs := &hookStore{Store: mem}
-			l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-			p := newPublisher(t, hs, l, nil, "game", ridA)
+			_, hs, p := hookedPublisher(t)
 			d := descriptor("game", ridA, "tcp://a:1")
 			tt.mutate(&d)
 			_, err := p.Publish(context.Background(), d)
@@ -462,10 +459,7 @@ func TestPublishFence(t *testing.T) {
 
 func TestPublishLostAnswers(t *testing.T) {
 	t.Run("applied, answer lost: confirmed by re-read", func(t *testing.T) {
-		mem, _ := newMem(t)
-		hs := &hookStore{Store: mem}
-		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-		p := newPublisher(t, hs, l, nil, "game", ridA)
+		mem, hs, p := hookedPublisher(t)
 		hs.setWrite(func(n int64, _ locstore.WriteRequest) (bool, error) {
 			if n == 1 {
 				return true, errReset
@@ -478,10 +472,7 @@ func TestPublishLostAnswers(t *testing.T) {
 		}
 	})
 	t.Run("not applied: retried", func(t *testing.T) {
-		mem, _ := newMem(t)
-		hs := &hookStore{Store: mem}
-		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-		p := newPublisher(t, hs, l, nil, "game", ridA)
+		mem, hs, p := hookedPublisher(t)
 		hs.setWrite(func(n int64, _ locstore.WriteRequest) (bool, error) {
 			if n == 1 {
 				return false, errReset
@@ -506,10 +497,7 @@ func TestPublishLostAnswers(t *testing.T) {
 		{"writes keep failing", &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("READONLY You can't write against a read only replica")}, 3},
 	} {
 		t.Run(tc.name+": the store's error, not 'kept conflicting'", func(t *testing.T) {
-			mem, _ := newMem(t)
-			hs := &hookStore{Store: mem}
-			l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-			p := newPublisher(t, hs, l, nil, "game", ridA)
+			_, hs, p := hookedPublisher(t)
 			hs.setWrite(func(int64, locstore.WriteRequest) (bool, error) { return false, tc.err })
 			_, err := p.Publish(context.Background(), descriptor("game", ridA, "tcp://a:1"))
 			if !errors.Is(err, tc.err) || errors.Is(err, directory.ErrContention) || hs.writes.Load() != tc.writes {
@@ -520,10 +508,7 @@ func TestPublishLostAnswers(t *testing.T) {
 		})
 	}
 	t.Run("store down: error, then the same content replays at the same revision", func(t *testing.T) {
-		mem, _ := newMem(t)
-		hs := &hookStore{Store: mem}
-		l := grantLease(t, mem, "owner-a", 1, leaseTTL)
-		p := newPublisher(t, hs, l, nil, "game", ridA)
+		_, hs, p := hookedPublisher(t)
 		d := descriptor("game", ridA, "tcp://a:1")
 		mustPublish(t, p, d, directory.Published)
 		d.State = record.StateServing
