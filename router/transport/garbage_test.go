@@ -140,15 +140,8 @@ func TestGarbageFromOnePeer(t *testing.T) {
 
 	// The garbage peer: a real ZMTP DEALER that is admitted, then mixes
 	// malformed records with valid ones.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte("garbage"), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zc.close()
+	zc := dialAs(t, b, RID("garbage"))
+	c := zc.raw
 	send := func(frames [][]byte) {
 		t.Helper()
 		if err := zc.write(frames); err != nil {
@@ -475,15 +468,8 @@ func admittedPinger(t *testing.T, b *Node) (net.Conn, *zconn) {
 // admittedPeer is a raw DEALER with identity ident whose hello b admitted.
 func admittedPeer(t *testing.T, b *Node, ident string) (net.Conn, *zconn) {
 	t.Helper()
-	c, err := net.Dial("tcp", b.rt.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	zc, err := openZMTP(c, zmq4.Dealer, []byte(ident), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = zc.close() })
+	zc := dialAs(t, b, RID(ident))
+	c := zc.raw
 	hello, _ := encodeInfra(&router.Hello{Admission: b.currentAdmission()})
 	_ = zc.write(hello)
 	_, _ = flushWithin(zc, time.Second)

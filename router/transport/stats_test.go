@@ -2,11 +2,8 @@ package transport
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
-
-	"github.com/go-zeromq/zmq4"
 
 	"github.com/meshnode/meshnode/router"
 )
@@ -18,19 +15,6 @@ import (
 // real peers uncounted. They still count in the node totals.
 func TestStrangersGetNoPerPeerStats(t *testing.T) {
 	b := startNode(t, testConfig("b", 1))
-	dial := func(ident string) *zconn {
-		t.Helper()
-		c, err := net.Dial("tcp", b.rt.ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		zc, err := openZMTP(c, zmq4.Dealer, []byte(ident), false, frameLimits{1 << 20, 1 << 20, 16, 1 << 16}, 4096, 5*time.Second, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = zc.close() })
-		return zc
-	}
 	send := func(zc *zconn, frames [][]byte) {
 		t.Helper()
 		if err := zc.write(frames); err != nil {
@@ -59,7 +43,7 @@ func TestStrangersGetNoPerPeerStats(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			ident := fmt.Sprintf("stranger-%s-%d", s.name, i)
 			idents = append(idents, ident)
-			zc := dial(ident)
+			zc := dialAs(t, b, RID(ident))
 			if s.first != nil {
 				send(zc, s.first)
 			}
