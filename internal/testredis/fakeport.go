@@ -2,6 +2,7 @@ package testredis
 
 import (
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -43,5 +44,39 @@ func FakePort(t testing.TB, greeting []byte) string {
 			}()
 		}
 	}()
+	return ln.Addr().String()
+}
+
+// SilentPort listens on loopback, accepts every connection and never
+// answers nor closes one before the test ends: what a store client meets at
+// a server that stopped responding (paused, overloaded), so that its
+// operation timeout, not an error from the server, must end each call.
+func SilentPort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
 	return ln.Addr().String()
 }

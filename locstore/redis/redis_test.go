@@ -401,40 +401,9 @@ func TestTwoServers(t *testing.T) {
 
 // --- failures --------------------------------------------------------------
 
-// blackhole accepts TCP connections and never answers.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 func TestOperationTimeoutAgainstSilentServer(t *testing.T) {
 	const timeout = 150 * time.Millisecond
-	addr := blackhole(t)
+	addr := testredis.SilentPort(t)
 	client := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	s, err := NewWithClient(client, Options{Namespace: "silent", OperationTimeout: timeout})

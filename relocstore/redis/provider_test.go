@@ -8,10 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -401,37 +399,6 @@ func TestNewWithClient(t *testing.T) {
 	}
 }
 
-// silentServer accepts connections and never answers.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // returns runs fn and fails the test if it has not returned within a
 // generous bound: it guards against a hang, it does not measure speed.
 func returns(t *testing.T, what string, fn func() error) error {
@@ -472,7 +439,7 @@ func ops(s relocstore.Store) map[string]func() error {
 // answers, New and every operation fail with the operation timeout instead
 // of hanging.
 func TestOperationTimeoutSilentServer(t *testing.T) {
-	addr := silentServer(t)
+	addr := testredis.SilentPort(t)
 	err := returns(t, "New", func() error {
 		s, err := relocredis.New(context.Background(), relocredis.Options{
 			Addrs: []string{addr}, Namespace: "silent", OperationTimeout: 200 * time.Millisecond})
