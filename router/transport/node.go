@@ -88,6 +88,9 @@ type Node struct {
 	// hsLog rate-limits the lines strangers can cause (handshake and
 	// admission failures, records before hello, refused connections).
 	hsLog *logGate
+	// connLog budgets the INFO lines each admitted inbound connection
+	// writes (limits.go, connInfo).
+	connLog connLog
 
 	mu        sync.Mutex
 	links     map[string]*link
@@ -625,7 +628,7 @@ func (n *Node) closeSilent() {
 				"peer", RID(ic.ident).String(), "unread", unread)
 			continue
 		}
-		n.log.Info("transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
+		n.connInfo(&n.connLog.silent, "transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
 		// Cut, not closed: bytes arriving between the check above and
 		// the close were acknowledged and then discarded by it, and the
 		// sender, which saw them acknowledged, never sent them again. A
