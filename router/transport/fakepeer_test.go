@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,15 @@ type fakePeer struct {
 	recs chan fakeRec
 	// autoAdmit answers hello with admit.
 	autoAdmit bool
+	// done, once closed (stopReading), lets the reader drop what the test
+	// no longer takes: a reader that waits for the test must not hold a
+	// node's Close or the peer's own.
+	done     chan struct{}
+	stopOnce sync.Once
 }
+
+// stopReading makes the peer drop the records the test does not take.
+func (f *fakePeer) stopReading() { f.stopOnce.Do(func() { close(f.done) }) }
 
 type fakeRec struct {
 	ic  *inConn
@@ -25,6 +34,14 @@ type fakeRec struct {
 }
 
 func newFakePeer(t testing.TB, rid string, gen uint64) *fakePeer {
+	t.Helper()
+	return newFakePeerReading(t, rid, gen, 1024)
+}
+
+// newFakePeerReading is newFakePeer whose reader reads at most ahead
+// records past the last one the test took (next, none, recs): with 0 it
+// reads a record only when the test takes it, a reader as slow as the test.
+func newFakePeerReading(t testing.TB, rid string, gen uint64, ahead int) *fakePeer {
 	t.Helper()
 	cfg := testConfig(rid, gen)
 	c, err := cfg.withDefaults()
@@ -35,7 +52,7 @@ func newFakePeer(t testing.TB, rid string, gen uint64) *fakePeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakePeer{t: t, rid: c.RID, gen: gen, rt: rt, recs: make(chan fakeRec, 1024), autoAdmit: true}
+	f := &fakePeer{t: t, rid: c.RID, gen: gen, rt: rt, recs: make(chan fakeRec, ahead), autoAdmit: true, done: make(chan struct{})}
 	rt.onOpen = func(*inConn) {}
 	rt.onClose = func(*inConn, error) {}
 	rt.onBad = func(string, string, error) {}
@@ -64,10 +81,16 @@ func newFakePeer(t testing.TB, rid string, gen uint64) *fakePeer {
 			<-ic.after
 			ic.after = nil
 		}
-		f.recs <- fakeRec{ic, rec}
+		select {
+		case f.recs <- fakeRec{ic, rec}:
+		case <-f.done:
+		}
 	}
 	rt.start()
-	t.Cleanup(rt.close)
+	t.Cleanup(func() {
+		f.stopReading()
+		rt.close()
+	})
 	return f
 }
 

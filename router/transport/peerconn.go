@@ -112,6 +112,15 @@ type peerConn struct {
 	released   bool        // release ran: the reader is done with the socket
 	writerWG   sync.WaitGroup
 
+	// dataOut counts the data records (taken from q) the writer wrote on
+	// this connection, and dataEnd is where the last of them ends in its
+	// byte stream: what this node sent the peer, without the liveness
+	// records, which are written every ProbeInterval — and acknowledged by
+	// a peer's kernel with room — whether or not the peer reads
+	// (Node.PeerProgress).
+	dataOut atomic.Uint64
+	dataEnd atomic.Int64
+
 	// counters are the per-peer stats this connection counts in. An
 	// inbound connection counts in a detached set until its hello is
 	// admitted (onInboundOpen, admitInbound): its identity is the remote's
@@ -356,7 +365,10 @@ func (pc *peerConn) writer() {
 					pc.failWrite("write", err, append(append(inflight, inflightRec{it: it, end: math.MaxInt64}), unwritten(batch[i+1:])...))
 					return
 				}
-				inflight = append(inflight, inflightRec{it: it, end: pc.zc.g.written()})
+				end := pc.zc.g.written()
+				inflight = append(inflight, inflightRec{it: it, end: end})
+				pc.dataEnd.Store(end)
+				pc.dataOut.Add(1)
 				if it.closeAfter {
 					// A reject record ends the connection: what was queued
 					// behind it is dropped with the queue.

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/router"
 )
 
 // PeerProgress stands still while the peer's reader takes nothing of what
@@ -58,6 +60,101 @@ func TestPeerProgressMovesAsTheReaderReads(t *testing.T) {
 	for end := time.Now().Add(10 * time.Second); look() == last; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("progress did not move once the reader read again: %+v", last)
+		}
+	}
+}
+
+// slowPeerLink links a node on a manual clock (PeerTimeout a minute: the
+// test steps several probe intervals) to a fake peer whose reader reads a
+// record only when the test takes it, and returns them with the link's
+// session.
+func slowPeerLink(t *testing.T) (*Node, *ManualClock, *fakePeer, *session) {
+	t.Helper()
+	f := newFakePeerReading(t, "slow", 1, 0)
+	clk := NewManualClock(time.Unix(1, 0))
+	cfg := testConfig("a", 1)
+	cfg.Clock = clk
+	cfg.PeerTimeout = time.Minute
+	a := startNode(t, cfg)
+	t.Cleanup(f.stopReading) // before a's Close, which the unread records would hold
+	if err := a.Connect(f.rid, f.endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.WaitAdmitted(ctx, f.rid); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.link(f.rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	return a, clk, f, s
+}
+
+// sendSettled sends records seq+1..seq+k to the peer and waits until all
+// are written and the peer's kernel acknowledged every byte written.
+func sendSettled(t *testing.T, a *Node, s *session, peer RID, seq uint64, k int) {
+	t.Helper()
+	data := make([]byte, 1000)
+	for i := 1; i <= k; i++ {
+		if err := a.Send(context.Background(), peer, seqSend(peer, seq+uint64(i), data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "everything written and acknowledged by the peer's kernel", func() bool {
+		acked, ok := s.pc.zc.ack.acked()
+		return s.pc.flushed() && (!ok || acked == s.pc.zc.g.left())
+	})
+}
+
+// PeerProgress stands still while a stuck peer reads nothing, even though
+// this node keeps writing to it — its liveness probes every probe interval,
+// which the peer's kernel still acknowledges while its buffer has room,
+// and the acks of the peer's own probes on the peer's connection to it.
+// Until 2026-12-06 both counted: progress moved every probe interval and a
+// route switch's barrier waited for a stuck previous owner up to its 60 s
+// bound (barrierMaxWait) instead of one slice.
+func TestPeerProgressStandsStillForAStuckPeer(t *testing.T) {
+	a, clk, f, s := slowPeerLink(t)
+	// The peer's reader takes the first record and is stuck there.
+	sendSettled(t, a, s, f.rid, 0, 40)
+	look := func() Progress {
+		t.Helper()
+		p, ok := a.PeerProgress(f.rid)
+		if !ok {
+			t.Fatal("no progress for an admitted peer")
+		}
+		return p
+	}
+	before := look()
+	if before.RecordsOut < 40 {
+		t.Fatalf("progress %+v: want the 40 records counted out", before)
+	}
+	// The peer's own connection to this node, probing it.
+	z := dialAs(t, a, f.rid)
+	if rec := sayHello(t, z, helloFrom(t, a, 1)); rec.Command != router.CmdAdmit {
+		t.Fatalf("the peer's hello: %s, want admit", rec.Command)
+	}
+	c := s.pc.counters.Load()
+	for i := uint64(1); i <= 3; i++ {
+		out := c.recordsOut.Load()
+		clk.Advance(a.cfg.ProbeInterval)
+		waitFor(t, 10*time.Second, "this node's probe written", func() bool { return c.recordsOut.Load() > out })
+		frames, err := encodeInfra(&router.LivenessProbe{ProbeID: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := sayHello(t, z, frames); rec.Command != router.CmdLivenessAck {
+			t.Fatalf("the peer's probe answered with %s", rec.Command)
+		}
+		// Let the probe's bytes be acknowledged, as a kernel with room does.
+		sendSettled(t, a, s, f.rid, 0, 0)
+		if cur := look(); cur != before {
+			t.Fatalf("after %d probe intervals: progress %+v, then %+v with the peer reading nothing", i, before, cur)
 		}
 	}
 }

@@ -289,9 +289,13 @@ func (c *peerCounters) sent(frames [][]byte) {
 }
 
 // Progress is how far this node's link to a peer has got with what this
-// node sends: records written to its connections, and the bytes the peer's
-// kernel acknowledged on the current one (which move only as far as the
-// peer's reader makes room).
+// node sends on its current connection: the records written (which leave
+// the queue as the peer's reader makes room), and the bytes of them the
+// peer's kernel acknowledged (which move only as far as the peer's reader
+// makes room). Liveness records do not count — this node probes every
+// ProbeInterval, and answers the peer's probes on its other connection,
+// whether or not the peer reads — nor does anything sent on that other
+// connection (replies to the peer's requests).
 type Progress struct {
 	RecordsOut uint64
 	AckedBytes int64 // -1 when this system cannot tell
@@ -300,7 +304,10 @@ type Progress struct {
 // PeerProgress returns the progress of the link to peer, false without an
 // admitted session on it. A caller waiting behind what it sent to a busy
 // peer tells a slow one from a stuck one by whether it moves (a route
-// switch's barrier, mesh/route_barrier.go).
+// switch's barrier, mesh/route_barrier.go). Until 2026-12-06 it counted
+// every record to the peer, liveness probes and acks included, so it moved
+// every probe interval while the peer read nothing: a barrier waited for a
+// stuck previous owner up to its 60 s bound instead of one 12 s slice.
 func (n *Node) PeerProgress(peer RID) (Progress, bool) {
 	l, err := n.link(peer)
 	if err != nil {
@@ -312,12 +319,11 @@ func (n *Node) PeerProgress(peer RID) (Progress, bool) {
 	if sess == nil {
 		return Progress{}, false
 	}
-	p := Progress{AckedBytes: -1}
+	p := Progress{RecordsOut: sess.pc.dataOut.Load(), AckedBytes: -1}
 	if a, ok := sess.pc.zc.ack.acked(); ok {
-		p.AckedBytes = a
-	}
-	if c := sess.pc.counters.Load(); c != nil {
-		p.RecordsOut = c.recordsOut.Load()
+		// Not past the last data record: what the kernel acknowledged of
+		// the probes behind it says nothing of the peer's reader.
+		p.AckedBytes = min(a, sess.pc.dataEnd.Load())
 	}
 	return p, true
 }
