@@ -249,12 +249,15 @@ type linkProgress struct {
 
 // moved reports whether the link took more of what this node sends since
 // prev: records left for the peer (this node's queue drains as the peer
-// reads), or the peer's kernel acknowledged more bytes. Records from the
-// peer do not count: a peer busy with its own traffic may still not read
-// this node's. A peer that is stuck stops reading, the window closes, and
-// neither moves.
+// reads), the peer's kernel acknowledged more bytes, or the peer's reader
+// answered a liveness probe lying further on (it read through what the
+// kernels' buffers held before it, when the other two stand still).
+// Records from the peer do not count: a peer busy with its own traffic may
+// still not read this node's. A peer that is stuck stops reading, the
+// window closes, and none moves.
 func (cur linkProgress) moved(prev linkProgress) bool {
-	return cur.up && prev.up && (cur.RecordsOut != prev.RecordsOut || cur.AckedBytes != prev.AckedBytes)
+	return cur.up && prev.up && (cur.RecordsOut != prev.RecordsOut || cur.AckedBytes != prev.AckedBytes ||
+		cur.ReadRecords != prev.ReadRecords)
 }
 
 // linkProgress returns a look at this node's link to prev's node run.

@@ -17,6 +17,10 @@ func TestLinkProgressMoved(t *testing.T) {
 	up := func(out uint64, acked int64) linkProgress {
 		return linkProgress{up: true, Progress: transport.Progress{RecordsOut: out, AckedBytes: acked}}
 	}
+	read := func(p linkProgress, records uint64) linkProgress {
+		p.ReadRecords = records
+		return p
+	}
 	for _, tc := range []struct {
 		name      string
 		prev, cur linkProgress
@@ -26,6 +30,10 @@ func TestLinkProgressMoved(t *testing.T) {
 		{"the peer's kernel took more", up(5, 100), up(5, 180), true},
 		{"nothing moved", up(5, 100), up(5, 100), false},
 		{"nothing moved, acks unknown", up(5, -1), up(5, -1), false},
+		// A backlog in the kernels' buffers: nothing leaves the queue and
+		// everything is acknowledged, but the peer's reader answered a
+		// liveness probe lying further into it.
+		{"the peer's reader read further", read(up(5, 100), 2), read(up(5, 100), 4), true},
 		{"link down", up(5, 100), linkProgress{}, false},
 		{"link up again: a new connection, not progress yet", linkProgress{}, up(9, 0), false},
 	} {

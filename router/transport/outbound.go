@@ -353,6 +353,14 @@ type session struct {
 	deadGen     uint64
 	deadAt      time.Time // when deadT is due
 	graced      bool      // deadT is the grace after a late deadline (deadline)
+	// probeAt is how many data records were written on the connection
+	// before the outstanding probe (at least: those written when it was
+	// first queued; it goes out behind them). readTo is the probeAt of the
+	// last probe answered: the peer answers a probe only once its reader
+	// has read it, in order, so its reader has read that many at least
+	// (Progress.ReadRecords).
+	probeAt uint64
+	readTo  atomic.Uint64
 
 	endCh    chan struct{} // closed by end
 	keptDone chan struct{} // closed by the link once it kept what did not leave
@@ -642,6 +650,9 @@ func (s *session) tick() {
 			s.lastProbe = 1
 		}
 		s.outstanding = s.lastProbe
+		// A probe sent again with the same id is answered first for its
+		// first copy, the one read first: the ack proves that position.
+		s.probeAt = s.pc.dataOut.Load()
 	}
 	id := s.outstanding
 	s.probeT = s.l.n.clock.AfterFunc(s.l.n.cfg.ProbeInterval, s.tick)
@@ -663,6 +674,7 @@ func (s *session) onAck(id uint64) {
 		return
 	}
 	s.outstanding = 0
+	s.readTo.Store(max(s.readTo.Load(), s.probeAt))
 	s.l.n.stats.livenessAcks.Add(1)
 	s.armDeadlineLocked()
 }

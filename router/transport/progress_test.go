@@ -158,3 +158,52 @@ func TestPeerProgressStandsStillForAStuckPeer(t *testing.T) {
 		}
 	}
 }
+
+// PeerProgress moves while the peer reads through a backlog the two
+// kernels' buffers hold — everything written and acknowledged by the
+// peer's kernel, this node's queue empty, so that neither the records out
+// nor the acknowledged bytes can move — once the peer's reader answers a
+// liveness probe lying inside that backlog (Progress.ReadRecords). Before,
+// nothing moved until the peer had read all of it, and a route switch's
+// barrier took a previous owner slow to read it for gone after 12 s.
+func TestPeerProgressMovesThroughAKernelBacklog(t *testing.T) {
+	a, clk, f, s := slowPeerLink(t)
+	if _, ok := s.pc.zc.ack.acked(); !ok {
+		t.Fatal("this system does not report acknowledged bytes: the test cannot tell that the peer's kernel holds the backlog")
+	}
+	const batch = 20 // 20 kB: the peer's kernel takes all of it
+	sendSettled(t, a, s, f.rid, 0, batch)
+	clk.Advance(a.cfg.ProbeInterval)          // a probe behind the first batch
+	sendSettled(t, a, s, f.rid, batch, batch) // and a second batch behind it
+	look := func() Progress {
+		t.Helper()
+		p, ok := a.PeerProgress(f.rid)
+		if !ok {
+			t.Fatal("no progress for an admitted peer")
+		}
+		return p
+	}
+	before := look()
+
+	// The peer reads the first batch and the probe, and answers it; the
+	// second batch stays in its kernel and its reader's buffer.
+	for read := 0; ; read++ {
+		r := recvWithin(t, f.recs, 10*time.Second, "a record at the peer")
+		if p, ok := r.rec.Body.(*router.LivenessProbe); ok {
+			if read != batch {
+				t.Fatalf("the probe came after %d records, want %d", read, batch)
+			}
+			f.send(r.ic, &router.LivenessAck{ProbeID: p.ProbeID})
+			break
+		}
+	}
+	waitFor(t, 10*time.Second, "progress once the peer answered the probe inside the backlog", func() bool {
+		return look() != before
+	})
+	after := look()
+	want := before
+	want.ReadRecords = batch
+	if after != want {
+		t.Fatalf("progress %+v, then %+v: want only the records read to move, to %d", before, after, batch)
+	}
+}

@@ -299,6 +299,15 @@ func (c *peerCounters) sent(frames [][]byte) {
 type Progress struct {
 	RecordsOut uint64
 	AckedBytes int64 // -1 when this system cannot tell
+	// ReadRecords is how many of those records the peer's reader has read
+	// at least: the liveness probe it last answered was written behind
+	// them, and a peer answers a probe only once its reader reaches it. It
+	// moves while the peer reads through a backlog the two kernels'
+	// buffers hold — everything written and acknowledged, the queue
+	// empty — when the other two stand still; at most once per
+	// ProbeInterval (the probes are the liveness probes: no traffic of its
+	// own), and only past probes lying inside that backlog.
+	ReadRecords uint64
 }
 
 // PeerProgress returns the progress of the link to peer, false without an
@@ -319,7 +328,7 @@ func (n *Node) PeerProgress(peer RID) (Progress, bool) {
 	if sess == nil {
 		return Progress{}, false
 	}
-	p := Progress{RecordsOut: sess.pc.dataOut.Load(), AckedBytes: -1}
+	p := Progress{RecordsOut: sess.pc.dataOut.Load(), AckedBytes: -1, ReadRecords: sess.readTo.Load()}
 	if a, ok := sess.pc.zc.ack.acked(); ok {
 		// Not past the last data record: what the kernel acknowledged of
 		// the probes behind it says nothing of the peer's reader.
