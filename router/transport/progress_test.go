@@ -111,6 +111,16 @@ func sendSettled(t *testing.T, a *Node, s *session, peer RID, seq uint64, k int)
 	})
 }
 
+// progressOf is a's progress on its link to peer, which must be admitted.
+func progressOf(t *testing.T, a *Node, peer RID) Progress {
+	t.Helper()
+	p, ok := a.PeerProgress(peer)
+	if !ok {
+		t.Fatal("no progress for an admitted peer")
+	}
+	return p
+}
+
 // PeerProgress stands still while a stuck peer reads nothing, even though
 // this node keeps writing to it — its liveness probes every probe interval,
 // which the peer's kernel still acknowledges while its buffer has room,
@@ -122,14 +132,7 @@ func TestPeerProgressStandsStillForAStuckPeer(t *testing.T) {
 	a, clk, f, s := slowPeerLink(t)
 	// The peer's reader takes the first record and is stuck there.
 	sendSettled(t, a, s, f.rid, 0, 40)
-	look := func() Progress {
-		t.Helper()
-		p, ok := a.PeerProgress(f.rid)
-		if !ok {
-			t.Fatal("no progress for an admitted peer")
-		}
-		return p
-	}
+	look := func() Progress { return progressOf(t, a, f.rid) }
 	before := look()
 	if before.RecordsOut < 40 {
 		t.Fatalf("progress %+v: want the 40 records counted out", before)
@@ -175,14 +178,7 @@ func TestPeerProgressMovesThroughAKernelBacklog(t *testing.T) {
 	sendSettled(t, a, s, f.rid, 0, batch)
 	clk.Advance(a.cfg.ProbeInterval)          // a probe behind the first batch
 	sendSettled(t, a, s, f.rid, batch, batch) // and a second batch behind it
-	look := func() Progress {
-		t.Helper()
-		p, ok := a.PeerProgress(f.rid)
-		if !ok {
-			t.Fatal("no progress for an admitted peer")
-		}
-		return p
-	}
+	look := func() Progress { return progressOf(t, a, f.rid) }
 	before := look()
 
 	// The peer reads the first batch and the probe, and answers it; the
