@@ -213,18 +213,71 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 			break
 		}
 	}
-	switch {
-	case err == nil, ctx.Err() != nil:
-	case bctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
+	switch barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) }) {
+	case barrierTimedOut:
 		o.stats.routeBarriersTimedOut.Add(1)
 		o.log.Warn("route switch: the previous owner did not answer the barrier in time; switching anyway",
 			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(),
 			"waited", time.Since(start).Round(time.Millisecond), "without_progress", o.barrierSlice())
-	default:
+	case barrierLinkLost:
+		o.stats.routeBarriersTimedOut.Add(1)
+		o.log.Warn("route switch: the link to the previous owner ended before it answered the barrier, and its run is still listed live; switching anyway (what this node sent it before may arrive after later messages)",
+			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(),
+			"waited", time.Since(start).Round(time.Millisecond), "err", err)
+	case barrierRefused:
 		// Refused or not sent: nothing of ours is still being passed on
 		// through prev.
 		o.log.Debug("route switch: barrier refused", "object", t.id, "err", err)
 	}
+}
+
+// barrierVerdict is how a route switch's barrier ended.
+type barrierVerdict int
+
+const (
+	// barrierAnswered: prev answered (or the caller gave up: nothing to
+	// report).
+	barrierAnswered barrierVerdict = iota
+	// barrierTimedOut: no answer while the link stood still, or at the
+	// barrier's bound.
+	barrierTimedOut
+	// barrierLinkLost: the link to prev ended before it answered, while
+	// prev's run is still listed live — a slow previous owner whose
+	// connection liveness gave up may still read what this node sent it
+	// and pass it on after the messages that follow the switch.
+	barrierLinkLost
+	// barrierRefused: refused, or not sent — nothing of this node's is
+	// being passed on through prev (a run no longer listed live cannot
+	// pass anything on).
+	barrierRefused
+)
+
+// barrierVerdictOf classifies a barrier's end: callerDone when the
+// caller's context ended, barrierDone when the barrier's own (cut by the
+// progress watch, or at barrierMaxWait), err the barrier request's error.
+// prevLive is asked only for a lost link.
+func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() bool) barrierVerdict {
+	switch {
+	case err == nil, callerDone:
+		return barrierAnswered
+	case barrierDone, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
+		return barrierTimedOut
+	case errors.Is(err, transport.ErrPeerDown) && prevLive():
+		return barrierLinkLost
+	default:
+		return barrierRefused
+	}
+}
+
+// runLiveInList reports whether the latest discovery list names prev's
+// node run with a live lease.
+func (o *objects) runLiveInList(prev follow.Ready) bool {
+	snap, list, ok := o.n.lastSnapshotNumbered()
+	if !ok {
+		return false
+	}
+	listed, live := o.n.memo.runListed(list, snap, prev.Route.NodeRID, prev.Route.NodeGeneration)
+	return listed && live
 }
 
 // controlOf is a message's meshnode.control value ("" when none).

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -193,4 +194,39 @@ func holdFirstPassOn(n *Node, id string) (held <-chan struct{}, release func()) 
 		}
 	}})
 	return h, sync.OnceFunc(func() { close(r) })
+}
+
+// TestBarrierVerdict: a barrier whose link to the previous owner ended
+// before the answer, while that run is still listed live, is a lost
+// barrier (counted and warned, as a timed-out one: a slow previous owner
+// whose connection liveness gave up may still pass on what this node sent
+// it); a run no longer live passes nothing on (refused, DEBUG).
+func TestBarrierVerdict(t *testing.T) {
+	refusedErr := errors.New("refused: object not here")
+	for _, tc := range []struct {
+		name                    string
+		callerDone, barrierDone bool
+		err                     error
+		live                    bool
+		want                    barrierVerdict
+		wantAsked               bool
+	}{
+		{name: "answered", want: barrierAnswered},
+		{name: "caller gone", callerDone: true, err: context.Canceled, want: barrierAnswered},
+		{name: "no progress", barrierDone: true, err: context.Canceled, want: barrierTimedOut},
+		{name: "link lost after the cut", barrierDone: true, err: transport.ErrPeerDown, live: true, want: barrierTimedOut},
+		{name: "deadline", err: fmt.Errorf("call: %w", context.DeadlineExceeded), want: barrierTimedOut},
+		{name: "link full", err: transport.ErrBackpressure, want: barrierTimedOut},
+		{name: "link lost, run live", err: fmt.Errorf("barrier: %w", transport.ErrPeerDown), live: true, want: barrierLinkLost, wantAsked: true},
+		{name: "link lost, run gone", err: transport.ErrPeerDown, want: barrierRefused, wantAsked: true},
+		{name: "refused", err: refusedErr, live: true, want: barrierRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := false
+			got := barrierVerdictOf(tc.callerDone, tc.barrierDone, tc.err, func() bool { asked = true; return tc.live })
+			if got != tc.want || asked != tc.wantAsked {
+				t.Fatalf("verdict %d (run asked %v), want %d (asked %v)", got, asked, tc.want, tc.wantAsked)
+			}
+		})
+	}
 }
