@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
@@ -241,14 +242,17 @@ const (
 	// barrierTimedOut: no answer while the link stood still, or at the
 	// barrier's bound.
 	barrierTimedOut
-	// barrierLinkLost: the link to prev ended before it answered, while
-	// prev's run is still listed live — a slow previous owner whose
+	// barrierLinkLost: the link to prev ended before it answered (or was
+	// down when the barrier was to be sent), while prev's run is still
+	// listed live — a slow previous owner whose
 	// connection liveness gave up may still read what this node sent it
 	// and pass it on after the messages that follow the switch.
 	barrierLinkLost
-	// barrierRefused: refused, or not sent — nothing of this node's is
-	// being passed on through prev (a run no longer listed live cannot
-	// pass anything on).
+	// barrierRefused: refused, or not sent for want of any link to prev
+	// (ErrUnknownPeer) or because nothing listens at prev's endpoint any
+	// more (a refused redial) — nothing of this node's is being passed
+	// on through prev (a run no longer listed live cannot pass anything
+	// on).
 	barrierRefused
 )
 
@@ -262,7 +266,22 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() b
 		return barrierAnswered
 	case barrierDone, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
 		return barrierTimedOut
-	case errors.Is(err, transport.ErrPeerDown) && prevLive():
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// The link is down and its last redial was refused: nothing
+		// listens at prev's endpoint, so prev's process is gone, with what
+		// it had read — and the messages the transport keeps for prev's
+		// run will never be sent (only to that very run).
+		return barrierRefused
+	case (errors.Is(err, transport.ErrPeerDown) || errors.Is(err, transport.ErrNotAdmitted)) && prevLive():
+		// Not admitted: the link was already down when the barrier was to
+		// be sent. Its error wraps ErrPeerDown only until the first redial
+		// fails (then the dial's error), but the risk is the same either
+		// way while prev may still run (say, a stalled process whose
+		// kernel accepts the redial but which answers no handshake — a
+		// redial that timed out is counted as timed out above): what prev
+		// read before the link went down, and the one-way messages the
+		// transport keeps for prev's return, may still be passed on behind
+		// the messages that follow the switch.
 		return barrierLinkLost
 	default:
 		return barrierRefused

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,6 +221,23 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "link full", err: transport.ErrBackpressure, want: barrierTimedOut},
 		{name: "link lost, run live", err: fmt.Errorf("barrier: %w", transport.ErrPeerDown), live: true, want: barrierLinkLost, wantAsked: true},
 		{name: "link lost, run gone", err: transport.ErrPeerDown, want: barrierRefused, wantAsked: true},
+		// The link was already down when the barrier was to be sent: the
+		// transport refuses it as not admitted, wrapping why the link is
+		// down — the session's end (ErrPeerDown) until the first redial
+		// fails, that redial's error after. Same risk either way.
+		{name: "link down before, session's end", err: notAdmitted(fmt.Errorf("%w: connection to prev lost: EOF", transport.ErrPeerDown)),
+			live: true, want: barrierLinkLost, wantAsked: true},
+		{name: "link down before, redial failed", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: i/o timeout")),
+			live: true, want: barrierLinkLost, wantAsked: true},
+		{name: "link down before, redial timed out", err: notAdmitted(fmt.Errorf("transport: dial tcp://10.0.0.7:7791: %w", context.DeadlineExceeded)),
+			live: true, want: barrierTimedOut},
+		{name: "link down before, run gone", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: EOF")),
+			want: barrierRefused, wantAsked: true},
+		// Nothing listens at prev's endpoint: prev's process is gone, with
+		// what it read, and nothing is kept for a later run.
+		{name: "link down before, redial refused", err: notAdmitted(refusedDial(t)), live: true, want: barrierRefused},
+		{name: "no link at all", err: wrapErr(ErrUnavailable, fmt.Errorf("%w: prev", transport.ErrUnknownPeer), "request to a"),
+			live: true, want: barrierRefused},
 		{name: "refused", err: refusedErr, live: true, want: barrierRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,4 +248,32 @@ func TestBarrierVerdict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notAdmitted is a barrier's error when the link to prev has no session:
+// transport's refusal (Node.session: ErrNotAdmitted wrapping the link's
+// last error) as deliverRemote wraps it.
+func notAdmitted(last error) error {
+	return wrapErr(ErrUnavailable, fmt.Errorf("%w: prev (%w)", transport.ErrNotAdmitted, last), "request to a")
+}
+
+// refusedDial is the error of a dial nothing listens at, as the transport
+// wraps it (dialDealer).
+func refusedDial(t *testing.T) error {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	c, err := net.Dial("tcp", addr)
+	if err == nil {
+		_ = c.Close()
+		t.Fatalf("dial %s: something listens there again", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	return fmt.Errorf("transport: dial tcp://%s: %w", addr, err)
 }
