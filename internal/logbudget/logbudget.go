@@ -39,5 +39,17 @@ func (b *Budget) Allow(now time.Duration, burst int, every time.Duration) (ok bo
 	return true, s
 }
 
+// TakeSuppressed returns how many lines were left out since the last one
+// let through, and counts them as reported: for a summary line written when
+// no further line may come to carry the count (the next line let through
+// then says 0).
+func (b *Budget) TakeSuppressed() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.suppressed
+	b.suppressed = 0
+	return s
+}
+
 // At is t as an Allow reading.
 func At(t time.Time) time.Duration { return time.Duration(t.UnixNano()) }

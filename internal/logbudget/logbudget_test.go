@@ -51,3 +51,25 @@ func TestAt(t *testing.T) {
 		t.Fatalf("At difference %v, want 1s", d)
 	}
 }
+
+// TakeSuppressed hands over the count the next line let through would
+// carry, once: that line then says 0.
+func TestTakeSuppressed(t *testing.T) {
+	const every = 10 * time.Second
+	var b Budget
+	if got := b.TakeSuppressed(); got != 0 {
+		t.Fatalf("a fresh budget: %d taken, want 0", got)
+	}
+	for i := 0; i < 5; i++ {
+		b.Allow(0, 2, every)
+	}
+	if got := b.TakeSuppressed(); got != 3 {
+		t.Fatalf("%d taken after 5 lines with a burst of 2, want 3", got)
+	}
+	if got := b.TakeSuppressed(); got != 0 {
+		t.Fatalf("taken again: %d, want 0", got)
+	}
+	if ok, s := b.Allow(every, 2, every); !ok || s != 0 {
+		t.Fatalf("the next window's first line: allowed %v, suppressed %d; want allowed, 0 (already taken)", ok, s)
+	}
+}

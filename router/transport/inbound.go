@@ -30,7 +30,7 @@ func (n *Node) onInboundClose(ic *inConn, cause error) {
 	ic.admitted = false
 	ic.mu.Unlock()
 	if admitted {
-		n.connInfo(&n.connLog.closed, "transport: inbound connection closed", "peer", info.RID.String(), "remote", ic.remote, "cause", cause)
+		n.connInfo(&n.connLog.closed, connLineClosed, "peer", info.RID.String(), "remote", ic.remote, "cause", cause)
 		n.emit(Event{Kind: EventInboundClosed, Peer: info, Err: cause})
 	}
 }
@@ -314,7 +314,7 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 	ic.mu.Lock()
 	ic.admitted, ic.info = true, info
 	ic.mu.Unlock()
-	n.connInfo(&n.connLog.admitted, "transport: admitted inbound peer", "peer", info.RID.String(), "remote", ic.remote,
+	n.connInfo(&n.connLog.admitted, connLineAdmitted, "peer", info.RID.String(), "remote", ic.remote,
 		"peer_gen", info.LifecycleGeneration, "peer_rev", info.DescriptorRevision)
 	if l != nil {
 		// A hello with a newer lifecycle generation proves the peer

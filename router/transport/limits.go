@@ -51,32 +51,86 @@ const (
 
 // The INFO lines of an admitted inbound connection — its admission, its
 // close, its reaping as silent — are written at most connLogBurst times per
-// connLogEvery each, node-wide; the next line written says how many were
-// left out (`suppressed`). A real peer's connection is worth its lines, and
-// a mesh of up to connLogBurst peers still logs each one's admission when
-// it starts; but without CURVE a client that knows the mesh name is
-// admitted, and an operator try-out's storm of such fake peers (1,100
-// connections, 136 admitted, all closed within 17.5 s) wrote two or three
-// lines per connection without limit. The events and counters still see
-// every connection.
+// connLogEvery each, node-wide. The count of those left out is written in a
+// summary line (connLogSummary) once the window that left them out is over:
+// carried by the next line of the same kind alone, it waited for a
+// connection that might never come (a mesh of more than connLogBurst nodes
+// starting at once logged connLogBurst admissions and nothing of the
+// others). A real peer's connection is worth its lines, and a mesh of up to
+// connLogBurst peers still logs each one's admission when it starts; but
+// without CURVE a client that knows the mesh name is admitted, and an
+// operator try-out's storm of such fake peers (1,100 connections, 136
+// admitted, all closed within 17.5 s) wrote two or three lines per
+// connection without limit. The events and counters still see every
+// connection.
 const (
 	connLogBurst = 16
 	connLogEvery = 10 * time.Second
 )
 
-// connLog holds one budget per per-connection INFO line.
+// The per-connection INFO lines, and the summary of those left out.
+const (
+	connLineAdmitted = "transport: admitted inbound peer"
+	connLineClosed   = "transport: inbound connection closed"
+	connLineSilent   = "transport: closing silent inbound connection"
+	connLogSummary   = "transport: per-connection log lines left out"
+)
+
+// connLog holds one budget per per-connection INFO line, and the pending
+// summary of the lines they left out.
 type connLog struct {
 	admitted, closed, silent logbudget.Budget
+
+	mu      sync.Mutex
+	flushT  Timer // the pending summary; nil when none
+	stopped bool  // Close ran: no more summaries are scheduled
 }
 
 // connInfo writes an INFO line of an inbound connection if b, the budget
-// of that line, allows it now, with the count of those left out before it.
+// of that line, allows it now, with the count of those left out before it
+// that no summary reported yet. A line left out schedules the summary.
 func (n *Node) connInfo(b *logbudget.Budget, msg string, args ...any) {
 	ok, suppressed := b.Allow(logbudget.At(n.clock.Now()), connLogBurst, connLogEvery)
 	if !ok {
+		n.connLog.mu.Lock()
+		if n.connLog.flushT == nil && !n.connLog.stopped {
+			// connLogEvery after a line left out is past the end of the
+			// window that left it out.
+			n.connLog.flushT = n.clock.AfterFunc(connLogEvery, n.flushConnLog)
+		}
+		n.connLog.mu.Unlock()
 		return
 	}
 	n.log.Info(msg, append(args, "suppressed", suppressed)...)
+}
+
+// flushConnLog writes one summary line per per-connection line that left
+// some out since it was last written or summarized.
+func (n *Node) flushConnLog() {
+	n.connLog.mu.Lock()
+	n.connLog.flushT = nil
+	n.connLog.mu.Unlock()
+	for _, l := range []struct {
+		b   *logbudget.Budget
+		msg string
+	}{{&n.connLog.admitted, connLineAdmitted}, {&n.connLog.closed, connLineClosed}, {&n.connLog.silent, connLineSilent}} {
+		if s := l.b.TakeSuppressed(); s > 0 {
+			n.log.Info(connLogSummary, "line", l.msg, "suppressed", s, "window", connLogEvery, "burst", connLogBurst)
+		}
+	}
+}
+
+// stopConnLog cancels the pending summary (Close leaves no timer behind)
+// and writes it at once.
+func (n *Node) stopConnLog() {
+	n.connLog.mu.Lock()
+	n.connLog.stopped = true
+	t := n.connLog.flushT
+	n.connLog.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	n.flushConnLog()
 }
 
 // ErrUnadmittedLimit is matched by the close cause of a connection that

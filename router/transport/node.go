@@ -558,6 +558,7 @@ func (n *Node) Close() error {
 	}
 	n.mu.Unlock()
 	n.hsLog.stop()
+	n.stopConnLog()
 	n.log.Info("transport: closed")
 	return nil
 }
@@ -628,7 +629,7 @@ func (n *Node) closeSilent() {
 				"peer", RID(ic.ident).String(), "unread", unread)
 			continue
 		}
-		n.connInfo(&n.connLog.silent, "transport: closing silent inbound connection", "peer", RID(ic.ident).String(), "remote", ic.remote)
+		n.connInfo(&n.connLog.silent, connLineSilent, "peer", RID(ic.ident).String(), "remote", ic.remote)
 		// Cut, not closed: bytes arriving between the check above and
 		// the close were acknowledged and then discarded by it, and the
 		// sender, which saw them acknowledged, never sent them again. A
