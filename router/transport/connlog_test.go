@@ -23,14 +23,7 @@ func TestConnLinesBudgeted(t *testing.T) {
 		closedMsg   = "transport: inbound connection closed"
 		silentMsg   = "transport: closing silent inbound connection"
 	)
-	logger, logs := newCaptureLog()
-	clk := NewManualClock(time.Unix(1, 0))
-	ev := newEventLog()
-	cfg := testConfig("b", 1)
-	cfg.Logger = logger
-	cfg.Clock = clk
-	cfg.OnEvent = ev.on
-	b := startNode(t, cfg)
+	b, cfg, clk, logs, ev := connLogNode(t)
 	if cfg.PeerTimeout < connLogEvery {
 		t.Fatalf("the test needs PeerTimeout (%s) ≥ connLogEvery (%s): reaping must start a new window", cfg.PeerTimeout, connLogEvery)
 	}
@@ -125,14 +118,7 @@ func summaries(logs *captureLog, msg string) []string {
 // steadily never writes: the operator saw connLogBurst admissions and no
 // sign of the others.
 func TestConnLinesLeftOutAreSummarized(t *testing.T) {
-	logger, logs := newCaptureLog()
-	clk := NewManualClock(time.Unix(1, 0))
-	ev := newEventLog()
-	cfg := testConfig("b", 1)
-	cfg.Logger = logger
-	cfg.Clock = clk
-	cfg.OnEvent = ev.on
-	b := startNode(t, cfg)
+	b, _, clk, logs, ev := connLogNode(t)
 	const peers = connLogBurst + 4
 	hello := helloFrom(t, b, 1)
 	for i := 0; i < peers; i++ {
@@ -153,6 +139,20 @@ func TestConnLinesLeftOutAreSummarized(t *testing.T) {
 	if len(got) != 1 || suppressedSum(t, got) != peers-connLogBurst {
 		t.Fatalf("summaries once the window is over: %q, want one saying suppressed=%d", got, peers-connLogBurst)
 	}
+}
+
+// connLogNode starts a node on a manual clock whose log lines and events
+// the test reads.
+func connLogNode(t *testing.T) (*Node, Config, *ManualClock, *captureLog, *eventLog) {
+	t.Helper()
+	logger, logs := newCaptureLog()
+	clk := NewManualClock(time.Unix(1, 0))
+	ev := newEventLog()
+	cfg := testConfig("b", 1)
+	cfg.Logger = logger
+	cfg.Clock = clk
+	cfg.OnEvent = ev.on
+	return startNode(t, cfg), cfg, clk, logs, ev
 }
 
 // suppressedSum adds up the suppressed=N counts of lines.
