@@ -32,6 +32,7 @@ import (
 // These are the only writes List makes; in a listing that needs neither it
 // writes nothing. The value is this package's own (not a record of
 // docs/RECORDS.md) and nobody else reads it.
+
 // KeptKind is the kind part of a kept continuation's store key. The value
 // is this package's own (a store cursor or rows), not a record of
 // docs/RECORDS.md; "meshnode ctl record" says so.
