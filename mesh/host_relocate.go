@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"log/slog"
 	"strings"
@@ -775,7 +776,7 @@ func (p *hostRetryPace) sleep(ctx context.Context) error {
 	d := p.d
 	p.n++
 	p.d = min(2*p.d, time.Second)
-	return sleepCtx(ctx, d)
+	return ctxsleep.For(ctx, d)
 }
 
 // retryElsewhere reports whether a move that ended for reason may succeed
@@ -968,7 +969,7 @@ func (n *Node) awaitHostCommand(ctx context.Context) bool {
 	}
 	n.log.Info("drain: a host command is already running; waiting for it to end before draining", "running", running)
 	for n.obj.hostMove.Load() && !n.closing() {
-		if sleepCtx(ctx, 50*time.Millisecond) != nil {
+		if ctxsleep.For(ctx, 50*time.Millisecond) != nil {
 			break
 		}
 	}
@@ -1082,7 +1083,7 @@ func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 			n.log.Info("drain: no other node serves now, but some are recovering their owner lease; waiting for them",
 				"recovering", recovering, "at_most", n.noTargetPatience())
 		}
-		if n.hostNow().Sub(waited) >= n.noTargetPatience() || sleepCtx(ctx, 250*time.Millisecond) != nil {
+		if n.hostNow().Sub(waited) >= n.noTargetPatience() || ctxsleep.For(ctx, 250*time.Millisecond) != nil {
 			return 0, nil
 		}
 	}
@@ -1102,7 +1103,7 @@ func (n *Node) awaitOwnLease(ctx context.Context, atMost time.Duration) time.Dur
 		"at_most", atMost)
 	start := n.hostNow()
 	for n.hostNow().Sub(start) < atMost && n.leaseRecoverable() {
-		if n.lease.Gate().Admit() == nil || sleepCtx(ctx, 100*time.Millisecond) != nil {
+		if n.lease.Gate().Admit() == nil || ctxsleep.For(ctx, 100*time.Millisecond) != nil {
 			break
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh/activation"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -818,7 +819,7 @@ func (o *objects) readPayload(ctx context.Context, ref string, size int, sum [32
 		if i+1 >= payloadRereads {
 			return nil, activation.PayloadMissing, nil
 		}
-		if err := sleepCtx(ctx, time.Duration(i+1)*20*time.Millisecond); err != nil {
+		if err := ctxsleep.For(ctx, time.Duration(i+1)*20*time.Millisecond); err != nil {
 			return nil, 0, ctxErr(ctx, "read the activation %s", ref)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -812,19 +813,7 @@ func (b *backoff) next() time.Duration {
 	return d
 }
 
-func (b *backoff) sleep(ctx context.Context) error { return sleepCtx(ctx, b.next()) }
-
-// sleepCtx waits d or until ctx ends (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func (b *backoff) sleep(ctx context.Context) error { return ctxsleep.For(ctx, b.next()) }
 
 // lagAverage is a moving average of a duration observed by many goroutines
 // (an exponentially weighted mean, weight 1/8 per observation) that one

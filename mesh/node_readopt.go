@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -64,7 +65,7 @@ func (n *Node) readoptAfterReacquire(newGen uint64) {
 		if attempt == 1 || attempt%10 == 0 {
 			n.log.Warn("re-adoption after the lease loss not finished; trying again", "pending", pending, "attempts", attempt, "err", err)
 		}
-		if sleepCtx(ctx, pause) != nil {
+		if ctxsleep.For(ctx, pause) != nil {
 			return
 		}
 		pause = min(2*pause, settleMaxPause)

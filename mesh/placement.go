@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
@@ -208,7 +209,7 @@ func (o *objects) relistedWithNewOwner(ctx context.Context, cand candidate) bool
 			// The run holds a newer lease but has not republished its
 			// descriptor under it yet (it does so right after
 			// re-adopting its objects): look again shortly.
-			if sleepCtx(ctx, relistPause) != nil {
+			if ctxsleep.For(ctx, relistPause) != nil {
 				return false
 			}
 			continue

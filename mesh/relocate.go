@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -1027,7 +1028,7 @@ func (r *heldRetry) failed(err error) error {
 		"object", r.s.id, "attempts", r.tries, "err", err)
 	d := r.d
 	r.d = min(2*r.d, heldRetryMax)
-	return sleepCtx(r.s.o.halt, d)
+	return ctxsleep.For(r.s.o.halt, d)
 }
 
 // confirmed logs the end of a wait that failed at least once.
@@ -1117,7 +1118,7 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 	start := s.o.n.clock.Now()
 	lag := s.o.commitLag.typical()
 	if lag > 0 {
-		if err := sleepCtx(ctx, lag*3/4); err != nil {
+		if err := ctxsleep.For(ctx, lag*3/4); err != nil {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 )
@@ -210,7 +211,7 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 		// the barrier must queue behind them, not be taken for "nothing
 		// of ours in flight" — switching then let the next message
 		// overtake them on the direct route.
-		if !errors.Is(err, transport.ErrBackpressure) || sleepCtx(bctx, pause) != nil {
+		if !errors.Is(err, transport.ErrBackpressure) || ctxsleep.For(bctx, pause) != nil {
 			break
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -52,7 +53,7 @@ func (o *objects) untilAnswered(what, id string, step func(ctx context.Context) 
 			if attempt%10 == 0 {
 				o.log.Warn(what+": still not done, the store does not answer", "object", id, "attempts", attempt, "err", err)
 			}
-			if sleepCtx(o.halt, pause) != nil {
+			if ctxsleep.For(o.halt, pause) != nil {
 				return
 			}
 			pause = min(2*pause, settleMaxPause)

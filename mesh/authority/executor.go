@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -720,7 +721,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			// in a tight loop, up to maxAttempts times: pause first. A
 			// pause cut short by ctx leaves the re-read to report the
 			// outcome unknown.
-			_ = sleep(ctx, lostWritePause(len(unknown)))
+			_ = ctxsleep.For(ctx, lostWritePause(len(unknown)))
 		}
 		if e.exhausted(attempt) {
 			if len(unknown) > 0 {
@@ -734,7 +735,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			if _, err := takeLanes(p.Request, true); err != nil {
 				return Result{}, err
 			}
-			if err := sleep(ctx, e.backoff(attempt)); err != nil {
+			if err := ctxsleep.For(ctx, e.backoff(attempt)); err != nil {
 				return Result{}, fmt.Errorf("authority %s: %w", op, err)
 			}
 		}
@@ -796,20 +797,6 @@ func (e *Executor) confirm(ctx context.Context, snap Snapshot, unknown []Plan) (
 		}
 	}
 	return Result{}, false, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }
 
 // DecideNewOwner reads the rows a relocation's owner CAS (req) is

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh"
 )
 
@@ -76,7 +77,7 @@ func demoInstances(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 			if n > w {
 				return fmt.Errorf("%s counted %s messages, more than the %s sent: a message ran twice", id, b, want)
 			}
-			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			if err := ctxsleep.For(ctx, 20*time.Millisecond); err != nil {
 				return fmt.Errorf("%s counted %s of %s messages: %w", id, b, want, err)
 			}
 		}
@@ -101,15 +102,4 @@ func demoInstances(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		return fmt.Errorf("%d activations for %d sessions", activated, sessions)
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
