@@ -201,6 +201,18 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := cfg.Validate(factoryPolicies(n.factories)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStartup, err)
 	}
+	// Redis settings of a store that does not use Redis are valid (a
+	// shared file may carry both providers' settings) but likely a
+	// forgotten provider: redis — said once per store, before the store
+	// opens, so that a node running on a memory store by mistake shows it.
+	// Not for a store passed in Options: the node opens nothing then, and
+	// the program chose the store itself.
+	passed := map[string]bool{"location_store": opts.Location != nil, "relocation_store": opts.Relocation != nil}
+	for _, s := range cfg.IgnoredStoreSettings() {
+		if !passed[s.Store] {
+			log.Warn(s.String(), "store", s.Store, "ignored_keys", s.Keys)
+		}
+	}
 	defer func() {
 		if err != nil {
 			n.teardown(context.Background())

@@ -76,3 +76,29 @@ func TestPeerEventsLoggedOnce(t *testing.T) {
 		}
 	}
 }
+
+// Start logs one WARN per store it opens whose Redis settings were set
+// while its provider is not redis (config.IgnoredStoreSettings), and none
+// for a store passed in Options, whose provider setting it does not use.
+func TestStartWarnsOfIgnoredRedisSettingsOfStoresItOpens(t *testing.T) {
+	f := newFixture(t)
+	cfg := fastConfig("ignored")
+	cfg.LocationStore.Redis.Addrs = []string{"redis-a:6379"}
+	cfg.RelocationStore.Redis.Addrs = []string{"redis-a:6379"}
+	var logs syncbuf.Buffer
+	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, // Relocation opened from cfg
+		DiscoveryInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := logs.String()
+	if want := `level=WARN msg="relocation_store: redis settings (addrs) are ignored: provider is memory" store=relocation_store ignored_keys=[addrs]`; !strings.Contains(got, want) {
+		t.Errorf("no line %s in\n%s", want, got)
+	}
+	if strings.Contains(got, `msg="location_store:`) {
+		t.Errorf("a WARN about the Location Store passed in Options:\n%s", got)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
+	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/hostmove"
 )
@@ -121,6 +123,72 @@ func TestDrainedLine(t *testing.T) {
 			line := drainedLine(tt.res)
 			if !strings.Contains(line, tt.want) || strings.Contains(line, tt.not) {
 				t.Fatalf("line %q, want it to contain %q and not %q", line, tt.want, tt.not)
+			}
+		})
+	}
+}
+
+// servingStops is `meshnode run`'s stdout for a test: it cancels the run
+// once the node says it serves, so that the test waits for that event and
+// not for a guessed duration.
+type servingStops struct {
+	syncbuf.Buffer
+	stop func()
+}
+
+func (s *servingStops) Write(p []byte) (int, error) {
+	n, err := s.Buffer.Write(p)
+	if strings.Contains(s.String(), "serving at") {
+		s.stop()
+	}
+	return n, err
+}
+
+// `meshnode run` says, at start, which Redis settings the user set for a
+// store whose provider is not redis (one WARN per store): an operator who
+// set the addresses and forgot provider: redis ran on a memory store
+// without a word. Defaults, and a store that uses Redis, give no such line.
+func TestRunWarnsOfIgnoredStoreSettings(t *testing.T) {
+	const ignored = "redis settings"
+	memory := []string{"--location_store.provider", "memory", "--relocation_store.provider", "memory"}
+	tests := []struct {
+		name string
+		args func(t *testing.T) []string
+		want []string // lines expected in stderr; nil: none naming ignored settings
+	}{
+		{"defaults", func(*testing.T) []string { return memory }, nil},
+		{"memory with Redis addresses and a bad db", func(*testing.T) []string {
+			return append(memory, "--location_store.redis.addrs", "redis-a:6379", "--location_store.redis.db", "-1")
+		}, []string{"location_store: redis settings (addrs, db) are ignored: provider is memory"}},
+		{"both stores", func(*testing.T) []string {
+			return append(memory, "--location_store.redis.addrs", "redis-a:6379", "--relocation_store.redis.namespace", "reloc")
+		}, []string{
+			"location_store: redis settings (addrs) are ignored: provider is memory",
+			"relocation_store: redis settings (namespace) are ignored: provider is memory",
+		}},
+		{"provider redis uses them", func(t *testing.T) []string {
+			return []string{"--location_store.provider", "redis", "--location_store.redis.addrs", testredis.Addr(t),
+				"--location_store.redis.namespace", testredis.Namespace(t), "--relocation_store.provider", "memory"}
+		}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out := &servingStops{stop: cancel}
+			var errb syncbuf.Buffer
+			args := append([]string{"run", "--log.level", "warn", "--node.endpoint", "tcp://127.0.0.1:0"}, tc.args(t)...)
+			if code := Main(ctx, args, out, &errb); code != ExitOK || !strings.Contains(out.String(), "serving at") {
+				t.Fatalf("exit %d, want %d after serving\nstdout %s\nstderr %s", code, ExitOK, out.String(), errb.String())
+			}
+			got := errb.String()
+			for _, line := range tc.want {
+				if !strings.Contains(got, "level=WARN msg=\""+line+"\"") {
+					t.Errorf("no WARN %q in stderr:\n%s", line, got)
+				}
+			}
+			if n := strings.Count(got, ignored); n != len(tc.want) {
+				t.Errorf("%d lines naming %q, want %d:\n%s", n, ignored, len(tc.want), got)
 			}
 		})
 	}

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+)
+
+// Redis settings of a store whose provider is memory (or none) are
+// accepted, and named as ignored (the node's start WARN) when the user set
+// them — in the file, the environment or a flag, even at their default —
+// or the program did; defaults never are, and a store with provider redis
+// uses them.
+func TestIgnoredStoreSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string   // "" = no file
+		env  []string // nil = none
+		args []string
+		edit func(*Config) // after Load: a program's own settings
+		want []IgnoredSettings
+		line string // want[0].String(), when want is not empty
+	}{
+		{name: "defaults", args: []string{"--location_store.provider=memory", "--relocation_store.provider=memory"}},
+		{name: "nothing selected, nothing set"},
+		{name: "memory with addrs and a bad db in the file", yaml: `
+location_store:
+  provider: memory
+  redis:
+    addrs: [r:6379]
+    db: -1
+`, want: []IgnoredSettings{{Store: "location_store", Provider: ProviderMemory, Keys: []string{"addrs", "db"}}},
+			line: "location_store: redis settings (addrs, db) are ignored: provider is memory"},
+		{name: "provider redis uses them", yaml: `
+location_store:
+  provider: redis
+  redis: {addrs: [r:6379], db: 3}
+relocation_store:
+  provider: redis
+  redis: {addrs: [r:6379], namespace: other}
+`},
+		{name: "a key set at its default counts", yaml: `
+relocation_store:
+  provider: memory
+  redis: {db: 0, tls: {min_version: "1.2"}}
+`, want: []IgnoredSettings{{Store: "relocation_store", Provider: ProviderMemory, Keys: []string{"db", "tls.min_version"}}}},
+		{name: "from the environment and a flag, both stores",
+			env:  []string{"MESHNODE_RELOCATION_STORE__REDIS__PASSWORD=s3cret"},
+			args: []string{"--location_store.provider=memory", "--location_store.redis.namespace=orders"},
+			want: []IgnoredSettings{
+				{Store: "location_store", Provider: ProviderMemory, Keys: []string{"namespace"}},
+				{Store: "relocation_store", Provider: ProviderNone, Keys: []string{"password"}},
+			},
+			line: "location_store: redis settings (namespace) are ignored: provider is memory"},
+		{name: "no provider: the line says so", args: []string{"--relocation_store.redis.addrs=r:6379"},
+			want: []IgnoredSettings{{Store: "relocation_store", Provider: ProviderNone, Keys: []string{"addrs"}}},
+			line: "relocation_store: redis settings (addrs) are ignored: provider is not set (no store)"},
+		{name: "an empty environment variable is not a setting", env: []string{"MESHNODE_LOCATION_STORE__REDIS__ADDRS="},
+			args: []string{"--location_store.provider=memory"}},
+		// Discovery rounds are bounded by it whatever the provider.
+		{name: "the location store's operation timeout is used with memory too",
+			args: []string{"--location_store.provider=memory", "--location_store.redis.operation_timeout=5s"}},
+		{name: "set by the program", args: []string{"--location_store.provider=memory"},
+			edit: func(c *Config) {
+				c.LocationStore.Redis.Addrs = []string{"r:6379"}
+				c.LocationStore.Redis.ReplicaAcks = 1
+			},
+			want: []IgnoredSettings{{Store: "location_store", Provider: ProviderMemory, Keys: []string{"addrs", "replica_acks"}}}},
+		{name: "zeroed by the program", edit: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderMemory}
+			c.RelocationStore.Redis.Addrs = nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := LoadOptions{Environ: noEnv}
+			if tc.env != nil {
+				opts.Environ = tc.env
+			}
+			if tc.yaml != "" {
+				opts.File = writeYAML(t, tc.yaml)
+			}
+			c := mustLoad(t, tc.args, opts)
+			if tc.edit != nil {
+				tc.edit(&c)
+			}
+			got := c.IgnoredStoreSettings()
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("IgnoredStoreSettings() = %+v, want %+v", got, tc.want)
+			}
+			if tc.line != "" {
+				if s := got[0].String(); s != tc.line {
+					t.Fatalf("line %q, want %q", s, tc.line)
+				}
+			}
+		})
+	}
+}
