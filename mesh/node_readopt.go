@@ -156,74 +156,84 @@ func (o *objects) readopt(ctx context.Context, to authority.Owner) (ReadoptResul
 	pending := 0
 	var errs []error
 	for _, it := range undecided {
-		h := it.h
-		row, _, err := o.readAuthorityAt(ctx, h.kind, it.key.ID)
-		if err != nil {
+		if err := o.readoptOne(ctx, it.key, it.h, to, self, &res); err != nil {
 			pending++
-			errs = append(errs, fmt.Errorf("%s: %w", it.key.ID, err))
-			continue
-		}
-		a := row.Record
-		ours := row.Found && a.OwnerID == to.ID && uint64(a.ObjectGeneration) == h.objectGeneration &&
-			a.Allocation.ObjectKind == h.kind && a.Allocation.StableType == h.stableType
-		switch {
-		case ours && uint64(a.OwnerLeaseGeneration) == to.LeaseGeneration:
-			// Re-adopted already: by an earlier pass, or by a Readopt whose
-			// result was lost (ErrOutcomeUnknown) — then the copy here
-			// still carries the fence it had before, and every route to
-			// the record would be refused as stale: take the record's.
-			o.mu.Lock()
-			if o.hosted[it.key] == h && h.ownerGeneration != uint64(a.AuthorityOwnerGeneration) {
-				h.readoptedFrom = h.readoptTried
-				h.ownerGeneration = uint64(a.AuthorityOwnerGeneration)
-				h.storeVersion = row.Version
-				res.Kept++
+			if !errors.Is(err, errReadoptSuperseded) {
+				errs = append(errs, fmt.Errorf("%s: %w", it.key.ID, err))
 			}
-			o.mu.Unlock()
-			continue
-		case ours && uint64(a.OwnerLeaseGeneration) > to.LeaseGeneration:
-			// A later reacquisition's re-adoption took it: not for this
-			// one to decide (its caller stops, superseded).
-			pending++
-			continue
-		case !ours:
-			// The record changed hands while the lease was lost (gone,
-			// reclaimed, recreated, moved): this copy is no longer the
-			// object. Drop it without running anything.
-			o.drop(it.key, h, fmt.Errorf("%w: the record is gone or names another owner", authority.ErrConflict), &res)
-			o.cache.Drop(msgTarget{fam: famOf(h.kind), id: it.key.ID}.cacheKey())
-			continue
 		}
-		from := ownerCombination{leaseGen: uint64(a.OwnerLeaseGeneration), ownerGen: uint64(a.AuthorityOwnerGeneration)}
-		o.mu.Lock()
-		h.readoptTried = from
-		o.mu.Unlock()
-		r, err := o.exec.Readopt(ctx, authority.ReadoptRequest{
-			Object:           authority.Object{ID: it.key.ID, Kind: h.kind, StableType: h.stableType},
-			ObjectGeneration: h.objectGeneration, From: authority.Owner{ID: to.ID, LeaseGeneration: from.leaseGen},
-			To: to, Node: self, IfVersion: row.Version})
-		switch {
-		case err == nil:
-			o.mu.Lock()
-			if o.hosted[it.key] == h {
-				h.readoptedFrom = from
-				h.ownerGeneration = uint64(r.Plan.Record.AuthorityOwnerGeneration)
-				h.storeVersion = r.Version
-			}
-			o.mu.Unlock()
-			res.Kept++
-		default:
-			// Undecided: a conflict here may be about this node's own new
-			// lease (its row expired in a second outage), not the object's
-			// record, and the record read just above still names this
-			// node. The next pass reads it again and decides; dropping now
-			// lost objects nobody else had taken.
-			pending++
-			errs = append(errs, fmt.Errorf("%s: %w", it.key.ID, err))
-		}
-		o.cache.Drop(msgTarget{fam: famOf(h.kind), id: it.key.ID}.cacheKey())
 	}
 	return res, pending, errors.Join(errs...)
+}
+
+// errReadoptSuperseded: a later reacquisition's re-adoption took the
+// object; not for this one to decide.
+var errReadoptSuperseded = errors.New("re-adopted under a later lease generation")
+
+// readoptOne re-adopts one object h (at key) to the owner combination to,
+// on the node run self, or drops it when its record changed hands; see
+// readopt. A non-nil error leaves it undecided: the caller asks again.
+func (o *objects) readoptOne(ctx context.Context, key spot.Key, h *hosted, to authority.Owner, self authority.Node, res *ReadoptResult) error {
+	row, _, err := o.readAuthorityAt(ctx, h.kind, key.ID)
+	if err != nil {
+		return err
+	}
+	a := row.Record
+	ours := row.Found && a.OwnerID == to.ID && uint64(a.ObjectGeneration) == h.objectGeneration &&
+		a.Allocation.ObjectKind == h.kind && a.Allocation.StableType == h.stableType
+	switch {
+	case ours && uint64(a.OwnerLeaseGeneration) == to.LeaseGeneration:
+		// Re-adopted already: by an earlier pass, or by a Readopt whose
+		// result was lost (ErrOutcomeUnknown) — then the copy here
+		// still carries the fence it had before, and every route to
+		// the record would be refused as stale: take the record's.
+		o.mu.Lock()
+		if o.hosted[key] == h && h.ownerGeneration != uint64(a.AuthorityOwnerGeneration) {
+			h.readoptedFrom = h.readoptTried
+			h.ownerGeneration = uint64(a.AuthorityOwnerGeneration)
+			h.storeVersion = row.Version
+			res.Kept++
+		}
+		o.mu.Unlock()
+		return nil
+	case ours && uint64(a.OwnerLeaseGeneration) > to.LeaseGeneration:
+		// A later reacquisition's re-adoption took it: not for this
+		// one to decide (its caller stops, superseded).
+		return errReadoptSuperseded
+	case !ours:
+		// The record changed hands while the lease was lost (gone,
+		// reclaimed, recreated, moved): this copy is no longer the
+		// object. Drop it without running anything.
+		o.drop(key, h, fmt.Errorf("%w: the record is gone or names another owner", authority.ErrConflict), res)
+		o.cache.Drop(msgTarget{fam: famOf(h.kind), id: key.ID}.cacheKey())
+		return nil
+	}
+	from := ownerCombination{leaseGen: uint64(a.OwnerLeaseGeneration), ownerGen: uint64(a.AuthorityOwnerGeneration)}
+	o.mu.Lock()
+	h.readoptTried = from
+	o.mu.Unlock()
+	r, err := o.exec.Readopt(ctx, authority.ReadoptRequest{
+		Object:           authority.Object{ID: key.ID, Kind: h.kind, StableType: h.stableType},
+		ObjectGeneration: h.objectGeneration, From: authority.Owner{ID: to.ID, LeaseGeneration: from.leaseGen},
+		To: to, Node: self, IfVersion: row.Version})
+	o.cache.Drop(msgTarget{fam: famOf(h.kind), id: key.ID}.cacheKey())
+	if err != nil {
+		// Undecided: a conflict here may be about this node's own new
+		// lease (its row expired in a second outage), not the object's
+		// record, and the record read just above still names this
+		// node. The next pass reads it again and decides; dropping now
+		// lost objects nobody else had taken.
+		return err
+	}
+	o.mu.Lock()
+	if o.hosted[key] == h {
+		h.readoptedFrom = from
+		h.ownerGeneration = uint64(r.Plan.Record.AuthorityOwnerGeneration)
+		h.storeVersion = r.Version
+	}
+	o.mu.Unlock()
+	res.Kept++
+	return nil
 }
 
 // drop removes a copy whose record no longer names this node, without
@@ -261,4 +271,64 @@ func droppedForLog(ids []string) (shown []string, more int) {
 		return ids, 0
 	}
 	return ids[:droppedWarned], len(ids) - droppedWarned
+}
+
+// readoptAfterHold re-adopts the object at key when it serves here again
+// after an operation held it — a move that did not move it — across a
+// lease loss: the re-adoption of that loss passed it over (it takes only
+// the objects this node serves, not ones it is moving away), so its record
+// still names the lease generation began, the one the operation began
+// under, which is gone. Until then every sender is refused (OwnerGoneError),
+// a move of it is refused as not this node's, and the reclaim sweep
+// removes it once the grace has passed, its state lost while this node
+// holds it (an operator try-out, 2026-12-06: Redis stopped 12 s in the
+// middle of a drain; the five objects in flight stayed on the node under
+// their dead lease generation and the drain could not move them again).
+// It tries while ctx lasts, then goes on in the background until the node
+// stops.
+func (o *objects) readoptAfterHold(ctx context.Context, key spot.Key, began uint64) {
+	if o.readoptHeldOnce(ctx, key, began) {
+		return
+	}
+	o.n.async(func() {
+		sctx, cancel := o.n.stopContext()
+		defer cancel()
+		o.readoptHeldOnce(sctx, key, began)
+	})
+}
+
+// readoptHeldOnce is readoptAfterHold's loop: it reports whether the
+// object was decided (re-adopted, dropped, or nothing to do) before ctx
+// ended.
+func (o *objects) readoptHeldOnce(ctx context.Context, key spot.Key, began uint64) bool {
+	pause := settleFirstPause
+	for attempt := 1; ; attempt++ {
+		self, lg := o.n.Owner()
+		o.mu.Lock()
+		h := o.hosted[key]
+		serving := h != nil && !h.entry && h.state == hostServing
+		o.mu.Unlock()
+		if lg == began || !serving {
+			return true // no lease change since, or no longer served here (moved, closed, dropped)
+		}
+		to := authority.Owner{ID: self, LeaseGeneration: lg}
+		node := authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}
+		var res ReadoptResult
+		err := o.readoptOne(ctx, key, h, to, node, &res)
+		if err == nil {
+			if res.Kept > 0 {
+				o.log.Info("an object held across the owner lease loss serves here again: re-adopted under the new lease generation",
+					"object", key.ID, "old_gen", began, "new_gen", lg)
+			}
+			return true
+		}
+		if !errors.Is(err, errReadoptSuperseded) && (attempt == 1 || attempt%10 == 0) {
+			o.log.Warn("re-adoption of an object held across the owner lease loss not finished; trying again",
+				"object", key.ID, "attempts", attempt, "err", err)
+		}
+		if sleepCtx(ctx, pause) != nil {
+			return false
+		}
+		pause = min(2*pause, settleMaxPause)
+	}
 }

@@ -245,6 +245,9 @@ func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id st
 		return RelocationResult{}, err
 	}
 	res := s.run(ctx)
+	if res.Outcome == NotMoved && !s.leftToTarget {
+		o.readoptAfterHold(ctx, s.key, s.self.Owner.LeaseGeneration)
+	}
 	res.Timings.Total = time.Since(start)
 	o.log.Info("relocation ended", "object", id, "kind", kind, "outcome", res.Outcome, "reason", res.Reason,
 		"target", fmt.Sprintf("%x/%d", res.TargetNodeRID, res.TargetNodeGeneration), "bytes", res.PayloadBytes,
@@ -302,6 +305,14 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 	me := authority.Party{Owner: authority.Owner{ID: self, LeaseGeneration: lg},
 		Node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}}
 	if !authority.PartyOf(a).Equal(me) {
+		if a.OwnerID == self && uint64(a.OwnerLeaseGeneration) < lg {
+			// This node's own record from before its lease loss: the
+			// object stayed here held by an operation (a move) that the
+			// re-adoption passed over, and readoptAfterHold is taking it
+			// under the new generation — passing, not another owner's.
+			return nil, passing(fmt.Errorf("%w: %s %q is still recorded under this node's owner lease generation %d, from before its loss; "+
+				"it is being re-adopted under %d", ErrUnavailable, kind, id, a.OwnerLeaseGeneration, lg))
+		}
 		return nil, fmt.Errorf("%w: %s %q is owned by %s on %x/%d; relocate it on its owner's node", ErrInvalidOperation, kind, id,
 			a.OwnerID, a.Allocation.Descriptor.RoutingID, a.Allocation.DescriptorLifecycleGeneration)
 	}
