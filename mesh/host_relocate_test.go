@@ -613,6 +613,8 @@ func TestTransientMove(t *testing.T) {
 		{"store read timed out", RelocationResult{}, wrapErr(ErrUnavailable, storeDown, "relocate x"), true},
 		{"lease gate shut while a renew is late", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseExpired, "owner lease"), true},
 		{"record changed before Captured", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonRecordChanged.String()}, nil, true},
+		{"store did not answer the capacity batch's reads", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonCapacity.String(), storeFailed: true}, nil, true},
+		{"capacity batch's result lost, not confirmed", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonStoreUnconfirmed.String()}, nil, true},
 		{"lease lost to a data loss", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseLost, "owner lease"), false},
 		{"lease released", RelocationResult{}, wrapErr(ErrUnavailable, lease.ErrLeaseReleased, "owner lease"), false},
 		{"node closing", RelocationResult{}, wrapErr(ErrUnavailable, ErrClosed, "node closing"), false},
@@ -1128,4 +1130,69 @@ func creatingOn(t *testing.T, c *cluster) int {
 		return false
 	})
 	return host
+}
+
+// A host command's move whose capacity batch failed because the store did
+// not answer its reads (here: the source's next two reads fail, right as
+// each move begins to secure its target's room) tries the same target
+// again: the target was not asked. Before, the target was ruled out like
+// one that refused, and with no other node to offer the object to, the
+// object failed — an operator try-out (Redis stopped 12 s in the middle of
+// a drain onto the one other server) saw five objects removed by the
+// shutdown with 8 s of the drain left after Redis answered again.
+func TestHostRelocateRetriesTheTargetWhenTheStoreFailedItsCapacityBatch(t *testing.T) {
+	st := &failingReads{}
+	c := clusterWithStore1(t, 3, func(s locstore.Store) locstore.Store { st.Store = s; return st }, nil)
+	ctx := ctxT(t, 30*time.Second)
+	_, mine := createUntil(t, ctx, c, "capblink", 1, 4)
+	var armed sync.Map
+	c.nodes[1].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if step != stepSourceSecure {
+			return
+		}
+		if _, again := armed.LoadOrStore(id, true); again {
+			return
+		}
+		st.next.Store(2)
+	}})
+	res := relocateAllOff(t, ctx, c, 1, mine)
+	for _, o := range res.Objects {
+		if o.Targets != 1 {
+			t.Errorf("%s offered to %d targets; the store failed, not the target", o.Object.ID, o.Targets)
+		}
+	}
+	if n := st.failed.Load(); n < int32(len(mine)) {
+		t.Fatalf("%d reads failed for %d objects: the test did not exercise the retry", n, len(mine))
+	}
+}
+
+// failingReads fails the next reads (next), as a store that does not
+// answer for a moment does; everything else passes through.
+type failingReads struct {
+	locstore.Store
+	next   atomic.Int32
+	failed atomic.Int32
+}
+
+func (s *failingReads) check() error {
+	if s.next.Add(-1) < 0 {
+		s.next.Store(0)
+		return nil
+	}
+	s.failed.Add(1)
+	return &locstore.ProviderError{Provider: "test", Op: "read", Err: errors.New("dial: connection refused")}
+}
+
+func (s *failingReads) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	if err := s.check(); err != nil {
+		return locstore.ReadResult{}, err
+	}
+	return s.Store.Read(ctx, key)
+}
+
+func (s *failingReads) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return locstore.ReadMany(ctx, s.Store, keys)
 }

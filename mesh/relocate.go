@@ -89,6 +89,12 @@ type RelocationResult struct {
 	// seen in time (see docs/RELOCATION.md, failure table).
 	Confirmed bool
 	Timings   RelocationTimings
+
+	// storeFailed: the target's capacity was not secured because the
+	// store failed the batch's reads (it did not answer), not because of
+	// the target — a host command tries the same target again instead of
+	// ruling it out (hostMoveOne).
+	storeFailed bool
 }
 
 // RelocateOption adjusts a move.
@@ -536,8 +542,11 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 			o.log.Info("relocation: the store did not confirm the capacity batch; releasing it", "object", s.id, "err", err)
 			return relocation.EvSecureUnknown
 		}
-		if errors.Is(err, locstore.ErrWriteRefused) {
+		switch {
+		case errors.Is(err, locstore.ErrWriteRefused):
 			s.refused = err
+		case errors.Is(err, locstore.ErrUnavailable):
+			s.res.storeFailed = true
 		}
 		o.log.Info("relocation: target capacity not secured", "object", s.id, "err", err)
 		s.res.Detail = err.Error()
