@@ -1143,6 +1143,7 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 		}
 	}
 	wait := confirmPace(lag)
+	nextLeaseCheck := start + targetLeaseCheckAfter
 	for {
 		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
 		if err == nil && !s.stillOurs(row) {
@@ -1154,10 +1155,65 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 			s.o.commitLag.observe(s.o.n.clock.Now() - start)
 			return true
 		}
+		if now := s.o.n.clock.Now(); err == nil && now >= nextLeaseCheck {
+			nextLeaseCheck = now + targetLeaseCheckEvery
+			if why, never := s.targetCannotCommit(ctx); never {
+				s.o.log.Warn("relocation: the target cannot commit any more (its owner lease generation ended); "+
+					"releasing the move now instead of at its deadline", "object", s.id,
+					"target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration), "why", why)
+				return false
+			}
+		}
 		if wait.sleep(ctx) != nil {
 			return false
 		}
 	}
+}
+
+// A source waiting for its target's commit checks, from
+// targetLeaseCheckAfter on and then every targetLeaseCheckEvery, whether
+// the target still holds the owner lease generation the move's
+// reservation names (a commit lands within milliseconds normally, so the
+// check costs a read only on a move that is already late).
+const (
+	targetLeaseCheckAfter = time.Second
+	targetLeaseCheckEvery = time.Second
+)
+
+// targetCannotCommit reports whether the target's owner lease generation
+// the move was bound to has ended: its lease row is gone or holds another
+// generation (a target that lost its lease in a store outage and
+// reacquired it under a new one, or that died). Its owner CAS names that
+// generation and can then never apply (authority.verifyLease), so waiting
+// for the move's deadline only keeps the object held — and its record
+// under this node's lease generation of the move's start, which a lease
+// loss here meanwhile ends: an operator try-out (Redis paused 8 s during
+// a host relocation whose deadline was 5 min) saw ten such objects held
+// two minutes, until the reclaim sweep removed their records and the
+// moves read that as Moved — the objects were lost. The caller releases
+// the reservation then (the usual fence against a late commit: if the
+// target did commit, the release finds the reservation consumed and the
+// record decides). A failed read decides nothing.
+func (s *sourceMove) targetCannotCommit(ctx context.Context) (string, bool) {
+	key, err := record.OwnerLeaseKey(s.target.owner.ID)
+	if err != nil {
+		return "", false
+	}
+	rr, err := s.o.n.loc.Read(ctx, key)
+	if err != nil {
+		return "", false
+	}
+	if !rr.Found {
+		return "its owner lease record is gone", true
+	}
+	l, err := record.DecodeOwnerLease(rr.Value)
+	if err != nil {
+		return "", false
+	}
+	if uint64(l.LeaseGeneration) != s.target.owner.LeaseGeneration {
+		return fmt.Sprintf("it holds lease generation %d, the move was bound to %d", l.LeaseGeneration, s.target.owner.LeaseGeneration), true
+	}
+	return "", false
 }
 
 // confirmPace is the pause between a source's reads of the authority row
