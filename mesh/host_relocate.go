@@ -8,6 +8,7 @@ import (
 	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -480,7 +481,7 @@ func logNotMoved(log *slog.Logger, objs []HostObjectResult) {
 				"outcome", r.Outcome.String(), "reason", r.Reason)
 			continue
 		}
-		k := why{r.Outcome, r.Reason}
+		k := why{r.Outcome, reasonClass(r.Reason, r.Object.ID)}
 		if seen[k] == 0 {
 			order = append(order, k)
 		}
@@ -502,6 +503,42 @@ func logNotMoved(log *slog.Logger, objs []HostObjectResult) {
 				"count", more, "outcome", k.outcome.String(), "reason", k.reason)
 		}
 	}
+}
+
+// reasonClass is reason with the object's own id replaced by "<object>",
+// so that the same failure of many objects is counted as one reason: a
+// store refusing writes fails each move with an error naming its object
+// (`actor "a337" not moved, the store refused …`), and a host relocation
+// of 488 objects against a Redis at its maxmemory wrote 488 WARN lines
+// (operator try-out 5, 2026-12-06).
+func reasonClass(reason, id string) string {
+	if id == "" {
+		return reason
+	}
+	reason = strings.ReplaceAll(reason, strconv.Quote(id), `"<object>"`)
+	var b strings.Builder
+	for rest := reason; ; {
+		i := strings.Index(rest, id)
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String()
+		}
+		end := i + len(id)
+		// Only the id as a word of its own: not a longer id it begins
+		// (a1 in a1041), nor one it ends.
+		if (i == 0 || !idByte(rest[i-1])) && (end == len(rest) || !idByte(rest[end])) {
+			b.WriteString(rest[:i])
+			b.WriteString("<object>")
+		} else {
+			b.WriteString(rest[:end])
+		}
+		rest = rest[end:]
+	}
+}
+
+// idByte reports whether c can continue an object id in a reason's text.
+func idByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // unmoved is the result of a drain that moves nothing (why): every object
