@@ -1,6 +1,11 @@
 package redisconn
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"errors"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+)
 
 // Refusal is Redis refusing a write command whatever its arguments, and
 // what an operator does about it.
@@ -39,4 +44,35 @@ func WriteRefusal(err error) (Refusal, bool) {
 		}
 	}
 	return Refusal{}, false
+}
+
+// loginHint is what an operator does when Redis refuses a running node's
+// login.
+const loginHint = "Redis refused this connection's login: it wants a password or ACL user other than the configured one " +
+	"(requirepass or the ACL changed after the store was opened); give the store's redis.username and redis.password what Redis " +
+	"now wants (the environment, e.g. MESHNODE_LOCATION_STORE__REDIS__PASSWORD, then restart the node) or restore the server's login: " +
+	"the node recovers by itself once Redis accepts the login it has"
+
+// ExplainLogin wraps err in ErrAuth, with what to do, when it is Redis
+// refusing a command for want of a login on a store already open — NOAUTH,
+// WRONGPASS, or the protocol error an unauthenticated connection meets
+// with a command of many arguments ("ERR Protocol error: unauthenticated
+// multibulk length", which is what a script call of a running node got
+// after requirepass was set: an operator try-out, 2026-12-06, where the
+// nodes' log named neither the cause nor the keys). Other errors, and one
+// already wrapped in ErrAuth (the open's), are returned unchanged.
+func ExplainLogin(err error) error {
+	if err == nil || errors.Is(err, ErrAuth) {
+		return err
+	}
+	if LoginRefused(err) {
+		return fmt.Errorf("%w: %w (%s; docs/store-redis.md)", ErrAuth, err, loginHint)
+	}
+	return err
+}
+
+// LoginRefused reports whether err is Redis refusing a command for want of
+// a login (see ExplainLogin).
+func LoginRefused(err error) bool {
+	return isAuth(err) || goredis.HasErrorPrefix(err, "Protocol error: unauthenticated")
 }

@@ -398,6 +398,7 @@ func (s *Store) fail(op string, err error) error {
 	// (ErrWriteRefused: the framework stops asking); a read-only replica
 	// met during a failover passes, so it stays an ordinary failure that
 	// the framework retries, with the advice in its text.
+	err = redisconn.ExplainLogin(err)
 	if r, ok := redisconn.WriteRefusal(err); ok {
 		if r.Lasting {
 			return &locstore.ProviderError{Provider: ProviderName, Op: op, Refused: true,

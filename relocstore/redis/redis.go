@@ -317,6 +317,8 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	switch {
 	case goredis.HasErrorPrefix(err, "RSFORMAT"):
 		err = fmt.Errorf("%w: %w", ErrFormat, err)
+	case redisconn.LoginRefused(err):
+		err = redisconn.ExplainLogin(err)
 	default:
 		// Only the advice: a pipeline (staging, then the script) may have
 		// written its first part before the refusal, so this provider
