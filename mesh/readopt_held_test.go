@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -42,25 +43,7 @@ func TestObjectHeldByAMoveAcrossALeaseLossIsReadoptedWhenItStays(t *testing.T) {
 			<-release
 		}
 	}})
-	moved := make(chan relocateOutcome, 1)
-	for reached := false; !reached; {
-		// Until the source's discovery lists the target, the move is
-		// refused before it begins: begin it again.
-		go func() {
-			var o relocateOutcome
-			o.res, o.err = src.Manager().RelocateActor(ctx, x, ToNode(dst.RID()))
-			moved <- o
-		}()
-		select {
-		case <-atSecure:
-			reached = true
-		case o := <-moved:
-			if !errors.Is(o.err, ErrUnavailable) {
-				t.Fatalf("the move: %v %s, %v", o.res.Outcome, o.res.Reason, o.err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	moved := startMoveUntil(t, ctx, src, x, dst, atSecure)
 	_, before := src.Owner()
 	blocker.loseLeaseOf(t, src)
 	blocker.blocked.Store(nil)
@@ -94,5 +77,30 @@ func TestObjectHeldByAMoveAcrossALeaseLossIsReadoptedWhenItStays(t *testing.T) {
 	}
 	if res, err := src.Manager().RelocateActor(ctx, ref, ToNode(dst.RID())); err != nil || res.Outcome != Moved {
 		t.Fatalf("moving %s again: %v %s, %v", x.ActorID, res.Outcome, res.Reason, err)
+	}
+}
+
+// startMoveUntil starts src's move of x to dst on ctx, again while src's
+// discovery does not list dst yet (the move is then refused before it
+// begins), until reached is closed — a hook the move passes; it returns
+// the move's outcome to come.
+func startMoveUntil(t *testing.T, ctx context.Context, src *Node, x ActorRef, dst *Node, reached <-chan struct{}) <-chan relocateOutcome {
+	t.Helper()
+	moved := make(chan relocateOutcome, 1)
+	for {
+		go func() {
+			var o relocateOutcome
+			o.res, o.err = src.Manager().RelocateActor(ctx, x, ToNode(dst.RID()))
+			moved <- o
+		}()
+		select {
+		case <-reached:
+			return moved
+		case o := <-moved:
+			if !errors.Is(o.err, ErrUnavailable) {
+				t.Fatalf("the move: %v %s, %v", o.res.Outcome, o.res.Reason, o.err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

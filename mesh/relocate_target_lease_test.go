@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -45,23 +44,7 @@ func TestSourceStopsWaitingForATargetThatCanNoLongerCommit(t *testing.T) {
 	// lease ending can end its wait in time.
 	mctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	moved := make(chan relocateOutcome, 1)
-	for reached := false; !reached; {
-		go func() {
-			var o relocateOutcome
-			o.res, o.err = src.Manager().RelocateActor(mctx, x, ToNode(dst.RID()))
-			moved <- o
-		}()
-		select {
-		case <-atCAS:
-			reached = true
-		case o := <-moved:
-			if !errors.Is(o.err, ErrUnavailable) {
-				t.Fatalf("the move: %v %s, %v", o.res.Outcome, o.res.Reason, o.err)
-			}
-			time.Sleep(50 * time.Millisecond) // the source's discovery does not list the target yet
-		}
-	}
+	moved := startMoveUntil(t, mctx, src, x, dst, atCAS)
 	_, before := dst.Owner()
 	blocker.loseLeaseOf(t, dst)
 	blocker.blocked.Store(nil)
