@@ -326,7 +326,7 @@ func (o *objects) readoptHeldOnce(ctx context.Context, key spot.Key, began uint6
 			o.log.Warn("re-adoption of an object held across the owner lease loss not finished; trying again",
 				"object", key.ID, "attempts", attempt, "err", err)
 		}
-		if sleepCtx(ctx, pause) != nil {
+		if ctxsleep.For(ctx, pause) != nil {
 			return false
 		}
 		pause = min(2*pause, settleMaxPause)
