@@ -729,6 +729,11 @@ retry:
 	case err == nil && res.Outcome == Moved:
 		patience.landed()
 		r.Outcome, r.Bytes, r.Target = hostmove.Moved, res.PayloadBytes, res.TargetNodeRID
+	case err == nil && res.Reason == relocation.ReasonRemoved.String():
+		// Its record was removed during the move (ctl reclaim, the reclaim
+		// sweep): it is on no node, so not Failed (which stays here and is
+		// what a drain's shutdown removes) but Gone, with the reason.
+		r.Outcome, r.Reason = hostmove.Gone, res.Reason+": its record was removed from the store during the move; no node serves it"
 	case err == nil:
 		r.Outcome, r.Reason = hostmove.Failed, reasonWithDetail(res)
 	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleGeneration):

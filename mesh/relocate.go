@@ -195,6 +195,10 @@ type sourceMove struct {
 	// was unconfirmed: the target may still commit, so the source neither
 	// takes the object back nor reopens it.
 	leftToTarget bool
+	// reservationGone: the release found the reservation row gone — the
+	// target's owner CAS consumed it, or a reclaim released it, which
+	// needs this node's owner lease ended (ownerOf).
+	reservationGone bool
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
@@ -611,6 +615,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 	case relocation.ActRecover:
 		s.recoverLocal()
 		return 0
+	case relocation.ActDiscard:
+		s.discard()
+		return 0
 	case relocation.ActSendCancel:
 		cctx, cancel := s.bg(time.Second)
 		defer cancel()
@@ -996,6 +1003,7 @@ func (s *sourceMove) release() relocation.SourceEvent {
 			// apart; taken for a release, the source reopened while the
 			// target served: two instances.
 			wait.confirmed()
+			s.reservationGone = true
 			return relocation.EvReservationGone
 		case err == nil:
 			wait.confirmed()
@@ -1126,7 +1134,8 @@ func (s *sourceMove) recoverLocal() {
 
 // confirm reads the authority row until it no longer names this source
 // (stillOurs: normally it names the target under the next owner
-// generation), or the move's deadline passes.
+// generation), or the move's deadline passes, or the row is gone (false:
+// the caller releases and reads the owner, which ends the move removed).
 func (s *sourceMove) confirm(ctx context.Context) bool {
 	s.o.hook().step(s.id, stepSourceConfirm)
 	// The target's CAS normally lands within a store round trip of the
@@ -1146,6 +1155,15 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 	nextLeaseCheck := start + targetLeaseCheckAfter
 	for {
 		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
+		if err == nil && s.ownerOf(row) == relocation.EvOwnerGone {
+			// Removed from the mesh while the move waited (reclaimed,
+			// deleted): the target's CAS, conditioned on the row it first
+			// read, can never apply. Stop waiting; the release and the
+			// owner read that follow end the move removed, not Moved.
+			s.o.log.Info("relocation: the object's record is gone while the move awaited the target's commit; ending the move",
+				"object", s.id)
+			return false
+		}
 		if err == nil && !s.stillOurs(row) {
 			// A wait whose first look finds the commit counts in full,
 			// although the commit came during the sleep: counting half
@@ -1234,35 +1252,106 @@ func confirmPace(lag time.Duration) *backoff {
 
 // stillOurs reports whether row still names this source as the owner of
 // the moved generation, as the move found it: only then may the object be
-// taken back here. Anything else can only follow the target's owner CAS —
-// the target named at the next owner generation; the record gone (its new
-// owner ended the object: Destroy or Close right after the move); another
-// ObjectGeneration (ended and created again); a later owner generation
-// (moved on, or replaced by recovery) — so the move is over. Before, a
-// record gone was read as "the target never committed": the source waited
-// for the move's whole deadline (a host command's 5 min, in a try-out
-// with User Spots closed right after their creation) and then took the
-// object back — an instance of a deleted object, serving again here.
+// taken back here. A row found at the moved ObjectGeneration that names
+// anyone else can only follow the target's owner CAS — the target named at
+// the next owner generation, or a later owner generation (moved on) — so
+// the move is over. A row gone, or at another ObjectGeneration, is
+// ownerOf's EvOwnerGone: neither ours nor proof of the target's commit.
 func (s *sourceMove) stillOurs(row authority.AuthorityRow) bool {
 	return row.Found && uint64(row.Record.ObjectGeneration) == s.gen &&
 		authority.PartyOf(row.Record).Equal(authority.PartyOf(s.row.Record)) &&
 		row.Record.AuthorityOwnerGeneration == s.row.Record.AuthorityOwnerGeneration
 }
 
-// readOwner re-reads the authority row after a release found no
-// reservation: did the target commit this move?
+// ownerOf sorts the authority row the move reads after its wait: still
+// this source's (EvOwnerIsSource), the target's or later (EvOwnerIsTarget),
+// or gone (EvOwnerGone: no row, or another ObjectGeneration — the object was
+// removed from the mesh during the move, by an operator's ctl reclaim, the
+// reclaim sweep after this node's lease ended, or a deleted row). Until
+// 2026-12-06 a row gone counted as the target's commit, and the move
+// reported Moved for an object no node owned (an operator try-out: ctl
+// reclaim during a held move). A new owner that ended the object right
+// after the move leaves the row gone too: readOwner tells that case apart
+// by the reservation, which only the target's CAS can have consumed while
+// this node still holds the lease generation the move began under.
+func (s *sourceMove) ownerOf(row authority.AuthorityRow) relocation.SourceEvent {
+	switch {
+	case !row.Found || uint64(row.Record.ObjectGeneration) != s.gen:
+		return relocation.EvOwnerGone
+	case s.stillOurs(row):
+		return relocation.EvOwnerIsSource
+	}
+	return relocation.EvOwnerIsTarget
+}
+
+// discard ends a move whose object was removed from the mesh meanwhile
+// (SrcRemoved): no record names this node, so it must not serve the object
+// again — neither recoverLocal's rebuild nor a reopen. Before relay-ready
+// the object is still hosted and held here: its captured work is put back
+// and it is closed (queued requests answered ErrClosed). After, it was
+// retired already; the Message Follow entry to the target, which will not
+// open it (its CAS cannot apply), is dropped.
+func (s *sourceMove) discard() {
+	o := s.o
+	if s.leftToTarget {
+		return // the node stopped first: nothing is read or dropped
+	}
+	o.follow.Revert(s.followMove())
+	o.mu.Lock()
+	held := o.hosted[s.key] == s.h
+	if held {
+		delete(o.hosted, s.key)
+	}
+	o.mu.Unlock()
+	if held {
+		if len(s.captured.Queue) > 0 {
+			if err := s.h.obj.Requeue(spot.Captured{Queue: s.captured.Queue}); err != nil {
+				o.log.Error("relocation: captured queue not put back", "object", s.id, "err", err)
+			}
+		}
+		s.h.obj.Close()
+	}
+	o.cache.Drop(followKey(s.kind, s.id))
+	o.log.Warn("relocation: the object's record was removed from the store during its move (ctl reclaim, the reclaim sweep, a deleted row); "+
+		"not moved, and served by no node: the state it held is lost", "object", s.id, "kind", s.kind, "generation", s.gen,
+		"target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration))
+}
+
+// readOwner re-reads the authority row after the release: did the target
+// commit this move (the release found no reservation), and is the object
+// still recorded at all (ownerOf)?
 func (s *sourceMove) readOwner() relocation.SourceEvent {
+	if s.leftToTarget {
+		// The node is stopping (release): the object is left to the
+		// target, whatever the row says now.
+		return relocation.EvOwnerIsSource
+	}
 	wait := s.heldRetry("owner read")
 	for {
 		ctx, cancel := s.bg(5 * time.Second)
 		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
 		cancel()
+		ev := relocation.EvOwnerIsSource
+		if err == nil {
+			ev = s.ownerOf(row)
+			if ev == relocation.EvOwnerGone && s.reservationGone {
+				ctx, cancel := s.bg(5 * time.Second)
+				var ended bool
+				ended, err = leaseEnded(ctx, s.o.n.loc, s.self.Owner)
+				cancel()
+				if err == nil && !ended {
+					// Only the target's CAS can have consumed the
+					// reservation (a reclaim needs this node's lease
+					// ended, and it still holds the generation the move
+					// began under): the target committed, and its new
+					// owner ended the object right after — moved.
+					ev = relocation.EvOwnerIsTarget
+				}
+			}
+		}
 		if err == nil {
 			wait.confirmed()
-			if !s.stillOurs(row) {
-				return relocation.EvOwnerIsTarget
-			}
-			return relocation.EvOwnerIsSource
+			return ev
 		}
 		if wait.failed(err) != nil {
 			return relocation.EvOwnerIsSource

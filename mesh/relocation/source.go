@@ -71,16 +71,21 @@ const (
 	// released reservation (DisableRelocation, no capacity, object gone).
 	// Final.
 	SrcRefused
+	// SrcRemoved: the object's authority record was removed from the store
+	// while the move waited for the target's commit (reclaimed, deleted):
+	// no node owns it, so neither side serves it — the source drops what
+	// it held instead of taking it back. Final.
+	SrcRemoved
 )
 
 var sourceStateNames = []string{"start", "securing", "capturing", "recording", "streaming", "relaying",
-	"cancelling", "confirming", "awaiting", "reclaiming", "moved", "recovered", "reopened", "refused"}
+	"cancelling", "confirming", "awaiting", "reclaiming", "moved", "recovered", "reopened", "refused", "removed"}
 
 func (s SourceState) String() string { return enumName(s, sourceStateNames, "SourceState") }
 
 // Final reports whether no event changes s any more.
 func (s SourceState) Final() bool {
-	return s == SrcMoved || s == SrcRecovered || s == SrcReopened || s == SrcRefused
+	return s == SrcMoved || s == SrcRecovered || s == SrcReopened || s == SrcRefused || s == SrcRemoved
 }
 
 // SourceEvent is what happened, fed to Source.Step.
@@ -135,11 +140,17 @@ const (
 	// no re-read could decide whether it applied: the reservation may be
 	// there, holding the target's slots, and must be released.
 	EvSecureUnknown
+	// EvOwnerGone: the authority row is gone, or holds another
+	// ObjectGeneration: the object was removed from the mesh during the
+	// move (reclaimed, deleted) and no node owns it. The target's CAS,
+	// conditioned on the row it first read, can never apply.
+	EvOwnerGone
 )
 
 var sourceEventNames = []string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
-	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen", "secureUnknown"}
+	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen", "secureUnknown",
+	"ownerGone"}
 
 func (e SourceEvent) String() string { return enumName(e, sourceEventNames, "SourceEvent") }
 
@@ -180,7 +191,7 @@ const (
 	// EvReservationGone.
 	ActReleaseCapacity
 	// ActReadOwner: re-read the authority row; answer EvOwnerIsTarget /
-	// EvOwnerIsSource.
+	// EvOwnerIsSource / EvOwnerGone.
 	ActReadOwner
 	// ActRequeue: put the captured work back in front of the ingress hold,
 	// in original order, and re-arm the timers (§9.4 step 2).
@@ -198,11 +209,15 @@ const (
 	// ActRecover: drop the Message Follow entry and restore the object on
 	// the source from the kept payload and the relayed messages.
 	ActRecover
+	// ActDiscard: the object was removed from the mesh during the move:
+	// drop what the source still holds of it (the held instance, the
+	// Message Follow entry) without serving it again, and log it.
+	ActDiscard
 )
 
 var sourceActionNames = []string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
 	"relayHold", "sendCutover", "keepFollow", "freePayload", "sendCancel", "releaseCapacity", "readOwner",
-	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover"}
+	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover", "discard"}
 
 func (a SourceAction) String() string { return enumName(a, sourceActionNames, "SourceAction") }
 
@@ -240,10 +255,16 @@ const (
 	// so the object was left to it (its record kept), neither taken back
 	// nor removed. Set by the driver, not the machine.
 	ReasonLeftToTarget
+	// ReasonRemoved: the object's authority record was removed from the
+	// store during the move (an operator's ctl reclaim, the reclaim sweep
+	// after this node's lease ended, a deleted row): no node owns it any
+	// more, and neither the source nor the target serves it (SrcRemoved).
+	ReasonRemoved
 )
 
 var reasonNames = []string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
-	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed", "leftToTarget"}
+	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed", "leftToTarget",
+	"removed"}
 
 func (r Reason) String() string { return enumName(r, reasonNames, "Reason") }
 
@@ -352,16 +373,24 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			s.state = SrcMoved
 			return []SourceAction{ActFreePayload}, nil
 		case EvDeadline:
-			// The target had until the same deadline for its CAS. Take the
-			// object back only if the target can never commit: releasing
-			// the reservation its CAS needs decides that.
+			// The target had until the same deadline for its CAS (or the
+			// record is gone: the shell stops waiting). Take the object
+			// back only if the target can never commit: releasing the
+			// reservation its CAS needs decides that.
 			s.state = SrcReclaiming
 			return []SourceAction{ActReleaseCapacity}, nil
 		}
 	case SrcReclaiming:
 		switch ev {
 		case EvReleased:
-			return s.recover()
+			// The target can no longer commit; the object is taken back
+			// only if its record still names the source — one read on
+			// this failure path. Before, the source took it back without
+			// reading, and served an object whose record had been removed
+			// (reclaimed) while it waited: an instance nobody could reach
+			// through the store.
+			s.state = SrcConfirming
+			return []SourceAction{ActReadOwner}, nil
 		case EvReservationGone:
 			s.state = SrcConfirming
 			return []SourceAction{ActReadOwner}, nil
@@ -395,6 +424,12 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 				return s.recover()
 			}
 			return s.reopen()
+		case EvOwnerGone:
+			// Removed from the mesh during the move: nobody owns it. Not
+			// Moved (the store never named the target), and not taken
+			// back (no record names the source).
+			s.state, s.reason = SrcRemoved, ReasonRemoved
+			return []SourceAction{ActDiscard, ActFreePayload}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %s in %s", ErrUnexpected, ev, s.state)

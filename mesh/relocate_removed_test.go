@@ -1,0 +1,151 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/hostmove"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// An object's authority record removed while its move waits for the
+// target's commit (an operator's ctl reclaim, the reclaim sweep after the
+// source's lease ended) leaves an object no node owns. The move must say
+// so — NotMoved (removed) — and neither side may serve it: the source must
+// not take it back (no record names it), the target must not open it (its
+// CAS, conditioned on the row it first read, cannot apply). Before, the
+// source read the row gone as the target's commit and reported Moved
+// (operator try-out).
+func TestMoveOfAnObjectRemovedWhileItAwaitsTheCommit(t *testing.T) {
+	c, ctx, ref, src, dst := moveOnSetup(t, "removed-mid-move")
+	atCAS, free := holdTargetCAS(t, c, ref.ActorID, dst)
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+	select {
+	case <-atCAS:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the target never reached its owner CAS")
+	}
+	if err := removeRecord(c, ref.ActorID); err != nil {
+		t.Fatal(err)
+	}
+	// The source ends the move on its own once it reads the row gone; the
+	// target's CAS is let go only after, so that it cannot be what ends it.
+	res := outcomeOf(t, moving)
+	free()
+	if res.Outcome == Moved || res.Reason != relocation.ReasonRemoved.String() {
+		t.Fatalf("move of an object whose record was removed during it: %v (%s), want notMoved (removed)", res.Outcome, res.Reason)
+	}
+	eventually(t, 20*time.Second, "no node hosts the removed object", func() bool {
+		for i, n := range c.nodes {
+			if n == nil {
+				continue
+			}
+			n.obj.mu.Lock()
+			_, hosted := n.obj.hosted[spot.Key{ID: ref.ActorID}]
+			n.obj.mu.Unlock()
+			if hosted {
+				t.Logf("node %d still hosts it", i)
+				return false
+			}
+		}
+		return true
+	})
+	if row := rowOf(t, c, record.ObjectActor, ref.ActorID); row.Found {
+		t.Fatalf("the removed object's record is back: %+v", row.Record)
+	}
+	if _, err := c.m(0).RequestActor(ctx, ref, []byte("after")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("request to the removed object: %v, want ErrNotFound", err)
+	}
+}
+
+// A host command counts an object whose record was removed during its move
+// as Gone (it is on no node), not Failed (which says it stays working here,
+// and which a drain's shutdown counts among what it removes), and ends once.
+func TestHostRelocateCountsAnObjectRemovedDuringItsMoveGone(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 60*time.Second)
+	_, mine := createUntil(t, ctx, c, "hostremoved", 1, 2)
+	victim := mine[0]
+	atCAS, free := holdTargetCAS(t, c, victim.ActorID, 0, 2, 3)
+	go func() {
+		select {
+		case <-atCAS:
+		case <-ctx.Done():
+			return
+		}
+		if err := removeRecord(c, victim.ActorID); err != nil {
+			t.Error(err)
+		}
+	}()
+	var ends int
+	var mu sync.Mutex
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{MaxConcurrent: 2, Progress: func(p HostProgress) {
+		if p.End != hostmove.Open {
+			mu.Lock()
+			ends++
+			mu.Unlock()
+		}
+	}})
+	free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ends != 1 || res.End != hostmove.Completed {
+		t.Fatalf("end %s reported %d times, want Completed once", res.End, ends)
+	}
+	for _, o := range res.Objects {
+		switch {
+		case o.Object.ID == victim.ActorID:
+			if o.Outcome != hostmove.Gone || !strings.HasPrefix(o.Reason, relocation.ReasonRemoved.String()) {
+				t.Fatalf("%s, removed during its move: %s (%s), want gone (removed…)", o.Object.ID, o.Outcome, o.Reason)
+			}
+		case o.Outcome != hostmove.Moved:
+			t.Errorf("%s: %s (%s), want moved", o.Object.ID, o.Outcome, o.Reason)
+		}
+	}
+	if p := res.Progress; p.Gone != 1 || p.Failed != 0 || len(res.NotMoved()) != 0 {
+		t.Fatalf("progress %+v, not moved %v: want the removed object counted gone, nothing left here", p, res.NotMoved())
+	}
+}
+
+// holdTargetCAS holds the move of id at its target's owner CAS on each of
+// the nodes: atCAS closes when one reaches it, free lets it go (also at
+// the test's end).
+func holdTargetCAS(t *testing.T, c *cluster, id string, nodes ...int) (atCAS <-chan struct{}, free func()) {
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once, freed sync.Once
+	free = func() { freed.Do(func() { close(release) }) }
+	for _, i := range nodes {
+		o := c.nodes[i].obj
+		o.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+			if oid == id && step == stepTargetCAS {
+				once.Do(func() { close(reached) })
+				<-release
+			}
+		}})
+		t.Cleanup(func() { o.hooks.Store(nil) })
+	}
+	t.Cleanup(free)
+	return reached, free
+}
+
+// removeRecord deletes the Actor id's authority row, as ctl reclaim or the
+// reclaim sweep would (without their checks).
+func removeRecord(c *cluster, id string) error {
+	key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
+	if err != nil {
+		return err
+	}
+	_, err = c.f.loc.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Delete(key)}})
+	return err
+}
