@@ -29,12 +29,6 @@ func (s IgnoredSettings) String() string {
 	return fmt.Sprintf("%s: redis settings (%s) are ignored: provider is %s", s.Store, strings.Join(s.Keys, ", "), provider)
 }
 
-// usedWithoutRedis are the redis.* keys the node reads whatever the
-// provider, which are therefore not ignored: a discovery round is bounded
-// by the lease's renew interval plus the Location Store's operation
-// timeout (mesh.Node.Discover).
-var usedWithoutRedis = map[string]bool{"location_store.redis.operation_timeout": true}
-
 // IgnoredStoreSettings returns, for each store whose provider is not redis
 // (memory or none), the redis.* keys that were set: by the user — Load
 // read them from the file, the environment or a flag, even at their
@@ -58,7 +52,7 @@ func (c Config) IgnoredStoreSettings() []IgnoredSettings {
 		prefix := st.name + ".redis."
 		var keys []string
 		for _, k := range schema {
-			if !strings.HasPrefix(k.path, prefix) || usedWithoutRedis[k.path] {
+			if !strings.HasPrefix(k.path, prefix) {
 				continue
 			}
 			if c.setByUser(k.path) || c.setByProgram(k, def) {

@@ -56,9 +56,11 @@ relocation_store:
 			line: "relocation_store: redis settings (addrs) are ignored: provider is not set (no store)"},
 		{name: "an empty environment variable is not a setting", env: []string{"MESHNODE_LOCATION_STORE__REDIS__ADDRS="},
 			args: []string{"--location_store.provider=memory"}},
-		// Discovery rounds are bounded by it whatever the provider.
-		{name: "the location store's operation timeout is used with memory too",
-			args: []string{"--location_store.provider=memory", "--location_store.redis.operation_timeout=5s"}},
+		// A redis.* key is Redis's only: discovery rounds of a memory store
+		// are bounded by lease.renew_timeout (mesh.discoveryRoundBound).
+		{name: "the location store's operation timeout is ignored with memory",
+			args: []string{"--location_store.provider=memory", "--location_store.redis.operation_timeout=5s"},
+			want: []IgnoredSettings{{Store: "location_store", Provider: ProviderMemory, Keys: []string{"operation_timeout"}}}},
 		{name: "set by the program", args: []string{"--location_store.provider=memory"},
 			edit: func(c *Config) {
 				c.LocationStore.Redis.Addrs = []string{"r:6379"}

@@ -789,6 +789,21 @@ func (d *discoveryFailures) answered() (ended discoveryFailures, ok bool) {
 	return ended, ended.rounds > 0
 }
 
+// discoveryRoundBound bounds one discovery round: the renew interval plus
+// the time one Location Store call may take — the Redis provider's
+// operation_timeout with provider redis, and otherwise lease.renew_timeout,
+// the provider-neutral bound of one store call. A location_store.redis.*
+// key used to bound the rounds of a memory store too, which a user reading
+// the key's name would not expect (config.IgnoredStoreSettings now lists it
+// as ignored there).
+func discoveryRoundBound(cfg config.Config) time.Duration {
+	call := cfg.Lease.RenewTimeout
+	if cfg.LocationStore.Provider == config.ProviderRedis {
+		call = cfg.LocationStore.Redis.OperationTimeout
+	}
+	return cfg.Lease.RenewInterval + call
+}
+
 // Discover runs one discovery round: read the whole descriptor list as one
 // same-point-in-time list, check each host's owner lease, and connect to
 // (or drop) peers accordingly. During a store failure the last complete
@@ -797,7 +812,7 @@ func (d *discoveryFailures) answered() (ended discoveryFailures, ok bool) {
 func (n *Node) Discover(ctx context.Context) error {
 	n.discoverMu.Lock()
 	defer n.discoverMu.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, n.cfg.Lease.RenewInterval+n.cfg.LocationStore.Redis.OperationTimeout)
+	rctx, cancel := context.WithTimeout(ctx, discoveryRoundBound(n.cfg))
 	defer cancel()
 	// The Tracker reads only what may have changed since the last round:
 	// the change counter always, the list when it moved, a lease when it
