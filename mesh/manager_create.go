@@ -793,21 +793,27 @@ func putUint64(b []byte, v uint64) {
 }
 
 // backoff is the polling pause of a waiting caller: 2 ms doubling to 50 ms
-// (newBackoff). flat pauses of d come first when flat is set.
+// (newBackoff). flat pauses of d come first when flat is set; ceil, when
+// set, replaces the 50 ms.
 type backoff struct {
 	d    time.Duration
 	flat int
+	ceil time.Duration
 }
 
 func newBackoff() *backoff { return &backoff{d: 2 * time.Millisecond} }
 
 // next returns the next pause: d while flat pauses are left, then d
-// doubling, up to the first value at or past 50 ms.
+// doubling, up to the first value at or past 50 ms (or ceil).
 func (b *backoff) next() time.Duration {
 	d := b.d
+	ceil := b.ceil
+	if ceil <= 0 {
+		ceil = 50 * time.Millisecond
+	}
 	if b.flat > 0 {
 		b.flat--
-	} else if b.d < 50*time.Millisecond {
+	} else if b.d < ceil {
 		b.d *= 2
 	}
 	return d

@@ -215,7 +215,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	defer func() {
 		if err != nil {
-			n.teardown(context.Background())
+			n.teardown(context.Background(), nil)
 		}
 	}()
 
@@ -1009,7 +1009,10 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 // stores the node opened. It completes exactly
 // once; later calls return the first result. ctx bounds the store work; when
 // it ends first the remaining steps still run (ForceStopped) and every
-// goroutine, timer and socket is gone when Close returns.
+// goroutine, timer and socket is gone when Close returns. The store steps
+// are retried while the store does not answer, within ctx and
+// shutdown_deadline; those still undone then are one
+// *ShutdownIncompleteError.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
@@ -1026,9 +1029,12 @@ func (n *Node) Close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	var errs []error
+	var drainingErr error
 	if n.lease.Gate().Open() {
+		// One try: the stopped publish below supersedes it, and is the
+		// one retried while the store does not answer.
 		if err := n.publishDrainingState(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("publish draining: %w", err))
+			drainingErr = fmt.Errorf("publish draining: %w", err)
 		}
 	}
 	// §11: stop accepting object work; orders in flight finish and queued
@@ -1040,24 +1046,39 @@ func (n *Node) Close(ctx context.Context) error {
 	close(n.stop)
 	n.wg.Wait()
 	// §11: sweep this host run's authority rows (never descriptors) while
-	// the lease still proves ownership, then publish stopped.
+	// the lease still proves ownership, then publish stopped. Each store
+	// step is retried while the store does not answer, within the deadline
+	// (retryStoreStep); what stays undone is one ShutdownIncompleteError.
+	var steps shutdownSteps
 	swept := false
 	if n.lease.Gate().Open() {
-		if _, err := n.sweepAuthority(ctx); err != nil {
-			errs = append(errs, err)
+		err := n.retryStoreStep(ctx, stepSweep, true, func(ctx context.Context) error {
+			_, err := n.sweepAuthority(ctx)
+			return err
+		})
+		if err != nil {
+			steps.failed(stepSweep, err)
 		} else {
 			swept = true
 		}
 	}
 	if n.lease.Gate().Open() {
-		if err := n.publish(ctx, record.StateStopped); err != nil {
-			errs = append(errs, fmt.Errorf("publish stopped: %w", err))
+		err := n.retryStoreStep(ctx, stepStopped, true, func(ctx context.Context) error {
+			return n.publish(ctx, record.StateStopped)
+		})
+		if err != nil {
+			steps.failed(stepStopped, fmt.Errorf("publish stopped: %w", err))
 		}
+	} else if drainingErr != nil {
+		// Neither state got out and the lease no longer lets this run
+		// write: the draining failure is the one to report.
+		errs = append(errs, drainingErr)
 	}
 	if h := n.obj.hook().closeStep; h != nil {
 		h(closeStoppedPublished)
 	}
-	n.closeErr = errors.Join(append(errs, n.teardown(ctx))...)
+	tdErr := n.teardown(ctx, &steps)
+	n.closeErr = errors.Join(append([]error{steps.result(ctx)}, append(errs, tdErr)...)...)
 	n.swept = swept // read after done is closed (sweptOnClose)
 	if ctx.Err() != nil {
 		n.log.Warn("shutdown deadline passed: force-stopped", "err", n.closeErr)
@@ -1083,7 +1104,11 @@ const transportFlushWait = 2 * time.Second
 
 // teardown releases the lease and closes transport and owned stores; it is
 // also the cleanup of a failed Start.
-func (n *Node) teardown(ctx context.Context) error {
+//
+// steps, set by Close, makes the lease release and the descriptor removal
+// retried while the store does not answer (within ctx) and records them
+// there when they stay undone; nil (a failed Start) tries each once.
+func (n *Node) teardown(ctx context.Context, steps *shutdownSteps) error {
 	var errs []error
 	n.stopAdmin()
 	if n.obj != nil {
@@ -1094,13 +1119,30 @@ func (n *Node) teardown(ctx context.Context) error {
 		n.obj.endPassOns(ctx)
 	}
 	if n.lease != nil {
-		if err := n.lease.Release(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("release lease: %w", err))
+		var wait func(context.Context) error
+		if steps != nil {
+			pace, said := shutdownPace(), false
+			wait = func(ctx context.Context) error {
+				if !said {
+					said = true
+					n.log.Warn("shutdown: the store does not answer; retrying until it does or shutdown_deadline passes",
+						"step", stepRelease)
+				}
+				return pace.sleep(ctx)
+			}
+		}
+		if err := n.lease.ReleaseRetrying(ctx, wait); err != nil {
+			if steps != nil {
+				steps.failed(stepRelease, fmt.Errorf("release owner lease: %w", err))
+				steps.notDone[stepRemoveStopped] = true // only once the lease is gone
+			} else {
+				errs = append(errs, fmt.Errorf("release lease: %w", err))
+			}
 		} else if n.pub != nil {
 			// Also when the stopped publish's answer was lost: ReclaimKey
 			// deletes only a descriptor that says stopped (or is older
 			// than MinAge) once the lease is gone.
-			n.removeStoppedDescriptor(ctx)
+			n.removeStoppedDescriptor(ctx, steps)
 		}
 		n.lease.Close()
 	}
@@ -1130,13 +1172,28 @@ func (n *Node) teardown(ctx context.Context) error {
 // stop: it says `stopped` and the lease is released, so it is of no more
 // use to anyone, and left in place it would stay listed (ctl topology) until
 // another node's reclaim round. directory.ReclaimKey keeps the §11 rule: the
-// delete holds only while the lease is gone. A failure only leaves the
-// descriptor for the other nodes' reclaim, so it is logged, not returned.
-func (n *Node) removeStoppedDescriptor(ctx context.Context) {
-	res, err := directory.ReclaimKey(ctx, n.loc, n.pub.Key(), directory.ReclaimOptions{Logger: n.log})
+// delete holds only while the lease is gone. With steps (Close) it is
+// retried while the store does not answer, and a failure recorded there;
+// either way it only leaves the descriptor for the other nodes' reclaim.
+func (n *Node) removeStoppedDescriptor(ctx context.Context, steps *shutdownSteps) {
+	var res directory.ReclaimResult
+	remove := func(ctx context.Context) error {
+		var err error
+		res, err = directory.ReclaimKey(ctx, n.loc, n.pub.Key(), directory.ReclaimOptions{Logger: n.log})
+		return err
+	}
+	var err error
+	if steps != nil {
+		err = n.retryStoreStep(ctx, stepRemoveStopped, false, remove)
+	} else {
+		err = remove(ctx)
+	}
 	switch {
 	case err != nil:
 		n.log.Warn("stopped descriptor not removed; the other nodes reclaim it", "err", err)
+		if steps != nil {
+			steps.failed(stepRemoveStopped, fmt.Errorf("remove descriptor: %w", err))
+		}
 	case res.Deleted == 1:
 		n.log.Info("stopped descriptor removed")
 	}

@@ -924,11 +924,31 @@ func (m *Manager) stopLoop() {
 // alone and Release returns nil. A store failure is returned (the record
 // then expires after at most the TTL); the gate stays closed either way.
 func (m *Manager) Release(ctx context.Context) error {
-	m.releaseOnce.Do(func() { m.releaseErr = m.release(ctx) })
+	return m.ReleaseRetrying(ctx, nil)
+}
+
+// ReleaseRetrying is Release, but after a store failure of the delete (or
+// of the re-read before it) it calls wait and, when wait returns nil,
+// tries again — re-reading first, since the failed delete may have
+// applied (§10). wait paces the attempts and ends them (a non-nil error:
+// the store failure is returned). A stopping node uses it so that a store
+// outage of a few seconds does not leave its lease record to expire by its
+// TTL (mesh.Node.Close). A nil wait is Release. Like Release it runs once.
+func (m *Manager) ReleaseRetrying(ctx context.Context, wait func(context.Context) error) error {
+	m.releaseOnce.Do(func() { m.releaseErr = m.release(ctx, wait) })
 	return m.releaseErr
 }
 
-func (m *Manager) release(ctx context.Context) error {
+// retryRelease reports whether release tries its delete again after err:
+// a store failure (not a loss of the store's data) that wait allows.
+func retryRelease(ctx context.Context, err error, wait func(context.Context) error) bool {
+	if wait == nil || !errors.Is(err, locstore.ErrUnavailable) || errors.Is(err, locstore.ErrDataLost) {
+		return false
+	}
+	return wait(ctx) == nil
+}
+
+func (m *Manager) release(ctx context.Context, wait func(context.Context) error) error {
 	// Close the gate before anything else: no new work may start while the
 	// record is going away.
 	m.gate.shut(ErrLeaseReleased)
@@ -951,6 +971,10 @@ func (m *Manager) release(ctx context.Context) error {
 		if uncertain {
 			rr, _, err := m.read(ctx, m.key)
 			if err != nil {
+				if retryRelease(ctx, err, wait) {
+					attempt-- // attempts counts conflicts, not store failures
+					continue
+				}
 				return fmt.Errorf("lease: release: re-read of the owner-lease record: %w", err)
 			}
 			if l, derr := decodeOwnerLease(rr.Value); !rr.Found || derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
@@ -967,6 +991,12 @@ func (m *Manager) release(ctx context.Context) error {
 		err = annotate(cctx, err)
 		done()
 		if err != nil {
+			if retryRelease(ctx, err, wait) {
+				// The delete may have applied: re-read before the next.
+				uncertain = true
+				attempt-- // attempts counts conflicts, not store failures
+				continue
+			}
 			m.logger().Warn("owner lease release failed; the record expires by its TTL", "err", err)
 			return fmt.Errorf("lease: release: %w", err)
 		}
