@@ -1038,3 +1038,32 @@ func TestLossLineSaysWhatComesNext(t *testing.T) {
 		})
 	}
 }
+
+// ReleaseRetrying, after a delete that failed with its answer lost (it
+// applied) and a store down for a while, re-reads and finishes: the record
+// is gone and the result is nil, where Release returns the store error.
+func TestReleaseRetryingRidesOutAStoreFailure(t *testing.T) {
+	e := newEnv(t)
+	m := e.acquire()
+	e.waitIdle(m, 2)
+	e.store.onceWrite(applyThenFail) // the delete applies, its answer is lost
+	waits := 0
+	err := m.ReleaseRetrying(context.Background(), func(context.Context) error {
+		if waits++; waits == 1 {
+			e.store.setModes(fail, fail) // down for the next try
+		} else {
+			e.store.setModes(pass, pass) // back
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ReleaseRetrying = %v, want nil once the store answered", err)
+	}
+	if waits < 2 {
+		t.Fatalf("%d waits, want at least 2 (a lost answer, then a failure)", waits)
+	}
+	if _, rr := e.readRecord(m); rr.Found {
+		t.Fatal("owner-lease record still stored after ReleaseRetrying")
+	}
+	e.expect(lease.EventReleased)
+}
