@@ -34,7 +34,7 @@ type ShutdownIncompleteError struct {
 }
 
 func (e *ShutdownIncompleteError) Error() string {
-	why := "the store refused"
+	why := "a store step failed for good"
 	if e.Deadline {
 		why = "the store did not answer before shutdown_deadline"
 	}
