@@ -25,11 +25,20 @@ func TestMovedRequestAnswerReachesAnUndiscoveredRequester(t *testing.T) {
 		t.Cleanup(func() { _ = n.Close(context.Background()) })
 		return n
 	}
-	// The answering node discovers once, in Start, before the requester
-	// exists; the requester's Start finds it and links to it.
+	// The answering node discovers once, when its loop begins (right after
+	// Start returns), and the requester starts only once that round is
+	// over — on a loaded machine the round could otherwise run after the
+	// requester published and find it; the requester's first round finds
+	// the answering node and links to it.
 	answering := start("movedreply", time.Hour)
-	requester := start("movedreply", time.Hour)
 	ctx := ctxT(t, 10*time.Second)
+	for answering.listSeq.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the answering node's first discovery round did not end")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	requester := start("movedreply", time.Hour)
 	if err := requester.WaitPeers(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
