@@ -43,6 +43,71 @@ func TestMoveOfAnObjectRemovedWhileItAwaitsTheCommit(t *testing.T) {
 	if res.Outcome == Moved || res.Reason != relocation.ReasonRemoved.String() {
 		t.Fatalf("move of an object whose record was removed during it: %v (%s), want notMoved (removed)", res.Outcome, res.Reason)
 	}
+	servedByNobody(t, ctx, c, ref)
+}
+
+// The same removal while the source still holds the object before
+// relay-ready (the target's Restore blocked): the move is cancelled and
+// its reservation release succeeds, so the target can no longer commit —
+// but the source must not reopen the object either, since no record names
+// it any more. It ends NotMoved (removed), the held instance is closed and
+// the request queued in its hold is answered with an error, not run.
+// Before, the release path reopened the object without reading the record:
+// it served on the source with no record naming it.
+func TestMoveCancelledBeforeRelayReadyOfAnObjectRemovedMeanwhile(t *testing.T) {
+	f := newFixture(t)
+	c, ctl := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	ref := recorder(t, ctx, c, "removed-while-held", failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+	b := ctl.block(ref.ActorID, nil)
+	defer func() {
+		select {
+		case <-b.release:
+		default:
+			close(b.release)
+		}
+	}()
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+	waitClosed(t, b.started, "the target's Restore to start")
+	queued := make(chan error, 1)
+	go func() {
+		_, err := c.m(0).RequestActor(ctx, ref, []byte("queued"))
+		queued <- err
+	}()
+	eventually(t, 20*time.Second, "the request queued in the source's hold", func() bool {
+		o := c.nodes[src].obj
+		o.mu.Lock()
+		h := o.hosted[spot.Key{ID: ref.ActorID}]
+		o.mu.Unlock()
+		return h != nil && h.obj.Queued() > 0
+	})
+	if err := removeRecord(c, ref.ActorID); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	res := outcomeOf(t, moving)
+	if res.Outcome == Moved || res.Reason != relocation.ReasonRemoved.String() {
+		t.Fatalf("cancelled move of an object whose record was removed while held: %v (%s), want notMoved (removed)", res.Outcome, res.Reason)
+	}
+	select {
+	case err := <-queued:
+		if err == nil {
+			t.Fatal("the request queued in the hold ran on the removed object")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request queued in the hold was never answered")
+	}
+	close(b.release)
+	servedByNobody(t, ctx, c, ref)
+}
+
+// servedByNobody checks that no node hosts the removed Actor ref, that its
+// record stays gone and that a request to it finds nothing.
+func servedByNobody(t *testing.T, ctx context.Context, c *cluster, ref ActorRef) {
+	t.Helper()
 	eventually(t, 20*time.Second, "no node hosts the removed object", func() bool {
 		for i, n := range c.nodes {
 			if n == nil {

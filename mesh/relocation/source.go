@@ -46,8 +46,10 @@ const (
 	// SrcCancelling: §9.4 cleanup; the target's reservation is being
 	// released.
 	SrcCancelling
-	// SrcConfirming: the release found no reservation: the target may have
-	// committed already. The authority row decides (see ReservationGone).
+	// SrcConfirming: the release found no reservation (the target may have
+	// committed already), or released it after the object left or was held
+	// (is it still recorded at all?). The authority row decides (see
+	// ReservationGone, OwnerGone).
 	SrcConfirming
 	// SrcAwaiting: cutover submitted; the source follows the object and
 	// reads the store until it names the target (it never waits for a
@@ -72,9 +74,9 @@ const (
 	// Final.
 	SrcRefused
 	// SrcRemoved: the object's authority record was removed from the store
-	// while the move waited for the target's commit (reclaimed, deleted):
-	// no node owns it, so neither side serves it — the source drops what
-	// it held instead of taking it back. Final.
+	// while the move held the object or waited for the target's commit
+	// (reclaimed, deleted): no node owns it, so neither side serves it —
+	// the source drops what it held instead of taking it back. Final.
 	SrcRemoved
 )
 
@@ -398,6 +400,18 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 	case SrcCancelling:
 		switch ev {
 		case EvReleased:
+			if s.captured {
+				// The target can no longer commit, but the held object
+				// is reopened only if its record still names the source
+				// — one read, on this failure path only. Before, it was
+				// reopened unread: a record removed meanwhile (ctl
+				// reclaim, a deleted row; or the reason RecordCaptured
+				// was refused) left it serving here with no record
+				// naming it.
+				s.state = SrcConfirming
+				return []SourceAction{ActReadOwner}, nil
+			}
+			// Nothing was held: the object never stopped serving.
 			return s.reopen()
 		case EvReservationGone:
 			if !s.sent {
