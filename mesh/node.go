@@ -1049,6 +1049,10 @@ func (n *Node) Close(ctx context.Context) error {
 	// the lease still proves ownership, then publish stopped. Each store
 	// step is retried while the store does not answer, within the deadline
 	// (retryStoreStep); what stays undone is one ShutdownIncompleteError.
+	// A lease that ended before (lost, expired: a store outage longer
+	// than lease.ttl) skips them — nothing may be written in this run's
+	// name — and that is reported too: it used to be silent, and the
+	// process exited 0 with its descriptor and records left.
 	var steps shutdownSteps
 	swept := false
 	if n.lease.Gate().Open() {
@@ -1061,6 +1065,8 @@ func (n *Node) Close(ctx context.Context) error {
 		} else {
 			swept = true
 		}
+	} else {
+		steps.leaseGone(stepSweep, n.leaseEndedReason())
 	}
 	if n.lease.Gate().Open() {
 		err := n.retryStoreStep(ctx, stepStopped, true, func(ctx context.Context) error {
@@ -1069,10 +1075,13 @@ func (n *Node) Close(ctx context.Context) error {
 		if err != nil {
 			steps.failed(stepStopped, fmt.Errorf("publish stopped: %w", err))
 		}
-	} else if drainingErr != nil {
-		// Neither state got out and the lease no longer lets this run
-		// write: the draining failure is the one to report.
-		errs = append(errs, drainingErr)
+	} else {
+		steps.leaseGone(stepStopped, n.leaseEndedReason())
+		if drainingErr != nil {
+			// Neither state got out: the draining failure is the last
+			// store error, in the same one line.
+			steps.failed(stepStopped, drainingErr)
+		}
 	}
 	if h := n.obj.hook().closeStep; h != nil {
 		h(closeStoppedPublished)
@@ -1087,6 +1096,19 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	close(n.done)
 	return n.closeErr
+}
+
+// leaseEndedReason is why the owner lease no longer admits writes in this
+// run's name: the loss as reported (with its cause) or the gate's reason
+// (its local deadline passed without a renewal).
+func (n *Node) leaseEndedReason() error {
+	if err := n.LeaseLost(); err != nil {
+		return err
+	}
+	if err := n.lease.Gate().Admit(); err != nil {
+		return err
+	}
+	return lease.ErrLeaseExpired // the gate closed and reopened in between
 }
 
 // sweptOnClose reports, once Close has returned, whether its §11 sweep
@@ -1196,6 +1218,12 @@ func (n *Node) removeStoppedDescriptor(ctx context.Context, steps *shutdownSteps
 		}
 	case res.Deleted == 1:
 		n.log.Info("stopped descriptor removed")
+	case res.Young+res.Live > 0 && steps != nil:
+		// Still this run's, and not stopped (the lease ended before the
+		// stopped publish, or its answer failed): ReclaimKey keeps it as
+		// a crashed run's trace, and so does this run (§11: a descriptor
+		// goes only by its lease's expiry and the reclaim rule).
+		steps.undone(stepRemoveStopped)
 	}
 }
 

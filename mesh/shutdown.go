@@ -21,47 +21,68 @@ const (
 
 // ShutdownIncompleteError is Close's (and a drain's) error when store steps
 // of the §11 shutdown did not complete: the store did not answer before the
-// shutdown deadline, or refused for good. It says in one line which steps
-// were not done and what they leave in the store, so that an operator
-// reading `meshnode run: shutdown: …` knows what is left and that the other
-// nodes clean it up. Err is the last store error (errors.Is works through
-// it, e.g. locstore.ErrUnavailable).
+// shutdown deadline, refused for good, or the owner lease had ended before
+// the steps that write in this run's name (LeaseEnded). It says in one line
+// which steps were not done and what they leave in the store, so that an
+// operator reading `meshnode run: shutdown: …` knows what is left and that
+// the other nodes clean it up. Err is the last store error (errors.Is works
+// through it, e.g. locstore.ErrUnavailable, and through LeaseEnded, e.g.
+// lease.ErrLeaseLost).
 type ShutdownIncompleteError struct {
 	NotDone  []string // the steps not done, in the shutdown's order
 	Left     []string // what they leave behind
 	Deadline bool     // the shutdown deadline ended the retries
-	Err      error
+	// LeaseEnded is why the owner lease no longer admitted writes in this
+	// run's name when the shutdown reached them (lost, expired); nil when
+	// it did.
+	LeaseEnded error
+	Err        error
 }
 
 func (e *ShutdownIncompleteError) Error() string {
-	why := "a store step failed for good"
-	if e.Deadline {
-		why = "the store did not answer before shutdown_deadline"
+	var why []string
+	if e.LeaseEnded != nil {
+		why = append(why, "the owner lease ended before the shutdown, nothing may be written in this run's name: "+oneLine(e.LeaseEnded))
 	}
-	cause := "none"
+	switch {
+	case e.Deadline:
+		why = append(why, "the store did not answer before shutdown_deadline")
+	case e.Err != nil || e.LeaseEnded == nil:
+		why = append(why, "a store step failed for good")
+	}
+	msg := fmt.Sprintf("incomplete (%s): not done: %s; left behind: %s",
+		strings.Join(why, "; "), strings.Join(e.NotDone, ", "), strings.Join(e.Left, "; "))
 	if e.Err != nil {
-		// One line: a sweep's error joins one error per record.
-		cause = strings.ReplaceAll(e.Err.Error(), "\n", "; ")
+		msg += "; last error: " + oneLine(e.Err)
 	}
-	return fmt.Sprintf("incomplete (%s): not done: %s; left behind: %s; last error: %s",
-		why, strings.Join(e.NotDone, ", "), strings.Join(e.Left, "; "), cause)
+	return msg
 }
 
-// Unwrap exposes the last store error.
-func (e *ShutdownIncompleteError) Unwrap() error { return e.Err }
+// oneLine is err's text on one line: a sweep's error joins one error per
+// record.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// Unwrap exposes the last store error and why the lease ended.
+func (e *ShutdownIncompleteError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Err, e.LeaseEnded} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
 
 // shutdownSteps records, for one Close, the store steps that did not
-// complete and the last store error.
+// complete, the last store error and why the lease ended.
 type shutdownSteps struct {
-	notDone map[string]bool
-	last    error
+	notDone    map[string]bool
+	last       error
+	leaseEnded error
 }
 
 func (s *shutdownSteps) failed(step string, err error) {
-	if s.notDone == nil {
-		s.notDone = map[string]bool{}
-	}
-	s.notDone[step] = true
+	s.undone(step)
 	// A step tried again after the deadline fails with the deadline; the
 	// store's own error met before says more to the operator.
 	if s.last == nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -69,12 +90,28 @@ func (s *shutdownSteps) failed(step string, err error) {
 	}
 }
 
+// leaseGone records step as not done because the owner lease no longer
+// admits writes in this run's name (reason: the gate's, or the loss's).
+func (s *shutdownSteps) leaseGone(step string, reason error) {
+	s.undone(step)
+	if s.leaseEnded == nil {
+		s.leaseEnded = reason
+	}
+}
+
+func (s *shutdownSteps) undone(step string) {
+	if s.notDone == nil {
+		s.notDone = map[string]bool{}
+	}
+	s.notDone[step] = true
+}
+
 // result is the ShutdownIncompleteError of the steps not done, or nil.
 func (s *shutdownSteps) result(ctx context.Context) error {
 	if len(s.notDone) == 0 {
 		return nil
 	}
-	e := &ShutdownIncompleteError{Deadline: ctx.Err() != nil, Err: s.last}
+	e := &ShutdownIncompleteError{Deadline: ctx.Err() != nil, LeaseEnded: s.leaseEnded, Err: s.last}
 	for _, step := range []string{stepSweep, stepStopped, stepRelease, stepRemoveStopped} {
 		if s.notDone[step] {
 			e.NotDone = append(e.NotDone, step)
@@ -88,7 +125,10 @@ func (s *shutdownSteps) result(ctx context.Context) error {
 	}
 	switch {
 	case s.notDone[stepStopped]:
-		e.Left = append(e.Left, "the descriptor (not stopped), for reclaim by the other nodes once the owner lease has expired")
+		// directory.ReclaimKey keeps a descriptor that does not say
+		// stopped for DefaultReclaimAge, as the trace of a run that ended
+		// otherwise; this run's own removal keeps that rule.
+		e.Left = append(e.Left, "the descriptor (not stopped), for reclaim by the other nodes once the owner lease has expired (kept up to an hour, as a crashed run's; a restart under the same routing id takes it over)")
 	case s.notDone[stepRelease] || s.notDone[stepRemoveStopped]:
 		e.Left = append(e.Left, "the stopped descriptor, for reclaim by the other nodes")
 	}

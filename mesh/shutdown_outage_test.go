@@ -25,6 +25,7 @@ type shutdownOutageStore struct {
 	leasePrefix string
 	mu          sync.Mutex
 	down        bool
+	leaseDown   bool // the owner lease's calls fail too (with down): it expires
 	failFirst   int
 	failed      map[string]int
 }
@@ -39,6 +40,12 @@ func (s *shutdownOutageStore) fail(kind string) error {
 	return &locstore.ProviderError{Provider: "test", Op: kind, Err: errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")}
 }
 
+func (s *shutdownOutageStore) leaseFails() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaseDown
+}
+
 func (s *shutdownOutageStore) failures() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -50,7 +57,7 @@ func (s *shutdownOutageStore) failures() map[string]int {
 }
 
 func (s *shutdownOutageStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
-	if !strings.HasPrefix(key, s.leasePrefix) {
+	if !strings.HasPrefix(key, s.leasePrefix) || s.leaseFails() {
 		if err := s.fail("read"); err != nil {
 			return locstore.ReadResult{}, err
 		}
@@ -73,6 +80,8 @@ func (s *shutdownOutageStore) Write(ctx context.Context, req locstore.WriteReque
 			kind = "write"
 		case m.Kind == locstore.MutDelete && kind == "":
 			kind = "lease delete" // the release, not a renewal
+		case s.leaseFails() && kind == "":
+			kind = "lease write"
 		}
 	}
 	if kind != "" {
