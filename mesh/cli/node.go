@@ -102,10 +102,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	select {
 	case <-ctx.Done():
 	case <-node.Done():
-		// Stopped from its admin listener (POST /v1/relocate with drain):
-		// the drain already ran the orderly shutdown.
-		fmt.Fprintln(stdout, "meshnode: node stopped (drained through the admin listener)")
-		return ExitOK
+		return adminStopped(node, stdout, stderr)
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownDeadline)
 	defer cancel()
@@ -125,6 +122,21 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = node.Close(closeCtx)
 	}
 	if err != nil {
+		fmt.Fprintf(stderr, "meshnode run: shutdown: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// adminStopped is how run ends when the node stopped from its admin
+// listener (POST /v1/relocate with drain): the drain already ran the
+// orderly shutdown, and Close returns its result — an incomplete one (a
+// store outage, a lease that ended: *mesh.ShutdownIncompleteError) is
+// printed and exits 1, as after a signal's drain. Until 2026-12-06 it
+// exited 0 without looking.
+func adminStopped(node interface{ Close(context.Context) error }, stdout, stderr io.Writer) int {
+	fmt.Fprintln(stdout, "meshnode: node stopped (drained through the admin listener)")
+	if err := node.Close(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "meshnode run: shutdown: %v\n", err)
 		return ExitError
 	}

@@ -193,3 +193,36 @@ func TestRunWarnsOfIgnoredStoreSettings(t *testing.T) {
 		})
 	}
 }
+
+type closeResult struct{ err error }
+
+func (c closeResult) Close(context.Context) error { return c.err }
+
+// TestAdminStoppedReportsAnIncompleteShutdown: a node stopped by a drain
+// through its admin listener ends run with the shutdown's own result — an
+// incomplete shutdown is printed and exits 1 (it exited 0 without looking).
+func TestAdminStoppedReportsAnIncompleteShutdown(t *testing.T) {
+	incomplete := &mesh.ShutdownIncompleteError{NotDone: []string{"publish stopped"}}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		want    int
+		wantErr bool
+	}{
+		{name: "complete", want: ExitOK},
+		{name: "incomplete", err: incomplete, want: ExitError, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if got := adminStopped(closeResult{tc.err}, &out, &errOut); got != tc.want {
+				t.Fatalf("exit %d, want %d (stderr %q)", got, tc.want, errOut.String())
+			}
+			if !strings.Contains(out.String(), "drained through the admin listener") {
+				t.Fatalf("stdout %q", out.String())
+			}
+			if has := strings.Contains(errOut.String(), "meshnode run: shutdown: "); has != tc.wantErr {
+				t.Fatalf("stderr %q, want the shutdown's error: %v", errOut.String(), tc.wantErr)
+			}
+		})
+	}
+}
