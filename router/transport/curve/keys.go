@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/curve25519"
+	naclbox "golang.org/x/crypto/nacl/box"
 	"golang.org/x/crypto/nacl/secretbox"
-	"golang.org/x/crypto/salsa20/salsa"
 )
 
 // KeySize is the size of every Curve25519 key, public or secret.
@@ -141,20 +141,18 @@ func ParseKeyList(r io.Reader) ([]Key, error) {
 	return keys, nil
 }
 
-var zero16 [16]byte
-
-// sharedKey is crypto_box_beforenm (X25519 then HSalsa20, as nacl/box's
-// Precompute) except that it refuses a low-order peer key: with one, the
+// sharedKey is crypto_box_beforenm (nacl/box's Precompute: X25519 then
+// HSalsa20) except that it refuses a low-order peer key: with one, the
 // shared secret is a known constant, so anybody could forge boxes "from"
-// that key — e.g. a vouch from a client key nobody holds.
+// that key — e.g. a vouch from a client key nobody holds. Precompute does
+// not check, so X25519 (which does) runs first; the handshake pays the
+// scalar multiplication twice, once per connection.
 func sharedKey(peer, secret *Key) (*[32]byte, error) {
-	s, err := curve25519.X25519(secret[:], peer[:])
-	if err != nil {
+	if _, err := curve25519.X25519(secret[:], peer[:]); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCrypto, err)
 	}
-	var in, out [32]byte
-	copy(in[:], s)
-	salsa.HSalsa20(&out, &zero16, &in, &salsa.Sigma)
+	var out [32]byte
+	naclbox.Precompute(&out, (*[32]byte)(peer), (*[32]byte)(secret))
 	return &out, nil
 }
 
