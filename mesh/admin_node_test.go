@@ -197,6 +197,20 @@ func TestAdminRelocate(t *testing.T) {
 	if moved == 0 || moved != j.Result.Progress.Moved {
 		t.Fatalf("moved %d objects, progress says %d", moved, j.Result.Progress.Moved)
 	}
+	created := map[string]bool{}
+	for _, id := range ids {
+		created[id] = true
+	}
+	for _, o := range j.Result.Objects {
+		if !created[o.ID] {
+			t.Errorf("the job lists %q, which this test did not create", o.ID)
+		}
+	}
+	for _, id := range ids { // moved or not, every actor is still found
+		if _, err := c.m(1).FindActor(ctx, id); err != nil {
+			t.Errorf("after the host command: FindActor(%s): %v", id, err)
+		}
+	}
 	_, body := c.adminGet(t, src, "/metrics")
 	if got := metricValue(body, "meshnode_relocations_total", `outcome="moved"`); got != float64(moved) {
 		t.Fatalf("relocations moved = %v, want %d", got, moved)

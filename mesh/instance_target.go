@@ -706,7 +706,7 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 		}
 		if err != nil {
 			o.unhostInstance(key, hs)
-			return b.undo(classify(nil, err, "record "+rec.SpotID+" Ready"))
+			return b.undo(classify(context.Background(), err, "record "+rec.SpotID+" Ready"))
 		}
 	}
 	ready(version)
@@ -837,7 +837,7 @@ func (o *objects) forgetPayload(ref string) {
 
 // classifyReloc maps a Relocation Store error into the vocabulary.
 func classifyReloc(ctx context.Context, err error, what string) error {
-	if errors.Is(err, relocstore.ErrUnavailable) && (ctx == nil || ctx.Err() == nil) {
+	if errors.Is(err, relocstore.ErrUnavailable) && ctx.Err() == nil {
 		return wrapErr(ErrUnavailable, err, "%s", what)
 	}
 	return classify(ctx, err, what)

@@ -403,7 +403,7 @@ func classifyTarget(err error) error {
 	if errors.Is(err, errRouteStale) {
 		return err
 	}
-	return classify(nil, err, "owner")
+	return classify(context.Background(), err, "owner")
 }
 
 // remoteDestroy asks the Actor's owner to destroy it: a command 25

@@ -136,7 +136,7 @@ func classify(ctx context.Context, err error, what string) error {
 		return nil
 	case isVocabulary(err):
 		return err
-	case ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w: %s: %w", ErrDeadlineExceeded, context.DeadlineExceeded, what, err)
 	case errors.Is(err, authority.ErrInvalidOperation):
 		return wrapErr(ErrInvalidOperation, err, "%s", what)

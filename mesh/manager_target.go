@@ -383,7 +383,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		wctx, cancel := context.WithTimeout(context.Background(), storeWriteTimeout)
 		defer cancel()
 		if err := change(wctx); err != nil {
-			return classify(nil, err, "record "+what)
+			return classify(context.Background(), err, "record "+what)
 		}
 		return nil
 	}

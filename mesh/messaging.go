@@ -72,8 +72,6 @@ func (t msgTarget) cacheKey() follow.Key {
 	return follow.Key{Kind: follow.KindActor, ID: t.id}
 }
 
-func (t msgTarget) spotKey() spot.Key { return spot.Key{Spot: t.fam == familySpot, ID: t.id} }
-
 func (t msgTarget) kind() record.ObjectKind {
 	if t.inst {
 		return record.ObjectInstanceSpot

@@ -1227,12 +1227,6 @@ func (n *Node) removeStoppedDescriptor(ctx context.Context, steps *shutdownSteps
 	}
 }
 
-func (n *Node) stateIs(s record.State) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.state == s
-}
-
 // leavingRun names a node run by routing id and lifecycle generation.
 type leavingRun struct {
 	rid string

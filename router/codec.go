@@ -40,8 +40,6 @@ func newEncoder(cmd Command, flags uint8, b []byte) *codec {
 	return &codec{buf: b, cmd: cmd, flags: flags}
 }
 
-func (c *codec) ok() bool { return c.err == nil }
-
 // fail records the first error; later failures are ignored.
 func (c *codec) fail(k ErrorKind, name, detail string) {
 	if c.err != nil {
@@ -177,12 +175,6 @@ func (c *codec) u8(name string, v *uint8, min, max uint8) {
 	x := uint64(*v)
 	c.uintN(name, 1, &x, uint64(min), uint64(max), false)
 	*v = uint8(x)
-}
-
-func (c *codec) u16(name string, v *uint16, min, max uint16) {
-	x := uint64(*v)
-	c.uintN(name, 2, &x, uint64(min), uint64(max), false)
-	*v = uint16(x)
 }
 
 func (c *codec) u32(name string, v *uint32, min, max uint32) {

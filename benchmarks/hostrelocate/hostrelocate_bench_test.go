@@ -486,16 +486,16 @@ func (h *hostBench) check(b *testing.B, refs ...[]mesh.ActorRef) {
 
 // figures collects the commands of one benchmark.
 type figures struct {
-	calls                 time.Duration
-	moved                 int
-	handoffs, gaps        []time.Duration
-	store                 benchkit.Counts
-	alloc                 allocs
-	wire                  wireCounts
-	bytes                 int64
-	during, before        []time.Duration // sender requests
-	retries, requests, ks int
-	targetRun             int // relocation.host_target_run
+	calls          time.Duration
+	moved          int
+	handoffs, gaps []time.Duration
+	store          benchkit.Counts
+	alloc          allocs
+	wire           wireCounts
+	bytes          int64
+	during, before []time.Duration // sender requests
+	retries, ks    int
+	targetRun      int // relocation.host_target_run
 }
 
 func (f *figures) add(c command) {

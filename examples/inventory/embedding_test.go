@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"go/scanner"
 	"go/token"
 	"os"
@@ -105,22 +106,42 @@ func TestCodeLineKeepsCode(t *testing.T) {
 func embeddingCreate(ctx context.Context, k *walk) error {
 	m := k.front.Manager()
 	apple, err := m.CreateActor(ctx, "sku:apple", StockType, mesh.WithBody([]byte("12")))
+	if err != nil {
+		return err
+	}
 	pear, err := m.GetOrCreateActor(ctx, "sku:pear", StockType, mesh.WithBody([]byte("5")))
+	if err != nil {
+		return err
+	}
 	_, _ = pear.Outcome == mesh.Created || pear.Outcome == mesh.Existing, pear.Ref
-	apple, err = m.FindActor(ctx, "sku:apple")
-	_ = apple
-	return err
+	found, err := m.FindActor(ctx, "sku:apple")
+	if err != nil {
+		return err
+	}
+	_, _ = found, apple
+	return nil
 }
 
 // §7 Instance Spots.
 func embeddingInstances(ctx context.Context, k *walk) error {
 	m, east := k.front.Manager(), k.east.Manager()
-	_, err := m.FindInstance(ctx, "cart:alice")
+	if _, err := m.FindInstance(ctx, "cart:alice"); !errors.Is(err, mesh.ErrNotFound) {
+		return fmt.Errorf("no cart expected yet: %v", err)
+	}
 	got, err := m.RequestInstance(ctx, "cart:alice", []byte("add sku:apple 2"))
-	err = east.SendInstance(ctx, "cart:alice", []byte("add sku:pear 1"))
-	got, err = east.RequestInstance(ctx, "cart:alice", []byte("show"), mesh.InstanceType(CartType))
+	if err != nil {
+		return err
+	}
+	if err := east.SendInstance(ctx, "cart:alice", []byte("add sku:pear 1")); err != nil {
+		return err
+	}
 	_ = got
-	return err
+	got, err = east.RequestInstance(ctx, "cart:alice", []byte("show"), mesh.InstanceType(CartType))
+	if err != nil {
+		return err
+	}
+	_ = got
+	return nil
 }
 
 // §11 Errors.

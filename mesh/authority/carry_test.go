@@ -86,7 +86,7 @@ func queuedOn(t *testing.T, e *Executor, key string, n int) {
 // batch applied and before the second Reserve's turn — another process's
 // writes. It returns the second Reserve's result and how many times its
 // turn read the ObjectGeneration counter.
-func laneTurns(t *testing.T, target Target, setup, between func(store locstore.Store)) (locstore.Store, Result, error, int) {
+func laneTurns(t *testing.T, target Target, setup, between func(store locstore.Store)) (locstore.Store, Result, int, error) {
 	t.Helper()
 	return laneTurnsWith(t, laneScene{target: target, setup: setup, between: between})
 }
@@ -102,7 +102,7 @@ type laneScene struct {
 	statsOf        func(e *Executor) // after the second Reserve
 }
 
-func laneTurnsWith(t *testing.T, sc laneScene) (locstore.Store, Result, error, int) {
+func laneTurnsWith(t *testing.T, sc laneScene) (locstore.Store, Result, int, error) {
 	t.Helper()
 	ctx := context.Background()
 	target, setup, between := sc.target, sc.setup, sc.between
@@ -152,13 +152,13 @@ func laneTurnsWith(t *testing.T, sc laneScene) (locstore.Store, Result, error, i
 	if sc.statsOf != nil {
 		sc.statsOf(e)
 	}
-	return mem, second, secondErr, g.readsOf(gen) - readsBefore
+	return mem, second, g.readsOf(gen) - readsBefore, secondErr
 }
 
 // The holder after a holder whose batch applied plans on the counter rows
 // that batch left: its turn reads nothing, and the counters come out exact.
 func TestLaneHolderPlansOnWhatTheLastBatchLeft(t *testing.T) {
-	mem, second, err, reads := laneTurns(t, targetA(), nil, nil)
+	mem, second, reads, err := laneTurns(t, targetA(), nil, nil)
 	if err != nil || second.Attempts != 1 {
 		t.Fatalf("second Reserve: %d batches, %v (want one batch)", second.Attempts, err)
 	}
@@ -188,7 +188,7 @@ func TestContendedLaneReadsInsteadOfHandOver(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &manualNow{}
-			_, second, err, reads := laneTurnsWith(t, laneScene{target: targetA(), opts: []ExecutorOption{hinted(clock)},
+			_, second, reads, err := laneTurnsWith(t, laneScene{target: targetA(), opts: []ExecutorOption{hinted(clock)},
 				beforeLeave: func(h *hold) {
 					h.drop(true) // an earlier batch on these lanes lost
 					clock.advance(tc.after)
@@ -220,7 +220,7 @@ func TestLeftRowsMovedByAnotherProcessCostAConflict(t *testing.T) {
 	other := func(store locstore.Store) {
 		reserveOther(t, store, Object{ID: "user:3", Kind: record.ObjectActor, StableType: "Player"}, targetA(), "res-3")
 	}
-	mem, second, err, _ := laneTurns(t, targetA(), nil, other)
+	mem, second, _, err := laneTurns(t, targetA(), nil, other)
 	if err != nil || second.Attempts != 2 {
 		t.Fatalf("second Reserve: %d batches, %v (want a refused batch, then one planned on a fresh read)", second.Attempts, err)
 	}
@@ -249,7 +249,7 @@ func TestRefusalOnLeftRowsIsReplannedOnAFreshRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mem, _, err, _ := laneTurns(t, tgt, setup, giveBack)
+	mem, _, _, err := laneTurns(t, tgt, setup, giveBack)
 	if err != nil {
 		t.Fatalf("second Reserve refused on left rows: %v", err)
 	}
@@ -367,7 +367,7 @@ func TestStatsCountConflictsAndLaneWaits(t *testing.T) {
 	other := func(store locstore.Store) {
 		reserveOther(t, store, Object{ID: "user:3", Kind: record.ObjectActor, StableType: "Player"}, targetA(), "res-3")
 	}
-	_, second, err, _ := laneTurnsWith(t, laneScene{target: targetA(), between: other, statsOf: func(e *Executor) {
+	_, second, _, err := laneTurnsWith(t, laneScene{target: targetA(), between: other, statsOf: func(e *Executor) {
 		st := e.Stats()[OpReserve]
 		if st.Conflicts != 1 || st.LaneWaits != 1 || st.LaneWait <= 0 {
 			t.Errorf("reserve stats %+v, want 1 conflict and 1 lane wait with its time", st)

@@ -130,19 +130,6 @@ func capRow(id CounterID, reserved, active int, version string) CapacityRow {
 
 func noCap(id CounterID) CapacityRow { return CapacityRow{ID: id} }
 
-// capPuts are the mutations that store usage u of counter id (a zero row
-// is deleted), for seeding a store.
-func capPuts(t testing.TB, id CounterID, u Usage) []locstore.Mutation {
-	t.Helper()
-	put := func(k string, v []byte, n int) locstore.Mutation {
-		if n == 0 {
-			return locstore.Delete(k)
-		}
-		return locstore.Put(k, v)
-	}
-	return []locstore.Mutation{put(secKey(t, id), secVal(t, id, u.Total()), u.Total()), put(actKey(t, id), actVal(t, id, u.Active), u.Active)}
-}
-
 func counterValue(t testing.TB, v uint64) []byte {
 	t.Helper()
 	b, err := record.Counter{Value: record.Generation(v)}.Encode()

@@ -58,9 +58,6 @@ var jsonNull = []byte("null")
 
 func jsonString(s string) []byte { return appendJSONString(nil, s) }
 
-// jsonNumber is a magnitude written as a JSON number.
-func jsonNumber(u uint64) []byte { return strconv.AppendUint(nil, u, 10) }
-
 // jsonDecString is a 64-bit quantity written as a decimal JSON string.
 func jsonDecString(u uint64) []byte {
 	b := append(make([]byte, 0, 22), '"')
