@@ -2,13 +2,17 @@
 GO       ?= go
 BIN      := bin/meshnode
 PKGS     := ./...
+# The version the binary reports (meshnode version, the start log line,
+# GET /v1/status, meshnode_build_info); override with make build VERSION=v1.2.3.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/meshnode/meshnode/internal/buildinfo.Version=$(VERSION)
 
 .PHONY: all build test demo bench lint vet staticcheck fmt clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/meshnode
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/meshnode
 
 # Installs redis-server / python3-zmq when missing, starts a throwaway Redis,
 # runs go vet and go test -race ./... against it, stops Redis afterwards.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/internal/buildinfo"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/directory"
@@ -121,7 +122,7 @@ func (n *Node) stopAdmin() {
 // adminStatus is GET /v1/status.
 func (n *Node) adminStatus() admin.Status {
 	owner, gen := n.Owner()
-	st := admin.Status{Mesh: n.cfg.Node.MeshName, RID: hex.EncodeToString(n.run.rid), Endpoint: n.run.endpoint,
+	st := admin.Status{Mesh: n.cfg.Node.MeshName, RID: hex.EncodeToString(n.run.rid), Version: buildinfo.Read().String(), Endpoint: n.run.endpoint,
 		LifecycleGeneration: n.run.lifecycleGeneration, State: string(n.State()), Role: string(n.cfg.Node.ObjectRole),
 		OwnerID: owner, LeaseGeneration: gen, LeaseRemainingSeconds: n.leaseRemaining().Seconds(), Ready: true,
 		Peers: []admin.Peer{}}

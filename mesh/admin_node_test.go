@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/buildinfo"
 	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -109,6 +111,7 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 		`meshnode_authority_lane_waits_total{op="reserve"} `,
 		`meshnode_authority_lane_wait_seconds_total{op="commit"} `,
 		"go_goroutines ",
+		`meshnode_build_info{goversion="` + runtime.Version() + `",revision="`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -128,6 +131,9 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 	}
 	if !st.Ready || st.State != "serving" || len(st.Peers) != 1 || st.Objects.ByType["actor/"+testActorType] < 3 {
 		t.Fatalf("status %+v", st)
+	}
+	if want := buildinfo.Read().String(); st.Version != want || !strings.Contains(st.Version, runtime.Version()) {
+		t.Fatalf("status version %q, want %q", st.Version, want)
 	}
 
 	// Readiness follows the lease: the lease stops renewing, the gate shuts,

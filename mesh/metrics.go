@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/meshnode/meshnode/internal/buildinfo"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
@@ -91,7 +92,14 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		Name: "meshnode_reclaims_total",
 		Help: "What this node removed or returned for owners whose lease ended (its reclaim sweep, and a creation or close of a dead owner's Id): object (a dead owner's record; its state was lost), creation_reservation (an abandoned creation's reservation), relocation_reservation (a dead source's reservation: its target's slots returned).",
 	}, []string{"what"})
-	m.reg.MustRegister(m.storeCalls, m.relocations, m.relocSeconds, m.relocBytes, m.relocRunning, m.creations, m.reclaims,
+	bi := buildinfo.Read()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "meshnode_build_info",
+		Help:        "Always 1; its labels name the build this node runs (version, VCS revision, Go toolchain): which nodes of a rolling upgrade run the new binary.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.ShortRevision(), "goversion": bi.GoVersion},
+	})
+	build.Set(1)
+	m.reg.MustRegister(m.storeCalls, m.relocations, m.relocSeconds, m.relocBytes, m.relocRunning, m.creations, m.reclaims, build,
 		nodeCollector{n: n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/buildinfo"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/directory"
@@ -385,7 +386,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: publish descriptor: %w", ErrStartup, err)
 	}
 	n.log.Info("node serving", "endpoint", n.run.endpoint, "lifecycle", n.run.lifecycleGeneration,
-		"role", cfg.Node.ObjectRole, "revision", uint64(n.pub.Revision()))
+		"role", cfg.Node.ObjectRole, "revision", uint64(n.pub.Revision()), "version", buildinfo.Read().String())
 
 	n.wg.Add(1)
 	go n.loop()

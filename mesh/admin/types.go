@@ -2,8 +2,11 @@ package admin
 
 // Status is GET /v1/status: this node as it sees itself.
 type Status struct {
-	Mesh                string `json:"mesh"`
-	RID                 string `json:"rid"` // hex
+	Mesh string `json:"mesh"`
+	RID  string `json:"rid"` // hex
+	// Version is the build this node runs (internal/buildinfo: the
+	// stamped version, the VCS revision, the Go toolchain).
+	Version             string `json:"version"`
 	Endpoint            string `json:"endpoint"`
 	LifecycleGeneration uint64 `json:"lifecycleGeneration"`
 	State               string `json:"state"` // the descriptor state: serving, draining, ...

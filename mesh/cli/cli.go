@@ -8,8 +8,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
+
+	"github.com/meshnode/meshnode/internal/buildinfo"
 )
 
 // Exit codes.
@@ -18,9 +19,6 @@ const (
 	ExitError = 1 // the command ran and failed
 	ExitUsage = 2 // bad usage, or a command that has no body yet
 )
-
-// Version is set at build time with -ldflags "-X .../mesh/cli.Version=v1.2.3".
-var Version = "dev"
 
 // command is one entry of a command table: the top-level commands, and the
 // subcommands of a group such as ctl (ctl.go) or wire.
@@ -126,14 +124,6 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() > 0 {
 		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
-	v := Version
-	goVersion := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-	}
-	fmt.Fprintf(stdout, "meshnode %s (%s)\n", v, goVersion)
+	fmt.Fprintf(stdout, "meshnode %s\n", buildinfo.Read())
 	return ExitOK
 }

@@ -170,7 +170,7 @@ func printStatus(w io.Writer, st admin.Status) error {
 		ready = "no (" + st.NotReady + ")"
 	}
 	fmt.Fprintf(w, "node %s  mesh %s  role %s  state %s  ready %s\n", st.RID, st.Mesh, st.Role, st.State, ready)
-	fmt.Fprintf(w, "endpoint %s  lifecycle generation %d\n", st.Endpoint, st.LifecycleGeneration)
+	fmt.Fprintf(w, "endpoint %s  lifecycle generation %d  version %s\n", st.Endpoint, st.LifecycleGeneration, st.Version)
 	fmt.Fprintf(w, "owner %s  lease generation %d  new work admitted for %s without a renewal\n", st.OwnerID, st.LeaseGeneration,
 		(time.Duration(st.LeaseRemainingSeconds * float64(time.Second))).Round(time.Millisecond))
 	if st.LeaseRenewError != "" {
