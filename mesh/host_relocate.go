@@ -734,6 +734,11 @@ retry:
 		// sweep): it is on no node, so not Failed (which stays here and is
 		// what a drain's shutdown removes) but Gone, with the reason.
 		r.Outcome, r.Reason = hostmove.Gone, res.Reason+": its record was removed from the store during the move; no node serves it"
+	case err == nil && res.Reason == relocation.ReasonOwnerChanged.String():
+		// Its record names an owner the move did not make: it is no
+		// longer here (dropped, not reopened), and not this node's to
+		// retry or to remove at a drain's shutdown.
+		r.Outcome, r.Reason = hostmove.Gone, res.Reason+": its record names an owner this move did not make; no longer served here"
 	case err == nil:
 		r.Outcome, r.Reason = hostmove.Failed, reasonWithDetail(res)
 	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleGeneration):

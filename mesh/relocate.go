@@ -199,6 +199,9 @@ type sourceMove struct {
 	// target's owner CAS consumed it, or a reclaim released it, which
 	// needs this node's owner lease ended (ownerOf).
 	reservationGone bool
+	// owner is the authority row readOwner last read (discard names
+	// whom it names).
+	owner authority.AuthorityRow
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
@@ -1252,10 +1255,12 @@ func confirmPace(lag time.Duration) *backoff {
 
 // stillOurs reports whether row still names this source as the owner of
 // the moved generation, as the move found it: only then may the object be
-// taken back here. A row found at the moved ObjectGeneration that names
-// anyone else can only follow the target's owner CAS — the target named at
-// the next owner generation, or a later owner generation (moved on) — so
-// the move is over. A row gone, or at another ObjectGeneration, is
+// taken back here. While the move awaits the commit (confirm), a row found
+// at the moved ObjectGeneration that names anyone else follows the
+// target's owner CAS — the target named at the next owner generation, or a
+// later owner generation (moved on) — so the move is over. After a
+// release, ownerOf sorts such a row finer (the target's, or an owner the
+// move did not make). A row gone, or at another ObjectGeneration, is
 // ownerOf's EvOwnerGone: neither ours nor proof of the target's commit.
 func (s *sourceMove) stillOurs(row authority.AuthorityRow) bool {
 	return row.Found && uint64(row.Record.ObjectGeneration) == s.gen &&
@@ -1264,8 +1269,12 @@ func (s *sourceMove) stillOurs(row authority.AuthorityRow) bool {
 }
 
 // ownerOf sorts the authority row the move reads after its wait: still
-// this source's (EvOwnerIsSource), the target's or later (EvOwnerIsTarget),
-// or gone (EvOwnerGone: no row, or another ObjectGeneration — the object was
+// this source's (EvOwnerIsSource), the target's under this move
+// (EvOwnerIsTarget: its node run and owner, past the moved owner
+// generation), another owner's (EvOwnerIsOther: another node or owner
+// run — a later move by the target, or an owner this move did not make;
+// readOwner tells them apart), or gone (EvOwnerGone: no row, or another
+// ObjectGeneration — the object was
 // removed from the mesh during the move, by an operator's ctl reclaim, the
 // reclaim sweep after this node's lease ended, or a deleted row). Until
 // 2026-12-06 a row gone counted as the target's commit, and the move
@@ -1280,13 +1289,17 @@ func (s *sourceMove) ownerOf(row authority.AuthorityRow) relocation.SourceEvent 
 		return relocation.EvOwnerGone
 	case s.stillOurs(row):
 		return relocation.EvOwnerIsSource
+	case authority.PartyOf(row.Record).Equal(s.target.party()) &&
+		row.Record.AuthorityOwnerGeneration > s.row.Record.AuthorityOwnerGeneration:
+		return relocation.EvOwnerIsTarget
 	}
-	return relocation.EvOwnerIsTarget
+	return relocation.EvOwnerIsOther
 }
 
 // discard ends a move whose object was removed from the mesh meanwhile
-// (SrcRemoved): no record names this node, so it must not serve the object
-// again — neither recoverLocal's rebuild nor a reopen. Before relay-ready
+// (SrcRemoved), or whose record names an owner the move did not make
+// (SrcOwnedElsewhere): no record names this node, so it must not serve the
+// object again — neither recoverLocal's rebuild nor a reopen. Before relay-ready
 // the object is still hosted and held here: its captured work is put back
 // and it is closed (queued requests answered ErrClosed). After, it was
 // retired already; the Message Follow entry to the target, which will not
@@ -1312,9 +1325,17 @@ func (s *sourceMove) discard() {
 		s.h.obj.Close()
 	}
 	o.cache.Drop(followKey(s.kind, s.id))
+	target := fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration)
+	if s.m.Reason() == relocation.ReasonOwnerChanged {
+		o.log.Warn("relocation: the object's record names an owner this move did not make (a recovery after this node's lease ended, "+
+			"a row written by hand); not moved, and no longer served here: the state it held here is dropped",
+			"object", s.id, "kind", s.kind, "generation", s.gen, "target", target,
+			"owner", authority.PartyOf(s.owner.Record).String(), "owner_generation", uint64(s.owner.Record.AuthorityOwnerGeneration))
+		return
+	}
 	o.log.Warn("relocation: the object's record was removed from the store during its move (ctl reclaim, the reclaim sweep, a deleted row); "+
 		"not moved, and served by no node: the state it held is lost", "object", s.id, "kind", s.kind, "generation", s.gen,
-		"target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration))
+		"target", target)
 }
 
 // readOwner re-reads the authority row after the release: did the target
@@ -1334,7 +1355,8 @@ func (s *sourceMove) readOwner() relocation.SourceEvent {
 		ev := relocation.EvOwnerIsSource
 		if err == nil {
 			ev = s.ownerOf(row)
-			if ev == relocation.EvOwnerGone && s.reservationGone {
+			s.owner = row
+			if (ev == relocation.EvOwnerGone || ev == relocation.EvOwnerIsOther) && s.reservationGone && s.m.MayHaveCommitted() {
 				ctx, cancel := s.bg(5 * time.Second)
 				var ended bool
 				ended, err = leaseEnded(ctx, s.o.n.loc, s.self.Owner)
@@ -1343,8 +1365,15 @@ func (s *sourceMove) readOwner() relocation.SourceEvent {
 					// Only the target's CAS can have consumed the
 					// reservation (a reclaim needs this node's lease
 					// ended, and it still holds the generation the move
-					// began under): the target committed, and its new
-					// owner ended the object right after — moved.
+					// began under), and only that CAS can have changed
+					// the owner at this ObjectGeneration (a recovery
+					// needs that lease ended too): the target committed,
+					// and its new owner ended the object right after, or
+					// moved it on — moved. Not when the target cannot
+					// have committed (no Restore sent, or a release
+					// deleted the reservation): a consumed reservation
+					// then is this move's own release whose answer was
+					// lost, and the row says what it says.
 					ev = relocation.EvOwnerIsTarget
 				}
 			}

@@ -119,6 +119,25 @@ func TestSourceTable(t *testing.T) {
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReservationGone, EvOwnerIsSource},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
 				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActRecover, ActFreePayload}, SrcRecovered, ReasonTargetLost},
+		// A release that deleted the reservation proves the target did not
+		// commit (its CAS needs the row): a record naming anyone but the
+		// source then is an owner the move did not make, never Moved.
+		{"cancelled before relay-ready, the release succeeds, the record names the target: not moved", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvCancel, EvReleased, EvOwnerIsTarget},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
+				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+		{"cancelled before relay-ready, the release succeeds, the record names another node: not moved, not reopened", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased, EvOwnerIsOther},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
+				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+		{"target lost after relay-ready, the release succeeds, the record names the target: not moved, not taken back", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased, EvOwnerIsTarget},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+		{"reservation gone after relay-ready, the record names another node: not moved, not taken back", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReservationGone, EvOwnerIsOther},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,11 +156,12 @@ func TestSourceTable(t *testing.T) {
 // relay-ready, a store result — changes it (§9.4, §10).
 func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 	ends := map[string][]SourceEvent{
-		"moved":     {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvCommitSeen},
-		"recovered": {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased, EvOwnerIsSource},
-		"removed":   {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased, EvOwnerGone},
-		"reopened":  {EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased, EvOwnerIsSource},
-		"refused":   {EvBegin, EvSecureFailed},
+		"moved":          {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvCommitSeen},
+		"recovered":      {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased, EvOwnerIsSource},
+		"removed":        {EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased, EvOwnerGone},
+		"reopened":       {EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased, EvOwnerIsSource},
+		"refused":        {EvBegin, EvSecureFailed},
+		"ownedElsewhere": {EvBegin, EvSecured, EvCaptured, EvRecorded, EvCancel, EvReleased, EvOwnerIsOther},
 	}
 	for name, evs := range ends {
 		m := NewSource(Preserve)
@@ -154,7 +174,7 @@ func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvBegin; ev <= EvSecureUnknown; ev++ {
+		for ev := EvBegin; ev <= EvOwnerIsOther; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
@@ -257,7 +277,7 @@ func TestTargetFinalIgnoresLateEvents(t *testing.T) {
 
 // TestNames keeps every enum printable (logs use them).
 func TestNames(t *testing.T) {
-	for s := SrcStart; s <= SrcRefused; s++ {
+	for s := SrcStart; s <= SrcOwnedElsewhere; s++ {
 		if s.String() == "" {
 			t.Errorf("source state %d unnamed", s)
 		}
@@ -265,9 +285,19 @@ func TestNames(t *testing.T) {
 			t.Errorf("source state %d unnamed", s)
 		}
 	}
-	for a := ActSecureCapacity; a <= ActRecover; a++ {
+	for a := ActSecureCapacity; a <= ActDiscard; a++ {
 		if a.String()[0] == 'S' {
 			t.Errorf("source action %d unnamed", a)
+		}
+	}
+	for e := EvBegin; e <= EvOwnerIsOther; e++ {
+		if e.String()[0] == 'S' {
+			t.Errorf("source event %d unnamed", e)
+		}
+	}
+	for r := ReasonNone; r <= ReasonOwnerChanged; r++ {
+		if r.String()[0] == 'R' {
+			t.Errorf("reason %d unnamed", r)
 		}
 	}
 	for s := TgtStart; s <= TgtCancelled; s++ {

@@ -48,8 +48,9 @@ const (
 	SrcCancelling
 	// SrcConfirming: the release found no reservation (the target may have
 	// committed already), or released it after the object left or was held
-	// (is it still recorded at all?). The authority row decides (see
-	// ReservationGone, OwnerGone).
+	// (is it still recorded at all, and by whom?). The authority row
+	// decides (see ReservationGone, OwnerGone, OwnerIsOther,
+	// MayHaveCommitted).
 	SrcConfirming
 	// SrcAwaiting: cutover submitted; the source follows the object and
 	// reads the store until it names the target (it never waits for a
@@ -78,16 +79,28 @@ const (
 	// (reclaimed, deleted): no node owns it, so neither side serves it —
 	// the source drops what it held instead of taking it back. Final.
 	SrcRemoved
+	// SrcOwnedElsewhere: the object's authority record, at the moved
+	// ObjectGeneration, names an owner this move did not make — another
+	// node, another owner run, or the target when the target cannot have
+	// committed this move (no Restore was sent, or the release found the
+	// reservation still there and deleted it). Its owner changed under
+	// the move (a recovery after this node's lease ended, a row written by
+	// hand): the source must not serve it beside that owner, and must not
+	// report it Moved either (§10: "a different valid owner or generation
+	// ends the stale relocation"). It drops what it held. Final.
+	SrcOwnedElsewhere
 )
 
 var sourceStateNames = []string{"start", "securing", "capturing", "recording", "streaming", "relaying",
-	"cancelling", "confirming", "awaiting", "reclaiming", "moved", "recovered", "reopened", "refused", "removed"}
+	"cancelling", "confirming", "awaiting", "reclaiming", "moved", "recovered", "reopened", "refused", "removed",
+	"ownedElsewhere"}
 
 func (s SourceState) String() string { return enumName(s, sourceStateNames, "SourceState") }
 
 // Final reports whether no event changes s any more.
 func (s SourceState) Final() bool {
-	return s == SrcMoved || s == SrcRecovered || s == SrcReopened || s == SrcRefused || s == SrcRemoved
+	return s == SrcMoved || s == SrcRecovered || s == SrcReopened || s == SrcRefused || s == SrcRemoved ||
+		s == SrcOwnedElsewhere
 }
 
 // SourceEvent is what happened, fed to Source.Step.
@@ -132,7 +145,11 @@ const (
 	// EvReservationGone: the release found no reservation row: the target's
 	// owner CAS may have consumed it.
 	EvReservationGone
-	// EvOwnerIsTarget: the authority row names the target under this move.
+	// EvOwnerIsTarget: the authority row names the target under this move
+	// (the target's node run and owner, past the moved owner generation),
+	// or — found by the caller's own check — a later owner that only the
+	// target's commit can have led to. Moved only while the target can
+	// have committed (MayHaveCommitted); else the same as EvOwnerIsOther.
 	EvOwnerIsTarget
 	// EvOwnerIsSource: the authority row still names the source.
 	EvOwnerIsSource
@@ -147,12 +164,16 @@ const (
 	// move (reclaimed, deleted) and no node owns it. The target's CAS,
 	// conditioned on the row it first read, can never apply.
 	EvOwnerGone
+	// EvOwnerIsOther: the authority row, at the moved ObjectGeneration,
+	// names neither this source as the move found it nor the target: an
+	// owner the move did not make (SrcOwnedElsewhere).
+	EvOwnerIsOther
 )
 
 var sourceEventNames = []string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
 	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen", "secureUnknown",
-	"ownerGone"}
+	"ownerGone", "ownerIsOther"}
 
 func (e SourceEvent) String() string { return enumName(e, sourceEventNames, "SourceEvent") }
 
@@ -193,7 +214,7 @@ const (
 	// EvReservationGone.
 	ActReleaseCapacity
 	// ActReadOwner: re-read the authority row; answer EvOwnerIsTarget /
-	// EvOwnerIsSource / EvOwnerGone.
+	// EvOwnerIsSource / EvOwnerGone / EvOwnerIsOther.
 	ActReadOwner
 	// ActRequeue: put the captured work back in front of the ingress hold,
 	// in original order, and re-arm the timers (§9.4 step 2).
@@ -211,9 +232,10 @@ const (
 	// ActRecover: drop the Message Follow entry and restore the object on
 	// the source from the kept payload and the relayed messages.
 	ActRecover
-	// ActDiscard: the object was removed from the mesh during the move:
-	// drop what the source still holds of it (the held instance, the
-	// Message Follow entry) without serving it again, and log it.
+	// ActDiscard: the object was removed from the mesh during the move,
+	// or its record names an owner the move did not make: drop what the
+	// source still holds of it (the held instance, the Message Follow
+	// entry) without serving it again, and log it (Reason says which).
 	ActDiscard
 )
 
@@ -262,11 +284,15 @@ const (
 	// after this node's lease ended, a deleted row): no node owns it any
 	// more, and neither the source nor the target serves it (SrcRemoved).
 	ReasonRemoved
+	// ReasonOwnerChanged: the object's authority record names an owner
+	// this move did not make (SrcOwnedElsewhere): not moved, and no longer
+	// served here.
+	ReasonOwnerChanged
 )
 
 var reasonNames = []string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
 	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed", "leftToTarget",
-	"removed"}
+	"removed", "ownerChanged"}
 
 func (r Reason) String() string { return enumName(r, reasonNames, "Reason") }
 
@@ -278,8 +304,10 @@ type Source struct {
 	reason Reason
 	// captured: the queue was taken out of the object, so a cancellation
 	// must put it back; sent: the target may hold staging for this binding;
-	// relayed: relay-ready was accepted, the object left the source.
-	captured, sent, relayed bool
+	// relayed: relay-ready was accepted, the object left the source;
+	// released: a release deleted the reservation row, so the target,
+	// whose owner CAS needs that row, had not committed and never will.
+	captured, sent, relayed, released bool
 }
 
 // NewSource returns the machine of one move of an object with policy p.
@@ -291,6 +319,14 @@ func (s *Source) State() SourceState { return s.state }
 // Reason returns why the move did not end Moved (ReasonNone while running
 // or once moved).
 func (s *Source) Reason() Reason { return s.reason }
+
+// MayHaveCommitted reports whether the target can have committed this move:
+// the Restore was sent (a target without it has nothing to commit) and no
+// release deleted the reservation (its owner CAS needs that row). Only
+// then may a record that no longer names the source mean Moved; the
+// caller asks before it infers the target's commit from a consumed
+// reservation (a row gone while this node still holds its lease).
+func (s *Source) MayHaveCommitted() bool { return s.sent && !s.released }
 
 // Step applies one event and returns the actions to perform, in order.
 func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
@@ -391,7 +427,7 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			// reading, and served an object whose record had been removed
 			// (reclaimed) while it waited: an instance nobody could reach
 			// through the store.
-			s.state = SrcConfirming
+			s.state, s.released = SrcConfirming, true
 			return []SourceAction{ActReadOwner}, nil
 		case EvReservationGone:
 			s.state = SrcConfirming
@@ -408,7 +444,7 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 				// reclaim, a deleted row; or the reason RecordCaptured
 				// was refused) left it serving here with no record
 				// naming it.
-				s.state = SrcConfirming
+				s.state, s.released = SrcConfirming, true
 				return []SourceAction{ActReadOwner}, nil
 			}
 			// Nothing was held: the object never stopped serving.
@@ -425,6 +461,13 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 	case SrcConfirming:
 		switch ev {
 		case EvOwnerIsTarget:
+			if !s.MayHaveCommitted() {
+				// No Restore was sent, or the release deleted the
+				// reservation the target's CAS needs: the target did
+				// not commit this move, whatever the row says. Before,
+				// this read as Moved.
+				return s.ownedElsewhere()
+			}
 			// The target's CAS won the race with the release: the move
 			// happened. The captured work is the target's now; whatever
 			// arrived since follows it.
@@ -444,9 +487,19 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			// back (no record names the source).
 			s.state, s.reason = SrcRemoved, ReasonRemoved
 			return []SourceAction{ActDiscard, ActFreePayload}, nil
+		case EvOwnerIsOther:
+			return s.ownedElsewhere()
 		}
 	}
 	return nil, fmt.Errorf("%w: %s in %s", ErrUnexpected, ev, s.state)
+}
+
+// ownedElsewhere ends a move whose record names an owner the move did not
+// make: not Moved, not taken back or reopened (that owner serves it, or
+// will), and what the source held is dropped.
+func (s *Source) ownedElsewhere() ([]SourceAction, error) {
+	s.state, s.reason = SrcOwnedElsewhere, ReasonOwnerChanged
+	return []SourceAction{ActDiscard, ActFreePayload}, nil
 }
 
 func reasonOf(ev SourceEvent) Reason {

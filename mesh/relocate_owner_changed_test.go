@@ -1,0 +1,152 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// A move cancelled before relay-ready whose release succeeds — so the
+// target, whose owner CAS needs the reservation, did not commit — and whose
+// record then names another node, or even the target, did not move the
+// object: it ends NotMoved (ownerChanged), the held instance is dropped
+// (its queued request answered with an error, not run) and not reopened
+// beside the owner the record names. Before, any record that no longer
+// named the source read as the target's commit: Moved.
+func TestCancelledMoveWhoseRecordNamesAnotherOwnerIsNotMoved(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(c *cluster, id string, dst int) error
+	}{
+		{"another node", func(c *cluster, id string, _ int) error { return recordElsewhere(c, id) }},
+		{"the target", recordOnTarget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			c, ctl := failCluster(t, f, f.loc)
+			ctx := ctxT(t, 60*time.Second)
+			ref := recorder(t, ctx, c, "owner-changed-while-held", failPreserveType, "a")
+			src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+			b := ctl.block(ref.ActorID, nil)
+			defer func() {
+				select {
+				case <-b.release:
+				default:
+					close(b.release)
+				}
+			}()
+			mctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
+			waitClosed(t, b.started, "the target's Restore to start")
+			queued := make(chan error, 1)
+			go func() {
+				_, err := c.m(0).RequestActor(ctx, ref, []byte("queued"))
+				queued <- err
+			}()
+			eventually(t, 20*time.Second, "the request queued in the source's hold", func() bool {
+				o := c.nodes[src].obj
+				o.mu.Lock()
+				h := o.hosted[spot.Key{ID: ref.ActorID}]
+				o.mu.Unlock()
+				return h != nil && h.obj.Queued() > 0
+			})
+			if err := tc.change(c, ref.ActorID, dst); err != nil {
+				t.Fatal(err)
+			}
+			before := rowOf(t, c, record.ObjectActor, ref.ActorID)
+			cancel()
+			res := outcomeOf(t, moving)
+			if res.Outcome == Moved || res.Reason != relocation.ReasonOwnerChanged.String() {
+				t.Fatalf("cancelled move whose record names another owner: %v (%s), want notMoved (%s)",
+					res.Outcome, res.Reason, relocation.ReasonOwnerChanged)
+			}
+			select {
+			case err := <-queued:
+				if err == nil {
+					t.Fatal("the request queued in the hold ran on the source after its record named another owner")
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the request queued in the hold was never answered")
+			}
+			close(b.release)
+			notHostedOn(t, c, ref, src)
+			if after := rowOf(t, c, record.ObjectActor, ref.ActorID); !after.Found || after.Version != before.Version {
+				t.Fatalf("the record the move found naming another owner changed: %+v -> %+v", before, after)
+			}
+		})
+	}
+}
+
+// notHostedOn checks that node i does not host ref (dropped, not reopened).
+func notHostedOn(t *testing.T, c *cluster, ref ActorRef, i int) {
+	t.Helper()
+	o := c.nodes[i].obj
+	o.mu.Lock()
+	_, hosted := o.hosted[spot.Key{ID: ref.ActorID}]
+	o.mu.Unlock()
+	if hosted {
+		t.Fatalf("node %d still hosts %s although no record names it", i, ref.ActorID)
+	}
+}
+
+// recordElsewhere rewrites the Actor id's authority row, at its
+// ObjectGeneration, to name a node and owner that are not in the test's
+// mesh under the next AuthorityOwnerGeneration — what a recovery by another
+// node leaves (without its checks).
+func recordElsewhere(c *cluster, id string) error {
+	return rewriteOwner(c, id, func(a *record.Authority) {
+		a.OwnerID, a.OwnerLeaseGeneration = "elsewhere", 1
+		a.Allocation.Descriptor.RoutingID = bytes.Repeat([]byte{0xee}, len(a.Allocation.Descriptor.RoutingID))
+		a.Allocation.DescriptorLifecycleGeneration = 1
+	})
+}
+
+// recordOnTarget rewrites the Actor id's authority row to name node dst —
+// the move's target — under the next AuthorityOwnerGeneration, as its
+// owner CAS would.
+func recordOnTarget(c *cluster, id string, dst int) error {
+	owner, lg := c.nodes[dst].Owner()
+	return rewriteOwner(c, id, func(a *record.Authority) {
+		a.OwnerID, a.OwnerLeaseGeneration = owner, record.Generation(lg)
+		a.Allocation.Descriptor.RoutingID = append([]byte(nil), c.nodes[dst].RID()...)
+		a.Allocation.DescriptorLifecycleGeneration = record.Generation(c.nodes[dst].run.lifecycleGeneration)
+	})
+}
+
+// rewriteOwner applies change to the Actor id's authority row, raises its
+// AuthorityOwnerGeneration and clears its relocation progress, and writes
+// it over the row as it is.
+func rewriteOwner(c *cluster, id string, change func(*record.Authority)) error {
+	row, err := c.nodes[0].obj.readAuthority(context.Background(), record.ObjectActor, id)
+	if err != nil {
+		return err
+	}
+	if !row.Found {
+		return errors.New("no record to rewrite")
+	}
+	a := row.Record
+	change(&a)
+	a.AuthorityOwnerGeneration++
+	a.Relocation = nil
+	key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
+	if err != nil {
+		return err
+	}
+	v, err := a.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = c.f.loc.Write(context.Background(), locstore.WriteRequest{
+		Conditions: []locstore.Condition{locstore.IfVersion(key, row.Version)},
+		Mutations:  []locstore.Mutation{locstore.Put(key, v)}})
+	return err
+}
