@@ -231,6 +231,7 @@ const (
 const (
 	stepSourceRead    = "source:read"    // a move's first read of the record done
 	stepSourceSecure  = "source:secure"  // before each SecureCapacity attempt
+	stepSourceRecord  = "source:record"  // held and captured, the Captured stage not yet written
 	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
 	stepSourceConfirm = "source:confirm" // cutover sent, the commit not yet looked for
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt

@@ -579,6 +579,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.captured = c
 		return relocation.EvCaptured
 	case relocation.ActRecordCaptured:
+		o.hook().step(s.id, stepSourceRecord)
 		err := s.write(ctx, "Captured", func(ctx context.Context) error {
 			_, err := o.exec.RecordCaptured(ctx, authority.CaptureRequest{
 				Object:           authority.Object{ID: s.id, Kind: s.kind, StableType: s.h.stableType},

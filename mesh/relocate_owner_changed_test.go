@@ -14,6 +14,60 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
+// A move whose reservation is gone before any Restore was sent (released by
+// a reclaim, or by the move's own release whose answer was lost) must read
+// the record before it reopens the object it holds, as any cancelled move
+// that held it does: a record removed meanwhile ends it NotMoved (removed),
+// a record naming another node ends it NotMoved (ownerChanged) — never
+// reopened beside that owner, never Moved (the target, which never saw a
+// Restore, cannot have committed). Before, it reopened the held object
+// unread: it served on the source with no record naming it, or beside the
+// node the record names.
+func TestMoveWhoseReservationIsGoneBeforeAnyRestoreReadsTheRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(c *cluster, id string) error // the store change while the object is held
+		reason relocation.Reason
+	}{
+		{"record removed", removeRecord, relocation.ReasonRemoved},
+		{"record names another node", recordElsewhere, relocation.ReasonOwnerChanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			c, _ := failCluster(t, f, f.loc)
+			ctx := ctxT(t, 60*time.Second)
+			ref := recorder(t, ctx, c, "gone-before-restore", failPreserveType, "a")
+			src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
+			o := c.nodes[src].obj
+			changed := make(chan error, 1)
+			o.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+				if id == ref.ActorID && step == stepSourceRecord {
+					// The reservation goes first (a reclaim releasing
+					// it), then the record: the Captured write is refused
+					// and the cancel's release finds nothing to release.
+					err := dropReservations(c)
+					if err == nil {
+						err = tc.change(c, id)
+					}
+					changed <- err
+				}
+			}})
+			t.Cleanup(func() { o.hooks.Store(nil) })
+			res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration))
+			if err := <-changed; err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome == Moved || res.Reason != tc.reason.String() {
+				t.Fatalf("move whose reservation was gone before any Restore: %v (%s), want notMoved (%s)", res.Outcome, res.Reason, tc.reason)
+			}
+			notHostedOn(t, c, ref, src)
+			if tc.reason == relocation.ReasonRemoved {
+				servedByNobody(t, ctx, c, ref)
+			}
+		})
+	}
+}
+
 // A move cancelled before relay-ready whose release succeeds — so the
 // target, whose owner CAS needs the reservation, did not commit — and whose
 // record then names another node, or even the target, did not move the
@@ -96,6 +150,25 @@ func notHostedOn(t *testing.T, c *cluster, ref ActorRef, i int) {
 	if hosted {
 		t.Fatalf("node %d still hosts %s although no record names it", i, ref.ActorID)
 	}
+}
+
+// dropReservations deletes every relocation reservation row, as a reclaim
+// releasing them would (without its counter changes).
+func dropReservations(c *cluster) error {
+	page, err := c.f.loc.Scan(context.Background(), locstore.ScanRequest{
+		Prefix: record.KindPrefix(authority.KindRelocationReservation), Limit: 1000})
+	if err != nil {
+		return err
+	}
+	if len(page.Items) == 0 {
+		return errors.New("no relocation reservation to drop")
+	}
+	var muts []locstore.Mutation
+	for _, it := range page.Items {
+		muts = append(muts, locstore.Delete(it.Key))
+	}
+	_, err = c.f.loc.Write(context.Background(), locstore.WriteRequest{Mutations: muts})
+	return err
 }
 
 // recordElsewhere rewrites the Actor id's authority row, at its

@@ -119,6 +119,30 @@ func TestSourceTable(t *testing.T) {
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReservationGone, EvOwnerIsSource},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
 				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActRecover, ActFreePayload}, SrcRecovered, ReasonTargetLost},
+		// A reservation already gone before any Restore was sent (a reclaim
+		// released it, or this move's own release lost its answer): the
+		// held object is reopened only after a read, and the target —
+		// which never saw a Restore — cannot have committed, so nothing
+		// but the source's own record reopens it, and nothing reads Moved.
+		{"reservation gone before any Restore, the record still names the source: reopened after one read", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecordRefused, EvReservationGone, EvOwnerIsSource},
+			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity, ActReadOwner}, cancelTail...),
+			SrcReopened, ReasonRecordChanged},
+		{"reservation gone before any Restore, the record removed: the held object is dropped, not reopened", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecordRefused, EvReservationGone, EvOwnerGone},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity,
+				ActReadOwner, ActDiscard, ActFreePayload}, SrcRemoved, ReasonRemoved},
+		{"reservation gone before any Restore, the record names another node: dropped, not reopened, not moved", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvCancel, EvReservationGone, EvOwnerIsOther},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity,
+				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+		{"reservation gone before any Restore, the record names the target: the target cannot have committed, not moved", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvDeadline, EvReservationGone, EvOwnerIsTarget},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity,
+				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+		{"reservation gone while securing, nothing held: the move ends unread", Preserve,
+			[]SourceEvent{EvBegin, EvDeadline, EvReservationGone},
+			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
 		// A release that deleted the reservation proves the target did not
 		// commit (its CAS needs the row): a record naming anyone but the
 		// source then is an owner the move did not make, never Moved.

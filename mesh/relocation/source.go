@@ -450,11 +450,19 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			// Nothing was held: the object never stopped serving.
 			return s.reopen()
 		case EvReservationGone:
-			if !s.sent {
-				// The target never saw a Restore, so it cannot have
-				// committed: the reservation was never written.
+			if !s.captured {
+				// Nothing was held (the reservation was never written,
+				// or the capture failed): the object never stopped.
 				return s.reopen()
 			}
+			// The held object is reopened only if its record still
+			// names the source, as after a release. Before a Restore
+			// was sent the target cannot have committed, so a read
+			// naming anyone else is not Moved (MayHaveCommitted).
+			// Before, a move whose reservation was gone before any
+			// Restore (released by a reclaim, or by this move's own
+			// release whose answer was lost) reopened the held object
+			// unread, and served it with no record naming it.
 			s.state = SrcConfirming
 			return []SourceAction{ActReadOwner}, nil
 		}
