@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/spot"
@@ -222,4 +225,46 @@ func rewriteOwner(c *cluster, id string, change func(*record.Authority)) error {
 		Conditions: []locstore.Condition{locstore.IfVersion(key, row.Version)},
 		Mutations:  []locstore.Mutation{locstore.Put(key, v)}})
 	return err
+}
+
+// A host command counts an object whose record named another owner during
+// its move as Gone (no longer here), not Failed (which says it stays
+// working here, and which a drain's shutdown counts among what it removes).
+func TestHostRelocateCountsAnObjectNowOwnedElsewhereGone(t *testing.T) {
+	c := hostCluster(t, nil)
+	ctx := ctxT(t, 60*time.Second)
+	_, mine := createUntil(t, ctx, c, "hostelsewhere", 1, 2)
+	victim := mine[0]
+	o := c.nodes[1].obj
+	var once sync.Once
+	o.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == victim.ActorID && step == stepSourceRecord {
+			// The Captured write is refused, the release succeeds, and
+			// the read finds the record naming another node.
+			once.Do(func() {
+				if err := recordElsewhere(c, id); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}})
+	t.Cleanup(func() { o.hooks.Store(nil) })
+	res, err := c.nodes[1].Relocate(ctx, HostRelocateOptions{MaxConcurrent: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Objects {
+		switch {
+		case r.Object.ID == victim.ActorID:
+			if r.Outcome != hostmove.Gone || !strings.HasPrefix(r.Reason, relocation.ReasonOwnerChanged.String()) {
+				t.Fatalf("%s, its record naming another node during its move: %s (%s), want gone (ownerChanged…)", r.Object.ID, r.Outcome, r.Reason)
+			}
+		case r.Outcome != hostmove.Moved:
+			t.Errorf("%s: %s (%s), want moved", r.Object.ID, r.Outcome, r.Reason)
+		}
+	}
+	if p := res.Progress; p.Gone != 1 || p.Failed != 0 || len(res.NotMoved()) != 0 {
+		t.Fatalf("progress %+v, not moved %v: want the object owned elsewhere counted gone, nothing left here", p, res.NotMoved())
+	}
+	notHostedOn(t, c, victim, 1)
 }
