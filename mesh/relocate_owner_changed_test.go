@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
-	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/spot"
@@ -87,54 +85,18 @@ func TestCancelledMoveWhoseRecordNamesAnotherOwnerIsNotMoved(t *testing.T) {
 		{"the target", recordOnTarget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			c, ctl := failCluster(t, f, f.loc)
-			ctx := ctxT(t, 60*time.Second)
-			ref := recorder(t, ctx, c, "owner-changed-while-held", failPreserveType, "a")
-			src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
-			b := ctl.block(ref.ActorID, nil)
-			defer func() {
-				select {
-				case <-b.release:
-				default:
-					close(b.release)
+			var before authority.AuthorityRow
+			c, _, ref, src, res := cancelHeldMove(t, "owner-changed-while-held", func(c *cluster, id string, dst int) error {
+				err := tc.change(c, id, dst)
+				if err == nil {
+					before = rowOf(t, c, record.ObjectActor, id)
 				}
-			}()
-			mctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
-			waitClosed(t, b.started, "the target's Restore to start")
-			queued := make(chan error, 1)
-			go func() {
-				_, err := c.m(0).RequestActor(ctx, ref, []byte("queued"))
-				queued <- err
-			}()
-			eventually(t, 20*time.Second, "the request queued in the source's hold", func() bool {
-				o := c.nodes[src].obj
-				o.mu.Lock()
-				h := o.hosted[spot.Key{ID: ref.ActorID}]
-				o.mu.Unlock()
-				return h != nil && h.obj.Queued() > 0
+				return err
 			})
-			if err := tc.change(c, ref.ActorID, dst); err != nil {
-				t.Fatal(err)
-			}
-			before := rowOf(t, c, record.ObjectActor, ref.ActorID)
-			cancel()
-			res := outcomeOf(t, moving)
 			if res.Outcome == Moved || res.Reason != relocation.ReasonOwnerChanged.String() {
 				t.Fatalf("cancelled move whose record names another owner: %v (%s), want notMoved (%s)",
 					res.Outcome, res.Reason, relocation.ReasonOwnerChanged)
 			}
-			select {
-			case err := <-queued:
-				if err == nil {
-					t.Fatal("the request queued in the hold ran on the source after its record named another owner")
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the request queued in the hold was never answered")
-			}
-			close(b.release)
 			notHostedOn(t, c, ref, src)
 			if after := rowOf(t, c, record.ObjectActor, ref.ActorID); !after.Found || after.Version != before.Version {
 				t.Fatalf("the record the move found naming another owner changed: %+v -> %+v", before, after)
@@ -253,18 +215,6 @@ func TestHostRelocateCountsAnObjectNowOwnedElsewhereGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range res.Objects {
-		switch {
-		case r.Object.ID == victim.ActorID:
-			if r.Outcome != hostmove.Gone || !strings.HasPrefix(r.Reason, relocation.ReasonOwnerChanged.String()) {
-				t.Fatalf("%s, its record naming another node during its move: %s (%s), want gone (ownerChanged…)", r.Object.ID, r.Outcome, r.Reason)
-			}
-		case r.Outcome != hostmove.Moved:
-			t.Errorf("%s: %s (%s), want moved", r.Object.ID, r.Outcome, r.Reason)
-		}
-	}
-	if p := res.Progress; p.Gone != 1 || p.Failed != 0 || len(res.NotMoved()) != 0 {
-		t.Fatalf("progress %+v, not moved %v: want the object owned elsewhere counted gone, nothing left here", p, res.NotMoved())
-	}
+	onlyGone(t, res, victim.ActorID, relocation.ReasonOwnerChanged)
 	notHostedOn(t, c, victim, 1)
 }

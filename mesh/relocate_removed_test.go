@@ -55,19 +55,30 @@ func TestMoveOfAnObjectRemovedWhileItAwaitsTheCommit(t *testing.T) {
 // Before, the release path reopened the object without reading the record:
 // it served on the source with no record naming it.
 func TestMoveCancelledBeforeRelayReadyOfAnObjectRemovedMeanwhile(t *testing.T) {
+	c, ctx, ref, _, res := cancelHeldMove(t, "removed-while-held", func(c *cluster, id string, _ int) error { return removeRecord(c, id) })
+	if res.Outcome == Moved || res.Reason != relocation.ReasonRemoved.String() {
+		t.Fatalf("cancelled move of an object whose record was removed while held: %v (%s), want notMoved (removed)", res.Outcome, res.Reason)
+	}
+	servedByNobody(t, ctx, c, ref)
+}
+
+// cancelHeldMove creates a failPreserveType Actor id, moves it with its
+// target's Restore blocked, so that the source holds it before
+// relay-ready, queues a request in the source's hold, applies change to
+// the store (dst is the target's index), then cancels the move and
+// returns its result once the queued request was answered — with an
+// error: it must not run on an object whose move was cancelled for a
+// record that no longer names the source. The target's Restore is let go
+// before it returns.
+func cancelHeldMove(t *testing.T, id string, change func(c *cluster, id string, dst int) error) (c *cluster, ctx context.Context, ref ActorRef, src int, res RelocationResult) {
+	t.Helper()
 	f := newFixture(t)
 	c, ctl := failCluster(t, f, f.loc)
-	ctx := ctxT(t, 60*time.Second)
-	ref := recorder(t, ctx, c, "removed-while-held", failPreserveType, "a")
+	ctx = ctxT(t, 60*time.Second)
+	ref = recorder(t, ctx, c, id, failPreserveType, "a")
 	src, dst := movePair(t, c, record.ObjectActor, ref.ActorID)
 	b := ctl.block(ref.ActorID, nil)
-	defer func() {
-		select {
-		case <-b.release:
-		default:
-			close(b.release)
-		}
-	}()
+	defer close(b.release)
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
@@ -84,24 +95,20 @@ func TestMoveCancelledBeforeRelayReadyOfAnObjectRemovedMeanwhile(t *testing.T) {
 		o.mu.Unlock()
 		return h != nil && h.obj.Queued() > 0
 	})
-	if err := removeRecord(c, ref.ActorID); err != nil {
+	if err := change(c, ref.ActorID, dst); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	res := outcomeOf(t, moving)
-	if res.Outcome == Moved || res.Reason != relocation.ReasonRemoved.String() {
-		t.Fatalf("cancelled move of an object whose record was removed while held: %v (%s), want notMoved (removed)", res.Outcome, res.Reason)
-	}
+	res = outcomeOf(t, moving)
 	select {
 	case err := <-queued:
 		if err == nil {
-			t.Fatal("the request queued in the hold ran on the removed object")
+			t.Fatalf("the request queued in the hold ran on the source (move %v, %s)", res.Outcome, res.Reason)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the request queued in the hold was never answered")
 	}
-	close(b.release)
-	servedByNobody(t, ctx, c, ref)
+	return c, ctx, ref, src, res
 }
 
 // servedByNobody checks that no node hosts the removed Actor ref, that its
@@ -168,18 +175,25 @@ func TestHostRelocateCountsAnObjectRemovedDuringItsMoveGone(t *testing.T) {
 	if ends != 1 || res.End != hostmove.Completed {
 		t.Fatalf("end %s reported %d times, want Completed once", res.End, ends)
 	}
+	onlyGone(t, res, victim.ActorID, relocation.ReasonRemoved)
+}
+
+// onlyGone checks a host command's result: the object victim Gone with a
+// reason beginning with why, every other object Moved, nothing left here.
+func onlyGone(t *testing.T, res HostRelocationResult, victim string, why relocation.Reason) {
+	t.Helper()
 	for _, o := range res.Objects {
 		switch {
-		case o.Object.ID == victim.ActorID:
-			if o.Outcome != hostmove.Gone || !strings.HasPrefix(o.Reason, relocation.ReasonRemoved.String()) {
-				t.Fatalf("%s, removed during its move: %s (%s), want gone (removed…)", o.Object.ID, o.Outcome, o.Reason)
+		case o.Object.ID == victim:
+			if o.Outcome != hostmove.Gone || !strings.HasPrefix(o.Reason, why.String()) {
+				t.Fatalf("%s: %s (%s), want gone (%s…)", o.Object.ID, o.Outcome, o.Reason, why)
 			}
 		case o.Outcome != hostmove.Moved:
 			t.Errorf("%s: %s (%s), want moved", o.Object.ID, o.Outcome, o.Reason)
 		}
 	}
 	if p := res.Progress; p.Gone != 1 || p.Failed != 0 || len(res.NotMoved()) != 0 {
-		t.Fatalf("progress %+v, not moved %v: want the removed object counted gone, nothing left here", p, res.NotMoved())
+		t.Fatalf("progress %+v, not moved %v: want %s counted gone, nothing left here", p, res.NotMoved(), victim)
 	}
 }
 
