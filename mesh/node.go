@@ -1087,6 +1087,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if h := n.obj.hook().closeStep; h != nil {
 		h(closeStoppedPublished)
 	}
+	steps.lostRecord = n.lease.LostRecord()
 	tdErr := n.teardown(ctx, &steps)
 	n.closeErr = errors.Join(append([]error{steps.result(ctx)}, append(errs, tdErr)...)...)
 	n.swept = swept // read after done is closed (sweptOnClose)

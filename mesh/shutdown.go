@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/lease"
 )
 
 // The store steps of the §11 shutdown, as ShutdownIncompleteError names
@@ -79,6 +80,10 @@ type shutdownSteps struct {
 	notDone    map[string]bool
 	last       error
 	leaseEnded error
+	// lostRecord is what became of the owner-lease record when the lease
+	// was lost (0: not lost): a lost lease is not released, so the release
+	// step is not "not done", but the record is part of what is left.
+	lostRecord lease.LostRecord
 }
 
 func (s *shutdownSteps) failed(step string, err error) {
@@ -120,8 +125,10 @@ func (s *shutdownSteps) result(ctx context.Context) error {
 	if s.notDone[stepSweep] {
 		e.Left = append(e.Left, "this run's authority records (of the objects not moved: their state is lost), for reclaim by the other nodes once the owner lease has expired")
 	}
-	if s.notDone[stepRelease] {
+	if rec := lostRecordLeft(s.lostRecord); s.notDone[stepRelease] {
 		e.Left = append(e.Left, "the owner lease record, until it expires (lease.ttl)")
+	} else if rec != "" {
+		e.Left = append(e.Left, rec)
 	}
 	switch {
 	case s.notDone[stepStopped]:
@@ -133,6 +140,23 @@ func (s *shutdownSteps) result(ctx context.Context) error {
 		e.Left = append(e.Left, "the stopped descriptor, for reclaim by the other nodes")
 	}
 	return e
+}
+
+// lostRecordLeft says what became of the owner-lease record of a lease lost
+// before the shutdown ("" when it was not lost). Until 2026-12-06 the
+// left-behind list said nothing of it then: the release is skipped (a lost
+// lease is not this run's to delete), so the record appeared neither among
+// the steps not done nor among what is left.
+func lostRecordLeft(rec lease.LostRecord) string {
+	switch rec {
+	case lease.RecordKept:
+		return "the owner lease record, until it expires (lease.ttl): still this run's when the lease ended for good, not released, not renewed"
+	case lease.RecordNotOurs:
+		return "the owner lease record: none of this run's left, it had expired or been replaced when the loss was found (nothing to release)"
+	case lease.RecordDataLost:
+		return "the owner lease record: none left, it went with the store's data (nothing to release)"
+	}
+	return ""
 }
 
 // storeMayAnswerAgain reports whether err is a store failure that asking

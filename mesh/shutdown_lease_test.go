@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/lease"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -26,6 +27,9 @@ func TestShutdownAfterTheLeaseEndedSaysWhatIsLeft(t *testing.T) {
 		notDone   []string
 		deadline  bool
 		reasonMsg string
+		// record: what the left-behind list says of the owner lease
+		// record (until 2026-12-06 nothing, when the lease was lost).
+		record string
 	}{{
 		// Lost for good (the routing id taken over, the store's data
 		// lost): the store answers, nothing is reacquired.
@@ -37,6 +41,26 @@ func TestShutdownAfterTheLeaseEndedSaysWhatIsLeft(t *testing.T) {
 		leaseErr:  lease.ErrLeaseLost,
 		notDone:   []string{stepSweep, stepStopped, stepRemoveStopped},
 		reasonMsg: "test: this run's lease is gone",
+		record:    "the owner lease record, until it expires (lease.ttl): still this run's when the lease ended for good",
+	}, {
+		// The store lost its data (FLUSHALL, restarted empty): the
+		// owner lease record vanished while still valid.
+		name: "lost with the store's data",
+		end: func(t *testing.T, n *Node, _ *shutdownOutageStore) {
+			owner, _ := n.Owner()
+			key, err := record.OwnerLeaseKey(owner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.loc.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Delete(key)}}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 30*time.Second, "the loss to be reported", func() bool { return n.LeaseLost() != nil })
+		},
+		leaseErr:  locstore.ErrDataLost,
+		notDone:   []string{stepSweep, stepStopped, stepRemoveStopped},
+		reasonMsg: "store data lost",
+		record:    "the owner lease record: none left, it went with the store's data",
 	}, {
 		// Redis stopped for longer than lease.ttl, then SIGTERM: the
 		// gate expired and the store still does not answer.
@@ -53,6 +77,7 @@ func TestShutdownAfterTheLeaseEndedSaysWhatIsLeft(t *testing.T) {
 		notDone:   []string{stepSweep, stepStopped, stepRelease, stepRemoveStopped},
 		deadline:  true,
 		reasonMsg: "local admission deadline passed",
+		record:    "the owner lease record, until it expires (lease.ttl)",
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +115,7 @@ func TestShutdownAfterTheLeaseEndedSaysWhatIsLeft(t *testing.T) {
 				t.Errorf("the error spans lines:\n%s", msg)
 			}
 			for _, part := range []string{"the owner lease ended before the shutdown", tc.reasonMsg,
-				"this run's authority records", "the descriptor (not stopped)"} {
+				"this run's authority records", "the descriptor (not stopped)", tc.record} {
 				if !strings.Contains(msg, part) {
 					t.Errorf("error %q does not say %q", msg, part)
 				}

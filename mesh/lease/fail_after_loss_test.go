@@ -39,7 +39,13 @@ func TestFailAfterOrdinaryLossReportsDataLoss(t *testing.T) {
 	if errors.Is(lost.Err, locstore.ErrDataLost) {
 		t.Fatalf("first loss already data loss: %v", lost.Err)
 	}
+	if got := m.LostRecord(); got != lease.RecordNotOurs {
+		t.Fatalf("LostRecord after the record was replaced = %d, want RecordNotOurs", got)
+	}
 	m.Fail(fmt.Errorf("%w: the namespace marker is gone", locstore.ErrDataLost))
+	if got := m.LostRecord(); got != lease.RecordDataLost {
+		t.Errorf("LostRecord after the data loss = %d, want RecordDataLost", got)
+	}
 	deadline := time.After(2 * time.Second)
 	for {
 		select {
@@ -50,5 +56,22 @@ func TestFailAfterOrdinaryLossReportsDataLoss(t *testing.T) {
 		case <-deadline:
 			t.Fatal("Fail(ErrDataLost) after an ordinary loss reported nothing: the node's lostErr stays \"no restart needed\"")
 		}
+	}
+}
+
+// Fail on a lease whose record is still this run's (the routing id taken
+// over, say) leaves the record to expire by its TTL: LostRecord says so,
+// for the stopping node's list of what is left (mesh
+// ShutdownIncompleteError); a lease that holds says 0.
+func TestFailLeavesTheRecordToExpire(t *testing.T) {
+	e := newEnv(t)
+	m := e.acquire()
+	e.waitIdle(m, 2)
+	if got := m.LostRecord(); got != 0 {
+		t.Fatalf("LostRecord of a held lease = %d, want 0", got)
+	}
+	m.Fail(errors.New("test: the routing id was taken over"))
+	if got := m.LostRecord(); got != lease.RecordKept {
+		t.Fatalf("LostRecord after Fail = %d, want RecordKept", got)
 	}
 }

@@ -150,6 +150,7 @@ type Manager struct {
 	lost         bool
 	lostFor      error         // why (markLost)
 	lostHeals    bool          // the loss was reported as one a reacquisition heals
+	lostRecord   LostRecord    // what became of the owner-lease record (markLost)
 	resumable    bool          // reacquired after a loss; the gate waits for Resume
 	lastDeadline time.Duration // the deadline of the latest acquire/renew (Resume reopens at it)
 	lastStart    time.Duration // t0 of the last successful acquire/renew; the first tick is due at lastStart + interval
@@ -488,7 +489,7 @@ func (m *Manager) opened(obs Observation, kind EventKind) error {
 		// re-adopt, before this goroutine runs again), and a Resume that
 		// found the manager not yet resumable left the gate shut for good.
 		m.mu.Lock()
-		m.lost, m.lostFor, m.uncertain, m.resumable = false, nil, false, true
+		m.lost, m.lostFor, m.lostRecord, m.uncertain, m.resumable = false, nil, 0, false, true
 		m.mu.Unlock()
 		m.logger().Warn("owner lease reacquired after its loss: new generation; new work waits until this run re-adopted its objects",
 			m.deadlineAttrs(deadline, "new_lease_gen", m.Generation())...)
@@ -773,21 +774,21 @@ func (m *Manager) reconstruct(ctx context.Context) (ok, cont bool) {
 	}
 	if !rr.Found {
 		if t1 < m.gate.Deadline() {
-			m.markLost(dataLost())
+			m.markLost(dataLost(), RecordDataLost)
 		} else {
-			m.markLost(errors.New("owner-lease record missing on re-read: expired or deleted"))
+			m.markLost(errors.New("owner-lease record missing on re-read: expired or deleted"), RecordNotOurs)
 		}
 		return false, false
 	}
 	l, derr := decodeOwnerLease(rr.Value)
 	if derr != nil || l.OwnerID != m.ownerID || uint64(l.LeaseGeneration) != m.Generation() {
-		m.markLost(fmt.Errorf("owner-lease record holds (%q, %d), not ours (decode error: %v)", l.OwnerID, l.LeaseGeneration, derr))
+		m.markLost(fmt.Errorf("owner-lease record holds (%q, %d), not ours (decode error: %v)", l.OwnerID, l.LeaseGeneration, derr), RecordNotOurs)
 		return false, false
 	}
 	deadline, derr := AdmissionDeadline(Observation{SentAt: t0, ReceivedAt: t1, StoreNow: rr.StoreNow, ExpiresAt: rr.ExpiresAt}, m.timing.FencingMargin)
 	if derr != nil {
 		// Our identity, but no expiry: not a record this package wrote.
-		m.markLost(fmt.Errorf("owner-lease record unusable: %w", derr))
+		m.markLost(fmt.Errorf("owner-lease record unusable: %w", derr), RecordNotOurs)
 		return false, false
 	}
 	m.mu.Lock()
@@ -825,7 +826,13 @@ func (m *Manager) Fail(reason error) {
 	m.mu.Lock()
 	m.reacquire = false // for good, whatever the reason
 	m.mu.Unlock()
-	m.markLost(reason)
+	// The record was this run's when last read: the loss is declared
+	// here, not found in the store — unless the store lost its data.
+	rec := RecordKept
+	if errors.Is(reason, locstore.ErrDataLost) {
+		rec = RecordDataLost
+	}
+	m.markLost(reason, rec)
 	if m.cancelLoop != nil {
 		m.cancelLoop(reason)
 	}
@@ -869,8 +876,42 @@ func (m *Manager) logRenewedAgain(n int, d time.Duration) {
 	}
 }
 
-func (m *Manager) markLost(reason error) {
+// LostRecord is what became of this run's owner-lease record when its lease
+// was lost: what a stopping node reports as left behind (mesh
+// ShutdownIncompleteError), since a lost lease is not released.
+type LostRecord uint8
+
+const (
+	// RecordKept: the record was still this run's when the loss was
+	// declared (Fail: the routing id was taken over, say). Nothing
+	// renews it any more; it expires by its TTL.
+	RecordKept LostRecord = iota + 1
+	// RecordNotOurs: the record was found missing (expired, deleted) or
+	// holding another owner-lease state: nothing of it is this run's.
+	RecordNotOurs
+	// RecordDataLost: the store lost its data, the record with it.
+	RecordDataLost
+)
+
+// LostRecord says what became of the owner-lease record when the lease was
+// lost; 0 while it is not lost (or was reacquired since).
+func (m *Manager) LostRecord() LostRecord {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.lost {
+		return 0
+	}
+	return m.lostRecord
+}
+
+// markLost ends the lease for reason; rec is what the record became.
+func (m *Manager) markLost(reason error, rec LostRecord) {
+	m.mu.Lock()
+	if rec == RecordDataLost || !m.lost {
+		// A data loss found after another loss says more: the record
+		// went with the store's data.
+		m.lostRecord = rec
+	}
 	if m.lost {
 		// Once (the renew loop and Fail may both get here) — unless the
 		// loss was reported as one a reacquisition heals and it turned out

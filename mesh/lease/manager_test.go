@@ -536,13 +536,15 @@ func TestLeaseLost(t *testing.T) {
 		// dataLost: the loss is reported as store data loss (the record
 		// vanished while it was still valid by the store's clock).
 		dataLost bool
+		// record: what LostRecord says became of the owner-lease record.
+		record lease.LostRecord
 	}{
 		{
 			name: "another generation stored under our key: renew conflicts",
 			setup: func(e *env, m *lease.Manager) {
 				e.putLease(m, m.OwnerID(), m.Generation()+1)
 			},
-			at: start + 5*sec, events: []lease.EventKind{lease.EventLost},
+			at: start + 5*sec, events: []lease.EventKind{lease.EventLost}, record: lease.RecordNotOurs,
 		},
 		{
 			name: "record deleted: renew conflicts",
@@ -552,7 +554,7 @@ func TestLeaseLost(t *testing.T) {
 					e.t.Fatal(err)
 				}
 			},
-			at: start + 5*sec, events: []lease.EventKind{lease.EventLost}, dataLost: true,
+			at: start + 5*sec, events: []lease.EventKind{lease.EventLost}, dataLost: true, record: lease.RecordDataLost,
 		},
 		{
 			name: "another owner found on the re-read after a lost answer",
@@ -565,7 +567,7 @@ func TestLeaseLost(t *testing.T) {
 			},
 			// The failed renew left the deadline at start+10, where the
 			// next tick also runs.
-			at: start + 10*sec, events: []lease.EventKind{lease.EventExpired, lease.EventLost},
+			at: start + 10*sec, events: []lease.EventKind{lease.EventExpired, lease.EventLost}, record: lease.RecordNotOurs,
 		},
 	}
 	for _, tt := range tests {
@@ -585,6 +587,9 @@ func TestLeaseLost(t *testing.T) {
 			}
 			if err := m.Gate().Admit(); !errors.Is(err, lease.ErrLeaseLost) {
 				t.Fatalf("Admit = %v, want ErrLeaseLost", err)
+			}
+			if got := m.LostRecord(); got != tt.record {
+				t.Errorf("LostRecord = %d, want %d", got, tt.record)
 			}
 			if !isClosed(closing) {
 				t.Fatal("Closing not closed on loss")
