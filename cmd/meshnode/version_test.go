@@ -3,7 +3,6 @@ package main
 import (
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -25,7 +24,9 @@ func TestMakeBuildStampsTheVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("meshnode version: %v\n%s", err, out)
 	}
-	if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, "meshnode v7.7.7-test (") || !strings.Contains(got, runtime.Version()) {
-		t.Fatalf("meshnode version = %q, want meshnode v7.7.7-test (… %s)", got, runtime.Version())
+	// The toolchain is the Makefile's (GOTOOLCHAIN), which need not be
+	// the one running this test.
+	if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, "meshnode v7.7.7-test (") || !strings.Contains(got, "go1.") {
+		t.Fatalf("meshnode version = %q, want meshnode v7.7.7-test (… go1.…)", got)
 	}
 }
