@@ -481,12 +481,24 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 	// owner answers (§7.3).
 	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec, transport.Portable())
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, deadlineErr("request to %s: %v", t.id, err)
-		}
-		return nil, wrapErr(sendFailure(err), err, "request to %s", t.id)
+		return nil, requestFailure(t.id, err)
 	}
 	return answerOf(t.fam, kind, resp)
+}
+
+// requestFailure is the error of a request to id the transport failed with
+// err: the request's deadline passing is ErrDeadlineExceeded; a request
+// that never left this node (errNotSent: among them a link that is down
+// and whose last redial got no connection in time) keeps its cause, so
+// that deliver drops the route and tries again and a route switch's
+// barrier sees why. Before, any error matching context.DeadlineExceeded
+// was flattened into a deadline (its cause kept only as text): a timed-out
+// redial read as an owner that did not answer in time.
+func requestFailure(id string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && !errorsIsAny(err, errNotSent...) {
+		return deadlineErr("request to %s: %v", id, err)
+	}
+	return wrapErr(sendFailure(err), err, "request to %s", id)
 }
 
 // sendFailure is the vocabulary of a transport error sending a message: a

@@ -33,17 +33,21 @@ type objects struct {
 	// linkLook, when set, replaces the look at the link a barrier waits on
 	// (tests).
 	linkLook func() linkProgress
-	n        *Node
-	log      *slog.Logger
-	rt       *spot.Runtime
-	exec     *authority.Executor
-	cache    *follow.Cache
-	follow   *follow.Table // moves of this node's objects, for Message Follow (follow_forward.go)
-	drops    dropReport    // one-way messages refused here, reported each discovery round
-	registry map[string]spot.Factory
-	dispatch map[router.Command]inboundFunc // inbound commands (registerCommands)
-	chunks   *chunk.Registry                // Restore payloads being assembled (target side)
-	arrivals map[chunk.Binding]*arrival     // moves bringing an object here
+	// listedLook, when set, replaces the look at the discovery list a
+	// barrier asks whether the previous owner's run is listed live
+	// (tests: a list that lags).
+	listedLook func(prev follow.Ready) bool
+	n          *Node
+	log        *slog.Logger
+	rt         *spot.Runtime
+	exec       *authority.Executor
+	cache      *follow.Cache
+	follow     *follow.Table // moves of this node's objects, for Message Follow (follow_forward.go)
+	drops      dropReport    // one-way messages refused here, reported each discovery round
+	registry   map[string]spot.Factory
+	dispatch   map[router.Command]inboundFunc // inbound commands (registerCommands)
+	chunks     *chunk.Registry                // Restore payloads being assembled (target side)
+	arrivals   map[chunk.Binding]*arrival     // moves bringing an object here
 
 	// Budgets of the log lines one inbound record causes (record_log.go).
 	restoreRefusedLog, route44IgnoredLog, replyNotSentLog *recordLog

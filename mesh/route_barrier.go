@@ -215,21 +215,37 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 			break
 		}
 	}
-	switch barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) }) {
+	v := barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) })
+	o.logBarrierEnd(v, t.id, prev, time.Since(start), err)
+}
+
+// logBarrierEnd counts and logs how a route switch's barrier to prev ended
+// (v), after waited, with the barrier request's error err.
+func (o *objects) logBarrierEnd(v barrierVerdict, id string, prev follow.Ready, waited time.Duration, err error) {
+	previous := transport.RID(prev.Route.NodeRID).String()
+	waited = waited.Round(time.Millisecond)
+	switch v {
 	case barrierTimedOut:
 		o.stats.routeBarriersTimedOut.Add(1)
 		o.log.Warn("route switch: the previous owner did not answer the barrier in time; switching anyway",
-			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(),
-			"waited", time.Since(start).Round(time.Millisecond), "without_progress", o.barrierSlice())
+			"object", id, "previous", previous, "waited", waited, "without_progress", o.barrierSlice())
 	case barrierLinkLost:
 		o.stats.routeBarriersTimedOut.Add(1)
 		o.log.Warn("route switch: the link to the previous owner ended before it answered the barrier, and its run is still listed live; switching anyway (what this node sent it before may arrive after later messages)",
-			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(),
-			"waited", time.Since(start).Round(time.Millisecond), "err", err)
+			"object", id, "previous", previous, "waited", waited, "err", err)
+	case barrierLinkNotRestored:
+		o.stats.routeBarriersTimedOut.Add(1)
+		var dte *transport.DialTimeoutError
+		within := time.Duration(0)
+		if errors.As(err, &dte) {
+			within = dte.Timeout
+		}
+		o.log.Warn("route switch: the link to the previous owner is down and could not be re-established (no connection within the dial timeout), and its run is still listed live; switching anyway (what this node sent it before may arrive after later messages)",
+			"object", id, "previous", previous, "dial_timeout", within, "err", err)
 	case barrierRefused:
 		// Refused or not sent: nothing of ours is still being passed on
 		// through prev.
-		o.log.Debug("route switch: barrier refused", "object", t.id, "err", err)
+		o.log.Debug("route switch: barrier refused", "object", id, "err", err)
 	}
 }
 
@@ -249,6 +265,13 @@ const (
 	// connection liveness gave up may still read what this node sent it
 	// and pass it on after the messages that follow the switch.
 	barrierLinkLost
+	// barrierLinkNotRestored: the barrier was not sent because the link to
+	// prev is down and its last redial got no connection within the dial
+	// timeout (transport.DialTimeoutError), while prev's run is still
+	// listed live. The same risk as a lost link; it is not prev answering
+	// late (before 2026-12-06 it was logged as "did not answer the barrier
+	// in time").
+	barrierLinkNotRestored
 	// barrierRefused: refused, or not sent for want of any link to prev
 	// (ErrUnknownPeer) or because nothing listens at prev's endpoint any
 	// more (a refused redial) — nothing of this node's is being passed
@@ -262,10 +285,11 @@ const (
 // progress watch, or at barrierMaxWait), err the barrier request's error.
 // prevLive is asked only for a lost link.
 func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() bool) barrierVerdict {
+	var dialTimeout *transport.DialTimeoutError
 	switch {
 	case err == nil, callerDone:
 		return barrierAnswered
-	case barrierDone, errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrDeadlineExceeded), errors.Is(err, transport.ErrBackpressure):
+	case barrierDone, errors.Is(err, transport.ErrBackpressure):
 		return barrierTimedOut
 	case errors.Is(err, syscall.ECONNREFUSED):
 		// The link is down and its last redial was refused: nothing
@@ -273,25 +297,36 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() b
 		// it had read — and the messages the transport keeps for prev's
 		// run will never be sent (only to that very run).
 		return barrierRefused
-	case (errors.Is(err, transport.ErrPeerDown) || errors.Is(err, transport.ErrNotAdmitted)) && prevLive():
-		// Not admitted: the link was already down when the barrier was to
-		// be sent. Its error wraps ErrPeerDown only until the first redial
-		// fails (then the dial's error), but the risk is the same either
-		// way while prev may still run (say, a stalled process whose
-		// kernel accepts the redial but which answers no handshake — a
-		// redial that timed out is counted as timed out above): what prev
+	case !errors.Is(err, transport.ErrPeerDown) && !errors.Is(err, transport.ErrNotAdmitted):
+		// A deadline here is the request's own (a redial that timed out
+		// is ErrNotAdmitted): prev read nothing in time.
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrDeadlineExceeded) {
+			return barrierTimedOut
+		}
+		return barrierRefused
+	case !prevLive():
+		return barrierRefused
+	case errors.As(err, &dialTimeout):
+		return barrierLinkNotRestored
+	default:
+		// The link ended before the answer, or was already down when the
+		// barrier was to be sent (ErrNotAdmitted, wrapping the session's
+		// end until the first redial fails, that redial's error after),
+		// while prev may still run (say, a stalled process whose kernel
+		// accepts the redial but which answers no handshake): what prev
 		// read before the link went down, and the one-way messages the
 		// transport keeps for prev's return, may still be passed on behind
 		// the messages that follow the switch.
 		return barrierLinkLost
-	default:
-		return barrierRefused
 	}
 }
 
 // runLiveInList reports whether the latest discovery list names prev's
 // node run with a live lease.
 func (o *objects) runLiveInList(prev follow.Ready) bool {
+	if o.listedLook != nil {
+		return o.listedLook(prev)
+	}
 	snap, list, ok := o.n.lastSnapshotNumbered()
 	if !ok {
 		return false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -202,7 +203,9 @@ func holdFirstPassOn(n *Node, id string) (held <-chan struct{}, release func()) 
 // before the answer, while that run is still listed live, is a lost
 // barrier (counted and warned, as a timed-out one: a slow previous owner
 // whose connection liveness gave up may still pass on what this node sent
-// it); a run no longer live passes nothing on (refused, DEBUG).
+// it); a run no longer live passes nothing on (refused, DEBUG). A link
+// whose redial got no connection in time was not re-established: its own
+// WARN, not "did not answer in time".
 func TestBarrierVerdict(t *testing.T) {
 	refusedErr := errors.New("refused: object not here")
 	for _, tc := range []struct {
@@ -218,8 +221,10 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "no progress", barrierDone: true, err: context.Canceled, want: barrierTimedOut},
 		{name: "link lost after the cut", barrierDone: true, err: transport.ErrPeerDown, live: true, want: barrierTimedOut},
 		{name: "deadline", err: fmt.Errorf("call: %w", context.DeadlineExceeded), want: barrierTimedOut},
+		{name: "request deadline", err: deadlineErr("request to a: %v", errors.New("transport: deadline exceeded")), want: barrierTimedOut},
 		{name: "link full", err: transport.ErrBackpressure, want: barrierTimedOut},
-		{name: "link lost, run live", err: fmt.Errorf("barrier: %w", transport.ErrPeerDown), live: true, want: barrierLinkLost, wantAsked: true},
+		{name: "link lost, run live", err: fmt.Errorf("barrier: %w", transport.ErrPeerDown), live: true,
+			want: barrierLinkLost, wantAsked: true},
 		{name: "link lost, run gone", err: transport.ErrPeerDown, want: barrierRefused, wantAsked: true},
 		// The link was already down when the barrier was to be sent: the
 		// transport refuses it as not admitted, wrapping why the link is
@@ -229,8 +234,13 @@ func TestBarrierVerdict(t *testing.T) {
 			live: true, want: barrierLinkLost, wantAsked: true},
 		{name: "link down before, redial failed", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: i/o timeout")),
 			live: true, want: barrierLinkLost, wantAsked: true},
-		{name: "link down before, redial timed out", err: notAdmitted(fmt.Errorf("transport: dial tcp://10.0.0.7:7791: %w", context.DeadlineExceeded)),
-			live: true, want: barrierTimedOut},
+		{name: "link down before, redial timed out", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
+			live: true, want: barrierLinkNotRestored, wantAsked: true},
+		// Go's other timeout error of a connect (no context match): the same.
+		{name: "link down before, redial timed out (i/o deadline)", err: notAdmitted(dialTimedOut(os.ErrDeadlineExceeded)),
+			live: true, want: barrierLinkNotRestored, wantAsked: true},
+		{name: "link down before, redial timed out, run gone", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
+			want: barrierRefused, wantAsked: true},
 		{name: "link down before, run gone", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: EOF")),
 			want: barrierRefused, wantAsked: true},
 		// Nothing listens at prev's endpoint: prev's process is gone, with
@@ -248,6 +258,13 @@ func TestBarrierVerdict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dialTimedOut is a redial's connect that got no connection within the
+// transport's dial timeout, as the transport reports it.
+func dialTimedOut(cause error) error {
+	return &transport.DialTimeoutError{Endpoint: "tcp://10.0.0.7:7791", Timeout: 5 * time.Second,
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: cause}}
 }
 
 // notAdmitted is a barrier's error when the link to prev has no session:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshnode/meshnode/router"
 )
@@ -79,3 +80,25 @@ func (e *RejectError) Is(target error) bool { return target == ErrRejected }
 func deadlineErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %w: %s", ErrDeadlineExceeded, context.DeadlineExceeded, fmt.Sprintf(format, args...))
 }
+
+// DialTimeoutError is a link attempt whose TCP connect got no connection
+// within Config.HandshakeTimeout: nothing answered at the peer's endpoint
+// (its host down or unreachable, or its listen queue full) — the link
+// could not be (re-)established, which is not a peer that answered late.
+// A link that is down wraps it in ErrNotAdmitted until its next attempt.
+//
+// Err is the dial's own error. Go reports a connect timeout as one of two
+// errors, only one of which matches context.DeadlineExceeded; callers tell
+// this case by the type (errors.As), not by that match.
+type DialTimeoutError struct {
+	Endpoint string
+	Timeout  time.Duration
+	Err      error
+}
+
+func (e *DialTimeoutError) Error() string {
+	return fmt.Sprintf("transport: no connection to %s within %s (%v)", e.Endpoint, e.Timeout, e.Err)
+}
+
+// Unwrap exposes the dial's error.
+func (e *DialTimeoutError) Unwrap() error { return e.Err }

@@ -342,6 +342,17 @@ func (r *routerSock) close() {
 	r.wg.Wait()
 }
 
+// dialErr is the error of a TCP connect to endpoint that failed with err:
+// a *DialTimeoutError when it got no connection within timeout (ownBound:
+// that bound, not the caller's context, ended it), else err as it is.
+func dialErr(endpoint string, timeout time.Duration, ownBound bool, err error) error {
+	var ne net.Error
+	if ownBound && errors.As(err, &ne) && ne.Timeout() {
+		return &DialTimeoutError{Endpoint: endpoint, Timeout: timeout, Err: err}
+	}
+	return fmt.Errorf("transport: dial %s: %w", endpoint, err)
+}
+
 // dialDealer opens the DEALER half of a peer link: TCP connect, ZMTP
 // handshake as DEALER with our RID as identity, and a check that the ROUTER
 // we reached is the peer we meant (when it announces an identity).
@@ -355,9 +366,15 @@ func dialDealer(ctx context.Context, endpoint string, want []byte, p linkParams)
 		return nil, err
 	}
 	d := net.Dialer{Timeout: p.handshakeTimeout}
+	// Whose bound a timed-out connect met: the handshake timeout's, unless
+	// ctx's deadline comes first.
+	ownBound := true
+	if dl, ok := ctx.Deadline(); ok && dl.Before(time.Now().Add(p.handshakeTimeout)) {
+		ownBound = false
+	}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("transport: dial %s: %w", endpoint, err)
+		return nil, dialErr(endpoint, p.handshakeTimeout, ownBound && ctx.Err() == nil, err)
 	}
 	// Closing raw when ctx ends aborts a handshake stuck on a silent peer
 	// even before its deadline.
