@@ -35,7 +35,7 @@ type objects struct {
 	linkLook func() linkProgress
 	// listedLook, when set, replaces the look at the discovery list a
 	// barrier asks whether the previous owner's run is listed live
-	// (tests: a list that lags).
+	// (tests: a list that lags the run's stop).
 	listedLook func(prev follow.Ready) bool
 	n          *Node
 	log        *slog.Logger

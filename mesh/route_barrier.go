@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/internal/ctxsleep"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 )
@@ -63,6 +64,10 @@ const (
 	barrierWait    = cutoverWait + followSendWait
 	barrierMaxWait = 5 * barrierWait
 )
+
+// barrierStopReadWait bounds the descriptor read that tells a previous
+// owner's clean stop from a lost link (prevStopped).
+const barrierStopReadWait = 2 * time.Second
 
 // sentRoutes is the route this node last used for each object it sent to,
 // kept for MessageFollowDuration.
@@ -215,7 +220,8 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 			break
 		}
 	}
-	v := barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) })
+	v := barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) },
+		func() bool { return o.prevStopped(ctx, prev) })
 	o.logBarrierEnd(v, t.id, prev, time.Since(start), err)
 }
 
@@ -242,6 +248,11 @@ func (o *objects) logBarrierEnd(v barrierVerdict, id string, prev follow.Ready, 
 		}
 		o.log.Warn("route switch: the link to the previous owner is down and could not be re-established (no connection within the dial timeout), and its run is still listed live; switching anyway (what this node sent it before may arrive after later messages)",
 			"object", id, "previous", previous, "dial_timeout", within, "err", err)
+	case barrierPrevStopped:
+		// A clean stop: everything the previous owner read was passed on
+		// or refused before its transport closed.
+		o.log.Debug("route switch: the previous owner stopped cleanly before it answered the barrier; switching",
+			"object", id, "previous", previous, "waited", waited, "err", err)
 	case barrierRefused:
 		// Refused or not sent: nothing of ours is still being passed on
 		// through prev.
@@ -261,17 +272,25 @@ const (
 	barrierTimedOut
 	// barrierLinkLost: the link to prev ended before it answered (or was
 	// down when the barrier was to be sent), while prev's run is still
-	// listed live — a slow previous owner whose
+	// listed live and did not stop cleanly — a slow previous owner whose
 	// connection liveness gave up may still read what this node sent it
 	// and pass it on after the messages that follow the switch.
 	barrierLinkLost
 	// barrierLinkNotRestored: the barrier was not sent because the link to
 	// prev is down and its last redial got no connection within the dial
 	// timeout (transport.DialTimeoutError), while prev's run is still
-	// listed live. The same risk as a lost link; it is not prev answering
-	// late (before 2026-12-06 it was logged as "did not answer the barrier
-	// in time").
+	// listed live and did not stop cleanly. The same risk as a lost link;
+	// it is not prev answering late (before 2026-12-06 it was logged as
+	// "did not answer the barrier in time").
 	barrierLinkNotRestored
+	// barrierPrevStopped: the link to prev ended, or was down, because
+	// prev's run stopped cleanly — its descriptor says stopped or was
+	// removed (§11), and it was not this node giving up on a silent prev
+	// (transport.ErrPeerSilent). A clean stop ends object work, publishes
+	// stopped and removes the descriptor before the transport closes, so
+	// what it read was passed on or refused by then. Not counted as timed
+	// out; DEBUG.
+	barrierPrevStopped
 	// barrierRefused: refused, or not sent for want of any link to prev
 	// (ErrUnknownPeer) or because nothing listens at prev's endpoint any
 	// more (a refused redial) — nothing of this node's is being passed
@@ -283,8 +302,9 @@ const (
 // barrierVerdictOf classifies a barrier's end: callerDone when the
 // caller's context ended, barrierDone when the barrier's own (cut by the
 // progress watch, or at barrierMaxWait), err the barrier request's error.
-// prevLive is asked only for a lost link.
-func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() bool) barrierVerdict {
+// prevLive is asked only for a lost link, prevStopped only for a lost link
+// of a run still listed live.
+func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive, prevStopped func() bool) barrierVerdict {
 	var dialTimeout *transport.DialTimeoutError
 	switch {
 	case err == nil, callerDone:
@@ -306,6 +326,8 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() b
 		return barrierRefused
 	case !prevLive():
 		return barrierRefused
+	case !errors.Is(err, transport.ErrPeerSilent) && prevStopped():
+		return barrierPrevStopped
 	case errors.As(err, &dialTimeout):
 		return barrierLinkNotRestored
 	default:
@@ -319,6 +341,20 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive func() b
 		// the messages that follow the switch.
 		return barrierLinkLost
 	}
+}
+
+// prevStopped reports whether prev's node run stopped cleanly, as a fresh
+// read of its descriptor shows (directory.RunStopped); false when the
+// store does not tell in time.
+func (o *objects) prevStopped(ctx context.Context, prev follow.Ready) bool {
+	ctx, cancel := context.WithTimeout(ctx, barrierStopReadWait)
+	defer cancel()
+	stopped, err := directory.RunStopped(ctx, o.n.loc, o.n.cfg.Node.MeshName, prev.Route.NodeRID, prev.Route.NodeGeneration)
+	if err != nil {
+		o.log.Debug("route switch: could not read the previous owner's descriptor", "previous", transport.RID(prev.Route.NodeRID).String(), "err", err)
+		return false
+	}
+	return stopped
 }
 
 // runLiveInList reports whether the latest discovery list names prev's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -203,18 +204,23 @@ func holdFirstPassOn(n *Node, id string) (held <-chan struct{}, release func()) 
 // before the answer, while that run is still listed live, is a lost
 // barrier (counted and warned, as a timed-out one: a slow previous owner
 // whose connection liveness gave up may still pass on what this node sent
-// it); a run no longer live passes nothing on (refused, DEBUG). A link
-// whose redial got no connection in time was not re-established: its own
-// WARN, not "did not answer in time".
+// it); a run no longer live passes nothing on (refused, DEBUG). A run that
+// stopped cleanly (its descriptor says stopped, or is gone) passed on or
+// refused everything before its transport closed: its own verdict, not
+// counted — unless this node gave up on it as silent (it may have been
+// reading still). A link whose redial got no connection in time was not
+// re-established: its own WARN, not "did not answer in time".
 func TestBarrierVerdict(t *testing.T) {
 	refusedErr := errors.New("refused: object not here")
+	silent := fmt.Errorf("%w: %w: no liveness ack from prev within 15s", transport.ErrPeerDown, transport.ErrPeerSilent)
+	closed := fmt.Errorf("%w: connection to prev lost: %w", transport.ErrPeerDown, io.EOF)
 	for _, tc := range []struct {
 		name                    string
 		callerDone, barrierDone bool
 		err                     error
-		live                    bool
+		live, stopped           bool
 		want                    barrierVerdict
-		wantAsked               bool
+		wantAsked, wantRead     bool
 	}{
 		{name: "answered", want: barrierAnswered},
 		{name: "caller gone", callerDone: true, err: context.Canceled, want: barrierAnswered},
@@ -224,21 +230,34 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "request deadline", err: deadlineErr("request to a: %v", errors.New("transport: deadline exceeded")), want: barrierTimedOut},
 		{name: "link full", err: transport.ErrBackpressure, want: barrierTimedOut},
 		{name: "link lost, run live", err: fmt.Errorf("barrier: %w", transport.ErrPeerDown), live: true,
-			want: barrierLinkLost, wantAsked: true},
+			want: barrierLinkLost, wantAsked: true, wantRead: true},
 		{name: "link lost, run gone", err: transport.ErrPeerDown, want: barrierRefused, wantAsked: true},
+		// The previous owner stopped cleanly while the barrier was pending
+		// (its session ended as it closed): its descriptor says stopped, or
+		// is gone, though this node's list still shows it.
+		{name: "link lost, run stopped", err: closed, live: true, stopped: true,
+			want: barrierPrevStopped, wantAsked: true, wantRead: true},
+		// This node gave up on it as silent: it may have read on until it
+		// closed, whatever its descriptor says by now.
+		{name: "link lost by liveness, run stopped", err: silent, live: true, stopped: true,
+			want: barrierLinkLost, wantAsked: true},
 		// The link was already down when the barrier was to be sent: the
 		// transport refuses it as not admitted, wrapping why the link is
 		// down — the session's end (ErrPeerDown) until the first redial
 		// fails, that redial's error after. Same risk either way.
 		{name: "link down before, session's end", err: notAdmitted(fmt.Errorf("%w: connection to prev lost: EOF", transport.ErrPeerDown)),
-			live: true, want: barrierLinkLost, wantAsked: true},
+			live: true, want: barrierLinkLost, wantAsked: true, wantRead: true},
+		{name: "link down before, run stopped", err: notAdmitted(closed),
+			live: true, stopped: true, want: barrierPrevStopped, wantAsked: true, wantRead: true},
 		{name: "link down before, redial failed", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: i/o timeout")),
-			live: true, want: barrierLinkLost, wantAsked: true},
+			live: true, want: barrierLinkLost, wantAsked: true, wantRead: true},
 		{name: "link down before, redial timed out", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
-			live: true, want: barrierLinkNotRestored, wantAsked: true},
+			live: true, want: barrierLinkNotRestored, wantAsked: true, wantRead: true},
 		// Go's other timeout error of a connect (no context match): the same.
 		{name: "link down before, redial timed out (i/o deadline)", err: notAdmitted(dialTimedOut(os.ErrDeadlineExceeded)),
-			live: true, want: barrierLinkNotRestored, wantAsked: true},
+			live: true, want: barrierLinkNotRestored, wantAsked: true, wantRead: true},
+		{name: "link down before, redial timed out, run stopped", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
+			live: true, stopped: true, want: barrierPrevStopped, wantAsked: true, wantRead: true},
 		{name: "link down before, redial timed out, run gone", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
 			want: barrierRefused, wantAsked: true},
 		{name: "link down before, run gone", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: EOF")),
@@ -251,10 +270,12 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "refused", err: refusedErr, live: true, want: barrierRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			asked := false
-			got := barrierVerdictOf(tc.callerDone, tc.barrierDone, tc.err, func() bool { asked = true; return tc.live })
-			if got != tc.want || asked != tc.wantAsked {
-				t.Fatalf("verdict %d (run asked %v), want %d (asked %v)", got, asked, tc.want, tc.wantAsked)
+			asked, read := false, false
+			got := barrierVerdictOf(tc.callerDone, tc.barrierDone, tc.err,
+				func() bool { asked = true; return tc.live }, func() bool { read = true; return tc.stopped })
+			if got != tc.want || asked != tc.wantAsked || read != tc.wantRead {
+				t.Fatalf("verdict %d (run asked %v, descriptor read %v), want %d (asked %v, read %v)",
+					got, asked, read, tc.want, tc.wantAsked, tc.wantRead)
 			}
 		})
 	}

@@ -202,3 +202,29 @@ func checkLeases(ctx context.Context, store locstore.Store, s *Snapshot) error {
 	}
 	return nil
 }
+
+// RunStopped reports whether node run (rid, gen) of mesh has stopped
+// cleanly as its descriptor in store shows now: the descriptor says stopped
+// for that very run, or it is gone (an orderly stop removes it after
+// publishing stopped, §11; a reclaim removes only a stopped one or one of a
+// run long ended). A descriptor of another run of the RoutingID says
+// nothing about gen's end (a restart takes over a crashed run's too):
+// false.
+func RunStopped(ctx context.Context, store locstore.Store, mesh string, rid []byte, gen uint64) (bool, error) {
+	key, err := record.MeshNodeKey(mesh, rid)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	rr, err := store.Read(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("read descriptor of %x: %w", rid, err)
+	}
+	if !rr.Found {
+		return true, nil
+	}
+	d, err := decodeItem(locstore.Item{Key: key, Value: rr.Value})
+	if err != nil {
+		return false, fmt.Errorf("descriptor of %x: %w", rid, err)
+	}
+	return uint64(d.LifecycleGeneration) == gen && d.State == record.StateStopped, nil
+}

@@ -311,3 +311,52 @@ func TestListConcurrentPublishers(t *testing.T) {
 	}
 	t.Logf("%d of %d concurrent lists complete", complete, lists)
 }
+
+// RunStopped tells a run's clean stop from its descriptor: stopped (that
+// very run) or gone; serving, draining, or a later run's descriptor do not
+// (a route switch's barrier reads it, mesh/route_barrier.go).
+func TestRunStopped(t *testing.T) {
+	mem, _ := newMem(t)
+	ctx := context.Background()
+	rid := []byte{0x0a, 0x0b}
+	ask := func() bool {
+		t.Helper()
+		stopped, err := directory.RunStopped(ctx, mem, "a", rid, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stopped
+	}
+	if !ask() {
+		t.Error("no descriptor: want stopped (an orderly stop removes it)")
+	}
+	for _, tc := range []struct {
+		gen   record.Generation
+		state record.State
+		want  bool
+	}{
+		{3, record.StateServing, false},
+		{3, record.StateDraining, false},
+		{3, record.StateStopped, true},
+		{4, record.StateStopped, false}, // another run's: says nothing of run 3
+		{4, record.StateServing, false},
+	} {
+		d := descriptor("a", rid, "tcp://127.0.0.1:7000")
+		d.LifecycleGeneration, d.State = tc.gen, tc.state
+		v, err := d.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, mem, mustKey(t, "a", rid), v)
+		if got := ask(); got != tc.want {
+			t.Errorf("descriptor of run %d %s: stopped %v, want %v", tc.gen, tc.state, got, tc.want)
+		}
+	}
+	put(t, mem, mustKey(t, "a", rid), []byte("{"))
+	if _, err := directory.RunStopped(ctx, mem, "a", rid, 3); err == nil {
+		t.Error("undecodable descriptor: no error")
+	}
+	if _, err := directory.RunStopped(ctx, mem, "a", nil, 3); !errors.Is(err, directory.ErrInvalidArgument) {
+		t.Errorf("no rid: %v, want ErrInvalidArgument", err)
+	}
+}

@@ -22,6 +22,13 @@ var (
 	// restarted with a new lifecycle generation, or it was disconnected.
 	ErrPeerDown = errors.New("transport: peer down")
 
+	// ErrPeerSilent: this node gave up on the peer — it answered no
+	// liveness probe within PeerTimeout. Wrapped by the ErrPeerDown that
+	// ends such a session, so a caller can tell it from the peer closing
+	// the connection (a stopped process): a peer that is only slow may
+	// still read what was sent to it before.
+	ErrPeerSilent = errors.New("transport: peer silent")
+
 	// ErrNotAdmitted: there is a link to the peer but it is not (yet, or no
 	// longer) admitted; records are only sent over admitted connections.
 	ErrNotAdmitted = errors.New("transport: peer not admitted")

@@ -635,7 +635,7 @@ func (s *session) deadline(gen uint64) {
 		return
 	}
 	s.l.n.stats.livenessTimeouts.Add(1)
-	s.end(fmt.Errorf("%w: no liveness ack from %s within %s", ErrPeerDown, s.l.rid, s.l.n.cfg.PeerTimeout))
+	s.end(fmt.Errorf("%w: %w: no liveness ack from %s within %s", ErrPeerDown, ErrPeerSilent, s.l.rid, s.l.n.cfg.PeerTimeout))
 }
 
 func (s *session) tick() {
