@@ -404,6 +404,18 @@ func (cur linkProgress) moved(prev linkProgress) bool {
 		cur.ReadRecords != prev.ReadRecords)
 }
 
+// judgedByLiveness reports whether the link's liveness still judges the
+// peer: a probe on it awaits its answer (transport.Progress.Unanswered).
+// A peer reading through a backlog held in the two kernels' buffers that
+// no probe lies inside — written within one probe interval — moves
+// nothing a barrier can see until it reaches the probe written behind it;
+// its answer then moves ReadRecords, or the liveness ends the session (no
+// probe answered for transport.peer_timeout) and the barrier's request
+// fails with it. Until 2026-12-06 a barrier cut such a link after one
+// slice (12 s) without movement, so a previous owner that needed longer
+// for that backlog, within the liveness's own bound, was taken for gone.
+func (cur linkProgress) judgedByLiveness() bool { return cur.up && cur.Unanswered }
+
 // linkProgress returns a look at this node's link to prev's node run.
 func (o *objects) linkProgress(prev follow.Ready) func() linkProgress {
 	if o.linkLook != nil {
@@ -432,8 +444,9 @@ func (o *objects) barrierSlice() time.Duration {
 }
 
 // watchProgress cuts ctx (cut) when a slice passes in which look shows the
-// link did not move, and stops when ctx ends or the returned function is
-// called.
+// link did not move and its liveness does not judge the peer
+// (judgedByLiveness: then the session's end decides), and stops when ctx
+// ends or the returned function is called.
 func watchProgress(ctx context.Context, cut context.CancelFunc, slice time.Duration, look func() linkProgress) (stop func()) {
 	done := make(chan struct{})
 	go func() {
@@ -449,7 +462,7 @@ func watchProgress(ctx context.Context, cut context.CancelFunc, slice time.Durat
 			case <-t.C:
 			}
 			cur := look()
-			if !cur.moved(last) {
+			if !cur.moved(last) && !cur.judgedByLiveness() {
 				cut()
 				return
 			}

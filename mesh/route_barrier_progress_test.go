@@ -2,12 +2,12 @@ package mesh
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router/transport"
@@ -43,11 +43,16 @@ func TestLinkProgressMoved(t *testing.T) {
 	}
 }
 
-// watchProgress cuts at the first slice without progress, not before; it
-// does nothing once stopped.
+// watchProgress cuts at the first slice without progress, not before, and
+// not while a probe awaits the peer's answer on a link that is up; it does
+// nothing once stopped.
 func TestWatchProgress(t *testing.T) {
 	at := func(out uint64, acked int64) linkProgress {
 		return linkProgress{up: true, Progress: transport.Progress{RecordsOut: out, AckedBytes: acked}}
+	}
+	waiting := func(p linkProgress) linkProgress {
+		p.Unanswered = true
+		return p
 	}
 	for _, tc := range []struct {
 		name      string
@@ -57,6 +62,11 @@ func TestWatchProgress(t *testing.T) {
 		{"moving three slices, then stuck", []linkProgress{at(0, 0), at(1, 0), at(1, 40), at(2, 40), at(2, 40)}, 5},
 		{"stuck at once", []linkProgress{at(3, 3)}, 2},
 		{"link gone", []linkProgress{at(3, 3), {}}, 2},
+		// Nothing moves, but a probe awaits the peer's answer: the link's
+		// liveness judges it. Answered with nothing of ours taken, the
+		// next slice without movement cuts.
+		{"a probe unanswered two slices, then answered", []linkProgress{at(3, 3), waiting(at(3, 3)), waiting(at(3, 3)), at(3, 3)}, 4},
+		{"a probe unanswered on a link gone", []linkProgress{at(3, 3), {Progress: transport.Progress{Unanswered: true}}}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -106,20 +116,55 @@ func TestWatchProgress(t *testing.T) {
 // Before 2026-12-06 the wait ended at barrierWait whatever the link did,
 // and the next message overtook the held one (a flake hunt: a demo drain on
 // one core, thousands of records queued on a link, reordered 5–13
-// messages). A link on which nothing moves — the previous owner's reader
-// is held here — is still given up after one slice (the second case).
+// messages).
+//
+// Nor while a liveness probe awaits the previous owner's answer (its
+// reader is held here, and nothing of the link moves: as for a backlog in
+// the kernels' buffers that no probe lies inside): the link's liveness
+// judges it, and the barrier waits past its own slices until the answer
+// comes — here when the reader is released — or the session ends. Until
+// 2026-12-06 it was cut after one slice and message 3 overtook message 2
+// (the second case; the transport's side is
+// TestPeerProgressShowsAnUnansweredProbe).
+//
+// A link on which nothing moves and no probe awaits an answer is still
+// given up after one slice (the third case: no probe goes out during it).
 func TestRouteSwitchWaitsForAPreviousOwnerThatMakesProgress(t *testing.T) {
-	for _, busy := range []bool{true, false} {
-		t.Run(fmt.Sprintf("link busy %v", busy), func(t *testing.T) { routeSwitchWaitsWhileTheLinkMoves(t, busy) })
+	for _, mode := range []barrierLinkMode{linkBusy, probeUnanswered, nothingMoves} {
+		t.Run(string(mode), func(t *testing.T) { routeSwitchWaitsWhileTheLinkMoves(t, mode) })
 	}
 }
 
-func routeSwitchWaitsWhileTheLinkMoves(t *testing.T, busy bool) {
-	c, ctx := seqCluster(t)
-	const slice = 100 * time.Millisecond
+// barrierLinkMode is what the link to the previous owner shows while its
+// reader is held.
+type barrierLinkMode string
+
+const (
+	linkBusy        barrierLinkMode = "link busy"        // a look that always moves
+	probeUnanswered barrierLinkMode = "probe unanswered" // probes every 100 ms go unanswered
+	nothingMoves    barrierLinkMode = "nothing moves"    // and no probe goes out
+)
+
+func routeSwitchWaitsWhileTheLinkMoves(t *testing.T, mode barrierLinkMode) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		switch mode {
+		case probeUnanswered:
+			// Probes often, and a liveness that does not end the link
+			// while the reader is held (a few slices).
+			cfg.Transport.LivenessInterval, cfg.Transport.PeerTimeout = 100*time.Millisecond, 10*time.Second
+		case nothingMoves:
+			cfg.Transport.LivenessInterval, cfg.Transport.PeerTimeout = time.Hour, 2*time.Hour
+		}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	// Longer than the probe interval: a probe goes out in the first slice.
+	const slice = 300 * time.Millisecond
 	c.nodes[0].obj.barrierEvery = slice
 	ref, src, dst := movedAfterOne(t, ctx, c, "barrier-progress")
-	if busy {
+	if mode == linkBusy {
 		var n atomic.Uint64
 		c.nodes[0].obj.linkLook = func() linkProgress {
 			return linkProgress{up: true, Progress: transport.Progress{RecordsOut: n.Add(1)}}
@@ -135,12 +180,13 @@ func routeSwitchWaitsWhileTheLinkMoves(t *testing.T, busy bool) {
 	done := make(chan error, 1)
 	go func() { done <- c.m(0).SendActor(ctx, ref, []byte("s:n0:3")) }()
 
-	if busy {
+	waited := mode != nothingMoves
+	if waited {
 		select {
 		case err := <-done:
-			t.Fatalf("message 3 went out while message 2 was held and the link moved (err %v; barriers timed out %d)",
-				err, c.stats(0).RouteBarriersTimedOut)
-		case <-time.After(10 * slice):
+			t.Fatalf("message 3 went out while message 2 was held (%s; err %v; barriers timed out %d)",
+				mode, err, c.stats(0).RouteBarriersTimedOut)
+		case <-time.After(5 * slice):
 		}
 		releaseOnce()
 		if err := <-done; err != nil {
@@ -152,20 +198,20 @@ func routeSwitchWaitsWhileTheLinkMoves(t *testing.T, busy bool) {
 			if err != nil {
 				t.Fatalf("message 3: %v", err)
 			}
-		case <-time.After(20 * time.Second):
+		case <-ctx.Done():
 			t.Fatal("a barrier on a link where nothing moved was not given up")
 		}
 		releaseOnce()
 	}
 
 	s := c.stats(0)
-	if busy {
+	if waited {
 		st := seqStateOf(t, ctx, c, ref)
 		if st.Last["n0"] != 3 || st.Gaps != 0 || st.Duplicates != 0 {
 			t.Errorf("object saw last %d, %d gaps, %d duplicates; want 3, 0, 0 (in order)", st.Last["n0"], st.Gaps, st.Duplicates)
 		}
 		if s.RouteBarriersTimedOut != 0 {
-			t.Errorf("%d barriers timed out while the link moved", s.RouteBarriersTimedOut)
+			t.Errorf("%d barriers timed out (%s)", s.RouteBarriersTimedOut, mode)
 		}
 	} else if s.RouteBarriersTimedOut != 1 {
 		t.Errorf("barriers timed out %d, want 1 (nothing moved on the link)", s.RouteBarriersTimedOut)

@@ -156,7 +156,11 @@ func TestPeerProgressStandsStillForAStuckPeer(t *testing.T) {
 		}
 		// Let the probe's bytes be acknowledged, as a kernel with room does.
 		sendSettled(t, a, s, f.rid, 0, 0)
-		if cur := look(); cur != before {
+		cur := look()
+		if !cur.Unanswered {
+			t.Fatalf("after %d probe intervals: progress %+v: want this node's probe unanswered (the peer reads nothing)", i, cur)
+		}
+		if cur.Unanswered = before.Unanswered; cur != before {
 			t.Fatalf("after %d probe intervals: progress %+v, then %+v with the peer reading nothing", i, before, cur)
 		}
 	}
@@ -198,8 +202,34 @@ func TestPeerProgressMovesThroughAKernelBacklog(t *testing.T) {
 	})
 	after := look()
 	want := before
-	want.ReadRecords = batch
+	want.ReadRecords, want.Unanswered = batch, false
 	if after != want {
 		t.Fatalf("progress %+v, then %+v: want only the records read to move, to %d", before, after, batch)
 	}
+}
+
+// PeerProgress says when a liveness probe awaits its answer (Unanswered):
+// from the probe going out until the peer's ack of it, so a caller waiting
+// for a silent peer leaves the verdict to the link's liveness while that
+// judges it (a route switch's barrier, mesh/route_barrier.go).
+func TestPeerProgressShowsAnUnansweredProbe(t *testing.T) {
+	clk, fake, _, a := manualLink(t)
+	unanswered := func() bool {
+		t.Helper()
+		p, ok := a.PeerProgress(fake.rid)
+		if !ok {
+			t.Fatal("no progress for an admitted link")
+		}
+		return p.Unanswered
+	}
+	if unanswered() {
+		t.Fatal("unanswered before any probe")
+	}
+	clk.Advance(5 * time.Second)
+	probe := fake.next(router.CmdLivenessProbe, 5*time.Second)
+	if !unanswered() {
+		t.Fatal("a probe went out and was not answered: want Unanswered")
+	}
+	fake.send(probe.ic, &router.LivenessAck{ProbeID: probe.rec.Body.(*router.LivenessProbe).ProbeID})
+	waitFor(t, 5*time.Second, "the ack to clear Unanswered", func() bool { return !unanswered() })
 }

@@ -308,6 +308,14 @@ type Progress struct {
 	// ProbeInterval (the probes are the liveness probes: no traffic of its
 	// own), and only past probes lying inside that backlog.
 	ReadRecords uint64
+	// Unanswered is true while a liveness probe on the link awaits its
+	// answer: the peer's reader has not reached it yet. The link's
+	// liveness judges such a peer — it ends the session when no probe is
+	// answered for PeerTimeout — so a caller waiting for progress can
+	// leave the verdict on a silent peer to it: a peer reading through a
+	// backlog that no probe lies inside answers the probe written behind
+	// it once it gets there, or the session ends.
+	Unanswered bool
 }
 
 // PeerProgress returns the progress of the link to peer, false without an
@@ -329,6 +337,9 @@ func (n *Node) PeerProgress(peer RID) (Progress, bool) {
 		return Progress{}, false
 	}
 	p := Progress{RecordsOut: sess.pc.dataOut.Load(), AckedBytes: -1, ReadRecords: sess.readTo.Load()}
+	sess.mu.Lock()
+	p.Unanswered = sess.outstanding != 0 && !sess.ended
+	sess.mu.Unlock()
 	if a, ok := sess.pc.zc.ack.acked(); ok {
 		// Not past the last data record: what the kernel acknowledged of
 		// the probes behind it says nothing of the peer's reader.
