@@ -174,7 +174,9 @@ func (l *link) run() {
 		// told they were sent, wait for the next session to this peer run.
 		if unsent := s.pc.takeUnsent(); len(unsent) > 0 {
 			kept, dropped := n.keepUnsent(l.rid, s.info.LifecycleGeneration, unsent)
-			n.log.Warn("transport: peer down with records not sent; one-way messages are kept for its return, requests fail",
+			// INFO: kept is not lost (the run may return); dropping them
+			// is the WARN (dropKeptLocked), once it is a loss.
+			n.log.Info("transport: peer down with records not sent; one-way messages are kept for its return, requests fail",
 				"peer", l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "unsent", dropped,
 				"keep_for", n.keepFor(), "cause", cause)
 		} else {
@@ -440,7 +442,11 @@ func (s *session) read() {
 			n.log.Warn("transport: gave up a silent connection (reset); the one-way messages the peer never acknowledged are kept for its return",
 				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "why", resetWhy)
 		} else {
-			n.log.Warn("transport: the peer closed the connection before acknowledging one-way messages; they are kept for its return",
+			// INFO as above: a peer that stopped cleanly (§11) closes
+			// with this, and every step of a rolling restart logged a
+			// WARN for a run that would never return, then another for
+			// the loss.
+			n.log.Info("transport: the peer closed the connection before acknowledging one-way messages; they are kept for its return",
 				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "cause", err)
 		}
 	}
