@@ -189,6 +189,11 @@ func TestRequestFailureKeepsANotSentCause(t *testing.T) {
 	if !notDelivered(err) {
 		t.Errorf("redial timed out: %v not taken for not delivered (the route is kept)", err)
 	}
+	// Not the caller's deadline: a caller that checks context.DeadlineExceeded
+	// first would give up on a message that is safe to repeat.
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("redial timed out: %v matches context.DeadlineExceeded, but no caller's deadline passed", err)
+	}
 	own := fmt.Errorf("%w: %w: request to 0202", transport.ErrDeadlineExceeded, context.DeadlineExceeded)
 	if err := requestFailure("a", own); !errors.Is(err, ErrDeadlineExceeded) {
 		t.Errorf("the request's own deadline: %v, want ErrDeadlineExceeded", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,4 +77,27 @@ func fullListenQueue(t *testing.T) string {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return "tcp://" + addr
+}
+
+// A *DialTimeoutError never matches context.DeadlineExceeded, whichever of
+// Go's timeout errors it carries: the link's own bound passed, not a
+// caller's deadline (a not-sent message failed so is safe to repeat). What
+// else the dial's error matches or holds is still found.
+func TestDialTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	for _, cause := range []error{context.DeadlineExceeded, os.ErrDeadlineExceeded} {
+		op := &net.OpError{Op: "dial", Net: "tcp", Err: cause}
+		err := fmt.Errorf("%w: b (%w)", ErrNotAdmitted, &DialTimeoutError{Endpoint: "tcp://10.0.0.7:7791", Timeout: 5 * time.Second, Err: op})
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v matches context.DeadlineExceeded", err)
+		}
+		var ne net.Error
+		var oe *net.OpError
+		var dte *DialTimeoutError
+		if !errors.Is(err, ErrNotAdmitted) || !errors.As(err, &dte) || !errors.As(err, &oe) || oe != op || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("%v: want ErrNotAdmitted, the *DialTimeoutError and its timed-out *net.OpError", err)
+		}
+		if cause == os.ErrDeadlineExceeded && !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%v does not match the dial's own os.ErrDeadlineExceeded", err)
+		}
+	}
 }

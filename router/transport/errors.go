@@ -96,7 +96,12 @@ func deadlineErr(format string, args ...any) error {
 //
 // Err is the dial's own error. Go reports a connect timeout as one of two
 // errors, only one of which matches context.DeadlineExceeded; callers tell
-// this case by the type (errors.As), not by that match.
+// this case by the type (errors.As), not by that match — and it never
+// matches context.DeadlineExceeded (Is): the bound that passed is the
+// link's own, not any caller's deadline. Until 2026-12-06 it did half the
+// time, and a message the mesh layer failed as not sent (ErrUnavailable,
+// safe to repeat) also matched context.DeadlineExceeded, which a caller
+// takes for its own deadline having passed.
 type DialTimeoutError struct {
 	Endpoint string
 	Timeout  time.Duration
@@ -107,5 +112,11 @@ func (e *DialTimeoutError) Error() string {
 	return fmt.Sprintf("transport: no connection to %s within %s (%v)", e.Endpoint, e.Timeout, e.Err)
 }
 
-// Unwrap exposes the dial's error.
-func (e *DialTimeoutError) Unwrap() error { return e.Err }
+// Is matches what the dial's error matches, except context.DeadlineExceeded.
+// There is no Unwrap: a chain through it would match that too.
+func (e *DialTimeoutError) Is(target error) bool {
+	return target != context.DeadlineExceeded && errors.Is(e.Err, target)
+}
+
+// As finds a type in the dial's error chain (a *net.OpError, a net.Error).
+func (e *DialTimeoutError) As(target any) bool { return errors.As(e.Err, target) }
