@@ -163,8 +163,18 @@ func recordOnTarget(c *cluster, id string, dst int) error {
 // rewriteOwner applies change to the Actor id's authority row, raises its
 // AuthorityOwnerGeneration and clears its relocation progress, and writes
 // it over the row as it is.
+// The row is read from the store itself, past any fault wrapper the nodes
+// use.
 func rewriteOwner(c *cluster, id string, change func(*record.Authority)) error {
-	row, err := c.nodes[0].obj.readAuthority(context.Background(), record.ObjectActor, id)
+	key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
+	if err != nil {
+		return err
+	}
+	rr, err := c.f.loc.Read(context.Background(), key)
+	if err != nil {
+		return err
+	}
+	row, err := authority.AuthorityRowOf(key, rr)
 	if err != nil {
 		return err
 	}
@@ -175,10 +185,6 @@ func rewriteOwner(c *cluster, id string, change func(*record.Authority)) error {
 	change(&a)
 	a.AuthorityOwnerGeneration++
 	a.Relocation = nil
-	key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
-	if err != nil {
-		return err
-	}
 	v, err := a.Encode()
 	if err != nil {
 		return err
@@ -217,4 +223,36 @@ func TestHostRelocateCountsAnObjectNowOwnedElsewhereGone(t *testing.T) {
 	}
 	onlyGone(t, res, victim.ActorID, relocation.ReasonOwnerChanged)
 	notHostedOn(t, c, victim, 1)
+}
+
+// A target that committed and then moved the object on (or whose new owner
+// did) before the source's first read of the record — the CAS's answer and
+// the reads lost past the move's deadline, so the source's release finds the
+// reservation consumed — is Moved: while the source holds the lease
+// generation the move began under, only the target's CAS and moves after
+// it can change the owner at the moved ObjectGeneration
+// (sourceMove.readOwner turns the row naming a third owner into
+// EvOwnerIsTarget). Were it read as an owner the move did not make, the
+// move would end NotMoved (ownerChanged) and the source drop what it keeps
+// for the new owner (its Message Follow entry, the relayed messages): no
+// test covered that turn before (removing it failed none).
+func TestMoveWhoseTargetCommittedAndMovedItOnBeforeTheSourceReadIsMoved(t *testing.T) {
+	f := newFixture(t)
+	faults := &casFaults{Store: f.loc}
+	l := startLateCAS(t, f, faults, faults, "moved-on-unseen")
+	if failed, applied := faults.counts(); failed != 1 || applied != 1 {
+		t.Fatalf("%d owner CAS batches failed (%d applied; %v), want 1 (1)", failed, applied, faults.notApplied)
+	}
+	// The target's CAS applied; the object then moved on to another node
+	// (its owner CAS: the next AuthorityOwnerGeneration).
+	if err := recordElsewhere(l.c, l.ref.ActorID); err != nil {
+		t.Fatal(err)
+	}
+	faults.mu.Lock()
+	faults.failReads = false
+	faults.mu.Unlock()
+	res := outcomeOf(t, l.moving)
+	if res.Outcome != Moved {
+		t.Fatalf("move whose target committed and moved the object on: %v (%s), want moved", res.Outcome, res.Reason)
+	}
 }
