@@ -18,10 +18,20 @@ import (
 // (an operator try-out: Redis paused 20 s, TTL 15 s). It looks again a
 // TTL later, and a run that reacquired its lease meanwhile is left alone.
 func TestWatcherAfterAStoreProblemWaitsBeforeRemovingALeaselessRun(t *testing.T) {
-	w := startWatchedScene(t, func(c *config.Config) {
+	f, _, blocker, fast := republishScene(t)
+	logs := f.logNode(1)
+	ctx := ctxT(t, 60*time.Second)
+	watcher := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, func(c *config.Config) {
 		c.Lease.RenewInterval, c.Lease.RenewTimeout, c.Lease.TTL, c.Lease.FencingMargin = time.Second, 500*time.Millisecond, 6*time.Second, time.Second
 	})
-	f, watcher, watched, blocker, logs, key := w.f, w.watcher, w.watched, w.blocker, w.logs, w.key
+	watched := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := watcher.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	key, err := record.MeshNodeKey("objects", watched.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
 	const removed = "a watched run lost its owner lease while its links were up"
 	watcher.noteStoreTrouble() // the watcher met the same outage
 	blocker.loseLeaseOf(t, watched)

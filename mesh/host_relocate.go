@@ -1180,10 +1180,8 @@ func (n *Node) awaitOwnLease(ctx context.Context, atMost time.Duration) time.Dur
 // lease and removes its descriptor, and before 2026-12-06 the last server
 // of a mesh, stopped right after the others, waited noTargetPatience for
 // them (an operator try-out). A peer no longer listed whose lease its run
-// holds (its descriptor removed while it was without one — by a reclaim,
-// or by its watchers before 2026-12-06 — and it reacquired it) is
-// recovering; a run still listed without its lease (its watchers keep a
-// leaseless run's descriptor now) is recovering as any listed one is; so is any peer gone from the list
+// holds (its watchers removed its descriptor while it was without one,
+// and it reacquired it) is recovering; so is any peer gone from the list
 // right after a store problem here, when the others' leases may not be
 // back yet.
 func (n *Node) peersNow(ctx context.Context) (serving, recovering int, err error) {

@@ -90,7 +90,7 @@ type Node struct {
 	discoverMu         sync.Mutex // one discovery round at a time
 	// deadPending: descriptors of watched runs found without their lease
 	// right after a store problem here, looked at again a TTL later
-	// (noticeDeadWatched; under discoverMu).
+	// (removeDeadWatched; under discoverMu).
 	deadPending    map[string]time.Duration
 	discoveryFails discoveryFailures // the current run of failed discovery rounds (under discoverMu)
 	planner        *directory.Planner
@@ -596,28 +596,20 @@ func (n *Node) linked(rid []byte, gen uint64) bool {
 	return ok && p.LifecycleGeneration == gen
 }
 
-// noticeDeadWatched announces the lease's end of the runs this node
-// watches whose lease ended while their links stayed up
-// (directory.Tracker.DeadWatched): the other nodes trust the list for
-// those and learn of it only from the announcement
-// (directory.NoticeLeaseEnded: the change counter and the journal name the
-// descriptor, unchanged, and every Tracker reads that run's lease at once).
-// The descriptor stays: `ctl topology` shows the run with its lease
-// `expired` until the descriptor reclaim, as a crashed run's — a node
-// paused past its TTL (SIGSTOP) no longer vanishes from it — and the run
-// republishes under its new lease generation when it runs again. Until
-// 2026-12-06 the descriptor was deleted (ReclaimKey with MinAge 1 ns).
+// removeDeadWatched removes the descriptors of runs this node watches whose
+// lease ended while their links stayed up (directory.Tracker): the other
+// nodes trust the list for those and learn of it only from the removal.
 //
-// Right after a store problem here (troubledRecently) the announcement
-// waits a lease TTL and looks again (NoticeLeaseEnded re-reads the lease:
-// a run that has reacquired it meanwhile is live and left alone): a store
-// outage longer than the TTL ends every run's lease at once, and a watcher
-// that got its own lease back first took a live server still recovering
-// its lease — which needs up to a TTL more, its old record having to
-// expire first — for dead, and every node dropped it until it republished
-// (an operator try-out, Redis paused 20 s with a 15 s TTL). A run that lost
-// its lease alone (its own store connection failed) is announced at once.
-func (n *Node) noticeDeadWatched(ctx context.Context) {
+// Right after a store problem here (troubledRecently) the removal waits a
+// lease TTL and looks again (ReclaimKey re-reads the lease: a run that has
+// reacquired it meanwhile is live and left alone): a store outage longer
+// than the TTL ends every run's lease at once, and a watcher that got its
+// own lease back first removed a live server still recovering its lease —
+// which needs up to a TTL more, its old record having to expire first —
+// and every node dropped it until it republished (an operator try-out,
+// Redis paused 20 s with a 15 s TTL). A run that lost its lease alone (its
+// own store connection failed) is removed at once, as before.
+func (n *Node) removeDeadWatched(ctx context.Context) {
 	now := n.clock.Now()
 	dead := n.tracker.DeadWatched()
 	if n.troubledRecently() {
@@ -638,15 +630,14 @@ func (n *Node) noticeDeadWatched(ctx context.Context) {
 		}
 	}
 	for _, key := range dead {
-		res, err := directory.NoticeLeaseEnded(ctx, n.loc, key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log})
+		res, err := directory.ReclaimKey(ctx, n.loc, key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log,
+			MinAge: time.Nanosecond})
 		switch {
 		case err != nil && ctx.Err() == nil:
-			n.log.Warn("discovery: the lease end of a watched run was not announced; trying again next round", "key", key, "err", err)
-		case res.Noticed > 0:
-			n.tracker.MarkNoticed(key)
-			n.log.Warn("discovery: a watched run lost its owner lease while its links were up; every node is told to stop using it "+
-				"(its descriptor stays, lease expired in ctl topology, until the descriptor reclaim; a run cut off from the store "+
-				"or paused past lease.ttl republishes it once it has a lease again)",
+			n.log.Warn("discovery: descriptor of a run without its lease not removed", "key", key, "err", err)
+		case res.Deleted > 0:
+			n.log.Warn("discovery: a watched run lost its owner lease while its links were up; its descriptor is removed so that every node stops using it "+
+				"(a run cut off from the store, or paused for less than transport.peer_timeout, republishes it once it has a lease again)",
 				"key", key)
 		}
 	}
@@ -861,7 +852,7 @@ func (n *Node) Discover(ctx context.Context) error {
 	n.snapAt = now
 	n.setViewLocked(snap, now)
 	n.mu.Unlock()
-	n.noticeDeadWatched(rctx)
+	n.removeDeadWatched(rctx)
 	for _, a := range actions {
 		peer := transport.RID(a.RoutingID)
 		action, reason := a.Kind.String(), a.Reason

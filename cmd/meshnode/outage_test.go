@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,45 +142,14 @@ func TestMultiProcessRedisOutOfMemory(t *testing.T) {
 // A node paused (SIGSTOP) past its TTL and continued (SIGCONT): it lost
 // its lease, reacquires it and keeps its counters with their state (the
 // others did not reclaim them: the reclaim grace, 1 minute, had not
-// passed). While it is paused, `ctl topology` lists it with its lease
-// expired: its watchers, linked to it still (peer timeout 15 s), announce
-// its lease's end but keep its descriptor — until 2026-12-06 they deleted
-// it, and the paused node was not listed at all.
+// passed).
 func TestMultiProcessPausedNodeRecovers(t *testing.T) {
 	r, _, _, snd, ctx := outageMesh(t)
 	p := r.procs[1]
-	paused := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	const announced = "discovery: a watched run lost its owner lease while its links were up; every node is told to stop using it " +
-		"(its descriptor stays, lease expired in ctl topology, until the descriptor reclaim; a run cut off from the store " +
-		"or paused past lease.ttl republishes it once it has a lease again)"
-	waitUntil(t, 20*time.Second, "a watcher to announce the paused node's lease end", func() bool {
-		for _, w := range r.all {
-			if w != p && w.seen(announced) {
-				return true
-			}
-		}
-		return false
-	}, r.procs...)
-	ctl := exec.Command(r.bin, "ctl", "topology", "--mesh", "roll")
-	ctl.Env = append(os.Environ(), nodeEnv(r.addr, r.ns, "roll", "")...)
-	out, err := ctl.CombinedOutput()
-	if err != nil {
-		t.Fatalf("ctl topology: %v\n%s", err, out)
-	}
-	row := ""
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[1] == r.rids[1] {
-			row = line
-		}
-	}
-	if !strings.HasSuffix(row, "expired") {
-		t.Fatalf("ctl topology while %s is paused past its TTL: its row %q, want it listed with lease expired:\n%s", r.rids[1], row, out)
-	}
-	t.Logf("ctl topology while paused:\n%s", out)
-	time.Sleep(4*time.Second - time.Since(paused)) // paused at least 4 s (TTL 2 s), as before
+	time.Sleep(4 * time.Second) // TTL 2 s
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

@@ -56,9 +56,6 @@ type ReclaimResult struct {
 	Young       int // lease gone, but updated within MinAge
 	Changed     int // the descriptor changed after the scan (left alone)
 	Undecodable int // skipped: never delete what cannot be read
-	// Noticed: NoticeLeaseEnded announced the lease's end (the descriptor
-	// kept).
-	Noticed int
 }
 
 // Reclaim deletes MeshNode descriptors whose owner lease is gone and which
@@ -117,7 +114,7 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 			log.Warn("undecodable MeshNode descriptor left in place", "key", it.Key, "err", err)
 			continue
 		}
-		verdict, err := reclaimOne(ctx, store, opts, it, d, goneDelete)
+		verdict, err := reclaimOne(ctx, store, opts, it, d)
 		if err != nil {
 			return res, fmt.Errorf("directory: reclaim %s: %w", it.Key, err)
 		}
@@ -142,36 +139,6 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 // valid lease) is left alone. A missing key is not an error. opts.PageSize
 // is not used.
 func ReclaimKey(ctx context.Context, store locstore.Store, key string, opts ReclaimOptions) (ReclaimResult, error) {
-	return actOnKey(ctx, store, key, opts, goneDelete)
-}
-
-// NoticeLeaseEnded announces that the owner lease of the run whose
-// descriptor is stored at key has ended, without removing the descriptor:
-// one batch, under the same conditions as ReclaimKey's delete (the
-// descriptor as read, the lease still gone as observed, the counter and
-// journal as read), bumps the change counter and names key in the
-// descriptor journal, and leaves the descriptor as it is. A Tracker that
-// follows the journal finds the key named with its descriptor unchanged
-// and reads that run's lease at once, even when it trusts the run for its
-// links (docs/DISCOVERY.md "Watching"). A watcher calls it for a watched
-// run found without its lease while its links are up — a process cut off
-// from the store, or paused past its TTL — so that every node stops using
-// the run while its descriptor stays listed (`ctl topology`: lease
-// `expired`) until the descriptor reclaim, as a crashed run's does. Until
-// 2026-12-06 the watcher deleted the descriptor instead, and a paused node
-// vanished from `ctl topology` until it ran again.
-//
-// Nothing is written when the lease is valid, reacquired by the same
-// OwnerId, or unreadable (res.Live), or the descriptor changed or is gone.
-// MinAge is not used: the notice is not a reclaim. A notice whose answer
-// was lost is tried again; two notices only cost the readers one more
-// lease read.
-func NoticeLeaseEnded(ctx context.Context, store locstore.Store, key string, opts ReclaimOptions) (ReclaimResult, error) {
-	return actOnKey(ctx, store, key, opts, goneNotice)
-}
-
-// actOnKey reads the descriptor at key and applies reclaimOne with gone.
-func actOnKey(ctx context.Context, store locstore.Store, key string, opts ReclaimOptions, gone goneAction) (ReclaimResult, error) {
 	var res ReclaimResult
 	if store == nil {
 		return res, fmt.Errorf("%w: reclaim: no Location Store", ErrInvalidArgument)
@@ -193,27 +160,12 @@ func actOnKey(ctx context.Context, store locstore.Store, key string, opts Reclai
 		res.Undecodable++
 		return res, nil // never delete what cannot be read
 	}
-	verdict, err := reclaimOne(ctx, store, opts, it, d, gone)
+	verdict, err := reclaimOne(ctx, store, opts, it, d)
 	if err != nil {
-		return res, fmt.Errorf("directory: %s %s: %w", gone, key, err)
+		return res, fmt.Errorf("directory: reclaim %s: %w", key, err)
 	}
 	res.count(verdict)
 	return res, nil
-}
-
-// goneAction is what reclaimOne does with a descriptor whose lease is gone.
-type goneAction uint8
-
-const (
-	goneDelete goneAction = iota // Reclaim, ReclaimKey: delete it (MinAge, stopped)
-	goneNotice                   // NoticeLeaseEnded: announce it, keep the descriptor
-)
-
-func (g goneAction) String() string {
-	if g == goneNotice {
-		return "notice lease ended"
-	}
-	return "reclaim"
 }
 
 type reclaimVerdict uint8
@@ -223,7 +175,6 @@ const (
 	reclaimLive
 	reclaimYoung
 	reclaimChanged
-	reclaimNoticed
 )
 
 // count adds one descriptor's verdict to the result's tallies (Reclaim and
@@ -238,12 +189,10 @@ func (r *ReclaimResult) count(v reclaimVerdict) {
 		r.Young++
 	case reclaimChanged:
 		r.Changed++
-	case reclaimNoticed:
-		r.Noticed++
 	}
 }
 
-func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, it locstore.Item, d record.MeshNodeDescriptor, gone goneAction) (reclaimVerdict, error) {
+func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, it locstore.Item, d record.MeshNodeDescriptor) (reclaimVerdict, error) {
 	for attempt := 1; attempt <= opts.MaxAttempts; attempt++ {
 		lc, err := checkLease(ctx, store, d.OwnerID, d.LeaseGeneration)
 		if err != nil {
@@ -266,7 +215,7 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		// reader to tell apart, so its descriptor goes without waiting
 		// MinAge. MinAge is for runs that ended otherwise (a crash, a lost
 		// lease), whose descriptor is the only trace an operator sees.
-		if gone == goneDelete && d.State != record.StateStopped && lc.StoreNow.Sub(d.UpdatedAt.Time()) <= opts.MinAge {
+		if d.State != record.StateStopped && lc.StoreNow.Sub(d.UpdatedAt.Time()) <= opts.MinAge {
 			return reclaimYoung, nil
 		}
 		if opts.Gate != nil {
@@ -282,21 +231,15 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		if err != nil {
 			return 0, err
 		}
-		done := reclaimDeleted
-		if gone == goneDelete {
-			muts = append([]locstore.Mutation{locstore.Delete(it.Key)}, muts...)
-		} else {
-			done = reclaimNoticed // the counter and the journal only
-		}
 		wr, err := store.Write(ctx, locstore.WriteRequest{
 			Conditions: append([]locstore.Condition{locstore.IfVersion(it.Key, it.Version), lc.condition()}, ch.conditions()...),
-			Mutations:  muts,
+			Mutations:  append([]locstore.Mutation{locstore.Delete(it.Key)}, muts...),
 		})
 		if err != nil && errors.Is(err, locstore.ErrArgument) {
 			return 0, err
 		}
 		if err == nil && wr.Applied {
-			return done, nil
+			return reclaimDeleted, nil
 		}
 		// Conflict or unknown outcome: our key says which (§10).
 		rr, rerr := store.Read(ctx, it.Key)
@@ -304,7 +247,7 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 			return 0, errors.Join(err, rerr)
 		}
 		if !rr.Found {
-			if err != nil && gone == goneDelete {
+			if err != nil {
 				return reclaimDeleted, nil // the lost delete applied
 			}
 			return reclaimChanged, nil // someone else deleted it
@@ -315,9 +258,7 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		if errors.Is(err, locstore.ErrWriteRefused) {
 			return 0, err // refused again at once until an operator acts
 		}
-		// Only the counter (or the lease) moved, or a notice's answer was
-		// lost (the descriptor says nothing of it; one more notice is
-		// harmless): look again.
+		// Only the counter (or the lease) moved: look again.
 	}
-	return 0, fmt.Errorf("%w: %s gave up after %d attempts", ErrContention, gone, opts.MaxAttempts)
+	return 0, fmt.Errorf("%w: delete gave up after %d attempts", ErrContention, opts.MaxAttempts)
 }

@@ -291,9 +291,8 @@ func TestReclaimStopped(t *testing.T) {
 	})
 }
 
-// Until 2026-12-06 a watcher removed the descriptor of a run whose lease it
-// found gone (ReclaimKey with MinAge 1 ns; it now announces it instead,
-// NoticeLeaseEnded, whose lease rule this test keeps too). After a store
+// A watcher removes the descriptor of a run whose lease it found gone
+// (Node.removeDeadWatched: ReclaimKey with MinAge 1 ns). After a store
 // outage longer than the lease TTL every run reacquires its lease under a
 // newer generation; a watcher whose round saw the lease gone and whose
 // ReclaimKey reads it reacquired must leave the live run's descriptor
@@ -324,77 +323,5 @@ func TestReclaimKeyLeavesARunThatReacquiredItsLease(t *testing.T) {
 	}
 	if res.Deleted != 1 {
 		t.Fatalf("ReclaimKey once the reacquired lease ended = %+v, want the descriptor deleted", res)
-	}
-}
-
-// NoticeLeaseEnded announces a run's lease end without touching its
-// descriptor: the counter moves and the journal names the key, so the
-// Trackers that trust the run read its lease; the descriptor stays listed
-// (ctl topology: lease expired) for the operator. A live run (valid,
-// reacquired, unreadable lease) gets nothing written, and neither does a
-// watcher whose own gate is shut.
-func TestNoticeLeaseEnded(t *testing.T) {
-	tests := []struct {
-		name string
-		rid  byte
-		gate error
-		want directory.ReclaimResult
-		err  error
-	}{
-		{name: "lease gone, descriptor young", rid: 4, want: directory.ReclaimResult{Scanned: 1, Noticed: 1}},
-		{name: "lease gone, descriptor old", rid: 2, want: directory.ReclaimResult{Scanned: 1, Noticed: 1}},
-		{name: "lease valid", rid: 1, want: directory.ReclaimResult{Scanned: 1, Live: 1}},
-		{name: "lease reacquired by the same owner", rid: 3, want: directory.ReclaimResult{Scanned: 1, Live: 1}},
-		{name: "missing key", rid: 9, want: directory.ReclaimResult{}},
-		{name: "own gate shut", rid: 4, gate: lease.ErrLeaseExpired, want: directory.ReclaimResult{Scanned: 1}, err: lease.ErrLeaseExpired},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			mem, _ := reclaimWorld(t)
-			mesh := "a"
-			if tt.rid == 3 {
-				mesh = "b"
-			}
-			key := mustKey(t, mesh, []byte{tt.rid})
-			before := dump(t, mem)
-			counter := counterValue(t, mem)
-			g := &gate{}
-			if tt.gate != nil {
-				g.close(tt.gate)
-			}
-			got, err := directory.NoticeLeaseEnded(context.Background(), mem, key, directory.ReclaimOptions{Gate: g, Logger: quiet()})
-			if !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
-				t.Fatalf("err = %v, want %v", err, tt.err)
-			}
-			if got != tt.want {
-				t.Fatalf("= %+v, want %+v", got, tt.want)
-			}
-			after := dump(t, mem)
-			if after[key] != before[key] {
-				t.Fatalf("the descriptor changed: %q → %q", before[key], after[key])
-			}
-			if tt.want.Noticed == 0 {
-				sameDump(t, before, after)
-				return
-			}
-			if c := counterValue(t, mem); c != counter+1 {
-				t.Fatalf("change counter %d → %d, want one change", counter, c)
-			}
-			jk, err := record.DescriptorJournalKey(record.KindMeshNode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rr, err := mem.Read(context.Background(), jk)
-			if err != nil || !rr.Found {
-				t.Fatalf("journal: %v %+v", err, rr)
-			}
-			j, err := record.DecodeDescriptorJournal(rr.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if keys, ok := j.Since(counter); !ok || len(keys) != 1 || keys[0] != key {
-				t.Fatalf("journal since %d names %v (covered %v), want the descriptor's key", counter, keys, ok)
-			}
-		})
 	}
 }

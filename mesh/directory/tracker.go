@@ -46,11 +46,8 @@ import (
 // process at once, a paused one after transport.peer_timeout), so every
 // node still reads its lease at expiry; a run that lost only its store
 // lease while its process and links live is found by its watchers, which
-// announce it (DeadWatched, NoticeLeaseEnded: the counter moves and the
-// journal names the descriptor, left as it is), and the others read its
-// lease the next round (one round later than the bound above, in that case
-// only). A round that reads the whole list again cannot see announcements:
-// it trusts no run past its known expiry. With every link healthy a round reads the leases of
+// remove its descriptor (DeadWatched), and the others see the counter move
+// the next round (one round later than the bound above, in that case only). With every link healthy a round reads the leases of
 // Watchers runs per lease period, whatever the mesh size.
 //
 // A Tracker is not safe for concurrent use; the node serialises rounds.
@@ -82,34 +79,12 @@ type Tracker struct {
 
 // DeadWatched returns the descriptor keys the last round found without a
 // valid lease among the runs this node watches while their links are still
-// up (a process alive but without its lease, or paused past its TTL),
-// whose lease's end has not been announced yet: the node announces it
-// (NoticeLeaseEnded, then MarkNoticed), so that the nodes that trusted the
-// list read that run's lease through the change counter and the journal.
-// The descriptor stays for the operator, as a crashed run's does
-// (Reclaim's MinAge). A run whose links went down is read by every node
-// itself.
+// up (a process alive but without its lease): the node removes them
+// (directory.ReclaimKey), so that the nodes that trusted the list learn of
+// it through the change counter. A run whose links went down is read by
+// every node itself; its descriptor stays for the operator (Reclaim's
+// MinAge).
 func (t *Tracker) DeadWatched() []string { return slices.Clone(t.deadWatched) }
-
-// MarkNoticed records that the end of the lease of the run whose descriptor
-// is at key (as the last round listed it) has been announced
-// (NoticeLeaseEnded): DeadWatched no longer reports it. A round that follows
-// the journal marks the runs it finds announced by any node the same way.
-func (t *Tracker) MarkNoticed(key string) {
-	if t.last == nil {
-		return
-	}
-	for _, e := range t.last.Entries {
-		if e.Key == key {
-			r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
-			if k, ok := t.leases[r]; ok {
-				k.noticed = true
-				t.leases[r] = k
-			}
-			return
-		}
-	}
-}
 
 // watched returns the indexes of the entries this node watches: the
 // Watchers entries after Self in the sorted list (wrapping), Self excluded.
@@ -168,9 +143,6 @@ type knownLease struct {
 	// fenced on it), so the known expiry stays the bound, and a release is
 	// always preceded by the `stopped` state (§11).
 	state record.State
-	// noticed: the end of this run's lease was announced
-	// (NoticeLeaseEnded, seen in the journal or done by this node).
-	noticed bool
 }
 
 // RoundStats counts one round's store reads.
@@ -224,10 +196,7 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		}
 		t.counterKey = k
 	}
-	var (
-		snap    Snapshot
-		noticed map[string]bool // keys the journal named with the descriptor unchanged
-	)
+	var snap Snapshot
 	c, err := readCounter(ctx, t.Store, t.counterKey)
 	st.CounterReads++
 	if err != nil {
@@ -238,17 +207,9 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		snap.Entries = slices.Clone(t.last.Entries)
 		snap.StoreNow = c.StoreNow
 		snap.Attempts = 0
-	} else {
-		var l listed
-		if l, err = t.changedList(ctx, meshName, c, &st); err != nil {
-			return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
-		}
-		snap, c, noticed = l.snap, l.closing, l.noticed
+	} else if snap, c, err = t.changedList(ctx, meshName, c, &st); err != nil {
+		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
 	}
-	// A whole list read after an earlier one cannot show which runs' lease
-	// ends were announced meanwhile (NoticeLeaseEnded changes no
-	// descriptor): trust no run past its known expiry this round.
-	wholeAgain := st.Listed && t.last != nil
 	// Lease verdicts: read what may have changed; the rest is exact from
 	// the last read (see the type's comment).
 	watch := t.watched(snap.Entries)
@@ -256,7 +217,7 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 	// neither watches nor has lost its link to: kept valid while listed.
 	trusted := func(i int) bool {
 		d := snap.Entries[i].Descriptor
-		return !wholeAgain && !watch[i] && t.Linked(d.RoutingID, uint64(d.LifecycleGeneration))
+		return !watch[i] && t.Linked(d.RoutingID, uint64(d.LifecycleGeneration))
 	}
 	due := map[leaseRun]record.State{} // run → the descriptor state it is read under
 	for i, e := range snap.Entries {
@@ -265,25 +226,13 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		// A reacquired run's newer lease ends too (its process may die before
 		// it republishes): read it again at its expiry, as a valid one.
 		expired := (k.check.Valid || k.check.Reacquired) && !snap.StoreNow.Before(k.check.ExpiresAt)
-		// An announced end is read at once, whatever the known expiry:
-		// the announcement is the only sign of it the trusting nodes get.
-		announced := noticed[e.Key] && !k.noticed
-		if !ok || k.state != e.Descriptor.State || k.check.Unreadable || announced || (expired && !trusted(i)) {
+		if !ok || k.state != e.Descriptor.State || k.check.Unreadable || (expired && !trusted(i)) {
 			due[r] = e.Descriptor.State
 		}
 	}
 	st.LeaseReads = len(due)
 	if err := t.readLeases(ctx, due); err != nil {
 		return Snapshot{}, st, fmt.Errorf("directory: round: %w", err)
-	}
-	for _, e := range snap.Entries {
-		if noticed[e.Key] {
-			r := leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}
-			if k, ok := t.leases[r]; ok && !k.check.Valid {
-				k.noticed = true
-				t.leases[r] = k
-			}
-		}
 	}
 	seen := make(map[leaseRun]bool, len(snap.Entries))
 	t.deadWatched = t.deadWatched[:0]
@@ -294,11 +243,10 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 		seen[r] = true
 		_, read := due[r]
 		valid := k.check.Valid && (snap.StoreNow.Before(k.check.ExpiresAt) || (!read && trusted(i)))
-		if !valid && watch[i] && !k.check.Unreadable && !k.check.Reacquired && !k.noticed && t.Linked != nil &&
+		if !valid && watch[i] && !k.check.Unreadable && !k.check.Reacquired && t.Linked != nil &&
 			t.Linked(e.Descriptor.RoutingID, uint64(e.Descriptor.LifecycleGeneration)) {
 			// Its process still answers on its links, so the nodes that
-			// trust the list would not look: only an announcement
-			// (NoticeLeaseEnded) tells them.
+			// trust the list would not look: only its removal tells them.
 			t.deadWatched = append(t.deadWatched, e.Key)
 		}
 		e.LeaseValid, e.LeaseCheckedAt = valid, k.check.StoreNow
@@ -323,17 +271,17 @@ func (t *Tracker) Round(ctx context.Context, meshName string) (Snapshot, RoundSt
 // changedList returns the list after the counter moved (or on the first
 // round): brought up to date from the journal when it can be, else read
 // whole; and the counter observation that closed it.
-func (t *Tracker) changedList(ctx context.Context, meshName string, c counterState, st *RoundStats) (listed, error) {
+func (t *Tracker) changedList(ctx context.Context, meshName string, c counterState, st *RoundStats) (Snapshot, counterState, error) {
 	if !t.FullRelist {
 		l, ok, err := t.followJournal(ctx, meshName, c, st)
 		if err != nil || ok {
-			return l, err
+			return l.snap, l.closing, err
 		}
 	}
 	counted := &countingStore{Store: t.Store}
 	s, err := Lister{Store: counted, PageSize: t.PageSize, Logger: t.Logger}.descriptors(ctx, meshName)
 	st.Listed, st.CounterReads, st.ScanPages = true, st.CounterReads+counted.reads, st.ScanPages+counted.scans
-	return s, err
+	return s.snap, s.closing, err
 }
 
 // readConcurrency bounds the reads of one round in flight (leases due,
@@ -386,9 +334,7 @@ func readAll[K comparable, V any](keys []K, read func(K) (V, error)) (map[K]V, e
 func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]record.State) error {
 	got, err := readAll(slices.Collect(maps.Keys(due)), func(r leaseRun) (knownLease, error) {
 		lc, err := checkLease(ctx, t.Store, r.owner, r.gen)
-		// An announced end stays announced: the run's lease cannot come
-		// back under the same generation.
-		return knownLease{check: lc, state: due[r], noticed: t.leases[r].noticed}, err
+		return knownLease{check: lc, state: due[r]}, err
 	})
 	maps.Copy(t.leases, got)
 	return err
@@ -399,10 +345,6 @@ func (t *Tracker) readLeases(ctx context.Context, due map[leaseRun]record.State)
 type listed struct {
 	snap    Snapshot
 	closing counterState
-	// noticed: the keys the journal named whose descriptor is unchanged
-	// since the last complete list — an announced lease end
-	// (NoticeLeaseEnded); only a journal follow fills it.
-	noticed map[string]bool
 }
 
 // descriptors is List without the lease reads: counter, scan, counter,

@@ -26,10 +26,6 @@ import (
 // last complete list had it. Anything else (journal missing, a gap, more
 // changes than it keeps, a value that does not decode, the counter moved
 // again) falls back to the whole list, which is always correct.
-//
-// A key named while its descriptor kept its version is an announcement
-// that its run's lease ended (NoticeLeaseEnded): the Tracker reads that
-// run's lease at once (listed.noticed).
 
 // followJournal returns the list at the journal's last change, or ok false
 // when the whole list must be read.
@@ -76,20 +72,6 @@ func (t *Tracker) followJournal(ctx context.Context, meshName string, c counterS
 	for _, e := range last.Entries {
 		byKey[e.Key] = e
 	}
-	var noticed map[string]bool
-	for _, k := range keys {
-		// Named, yet the same value as in the last list: no put or delete
-		// of the descriptor but an announcement that its run's lease
-		// ended (NoticeLeaseEnded).
-		if it, found := changed[k]; found {
-			if e, ok := byKey[k]; ok && e.Version == it.Version {
-				if noticed == nil {
-					noticed = map[string]bool{}
-				}
-				noticed[k] = true
-			}
-		}
-	}
 	for _, k := range keys {
 		it, found := changed[k]
 		if !found {
@@ -111,7 +93,7 @@ func (t *Tracker) followJournal(ctx context.Context, meshName string, c counterS
 		ChangeNumber: after.Value, StoreNow: after.StoreNow, Attempts: 1, Complete: true}
 	sortEntries(snap.Entries)
 	st.Followed = true
-	return listed{snap: snap, closing: after, noticed: noticed}, true, nil
+	return listed{snap: snap, closing: after}, true, nil
 }
 
 // readKeys reads keys; a key missing from the result is not stored.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh/directory"
 )
 
@@ -133,7 +132,12 @@ func TestTrackerReadsTheLeaseOfAChangedDescriptor(t *testing.T) {
 func TestTrackerWatching(t *testing.T) {
 	mem, clock := newMem(t)
 	ctx := context.Background()
-	leases := sixRuns(t, mem)
+	var leases []*testLease
+	for i := 1; i <= 6; i++ {
+		l := grantLease(t, mem, fmt.Sprintf("owner-%d", i), 1, leaseTTL)
+		leases = append(leases, l)
+		newNode(t, mem, l, "m", []byte{byte(i)})
+	}
 	linked := map[byte]bool{}
 	for i := 1; i <= 6; i++ {
 		linked[byte(i)] = true
@@ -215,97 +219,4 @@ func TestTrackerReacquiredRunIsNotDead(t *testing.T) {
 	if dead := tr.DeadWatched(); len(dead) != 1 || dead[0] != mustKey(t, "m", []byte{4}) {
 		t.Fatalf("dead watched %v, want only 04's key", dead)
 	}
-}
-
-// A watched run that lost its lease while its links are up (a process cut
-// off from the store, or paused past its TTL) keeps its descriptor: its
-// watcher announces the end (NoticeLeaseEnded) instead of removing it,
-// and every node that trusted the run reads its lease at once — one that
-// follows the journal from the key named with its descriptor unchanged,
-// one that reads the whole list because it reads then every lease past
-// its known expiry. The run stays listed (ctl topology shows it expired)
-// and no node counts it valid; its watchers report it once.
-func TestTrackerFollowsAnAnnouncedLeaseEnd(t *testing.T) {
-	mem, clock := newMem(t)
-	ctx := context.Background()
-	leases := sixRuns(t, mem)
-	linked := func([]byte, uint64) bool { return true }
-	tracker := func(self byte, full bool) *directory.Tracker {
-		return &directory.Tracker{Store: mem, PageSize: 1000, Logger: quiet(), Self: []byte{self}, Watchers: 2, Linked: linked, FullRelist: full}
-	}
-	// 04 is watched by 02 and 03; 05 (journal) and 01 (whole lists) trust it.
-	w2, w3, o5, o1 := tracker(2, false), tracker(3, false), tracker(5, false), tracker(1, true)
-	all := []*directory.Tracker{w2, w3, o5, o1}
-	round := func(tr *directory.Tracker) (directory.Snapshot, directory.RoundStats) {
-		t.Helper()
-		s, st, err := tr.Round(ctx, "m")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, st
-	}
-	for _, tr := range all {
-		round(tr)
-	}
-	clock.Advance(leaseTTL - time.Second)
-	for i, l := range leases {
-		if i+1 != 4 {
-			l.renew(leaseTTL, true)
-		}
-	}
-	clock.Advance(2 * time.Second) // 04's lease has ended
-	round(w2)
-	key := mustKey(t, "m", []byte{4})
-	if dead := w2.DeadWatched(); len(dead) != 1 || dead[0] != key {
-		t.Fatalf("watcher 02 reports %v, want 04's key", dead)
-	}
-	for _, tr := range []*directory.Tracker{o5, o1} {
-		if s, _ := round(tr); !valid(s)["m/04"] {
-			t.Fatalf("node %x does not trust 04 before the announcement: the test does not exercise it", tr.Self)
-		}
-	}
-	res, err := directory.NoticeLeaseEnded(ctx, mem, key, directory.ReclaimOptions{Logger: quiet()})
-	if err != nil || res.Noticed != 1 {
-		t.Fatalf("NoticeLeaseEnded = %+v, %v", res, err)
-	}
-	w2.MarkNoticed(key)
-	for _, tr := range all {
-		s, st := round(tr)
-		if v, listed := valid(s)["m/04"]; !listed || v {
-			t.Errorf("node %x after the announcement: 04 listed %v, valid %v; want listed, not valid", tr.Self, listed, v)
-		}
-		if tr == o5 && !st.Followed {
-			t.Errorf("node 05 did not follow the journal: %+v", st)
-		}
-		if dead := tr.DeadWatched(); len(dead) != 0 {
-			t.Errorf("node %x still reports %v after the announcement", tr.Self, dead)
-		}
-	}
-	// ctl topology's list keeps the run, its lease expired.
-	snap, err := directory.List(ctx, mem, "m", 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, listed := valid(snap)["m/04"]; !listed || v {
-		t.Fatalf("List: 04 listed %v, valid %v; want listed, not valid", listed, v)
-	}
-	// Quiet afterwards: nothing more is announced or read for it.
-	for _, tr := range all {
-		if _, st := round(tr); st.LeaseReads != 0 || len(tr.DeadWatched()) != 0 {
-			t.Errorf("node %x: a quiet round read %d leases, reports %v", tr.Self, st.LeaseReads, tr.DeadWatched())
-		}
-	}
-}
-
-// sixRuns publishes runs 01..06 of mesh "m", each with its lease (owner-i,
-// generation 1, leaseTTL), and returns the leases in RID order.
-func sixRuns(t *testing.T, mem *memory.Store) []*testLease {
-	t.Helper()
-	var leases []*testLease
-	for i := 1; i <= 6; i++ {
-		l := grantLease(t, mem, fmt.Sprintf("owner-%d", i), 1, leaseTTL)
-		leases = append(leases, l)
-		newNode(t, mem, l, "m", []byte{byte(i)})
-	}
-	return leases
 }
