@@ -119,13 +119,30 @@ func (t *Tracker) watched(entries []Entry) map[int]bool {
 		}
 		self-- // the successors start at self+1
 	}
-	for step := 1; step <= len(entries) && len(out) < k; step++ {
+	// A run known to be without its lease does not count as one of the
+	// Watchers: it watches nobody. It stays in the ring (a crashed run is
+	// kept listed until the reclaim age), so counting it left the run
+	// after a stretch of them with no live watcher, trusted by every node
+	// for good once it lost its lease with its links up. It is still
+	// watched itself.
+	for step, live := 1, 0; step <= len(entries) && live < k; step++ {
 		i := ((self+step)%len(entries) + len(entries)) % len(entries)
 		if string(entries[i].Descriptor.RoutingID) != string(t.Self) {
 			out[i] = true
+			if !t.knownEnded(entries[i]) {
+				live++
+			}
 		}
 	}
 	return out
+}
+
+// knownEnded reports whether the last read of e's run's lease found it
+// ended (missing, expired or another generation, and not reacquired by its
+// OwnerId): an ended lease never comes back under that generation.
+func (t *Tracker) knownEnded(e Entry) bool {
+	k, ok := t.leases[leaseRun{e.Descriptor.OwnerID, e.Descriptor.LeaseGeneration}]
+	return ok && !k.check.Valid && !k.check.Reacquired && !k.check.Unreadable
 }
 
 type leaseRun struct {

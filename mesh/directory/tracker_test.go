@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/directory"
 )
 
@@ -218,5 +219,86 @@ func TestTrackerReacquiredRunIsNotDead(t *testing.T) {
 	}
 	if dead := tr.DeadWatched(); len(dead) != 1 || dead[0] != mustKey(t, "m", []byte{4}) {
 		t.Fatalf("dead watched %v, want only 04's key", dead)
+	}
+}
+
+// sixRuns publishes runs 01..06 of mesh "m", each with its lease (owner-i,
+// generation 1, leaseTTL), and returns the leases in RID order.
+func sixRuns(t *testing.T, mem locstore.Store) []*testLease {
+	t.Helper()
+	var leases []*testLease
+	for i := 1; i <= 6; i++ {
+		l := grantLease(t, mem, fmt.Sprintf("owner-%d", i), 1, leaseTTL)
+		leases = append(leases, l)
+		newNode(t, mem, l, "m", []byte{byte(i)})
+	}
+	return leases
+}
+
+// A run whose two ring predecessors are known to be without their lease
+// (crashed: their links dropped, their descriptors kept listed until the
+// reclaim age) must still be watched by a live node: the watch ring passes
+// over the runs known to be without their lease. Before, the ring counted
+// them, and 04 — watched by 02 and 03 only — lost its lease with its links
+// up (cut off from the store, still reaching its peers) while every live
+// node trusted it for good: its lease never read, never reported.
+func TestTrackerWatchesPastRunsWithoutTheirLease(t *testing.T) {
+	mem, clock := newMem(t)
+	ctx := context.Background()
+	leases := sixRuns(t, mem)
+	linked := map[byte]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true}
+	var live []*directory.Tracker // 01, 05, 06
+	for _, self := range []byte{1, 5, 6} {
+		live = append(live, &directory.Tracker{Store: mem, PageSize: 1000, Logger: quiet(), Self: []byte{self}, Watchers: 2,
+			Linked: func(rid []byte, _ uint64) bool { return linked[rid[0]] }})
+	}
+	// rounds runs one round on every live node and removes what each finds
+	// dead as it watches, as the node does (removeDeadWatched).
+	removed := 0
+	rounds := func() {
+		t.Helper()
+		for _, tr := range live {
+			if _, _, err := tr.Round(ctx, "m"); err != nil {
+				t.Fatal(err)
+			}
+			for _, key := range tr.DeadWatched() {
+				res, err := directory.ReclaimKey(ctx, mem, key, directory.ReclaimOptions{Logger: quiet(), MinAge: time.Nanosecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				removed += res.Deleted
+			}
+		}
+	}
+	renew := func(rids ...int) {
+		for _, rid := range rids {
+			leases[rid-1].renew(leaseTTL, true)
+		}
+	}
+	rounds()
+	// 02 and 03 crash: links down, leases end, descriptors kept.
+	linked[2], linked[3] = false, false
+	clock.Advance(leaseTTL - time.Second)
+	renew(1, 4, 5, 6)
+	clock.Advance(2 * time.Second)
+	rounds()
+	// Then 04, whose ring watchers are 02 and 03, loses its lease with its
+	// links up.
+	clock.Advance(leaseTTL - 3*time.Second)
+	renew(1, 5, 6)
+	clock.Advance(4 * time.Second)
+	rounds()
+	rounds()
+	for _, tr := range live {
+		s, _, err := tr.Round(ctx, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := valid(s); v["m/04"] || !v["m/01"] || !v["m/05"] || !v["m/06"] {
+			t.Errorf("node %x: %v; want 04 not valid (its lease ended), 01, 05, 06 valid", tr.Self, v)
+		}
+	}
+	if removed == 0 {
+		t.Error("no live node removed 04 (dead with its links up)")
 	}
 }
