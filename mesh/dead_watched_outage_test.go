@@ -2,11 +2,14 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -65,5 +68,66 @@ func TestWatcherAfterAStoreProblemWaitsBeforeRemovingALeaselessRun(t *testing.T)
 	}
 	if rr, err := f.loc.Read(context.Background(), key); err != nil || !rr.Found {
 		t.Fatalf("the watched run's descriptor is gone (%v)", err)
+	}
+}
+
+// removalRefuser fails, while armed, every write that deletes the
+// descriptor at key — the watcher's ReclaimKey of a leaseless run — as a
+// store that does not answer would.
+type removalRefuser struct {
+	locstore.Store
+	key   atomic.Pointer[string]
+	armed atomic.Bool
+}
+
+func (s *removalRefuser) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	if k := s.key.Load(); k != nil && s.armed.Load() {
+		for _, m := range req.Mutations {
+			if m.Kind == locstore.MutDelete && m.Key == *k {
+				return locstore.WriteResult{}, &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("no answer")}
+			}
+		}
+	}
+	return s.Store.Write(ctx, req)
+}
+
+// A watcher whose removal of a leaseless run's descriptor fails tries it
+// again, as its WARN says, although its own round has dropped its link to
+// the run meanwhile (the run is no longer valid in its list, so the
+// planner disconnects it in the same round). Before, the retry needed the
+// link up (Tracker.DeadWatched reports only runs still linked): it never
+// came, and the nodes that trust the list for that run — linked to it, not
+// its watchers — were never told its lease had ended (found by review).
+func TestWatcherRetriesAFailedRemovalAfterDroppingTheLink(t *testing.T) {
+	f, _, blocker, fast := republishScene(t)
+	logs := f.logNode(1)
+	ctx := ctxT(t, 60*time.Second)
+	refuser := &removalRefuser{Store: f.loc}
+	watcher := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, refuser, func(c *config.Config) {
+		c.Lease.RenewInterval, c.Lease.RenewTimeout, c.Lease.TTL, c.Lease.FencingMargin = time.Second, 500*time.Millisecond, 6*time.Second, time.Second
+	})
+	watched := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := watcher.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	key, err := record.MeshNodeKey("objects", watched.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuser.key.Store(&key)
+	refuser.armed.Store(true)
+	blocker.loseLeaseOf(t, watched) // and keeps it from reacquiring
+	waitUntil(t, "the watcher's removal to fail", func() bool {
+		return strings.Contains(logs.String(), "descriptor of a run without its lease not removed")
+	})
+	waitUntil(t, "the watcher to drop its link to the leaseless run", func() bool {
+		return !watcher.linked(watched.RID(), watched.run.lifecycleGeneration)
+	})
+	refuser.armed.Store(false)
+	waitUntil(t, "the watcher to remove the watched run's descriptor", func() bool {
+		return strings.Contains(logs.String(), "a watched run lost its owner lease while its links were up")
+	})
+	if rr, err := f.loc.Read(context.Background(), key); err != nil || rr.Found {
+		t.Fatalf("the leaseless run's descriptor is still stored (found %v, err %v)", rr.Found, err)
 	}
 }

@@ -89,7 +89,8 @@ type Node struct {
 	discoveryEvery     time.Duration
 	discoverMu         sync.Mutex // one discovery round at a time
 	// deadPending: descriptors of watched runs found without their lease
-	// right after a store problem here, looked at again a TTL later
+	// right after a store problem here, looked at again a TTL later, and
+	// those whose removal failed, tried again the next round
 	// (removeDeadWatched; under discoverMu).
 	deadPending    map[string]time.Duration
 	discoveryFails discoveryFailures // the current run of failed discovery rounds (under discoverMu)
@@ -632,9 +633,23 @@ func (n *Node) removeDeadWatched(ctx context.Context) {
 	for _, key := range dead {
 		res, err := directory.ReclaimKey(ctx, n.loc, key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log,
 			MinAge: time.Nanosecond})
+		if err != nil {
+			// Again next round, whatever the links say: this round's
+			// planner drops the link to the run (its lease is not valid
+			// here any more) and DeadWatched reports only runs still
+			// linked, so without this the removal was never tried again
+			// and the nodes trusting the list for that run (linked, not
+			// watching it) were never told. ReclaimKey reads the
+			// descriptor and the lease again: a run that reacquired its
+			// lease or republished is left alone.
+			if n.deadPending == nil {
+				n.deadPending = map[string]time.Duration{}
+			}
+			n.deadPending[key] = now - n.cfg.Lease.TTL
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
-			n.log.Warn("discovery: descriptor of a run without its lease not removed", "key", key, "err", err)
+			n.log.Warn("discovery: descriptor of a run without its lease not removed; trying again next round", "key", key, "err", err)
 		case res.Deleted > 0:
 			n.log.Warn("discovery: a watched run lost its owner lease while its links were up; its descriptor is removed so that every node stops using it "+
 				"(a run cut off from the store, or paused for less than transport.peer_timeout, republishes it once it has a lease again)",
