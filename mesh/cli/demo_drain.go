@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,29 +97,40 @@ func demoDrain(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	time.Sleep(demoDrainWarmup) // traffic after the drain too
 	close(stop)
 	wg.Wait()
-	var errs []error
 	if derr != nil {
-		errs = append(errs, fmt.Errorf("drain: %w", derr))
+		return fmt.Errorf("drain: %w", derr)
 	}
-	for _, r := range runs {
-		if r.err != nil {
-			errs = append(errs, fmt.Errorf("sender to %s: %w", r.ref.ActorID, r.err))
-		}
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return printDrain(ctx, w, senders[0].Manager(), res, runs)
+	m := senders[0].Manager()
+	var retries retries
+	return printDrain(ctx, w, res, runs, func(ctx context.Context, ref mesh.ActorRef) ([4]int64, error) {
+		return readSeq(ctx, m, ref, &retries)
+	})
 }
 
 // printDrain reads every counter's sequence check and prints the drain's
-// figures and the checks.
-func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.HostRelocationResult, runs []*drainRun) error {
+// figures and the checks. read is readSeq on the first sender's node.
+//
+// A counter the drain did not move (its move failed or never started —
+// on a starved CPU the drain's share of shutdown_deadline runs out) was
+// removed by the node's shutdown with its state, as the drain reports:
+// what its sender had sent went with it, and its sender stopped on the
+// refusal that followed. Those are counted apart, by name of the drain's
+// outcome, and the demo fails on the objects not moved — not on their
+// senders' errors, which hid the drain's own report (a flake hunt: "sender
+// to drain-15: not found" × 24, for a drain that had ended forceStopped
+// with 26 objects not moved). A counter the drain moved, or that was never
+// on the drained node, is checked as before: any error there is a failure.
+func printDrain(ctx context.Context, w io.Writer, res mesh.HostRelocationResult, runs []*drainRun,
+	read func(context.Context, mesh.ActorRef) ([4]int64, error)) error {
 	p := res.Progress
 	var took []time.Duration
+	notMoved := make(map[string]hostmove.Result)
 	for _, o := range res.Objects {
-		if o.Outcome == hostmove.Moved {
+		switch {
+		case o.Outcome == hostmove.Moved:
 			took = append(took, o.Took)
+		case !o.Object.Spot:
+			notMoved[o.Object.ID] = o
 		}
 	}
 	rate := 0.0
@@ -128,22 +140,49 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 	fmt.Fprintf(w, "  drain %s in %s (moves %s): %d moved, %d skipped, %d failed, %d not started; %.0f handoffs/s, %s per move (median)\n",
 		res.End, ms(res.Took), ms(res.MovesTook), p.Moved, p.Skipped, p.Failed, p.NotStarted, rate, ms(median(took)))
 	var lost, duplicated, reordered, sent int64
-	var retries retries
+	var left struct {
+		counters, stopped int
+		sent              int64
+		reasons           map[string]int
+	}
+	left.reasons = make(map[string]int)
+	var errs []error
 	for _, r := range runs {
+		if o, ok := notMoved[r.ref.ActorID]; ok {
+			left.counters++
+			left.sent += r.accepted
+			why := o.Outcome.String()
+			if o.Reason != "" {
+				why += " (" + o.Reason + ")"
+			}
+			left.reasons[why]++
+			if r.err != nil {
+				left.stopped++
+			}
+			continue
+		}
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("sender to %s: %w", r.ref.ActorID, r.err))
+			continue
+		}
 		// The read and the sends of another node are not ordered: a send
 		// may still be on its way (passed on by the drained node). Read
 		// until it shows the last accepted one and none missing before it,
 		// or demoSettle passes; what is missing then is lost.
 		var v [4]int64
+		var err error
 		for deadline := time.Now().Add(demoSettle); ; {
-			var err error
-			if v, err = readSeq(ctx, m, r.ref, &retries); err != nil {
-				return err
+			if v, err = read(ctx, r.ref); err != nil {
+				break
 			}
 			if (v[0] >= r.accepted && v[3] == 0) || !time.Now().Before(deadline) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		sent += r.accepted
 		if v[0] < r.accepted {
@@ -153,10 +192,26 @@ func printDrain(ctx context.Context, w io.Writer, m *mesh.Manager, res mesh.Host
 		duplicated += v[1]
 		reordered += v[2]
 	}
-	fmt.Fprintf(w, "  %d messages accepted by the senders; lost %d, duplicated %d, reordered %d\n", sent, lost, duplicated, reordered)
+	of := ""
+	if left.counters > 0 {
+		of = " of the other counters"
+	}
+	fmt.Fprintf(w, "  %d messages accepted by the senders%s; lost %d, duplicated %d, reordered %d\n", sent, of, lost, duplicated, reordered)
+	if left.counters > 0 {
+		reasons := make([]string, 0, len(left.reasons))
+		for r, n := range left.reasons {
+			reasons = append(reasons, fmt.Sprintf("%d %s", n, r))
+		}
+		slices.Sort(reasons)
+		fmt.Fprintf(w, "  the drain did not move %d counters (%s); the shutdown removes what stays, with its state: the %d messages sent to them are not checked (%d of their senders stopped on a refusal)\n",
+			left.counters, strings.Join(reasons, ", "), left.sent, left.stopped)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if lost != 0 || duplicated != 0 || reordered != 0 || p.Failed != 0 || p.NotStarted != 0 {
-		return fmt.Errorf("%w: the drain lost %d, duplicated %d and reordered %d messages; %d objects failed to move, %d not started",
-			errDemoCheck, lost, duplicated, reordered, p.Failed, p.NotStarted)
+		return fmt.Errorf("%w: the drain lost %d, duplicated %d and reordered %d messages of the counters checked; %d objects failed to move, %d not started (drain %s)",
+			errDemoCheck, lost, duplicated, reordered, p.Failed, p.NotStarted, res.End)
 	}
 	line := "check: every object moved"
 	if p.Skipped > 0 {
