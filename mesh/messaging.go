@@ -727,7 +727,14 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	// A barrier (route_barrier.go) is answered where it is admitted; it
 	// is never queued.
 	barrier := corr != 0 && controlOf(rec) == controlBarrier
+	var holding chan struct{}
 	_, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr == 0, func(d dest) {
+		if barrier && d.h.state == hostMoving && o.halt.Err() == nil {
+			// Everything the sender sent before it is in the ingress hold
+			// of a move, not yet relayed: answered only once the move has
+			// let go of it (below).
+			holding = d.h.holding
+		}
 		if oerr != nil || barrier {
 			return // refused or answered below
 		}
@@ -765,6 +772,11 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 			o.drops.add(oerr)
 		}
 		o.log.Debug("message refused", "object", id, "err", oerr)
+	case barrier && holding != nil:
+		o.holdBarrier(holding, func() {
+			o.inbound(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply)
+		})
+		o.hook().step(id, stepSwitchHeld)
 	case barrier:
 		o.answerOrigin(from, rec, fam, corr, reply, nil, nil)
 		o.noticeFollowed(from, rec)
@@ -780,6 +792,28 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	default:
 		o.noticeFollowed(from, rec) // command 50 when it came through Message Follow
 	}
+}
+
+// holdBarrier runs again — admitting a route switch barrier anew — once the move
+// holding its object has let go of its ingress hold (hosted.holding): then
+// the object is serving here again and it is answered behind the put-back
+// hold, or it is in its cutover and it waits for it and is passed on to
+// the new owner behind the relay, as any arrival then (§7.3), or the object
+// is gone and it is refused. Not on the connection's reader: the sender's
+// messages to other objects go on meanwhile, and it sends this object
+// nothing more until the answer (route_barrier.go). Answering at once let
+// the sender's next messages run at a target that had committed on its
+// CutoverGrace before the relay of the earlier ones came (a demo drain:
+// "reordered 24"). A node halting answers it at once, as before (inbound
+// holds no barrier once o.halt is done).
+func (o *objects) holdBarrier(holding <-chan struct{}, again func()) {
+	go func() {
+		select {
+		case <-holding:
+		case <-o.halt.Done():
+		}
+		again()
+	}()
 }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {

@@ -236,6 +236,7 @@ const (
 	stepSourceRead    = "source:read"    // a move's first read of the record done
 	stepSourceSecure  = "source:secure"  // before each SecureCapacity attempt
 	stepSourceRecord  = "source:record"  // held and captured, the Captured stage not yet written
+	stepSourceReady   = "source:ready"   // relay-ready answered, the hold not yet relayed
 	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
 	stepSourceConfirm = "source:confirm" // cutover sent, the commit not yet looked for
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
@@ -244,6 +245,7 @@ const (
 	stepTargetDone    = "target:done"    // opened; the completion not yet written
 	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier
 	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
+	stepSwitchHeld    = "switch:held"    // a route switch waits for a move's ingress hold
 )
 
 func (h testHooks) step(id, step string) {
@@ -287,6 +289,15 @@ type hosted struct {
 	// cutoverDone is closed when a move's cutover was submitted (state
 	// hostCutover): arrivals wait for it, then follow the object.
 	cutoverDone chan struct{}
+	// holding is closed (and set to nil) when the move that put the
+	// object in hostMoving lets go of its ingress hold: it relays it
+	// (hostCutover), puts it back (serving again) or drops the object,
+	// or the move ends. A route switch barrier that reaches the object
+	// meanwhile waits for it (messaging.go inbound): the sender's earlier
+	// messages are still in the hold, and answering at once let the
+	// sender's next ones reach a target that had committed on its
+	// CutoverGrace ahead of the relay.
+	holding chan struct{}
 	// arrival is the move bringing the object here (state hostIncoming).
 	arrival *arrival
 	// closed is closed when the close under way (state hostClosing) ends,
@@ -341,6 +352,14 @@ const (
 	// owner CAS (§9.2). Not Ready: Find does not return it.
 	hostIncoming
 )
+
+// letGoLocked closes h.holding, once; objects.mu is held.
+func (h *hosted) letGoLocked() {
+	if h.holding != nil {
+		close(h.holding)
+		h.holding = nil
+	}
+}
 
 func (s hostState) String() string {
 	switch s {

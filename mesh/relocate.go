@@ -384,6 +384,7 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 			h.ownerGeneration, a.AuthorityOwnerGeneration)
 	}
 	h.state = hostMoving // Destroy/Close now answer ErrMoving
+	h.holding = make(chan struct{})
 	o.mu.Unlock()
 
 	s := &sourceMove{o: o, m: relocation.NewSource(policyOf(f.Policy)), key: key, h: h, kind: kind, id: id, gen: gen,
@@ -490,6 +491,11 @@ func (s *sourceMove) run(ctx context.Context) RelocationResult {
 	}
 	s.res.Relayed = s.relayed
 	s.o.dropCopies(s) // a move that ended otherwise keeps nothing
+	// Every end lets go of the hold above; this one is for a move that
+	// stopped on a machine error, so that no held barrier waits for ever.
+	s.o.mu.Lock()
+	s.h.letGoLocked()
+	s.o.mu.Unlock()
 	return s.res
 }
 
@@ -597,6 +603,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.res.Timings.Restore = s.lap()
 		return ev
 	case relocation.ActRelayHold:
+		o.hook().step(s.id, stepSourceReady)
 		s.relayHold(ctx)
 		return 0
 	case relocation.ActSendCutover:
@@ -662,6 +669,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		if o.hosted[s.key] == s.h {
 			s.h.state = hostServing
 		}
+		s.h.letGoLocked()
 		o.mu.Unlock()
 		s.h.obj.Release()
 		return 0
@@ -807,6 +815,7 @@ func (s *sourceMove) relayHold(ctx context.Context) {
 	o.mu.Lock()
 	s.h.state = hostCutover
 	s.h.cutoverDone = make(chan struct{})
+	s.h.letGoLocked() // a barrier held meanwhile now waits for the cutover, then follows
 	o.mu.Unlock()
 	hold, err := s.h.obj.Capture()
 	if err != nil {
@@ -906,6 +915,7 @@ func (s *sourceMove) follow() {
 	if !relayedHold {
 		s.h.state = hostCutover
 		s.h.cutoverDone = make(chan struct{})
+		s.h.letGoLocked()
 	}
 	o.mu.Unlock()
 	rest := s.unrelayed
@@ -1316,6 +1326,7 @@ func (s *sourceMove) discard() {
 	if held {
 		delete(o.hosted, s.key)
 	}
+	s.h.letGoLocked()
 	o.mu.Unlock()
 	if held {
 		if len(s.captured.Queue) > 0 {

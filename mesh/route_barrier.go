@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // Per-sender order across a route switch (docs/RELOCATION.md "A sender's
@@ -30,9 +31,10 @@ import (
 // with the control "barrier" on the route it used before. It travels behind
 // this node's earlier messages on that connection, is passed on behind them
 // when the object has moved, and is answered where it is admitted — by the
-// host that queued (or held, or relayed) everything sent before it, or by a
-// previous owner that no longer knows the object (everything before it was
-// refused there too). New messages to the object wait for that answer;
+// host that queued (or relayed) everything sent before it, or by a previous
+// owner that no longer knows the object (everything before it was refused
+// there too). A host still holding the object in a move keeps it until the
+// move lets go of that hold (holdBarrier, messaging.go). New messages to the object wait for that answer;
 // the new owner's merge order (payload, relay, temporary queue, §9.2) then
 // keeps them behind the earlier ones.
 //
@@ -128,10 +130,14 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 			s.mu.Unlock()
 			return nil
 		case e.settled || now-e.at > window || e.r.ObjectGeneration != r.ObjectGeneration ||
-			(o.isLocal(e.r) && e.via == nil) || (e.via != nil && follow.FenceOf(*e.via).Matches(r)):
+			(e.via != nil && follow.FenceOf(*e.via).Matches(r)):
 			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
 			s.mu.Unlock()
 			return nil
+		case o.isLocal(e.r) && e.via == nil:
+			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
+			s.mu.Unlock()
+			return o.awaitLocalHold(ctx, t)
 		}
 		prev, ch := e.r, make(chan struct{})
 		if e.via != nil {
@@ -189,6 +195,52 @@ func (s *sentRoutes) sweep(now, window time.Duration) {
 	for k, e := range s.m {
 		if e.switching == nil && now-e.at > window {
 			delete(s.m, k)
+		}
+	}
+}
+
+// awaitLocalHold returns once no move of t's object on this node holds
+// what this node sent it: the object is not hosted here at t's
+// ObjectGeneration, or is neither held by a move (hostMoving, until the
+// move lets go of its ingress hold) nor relaying its hold (hostCutover,
+// until the cutover is submitted). A local sender's held messages are
+// relayed on this node's own link to the new owner, so once they are sent
+// what it sends next on that link comes after them. Before 2026-12-06 it
+// did not wait: when the target had committed on its CutoverGrace before
+// the source relayed, the next message went straight to the open target
+// and ran before the held ones. Bounded by ctx and barrierMaxWait (then
+// it goes on, logged, as a barrier that went unanswered).
+func (o *objects) awaitLocalHold(ctx context.Context, t msgTarget) error {
+	key := spot.Key{Spot: t.fam == familySpot, ID: t.id}
+	bound := time.NewTimer(barrierMaxWait)
+	defer bound.Stop()
+	var last chan struct{}
+	for {
+		var ch chan struct{}
+		o.mu.Lock()
+		if h, ok := o.hosted[key]; ok && h.objectGeneration == t.gen {
+			switch h.state {
+			case hostMoving:
+				ch = h.holding
+			case hostCutover:
+				ch = h.cutoverDone
+			}
+		}
+		o.mu.Unlock()
+		if ch == nil || ch == last {
+			return nil // not held here, or a state its move no longer ends
+		}
+		last = ch
+		o.hook().step(t.id, stepSwitchHeld)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-bound.C:
+			o.stats.routeBarriersTimedOut.Add(1)
+			o.log.Warn("route switch: the move holding the object here did not let go of it in time; switching anyway",
+				"object", t.id, "waited", barrierMaxWait)
+			return nil
 		}
 	}
 }
