@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
 )
@@ -21,20 +22,7 @@ import (
 // (an operator try-out: Redis paused 20 s, TTL 15 s). It looks again a
 // TTL later, and a run that reacquired its lease meanwhile is left alone.
 func TestWatcherAfterAStoreProblemWaitsBeforeRemovingALeaselessRun(t *testing.T) {
-	f, _, blocker, fast := republishScene(t)
-	logs := f.logNode(1)
-	ctx := ctxT(t, 60*time.Second)
-	watcher := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, func(c *config.Config) {
-		c.Lease.RenewInterval, c.Lease.RenewTimeout, c.Lease.TTL, c.Lease.FencingMargin = time.Second, 500*time.Millisecond, 6*time.Second, time.Second
-	})
-	watched := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	if err := watcher.WaitPeers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	key, err := record.MeshNodeKey("objects", watched.RID())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, watcher, watched, blocker, logs, key := watcherScene(t, nil)
 	const removed = "a watched run lost its owner lease while its links were up"
 	watcher.noteStoreTrouble() // the watcher met the same outage
 	blocker.loseLeaseOf(t, watched)
@@ -99,21 +87,8 @@ func (s *removalRefuser) Write(ctx context.Context, req locstore.WriteRequest) (
 // came, and the nodes that trust the list for that run — linked to it, not
 // its watchers — were never told its lease had ended (found by review).
 func TestWatcherRetriesAFailedRemovalAfterDroppingTheLink(t *testing.T) {
-	f, _, blocker, fast := republishScene(t)
-	logs := f.logNode(1)
-	ctx := ctxT(t, 60*time.Second)
-	refuser := &removalRefuser{Store: f.loc}
-	watcher := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, refuser, func(c *config.Config) {
-		c.Lease.RenewInterval, c.Lease.RenewTimeout, c.Lease.TTL, c.Lease.FencingMargin = time.Second, 500*time.Millisecond, 6*time.Second, time.Second
-	})
-	watched := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	if err := watcher.WaitPeers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	key, err := record.MeshNodeKey("objects", watched.RID())
-	if err != nil {
-		t.Fatal(err)
-	}
+	refuser := &removalRefuser{}
+	f, watcher, watched, blocker, logs, key := watcherScene(t, func(loc locstore.Store) locstore.Store { refuser.Store = loc; return refuser })
 	refuser.key.Store(&key)
 	refuser.armed.Store(true)
 	blocker.loseLeaseOf(t, watched) // and keeps it from reacquiring
@@ -130,4 +105,30 @@ func TestWatcherRetriesAFailedRemovalAfterDroppingTheLink(t *testing.T) {
 	if rr, err := f.loc.Read(context.Background(), key); err != nil || rr.Found {
 		t.Fatalf("the leaseless run's descriptor is still stored (found %v, err %v)", rr.Found, err)
 	}
+}
+
+// watcherScene starts node 1 (the watcher: lease TTL 6 s, through wrap's
+// store when wrap is set) and node 2 (the watched run, through a store
+// that can take its lease away), linked, and returns them with the
+// watcher's log and the watched run's descriptor key.
+func watcherScene(t *testing.T, wrap func(locstore.Store) locstore.Store) (*fixture, *Node, *Node, *renewBlocker, *syncbuf.Buffer, string) {
+	t.Helper()
+	f, _, blocker, fast := republishScene(t)
+	logs := f.logNode(1)
+	var loc locstore.Store = f.loc
+	if wrap != nil {
+		loc = wrap(f.loc)
+	}
+	watcher := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, loc, func(c *config.Config) {
+		c.Lease.RenewInterval, c.Lease.RenewTimeout, c.Lease.TTL, c.Lease.FencingMargin = time.Second, 500*time.Millisecond, 6*time.Second, time.Second
+	})
+	watched := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := watcher.WaitPeers(ctxT(t, 60*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	key, err := record.MeshNodeKey("objects", watched.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, watcher, watched, blocker, logs, key
 }
