@@ -655,11 +655,13 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	return d, nil
 }
 
-// cutoverWait bounds how long an arrival waits for a source's cutover to
-// be submitted before it is admitted again (the relay of a whole hold).
+// cutoverWait bounds how long a local message waits for a source's cutover
+// to be submitted before it is admitted again (the relay of a whole hold).
 const cutoverWait = 10 * time.Second
 
-// admitAfterCutover is admitMessage, waiting once for a source's cutover.
+// admitAfterCutover is admitMessage, waiting once for a source's cutover:
+// a local sender's (deliverLocal), whose caller learns of the refusal. A
+// peer's message waits off the connection's reader instead (waitCutover).
 func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, unheard bool, post func(dest)) (dest, error) {
 	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, unheard, post)
 	if err != nil || d.wait == nil {
@@ -710,9 +712,33 @@ func inboundEnvelope(rec *router.Record, op router.OperationID, org origin, tag 
 
 // inbound delivers a remote message after the fence check. corr is 0 for a
 // one-way message; a refused one-way message is dropped (there is no reply
-// to carry the refusal) and counted.
+// to carry the refusal) and counted. A message for an object in its
+// cutover here, or behind one from the same peer still waiting for it,
+// waits off the connection's reader (waitCutover).
 func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
 	corr uint64, rec *router.Record, reply func(*router.Record) error) {
+	waiter := func() cutoverWaiter {
+		return cutoverWaiter{
+			key: cutoverWaitKey{peer: string(from.RID), obj: spot.Key{Spot: fam == familySpot, ID: id}},
+			admit: func() <-chan struct{} {
+				return o.inboundOnce(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply)
+			},
+			refuse: func(err error) { o.notAdmitted(from, rec, reply, err) },
+		}
+	}
+	// The fast path takes no lock for this: no message waits anywhere.
+	if o.cutoverQueues.Load() > 0 && o.queueBehindCutover(waiter()) {
+		return
+	}
+	if wait := o.inboundOnce(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply); wait != nil {
+		o.waitCutover(waiter(), wait)
+	}
+}
+
+// inboundOnce is inbound's admission and delivery. It returns, having done
+// nothing, the channel to wait on when the object is in its cutover here.
+func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64,
+	corr uint64, rec *router.Record, reply func(*router.Record) error) <-chan struct{} {
 	org, oerr := originOf(rec, from)
 	m, _ := messageOf(rec)
 	tag := sessionTagOf(rec)
@@ -728,7 +754,7 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	// is never queued.
 	barrier := corr != 0 && controlOf(rec) == controlBarrier
 	var holding chan struct{}
-	_, err := o.admitAfterCutover(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr == 0, func(d dest) {
+	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr == 0, func(d dest) {
 		if barrier && d.h.state == hostMoving && o.halt.Err() == nil {
 			// Everything the sender sent before it is in the ingress hold
 			// of a move, not yet relayed: answered only once the move has
@@ -763,6 +789,8 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 		}
 	})
 	switch {
+	case err == nil && d.wait != nil:
+		return d.wait // nothing posted: the caller waits and admits it again
 	case err != nil:
 		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
 	case oerr != nil:
@@ -791,6 +819,131 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 		o.log.Debug("message not queued", "object", id, "err", perr)
 	default:
 		o.noticeFollowed(from, rec) // command 50 when it came through Message Follow
+	}
+	return nil
+}
+
+// cutoverWaitMax bounds the messages waiting for cutovers on this node
+// (waitCutover); beyond it an arrival is refused with ErrMoving, as one
+// that outwaited the cutover used to be.
+const cutoverWaitMax = 4096
+
+// cutoverWaitKey is one peer's messages for one object.
+type cutoverWaitKey struct {
+	peer string // the sending node's RID
+	obj  spot.Key
+}
+
+// cutoverWaiter is a message waiting for a cutover: admit runs it again
+// (inboundOnce: nil once admitted, refused or passed on; the channel to
+// wait on while the object is still in a cutover), refuse refuses it.
+type cutoverWaiter struct {
+	key    cutoverWaitKey
+	admit  func() <-chan struct{}
+	refuse func(error)
+}
+
+// cutoverQueue is the messages of one cutoverWaitKey waiting, in arrival
+// order; the first is the one being admitted or waited for.
+type cutoverQueue struct{ waiting []cutoverWaiter }
+
+func errCutoverWait(id string) error {
+	return fmt.Errorf("%w: %s is being moved; too many messages wait for cutovers here", ErrMoving, id)
+}
+
+// queueBehindCutover puts w behind the messages of the same peer for the
+// same object that wait for its cutover, if there are any: the peer's
+// messages to an object must not overtake each other (§7.3). It reports
+// whether w was taken (queued, or refused over cutoverWaitMax).
+func (o *objects) queueBehindCutover(w cutoverWaiter) bool {
+	o.mu.Lock()
+	q := o.afterCutover[w.key]
+	if q == nil {
+		o.mu.Unlock()
+		return false
+	}
+	if o.cutoverWaiting >= cutoverWaitMax {
+		o.mu.Unlock()
+		w.refuse(errCutoverWait(w.key.obj.ID))
+		return true
+	}
+	q.waiting = append(q.waiting, w)
+	o.cutoverWaiting++
+	o.mu.Unlock()
+	return true
+}
+
+// waitCutover waits for the cutover of w's object (wait: its cutoverDone)
+// off the connection's reader and then admits w again — it then follows
+// the object to its new owner behind the relay, or enters the mailbox of
+// an object its move put back — and after it, in order, the messages of
+// the same peer for the same object queued behind it meanwhile. Waiting on
+// the reader, bounded by cutoverWait, dropped a one-way message whose
+// sender had been told it was sent when a cutover stalled longer (the
+// target slow to take it), and waiting longer there would leave the
+// peer's liveness probes unanswered past transport.peer_timeout. A node
+// halting refuses with ErrMoving what still waits.
+func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) {
+	o.mu.Lock()
+	if o.cutoverWaiting >= cutoverWaitMax {
+		o.mu.Unlock()
+		w.refuse(errCutoverWait(w.key.obj.ID))
+		return
+	}
+	o.cutoverWaiting++
+	if q := o.afterCutover[w.key]; q != nil {
+		// Not expected (one reader per peer): behind the one waiting.
+		q.waiting = append(q.waiting, w)
+		o.mu.Unlock()
+		return
+	}
+	if o.afterCutover == nil {
+		o.afterCutover = map[cutoverWaitKey]*cutoverQueue{}
+	}
+	q := &cutoverQueue{waiting: []cutoverWaiter{w}}
+	o.afterCutover[w.key] = q
+	o.cutoverQueues.Add(1)
+	o.mu.Unlock()
+	o.hook().step(w.key.obj.ID, stepCutoverWait)
+	go o.runCutoverQueue(w.key, q, wait)
+}
+
+// runCutoverQueue admits the messages of q in order once wait is closed,
+// waiting again when one meets a later cutover, until q is empty.
+func (o *objects) runCutoverQueue(key cutoverWaitKey, q *cutoverQueue, wait <-chan struct{}) {
+	for {
+		select {
+		case <-wait:
+		case <-o.halt.Done():
+		}
+		wait = nil
+		for wait == nil {
+			o.mu.Lock()
+			if len(q.waiting) == 0 {
+				delete(o.afterCutover, key)
+				o.cutoverQueues.Add(-1)
+				o.mu.Unlock()
+				return
+			}
+			w := q.waiting[0]
+			o.mu.Unlock()
+			// Still first while it runs: a message of the same peer
+			// arriving meanwhile queues behind it.
+			again := w.admit()
+			halted := again != nil && o.halt.Err() != nil
+			if again == nil || halted {
+				o.mu.Lock()
+				q.waiting[0] = cutoverWaiter{}
+				q.waiting = q.waiting[1:]
+				o.cutoverWaiting--
+				o.mu.Unlock()
+			}
+			if halted {
+				w.refuse(fmt.Errorf("%w: %s is being moved; the node is stopping", ErrMoving, key.obj.ID))
+				continue
+			}
+			wait = again
+		}
 	}
 }
 

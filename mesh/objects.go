@@ -92,7 +92,14 @@ type objects struct {
 	hosted  map[spot.Key]*hosted
 	waiters map[string]chan localReply // local requests waiting here, by reply route key
 	remotes map[string]remoteReply     // remote requests received here, by reply route key
-	closing bool                       // no new object work (Close began)
+	// afterCutover are the messages from a peer waiting for an object's
+	// cutover here, in arrival order (messaging.go waitCutover);
+	// cutoverWaiting counts them all, bounded by cutoverWaitMax;
+	// cutoverQueues is len(afterCutover), read without the lock.
+	afterCutover   map[cutoverWaitKey]*cutoverQueue
+	cutoverWaiting int
+	cutoverQueues  atomic.Int32
+	closing        bool // no new object work (Close began)
 	// stopping mirrors closing for lock-free readers (emptying, on every
 	// placement).
 	stopping atomic.Bool
@@ -246,6 +253,7 @@ const (
 	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier
 	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
 	stepSwitchHeld    = "switch:held"    // a route switch waits for a move's ingress hold
+	stepCutoverWait   = "cutover:wait"   // a peer's message waits for the object's cutover here
 )
 
 func (h testHooks) step(id, step string) {
@@ -287,8 +295,11 @@ type hosted struct {
 	entry            bool   // the Entry Spot (no authority row)
 	state            hostState
 	// cutoverDone is closed when a move's cutover was submitted (state
-	// hostCutover): arrivals wait for it, then follow the object.
+	// hostCutover) or the move left that state otherwise (reopened,
+	// discarded, ended): arrivals wait for it, then are admitted again
+	// (they follow the object). cutoverOpen: not closed yet.
 	cutoverDone chan struct{}
+	cutoverOpen bool
 	// holding is closed (and set to nil) when the move that put the
 	// object in hostMoving lets go of its ingress hold: it relays it
 	// (hostCutover), puts it back (serving again) or drops the object,
@@ -352,6 +363,26 @@ const (
 	// owner CAS (§9.2). Not Ready: Find does not return it.
 	hostIncoming
 )
+
+// beginCutoverLocked puts h in hostCutover with a fresh cutoverDone and
+// lets go of the ingress hold (a barrier held meanwhile now waits for the
+// cutover, then follows); objects.mu is held.
+func (h *hosted) beginCutoverLocked() {
+	h.state = hostCutover
+	h.cutoverDone = make(chan struct{})
+	h.cutoverOpen = true
+	h.letGoLocked()
+}
+
+// endCutoverLocked closes h.cutoverDone, once; objects.mu is held. Every
+// way out of hostCutover calls it: the arrivals waiting for it (off the
+// connection's reader, messaging.go waitCutover) have no other bound.
+func (h *hosted) endCutoverLocked() {
+	if h.cutoverOpen {
+		close(h.cutoverDone)
+		h.cutoverOpen = false
+	}
+}
 
 // letGoLocked closes h.holding, once; objects.mu is held.
 func (h *hosted) letGoLocked() {

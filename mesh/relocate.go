@@ -493,8 +493,12 @@ func (s *sourceMove) run(ctx context.Context) RelocationResult {
 	s.o.dropCopies(s) // a move that ended otherwise keeps nothing
 	// Every end lets go of the hold above; this one is for a move that
 	// stopped on a machine error, so that no held barrier waits for ever.
+	// Likewise the cutover: a move that relayed and then reopened or
+	// discarded the object ends it here, and the arrivals waiting for it
+	// are admitted again.
 	s.o.mu.Lock()
 	s.h.letGoLocked()
+	s.h.endCutoverLocked()
 	s.o.mu.Unlock()
 	return s.res
 }
@@ -670,6 +674,7 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 			s.h.state = hostServing
 		}
 		s.h.letGoLocked()
+		s.h.endCutoverLocked()
 		o.mu.Unlock()
 		s.h.obj.Release()
 		return 0
@@ -813,9 +818,7 @@ func (s *sourceMove) targetRoute() routeTo {
 func (s *sourceMove) relayHold(ctx context.Context) {
 	o := s.o
 	o.mu.Lock()
-	s.h.state = hostCutover
-	s.h.cutoverDone = make(chan struct{})
-	s.h.letGoLocked() // a barrier held meanwhile now waits for the cutover, then follows
+	s.h.beginCutoverLocked()
 	o.mu.Unlock()
 	hold, err := s.h.obj.Capture()
 	if err != nil {
@@ -913,9 +916,7 @@ func (s *sourceMove) follow() {
 	o.mu.Lock()
 	relayedHold := s.h.state == hostCutover
 	if !relayedHold {
-		s.h.state = hostCutover
-		s.h.cutoverDone = make(chan struct{})
-		s.h.letGoLocked()
+		s.h.beginCutoverLocked()
 	}
 	o.mu.Unlock()
 	rest := s.unrelayed
@@ -941,12 +942,11 @@ func (s *sourceMove) follow() {
 	if o.hosted[s.key] == s.h {
 		delete(o.hosted, s.key)
 	}
-	done := s.h.cutoverDone
 	o.mu.Unlock()
 	s.h.obj.Discard() // empty: its queue and timers left in the payload, the relay and the leftovers
-	if done != nil {
-		close(done)
-	}
+	o.mu.Lock()
+	s.h.endCutoverLocked()
+	o.mu.Unlock()
 }
 
 // followMove is this move's Message Follow record (source→target).
