@@ -87,6 +87,11 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 		}
 	}
 	if m.corr == 0 {
+		if controlOf(rec) == controlUnbind {
+			// Not application work: nothing accepted is lost.
+			o.log.Debug("session unbind refused; the binding stays where it is", "object", m.id, "err", err)
+			return
+		}
 		o.drops.add(err)
 		o.log.Debug("one-way message refused", "object", m.id, "hop", m.hop, "err", err)
 		return
@@ -141,6 +146,10 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// the sender's messages in their order and pushes back on the sender
 	// instead of shedding or buffering without bound. The wait is short:
 	// an owner that cannot take the message in time gets none of it.
+	if controlOf(rec) == controlUnbind && !o.takesUnbind(f.Target.Route.NodeRID) {
+		// The new owner would queue it for the application (session.go).
+		return false, nil
+	}
 	o.hook().step(m.id, stepFollowPassOn)
 	// Not bound to o.halt: a node shutting down after a drain keeps
 	// passing on until its transport closes (host_relocate.go, Drain).
@@ -155,7 +164,9 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		o.stats.followRefused.Add(1)
 		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
 	}
-	if mv != nil && m.corr == 0 {
+	if mv != nil && m.corr == 0 && controlOf(rec) != controlUnbind {
+		// Kept to put back into the object if the move is taken back; an
+		// unbind is no application message (it would reach a turn).
 		if org, err := originOf(rec, from); err == nil {
 			env := inboundEnvelope(rec, m.op, org, sessionTagOf(rec))
 			copied, to = &env, f.Target.AuthorityOwnerGeneration

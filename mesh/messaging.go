@@ -753,6 +753,9 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 	// A barrier (route_barrier.go) is answered where it is admitted; it
 	// is never queued.
 	barrier := corr != 0 && controlOf(rec) == controlBarrier
+	// A closed Session's unbind (session.go) drops its binding where it
+	// is admitted; it is never queued either.
+	unbind := corr == 0 && tag != nil && controlOf(rec) == controlUnbind
 	var holding chan struct{}
 	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr == 0, func(d dest) {
 		if barrier && d.h.state == hostMoving && o.halt.Err() == nil {
@@ -763,6 +766,10 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 		}
 		if oerr != nil || barrier {
 			return // refused or answered below
+		}
+		if unbind {
+			o.unbindSessionLocked(d.h, tag)
+			return
 		}
 		// Recorded before the message is queued anywhere: a move that
 		// takes the queue (or merges it at the owner change) then knows

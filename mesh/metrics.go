@@ -392,7 +392,8 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			name string
 			v    uint64
 		}{{"route_sent", st.SessionRoutesSent}, {"switched", st.SessionRouteSwitches}, {"aborted", st.SessionAborts},
-			{"ignored", st.SessionRoutesIgnored}, {"rebound", st.SessionRebinds}, {"binding_pruned", st.SessionBindingsPruned}} {
+			{"ignored", st.SessionRoutesIgnored}, {"rebound", st.SessionRebinds}, {"binding_pruned", st.SessionBindingsPruned},
+			{"binding_unbound", st.SessionBindingsUnbound}} {
 			counter(descSessions, e.v, e.name)
 		}
 		for _, o := range []struct {

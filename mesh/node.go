@@ -337,6 +337,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		RequestTimeout:      cfg.Transport.RequestTimeout,
 		SendQueueRecords:    cfg.Transport.SendQueueLimit,
 		Curve:               curveCfg,
+		Capabilities:        protocolCapabilities,
 		MaxUnadmitted:       cfg.Transport.MaxUnadmitted,
 		MaxPeers:            cfg.Transport.MaxPeers,
 		IOBufferBytes:       cfg.Transport.IOBufferBytes,

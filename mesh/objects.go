@@ -134,6 +134,7 @@ type objectStats struct {
 	sessionSwitches, sessionAborts         atomic.Uint64 // bound Sessions (session.go)
 	sessionIgnored, sessionRoutesSent      atomic.Uint64
 	sessionRebinds, sessionPruned          atomic.Uint64
+	sessionUnbound                         atomic.Uint64
 	routeBarriers, routeBarriersTimedOut   atomic.Uint64 // route switches (route_barrier.go)
 	// Instance Spots (instance_target.go, instance_recover.go).
 	instanceActivated, instanceRefused  atomic.Uint64
@@ -173,9 +174,11 @@ type ObjectStats struct {
 	// commands 44 this node sent as a move's source or target;
 	// SessionRebinds Sessions that fell back to a store resolve after a
 	// refusal; SessionBindingsPruned bindings a hosted Actor dropped
-	// because the Session's node run is gone (session.go, sessionsOf).
+	// because the Session's node run is gone (session.go, sessionsOf);
+	// SessionBindingsUnbound bindings a hosted Actor dropped because its
+	// Session was closed (its unbind reached this node).
 	SessionRouteSwitches, SessionAborts, SessionRoutesIgnored, SessionRoutesSent, SessionRebinds uint64
-	SessionBindingsPruned                                                                        uint64
+	SessionBindingsPruned, SessionBindingsUnbound                                                uint64
 	// RouteBarriers counts route switches of this node's senders that
 	// first sent a barrier on the previous route (route_barrier.go);
 	// RouteBarriersTimedOut those whose barrier went unanswered.
@@ -733,7 +736,8 @@ func (o *objects) snapshotStats() ObjectStats {
 		SessionRouteSwitches: o.stats.sessionSwitches.Load(), SessionAborts: o.stats.sessionAborts.Load(),
 		SessionRoutesIgnored: o.stats.sessionIgnored.Load(), SessionRoutesSent: o.stats.sessionRoutesSent.Load(),
 		SessionRebinds: o.stats.sessionRebinds.Load(), SessionBindingsPruned: o.stats.sessionPruned.Load(),
-		RouteBarriers: o.stats.routeBarriers.Load(), RouteBarriersTimedOut: o.stats.routeBarriersTimedOut.Load(),
+		SessionBindingsUnbound: o.stats.sessionUnbound.Load(),
+		RouteBarriers:          o.stats.routeBarriers.Load(), RouteBarriersTimedOut: o.stats.routeBarriersTimedOut.Load(),
 		InstancesActivated: o.stats.instanceActivated.Load(), InstanceRefused: o.stats.instanceRefused.Load(),
 		InstanceDropped: o.stats.instanceDropped.Load(), InstancesRecovered: o.stats.instanceRecovered.Load(),
 		InstancesCancelled: o.stats.instanceCancelled.Load(), InstancesDataLost: o.stats.instanceDataLost.Load(),

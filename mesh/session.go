@@ -170,15 +170,100 @@ func (s *Session) Actor() ActorRef {
 }
 
 // Close ends the Session: later Sends and Requests answer ErrSessionClosed
-// and commands 44 for it are ignored. Idempotent.
+// and commands 44 for it are ignored. A Session that sent anything also
+// tells the Actor's host to drop its binding (unbind, below), so that the
+// binding no longer moves with the Actor nor gets a 44 per move. Close
+// never blocks. Idempotent.
 func (s *Session) Close() {
 	s.mu.Lock()
 	closed := s.closed
 	s.closed = true
 	s.setPendingLocked(nil) // senders waiting for a switch answer ErrSessionClosed
+	var t msgTarget
+	var to routeTo
+	if !closed && s.seq > 0 {
+		// A sequence of its own: the unbind's operation id is unique like
+		// every message's (the host ignores the sequence).
+		s.seq++
+		t = msgTarget{fam: familyActor, id: s.id, gen: s.gen, control: controlUnbind,
+			sess: &sessionTag{rid: s.rid, bindGen: s.bindGen, seq: s.seq}, op: router.OperationID{High: s.opHigh, Low: s.seq}}
+		to = s.route
+	}
 	s.mu.Unlock()
-	if !closed {
-		s.o.sessions.remove(s)
+	if closed {
+		return
+	}
+	s.o.sessions.remove(s)
+	if t.sess != nil {
+		s.o.unbind(t, to)
+	}
+}
+
+// controlUnbind is the meshnode.control value of a closed Session's last
+// message: a one-way command 24 with its tail and an empty body, sent on
+// its binding route behind everything it sent there. The Actor's host
+// drops the binding of that session RID (at that binding generation or
+// older) where it admits it — it is never queued for the application — and
+// an owner that no longer hosts the Actor passes it on by Message Follow
+// like any message. Without it the wire had no unbind: the binding of a
+// Session closed on a live node run moved with the Actor and got a 44 per
+// move until that run ended, so a client binding a Session per request
+// made the Actor's bindings grow. Best effort: an unbind that is lost (a
+// link down, no follow record left, a move that captured the binding just
+// before) leaves the binding as before, until the run ends.
+const controlUnbind = "unbind"
+
+// protocolCapabilities are the project capabilities this node's admission
+// lists (transport.Config.Capabilities); a variable so that a test can
+// start a node as one of an older version.
+var protocolCapabilities = []string{router.CapabilitySessionUnbind}
+
+// unbind sends t, a closed Session's unbind, on route to (see
+// controlUnbind). It never blocks: a one-way send only queues.
+func (o *objects) unbind(t msgTarget, to routeTo) {
+	if o.isRun(to.nodeRID, to.nodeGen) {
+		o.unbindLocal(t)
+		return
+	}
+	if !o.takesUnbind(to.nodeRID) {
+		o.log.Debug("session unbind not sent: the Actor's host runs a version without it", "actor", t.id)
+		return
+	}
+	r := follow.Ready{Key: t.cacheKey(), ObjectGeneration: t.gen, AuthorityOwnerGeneration: to.ownerGen,
+		Owner: follow.Owner{LeaseGeneration: to.leaseGen}, Route: follow.Route{NodeRID: to.nodeRID, NodeGeneration: to.nodeGen}}
+	if _, err := o.deliverRemote(context.Background(), t, r, nil, false); err != nil {
+		o.log.Debug("session unbind not sent; the Actor keeps the binding until this node run ends", "actor", t.id, "err", err)
+	}
+}
+
+// takesUnbind reports whether the node rid admitted this node with the
+// unbind capability (router.CapabilitySessionUnbind): a node of an older
+// version would queue the unbind for the application.
+func (o *objects) takesUnbind(rid []byte) bool {
+	p, ok := o.n.tr.Peer(transport.RID(rid))
+	return ok && p.Has(router.CapabilitySessionUnbind)
+}
+
+// unbindLocal drops the binding of t's Session from the Actor when it is
+// hosted here (a Session of this node run; the Actor arriving or moving
+// away counts too: its hosted entry holds the bindings until they go).
+func (o *objects) unbindLocal(t msgTarget) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h := o.hosted[spot.Key{ID: t.id}]; h != nil && h.objectGeneration == t.gen {
+		o.unbindSessionLocked(h, t.sess)
+	}
+}
+
+// unbindSessionLocked drops h's binding of tag's session RID when it is of
+// tag's binding generation or older; the caller holds objects.mu.
+func (o *objects) unbindSessionLocked(h *hosted, tag *sessionTag) {
+	if h == nil || tag == nil {
+		return
+	}
+	if b := h.sessions[string(tag.rid)]; b != nil && b.bindGen <= tag.bindGen {
+		delete(h.sessions, string(tag.rid))
+		o.stats.sessionUnbound.Add(1)
 	}
 }
 

@@ -29,6 +29,14 @@ const (
 	// RequiredProtocolCapability must be listed in every route-mesh
 	// descriptor's protocolCapabilities.
 	RequiredProtocolCapability = "framework-service-v11"
+	// CapabilitySessionUnbind is the project's protocol capability of a
+	// node that takes a closed Session's unbind (command 24 with
+	// meshnode.control=unbind, docs/PROTOCOL.md) and drops the binding: a
+	// node without it would queue that empty message for the application,
+	// so it is sent (and passed on) only to peers that list it — a mesh
+	// in a rolling upgrade keeps working. meshnode nodes list it through
+	// transport.Config.Capabilities.
+	CapabilitySessionUnbind = "meshnode-session-unbind-v1"
 )
 
 // enumName names v, or "kind(N)" for a value the schema does not define.

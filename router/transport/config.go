@@ -79,6 +79,11 @@ type Config struct {
 	// mesh name, security identity, generation, revision and endpoint are
 	// overwritten from the fields above. Nil: neutral defaults.
 	Admission *router.RouteMeshAdmission
+	// Capabilities are protocol capabilities this node lists beside
+	// router.RequiredProtocolCapability when Admission is nil (peers read
+	// them with PeerInfo.Has): what a peer of another version must know
+	// before it is sent a project message it would otherwise misread.
+	Capabilities []string
 
 	// Liveness (schema livenessProfile): a probe every ProbeInterval (5 s)
 	// whether or not there is traffic; the peer is down after PeerTimeout

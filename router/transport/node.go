@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,12 @@ type PeerInfo struct {
 	// Admission is the full route-mesh admission (channels, descriptor
 	// extension) as received.
 	Admission *router.RouteMeshAdmission
+}
+
+// Has reports whether the peer's admission lists the protocol capability
+// c (descriptor extension field 6).
+func (p PeerInfo) Has(c string) bool {
+	return p.Admission != nil && slices.Contains(p.Admission.Extension.ProtocolCapabilities, c)
 }
 
 // EventKind says what changed about a peer.
@@ -207,7 +214,7 @@ func defaultAdmission(c *Config, adv string) router.RouteMeshAdmission {
 	} else {
 		a.Extension = router.DescriptorExtension{
 			RuntimeState:         router.RuntimeServing,
-			ProtocolCapabilities: []string{router.RequiredProtocolCapability},
+			ProtocolCapabilities: capabilities(c.Capabilities),
 			ObjectRole:           router.ObjectRoleServer,
 			PlacementWeight:      router.WeightMax,
 			ActiveCapacityLimit:  router.ObjectTypeCapacityMaximum,
@@ -219,6 +226,14 @@ func defaultAdmission(c *Config, adv string) router.RouteMeshAdmission {
 	a.DescriptorRevision = c.DescriptorRevision
 	a.AdvertisedEndpoint = adv
 	return a
+}
+
+// capabilities is the sorted, unique protocolCapabilities list of extra
+// with the required capability.
+func capabilities(extra []string) []string {
+	out := append([]string{router.RequiredProtocolCapability}, extra...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // RID returns this node's RoutingId.

@@ -1,0 +1,161 @@
+package mesh
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+)
+
+// A closed Session tells the Actor's host to drop its binding (command 24
+// with meshnode.control=unbind): over the wire, on the host itself, and by
+// Message Follow when the Session's route is a move behind. The unbind
+// never reaches the application. Before it existed, the binding of a
+// Session closed on a live run moved with the Actor and got a 44 per move
+// until that run ended.
+func TestClosedSessionDropsItsBinding(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "unbound", seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Send(ctx, []byte("s:remote:1")); err != nil {
+		t.Fatal(err)
+	}
+	home := c.indexOf(remote.Actor().NodeRID)
+	other := 3 - home
+	local, err := c.m(home).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Send(ctx, []byte("s:local:1")); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := c.m(0).BindSession(ctx, ref) // sends nothing: never bound, nothing to unbind
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(at int) map[string]uint64 { return c.nodes[at].obj.hostedSessions(actorKey(ref.ActorID)) }
+	waitUntil(t, "both bindings on the host", func() bool { return len(bound(home)) == 2 })
+
+	remote.Close()
+	waitUntil(t, "the remote Session's binding dropped", func() bool {
+		_, ok := bound(home)[string(remote.rid)]
+		return !ok
+	})
+	local.Close()
+	if _, ok := bound(home)[string(local.rid)]; ok {
+		t.Fatal("the local Session's binding is still on the host after Close")
+	}
+	idle.Close()
+	if n := c.nodes[home].ObjectStats().SessionBindingsUnbound; n != 2 {
+		t.Fatalf("the host counts %d unbound bindings, want 2", n)
+	}
+
+	// A Session whose route is a move behind: its unbind reaches the
+	// previous owner, which passes it on to the Actor.
+	behind, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := behind.Send(ctx, []byte("s:behind:1")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the binding on the host", func() bool { return len(bound(home)) == 1 })
+	behind.mu.Lock()
+	old := behind.route
+	behind.mu.Unlock()
+	res, err := c.m(home).RelocateActor(ctx, ref, ToNode(c.nodes[other].RID()))
+	if err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+	if got := bound(other); len(got) != 1 {
+		t.Fatalf("%d bindings moved with the Actor, want 1", len(got))
+	}
+	waitUntil(t, "the Session's route switched", func() bool { return bytes.Equal(behind.Actor().NodeRID, c.nodes[other].RID()) })
+	behind.mu.Lock()
+	behind.route = old // as if its 44 had not arrived yet
+	behind.mu.Unlock()
+	forwarded := c.nodes[home].ObjectStats().FollowForwarded
+	behind.Close()
+	waitUntil(t, "the followed unbind dropped the binding", func() bool { return len(bound(other)) == 0 })
+	if n := c.nodes[home].ObjectStats().FollowForwarded; n != forwarded+1 {
+		t.Fatalf("the previous owner passed on %d messages, want 1 (the unbind)", n-forwarded)
+	}
+
+	probe, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	state := sessionState(t, ctx, probe)
+	// Three sends and this request: no unbind ran as a turn.
+	if state.Turns != 4 || state.Duplicates != 0 || state.Gaps != 0 {
+		t.Fatalf("state %+v: want 4 turns (3 sends and the state request), no unbind among them", state)
+	}
+}
+
+// A host that did not list the unbind capability at admission (a node of
+// an older version, which would queue the empty message for the
+// application) is sent no unbind: its binding stays, as before unbinds
+// existed, and no extra turn runs.
+func TestClosedSessionSendsNoUnbindToAnOlderHost(t *testing.T) {
+	const old = 2
+	f := newFixture(t)
+	registerSeqType(t, f)
+	kept := protocolCapabilities
+	t.Cleanup(func() { protocolCapabilities = kept })
+	c := newClusterOn(t, f, nil, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		protocolCapabilities = kept // Start reads it: node old starts without
+		if i == old {
+			protocolCapabilities = nil
+		}
+	})
+	protocolCapabilities = kept
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "unbound-old", seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, []byte("s:old:1")); err != nil { // binds it: a move sends it a 44
+		t.Fatal(err)
+	}
+	if home := c.indexOf(s.Actor().NodeRID); home != old {
+		waitUntil(t, "the binding on the host", func() bool { return len(c.nodes[home].obj.hostedSessions(actorKey(ref.ActorID))) == 1 })
+		if res, err := c.m(home).RelocateActor(ctx, ref, ToNode(c.nodes[old].RID())); err != nil || res.Outcome != Moved {
+			t.Fatalf("move to the older node: %+v, %v", res, err)
+		}
+		waitUntil(t, "the Session's route on the older node", func() bool { return bytes.Equal(s.Actor().NodeRID, c.nodes[old].RID()) })
+	}
+	bound := func() map[string]uint64 { return c.nodes[old].obj.hostedSessions(actorKey(ref.ActorID)) }
+	waitUntil(t, "the binding on the older node", func() bool { return len(bound()) == 1 })
+	s.Close()
+	probe, err := c.m(0).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	// The state request travels behind anything Close sent on the link.
+	if state := sessionState(t, ctx, probe); state.Turns != 2 {
+		t.Fatalf("state %+v: want 2 turns (the send and the state request)", state)
+	}
+	if _, ok := bound()[string(s.rid)]; !ok {
+		t.Fatal("an unbind reached a host that does not list the capability")
+	}
+	if n := c.nodes[old].ObjectStats().SessionBindingsUnbound; n != 0 {
+		t.Fatalf("the older host counts %d unbinds", n)
+	}
+}
