@@ -633,6 +633,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 	case relocation.ActDiscard:
 		s.discard()
 		return 0
+	case relocation.ActHandOver:
+		s.handOver()
+		return 0
 	case relocation.ActSendCancel:
 		cctx, cancel := s.bg(time.Second)
 		defer cancel()
@@ -969,21 +972,13 @@ func (s *sourceMove) passOnLeftovers(rest []spot.Envelope, to routeTo) {
 	o := s.o
 	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
 	defer cancel()
-	peer := transport.RID(s.target.node.RoutingID)
 	lost := 0
 	var last error
 	for _, env := range rest {
-		rec, err := envelopeRecord(s.h, s.id, entrySpotID(o.n.run), env, to, 0)
-		if err == nil {
-			err = o.n.tr.SendWait(ctx, peer, rec)
-		}
-		if err != nil {
+		if err := s.passOne(ctx, env, to); err != nil {
 			lost++
 			last = err
-			continue
 		}
-		o.stats.followForwarded.Add(1)
-		s.dropFastPath(env)
 	}
 	if lost > 0 {
 		o.log.Warn("relocation: messages taken in during the move not passed on to the new owner (lost)", "object", s.id,
@@ -1169,7 +1164,12 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 	nextLeaseCheck := start + targetLeaseCheckAfter
 	for {
 		row, _, err := s.o.readAuthorityAt(ctx, s.kind, s.id)
-		if err == nil && s.ownerOf(row) == relocation.EvOwnerGone {
+		ev := relocation.EvOwnerIsSource
+		if err == nil {
+			ev = s.ownerOf(row)
+		}
+		switch ev {
+		case relocation.EvOwnerGone:
 			// Removed from the mesh while the move waited (reclaimed,
 			// deleted): the target's CAS, conditioned on the row it first
 			// read, can never apply. Stop waiting; the release and the
@@ -1177,8 +1177,20 @@ func (s *sourceMove) confirm(ctx context.Context) bool {
 			s.o.log.Info("relocation: the object's record is gone while the move awaited the target's commit; ending the move",
 				"object", s.id)
 			return false
-		}
-		if err == nil && !s.stillOurs(row) {
+		case relocation.EvOwnerIsOther:
+			// Another owner: the target's, after it committed and moved
+			// the object on before this read — or one the move did not
+			// make (a recovery after this node's lease ended, a row
+			// written by hand), and then the target never commits. Only
+			// the release tells them apart (it finds the reservation
+			// consumed by the target's CAS, or deletes it), and the
+			// owner read after it decides. Until 2026-12-07 such a row
+			// read as the commit: Moved, while what the move had relayed
+			// was dropped with the target that could not commit.
+			s.o.log.Info("relocation: the object's record names another owner while the move awaited the target's commit; "+
+				"releasing the move to learn whether its target committed", "object", s.id)
+			return false
+		case relocation.EvOwnerIsTarget:
 			// A wait whose first look finds the commit counts in full,
 			// although the commit came during the sleep: counting half
 			// brought the average below the lag and cost a handoff a read
@@ -1266,13 +1278,8 @@ func confirmPace(lag time.Duration) *backoff {
 
 // stillOurs reports whether row still names this source as the owner of
 // the moved generation, as the move found it: only then may the object be
-// taken back here. While the move awaits the commit (confirm), a row found
-// at the moved ObjectGeneration that names anyone else follows the
-// target's owner CAS — the target named at the next owner generation, or a
-// later owner generation (moved on) — so the move is over. After a
-// release, ownerOf sorts such a row finer (the target's, or an owner the
-// move did not make). A row gone, or at another ObjectGeneration, is
-// ownerOf's EvOwnerGone: neither ours nor proof of the target's commit.
+// taken back here. ownerOf sorts any other row: the target's (its commit,
+// while the move awaits it), an owner the move did not make, or gone.
 func (s *sourceMove) stillOurs(row authority.AuthorityRow) bool {
 	return row.Found && uint64(row.Record.ObjectGeneration) == s.gen &&
 		authority.PartyOf(row.Record).Equal(authority.PartyOf(s.row.Record)) &&
@@ -1308,8 +1315,7 @@ func (s *sourceMove) ownerOf(row authority.AuthorityRow) relocation.SourceEvent 
 }
 
 // discard ends a move whose object was removed from the mesh meanwhile
-// (SrcRemoved), or whose record names an owner the move did not make
-// (SrcOwnedElsewhere): no record names this node, so it must not serve the
+// (SrcRemoved): no record names this node, so it must not serve the
 // object again — neither recoverLocal's rebuild nor a reopen. Before relay-ready
 // the object is still hosted and held here: its captured work is put back
 // and it is closed (queued requests answered ErrClosed). After, it was
@@ -1338,13 +1344,6 @@ func (s *sourceMove) discard() {
 	}
 	o.cache.Drop(followKey(s.kind, s.id))
 	target := fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration)
-	if s.m.Reason() == relocation.ReasonOwnerChanged {
-		o.log.Warn("relocation: the object's record names an owner this move did not make (a recovery after this node's lease ended, "+
-			"a row written by hand); not moved, and no longer served here: the state it held here is dropped",
-			"object", s.id, "kind", s.kind, "generation", s.gen, "target", target,
-			"owner", authority.PartyOf(s.owner.Record).String(), "owner_generation", uint64(s.owner.Record.AuthorityOwnerGeneration))
-		return
-	}
 	o.log.Warn("relocation: the object's record was removed from the store during its move (ctl reclaim, the reclaim sweep, a deleted row); "+
 		"not moved, and served by no node: the state it held is lost", "object", s.id, "kind", s.kind, "generation", s.gen,
 		"target", target)

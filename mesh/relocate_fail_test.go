@@ -161,6 +161,13 @@ func (o *recObj) Receive(t *spot.Turn, env spot.Envelope) error {
 // failure tests' factories.
 func failCluster(t *testing.T, f *fixture, loc locstore.Store) (*cluster, *failCtl) {
 	t.Helper()
+	return failClusterOf(t, f, loc, 3)
+}
+
+// failClusterOf is failCluster with count nodes: a client and count-1
+// servers.
+func failClusterOf(t *testing.T, f *fixture, loc locstore.Store, count int) (*cluster, *failCtl) {
+	t.Helper()
 	ctl := newFailCtl()
 	for _, fac := range []spot.Factory{
 		{StableType: failPreserveType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: failSnapshot{ctl}, New: ctl.newFn},
@@ -171,7 +178,7 @@ func failCluster(t *testing.T, f *fixture, loc locstore.Store) (*cluster, *failC
 			t.Fatal(err)
 		}
 	}
-	return newClusterOn(t, f, loc, 3, clientRole0), ctl
+	return newClusterOn(t, f, loc, count, clientRole0), ctl
 }
 
 // onFailStores runs fn with the fixture's memory Location Store, then with

@@ -135,11 +135,11 @@ func TestSourceTable(t *testing.T) {
 		{"reservation gone before any Restore, the record names another node: dropped, not reopened, not moved", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvCancel, EvReservationGone, EvOwnerIsOther},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity,
-				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+				ActReadOwner, ActHandOver, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 		{"reservation gone before any Restore, the record names the target: the target cannot have committed, not moved", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvDeadline, EvReservationGone, EvOwnerIsTarget},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity,
-				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+				ActReadOwner, ActHandOver, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 		{"reservation gone while securing, nothing held: the move ends unread", Preserve,
 			[]SourceEvent{EvBegin, EvDeadline, EvReservationGone},
 			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
@@ -149,19 +149,19 @@ func TestSourceTable(t *testing.T) {
 		{"cancelled before relay-ready, the release succeeds, the record names the target: not moved", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvCancel, EvReleased, EvOwnerIsTarget},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
-				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+				ActReadOwner, ActHandOver, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 		{"cancelled before relay-ready, the release succeeds, the record names another node: not moved, not reopened", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvTargetFailed, EvReleased, EvOwnerIsOther},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActSendCancel, ActReleaseCapacity,
-				ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+				ActReadOwner, ActHandOver, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 		{"target lost after relay-ready, the release succeeds, the record names the target: not moved, not taken back", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReleased, EvOwnerIsTarget},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
-				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActHandOver, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 		{"reservation gone after relay-ready, the record names another node: not moved, not taken back", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded, EvRelayReady, EvCutoverSubmitted, EvDeadline, EvReservationGone, EvOwnerIsOther},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActStreamRestore, ActRelayHold, ActSendCutover,
-				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActDiscard, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
+				ActKeepFollow, ActAwaitCommit, ActReleaseCapacity, ActReadOwner, ActHandOver, ActFreePayload}, SrcOwnedElsewhere, ReasonOwnerChanged},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,6 +171,61 @@ func TestSourceTable(t *testing.T) {
 			}
 			if m.State() != tc.final || m.Reason() != tc.reason {
 				t.Errorf("end %s/%s, want %s/%s", m.State(), m.Reason(), tc.final, tc.reason)
+			}
+		})
+	}
+}
+
+// TestSourceHandover: what a move whose record names an owner it did not
+// make hands to that owner. What the target never had (the ingress hold of
+// an object still held here; the captured queue when no Restore was sent)
+// always goes on. What the target had goes on too — its requests refused
+// as not run — when the target cannot have committed; when it may have
+// (the reservation found consumed after this node's owner lease ended:
+// the executor keeps that read an owner the move did not make), it is
+// left to the target: run there once, or lost with it, never twice.
+func TestSourceHandover(t *testing.T) {
+	before := []SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecorded}
+	after := append(append([]SourceEvent{}, before...), EvRelayReady, EvCutoverSubmitted, EvDeadline)
+	all := Fate{PassOn, PassOn}
+	notRun := Fate{PassOn, RefuseNotRun}
+	left := Fate{LeaveToTarget, LeaveToTarget}
+	tests := []struct {
+		name   string
+		events []SourceEvent
+		want   Handover
+	}{
+		{"no Restore sent: the target had nothing, everything goes on",
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecordRefused, EvReservationGone, EvOwnerIsOther},
+			Handover{Captured: all, Held: all}},
+		{"no Restore sent, the record names the target: the same",
+			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvDeadline, EvReservationGone, EvOwnerIsTarget},
+			Handover{Captured: all, Held: all}},
+		{"held, the release succeeded: the hold goes on, so do the payload's one-way messages; its requests did not run",
+			append(append([]SourceEvent{}, before...), EvCancel, EvReleased, EvOwnerIsOther),
+			Handover{Captured: notRun, Held: all}},
+		{"held, the reservation consumed (lease ended; the target may have committed on its grace and moved it on): the hold goes on, the payload is the target's",
+			append(append([]SourceEvent{}, before...), EvDeadline, EvReservationGone, EvOwnerIsOther),
+			Handover{Captured: left, Held: all}},
+		{"relayed, the release succeeded: the relayed one-way messages go on, the requests did not run",
+			append(append([]SourceEvent{}, after...), EvReleased, EvOwnerIsOther),
+			Handover{Captured: notRun, Relayed: notRun}},
+		{"relayed, the release succeeded, the record names the target: it did not commit this move",
+			append(append([]SourceEvent{}, after...), EvReleased, EvOwnerIsTarget),
+			Handover{Captured: notRun, Relayed: notRun}},
+		{"relayed, the reservation consumed (lease ended): left to the target, whose answers come back to the requesters",
+			append(append([]SourceEvent{}, after...), EvReservationGone, EvOwnerIsOther),
+			Handover{Captured: left, Relayed: left}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewSource(Preserve)
+			acts := steps(t, m.Step, tc.events)
+			if m.State() != SrcOwnedElsewhere || len(acts) < 2 || acts[len(acts)-2] != ActHandOver {
+				t.Fatalf("end %s, actions %v: want ownedElsewhere after handOver", m.State(), acts)
+			}
+			if got := m.Handover(); got != tc.want {
+				t.Errorf("handover %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -309,7 +364,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("source state %d unnamed", s)
 		}
 	}
-	for a := ActSecureCapacity; a <= ActDiscard; a++ {
+	for a := ActSecureCapacity; a <= ActHandOver; a++ {
 		if a.String()[0] == 'S' {
 			t.Errorf("source action %d unnamed", a)
 		}

@@ -87,7 +87,8 @@ const (
 	// the move (a recovery after this node's lease ended, a row written by
 	// hand): the source must not serve it beside that owner, and must not
 	// report it Moved either (§10: "a different valid owner or generation
-	// ends the stale relocation"). It drops what it held. Final.
+	// ends the stale relocation"). It hands what it took in to that owner
+	// (Handover) and records Message Follow to it. Final.
 	SrcOwnedElsewhere
 )
 
@@ -232,16 +233,20 @@ const (
 	// ActRecover: drop the Message Follow entry and restore the object on
 	// the source from the kept payload and the relayed messages.
 	ActRecover
-	// ActDiscard: the object was removed from the mesh during the move,
-	// or its record names an owner the move did not make: drop what the
-	// source still holds of it (the held instance, the Message Follow
-	// entry) without serving it again, and log it (Reason says which).
+	// ActDiscard: the object was removed from the mesh during the move:
+	// drop what the source still holds of it (the held instance, the
+	// Message Follow entry) without serving it again, and log it.
 	ActDiscard
+	// ActHandOver: the object's record names an owner the move did not
+	// make (SrcOwnedElsewhere): record Message Follow to that owner and
+	// hand it, in order, the messages the source took in, as Handover
+	// says; the source serves the object no more.
+	ActHandOver
 )
 
 var sourceActionNames = []string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
 	"relayHold", "sendCutover", "keepFollow", "freePayload", "sendCancel", "releaseCapacity", "readOwner",
-	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover", "discard"}
+	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover", "discard", "handOver"}
 
 func (a SourceAction) String() string { return enumName(a, sourceActionNames, "SourceAction") }
 
@@ -504,10 +509,93 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 
 // ownedElsewhere ends a move whose record names an owner the move did not
 // make: not Moved, not taken back or reopened (that owner serves it, or
-// will), and what the source held is dropped.
+// will); what the source took in is handed to that owner (Handover).
 func (s *Source) ownedElsewhere() ([]SourceAction, error) {
 	s.state, s.reason = SrcOwnedElsewhere, ReasonOwnerChanged
-	return []SourceAction{ActDiscard, ActFreePayload}, nil
+	return []SourceAction{ActHandOver, ActFreePayload}, nil
+}
+
+// Disposition is what ActHandOver does with one kind of message of one
+// part of what the source took in during the move.
+type Disposition uint8
+
+// Dispositions.
+const (
+	// Keep: nothing to do here (the part is empty in this state).
+	Keep Disposition = iota
+	// PassOn: send it to the owner the record names, in order with the
+	// rest (Message Follow, §7.3): nobody else can run it.
+	PassOn
+	// RefuseNotRun: answer the request with a typed refusal saying the
+	// object moved and the request did not run (the requester's send is
+	// then retried on the route the store names). Used for requests the
+	// target was given but cannot have run: the target may answer them
+	// itself too (Unavailable, after relay-ready), and a request passed on
+	// and run elsewhere could then be answered "failed" although it ran.
+	RefuseNotRun
+	// LeaveToTarget: the target was given it and may have committed and
+	// run it: the source neither passes it on (it would run twice) nor
+	// answers it (the target's answer, or a failed target's, is the one;
+	// a target that vanished leaves the request to its deadline — whether
+	// it ran is not known here).
+	LeaveToTarget
+)
+
+var dispositionNames = []string{"keep", "passOn", "refuseNotRun", "leaveToTarget"}
+
+func (d Disposition) String() string { return enumName(d, dispositionNames, "Disposition") }
+
+// Handover says what ActHandOver does with the messages the source took
+// in during the move, part by part; the parts are handed over in this
+// order, the order they would have run in here.
+type Handover struct {
+	// Captured is the captured queue: in the Restore payload once a
+	// Restore was sent.
+	Captured Fate
+	// Held is the ingress hold of an object still held here (the move
+	// ended before relay-ready): never the target's.
+	Held Fate
+	// Relayed is, after relay-ready, the relayed hold, the leftovers
+	// passed on at the cutover and the one-way messages Message Follow
+	// passed on since: all the target's.
+	Relayed Fate
+}
+
+// Fate is the disposition of a part's one-way messages and of its
+// requests.
+type Fate struct{ OneWay, Requests Disposition }
+
+var (
+	passOn  = Fate{PassOn, PassOn}
+	notRun  = Fate{PassOn, RefuseNotRun}
+	targets = Fate{LeaveToTarget, LeaveToTarget}
+)
+
+// Handover returns what ActHandOver does; meaningful in SrcOwnedElsewhere.
+// What the target never had goes on to the owner the record names: nobody
+// else has it. What it had goes on too (one-way messages; requests are
+// refused as not run) when it cannot have committed this move
+// (MayHaveCommitted false: no Restore, or a release deleted the
+// reservation its owner CAS needs); it is left to the target when it may
+// have — the reservation found consumed while this node's owner lease had
+// ended, where the target's CAS and a reclaim look the same: run there
+// once, or lost with a target that did not commit, never run twice.
+func (s *Source) Handover() Handover {
+	var h Handover
+	given := notRun
+	if s.MayHaveCommitted() {
+		given = targets
+	}
+	switch {
+	case !s.captured:
+	case !s.sent:
+		h.Captured, h.Held = passOn, passOn
+	case !s.relayed:
+		h.Captured, h.Held = given, passOn
+	default:
+		h.Captured, h.Relayed = given, given
+	}
+	return h
 }
 
 func reasonOf(ev SourceEvent) Reason {
