@@ -38,7 +38,10 @@ var (
 	// (§7.2). The same value as authority.ErrStaleGeneration.
 	ErrStaleGeneration = authority.ErrStaleGeneration
 	// ErrMoving: the object is being relocated; Destroy/Close refuse it
-	// (§7.2).
+	// (§7.2). A request a move took in and did not run is answered with it
+	// too when the move ends with the object owned elsewhere (the requester's
+	// send is then retried where the store names; over the wire it reads
+	// as ErrUnavailable, a route the target refused).
 	ErrMoving = errors.New("mesh: object is moving")
 	// ErrHostCommandRunning: a host command (Relocate, or a Drain, which
 	// runs until the node stopped) is already running on this node; the new
