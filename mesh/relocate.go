@@ -1314,41 +1314,6 @@ func (s *sourceMove) ownerOf(row authority.AuthorityRow) relocation.SourceEvent 
 	return relocation.EvOwnerIsOther
 }
 
-// discard ends a move whose object was removed from the mesh meanwhile
-// (SrcRemoved): no record names this node, so it must not serve the
-// object again — neither recoverLocal's rebuild nor a reopen. Before relay-ready
-// the object is still hosted and held here: its captured work is put back
-// and it is closed (queued requests answered ErrClosed). After, it was
-// retired already; the Message Follow entry to the target, which will not
-// open it (its CAS cannot apply), is dropped.
-func (s *sourceMove) discard() {
-	o := s.o
-	if s.leftToTarget {
-		return // the node stopped first: nothing is read or dropped
-	}
-	o.follow.Revert(s.followMove())
-	o.mu.Lock()
-	held := o.hosted[s.key] == s.h
-	if held {
-		delete(o.hosted, s.key)
-	}
-	s.h.letGoLocked()
-	o.mu.Unlock()
-	if held {
-		if len(s.captured.Queue) > 0 {
-			if err := s.h.obj.Requeue(spot.Captured{Queue: s.captured.Queue}); err != nil {
-				o.log.Error("relocation: captured queue not put back", "object", s.id, "err", err)
-			}
-		}
-		s.h.obj.Close()
-	}
-	o.cache.Drop(followKey(s.kind, s.id))
-	target := fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration)
-	o.log.Warn("relocation: the object's record was removed from the store during its move (ctl reclaim, the reclaim sweep, a deleted row); "+
-		"not moved, and served by no node: the state it held is lost", "object", s.id, "kind", s.kind, "generation", s.gen,
-		"target", target)
-}
-
 // readOwner re-reads the authority row after the release: did the target
 // commit this move (the release found no reservation), and is the object
 // still recorded at all (ownerOf)?

@@ -51,21 +51,8 @@ func (s *sourceMove) handOver() {
 		s.h.letGoLocked()
 	}
 	o.mu.Unlock()
-	var hold []spot.Envelope
-	if held {
-		c, err := s.h.obj.Capture()
-		if err != nil {
-			o.log.Error("relocation: ingress hold not captured", "object", s.id, "err", err)
-		}
-		hold = c.Queue
-	}
-	// The departure to the target goes first, and the copies of what was
-	// passed on along it after (takeCopies waits for the pass-ons under
-	// way); no arrival can follow it any more.
-	o.follow.Revert(s.followMove())
-	passed := o.takeCopies(s)
-	o.cache.Drop(followKey(s.kind, s.id))
-	relayed := append(append(append([]spot.Envelope(nil), s.relayEnvs...), s.unrelayed...), passed...)
+	hold := s.takeHold(held)
+	relayed := s.takeRelayed()
 
 	// Nothing goes to this node run, nor to the move's own target run: a
 	// record naming it under this move's owner generation (written by
@@ -100,7 +87,6 @@ func (s *sourceMove) handOver() {
 	if held {
 		s.h.obj.Discard() // what it held was handed over, or is the target's
 	}
-	s.unrelayed = nil
 	o.log.Warn("relocation: the object's record names an owner this move did not make (a recovery after this node's lease ended, "+
 		"a row written by hand); not moved, and no longer served here: what it took in during the move follows it there",
 		"object", s.id, "kind", s.kind, "generation", s.gen,
@@ -109,16 +95,85 @@ func (s *sourceMove) handOver() {
 		"passed_on", h.passed, "refused", h.refused, "left_to_target", h.left, "lost", h.lost)
 }
 
+// discard ends a move whose object was removed from the mesh meanwhile
+// (SrcRemoved): no record names this node, so it must not serve the
+// object again — neither recoverLocal's rebuild nor a reopen — and there is
+// nobody to pass anything on to. Before relay-ready the object is still
+// hosted and held here: it is dropped, and the requests it held answered
+// closed (spot.ErrClosed, as its Close would) — except, as the machine's
+// Handover says, those a target that may have committed was given (the
+// reservation found consumed after this node's lease ended): their answer
+// is the target's (until 2026-12-07 they were answered closed although
+// the target may have run them). After relay-ready it was retired
+// already; the Message Follow entry to the target, which will not open it
+// (its CAS cannot apply), is dropped.
+func (s *sourceMove) discard() {
+	o := s.o
+	if s.leftToTarget {
+		return // the node stopped first: nothing is read or dropped
+	}
+	plan := s.m.Handover()
+	o.mu.Lock()
+	held := o.hosted[s.key] == s.h
+	if held {
+		delete(o.hosted, s.key)
+	}
+	s.h.letGoLocked()
+	o.mu.Unlock()
+	hold := s.takeHold(held)
+	if held {
+		s.h.obj.Discard()
+	}
+	relayed := s.takeRelayed()
+	h := handing{s: s, nowhere: true}
+	h.part(context.Background(), s.captured.Queue, plan.Captured)
+	h.part(context.Background(), hold, plan.Held)
+	h.part(context.Background(), relayed, plan.Relayed)
+	target := fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration)
+	o.log.Warn("relocation: the object's record was removed from the store during its move (ctl reclaim, the reclaim sweep, a deleted row); "+
+		"not moved, and served by no node: the state it held is lost", "object", s.id, "kind", s.kind, "generation", s.gen,
+		"target", target, "closed", h.closed, "left_to_target", h.left)
+}
+
+// takeHold captures the ingress hold of the object this move still holds
+// (held), once nothing is admitted to it any more.
+func (s *sourceMove) takeHold(held bool) []spot.Envelope {
+	if !held {
+		return nil
+	}
+	c, err := s.h.obj.Capture()
+	if err != nil {
+		s.o.log.Error("relocation: ingress hold not captured", "object", s.id, "err", err)
+	}
+	return c.Queue
+}
+
+// takeRelayed drops the move's departure to the target and returns, in
+// order, what the move gave the target after relay-ready: the relayed
+// hold, the leftovers and the copies of the one-way messages passed on
+// along that departure (takeCopies waits for the pass-ons under way; none
+// can begin once the departure is gone).
+func (s *sourceMove) takeRelayed() []spot.Envelope {
+	o := s.o
+	o.follow.Revert(s.followMove())
+	passed := o.takeCopies(s)
+	o.cache.Drop(followKey(s.kind, s.id))
+	out := append(append(append([]spot.Envelope(nil), s.relayEnvs...), s.unrelayed...), passed...)
+	s.unrelayed = nil
+	return out
+}
+
 // handing is one handover's sends and counts.
 type handing struct {
 	s       *sourceMove
 	to      routeTo
 	nowhere bool // nothing can be sent to the owner named
-	// passed, refused, left and lost count the messages passed on, the
-	// requests refused as not run, those left to the target, and the
-	// one-way messages that could not be passed on.
-	passed, refused, left, lost int
-	last                        error
+	// passed, refused, left, lost and closed count the messages passed
+	// on, the requests refused as not run, those left to the target, the
+	// one-way messages that could not be passed on, and those of an
+	// object removed (requests answered closed, one-way messages dropped).
+	passed, refused, left, lost, closed int
+	last                                error
 }
 
 // part hands over one part of what the move took in, in order, as f says.
@@ -149,6 +204,12 @@ func (h *handing) part(ctx context.Context, envs []spot.Envelope, f relocation.F
 		case relocation.LeaveToTarget:
 			h.s.dropFastPath(env) // its answer comes from the target
 			h.left++
+		case relocation.Closed:
+			h.closed++
+			if env.Kind == spot.Request {
+				h.s.o.Reply(env.ReplyRoute, nil, fmt.Errorf("%w: %s %q was removed from the store during its move; the request did not run",
+					spot.ErrClosed, h.s.kind, h.s.id))
+			}
 		}
 	}
 }

@@ -190,6 +190,7 @@ func TestSourceHandover(t *testing.T) {
 	all := Fate{PassOn, PassOn}
 	notRun := Fate{PassOn, RefuseNotRun}
 	left := Fate{LeaveToTarget, LeaveToTarget}
+	closed := Fate{Closed, Closed}
 	tests := []struct {
 		name   string
 		events []SourceEvent
@@ -216,13 +217,33 @@ func TestSourceHandover(t *testing.T) {
 		{"relayed, the reservation consumed (lease ended): left to the target, whose answers come back to the requesters",
 			append(append([]SourceEvent{}, after...), EvReservationGone, EvOwnerIsOther),
 			Handover{Captured: left, Relayed: left}},
+		// Removed from the mesh: nothing can be passed on. What nobody ran
+		// is closed (requests answered so); what a target that may have
+		// committed was given is left to it (before 2026-12-07 the held
+		// requests were answered closed although it may have run them).
+		{"removed while held, the release succeeded: all closed",
+			append(append([]SourceEvent{}, before...), EvCancel, EvReleased, EvOwnerGone),
+			Handover{Captured: closed, Held: closed}},
+		{"removed while held, the reservation consumed (lease ended): the payload is the target's, the hold closed",
+			append(append([]SourceEvent{}, before...), EvDeadline, EvReservationGone, EvOwnerGone),
+			Handover{Captured: left, Held: closed}},
+		{"removed after relay-ready, the release succeeded: all closed",
+			append(append([]SourceEvent{}, after...), EvReleased, EvOwnerGone),
+			Handover{Captured: closed, Relayed: closed}},
+		{"removed after relay-ready, the reservation consumed (lease ended): left to the target",
+			append(append([]SourceEvent{}, after...), EvReservationGone, EvOwnerGone),
+			Handover{Captured: left, Relayed: left}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewSource(Preserve)
 			acts := steps(t, m.Step, tc.events)
-			if m.State() != SrcOwnedElsewhere || len(acts) < 2 || acts[len(acts)-2] != ActHandOver {
-				t.Fatalf("end %s, actions %v: want ownedElsewhere after handOver", m.State(), acts)
+			end, act := SrcOwnedElsewhere, ActHandOver
+			if m.Reason() == ReasonRemoved {
+				end, act = SrcRemoved, ActDiscard
+			}
+			if m.State() != end || len(acts) < 2 || acts[len(acts)-2] != act {
+				t.Fatalf("end %s, actions %v: want %s after %s", m.State(), acts, end, act)
 			}
 			if got := m.Handover(); got != tc.want {
 				t.Errorf("handover %+v, want %+v", got, tc.want)

@@ -235,7 +235,9 @@ const (
 	ActRecover
 	// ActDiscard: the object was removed from the mesh during the move:
 	// drop what the source still holds of it (the held instance, the
-	// Message Follow entry) without serving it again, and log it.
+	// Message Follow entry) without serving it again — its requests
+	// answered closed, except those a target that may have committed was
+	// given (Handover) — and log it.
 	ActDiscard
 	// ActHandOver: the object's record names an owner the move did not
 	// make (SrcOwnedElsewhere): record Message Follow to that owner and
@@ -539,9 +541,13 @@ const (
 	// a target that vanished leaves the request to its deadline — whether
 	// it ran is not known here).
 	LeaveToTarget
+	// Closed: the object is gone from the mesh (SrcRemoved) and nobody
+	// ran it or can: a request is answered that the object closed, a
+	// one-way message is dropped.
+	Closed
 )
 
-var dispositionNames = []string{"keep", "passOn", "refuseNotRun", "leaveToTarget"}
+var dispositionNames = []string{"keep", "passOn", "refuseNotRun", "leaveToTarget", "closed"}
 
 func (d Disposition) String() string { return enumName(d, dispositionNames, "Disposition") }
 
@@ -569,9 +575,12 @@ var (
 	passOn  = Fate{PassOn, PassOn}
 	notRun  = Fate{PassOn, RefuseNotRun}
 	targets = Fate{LeaveToTarget, LeaveToTarget}
+	closed  = Fate{Closed, Closed}
 )
 
-// Handover returns what ActHandOver does; meaningful in SrcOwnedElsewhere.
+// Handover returns what ActHandOver does; meaningful in SrcOwnedElsewhere,
+// and in SrcRemoved for ActDiscard, where nothing can be passed on: what
+// the target may have run is left to it, the rest is closed.
 // What the target never had goes on to the owner the record names: nobody
 // else has it. What it had goes on too (one-way messages; requests are
 // refused as not run) when it cannot have committed this move
@@ -582,16 +591,19 @@ var (
 // once, or lost with a target that did not commit, never run twice.
 func (s *Source) Handover() Handover {
 	var h Handover
-	given := notRun
+	never, given := passOn, notRun
+	if s.state == SrcRemoved {
+		never, given = closed, closed
+	}
 	if s.MayHaveCommitted() {
 		given = targets
 	}
 	switch {
 	case !s.captured:
 	case !s.sent:
-		h.Captured, h.Held = passOn, passOn
+		h.Captured, h.Held = never, never
 	case !s.relayed:
-		h.Captured, h.Held = given, passOn
+		h.Captured, h.Held = given, never
 	default:
 		h.Captured, h.Relayed = given, given
 	}
