@@ -59,8 +59,9 @@ func (s *sourceMove) handOver() {
 	// hand; its CAS did not apply) would have the message join the
 	// temporary queue of the attempt this move cancelled, which drops
 	// it unanswered.
+	attempt := s.targetRoute()
 	h := handing{s: s, to: to, nowhere: o.isRun(to.nodeRID, to.nodeGen) ||
-		(bytes.Equal(to.nodeRID, s.target.node.RoutingID) && to.nodeGen == s.target.node.LifecycleGeneration)}
+		(bytes.Equal(to.nodeRID, attempt.nodeRID) && to.nodeGen == attempt.nodeGen && to.ownerGen == attempt.ownerGen)}
 	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
 	defer cancel()
 	h.part(ctx, s.captured.Queue, plan.Captured)
