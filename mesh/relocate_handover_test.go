@@ -190,11 +190,12 @@ func TestOwnerChangedHandsTheMovesOneWayMessagesToTheOwnerNamed(t *testing.T) {
 	}
 }
 
-// The requests a move took in are answered, and run exactly once, when its
-// record comes to name an owner the move did not make: those it still held
-// are passed on to that owner and answered there; those it had relayed to
-// a target that cannot have run them are refused as not run (the object
-// moved), and the requester's send goes to the owner the store names.
+// The requests a move took in — from a client and from a caller on the
+// source node — are answered, and run exactly once, when its record comes
+// to name an owner the move did not make: those it still held are passed
+// on to that owner and answered there; those it had relayed to a target
+// that cannot have run them are refused as not run (the object moved), and
+// the requester's send goes to the owner the store names.
 // Before, the held ones were answered ErrClosed, and the relayed ones — the
 // move read as Moved — waited for the target's failure.
 func TestOwnerChangedHandsTheMovesRequestsToTheOwnerNamed(t *testing.T) {
@@ -207,8 +208,9 @@ func TestOwnerChangedHandsTheMovesRequestsToTheOwnerNamed(t *testing.T) {
 			for i := 1; i <= 3; i++ {
 				body := fmt.Sprintf("r%d", i)
 				want = append(want, body)
+				from := []int{0, s.src}[i%2] // a client; a caller on the source node itself
 				go func() {
-					got, err := s.c.m(0).RequestActor(s.ctx, s.ref, []byte(body))
+					got, err := s.c.m(from).RequestActor(s.ctx, s.ref, []byte(body))
 					if err == nil && string(got) != "ok" {
 						err = fmt.Errorf("answer %q", got)
 					}
