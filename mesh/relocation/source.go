@@ -517,8 +517,8 @@ func (s *Source) ownedElsewhere() ([]SourceAction, error) {
 	return []SourceAction{ActHandOver, ActFreePayload}, nil
 }
 
-// Disposition is what ActHandOver does with one kind of message of one
-// part of what the source took in during the move.
+// Disposition is what ActHandOver (or ActDiscard) does with one kind of
+// message of one part of what the source took in during the move.
 type Disposition uint8
 
 // Dispositions.
@@ -578,11 +578,11 @@ var (
 	closed  = Fate{Closed, Closed}
 )
 
-// Handover returns what ActHandOver does; meaningful in SrcOwnedElsewhere,
-// and in SrcRemoved for ActDiscard, where nothing can be passed on: what
-// the target may have run is left to it, the rest is closed.
-// What the target never had goes on to the owner the record names: nobody
-// else has it. What it had goes on too (one-way messages; requests are
+// Handover returns what ActHandOver does; meaningful in SrcOwnedElsewhere
+// (and in SrcRemoved for ActDiscard, where nothing can be passed on: what
+// the target may have run is left to it, the rest is Closed). What the
+// target never had goes on to the owner the record names: nobody else has
+// it. What it had goes on too (one-way messages; requests are
 // refused as not run) when it cannot have committed this move
 // (MayHaveCommitted false: no Restore, or a release deleted the
 // reservation its owner CAS needs); it is left to the target when it may
