@@ -53,6 +53,11 @@ func CheckCanonical(kind Kind, value []byte) error {
 		if r, err = DecodeDescriptorJournal(value); err == nil {
 			canonical, err = r.Encode()
 		}
+	case KindRemovedMeshNode:
+		var r RemovedMeshNode
+		if r, err = DecodeRemovedMeshNode(value); err == nil {
+			canonical, err = r.Encode()
+		}
 	default:
 		return &FieldError{Kind: kind, Field: "kind", Reason: "unknown record kind " + strconv.Quote(string(kind))}
 	}

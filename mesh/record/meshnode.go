@@ -217,8 +217,18 @@ func (d MeshNodeDescriptor) Preimage() ([]byte, error) {
 
 // Encode returns the canonical JSON value.
 func (d MeshNodeDescriptor) Encode() ([]byte, error) {
-	if err := d.validate(); err != nil {
+	root, err := d.value()
+	if err != nil {
 		return nil, err
+	}
+	return finish(KindMeshNode, encodeCanonical(root))
+}
+
+// value validates d and returns its whole record as a JSON tree (the
+// removal record nests it: removed.go).
+func (d MeshNodeDescriptor) value() (jvalue, error) {
+	if err := d.validate(); err != nil {
+		return jvalue{}, err
 	}
 	caps := append([]ObjectCapability(nil), d.ObjectCapabilities...)
 	sort.Slice(caps, func(i, j int) bool {
@@ -280,7 +290,7 @@ func (d MeshNodeDescriptor) Encode() ([]byte, error) {
 		mem("leaseGeneration", jDecStrV(uint64(d.LeaseGeneration))),
 		mem("updatedAtEpochMs", jDecStrV(uint64(d.UpdatedAt))),
 	)
-	return finish(KindMeshNode, encodeCanonical(descriptorEnvelope(d.OwnerID, d.LeaseGeneration, d.DescriptorRevision, desc)))
+	return descriptorEnvelope(d.OwnerID, d.LeaseGeneration, d.DescriptorRevision, desc), nil
 }
 
 // DecodeMeshNode reads a MeshNode descriptor value, checking that the
@@ -291,7 +301,29 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 		return MeshNodeDescriptor{}, err
 	}
 	defer d.release()
+	r := readMeshNode(d, top)
+	top.end()
+	if d.err != nil {
+		return MeshNodeDescriptor{}, d.err
+	}
+	if err := r.validate(); err != nil {
+		return MeshNodeDescriptor{}, err
+	}
+	return r, nil
+}
+
+// readMeshNode reads the members of a descriptor record's top level (top,
+// whose recordVersion the caller checked) into a descriptor, leaving the
+// first error in d; the caller ends top and validates. The removal record
+// nests a descriptor record and reads it with this too (removed.go).
+func readMeshNode(d *dec, top *obj) MeshNodeDescriptor {
 	o := top.child("descriptor")
+	// Errors name a member by its path: "descriptor…" in a descriptor
+	// record, deeper when nested (built only then: decoding is hot).
+	path, capsPath, typesPath := "descriptor", "descriptor.objectCapabilities", "descriptor.capacity.spotTypes"
+	if p := o.path(); p != path {
+		path, capsPath, typesPath = p, p+".objectCapabilities", p+".capacity.spotTypes"
+	}
 	var r MeshNodeDescriptor
 	r.MeshName = o.str("meshName")
 	r.RoutingID = o.hexBytes("routingIdHex")
@@ -307,7 +339,7 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 			}
 			n, ok := plainNumber(&m.val)
 			if !ok {
-				n = d.numberValue("descriptor.channelWeights["+quote(m.name)+"]", &m.val)
+				n = d.numberValue(path+".channelWeights["+quote(m.name)+"]", &m.val)
 			}
 			// The name is a substring of the whole input: copy it.
 			r.ChannelWeights[strings.Clone(m.name)] = n
@@ -316,13 +348,14 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	r.ApplicationVersion = o.decimalString("applicationVersion")
 	caps := o.array("objectCapabilities")
 	if d.err == nil && len(caps) > MaxCapabilities {
-		return MeshNodeDescriptor{}, &LimitError{Kind: KindMeshNode, What: "descriptor.objectCapabilities entries", Limit: MaxCapabilities, Actual: len(caps)}
+		d.setErr(&LimitError{Kind: KindMeshNode, What: "descriptor.objectCapabilities entries", Limit: MaxCapabilities, Actual: len(caps)})
+		return r
 	}
 	if len(caps) > 0 && d.err == nil {
 		r.ObjectCapabilities = make([]ObjectCapability, 0, len(caps))
 	}
 	for i := range caps {
-		c := d.element("descriptor.objectCapabilities", i, &caps[i])
+		c := d.element(capsPath, i, &caps[i])
 		r.ObjectCapabilities = append(r.ObjectCapabilities, ObjectCapability{
 			ObjectKind:         ObjectKind(c.str("objectKind")),
 			StableType:         c.str("stableType"),
@@ -339,13 +372,14 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	r.Capacity.Spots = readSlots(capObj.child("spots"))
 	types := capObj.array("spotTypes")
 	if d.err == nil && len(types) > MaxSpotTypes {
-		return MeshNodeDescriptor{}, &LimitError{Kind: KindMeshNode, What: "descriptor.capacity.spotTypes entries", Limit: MaxSpotTypes, Actual: len(types)}
+		d.setErr(&LimitError{Kind: KindMeshNode, What: "descriptor.capacity.spotTypes entries", Limit: MaxSpotTypes, Actual: len(types)})
+		return r
 	}
 	if len(types) > 0 && d.err == nil {
 		r.Capacity.SpotTypes = make([]SpotTypeUsage, 0, len(types))
 	}
 	for i := range types {
-		t := d.element("descriptor.capacity.spotTypes", i, &types[i])
+		t := d.element(typesPath, i, &types[i])
 		r.Capacity.SpotTypes = append(r.Capacity.SpotTypes, SpotTypeUsage{
 			ObjectKind: ObjectKind(t.str("objectKind")),
 			StableType: t.str("stableType"),
@@ -365,14 +399,7 @@ func DecodeMeshNode(value []byte) (MeshNodeDescriptor, error) {
 	r.UpdatedAt = o.millis("updatedAtEpochMs")
 	r.OwnerID, r.LeaseGeneration, r.DescriptorRevision = readCopies(d, top, o)
 	o.end()
-	top.end()
-	if d.err != nil {
-		return MeshNodeDescriptor{}, d.err
-	}
-	if err := r.validate(); err != nil {
-		return MeshNodeDescriptor{}, err
-	}
-	return r, nil
+	return r
 }
 
 func readSlots(o *obj) SlotUsage {

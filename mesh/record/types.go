@@ -30,8 +30,8 @@ const (
 // logical key preimage.
 type Kind string
 
-// Record kinds. KindCounter and KindDescriptorJournal are project-specific
-// (not in spec §3.4).
+// Record kinds. KindCounter, KindDescriptorJournal and KindRemovedMeshNode
+// are project-specific (not in spec §3.4).
 const (
 	KindMeshNode        Kind = "mesh-node"
 	KindOwnerLease      Kind = "owner-lease"
@@ -42,6 +42,10 @@ const (
 	// KindDescriptorJournal is the record naming the descriptor keys the
 	// last changes touched (journal.go).
 	KindDescriptorJournal Kind = "descriptor-journal"
+	// KindRemovedMeshNode is the expiring record of a descriptor its run's
+	// watchers removed, for operators (removed.go). Its prefix is not
+	// "mesh-node:", so descriptor scans never meet it.
+	KindRemovedMeshNode Kind = "removed-mesh-node"
 )
 
 // Generation is a 63-bit unsigned generation or revision: ObjectGeneration,
