@@ -632,8 +632,11 @@ func (n *Node) removeDeadWatched(ctx context.Context) {
 		}
 	}
 	for _, key := range dead {
+		// RemovedBy: the batch also keeps a removal record for an hour,
+		// so that ctl topology shows the run as removed, not missing;
+		// discovery rounds never read it.
 		res, err := directory.ReclaimKey(ctx, n.loc, key, directory.ReclaimOptions{Gate: n.lease.Gate(), Logger: n.log,
-			MinAge: time.Nanosecond})
+			MinAge: time.Nanosecond, RemovedBy: &directory.Remover{OwnerID: n.run.ownerID, RoutingID: n.run.rid}})
 		if err != nil {
 			// Again next round, whatever the links say: this round's
 			// planner drops the link to the run (its lease is not valid

@@ -77,6 +77,7 @@ key and its Redis key, to find the record by hand:
   key authority <actor|spot> <Id>
   key counter <object-generation|lease-generation|descriptor-change:<kind>>
   key descriptor-journal mesh-node
+  key removed-mesh-node <MeshName> <RoutingIdHex>
   key capacity <MeshName> <RoutingIdHex> <lifecycleGeneration> <actors|spots> <secured|active>
   key capacity <MeshName> <RoutingIdHex> <lifecycleGeneration> spotType <userSpot|instanceSpot> <StableType> <secured|active>
 
@@ -101,7 +102,11 @@ const topologyUsage = `usage: meshnode ctl topology [--mesh NAME] [--config FILE
 One row per MeshNode descriptor in the configured Location Store: mesh, RID,
 endpoint, state, role, weight, capacity (active[+reserved]/limit) and lease
 (time left by the store's clock, or "expired" when the node's owner lease is
-gone: a crashed run, shown until the serving nodes reclaim its descriptor).`
+gone: a crashed run, shown until the serving nodes reclaim its descriptor).
+A run whose watchers removed its descriptor (its lease ended while its links
+were up: paused past lease.ttl, or cut off from the store) is shown for an
+hour with state "removed", from its removal record, until it publishes
+again.`
 
 func ctlKey(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("meshnode ctl key")
@@ -172,7 +177,7 @@ func preimageFor(a []string) ([]byte, error) {
 		return nil, errors.New("missing record kind")
 	}
 	switch record.Kind(a[0]) {
-	case record.KindMeshNode, record.KindClientServer, record.KindFanoutPublisher:
+	case record.KindMeshNode, record.KindClientServer, record.KindFanoutPublisher, record.KindRemovedMeshNode:
 		if err := want(2, "<name> <RoutingIdHex>"); err != nil {
 			return nil, err
 		}
@@ -185,6 +190,8 @@ func preimageFor(a []string) ([]byte, error) {
 			return record.MeshNodePreimage(a[1], r)
 		case record.KindClientServer:
 			return record.ClientServerPreimage(a[1], r)
+		case record.KindRemovedMeshNode:
+			return record.RemovedMeshNodePreimage(a[1], r)
 		}
 		return record.FanoutPublisherPreimage(a[1], r)
 	case record.KindOwnerLease:
@@ -328,6 +335,8 @@ func decodeAs(kind record.Kind, v []byte) error {
 		_, err = record.DecodeCounter(v)
 	case record.KindDescriptorJournal:
 		_, err = record.DecodeDescriptorJournal(v)
+	case record.KindRemovedMeshNode:
+		_, err = record.DecodeRemovedMeshNode(v)
 	case authority.KindCapacity:
 		_, _, _, err = authority.DecodeCapacity(v)
 	case authority.KindRelocationReservation:
@@ -361,11 +370,19 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return code
 	}
 	defer st.Close()
-	snap, err := directory.Lister{Store: st, PageSize: 1000, Logger: log}.List(ctx, *meshName)
+	lister := directory.Lister{Store: st, PageSize: 1000, Logger: log}
+	snap, err := lister.List(ctx, *meshName)
 	if err != nil {
 		return storeFailed(stderr, fs.Name(), err)
 	}
-	if err := directory.RenderTable(stdout, directory.Rows(snap)); err != nil {
+	// Runs whose watchers removed their descriptor (paused past their
+	// lease, or cut off from the store with their links up) are missing
+	// from the list; their removal records show them.
+	removed, err := lister.ListRemoved(ctx, *meshName)
+	if err != nil {
+		return storeFailed(stderr, fs.Name(), err)
+	}
+	if err := directory.RenderTable(stdout, directory.Rows(snap, removed...)); err != nil {
 		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
 		return ExitError
 	}

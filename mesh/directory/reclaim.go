@@ -29,7 +29,30 @@ type ReclaimOptions struct {
 	MaxAttempts int
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// RemovedBy is set by a watcher removing the descriptor of a run it
+	// found without its lease while the run's links were up
+	// (Node.removeDeadWatched), and names the watcher: the deleting batch
+	// then also writes the removal record (record.RemovedMeshNode, kept
+	// RemovedRetention), so that `ctl topology` shows the run as removed
+	// instead of not at all (ListRemoved, Rows). Every other delete — a
+	// stopped run, a crashed one past MinAge — removes an earlier removal
+	// record of that mesh and RoutingID instead: the run left for good,
+	// and the topology must not bring an old removal back. A descriptor
+	// that says stopped gets no removal record either way.
+	RemovedBy *Remover
 }
+
+// Remover names the watcher run that removes a descriptor.
+type Remover struct {
+	OwnerID   string
+	RoutingID []byte
+}
+
+// RemovedRetention is how long a removal record is kept: the descriptor
+// reclaim age, about as long as the descriptor of a crashed run stays in
+// the topology as expired (from its last publish to the reclaim round
+// after DefaultReclaimAge).
+const RemovedRetention = DefaultReclaimAge
 
 // normalize checks opts and fills in the defaults (MinAge, MaxAttempts).
 func (opts *ReclaimOptions) normalize() error {
@@ -38,6 +61,14 @@ func (opts *ReclaimOptions) normalize() error {
 		return fmt.Errorf("%w: reclaim: MinAge %v is negative", ErrInvalidArgument, opts.MinAge)
 	case opts.MaxAttempts < 0:
 		return fmt.Errorf("%w: reclaim: MaxAttempts %d is negative", ErrInvalidArgument, opts.MaxAttempts)
+	}
+	if r := opts.RemovedBy; r != nil {
+		if err := record.ValidateOwnerID(r.OwnerID); err != nil {
+			return fmt.Errorf("%w: reclaim: RemovedBy: %w", ErrInvalidArgument, err)
+		}
+		if err := record.ValidateRoutingID(r.RoutingID); err != nil {
+			return fmt.Errorf("%w: reclaim: RemovedBy: %w", ErrInvalidArgument, err)
+		}
 	}
 	if opts.MinAge == 0 {
 		opts.MinAge = DefaultReclaimAge
@@ -89,22 +120,9 @@ func Reclaim(ctx context.Context, store locstore.Store, opts ReclaimOptions) (Re
 	if log == nil {
 		log = slog.Default()
 	}
-	var items []locstore.Item
-	for restarts := 0; ; restarts++ {
-		var (
-			expired bool
-			err     error
-		)
-		items, expired, err = scanAll(ctx, store, descriptorPrefix, opts.PageSize)
-		if err != nil {
-			return res, fmt.Errorf("directory: reclaim: %w", err)
-		}
-		if !expired {
-			break
-		}
-		if restarts+1 >= DefaultListAttempts {
-			return res, fmt.Errorf("directory: reclaim: %w", ErrScanExpired)
-		}
+	items, err := scanSnapshot(ctx, store, descriptorPrefix, opts.PageSize, DefaultListAttempts)
+	if err != nil {
+		return res, fmt.Errorf("directory: reclaim: %w", err)
 	}
 	res.Scanned = len(items)
 	for _, it := range items {
@@ -231,9 +249,13 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		if err != nil {
 			return 0, err
 		}
+		removal, err := removalMutation(opts.RemovedBy, d, lc.StoreNow)
+		if err != nil {
+			return 0, err
+		}
 		wr, err := store.Write(ctx, locstore.WriteRequest{
 			Conditions: append([]locstore.Condition{locstore.IfVersion(it.Key, it.Version), lc.condition()}, ch.conditions()...),
-			Mutations:  append([]locstore.Mutation{locstore.Delete(it.Key)}, muts...),
+			Mutations:  append([]locstore.Mutation{locstore.Delete(it.Key), removal}, muts...),
 		})
 		if err != nil && errors.Is(err, locstore.ErrArgument) {
 			return 0, err
@@ -261,4 +283,33 @@ func reclaimOne(ctx context.Context, store locstore.Store, opts ReclaimOptions, 
 		// Only the counter (or the lease) moved: look again.
 	}
 	return 0, fmt.Errorf("%w: delete gave up after %d attempts", ErrContention, opts.MaxAttempts)
+}
+
+// removalMutation is what deleting d does to d's removal record: a watcher
+// (by set) writes it, expiring after RemovedRetention; any other delete, or
+// a descriptor that says stopped (an orderly stop leaves the topology at
+// once), deletes an earlier one. now is the store time of the lease read
+// that found the lease gone. The write is unconditional: the batch's
+// conditions on the descriptor and the lease already decide it.
+func removalMutation(by *Remover, d record.MeshNodeDescriptor, now time.Time) (locstore.Mutation, error) {
+	key, err := record.RemovedMeshNodeKey(d.MeshName, d.RoutingID)
+	if err != nil {
+		return locstore.Mutation{}, err
+	}
+	if by == nil || d.State == record.StateStopped {
+		return locstore.Delete(key), nil
+	}
+	r := record.RemovedMeshNode{Descriptor: d, RemovedAt: record.EpochMillisOf(now),
+		RemovedByOwnerID: by.OwnerID, RemovedByRoutingID: by.RoutingID}
+	v, err := r.Encode()
+	if errors.Is(err, record.ErrLimit) {
+		// A descriptor within a few hundred bytes of the value bound:
+		// without its lists the record fits, and removing the run must not
+		// fail for an operator's note.
+		v, err = r.Trim().Encode()
+	}
+	if err != nil {
+		return locstore.Mutation{}, fmt.Errorf("removal record: %w", err)
+	}
+	return locstore.PutExpiring(key, v, RemovedRetention), nil
 }

@@ -242,6 +242,23 @@ func scanAll(ctx context.Context, store locstore.Store, prefix string, pageSize 
 	}
 }
 
+// scanSnapshot is scanAll started again from the first page after a
+// ScanExpired, up to attempts times in all, then ErrScanExpired.
+func scanSnapshot(ctx context.Context, store locstore.Store, prefix string, pageSize, attempts int) ([]locstore.Item, error) {
+	for attempt := 1; ; attempt++ {
+		items, expired, err := scanAll(ctx, store, prefix, pageSize)
+		if err != nil {
+			return nil, err
+		}
+		if !expired {
+			return items, nil
+		}
+		if attempt >= attempts {
+			return nil, fmt.Errorf("%w (%d attempts)", ErrScanExpired, attempts)
+		}
+	}
+}
+
 func validPageSize(n int) error {
 	if n < 1 || n > locstore.MaxPageItems {
 		return fmt.Errorf("%w: page size %d outside 1..%d", ErrInvalidArgument, n, locstore.MaxPageItems)

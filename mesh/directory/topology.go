@@ -32,26 +32,49 @@ type Row struct {
 	Lease          string
 	LeaseValid     bool
 	LeaseExpiresAt time.Time
+	// Removed: the row is a removal record's (State "removed"): the run's
+	// watchers found its owner lease ended while its links were up and
+	// removed its descriptor at RemovedAt; RemovedBy is the watcher's RID
+	// (hex). The other fields are the removed descriptor's.
+	Removed   bool
+	RemovedAt time.Time
+	RemovedBy string
 }
 
+// StateRemoved is the State of a removed run's row.
+const StateRemoved = "removed"
+
 // Rows turns a snapshot into table rows ordered by mesh, then routing id.
-func Rows(s Snapshot) []Row {
-	rows := make([]Row, 0, len(s.Entries))
+// Each of removed (ListRemoved) adds a row, as StateRemoved, when its mesh
+// is the snapshot's (or the snapshot lists every mesh) and the snapshot
+// has no descriptor of its mesh and RoutingID: a run that published again
+// since, or a new run that took the RoutingID over, is shown by its
+// descriptor alone.
+func Rows(s Snapshot, removed ...Removed) []Row {
+	rows := make([]Row, 0, len(s.Entries)+len(removed))
+	listed := make(map[string]bool, len(s.Entries))
 	for _, e := range s.Entries {
 		d := e.Descriptor
-		r := Row{
-			Mesh:     d.MeshName,
-			RID:      hex.EncodeToString(d.RoutingID),
-			Endpoint: d.Endpoint,
-			State:    string(d.State),
-			Role:     string(d.ObjectRole),
-			Weight:   d.PlacementWeight,
-			Capacity: capacitySummary(d.ObjectRole, d.Capacity),
-			Lease:    "expired",
-		}
+		r := descriptorRow(d)
+		r.Lease = "expired"
 		if e.LeaseValid {
 			r.LeaseValid, r.LeaseExpiresAt = true, e.LeaseExpiresAt
 			r.Lease = leaseLeft(e.LeaseExpiresAt, e.LeaseCheckedAt)
+		}
+		rows = append(rows, r)
+		listed[r.Mesh+"\x00"+r.RID] = true
+	}
+	for _, rm := range removed {
+		d := rm.Descriptor
+		r := descriptorRow(d)
+		if (s.MeshName != "" && d.MeshName != s.MeshName) || listed[r.Mesh+"\x00"+r.RID] {
+			continue
+		}
+		listed[r.Mesh+"\x00"+r.RID] = true // one row per run, were a record given twice
+		r.State, r.Lease = StateRemoved, "ended"
+		r.Removed, r.RemovedAt, r.RemovedBy = true, rm.RemovedAt.Time(), hex.EncodeToString(rm.RemovedByRoutingID)
+		if ago := s.StoreNow.Sub(r.RemovedAt); !s.StoreNow.IsZero() && ago >= 0 {
+			r.Lease = "ended (removed " + ago.Round(time.Second).String() + " ago)"
 		}
 		rows = append(rows, r)
 	}
@@ -64,6 +87,19 @@ func Rows(s Snapshot) []Row {
 		return rows[i].RID < rows[j].RID
 	})
 	return rows
+}
+
+// descriptorRow is the row of what d says, without the lease columns.
+func descriptorRow(d record.MeshNodeDescriptor) Row {
+	return Row{
+		Mesh:     d.MeshName,
+		RID:      hex.EncodeToString(d.RoutingID),
+		Endpoint: d.Endpoint,
+		State:    string(d.State),
+		Role:     string(d.ObjectRole),
+		Weight:   d.PlacementWeight,
+		Capacity: capacitySummary(d.ObjectRole, d.Capacity),
+	}
 }
 
 func leaseLeft(expires, checked time.Time) string {
@@ -111,21 +147,34 @@ func slots(u record.SlotUsage) string {
 // tableHeader is the header line's cells.
 var tableHeader = []string{"MESH", "RID", "ENDPOINT", "STATE", "ROLE", "WEIGHT", "CAPACITY", "LEASE"}
 
+// RemovedNote is the line RenderTable writes under a table that has a
+// removed row: what the state means and what happens next.
+const RemovedNote = "removed: its watchers found its owner lease ended while its links were up (paused past lease.ttl, " +
+	"or cut off from the store) and removed its descriptor, so no node uses it; it publishes it again when it runs again"
+
 // RenderTable writes rows as a plain-text table: a header line, then one
 // line per row, in the given order, columns left-aligned and separated by
 // two spaces, no trailing spaces. Widths count runes. Control and other
 // non-printable characters in a cell (names may contain them) are written
-// escaped, Go-style, so that a cell can never break the layout.
+// escaped, Go-style, so that a cell can never break the layout. When a row
+// is Removed, RemovedNote follows the table on a line of its own.
 func RenderTable(w io.Writer, rows []Row) error {
 	lines := make([][]string, 0, len(rows))
+	removed := false
 	for _, r := range rows {
 		lines = append(lines, []string{
 			cell(r.Mesh), cell(r.RID), cell(r.Endpoint), cell(r.State), cell(r.Role),
 			strconv.Itoa(r.Weight), cell(r.Capacity), cell(r.Lease),
 		})
+		removed = removed || r.Removed
 	}
 	if err := textable.Write(w, tableHeader, lines); err != nil {
 		return fmt.Errorf("directory: render topology: %w", err)
+	}
+	if removed {
+		if _, err := io.WriteString(w, RemovedNote+"\n"); err != nil {
+			return fmt.Errorf("directory: render topology: %w", err)
+		}
 	}
 	return nil
 }

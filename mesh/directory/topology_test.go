@@ -132,3 +132,63 @@ func TestRenderTable(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A removal record adds a row, state removed with the removal's age, for
+// a run the list does not have; a run listed again (it published since, or
+// a new run took its RoutingID over) shows by its descriptor alone, and a
+// listing of one mesh leaves other meshes' removals out. The table then
+// ends with RemovedNote.
+func TestRowsWithRemoved(t *testing.T) {
+	snap := topologySnapshot()
+	snap.StoreNow = storeBase.Add(90 * time.Second)
+	removal := func(mesh string, rid []byte) directory.Removed {
+		d := descriptor(mesh, rid, "tcp://gone:1")
+		d.State = record.StateServing
+		return directory.Removed{RemovedMeshNode: record.RemovedMeshNode{Descriptor: d, RemovedAt: record.EpochMillisOf(storeBase),
+			RemovedByOwnerID: "owner-w", RemovedByRoutingID: []byte{0x0c}}}
+	}
+	tests := []struct {
+		name    string
+		mesh    string
+		removed []directory.Removed
+		want    []string // mesh/rid state lease of every row
+	}{
+		{name: "none", want: []string{"a/01 serving in 12.5s", "a/0200 draining expired", "b\tx/ff preparing expired"}},
+		{name: "a run not listed", removed: []directory.Removed{removal("a", []byte{0x03})},
+			want: []string{"a/01 serving in 12.5s", "a/0200 draining expired", "a/03 removed ended (removed 1m30s ago)", "b\tx/ff preparing expired"}},
+		{name: "a run listed again", removed: []directory.Removed{removal("a", []byte{0x01}), removal("a", []byte{0x02, 0x00})},
+			want: []string{"a/01 serving in 12.5s", "a/0200 draining expired", "b\tx/ff preparing expired"}},
+		{name: "another mesh than the one listed", mesh: "a", removed: []directory.Removed{removal("c", []byte{0x03})},
+			want: []string{"a/01 serving in 12.5s", "a/0200 draining expired", "b\tx/ff preparing expired"}},
+		{name: "every mesh listed", removed: []directory.Removed{removal("c", []byte{0x03})},
+			want: []string{"a/01 serving in 12.5s", "a/0200 draining expired", "b\tx/ff preparing expired", "c/03 removed ended (removed 1m30s ago)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := snap
+			s.MeshName = tt.mesh
+			rows := directory.Rows(s, tt.removed...)
+			var got []string
+			removed := false
+			for _, r := range rows {
+				got = append(got, r.Mesh+"/"+r.RID+" "+r.State+" "+r.Lease)
+				if r.Removed {
+					removed = true
+					if r.RemovedBy != "0c" || !r.RemovedAt.Equal(storeBase) || r.Endpoint != "tcp://gone:1" || r.LeaseValid {
+						t.Fatalf("removed row %+v", r)
+					}
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Fatalf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			var b bytes.Buffer
+			if err := directory.RenderTable(&b, rows); err != nil {
+				t.Fatal(err)
+			}
+			if note := strings.HasSuffix(b.String(), "\n"+directory.RemovedNote+"\n"); note != removed {
+				t.Fatalf("note under the table: %v, want %v:\n%s", note, removed, b.String())
+			}
+		})
+	}
+}
