@@ -107,6 +107,39 @@ func TestWatcherRetriesAFailedRemovalAfterDroppingTheLink(t *testing.T) {
 	}
 }
 
+// A watcher that removes the descriptor of a run found without its lease
+// while its links were up keeps a removal record of it, naming itself, so
+// that ctl topology shows the run as removed instead of not at all
+// (docs/DISCOVERY.md §6; before, the run just vanished from the topology).
+func TestWatcherKeepsARemovalRecordOfTheRunItRemoved(t *testing.T) {
+	f, watcher, watched, blocker, logs, key := watcherScene(t, nil)
+	stored, err := f.loc.Read(context.Background(), key)
+	if err != nil || !stored.Found {
+		t.Fatalf("the watched run's descriptor: %v", err)
+	}
+	blocker.loseLeaseOf(t, watched) // and keeps it from reacquiring
+	waitUntil(t, "the watcher to remove the watched run's descriptor", func() bool {
+		return strings.Contains(logs.String(), "a watched run lost its owner lease while its links were up")
+	})
+	rk, err := record.RemovedMeshNodeKey("objects", watched.RID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := f.loc.Read(context.Background(), rk)
+	if err != nil || !rr.Found {
+		t.Fatalf("no removal record of the removed run (found %v, err %v)", rr.Found, err)
+	}
+	r, err := record.DecodeRemovedMeshNode(rr.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := watcher.Owner()
+	if string(r.RemovedByRoutingID) != string(watcher.RID()) || r.RemovedByOwnerID != owner ||
+		string(r.Descriptor.RoutingID) != string(watched.RID()) || rr.ExpiresAt.IsZero() {
+		t.Fatalf("removal record %+v (expires %v), want the watched run removed by the watcher %x/%s", r, rr.ExpiresAt, watcher.RID(), owner)
+	}
+}
+
 // watcherScene starts node 1 (the watcher: lease TTL 6 s, through wrap's
 // store when wrap is set) and node 2 (the watched run, through a store
 // that can take its lease away), linked, and returns them with the

@@ -3,14 +3,17 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/marker"
 	"github.com/meshnode/meshnode/mesh/query"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -34,6 +37,7 @@ func TestCtlKey(t *testing.T) {
 		{"mesh node", []string{"mesh-node", "default", "0a0b"}, ExitOK, []string{`"mesh-node\0default\00a0b"`}},
 		{"descriptor journal", []string{"descriptor-journal", "mesh-node"}, ExitOK, []string{`"descriptor-journal\0mesh-node"`, "store key:    descriptor-journal:"}},
 		{"journal of another kind", []string{"descriptor-journal", "authority"}, ExitUsage, nil},
+		{"removal record", []string{"removed-mesh-node", "default", "0a0b"}, ExitOK, []string{`"removed-mesh-node\0default\00a0b"`, "store key:    removed-mesh-node:"}},
 		// The secured row of the pinned example of docs/AUTHORITY.md §2.2.
 		{"capacity spot type", []string{"capacity", "game", "0a01", "3", "spotType", "userSpot", "Room", "secured"}, ExitOK, []string{
 			`preimage:     "capacity\0game\00a01\03\0spotType\0userSpot\0Room\0secured"`,
@@ -102,6 +106,17 @@ func TestCtlRecordRedis(t *testing.T) {
 	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put(keptKey, []byte("cursor"))}}); err != nil || !res.Applied {
 		t.Fatalf("seed kept state: %+v %v", res, err)
 	}
+	// The record a watcher keeps of a descriptor it removed.
+	removal := record.RemovedMeshNode{Descriptor: ctlDescriptor("game", []byte{0x0b}, "owner-p"), RemovedAt: 1752000000000,
+		RemovedByOwnerID: "owner-w", RemovedByRoutingID: []byte{0x0c}}
+	removalVal, err := removal.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	removalKey, _ := record.RemovedMeshNodeKey("game", []byte{0x0b})
+	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.PutExpiring(removalKey, removalVal, time.Hour)}}); err != nil || !res.Applied {
+		t.Fatalf("seed removal record: %+v %v", res, err)
+	}
 	flags := []string{"--location_store.provider", "redis", "--location_store.redis.addrs", addr, "--location_store.redis.namespace", ns}
 	tests := []struct {
 		name string
@@ -110,6 +125,7 @@ func TestCtlRecordRedis(t *testing.T) {
 		want string
 	}{
 		{"namespace marker", marker.Key, ExitOK, "decode:     ok"},
+		{"removal record", removalKey, ExitOK, "decode:     ok"},
 		{"kept continuation state", keptKey, ExitOK, "decode:     not a record: ctl list's kept continuation state"},
 		{"store key", key, ExitOK, `"leaseGeneration": "7"`},
 		{"redis key", "{" + ns + "}:k:" + key, ExitOK, "decode:     ok"},
@@ -186,5 +202,74 @@ func TestCtlRefusesTheMemoryStore(t *testing.T) {
 				t.Fatalf("printed an answer from an empty store:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// ctlDescriptor is a serving server's descriptor of run owner (lease
+// generation 1), as published at store time 1752000000000.
+func ctlDescriptor(mesh string, rid []byte, owner string) record.MeshNodeDescriptor {
+	entry := "entry:1"
+	return record.MeshNodeDescriptor{MeshName: mesh, RoutingID: rid, LifecycleGeneration: 1, DescriptorRevision: 1,
+		Endpoint: fmt.Sprintf("tcp://%x:1", rid), EntrySpotID: &entry, ObjectRole: record.RoleServer, PlacementWeight: 100,
+		State: record.StateServing, OwnerID: owner, LeaseGeneration: 1, UpdatedAt: 1752000000000}
+}
+
+// ctl topology shows a run whose watcher removed its descriptor (its lease
+// ended while its links were up: paused past lease.ttl, or cut off from
+// the store) as removed, from the removal record, instead of not at all;
+// a live run as before.
+func TestCtlTopologyShowsARemovedRunRedis(t *testing.T) {
+	ctx := context.Background()
+	addr, ns := testredis.Addr(t), testredis.Namespace(t)
+	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// The watcher (0c) is live: its lease and its descriptor. The paused
+	// run (0b) has its descriptor and no lease any more.
+	lease, err := record.OwnerLease{OwnerID: "owner-w", LeaseGeneration: 1, AcquiredAt: 1, UpdatedAt: 1}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseKey, _ := record.OwnerLeaseKey("owner-w")
+	muts := []locstore.Mutation{locstore.PutExpiring(leaseKey, lease, time.Hour)}
+	for _, d := range []record.MeshNodeDescriptor{ctlDescriptor("game", []byte{0x0c}, "owner-w"), ctlDescriptor("game", []byte{0x0b}, "owner-p")} {
+		v, err := d.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, _ := record.MeshNodeKey(d.MeshName, d.RoutingID)
+		muts = append(muts, locstore.Put(key, v))
+	}
+	if res, err := st.Write(ctx, locstore.WriteRequest{Mutations: muts}); err != nil || !res.Applied {
+		t.Fatalf("seed: %+v %v", res, err)
+	}
+	// The watcher removes the paused run's descriptor, as
+	// Node.removeDeadWatched does.
+	pausedKey, _ := record.MeshNodeKey("game", []byte{0x0b})
+	res, err := directory.ReclaimKey(ctx, st, pausedKey, directory.ReclaimOptions{MinAge: time.Nanosecond,
+		RemovedBy: &directory.Remover{OwnerID: "owner-w", RoutingID: []byte{0x0c}}})
+	if err != nil || res.Deleted != 1 {
+		t.Fatalf("watcher removal = %+v, %v", res, err)
+	}
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"ctl", "topology", "--mesh", "game", "--location_store.provider", "redis",
+		"--location_store.redis.addrs", addr, "--location_store.redis.namespace", ns, "--log.level", "error"}, &out, &errb)
+	if code != ExitOK {
+		t.Fatalf("exit %d; stderr %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want the header, two rows and the note:\n%s", out.String())
+	}
+	if f := strings.Fields(lines[1]); f[1] != "0b" || f[3] != "removed" || !strings.Contains(lines[1], "ended (removed ") {
+		t.Fatalf("the removed run's row %q:\n%s", lines[1], out.String())
+	}
+	if f := strings.Fields(lines[2]); f[1] != "0c" || f[3] != "serving" || !strings.Contains(lines[2], " in ") {
+		t.Fatalf("the live run's row %q:\n%s", lines[2], out.String())
+	}
+	if lines[3] != directory.RemovedNote {
+		t.Fatalf("last line %q, want the note", lines[3])
 	}
 }
