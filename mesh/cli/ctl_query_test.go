@@ -11,7 +11,6 @@ import (
 
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
-	locredis "github.com/meshnode/meshnode/locstore/redis"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -70,12 +69,7 @@ func seedQueryRows(t *testing.T, st locstore.Store, objs []queryObj, leases map[
 // real Redis Location Store, one row per §7.4 state.
 func TestCtlQueryRedis(t *testing.T) {
 	ctx := context.Background()
-	addr, ns := testredis.Addr(t), testredis.Namespace(t)
-	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, addr, ns := ctlRedis(t)
 	objs := []queryObj{
 		{"user:ready", record.ObjectActor, record.AllocationActive, "Player", "node-1"},
 		{"user:creating", record.ObjectActor, record.AllocationReserved, "Player", "node-1"},

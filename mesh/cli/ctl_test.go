@@ -72,12 +72,7 @@ func TestCtlKey(t *testing.T) {
 // ctl record reads what a real Redis Location Store holds.
 func TestCtlRecordRedis(t *testing.T) {
 	ctx := context.Background()
-	addr, ns := testredis.Addr(t), testredis.Namespace(t)
-	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, addr, ns := ctlRedis(t)
 	lease := record.OwnerLease{OwnerID: "owner-1", LeaseGeneration: 7, AcquiredAt: 1752000000000, UpdatedAt: 1752000000500}
 	val, err := lease.Encode()
 	if err != nil {
@@ -220,12 +215,7 @@ func ctlDescriptor(mesh string, rid []byte, owner string) record.MeshNodeDescrip
 // a live run as before.
 func TestCtlTopologyShowsARemovedRunRedis(t *testing.T) {
 	ctx := context.Background()
-	addr, ns := testredis.Addr(t), testredis.Namespace(t)
-	st, err := locredis.New(ctx, locredis.Options{Addrs: []string{addr}, Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, addr, ns := ctlRedis(t)
 	// The watcher (0c) is live: its lease and its descriptor. The paused
 	// run (0b) has its descriptor and no lease any more.
 	lease, err := record.OwnerLease{OwnerID: "owner-w", LeaseGeneration: 1, AcquiredAt: 1, UpdatedAt: 1}.Encode()
@@ -272,4 +262,18 @@ func TestCtlTopologyShowsARemovedRunRedis(t *testing.T) {
 	if lines[3] != directory.RemovedNote {
 		t.Fatalf("last line %q, want the note", lines[3])
 	}
+}
+
+// ctlRedis opens the Redis Location Store of a test's own namespace on the
+// test Redis, closed at cleanup, and returns it with its address and
+// namespace (the flags ctl is run with).
+func ctlRedis(t *testing.T) (st locstore.Store, addr, ns string) {
+	t.Helper()
+	addr, ns = testredis.Addr(t), testredis.Namespace(t)
+	st, err := locredis.New(context.Background(), locredis.Options{Addrs: []string{addr}, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, addr, ns
 }

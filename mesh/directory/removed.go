@@ -3,7 +3,6 @@ package directory
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/meshnode/meshnode/locstore"
@@ -43,14 +42,7 @@ func (l Lister) ListRemoved(ctx context.Context, meshName string) ([]Removed, er
 	if err := validPageSize(l.PageSize); err != nil {
 		return nil, err
 	}
-	attempts := l.MaxAttempts
-	if attempts == 0 {
-		attempts = DefaultListAttempts
-	}
-	log := l.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	attempts, log := l.defaults()
 	items, err := scanSnapshot(ctx, l.Store, removedPrefix, l.PageSize, attempts)
 	if err != nil {
 		return nil, fmt.Errorf("directory: list removed: %w", err)

@@ -373,14 +373,7 @@ func (l Lister) descriptors(ctx context.Context, meshName string) (listed, error
 			return listed{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 	}
-	attempts := l.MaxAttempts
-	if attempts == 0 {
-		attempts = DefaultListAttempts
-	}
-	log := l.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	attempts, log := l.defaults()
 	counterKey, err := changeCounterKey()
 	if err != nil {
 		return listed{}, err
@@ -408,6 +401,18 @@ func (l Lister) descriptors(ctx context.Context, meshName string) (listed, error
 		return listed{snap: *snap, closing: closing}, nil
 	}
 	return listed{}, fmt.Errorf("%w (%d attempts)", last, attempts)
+}
+
+// defaults are l's MaxAttempts and Logger, or their defaults when unset.
+func (l Lister) defaults() (attempts int, log *slog.Logger) {
+	attempts, log = l.MaxAttempts, l.Logger
+	if attempts == 0 {
+		attempts = DefaultListAttempts
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return attempts, log
 }
 
 // countingStore counts the reads and scan pages of a full list.
