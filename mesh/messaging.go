@@ -680,6 +680,9 @@ func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID
 }
 
 func (o *objects) inboundActor(from transport.PeerInfo, f router.ActorRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
+	if corr == 0 && o.noticeBarrierHeld(rec) {
+		return
+	}
 	if corr != 0 && isDestroyControl(rec) {
 		o.inboundDestroy(from, f, corr, reply)
 		return
@@ -689,6 +692,9 @@ func (o *objects) inboundActor(from transport.PeerInfo, f router.ActorRouteFence
 }
 
 func (o *objects) inboundSpot(from transport.PeerInfo, f router.SpotRouteFence, corr uint64, rec *router.Record, reply func(*router.Record) error) {
+	if corr == 0 && o.noticeBarrierHeld(rec) {
+		return
+	}
 	deliver := func() {
 		o.inbound(from, familySpot, f.Spot.SpotID, f.Spot.ObjectGeneration, f.TargetNodeRID, f.TargetNodeGeneration,
 			f.ExpectedAuthorityOwnerGeneration, f.ExpectedOwnerLeaseGeneration, corr, rec, reply)
@@ -726,12 +732,22 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 			refuse: func(err error) { o.notAdmitted(from, rec, reply, err) },
 		}
 	}
+	var tell *heldTeller
+	if corr != 0 && controlOf(rec) == controlBarrier {
+		// A barrier waiting for a cutover here is held on purpose: its
+		// sender is told so while it waits (route_barrier_held.go).
+		tell = &heldTeller{}
+		plain := waiter
+		waiter = func() cutoverWaiter { return tell.until(plain()) }
+	}
 	// The fast path takes no lock for this: no message waits anywhere.
 	if o.cutoverQueues.Load() > 0 && o.queueBehindCutover(waiter()) {
+		tell.begin(func() func() { return o.tellBarrierHeld(from, fam, rec) })
 		return
 	}
 	if wait := o.inboundOnce(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply); wait != nil {
 		o.waitCutover(waiter(), wait)
+		tell.begin(func() func() { return o.tellBarrierHeld(from, fam, rec) })
 	}
 }
 
@@ -808,7 +824,9 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 		}
 		o.log.Debug("message refused", "object", id, "err", oerr)
 	case barrier && holding != nil:
+		stop := o.tellBarrierHeld(from, fam, rec)
 		o.holdBarrier(holding, func() {
+			stop()
 			o.inbound(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply)
 		})
 		o.hook().step(id, stepSwitchHeld)

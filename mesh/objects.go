@@ -30,6 +30,9 @@ type objects struct {
 	// barrierEvery, when set, replaces barrierWait as a route switch's
 	// wait without progress (tests).
 	barrierEvery time.Duration
+	// barrierHeldEvery, when set, replaces barrierHeldEvery as the pace
+	// of a held barrier's notices (tests).
+	barrierHeldEvery time.Duration
 	// linkLook, when set, replaces the look at the link a barrier waits on
 	// (tests).
 	linkLook func() linkProgress
@@ -61,6 +64,7 @@ type objects struct {
 	gos      *gopool.Pool
 	sessions sessionTable // this node's bound Sessions (session.go)
 	sent     sentRoutes   // the route last used per object (route_barrier.go)
+	held     heldBarriers // this node's barriers awaiting an answer (route_barrier_held.go)
 	// commitLag is how long, recently, a source waited from its cutover
 	// until the store named the target (sourceMove.confirm).
 	commitLag lagAverage
@@ -257,6 +261,8 @@ const (
 	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
 	stepSwitchHeld    = "switch:held"    // a route switch waits for a move's ingress hold
 	stepCutoverWait   = "cutover:wait"   // a peer's message waits for the object's cutover here
+	// a route switch's sender got a notice that its barrier is held on purpose
+	stepBarrierHeldNotice = "sender:barrier-held"
 )
 
 func (h testHooks) step(id, step string) {

@@ -28,16 +28,34 @@ import (
 // previous route is this node), and until 2026-12-06 its next message went
 // straight to the open target on this node's own link ahead of the relay;
 // now it waits for the move to let go of the object here first.
+//
+// And when the source keeps the barrier for many of the client's barrier
+// slices — its move stalled between relay-ready and the relay (the barrier
+// waits for the ingress hold), or between the relay and the cutover (the
+// barrier waits for the cutover behind m1..m3, which arrived after the
+// hold was relayed): nothing moves on the client's link to it, but the
+// source tells the client that it keeps the barrier on purpose
+// (barrier-held notices), and the client keeps waiting. Before 2026-12-06
+// the client gave the source up after one slice (barrierWait, 12 s; here
+// shortened) and sent r1..r3 straight to the open target ahead of m1..m3
+// (docs/RELOCATION.md §7).
 func TestGraceCommitKeepsTheHeldMessagesAheadOfTheRouteSwitch(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		source bool // the sender is the source node itself
-	}{{"client node", false}, {"source node", true}} {
-		t.Run(tc.name, func(t *testing.T) { graceCommitKeepsOrder(t, tc.source) })
+		source bool   // the sender is the source node itself
+		holdAt string // where the source's move stalls
+		long   bool   // for many of the client's barrier slices
+	}{
+		{"client node", false, stepSourceReady, false},
+		{"source node", true, stepSourceReady, false},
+		{"client node, held by the move for many slices", false, stepSourceReady, true},
+		{"client node, held in the cutover for many slices", false, stepSourceCutover, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { graceCommitKeepsOrder(t, tc.source, tc.holdAt, tc.long) })
 	}
 }
 
-func graceCommitKeepsOrder(t *testing.T, fromSource bool) {
+func graceCommitKeepsOrder(t *testing.T, fromSource bool, holdAt string, longHold bool) {
 	f := newFixture(t)
 	c, _ := failCluster(t, f, f.loc)
 	ctx := ctxT(t, 60*time.Second)
@@ -61,13 +79,29 @@ func graceCommitKeepsOrder(t *testing.T, fromSource bool) {
 	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
 		switch {
 		case got != id:
-		case step == stepSourceReady:
+		case step == holdAt:
 			close(atReady)
 			<-goOn
 		case step == stepSwitchHeld:
 			held.Do(func() { close(barrierHeld) })
 		}
 	}})
+	// The long hold: the client cuts a barrier after a slice without
+	// progress; the source tells it the barrier is held every heldEvery.
+	const slice, heldEvery, heldNotices = 200 * time.Millisecond, 20 * time.Millisecond, 50
+	notices := make(chan struct{}, heldNotices)
+	if longHold {
+		c.nodes[from].obj.barrierEvery = slice
+		c.nodes[src].obj.barrierHeldEvery = heldEvery
+		c.nodes[from].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
+			if got == id && step == stepBarrierHeldNotice {
+				select {
+				case notices <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	}
 	mctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
@@ -95,12 +129,28 @@ func graceCommitKeepsOrder(t *testing.T, fromSource bool) {
 	}()
 	var sentErr error
 	sentFirst := false
-	select {
-	case <-barrierHeld: // the source keeps the answer until its hold has left
-	case sentErr = <-sent: // the barrier was answered with m1..m3 still held
-		sentFirst = true
-	case <-time.After(30 * time.Second):
-		t.Fatal("the client's route switch neither finished nor reached the source")
+	if !longHold {
+		select {
+		case <-barrierHeld: // the source keeps the answer until its hold has left
+		case sentErr = <-sent: // the barrier was answered with m1..m3 still held
+			sentFirst = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("the client's route switch neither finished nor reached the source")
+		}
+	}
+	// Many slices pass with the barrier held: counted in the source's
+	// notices (one every heldEvery), not in time slept.
+	for n := 0; longHold && n < heldNotices && !sentFirst; {
+		select {
+		case <-notices:
+			n++
+		case sentErr = <-sent:
+			sentFirst = true
+			t.Errorf("the client's route switch went out after %d barrier-held notices (%d slices) with m1..m3 still held (err %v, barriers timed out %d)",
+				n, n*int(heldEvery)/int(slice), sentErr, c.stats(from).RouteBarriersTimedOut)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the client's route switch neither finished nor was told its barrier is held")
+		}
 	}
 	proceed()
 	if res := outcomeOf(t, moving); res.Outcome != Moved {

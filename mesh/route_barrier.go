@@ -257,10 +257,19 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 	o.hook().step(t.id, stepSenderBarrier)
 	bctx, cancel := context.WithTimeout(ctx, barrierMaxWait)
 	defer cancel()
-	stopWatch := watchProgress(bctx, cancel, o.barrierSlice(), o.linkProgress(prev))
+	bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier, op: opIDOf(NewOperationID())}
+	// A node that keeps the barrier on purpose says so (barrier-held
+	// notices, route_barrier_held.go): progress as much as the link's.
+	held, unregister := o.held.add(bt.op, t.id)
+	defer unregister()
+	look := o.linkProgress(prev)
+	stopWatch := watchProgress(bctx, cancel, o.barrierSlice(), func() linkProgress {
+		p := look()
+		p.held = held.count.Load()
+		return p
+	})
 	defer stopWatch()
 	start := time.Now()
-	bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier}
 	var err error
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		_, err = o.deliverRemote(bctx, bt, prev, nil, true)
@@ -441,18 +450,24 @@ func controlOf(rec *router.Record) string {
 type linkProgress struct {
 	up bool
 	transport.Progress
+	// held counts the notices that the barrier is held on purpose
+	// (route_barrier_held.go): from the node keeping it, whatever link
+	// they came on.
+	held uint64
 }
 
 // moved reports whether the link took more of what this node sends since
 // prev: records left for the peer (this node's queue drains as the peer
 // reads), the peer's kernel acknowledged more bytes, or the peer's reader
 // answered a liveness probe lying further on (it read through what the
-// kernels' buffers held before it, when the other two stand still).
+// kernels' buffers held before it, when the other two stand still) — or
+// the node keeping the barrier said again that it holds it on purpose
+// (held).
 // Records from the peer do not count: a peer busy with its own traffic may
 // still not read this node's. A peer that is stuck stops reading, the
 // window closes, and none moves.
 func (cur linkProgress) moved(prev linkProgress) bool {
-	return cur.up && prev.up && (cur.RecordsOut != prev.RecordsOut || cur.AckedBytes != prev.AckedBytes ||
+	return cur.held != prev.held || cur.up && prev.up && (cur.RecordsOut != prev.RecordsOut || cur.AckedBytes != prev.AckedBytes ||
 		cur.ReadRecords != prev.ReadRecords)
 }
 

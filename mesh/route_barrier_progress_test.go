@@ -34,6 +34,10 @@ func TestLinkProgressMoved(t *testing.T) {
 		// everything is acknowledged, but the peer's reader answered a
 		// liveness probe lying further into it.
 		{"the peer's reader read further", read(up(5, 100), 2), read(up(5, 100), 4), true},
+		// The node keeping the barrier on purpose said so again
+		// (route_barrier_held.go), whatever the link does.
+		{"a barrier-held notice", up(5, 100), linkProgress{up: true, Progress: transport.Progress{RecordsOut: 5, AckedBytes: 100}, held: 1}, true},
+		{"a barrier-held notice, link down", linkProgress{held: 1}, linkProgress{held: 2}, true},
 		{"link down", up(5, 100), linkProgress{}, false},
 		{"link up again: a new connection, not progress yet", linkProgress{}, up(9, 0), false},
 	} {
