@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -57,16 +58,30 @@ func (o *objects) tellBarrierHeld(from transport.PeerInfo, fam opFamily, rec *ro
 		return func() {}
 	}
 	note := barrierHeldNotice(fam, m, org, entrySpotID(o.n.run))
+	if bytes.Equal(org.rid, o.n.run.rid) && org.gen == o.n.run.lifecycleGeneration {
+		// This node's own barrier, come back here by Message Follow.
+		send := func() { o.noticeBarrierHeld(note) }
+		return o.everyHeld(send)
+	}
+	send := func() {
+		ctx, cancel := context.WithTimeout(o.halt, barrierHeldSendWait)
+		defer cancel()
+		if err := o.n.tr.Send(ctx, transport.RID(org.rid), note); err != nil {
+			o.log.Debug("route switch: barrier-held notice not sent", "object", m.id, "to", org.String(), "err", err)
+		}
+	}
+	return o.everyHeld(send)
+}
+
+// everyHeld runs send at once and then every heldEvery until the returned
+// stop is called or the node halts.
+func (o *objects) everyHeld(send func()) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(o.heldEvery())
 		defer t.Stop()
 		for {
-			ctx, cancel := context.WithTimeout(o.halt, barrierHeldSendWait)
-			if err := o.n.tr.Send(ctx, transport.RID(org.rid), note); err != nil {
-				o.log.Debug("route switch: barrier-held notice not sent", "object", m.id, "to", org.String(), "err", err)
-			}
-			cancel()
+			send()
 			select {
 			case <-t.C:
 			case <-done:
