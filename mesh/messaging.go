@@ -757,6 +757,9 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 	corr uint64, rec *router.Record, reply func(*router.Record) error) <-chan struct{} {
 	org, oerr := originOf(rec, from)
 	m, _ := messageOf(rec)
+	if m.hop > 0 {
+		o.hook().step(id, stepFollowArrive)
+	}
 	tag := sessionTagOf(rec)
 	env := inboundEnvelope(rec, m.op, org, tag)
 	var route replyRoute

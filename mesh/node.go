@@ -1190,6 +1190,12 @@ func (n *Node) teardown(ctx context.Context, steps *shutdownSteps) error {
 		n.lease.Close()
 	}
 	if n.tr != nil {
+		if steps != nil && n.obj != nil {
+			// What this node passed on to new owners is in order there
+			// before its links end: a sender learns of this stop only
+			// then, and switches (shutdown_passons.go).
+			n.obj.settlePassOns(ctx)
+		}
 		// What this node answered or sent last (a queued request's reply
 		// after §11 stopped object work) is still in the links' queues:
 		// closing now would drop it.

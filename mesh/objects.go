@@ -65,6 +65,7 @@ type objects struct {
 	sessions sessionTable // this node's bound Sessions (session.go)
 	sent     sentRoutes   // the route last used per object (route_barrier.go)
 	held     heldBarriers // this node's barriers awaiting an answer (route_barrier_held.go)
+	passed   passedOn     // what this node passed on to new owners, for its shutdown (shutdown_passons.go)
 	// commitLag is how long, recently, a source waited from its cutover
 	// until the store named the target (sourceMove.confirm).
 	commitLag lagAverage
@@ -243,6 +244,7 @@ type testHooks struct {
 const (
 	closeObjectsStopped   = "close:objects-stopped"   // object work stopped (§11), transport up
 	closeStoppedPublished = "close:stopped-published" // stopped published, the teardown not begun
+	closeSettlePassOns    = "close:settle-pass-ons"   // barriers behind what was passed on go out (a round)
 )
 
 // Relocation hook points (testHooks.relocationStep).
@@ -259,6 +261,7 @@ const (
 	stepTargetDone    = "target:done"    // opened; the completion not yet written
 	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier
 	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
+	stepFollowArrive  = "follow:arrive"  // a message passed on arrives (on the reader of the link it came on)
 	stepSwitchHeld    = "switch:held"    // a route switch waits for a move's ingress hold
 	stepCutoverWait   = "cutover:wait"   // a peer's message waits for the object's cutover here
 	// a route switch's sender got a notice that its barrier is held on purpose

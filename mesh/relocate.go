@@ -841,6 +841,9 @@ func (s *sourceMove) relayHold(ctx context.Context) {
 	}
 	s.relayed = int(digest.Count())
 	s.digest = digest
+	if s.relayed > 0 {
+		o.notePassedOn(msgTarget{fam: famOf(s.kind), id: s.id, gen: s.gen}, s.followMove())
+	}
 }
 
 // relay sends the held messages to the target in order and returns the
@@ -979,6 +982,9 @@ func (s *sourceMove) passOnLeftovers(rest []spot.Envelope, to routeTo) {
 			lost++
 			last = err
 		}
+	}
+	if lost < len(rest) {
+		o.notePassedOn(msgTarget{fam: famOf(s.kind), id: s.id, gen: s.gen}, s.followMove())
 	}
 	if lost > 0 {
 		o.log.Warn("relocation: messages taken in during the move not passed on to the new owner (lost)", "object", s.id,

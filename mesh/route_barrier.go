@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
-	"github.com/meshnode/meshnode/internal/ctxsleep"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
@@ -270,17 +269,11 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 	})
 	defer stopWatch()
 	start := time.Now()
-	var err error
-	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		_, err = o.deliverRemote(bctx, bt, prev, nil, true)
-		// A full link to prev is full of this sender's earlier messages:
-		// the barrier must queue behind them, not be taken for "nothing
-		// of ours in flight" — switching then let the next message
-		// overtake them on the direct route.
-		if !errors.Is(err, transport.ErrBackpressure) || ctxsleep.For(bctx, pause) != nil {
-			break
-		}
-	}
+	// A full link to prev is full of this sender's earlier messages: the
+	// barrier must queue behind them, not be taken for "nothing of ours in
+	// flight" — switching then let the next message overtake them on the
+	// direct route.
+	err := o.sendBarrier(bctx, bt, prev)
 	v := barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) },
 		func() bool { return o.prevStopped(ctx, prev) })
 	o.logBarrierEnd(v, t.id, prev, time.Since(start), err)

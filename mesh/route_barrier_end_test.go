@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,5 +201,80 @@ func TestRequestFailureKeepsANotSentCause(t *testing.T) {
 	}
 	if err := requestFailure("a", transport.ErrPeerDown); !errors.Is(err, ErrUnavailable) || !errors.Is(err, transport.ErrPeerDown) {
 		t.Errorf("peer down: %v, want Unavailable wrapping ErrPeerDown", err)
+	}
+}
+
+// A previous owner that passed a sender's message on and then stops
+// cleanly before the new owner has read it: the sender's barrier fails as
+// the previous owner's transport closes, its descriptor says it stopped,
+// and the sender switches at once (barrierPrevStopped) — its next message
+// goes straight to the new owner on its own connection. The new owner's
+// reader of the previous owner's connection is held here with message 2
+// unread. Before 2026-12-06 message 3 was admitted there first (the object
+// saw 3 before 2); now the stopping node's last barrier behind what it
+// passed on (shutdown_passons.go) keeps its transport up until the new
+// owner has taken message 2 in order, so the sender learns of the stop
+// only after.
+func TestCleanStopKeepsWhatThePreviousOwnerPassedOnAhead(t *testing.T) {
+	c, ctx, _ := barrierScene(t)
+	ref, src, dst := movedAfterOne(t, ctx, c, "barrier-stop-order")
+	sender := c.nodes[0].obj
+	sender.barrierEvery = time.Minute // not cut for want of progress meanwhile
+	key := follow.Key{Kind: follow.KindActor, ID: ref.ActorID}
+
+	// The new owner's reader of the link from the previous owner stops at
+	// the first message passed on (message 2) until released.
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce()
+	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == ref.ActorID && step == stepFollowArrive {
+			first.Do(func() {
+				close(arrived)
+				<-release
+			})
+		}
+	}})
+	settling := make(chan struct{})
+	var settled sync.Once
+	c.nodes[src].obj.hooks.Store(&testHooks{closeStep: func(step string) {
+		if step == closeSettlePassOns {
+			settled.Do(func() { close(settling) })
+		}
+	}})
+
+	if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:2")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, arrived, "message 2 passed on to the new owner")
+	sender.cache.Drop(key)
+	done := make(chan error, 1)
+	go func() { done <- c.m(0).SendActor(ctx, ref, []byte("s:n0:3")) }()
+	closed := make(chan error, 1)
+	go func() { closed <- c.nodes[src].Close(context.Background()) }()
+	var sendErr error
+	select {
+	case <-settling: // the previous owner waits for message 2 to be taken
+		releaseOnce()
+		sendErr = <-done
+	case sendErr = <-done:
+		t.Errorf("message 3 went out while the new owner had not read message 2 (err %v)", sendErr)
+		// A request behind it on the same connection: message 3 has run
+		// when it is answered (and message 2 still waits).
+		seqStateOf(t, ctx, c, ref)
+	case <-ctx.Done():
+		t.Fatal("the previous owner neither waited for message 2 to be read nor let message 3 go")
+	}
+	releaseOnce()
+	if sendErr != nil {
+		t.Fatalf("message 3: %v", sendErr)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close of the previous owner: %v", err)
+	}
+	st := seqStateOf(t, ctx, c, ref)
+	if st.Last["n0"] != 3 || st.Gaps != 0 || st.Duplicates != 0 {
+		t.Errorf("object saw last %d, %d gaps, %d duplicates (%v); want 3, 0, 0 (in order)", st.Last["n0"], st.Gaps, st.Duplicates, st.Seen)
 	}
 }
