@@ -33,7 +33,8 @@ import (
 // host that queued (or relayed) everything sent before it, or by a previous
 // owner that no longer knows the object (everything before it was refused
 // there too). A host still holding the object in a move keeps it until the
-// move lets go of that hold (holdBarrier, messaging.go). New messages to the object wait for that answer;
+// move lets go of that hold (holdBarrier, messaging.go), and says so
+// meanwhile (route_barrier_held.go). New messages to the object wait for that answer;
 // the new owner's merge order (payload, relay, temporary queue, §9.2) then
 // keeps them behind the earlier ones.
 //
@@ -61,6 +62,8 @@ const controlBarrier = "barrier"
 // thousands of records queued on a link) the barrier was still behind this
 // node's earlier messages when it ended, and the next messages overtook
 // them on the direct route (a flake hunt: 5–13 reordered in a demo drain).
+// So does it while the node keeping the barrier says it keeps it on
+// purpose (a move's hold or cutover there: route_barrier_held.go).
 const (
 	barrierWait    = cutoverWait + followSendWait
 	barrierMaxWait = 5 * barrierWait
