@@ -158,18 +158,22 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// Counted before the send: the new owner may answer (and its command
 	// 50 arrive) before SendWait returns, and a reader of the counter must
 	// see the forward by then.
-	if !o.passed.begin() {
-		// The node is closing and its last barriers behind what it passed
-		// on are under way (shutdown_passons.go): this one would not be
-		// covered. Neither passed on nor refused — a refusal would let the
-		// sender switch at once — as a message still unread at the close.
-		o.stats.followRefused.Add(1)
-		o.log.Debug("message not passed on: the node is closing", "object", key.String(), "hop", m.hop)
-		return true, nil
+	// Registered for the closing node's last barriers (shutdown_passons.go)
+	// unless they are sealed: a message read after that is still passed
+	// on, only not confirmed in order there — dropping it (or refusing a
+	// one-way message, which its sender cannot retry) would lose what its
+	// sender's Send accepted, and a request would wait out its deadline.
+	tracked := o.passed.begin()
+	if !tracked {
+		o.passed.late.Add(1)
+		o.log.Debug("message passed on after the closing node's last confirmation round; not confirmed in order at the new owner",
+			"object", key.String(), "hop", m.hop)
 	}
 	o.stats.followForwarded.Add(1)
 	err = o.n.tr.SendWait(ctx, transport.RID(f.Target.Route.NodeRID), out)
-	o.passed.end(o.n.clock.Now(), o.n.cfg.Routing.MessageFollowDuration, err == nil, msgTarget{fam: m.fam, id: m.id, gen: m.gen}, f.Target)
+	if tracked {
+		o.passed.end(o.n.clock.Now(), o.n.cfg.Routing.MessageFollowDuration, err == nil, msgTarget{fam: m.fam, id: m.id, gen: m.gen}, f.Target)
+	}
 	if err != nil {
 		o.stats.followForwarded.Add(^uint64(0))
 		o.stats.followRefused.Add(1)

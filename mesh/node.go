@@ -1207,6 +1207,9 @@ func (n *Node) teardown(ctx context.Context, steps *shutdownSteps) error {
 		if err := n.tr.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close transport: %w", err))
 		}
+		if steps != nil && n.obj != nil {
+			n.obj.reportLate()
+		}
 	}
 	if n.ownsReloc && n.reloc != nil {
 		errs = append(errs, n.reloc.Close())

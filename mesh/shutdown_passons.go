@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
@@ -35,8 +36,9 @@ import (
 // message, messaging.go). The sender learns of the stop only when its link
 // to this node ends, after that. Barriers go out in rounds while new
 // pass-ons come in; the last round first seals pass-ons: a message read
-// after the seal is not passed on (nor refused — a refusal would let its
-// sender switch at once), as one still unread when the transport closes.
+// after the seal is still passed on (dropping it would lose what its
+// sender's Send accepted), but no barrier confirms it; how many were is
+// logged once the transport closed (reportLate).
 // Bounded by passOnSettleWait and the shutdown deadline; what is not
 // confirmed then is logged (WARN).
 
@@ -60,6 +62,9 @@ type passedOn struct {
 	inflight int // Message Follow sends under way (begin..end)
 	m        map[follow.Key]passedTo
 	swept    time.Duration // a reading of the node's clock
+	// late counts messages passed on after the seal: sent, not confirmed
+	// (reportLate).
+	late atomic.Uint64
 }
 
 // passedTo is one object's messages passed on: the object and the move
@@ -71,7 +76,8 @@ type passedTo struct {
 }
 
 // begin registers a Message Follow send about to go out; false once the
-// pass-ons are sealed (the message is then not passed on).
+// pass-ons are sealed (the message is then passed on unregistered: no
+// barrier confirms it).
 func (p *passedOn) begin() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -220,6 +226,16 @@ func (o *objects) settleRound(ctx context.Context, batch map[follow.Key]passedTo
 	}
 	wg.Wait()
 	return unconfirmed
+}
+
+// reportLate logs the messages passed on after the last round of
+// settlePassOns (called once the transport closed): they went out, but a
+// sender switching may see them after its next ones.
+func (o *objects) reportLate() {
+	if n := o.passed.late.Load(); n > 0 {
+		o.log.Warn("shutdown: messages passed on after the last confirmation round; a sender switching to their new owner may see them after its next ones",
+			"messages", n)
+	}
 }
 
 // readyOf is the route to the new owner of move m.
