@@ -146,7 +146,7 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// the sender's messages in their order and pushes back on the sender
 	// instead of shedding or buffering without bound. The wait is short:
 	// an owner that cannot take the message in time gets none of it.
-	if controlOf(rec) == controlUnbind && !o.takesUnbind(f.Target.Route.NodeRID) {
+	if controlOf(rec) == controlUnbind && !o.peerHas(f.Target.Route.NodeRID, router.CapabilitySessionUnbind) {
 		// The new owner would queue it for the application (session.go).
 		return false, nil
 	}

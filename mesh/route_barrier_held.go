@@ -63,6 +63,11 @@ func (o *objects) tellBarrierHeld(from transport.PeerInfo, fam opFamily, rec *ro
 		send := func() { o.noticeBarrierHeld(note) }
 		return o.everyHeld(send)
 	}
+	if !o.peerHas(org.rid, router.CapabilityBarrierHeld) {
+		// A node of an older version would take the notice for an
+		// application message; it waits for its barrier as it always did.
+		return func() {}
+	}
 	send := func() {
 		ctx, cancel := context.WithTimeout(o.halt, barrierHeldSendWait)
 		defer cancel()

@@ -216,7 +216,7 @@ const controlUnbind = "unbind"
 // protocolCapabilities are the project capabilities this node's admission
 // lists (transport.Config.Capabilities); a variable so that a test can
 // start a node as one of an older version.
-var protocolCapabilities = []string{router.CapabilitySessionUnbind}
+var protocolCapabilities = []string{router.CapabilitySessionUnbind, router.CapabilityBarrierHeld}
 
 // unbind sends t, a closed Session's unbind, on route to (see
 // controlUnbind). It never blocks: a one-way send only queues.
@@ -225,7 +225,7 @@ func (o *objects) unbind(t msgTarget, to routeTo) {
 		o.unbindLocal(t)
 		return
 	}
-	if !o.takesUnbind(to.nodeRID) {
+	if !o.peerHas(to.nodeRID, router.CapabilitySessionUnbind) {
 		o.log.Debug("session unbind not sent: the Actor's host runs a version without it", "actor", t.id)
 		return
 	}
@@ -236,12 +236,13 @@ func (o *objects) unbind(t msgTarget, to routeTo) {
 	}
 }
 
-// takesUnbind reports whether the node rid admitted this node with the
-// unbind capability (router.CapabilitySessionUnbind): a node of an older
-// version would queue the unbind for the application.
-func (o *objects) takesUnbind(rid []byte) bool {
+// peerHas reports whether the node rid admitted this node with the
+// protocol capability c (router.CapabilitySessionUnbind, …): a node of an
+// older version would queue a project message it does not know for the
+// application.
+func (o *objects) peerHas(rid []byte, c string) bool {
 	p, ok := o.n.tr.Peer(transport.RID(rid))
-	return ok && p.Has(router.CapabilitySessionUnbind)
+	return ok && p.Has(c)
 }
 
 // unbindLocal drops the binding of t's Session from the Actor when it is

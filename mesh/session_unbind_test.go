@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/router"
 )
 
 // A closed Session tells the Actor's host to drop its binding (command 24
@@ -121,6 +122,11 @@ func TestClosedSessionSendsNoUnbindToAnOlderHost(t *testing.T) {
 		}
 	})
 	protocolCapabilities = kept
+	for _, cp := range []string{router.CapabilitySessionUnbind, router.CapabilityBarrierHeld} {
+		if c.nodes[0].obj.peerHas(c.nodes[old].RID(), cp) || !c.nodes[old].obj.peerHas(c.nodes[0].RID(), cp) {
+			t.Fatalf("%s: the older node's admission lists it, or a current one's does not", cp)
+		}
+	}
 	ctx := ctxT(t, 60*time.Second)
 	ref, err := c.m(0).CreateActor(ctx, "unbound-old", seqType)
 	if err != nil {

@@ -37,6 +37,11 @@ const (
 	// in a rolling upgrade keeps working. meshnode nodes list it through
 	// transport.Config.Capabilities.
 	CapabilitySessionUnbind = "meshnode-session-unbind-v1"
+	// CapabilityBarrierHeld: the node takes the notice that a route-switch
+	// barrier it sent is held on purpose (one-way 21/24 with
+	// meshnode.control=barrier-held); sent only to peers that list it,
+	// for the same reason.
+	CapabilityBarrierHeld = "meshnode-barrier-held-v1"
 )
 
 // enumName names v, or "kind(N)" for a value the schema does not define.
