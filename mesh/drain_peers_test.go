@@ -166,3 +166,31 @@ func threeServers(t *testing.T, ctx context.Context, prefix string, want int) (c
 	waitUntil(t, "node 1 to list its peers serving", func() bool { return len(c.nodes[1].recentServers()) == 2 })
 	return c, logs, mine
 }
+
+// A drain of a node that hosts nothing does not wait for a peer recovering
+// its lease: there is nothing to hand it. Before, the last server of a mesh
+// SIGTERMed right after a pause of its own (its recent store trouble made
+// every peer gone from the list "maybe recovering") waited the whole
+// patience for peers that had stopped in order (an operator try-out, 10 s).
+func TestDrainOfAnEmptyNodeDoesNotWaitForARecoveringPeer(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	f, hold, blocker, fast := republishScene(t)
+	logs := f.logNode(1)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := leaving.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
+	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	defer close(hold.release)
+	if _, recovering, err := leaving.peersNow(ctx); err != nil || recovering == 0 {
+		t.Fatalf("the scene has no recovering peer (%d, %v)", recovering, err)
+	}
+	if _, err := leaving.Drain(ctx, HostRelocateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "recovering") {
+		t.Fatalf("the drain of an empty node waited for a recovering peer: %q", grepLines(logs.String(), "recovering"))
+	}
+}

@@ -1126,12 +1126,15 @@ func drainReserve(deadline time.Duration) time.Duration {
 // yet republished: all of them right after a store outage longer than the
 // lease TTL, re-adopting their objects — it waits for one to serve again,
 // at most noTargetPatience: a drain then would otherwise hand every object
-// to the shutdown.
+// to the shutdown. A node that hosts no object has nothing to hand over and
+// does not wait (the last server of a mesh stopped right after a pause of
+// its own waited the whole patience for peers that had stopped in order:
+// an operator try-out).
 func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 	var waited time.Time
 	for {
 		serving, recovering, err := n.peersNow(ctx)
-		if err != nil || serving > 0 || recovering == 0 {
+		if err != nil || serving > 0 || recovering == 0 || !n.obj.holdsObjects() {
 			return serving, err
 		}
 		if waited.IsZero() {

@@ -713,6 +713,19 @@ func (o *objects) handle(cmd router.Command, f inboundFunc) {
 	o.dispatch[cmd] = f
 }
 
+// holdsObjects reports whether this node hosts any object but its Entry
+// Spot (in any state: serving, moving, arriving).
+func (o *objects) holdsObjects() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, h := range o.hosted {
+		if !h.entry {
+			return true
+		}
+	}
+	return false
+}
+
 // handleRecord is the transport Handler: it looks the command up in the
 // dispatch table. A command this node does not answer is a protocol error:
 // a request gets a typed command 20 (ProtocolError) so its sender does not
