@@ -736,7 +736,8 @@ retry:
 		r.Outcome, r.Reason = hostmove.Gone, res.Reason+": its record was removed from the store during the move; no node serves it"
 	case err == nil && res.Reason == relocation.ReasonOwnerChanged.String():
 		// Its record names an owner the move did not make: it is no
-		// longer here (dropped, not reopened), and not this node's to
+		// longer here (not reopened; what the move took in was handed over to that
+		// owner, relocate_handover.go), and not this node's to
 		// retry or to remove at a drain's shutdown.
 		r.Outcome, r.Reason = hostmove.Gone, res.Reason+": its record names an owner this move did not make; no longer served here"
 	case err == nil:
