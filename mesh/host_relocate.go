@@ -762,7 +762,8 @@ retry:
 func reasonWithDetail(res RelocationResult) string {
 	switch {
 	case res.Detail == "":
-	case res.Reason == relocation.ReasonCapacity.String(), res.Reason == relocation.ReasonTargetFailed.String():
+	case res.Reason == relocation.ReasonCapacity.String(), res.Reason == relocation.ReasonTargetFailed.String(),
+		res.Reason == relocation.ReasonSnapshotFailed.String():
 		return res.Reason + " (" + res.Detail + ")"
 	}
 	return res.Reason

@@ -571,6 +571,39 @@ func runFactory(ctx context.Context, f spot.Factory, req spot.CreateRequest) (h 
 	return h, err
 }
 
+// errAdapterPanic wraps spot.ErrHandlerPanic for a snapshot adapter's
+// panic: application code like a handler's, and as unable to take the
+// node down (before, a panic in Snapshot or Restore killed the process in
+// the middle of a move or a drain).
+var errAdapterPanic = fmt.Errorf("snapshot adapter: %w", spot.ErrHandlerPanic)
+
+// runSnapshot calls the snapshot adapter's Snapshot, turning a panic into
+// an error.
+func runSnapshot(a spot.SnapshotAdapter, h spot.Handler) (state []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			state, err = nil, fmt.Errorf("%w: in Snapshot: %v", errAdapterPanic, r)
+		}
+	}()
+	return a.Snapshot(h)
+}
+
+// runRestore calls the snapshot adapter's Restore, turning a panic, and a
+// nil handler with no error (which would fail every later turn of the
+// object), into an error.
+func runRestore(ctx context.Context, a spot.SnapshotAdapter, req spot.CreateRequest, state []byte) (h spot.Handler, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			h, err = nil, fmt.Errorf("%w: in Restore: %v", errAdapterPanic, r)
+		}
+	}()
+	h, err = a.Restore(ctx, req, state)
+	if err == nil && h == nil {
+		err = errors.New("snapshot adapter: Restore returned no handler")
+	}
+	return h, err
+}
+
 // validText makes an application string storable in the final result:
 // valid UTF-8, at most 4 KiB.
 func validText(s string) string {

@@ -572,13 +572,20 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.h.obj.Hold() // the running turn finishes; arrivals queue (ingress hold)
 		c, err := s.h.obj.Capture()
 		if err == nil && s.policy == spot.PolicyPreserveState {
-			s.state, err = s.f.Snapshot.Snapshot(unwrapGated(s.h.obj.Handler()))
+			s.state, err = runSnapshot(s.f.Snapshot, unwrapGated(s.h.obj.Handler()))
 			if err != nil {
 				// The queue is back in front: nothing was lost.
 				if rerr := s.h.obj.Requeue(c); rerr != nil {
 					o.log.Error("relocation: captured queue not put back", "object", s.id, "err", rerr)
 				}
-				err = fmt.Errorf("snapshot adapter: %w", err)
+				if !errors.Is(err, spot.ErrHandlerPanic) {
+					err = fmt.Errorf("snapshot adapter: %w", err)
+				}
+				s.res.Timings.Capture = s.lap()
+				s.res.Detail = err.Error()
+				o.log.Warn("relocation: the object's snapshot adapter failed; not moved, it stays served here",
+					"object", s.id, "type", s.h.stableType, "err", err)
+				return relocation.EvSnapshotFailed
 			}
 		}
 		s.res.Timings.Capture = s.lap()
@@ -1107,7 +1114,7 @@ func (s *sourceMove) recoverLocal() {
 	ctx, cancel := s.bg(o.n.cfg.Relocation.Deadline)
 	defer cancel()
 	if s.policy == spot.PolicyPreserveState {
-		h, err = s.f.Snapshot.Restore(ctx, req, s.state)
+		h, err = runRestore(ctx, s.f.Snapshot, req, s.state)
 	} else {
 		h, err = runFactory(ctx, s.f, req)
 	}

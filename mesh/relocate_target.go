@@ -67,6 +67,11 @@ type arrival struct {
 	cutover   *router.RelocationCutover
 	cutSeen   bool
 	abandoned bool
+	// failText is why build failed (the factory's or the snapshot
+	// adapter's error), sent to the source in the failure's Detail: the
+	// source's result and a host command's line then say why, not only
+	// "restoreFailed".
+	failText string
 }
 
 // registerRelocation adds the handoff records to the dispatch table.
@@ -396,7 +401,13 @@ func (a *arrival) do(act relocation.TargetAction) {
 		if f == 0 {
 			f = router.RelocationFailureRestoreFailed
 		}
-		if err := failReady(a.reply, &a.prep, f, a.m.Failure().String()); err != nil {
+		detail := a.m.Failure().String()
+		a.mu.Lock()
+		if a.failText != "" {
+			detail = a.failText
+		}
+		a.mu.Unlock()
+		if err := failReady(a.reply, &a.prep, f, detail); err != nil {
 			o.log.Debug("relocation: failure not sent", "err", err)
 		}
 	case relocation.ActCAS, relocation.ActRetryCAS:
@@ -464,7 +475,11 @@ func (a *arrival) build() {
 	o := a.o
 	defer o.hook().step(a.prep.Object.ObjectID, stepTargetBuilt)
 	fail := func(format string, args ...any) {
-		o.log.Warn("relocation: restore failed", "object", a.prep.Object.ObjectID, "err", fmt.Sprintf(format, args...))
+		text := fmt.Sprintf(format, args...)
+		o.log.Warn("relocation: restore failed", "object", a.prep.Object.ObjectID, "err", text)
+		a.mu.Lock()
+		a.failText = text
+		a.mu.Unlock()
 		a.post(relocation.EvRestoreFailed)
 	}
 	a.mu.Lock()
@@ -497,7 +512,7 @@ func (a *arrival) build() {
 			fail("factory %q has no snapshot adapter", f.StableType)
 			return
 		}
-		h, err = f.Snapshot.Restore(ctx, req, p.State)
+		h, err = runRestore(ctx, f.Snapshot, req, p.State)
 	default:
 		// RecreateOnRelocation: a new instance without application state.
 		h, err = runFactory(ctx, f, req)

@@ -59,6 +59,8 @@ func TestSourceTable(t *testing.T) {
 			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
 		{"§9.1 source object gone during capture", Preserve, []SourceEvent{EvBegin, EvSecured, EvCaptureFailed, EvReleased},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonObjectGone},
+		{"the snapshot adapter fails during capture: the object stays, not gone", Preserve, []SourceEvent{EvBegin, EvSecured, EvSnapshotFailed, EvReleased},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonSnapshotFailed},
 		{"§9.1 required information disappears right before Captured", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecordRefused, EvReleased, EvOwnerIsSource},
 			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity, ActReadOwner}, cancelTail...),
@@ -274,7 +276,7 @@ func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvBegin; ev <= EvOwnerIsOther; ev++ {
+		for ev := EvBegin; ev <= EvSnapshotFailed; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
@@ -390,12 +392,12 @@ func TestNames(t *testing.T) {
 			t.Errorf("source action %d unnamed", a)
 		}
 	}
-	for e := EvBegin; e <= EvOwnerIsOther; e++ {
+	for e := EvBegin; e <= EvSnapshotFailed; e++ {
 		if e.String()[0] == 'S' {
 			t.Errorf("source event %d unnamed", e)
 		}
 	}
-	for r := ReasonNone; r <= ReasonOwnerChanged; r++ {
+	for r := ReasonNone; r <= ReasonSnapshotFailed; r++ {
 		if r.String()[0] == 'R' {
 			t.Errorf("reason %d unnamed", r)
 		}

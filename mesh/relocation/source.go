@@ -169,12 +169,16 @@ const (
 	// names neither this source as the move found it nor the target: an
 	// owner the move did not make (SrcOwnedElsewhere).
 	EvOwnerIsOther
+	// EvSnapshotFailed: the application's snapshot adapter failed or
+	// panicked during capture; the captured queue is back in the object,
+	// which stays here.
+	EvSnapshotFailed
 )
 
 var sourceEventNames = []string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
 	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen", "secureUnknown",
-	"ownerGone", "ownerIsOther"}
+	"ownerGone", "ownerIsOther", "snapshotFailed"}
 
 func (e SourceEvent) String() string { return enumName(e, sourceEventNames, "SourceEvent") }
 
@@ -295,11 +299,15 @@ const (
 	// this move did not make (SrcOwnedElsewhere): not moved, and no longer
 	// served here.
 	ReasonOwnerChanged
+	// ReasonSnapshotFailed: the application's snapshot adapter failed or
+	// panicked (PreserveStateWith); the object stays served here, as it
+	// was. Before, this read "objectGone", as if the object had ended.
+	ReasonSnapshotFailed
 )
 
 var reasonNames = []string{"none", "relocationDisabled", "capacity", "objectGone", "recordChanged",
 	"targetFailed", "streamFailed", "deadlineExceeded", "cancelled", "targetLost", "storeUnconfirmed", "leftToTarget",
-	"removed", "ownerChanged"}
+	"removed", "ownerChanged", "snapshotFailed"}
 
 func (r Reason) String() string { return enumName(r, reasonNames, "Reason") }
 
@@ -381,6 +389,8 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			return []SourceAction{ActRecordCaptured}, nil
 		case EvCaptureFailed:
 			return s.cancel(ReasonObjectGone)
+		case EvSnapshotFailed:
+			return s.cancel(ReasonSnapshotFailed)
 		}
 	case SrcRecording:
 		switch ev {
