@@ -39,36 +39,53 @@ func (c CurveConfig) unusedKeys(ps *problems) {
 	}
 }
 
+const curveKey = "transport.curve."
+
+// curveKeyError is a problem of one transport.curve key. Validate lists it
+// under that key, with the source its value came from (until 2026-12-07
+// every CURVE problem was listed under "transport.curve", without the
+// file or environment variable that set it, and a missing secret key
+// file read "curve: secret key file: stat …" without naming the key).
+type curveKeyError struct {
+	key string
+	err error
+}
+
+func keyErr(key string, err error) error { return &curveKeyError{key: key, err: err} }
+
+func (e *curveKeyError) Error() string { return e.key + ": " + e.err.Error() }
+func (e *curveKeyError) Unwrap() error { return e.err }
+
 // keyPair loads and checks the node's own key pair.
 func (c CurveConfig) keyPair() (curve.KeyPair, error) {
 	var kp curve.KeyPair
 	var secret curve.Key
 	var err error
+	key := curveKey + "secret_key_file"
 	switch {
 	case c.SecretKeyFile != "" && c.SecretKey != "":
-		return kp, errors.New("set transport.curve.secret_key_file or transport.curve.secret_key, not both")
+		return kp, keyErr(curveKey+"secret_key", errors.New("set transport.curve.secret_key_file or transport.curve.secret_key, not both"))
 	case c.SecretKeyFile != "":
 		secret, err = curve.ReadSecretKeyFile(c.SecretKeyFile)
 	case c.SecretKey != "":
-		if secret, err = curve.ParseKey(c.SecretKey); err != nil {
-			err = fmt.Errorf("transport.curve.secret_key: %w", err)
-		}
+		key = curveKey + "secret_key"
+		secret, err = curve.ParseKey(c.SecretKey)
 	default:
-		return kp, errors.New("needs transport.curve.secret_key_file or transport.curve.secret_key (see `meshnode ctl keygen`)")
+		return kp, keyErr(key, errors.New("not set: CURVE needs the node's secret key, in transport.curve.secret_key_file or transport.curve.secret_key (see `meshnode ctl keygen`)"))
 	}
 	if err != nil {
-		return kp, err
+		return kp, keyErr(key, err)
 	}
 	if kp, err = curve.KeyPairFromSecret(secret); err != nil {
-		return kp, err
+		return kp, keyErr(key, err)
 	}
 	if c.PublicKey != "" {
 		pub, err := curve.ParseKey(c.PublicKey)
 		if err != nil {
-			return kp, fmt.Errorf("transport.curve.public_key: %w", err)
+			return kp, keyErr(curveKey+"public_key", err)
 		}
 		if pub != kp.Public {
-			return kp, fmt.Errorf("transport.curve.public_key %s is not the secret key's public key %s", pub, kp.Public)
+			return kp, keyErr(curveKey+"public_key", fmt.Errorf("%s is not the secret key's public key %s", pub, kp.Public))
 		}
 	}
 	return kp, nil
@@ -80,28 +97,32 @@ func (c CurveConfig) allowedKeys() ([]curve.Key, error) {
 	if c.AllowedKeysFile != "" {
 		f, err := os.Open(c.AllowedKeysFile)
 		if err != nil {
-			return nil, fmt.Errorf("transport.curve.allowed_keys_file: %w", err)
+			return nil, keyErr(curveKey+"allowed_keys_file", err)
 		}
 		defer f.Close()
 		// Anyone who can write the allow-list can make this node trust their
 		// key (at the next restart): refuse a world-writable one, as the
 		// secret key file's mode is checked.
 		if st, err := f.Stat(); err == nil && st.Mode().Perm()&0o002 != 0 {
-			return nil, fmt.Errorf("transport.curve.allowed_keys_file %s has mode %#o: writable by any user, who could add a key of their own; chmod o-w", c.AllowedKeysFile, st.Mode().Perm())
+			return nil, keyErr(curveKey+"allowed_keys_file", fmt.Errorf("%s has mode %#o: writable by any user, who could add a key of their own; chmod o-w", c.AllowedKeysFile, st.Mode().Perm()))
 		}
 		if allowed, err = curve.ParseKeyList(f); err != nil {
-			return nil, fmt.Errorf("transport.curve.allowed_keys_file %s: %w", c.AllowedKeysFile, err)
+			return nil, keyErr(curveKey+"allowed_keys_file", fmt.Errorf("%s: %w", c.AllowedKeysFile, err))
 		}
 	}
 	for i, s := range c.AllowedKeys {
 		k, err := curve.ParseKey(s)
 		if err != nil {
-			return nil, fmt.Errorf("transport.curve.allowed_keys entry %d: %w", i+1, err)
+			return nil, keyErr(curveKey+"allowed_keys", fmt.Errorf("entry %d: %w", i+1, err))
 		}
 		allowed = append(allowed, k)
 	}
 	if len(allowed) == 0 {
-		return nil, errors.New("transport.curve needs trusted node keys (allowed_keys_file or allowed_keys); an empty allow-list would refuse every peer")
+		key := curveKey + "allowed_keys"
+		if c.AllowedKeysFile != "" {
+			key = curveKey + "allowed_keys_file"
+		}
+		return nil, keyErr(key, errors.New("no trusted node keys: transport.curve needs them (allowed_keys_file or allowed_keys); an empty allow-list would refuse every peer"))
 	}
 	return allowed, nil
 }

@@ -61,7 +61,7 @@ func TestCurveConfig(t *testing.T) {
 		{"wrong public key", on(func(c *CurveConfig) { c.PublicKey = peer.Public.String() }), "not the secret key's"},
 		{"world-writable allow-list", on(func(c *CurveConfig) { c.AllowedKeysFile = openAllow }), "writable by any user"},
 		{"no allowed keys", on(func(c *CurveConfig) { c.AllowedKeysFile = "" }), "trusted node keys"},
-		{"bad allowed key", on(func(c *CurveConfig) { c.AllowedKeys = []string{"nope"} }), "allowed_keys entry 1"},
+		{"bad allowed key", on(func(c *CurveConfig) { c.AllowedKeys = []string{"nope"} }), "transport.curve.allowed_keys: entry 1"},
 		{"routing id", func() Config { c := on(func(*CurveConfig) {}); c.Node.RoutingID = "a1b2"; return c }(), "derived from the node's public key"},
 	} {
 		err := tc.cfg.Validate(nil)
@@ -79,11 +79,11 @@ func TestCurveConfig(t *testing.T) {
 	})
 	var curveProblems []string
 	for _, p := range problemsOf(t, both.Validate(nil)) {
-		if p.Key == "transport.curve" {
-			curveProblems = append(curveProblems, p.Message)
+		if strings.HasPrefix(p.Key, "transport.curve") {
+			curveProblems = append(curveProblems, p.Key)
 		}
 	}
-	if len(curveProblems) != 2 || !strings.Contains(curveProblems[1], "allowed_keys_file") {
+	if strings.Join(curveProblems, ",") != "transport.curve.secret_key_file,transport.curve.allowed_keys_file" {
 		t.Errorf("a missing key file and a missing allow-list: problems %q, want both", curveProblems)
 	}
 	if _, err := curve.ReadSecretKeyFile(openFile); !errors.Is(err, curve.ErrKeyFileMode) {
@@ -102,5 +102,70 @@ func TestCurveConfig(t *testing.T) {
 	}
 	if r := c.Redacted(); r.Transport.Curve.SecretKey == kp.Secret.String() {
 		t.Fatal("Redacted keeps the secret key")
+	}
+}
+
+// Each CURVE problem names its key and where the value came from, as every
+// other problem does (operator try-out 6: a missing key file set in the
+// environment read `transport.curve: curve: secret key file: stat …`, and
+// a bad allow-list entry named no variable).
+func TestCurveProblemsNameTheirKeyAndSource(t *testing.T) {
+	dir := t.TempDir()
+	kp, _ := curve.GenerateKeyPair(nil)
+	secretFile := filepath.Join(dir, "node.key")
+	if err := os.WriteFile(secretFile, []byte(kp.Secret.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openFile := filepath.Join(dir, "open.key")
+	if err := os.WriteFile(openFile, []byte(kp.Secret.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(kv ...string) []string {
+		base := map[string]string{"ENABLED": "true", "SECRET_KEY_FILE": secretFile, "ALLOWED_KEYS": kp.Public.String()}
+		for i := 0; i < len(kv); i += 2 {
+			base[kv[i]] = kv[i+1]
+		}
+		var out []string
+		for k, v := range base {
+			if v != "" {
+				out = append(out, "MESHNODE_TRANSPORT__CURVE__"+k+"="+v)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		key     string // the problem's key
+		want    string // in its message
+	}{
+		{"missing secret key file", env("SECRET_KEY_FILE", filepath.Join(dir, "none")), "transport.curve.secret_key_file",
+			"no such file or directory (from environment variable MESHNODE_TRANSPORT__CURVE__SECRET_KEY_FILE)"},
+		{"secret key file readable by others", env("SECRET_KEY_FILE", openFile), "transport.curve.secret_key_file",
+			"want mode 0600): " + openFile + " has mode 0644 (from environment variable MESHNODE_TRANSPORT__CURVE__SECRET_KEY_FILE)"},
+		{"malformed inline secret", env("SECRET_KEY_FILE", "", "SECRET_KEY", "abc"), "transport.curve.secret_key",
+			"got 3 (from environment variable MESHNODE_TRANSPORT__CURVE__SECRET_KEY)"},
+		{"no secret at all", env("SECRET_KEY_FILE", ""), "transport.curve.secret_key_file", "not set: CURVE needs the node's secret key"},
+		{"bad allow-list entry", env("ALLOWED_KEYS", kp.Public.String()+",zzz"), "transport.curve.allowed_keys",
+			"entry 2: curve: malformed input: key must be 40 Z85 characters, got 3 (from environment variable MESHNODE_TRANSPORT__CURVE__ALLOWED_KEYS)"},
+		{"missing allow-list file", env("ALLOWED_KEYS", "", "ALLOWED_KEYS_FILE", filepath.Join(dir, "none.keys")), "transport.curve.allowed_keys_file",
+			"no such file or directory (from environment variable MESHNODE_TRANSPORT__CURVE__ALLOWED_KEYS_FILE)"},
+		{"public key of another node", env("PUBLIC_KEY", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"), "transport.curve.public_key",
+			"is not the secret key's public key " + kp.Public.String() + " (from environment variable MESHNODE_TRANSPORT__CURVE__PUBLIC_KEY)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			loaded := mustLoad(t, nil, LoadOptions{Environ: tc.environ})
+			c.Transport = loaded.Transport
+			c.origins = loaded.origins
+			var got []string
+			for _, p := range problemsOf(t, c.Validate(nil)) {
+				got = append(got, p.Key+": "+p.Message)
+				if p.Key == tc.key && strings.Contains(p.Message, tc.want) {
+					return
+				}
+			}
+			t.Fatalf("problems %q, want one of %s with %q", got, tc.key, tc.want)
+		})
 	}
 }

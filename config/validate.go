@@ -311,7 +311,12 @@ func (t TransportConfig) validate(ps *problems) {
 				errs = j.Unwrap() // each problem on its own line
 			}
 			for _, e := range errs {
-				ps.add("transport.curve", "%v", e)
+				var ke *curveKeyError
+				if errors.As(e, &ke) {
+					ps.add(ke.key, "%v", ke.err)
+				} else {
+					ps.add("transport.curve", "%v", e)
+				}
 			}
 		}
 	}
