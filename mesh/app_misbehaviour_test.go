@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/spot"
@@ -162,5 +163,147 @@ func TestMoveWithMisbehavingSnapshotAdapterFailsCleanly(t *testing.T) {
 				t.Fatalf("after the second move: %q, %v; want 3", got, err)
 			}
 		})
+	}
+}
+
+const blockingType = "test.blocking"
+
+// blockingObj counts its messages; "block" waits for the test's release.
+type blockingObj struct {
+	n       int
+	started chan struct{}
+	release chan struct{}
+}
+
+func (o *blockingObj) Receive(t *spot.Turn, env spot.Envelope) error {
+	switch string(env.Body) {
+	case "get":
+		return t.Reply([]byte(strconv.Itoa(o.n)))
+	case "block":
+		close(o.started)
+		<-o.release
+	}
+	o.n++
+	if env.Kind == spot.Request {
+		return t.Reply([]byte("ok"))
+	}
+	return nil
+}
+
+type blockingSnapshot struct{ b *blockingObj }
+
+func (a blockingSnapshot) Snapshot(h spot.Handler) ([]byte, error) {
+	return []byte(strconv.Itoa(h.(*blockingObj).n)), nil
+}
+
+func (a blockingSnapshot) Restore(_ context.Context, _ spot.CreateRequest, state []byte) (spot.Handler, error) {
+	n, err := strconv.Atoi(string(state))
+	if err != nil {
+		return nil, err
+	}
+	return &blockingObj{n: n, started: make(chan struct{}), release: make(chan struct{})}, nil
+}
+
+// A move of an object whose handler is stuck in a long turn ends at the
+// move's deadline, NotMoved (deadlineExceeded): the object stays on its
+// source, the turn finishes there, and what was sent meanwhile runs after
+// it, in order. Before, the move waited for the turn without bound, past
+// its deadline (and a drain's, holding its reservation on the target).
+func TestMoveOfAnObjectInALongTurnEndsAtItsDeadline(t *testing.T) {
+	obj := &blockingObj{started: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t)
+	if err := f.reg.Register(spot.Factory{StableType: blockingType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState,
+		Snapshot: blockingSnapshot{obj},
+		New:      func(context.Context, spot.CreateRequest) (spot.Handler, error) { return obj, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "blocked", blockingType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte("block")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, obj.started, "the long turn to start")
+	src, dst := movePair(t, c, record.ObjectActor, "blocked")
+	before := rowOf(t, c, record.ObjectActor, "blocked")
+	mctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, "blocked", ref.ObjectGeneration)
+	var res RelocationResult
+	select {
+	case o := <-moving:
+		if o.err != nil {
+			t.Fatalf("RelocateActor: %v", o.err)
+		}
+		res = o.res
+	case <-time.After(20 * time.Second):
+		close(obj.release)
+		t.Fatal("the move did not end at its deadline while the turn ran")
+	}
+	if res.Outcome != NotMoved || res.Reason != relocation.ReasonDeadline.String() {
+		t.Fatalf("outcome %v (%s), want notMoved (deadlineExceeded)", res.Outcome, res.Reason)
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte("add")); err != nil {
+		t.Fatal(err)
+	}
+	close(obj.release)
+	if got, err := c.m(0).RequestActor(ctx, ref, []byte("get")); err != nil || string(got) != "2" {
+		t.Fatalf("after the failed move: %q, %v; want 2", got, err)
+	}
+	sameOwnership(t, before, rowOf(t, c, record.ObjectActor, "blocked"))
+	checkOwners(t, c, record.ObjectActor, "blocked", src, before.Record.AuthorityOwnerGeneration, src)
+	capAfter, rsv := capacityOf(t, f.loc)
+	if rsv != 0 {
+		t.Fatalf("%d relocation reservations left (capacity %v)", rsv, capAfter)
+	}
+}
+
+// The §11 shutdown of a node one of whose objects is stuck in a turn ends
+// within shutdown_deadline: the other steps (the sweep of its records, the
+// stopped publish, the lease release) are done, and Close reports the turn
+// it could not wait for (*StuckTurnsError). Before, Close waited for the turn without bound
+// (a SIGTERM'd meshnode run never exited, its lease and records kept).
+func TestCloseWithAnObjectStuckInATurnEnds(t *testing.T) {
+	obj := &blockingObj{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(obj.release)
+	f := newFixture(t)
+	if err := f.reg.Register(spot.Factory{StableType: blockingType, Kind: spot.KindActor, Policy: spot.PolicyDisabled,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return obj, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 1, func(_ int, cfg *config.Config) {
+		cfg.ShutdownDeadline = time.Second
+		cfg.Relocation.DrainOnShutdown = false
+	})
+	n := c.nodes[0]
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "stuck", blockingType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte("block")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, obj.started, "the stuck turn to start")
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(context.Background()) }()
+	select {
+	case err = <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return while a turn was stuck")
+	}
+	var st *StuckTurnsError
+	if !errors.As(err, &st) || strings.Join(st.Objects, ",") != "actor stuck" {
+		t.Fatalf("Close = %v, want a *StuckTurnsError naming actor stuck", err)
+	}
+	var inc *ShutdownIncompleteError
+	if errors.As(err, &inc) {
+		t.Fatalf("store steps not done: %v", inc)
+	}
+	if row := rowOf(t, c, record.ObjectActor, "stuck"); row.Found {
+		t.Fatalf("the stuck object's record was not swept: %+v", row.Record)
 	}
 }

@@ -763,7 +763,7 @@ func reasonWithDetail(res RelocationResult) string {
 	switch {
 	case res.Detail == "":
 	case res.Reason == relocation.ReasonCapacity.String(), res.Reason == relocation.ReasonTargetFailed.String(),
-		res.Reason == relocation.ReasonSnapshotFailed.String():
+		res.Reason == relocation.ReasonSnapshotFailed.String(), res.Reason == relocation.ReasonDeadline.String():
 		return res.Reason + " (" + res.Detail + ")"
 	}
 	return res.Reason

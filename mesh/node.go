@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1059,7 +1060,19 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	// §11: stop accepting object work; orders in flight finish and queued
 	// requests are answered while the transport is still up (objects.go).
-	n.obj.stop()
+	// A turn still running when the shutdown's time but the store steps'
+	// share is spent (a handler blocked for long) is not waited for: those
+	// steps must still run within the deadline.
+	turnsCtx, cancelTurns := context.WithTimeout(ctx, turnsWait(ctx, deadline))
+	stuck := n.obj.stopWithin(turnsCtx)
+	cancelTurns()
+	if len(stuck) > 0 {
+		sort.Strings(stuck)
+		e := &StuckTurnsError{Objects: stuck}
+		n.log.Error("shutdown: object handlers still in a turn; closed without waiting for them", "objects", len(stuck),
+			"first", e.first())
+		errs = append(errs, e)
+	}
 	if h := n.obj.hook().closeStep; h != nil {
 		h(closeObjectsStopped)
 	}

@@ -572,12 +572,18 @@ func (e *handlerError) Is(target error) bool { return target == ErrRequestFailed
 // messages are refused, orders in flight finish, then the runtime closes —
 // queued requests are answered with ErrRuntimeDown while the transport is
 // still up. Idempotent.
-func (o *objects) stop() {
+func (o *objects) stop() { o.stopWithin(context.Background()) }
+
+// stopWithin is stop that waits for running turns only until ctx ends: it
+// returns the objects ("actor <id>", "spot <id>") whose handler was still in a turn then
+// (closed without waiting; spot.Runtime.CloseContext). Only the first call
+// stops; later ones wait for it and return nothing.
+func (o *objects) stopWithin(ctx context.Context) (stuck []string) {
 	o.mu.Lock()
 	if o.closing {
 		o.mu.Unlock()
 		<-o.stopped
-		return
+		return nil
 	}
 	o.closing = true
 	o.stopping.Store(true)
@@ -585,7 +591,13 @@ func (o *objects) stop() {
 	o.haltCall()
 	o.work.Wait()
 	o.gos.Close()
-	o.rt.Close()
+	for _, k := range o.rt.CloseContext(ctx) {
+		kind := "actor "
+		if k.Spot {
+			kind = "spot "
+		}
+		stuck = append(stuck, kind+k.ID)
+	}
 	o.mu.Lock()
 	o.hosted = map[spot.Key]*hosted{}
 	o.forgetOrders()
@@ -595,6 +607,7 @@ func (o *objects) stop() {
 	}
 	o.mu.Unlock()
 	close(o.stopped)
+	return stuck
 }
 
 // begin registers one order (creation, close) so that stop waits for it; it

@@ -569,7 +569,19 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		s.res.Detail = err.Error()
 		return relocation.EvSecureFailed
 	case relocation.ActHoldAndCapture:
-		s.h.obj.Hold() // the running turn finishes; arrivals queue (ingress hold)
+		// The running turn finishes; arrivals queue (ingress hold). A turn
+		// still running at the move's deadline (a handler blocked on a
+		// slow call) ends the move there; the object goes on here.
+		if err := s.h.obj.HoldContext(ctx); err != nil {
+			s.res.Timings.Capture = s.lap()
+			s.res.Detail = "a turn of the object was still running at the move's deadline (a handler blocked for long)"
+			o.log.Warn("relocation: a turn of the object ran until the move's deadline; not moved, it stays served here",
+				"object", s.id, "type", s.h.stableType, "waited", s.res.Timings.Capture)
+			if errors.Is(err, context.DeadlineExceeded) {
+				return relocation.EvDeadline
+			}
+			return relocation.EvCancel
+		}
 		c, err := s.h.obj.Capture()
 		if err == nil && s.policy == spot.PolicyPreserveState {
 			s.state, err = runSnapshot(s.f.Snapshot, unwrapGated(s.h.obj.Handler()))

@@ -59,6 +59,41 @@ func (e *ShutdownIncompleteError) Error() string {
 	return msg
 }
 
+// StuckTurnsError is part of Close's error when the handlers of some
+// objects were still running a turn once the shutdown could wait no longer
+// (shutdown_deadline less its store steps' share): those objects were
+// closed without waiting (their queued requests answered, their timers
+// stopped; their records swept with the others), and the goroutines in
+// their handlers run until the handlers return. A handler should not block
+// for long: a few workers run every object of a node (docs/EMBEDDING.md).
+type StuckTurnsError struct {
+	Objects []string // "actor <id>" / "spot <id>", sorted
+}
+
+func (e *StuckTurnsError) Error() string {
+	return fmt.Sprintf("%d object handlers were still in a turn at the shutdown's deadline and were not waited for: %s",
+		len(e.Objects), e.first())
+}
+
+// first names the first 10 objects, and how many more there are.
+func (e *StuckTurnsError) first() string {
+	if len(e.Objects) <= 10 {
+		return strings.Join(e.Objects, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(e.Objects[:10], ", "), len(e.Objects)-10)
+}
+
+// turnsWait is how long a shutdown waits for running turns: the time left
+// less the store steps' share (drainReserve), and at least half of what is
+// left.
+func turnsWait(ctx context.Context, deadline time.Duration) time.Duration {
+	left := deadline
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	return max(left-drainReserve(deadline), left/2)
+}
+
 // oneLine is err's text on one line: a sweep's error joins one error per
 // record.
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -162,11 +162,21 @@ func New(opts Options) *Runtime {
 
 // Close stops the workers after their current turn and closes every object.
 // Queued requests are answered with ErrRuntimeDown. No goroutine survives.
-func (rt *Runtime) Close() {
+func (rt *Runtime) Close() { rt.CloseContext(context.Background()) }
+
+// CloseContext is Close bounded by ctx. When ctx ends while turns still run
+// (a handler blocked on a slow call, or for good), it stops waiting: every
+// object is closed all the same — queued requests answered, timers stopped
+// — and it returns the keys of the objects whose turn was still running.
+// Their workers end when their handlers return; nothing else runs on
+// them. A node's shutdown must end within its deadline whatever the
+// application does (before, one stuck handler kept a stopping node's
+// Close, and its process, waiting for ever).
+func (rt *Runtime) CloseContext(ctx context.Context) (stuck []Key) {
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()
-		return
+		return nil
 	}
 	rt.closed = true
 	objs := make([]*Object, 0, len(rt.objects))
@@ -175,10 +185,23 @@ func (rt *Runtime) Close() {
 	}
 	rt.cond.Broadcast()
 	rt.mu.Unlock()
-	rt.wg.Wait()
-	for _, o := range objs {
-		o.close(ErrRuntimeDown)
+	idle := make(chan struct{})
+	go func() {
+		rt.wg.Wait()
+		close(idle)
+	}()
+	wait := true
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		wait = false
 	}
+	for _, o := range objs {
+		if o.closeWaiting(ErrRuntimeDown, wait) {
+			stuck = append(stuck, o.key)
+		}
+	}
+	return stuck
 }
 
 // Len returns the number of open objects.
@@ -389,6 +412,35 @@ func (o *Object) Hold() {
 	o.mu.Unlock()
 }
 
+// HoldContext is Hold bounded by ctx: when ctx ends while a turn still
+// runs (a handler blocked on a slow call, or for good), dispatch reopens as
+// before and it returns ctx's error, so that a relocation gives up at its
+// deadline and the object goes on where it is (spec §9.4) instead of
+// waiting for the turn without bound.
+func (o *Object) HoldContext(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		o.mu.Lock()
+		o.idle.Broadcast()
+		o.mu.Unlock()
+	})
+	defer stop()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dispatch = false
+	o.clearGateHeldLocked() // the caller of Hold releases it now
+	for o.running && ctx.Err() == nil {
+		o.idle.Wait()
+	}
+	if !o.running {
+		return nil
+	}
+	if !o.closed {
+		o.dispatch = true
+		o.scheduleLocked()
+	}
+	return ctx.Err()
+}
+
 // Held reports whether dispatch is closed (Hold was called, or the object
 // was opened held) — arrivals queue but do not run.
 func (o *Object) Held() bool {
@@ -464,11 +516,16 @@ func (o *Object) Close() { o.close(ErrClosed) }
 // stop and the runtime forgets it. It waits for a running turn.
 func (o *Object) Discard() { o.close(nil) }
 
-func (o *Object) close(reason error) {
+func (o *Object) close(reason error) { o.closeWaiting(reason, true) }
+
+// closeWaiting closes the object, waiting for a running turn unless wait is
+// false; it reports whether a turn was still running (not waited for).
+func (o *Object) closeWaiting(reason error, wait bool) (running bool) {
 	o.mu.Lock()
 	if o.closed {
+		running = o.running
 		o.mu.Unlock()
-		return
+		return running
 	}
 	closeErr := reason
 	if closeErr == nil {
@@ -476,9 +533,10 @@ func (o *Object) close(reason error) {
 	}
 	o.closed, o.closeErr, o.dispatch = true, closeErr, false
 	o.clearGateHeldLocked()
-	for o.running {
+	for wait && o.running {
 		o.idle.Wait()
 	}
+	running = o.running
 	pending := o.queue[o.qhead:]
 	o.queue, o.qhead = nil, 0
 	for _, t := range o.timers {
@@ -488,13 +546,14 @@ func (o *Object) close(reason error) {
 	o.mu.Unlock()
 	o.rt.forget(o)
 	if reason == nil {
-		return
+		return running
 	}
 	for _, env := range pending {
 		if env.Kind == Request {
 			o.reply(env.ReplyRoute, nil, reason)
 		}
 	}
+	return running
 }
 
 func (o *Object) reply(route, body []byte, err error) {

@@ -644,3 +644,55 @@ func TestFactoryValidateNamesTheMissingField(t *testing.T) {
 		}
 	}
 }
+
+// A turn that does not end (a handler blocked on a slow call): HoldContext
+// gives up when its context ends and leaves dispatch open, so what is
+// queued runs after the turn; CloseContext closes every object all the
+// same and names the one whose turn still runs. Before, Hold and Close
+// waited for the turn without bound.
+func TestHoldAndCloseDoNotWaitForAStuckTurnBeyondTheirContext(t *testing.T) {
+	rt := New(Options{Workers: 2})
+	started, release := make(chan struct{}), make(chan struct{})
+	var ran atomic.Int32
+	o, err := rt.Open(Spec{Key: Key{ID: "stuck"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(_ *Turn, env Envelope) error {
+		if string(env.Body) == "block" {
+			close(started)
+			<-release
+		}
+		ran.Add(1)
+		return nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := rt.Open(Spec{Key: Key{ID: "other"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(*Turn, Envelope) error { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Post(Envelope{Kind: Send, Body: []byte("block")}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := o.HoldContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("HoldContext = %v, want context.Canceled", err)
+	}
+	if o.Held() {
+		t.Fatal("still held after HoldContext gave up")
+	}
+	if err := o.Post(Envelope{Kind: Send, Body: []byte("next")}); err != nil {
+		t.Fatal(err)
+	}
+	if stuck := rt.CloseContext(ctx); len(stuck) != 1 || stuck[0].ID != "stuck" {
+		t.Fatalf("CloseContext = %v, want [stuck]", stuck)
+	}
+	if err := other.Post(Envelope{Kind: Send}); !errors.Is(err, ErrRuntimeDown) {
+		t.Fatalf("post to a closed object: %v", err)
+	}
+	close(release)
+	waitFor(t, "the stuck turn to end", func() bool { return ran.Load() == 1 })
+	if ran.Load() != 1 {
+		t.Fatalf("ran %d turns after the close, want only the stuck one", ran.Load())
+	}
+}

@@ -59,6 +59,8 @@ func TestSourceTable(t *testing.T) {
 			sa{ActSecureCapacity, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
 		{"§9.1 source object gone during capture", Preserve, []SourceEvent{EvBegin, EvSecured, EvCaptureFailed, EvReleased},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonObjectGone},
+		{"deadline while a turn runs: nothing captured, the reservation is released", Preserve, []SourceEvent{EvBegin, EvSecured, EvDeadline, EvReleased},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
 		{"the snapshot adapter fails during capture: the object stays, not gone", Preserve, []SourceEvent{EvBegin, EvSecured, EvSnapshotFailed, EvReleased},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonSnapshotFailed},
 		{"§9.1 required information disappears right before Captured", Preserve,

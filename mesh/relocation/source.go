@@ -391,6 +391,10 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			return s.cancel(ReasonObjectGone)
 		case EvSnapshotFailed:
 			return s.cancel(ReasonSnapshotFailed)
+		case EvDeadline, EvCancel:
+			// A turn of the object was still running: nothing was
+			// captured, dispatch is open again; release the reservation.
+			return s.cancel(reasonOf(ev))
 		}
 	case SrcRecording:
 		switch ev {
