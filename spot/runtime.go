@@ -330,6 +330,13 @@ type timer struct {
 	due    time.Time
 	period time.Duration
 	stop   func() bool
+	// queued: a firing of this periodic timer waits in the mailbox. The
+	// next period's firing is then skipped, so a timer whose turns cannot
+	// keep up (a 1 ms tick on a 5 ms turn, or any tick on a held or stuck
+	// object) has one firing waiting, not a queue growing without bound
+	// (before, it filled the mailbox — every message to the object was
+	// refused ErrMailboxFull — and went on growing past its limit).
+	queued bool
 }
 
 // Object is one Actor or Spot instance with its mailbox.
@@ -606,6 +613,11 @@ func (o *Object) fire(name string, t *timer) {
 	}
 	if t.period > 0 {
 		o.armLocked(name, t.period, t.period)
+		if t.queued {
+			o.timers[name].queued = true
+			return // its previous firing still waits: skipped
+		}
+		o.timers[name].queued = true
 	} else {
 		delete(o.timers, name)
 	}
@@ -630,6 +642,11 @@ func (o *Object) run(batch int) {
 		env := o.queue[o.qhead]
 		o.queue[o.qhead] = Envelope{}
 		o.qhead++
+		if env.Kind == Timer {
+			if t, ok := o.timers[env.Timer]; ok {
+				t.queued = false // its next firing queues again
+			}
+		}
 		if o.qhead == len(o.queue) {
 			o.queue, o.qhead = o.queue[:0], 0
 		}

@@ -197,7 +197,13 @@ func TestTimersFireAsTurnsInOrder(t *testing.T) {
 	if !o.CancelTimer("cancelled") {
 		t.Fatal("CancelTimer reported nothing pending")
 	}
-	clk.Advance(3500 * time.Millisecond)
+	// A second at a time, each firing run before the next is due: a
+	// periodic firing due while the previous one still waits is skipped.
+	clk.Advance(time.Second)
+	waitFor(t, "1 timer turn", func() bool { return len(rec.seen()) == 1 })
+	clk.Advance(time.Second)
+	waitFor(t, "2 timer turns", func() bool { return len(rec.seen()) == 2 })
+	clk.Advance(1500 * time.Millisecond)
 	waitFor(t, "4 timer turns", func() bool { return len(rec.seen()) == 4 })
 	want := []string{"timer:tick", "timer:tick", "timer:late", "timer:tick"}
 	got := rec.seen()
@@ -695,4 +701,31 @@ func TestHoldAndCloseDoNotWaitForAStuckTurnBeyondTheirContext(t *testing.T) {
 	if ran.Load() != 1 {
 		t.Fatalf("ran %d turns after the close, want only the stuck one", ran.Load())
 	}
+}
+
+// A periodic timer whose firings are not run as fast as they come (a held
+// or busy object, a period shorter than its turn) has at most one firing
+// waiting in the mailbox: 10,000 periods of a held object queue one, the
+// mailbox has room for messages, and the timer fires again once that one
+// ran. Before, every period queued a firing: the mailbox filled (messages
+// refused ErrMailboxFull) and the queue grew past its limit without bound.
+func TestPeriodicTimerThatCannotKeepUpKeepsOneFiringQueued(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	rt := New(Options{Workers: 1, Clock: clk, MailboxLimit: 100})
+	defer rt.Close()
+	rec := &recorder{}
+	o, err := rt.Open(Spec{Key: Key{ID: "storm"}, Kind: KindActor, Generation: 1, Handler: rec, Held: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, o.SetTimer("tick", time.Millisecond, time.Millisecond))
+	clk.Advance(10 * time.Second)
+	must(t, o.Post(Envelope{Kind: Send, Body: []byte("m")}))
+	o.Release()
+	waitFor(t, "the firing and the message", func() bool { return len(rec.seen()) == 2 })
+	if got := strings.Join(rec.seen(), ","); got != "timer:tick,m" {
+		t.Fatalf("ran %s, want timer:tick,m", got)
+	}
+	clk.Advance(time.Millisecond)
+	waitFor(t, "the next firing", func() bool { return len(rec.seen()) == 3 })
 }
