@@ -21,9 +21,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/logbudget"
 )
 
 // EnvelopeKind says what an Envelope asks of the handler.
@@ -125,7 +128,19 @@ type Runtime struct {
 	wg      sync.WaitGroup
 
 	gateHeld atomic.Int64 // objects holding themselves for Admit
+
+	// Handler panics and one-way handler errors are logged at most
+	// handlerLogBurst times per handlerLogEvery each, node-wide: a handler
+	// that fails every message must not write a line per message (before,
+	// 10,000 messages to one such object wrote 10,000 lines). The next line
+	// let through says how many were left out.
+	panicLog, errLog logbudget.Budget
 }
+
+const (
+	handlerLogBurst = 10
+	handlerLogEvery = 10 * time.Second
+)
 
 // Key identifies an object in a runtime: one ID has one authority row per
 // actor/spot segment (§3.4), so Actor and Spot IDs are separate spaces.
@@ -739,7 +754,10 @@ func (o *Object) turn(env Envelope) {
 		o.rt.log.Debug("request failed in its handler", "object", o.key.ID, "spot", o.key.Spot, "err", err)
 		o.reply(env.ReplyRoute, nil, err)
 	} else if err != nil {
-		o.rt.log.Warn("handler error", "object", o.key.ID, "spot", o.key.Spot, "kind", env.Kind.String(), "err", err)
+		if ok, suppressed := o.rt.errLog.Allow(logbudget.At(o.rt.opts.Clock.Now()), handlerLogBurst, handlerLogEvery); ok {
+			o.rt.log.Warn("handler error", "object", o.key.ID, "spot", o.key.Spot, "kind", env.Kind.String(), "err", err,
+				"suppressed", suppressed)
+		}
 	}
 }
 
@@ -771,7 +789,11 @@ func (o *Object) requeue(env Envelope) bool {
 func (o *Object) safeReceive(t *Turn, env Envelope) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.rt.log.Error("handler panic", "object", o.key.ID, "spot", o.key.Spot, "panic", r)
+			if ok, suppressed := o.rt.panicLog.Allow(logbudget.At(o.rt.opts.Clock.Now()), handlerLogBurst, handlerLogEvery); ok {
+				// The stack says where in the application it panicked.
+				o.rt.log.Error("handler panic", "object", o.key.ID, "spot", o.key.Spot, "kind", env.Kind.String(), "panic", r,
+					"suppressed", suppressed, "stack", string(debug.Stack()))
+			}
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
 		}
 	}()
