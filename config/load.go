@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // LoadOptions tunes Load.
@@ -84,7 +86,7 @@ func LoadFlagSet(fs *pflag.FlagSet, opts LoadOptions) (Config, error) {
 	from := map[string]string{} // key -> the source that set it last
 	if path != "" {
 		kf := koanf.New(".")
-		if err := kf.Load(file.Provider(path), yaml.Parser()); err != nil {
+		if err := kf.Load(file.Provider(path), oneDocumentYAML{yaml.Parser()}); err != nil {
 			return Config{}, &LoadError{Source: path, Err: err}
 		}
 		if problems, err = layer(merged, kf, fileSource(path), problems); err != nil {
@@ -290,4 +292,29 @@ func flagValue(fs *pflag.FlagSet) func(*pflag.Flag) (string, any) {
 		}
 		return f.Name, posflag.FlagVal(fs, f)
 	}
+}
+
+// oneDocumentYAML is koanf's YAML parser, refusing a file of several YAML
+// documents: the parser reads the first and drops the rest without a word,
+// so settings after a "---" (two files joined, a Kubernetes-style list of
+// documents) were silently not applied (operator try-out 6).
+type oneDocumentYAML struct{ koanf.Parser }
+
+func (p oneDocumentYAML) Unmarshal(b []byte) (map[string]any, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	docs := 0
+	for {
+		var doc yamlv3.Node
+		if err := dec.Decode(&doc); err != nil {
+			break // the end, or a syntax error the parser below reports
+		}
+		// An empty document (a trailing "---") holds no settings.
+		if len(doc.Content) > 0 && doc.Content[0].Tag != "!!null" {
+			docs++
+		}
+	}
+	if docs > 1 {
+		return nil, fmt.Errorf("holds %d YAML documents (separated by ---), and only the first would be read: put every setting in one document", docs)
+	}
+	return p.Parser.Unmarshal(b)
 }

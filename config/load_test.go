@@ -545,3 +545,33 @@ func TestLoadProblemsAlone(t *testing.T) {
 		t.Fatalf("LoadProblems:\n got  %v\n want %v", got, want)
 	}
 }
+
+// A file of several YAML documents is refused: only the first would be
+// read, so the settings after a "---" were silently not applied. A leading
+// or trailing "---" (one document) is fine.
+func TestLoadRefusesAFileOfSeveralYAMLDocuments(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text string
+		want       string // "" = loads, with mesh_name "a"
+	}{
+		{"two documents", "node:\n  mesh_name: a\n---\nnode:\n  mesh_name: b\n", "holds 2 YAML documents"},
+		{"three documents", "node:\n  mesh_name: a\n---\nlease:\n  ttl: 20s\n---\nlog:\n  level: debug\n", "holds 3 YAML documents"},
+		{"leading separator", "---\nnode:\n  mesh_name: a\n", ""},
+		{"trailing separator", "node:\n  mesh_name: a\n---\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+			if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(nil, LoadOptions{File: path, Environ: noEnv})
+			switch {
+			case tc.want == "" && (err != nil || c.Node.MeshName != "a"):
+				t.Fatalf("Load = %v, mesh_name %q; want it loaded", err, c.Node.MeshName)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Load = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
