@@ -264,7 +264,7 @@ func TestMoveOfAnObjectInALongTurnEndsAtItsDeadline(t *testing.T) {
 // The §11 shutdown of a node one of whose objects is stuck in a turn ends
 // within shutdown_deadline: the other steps (the sweep of its records, the
 // stopped publish, the lease release) are done, and Close reports the turn
-// it could not wait for (*StuckTurnsError). Before, Close waited for the turn without bound
+// it could not wait for (*ApplicationStuckError). Before, Close waited for the turn without bound
 // (a SIGTERM'd meshnode run never exited, its lease and records kept).
 func TestCloseWithAnObjectStuckInATurnEnds(t *testing.T) {
 	obj := &blockingObj{started: make(chan struct{}), release: make(chan struct{})}
@@ -295,9 +295,9 @@ func TestCloseWithAnObjectStuckInATurnEnds(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not return while a turn was stuck")
 	}
-	var st *StuckTurnsError
-	if !errors.As(err, &st) || strings.Join(st.Objects, ",") != "actor stuck" {
-		t.Fatalf("Close = %v, want a *StuckTurnsError naming actor stuck", err)
+	var st *ApplicationStuckError
+	if !errors.As(err, &st) || strings.Join(st.Turns, ",") != "actor stuck" || st.Calls {
+		t.Fatalf("Close = %v, want an *ApplicationStuckError naming actor stuck", err)
 	}
 	var inc *ShutdownIncompleteError
 	if errors.As(err, &inc) {
@@ -306,4 +306,55 @@ func TestCloseWithAnObjectStuckInATurnEnds(t *testing.T) {
 	if row := rowOf(t, c, record.ObjectActor, "stuck"); row.Found {
 		t.Fatalf("the stuck object's record was not swept: %+v", row.Record)
 	}
+}
+
+// The same for a factory that does not return (it ignores its context):
+// the node's Close still ends within shutdown_deadline, its store steps
+// done, and reports the call it did not wait for. Before, Close waited for
+// the factory without bound.
+func TestCloseWithAFactoryStuckInNewEnds(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	f := newFixture(t)
+	if err := f.reg.Register(spot.Factory{StableType: blockingType, Kind: spot.KindActor, Policy: spot.PolicyDisabled,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) {
+			once.Do(func() { close(started) })
+			<-release
+			return &blockingObj{}, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 1, func(_ int, cfg *config.Config) {
+		cfg.ShutdownDeadline = time.Second
+		cfg.Relocation.DrainOnShutdown = false
+	})
+	n := c.nodes[0]
+	cctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	created := make(chan error, 1)
+	go func() {
+		_, err := c.m(0).CreateActor(cctx, "never", blockingType)
+		created <- err
+	}()
+	waitClosed(t, started, "the factory to start")
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(context.Background()) }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return while a factory was stuck")
+	}
+	var st *ApplicationStuckError
+	if !errors.As(err, &st) || !st.Calls || len(st.Turns) != 0 {
+		t.Fatalf("Close = %v, want an *ApplicationStuckError naming a call into the application", err)
+	}
+	var inc *ShutdownIncompleteError
+	if errors.As(err, &inc) {
+		t.Fatalf("store steps not done: %v", inc)
+	}
+	// The creation ran its factory in this process's own call (the node is
+	// its own target): it returns once the factory does, at the release.
+	_ = created
 }

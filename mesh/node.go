@@ -1064,13 +1064,12 @@ func (n *Node) Close(ctx context.Context) error {
 	// share is spent (a handler blocked for long) is not waited for: those
 	// steps must still run within the deadline.
 	turnsCtx, cancelTurns := context.WithTimeout(ctx, turnsWait(ctx, deadline))
-	stuck := n.obj.stopWithin(turnsCtx)
+	stuck, calls := n.obj.stopWithin(turnsCtx)
 	cancelTurns()
-	if len(stuck) > 0 {
+	if len(stuck) > 0 || calls {
 		sort.Strings(stuck)
-		e := &StuckTurnsError{Objects: stuck}
-		n.log.Error("shutdown: object handlers still in a turn; closed without waiting for them", "objects", len(stuck),
-			"first", e.first())
+		e := &ApplicationStuckError{Turns: stuck, Calls: calls}
+		n.log.Error("shutdown: application code had not returned; not waited for", "err", e)
 		errs = append(errs, e)
 	}
 	if h := n.obj.hook().closeStep; h != nil {

@@ -574,23 +574,37 @@ func (e *handlerError) Is(target error) bool { return target == ErrRequestFailed
 // still up. Idempotent.
 func (o *objects) stop() { o.stopWithin(context.Background()) }
 
-// stopWithin is stop that waits for running turns only until ctx ends: it
-// returns the objects ("actor <id>", "spot <id>") whose handler was still in a turn then
-// (closed without waiting; spot.Runtime.CloseContext). Only the first call
-// stops; later ones wait for it and return nothing.
-func (o *objects) stopWithin(ctx context.Context) (stuck []string) {
+// stopWithin is stop that waits for the work under way only until ctx
+// ends: it returns the objects ("actor <id>", "spot <id>") whose handler
+// was still in a turn then (closed without waiting;
+// spot.Runtime.CloseContext), and whether other work — creations, moves:
+// a call into the application that did not return — was still running.
+// Only the first call stops; later ones wait for it and return nothing.
+func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	o.mu.Lock()
 	if o.closing {
 		o.mu.Unlock()
 		<-o.stopped
-		return nil
+		return nil, false
 	}
 	o.closing = true
 	o.stopping.Store(true)
 	o.mu.Unlock()
 	o.haltCall()
-	o.work.Wait()
-	o.gos.Close()
+	// Orders and the node's goroutines end once their calls do; one held
+	// by the application (a factory's New or a snapshot adapter that does
+	// not return, whatever its context says) is not waited for past ctx.
+	settled := make(chan struct{})
+	go func() {
+		o.work.Wait()
+		o.gos.Close()
+		close(settled)
+	}()
+	select {
+	case <-settled:
+	case <-ctx.Done():
+		calls = true
+	}
 	for _, k := range o.rt.CloseContext(ctx) {
 		kind := "actor "
 		if k.Spot {
@@ -607,7 +621,7 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string) {
 	}
 	o.mu.Unlock()
 	close(o.stopped)
-	return stuck
+	return stuck, calls
 }
 
 // begin registers one order (creation, close) so that stop waits for it; it

@@ -59,28 +59,38 @@ func (e *ShutdownIncompleteError) Error() string {
 	return msg
 }
 
-// StuckTurnsError is part of Close's error when the handlers of some
-// objects were still running a turn once the shutdown could wait no longer
-// (shutdown_deadline less its store steps' share): those objects were
-// closed without waiting (their queued requests answered, their timers
-// stopped; their records swept with the others), and the goroutines in
-// their handlers run until the handlers return. A handler should not block
+// ApplicationStuckError is part of Close's error when application code had
+// not returned once the shutdown could wait no longer (shutdown_deadline
+// less its store steps' share): handlers still in a turn (Turns) — those
+// objects were closed without waiting, their queued requests answered,
+// their timers stopped, their records swept with the others — or other
+// calls into the application, a factory's New or a snapshot adapter that
+// ignores its context (Calls). The shutdown went on without them; the
+// goroutines in that code run until it returns. A handler should not block
 // for long: a few workers run every object of a node (docs/EMBEDDING.md).
-type StuckTurnsError struct {
-	Objects []string // "actor <id>" / "spot <id>", sorted
+// Until 2026-12-07 Close waited for them without bound.
+type ApplicationStuckError struct {
+	Turns []string // "actor <id>" / "spot <id>", sorted
+	Calls bool
 }
 
-func (e *StuckTurnsError) Error() string {
-	return fmt.Sprintf("%d object handlers were still in a turn at the shutdown's deadline and were not waited for: %s",
-		len(e.Objects), e.first())
+func (e *ApplicationStuckError) Error() string {
+	var parts []string
+	if len(e.Turns) > 0 {
+		parts = append(parts, fmt.Sprintf("%d object handlers were still in a turn: %s", len(e.Turns), e.first()))
+	}
+	if e.Calls {
+		parts = append(parts, "a creation or move was still in a call into the application (a factory's New or a snapshot adapter that does not return)")
+	}
+	return "application code had not returned at the shutdown's deadline and was not waited for: " + strings.Join(parts, "; ")
 }
 
 // first names the first 10 objects, and how many more there are.
-func (e *StuckTurnsError) first() string {
-	if len(e.Objects) <= 10 {
-		return strings.Join(e.Objects, ", ")
+func (e *ApplicationStuckError) first() string {
+	if len(e.Turns) <= 10 {
+		return strings.Join(e.Turns, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(e.Objects[:10], ", "), len(e.Objects)-10)
+	return fmt.Sprintf("%s and %d more", strings.Join(e.Turns[:10], ", "), len(e.Turns)-10)
 }
 
 // turnsWait is how long a shutdown waits for running turns: the time left
