@@ -10,18 +10,24 @@ import (
 	"github.com/meshnode/meshnode/router/transport/curve"
 )
 
+// keyFiles writes a new key pair's secret key in dir twice: node.key (mode
+// 0600) and open.key (0644, refused).
+func keyFiles(t *testing.T, dir string) (kp curve.KeyPair, secretFile, openFile string) {
+	t.Helper()
+	kp, _ = curve.GenerateKeyPair(nil)
+	secretFile, openFile = filepath.Join(dir, "node.key"), filepath.Join(dir, "open.key")
+	for file, mode := range map[string]os.FileMode{secretFile: 0o600, openFile: 0o644} {
+		if err := os.WriteFile(file, []byte(kp.Secret.String()+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kp, secretFile, openFile
+}
+
 func TestCurveConfig(t *testing.T) {
 	dir := t.TempDir()
-	kp, _ := curve.GenerateKeyPair(nil)
+	kp, secretFile, openFile := keyFiles(t, dir)
 	peer, _ := curve.GenerateKeyPair(nil)
-	secretFile := filepath.Join(dir, "node.key")
-	if err := os.WriteFile(secretFile, []byte(kp.Secret.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	openFile := filepath.Join(dir, "open.key")
-	if err := os.WriteFile(openFile, []byte(kp.Secret.String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	allowFile := filepath.Join(dir, "allowed")
 	if err := os.WriteFile(allowFile, []byte("# mesh\n"+kp.Public.String()+" me\n"+peer.Public.String()+" peer\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -111,15 +117,7 @@ func TestCurveConfig(t *testing.T) {
 // a bad allow-list entry named no variable).
 func TestCurveProblemsNameTheirKeyAndSource(t *testing.T) {
 	dir := t.TempDir()
-	kp, _ := curve.GenerateKeyPair(nil)
-	secretFile := filepath.Join(dir, "node.key")
-	if err := os.WriteFile(secretFile, []byte(kp.Secret.String()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	openFile := filepath.Join(dir, "open.key")
-	if err := os.WriteFile(openFile, []byte(kp.Secret.String()+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	kp, secretFile, openFile := keyFiles(t, dir)
 	env := func(kv ...string) []string {
 		base := map[string]string{"ENABLED": "true", "SECRET_KEY_FILE": secretFile, "ALLOWED_KEYS": kp.Public.String()}
 		for i := 0; i < len(kv); i += 2 {
