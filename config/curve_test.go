@@ -167,3 +167,41 @@ func TestCurveProblemsNameTheirKeyAndSource(t *testing.T) {
 		})
 	}
 }
+
+// A switch that does not decode (enabled=maybe) is reported alone: the
+// keys of its section are not also listed as "set but … enabled is false",
+// as if it had been set to false. A switch set to false still lists them.
+func TestUndecidedSwitchDoesNotListItsSectionAsOff(t *testing.T) {
+	for _, tc := range []struct {
+		name, enabled, prefix string
+		keys                  []string
+		wantOff               bool
+	}{
+		{"curve undecided", "maybe", "MESHNODE_TRANSPORT__CURVE__", []string{"SECRET_KEY_FILE=/k", "ALLOWED_KEYS_FILE=/a"}, false},
+		{"curve off", "false", "MESHNODE_TRANSPORT__CURVE__", []string{"SECRET_KEY_FILE=/k", "ALLOWED_KEYS_FILE=/a"}, true},
+		{"redis tls undecided", "sure", "MESHNODE_LOCATION_STORE__REDIS__TLS__", []string{"CA_FILE=/ca"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			environ := []string{tc.prefix + "ENABLED=" + tc.enabled}
+			for _, kv := range tc.keys {
+				environ = append(environ, tc.prefix+kv)
+			}
+			c, err := Load(nil, LoadOptions{Environ: environ})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var off, decode int
+			for _, p := range problemsOf(t, c.Validate(nil)) {
+				switch {
+				case strings.Contains(p.Message, "enabled is false"):
+					off++
+				case strings.HasSuffix(p.Key, ".enabled"):
+					decode++
+				}
+			}
+			if tc.wantOff && off != len(tc.keys) || !tc.wantOff && (off != 0 || decode != 1) {
+				t.Fatalf("%d \"enabled is false\" problems and %d for the switch", off, decode)
+			}
+		})
+	}
+}

@@ -177,6 +177,7 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	c.Log.validate(&ps)
 	c.Admin.validate(&ps)
 	c.validateRoles(&ps, factories)
+	ps = c.dropUndecidedSwitchProblems(ps)
 	if len(ps) == 0 {
 		return nil
 	}
@@ -191,6 +192,30 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 		}
 	}
 	return &ValidationError{Problems: ps}
+}
+
+// dropUndecidedSwitchProblems leaves out the rules' "is set but
+// <section>.enabled is false" problems of a section whose enabled switch did
+// not decode (`MESHNODE_TRANSPORT__CURVE__ENABLED=maybe`): its own problem
+// says what is wrong, and the others would read as if it had been set to
+// false (operator try-out 6).
+func (c Config) dropUndecidedSwitchProblems(ps problems) problems {
+	var undecided []string
+	for _, p := range c.loadProblems {
+		if strings.HasSuffix(p.Key, ".enabled") {
+			undecided = append(undecided, "is set but "+p.Key+" is false")
+		}
+	}
+	if len(undecided) == 0 {
+		return ps
+	}
+	kept := ps[:len(c.loadProblems)]
+	for _, p := range ps[len(c.loadProblems):] {
+		if !slices.ContainsFunc(undecided, func(u string) bool { return strings.Contains(p.Message, u) }) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 func (n NodeConfig) validate(ps *problems, curveOn bool) {
