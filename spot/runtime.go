@@ -280,6 +280,7 @@ func (rt *Runtime) Open(s Spec) (*Object, error) {
 		for _, ts := range s.Restored.Timers {
 			o.armLocked(ts.Name, ts.Remaining, ts.Period)
 		}
+		o.markQueuedLocked(s.Restored.Queue)
 		o.scheduleLocked()
 	}
 	return o, nil
@@ -524,8 +525,25 @@ func (o *Object) Requeue(c Captured) error {
 	for _, ts := range c.Timers {
 		o.armLocked(ts.Name, ts.Remaining, ts.Period)
 	}
+	o.markQueuedLocked(c.Queue)
 	o.scheduleLocked()
 	return nil
+}
+
+// markQueuedLocked marks the timers whose firing waits among envs, which
+// came back into the mailbox with the timers re-armed (a restore, a
+// Requeue): armLocked starts a timer as having none waiting, and each such
+// way back would otherwise add one more waiting firing per period skipped
+// (timer.queued).
+func (o *Object) markQueuedLocked(envs []Envelope) {
+	for _, env := range envs {
+		if env.Kind != Timer {
+			continue
+		}
+		if t, ok := o.timers[env.Timer]; ok {
+			t.queued = true
+		}
+	}
 }
 
 // Close closes the object: queued requests are answered with ErrClosed,
@@ -780,6 +798,7 @@ func (o *Object) requeue(env Envelope) bool {
 		copy(o.queue[1:], o.queue)
 		o.queue[0] = env
 	}
+	o.markQueuedLocked([]Envelope{env}) // run cleared it when it took env
 	if o.dispatch {
 		o.admitLocked() // shut: held until ReleaseGateHeld; open again: the turn is retried
 	}

@@ -774,3 +774,72 @@ func TestHandlerFailuresAreLoggedWithinABudget(t *testing.T) {
 		})
 	}
 }
+
+// The one waiting firing of a periodic timer is still known as waiting
+// when its envelope comes back into a mailbox by another way than the
+// timer: restored on a move's target, put back by a cancelled move
+// (Requeue), or put back because its turn did not start (ErrNotStarted).
+// The timer then skips its next periods as before the move. Without this
+// the re-armed timer queued one more firing each time — two waiting after
+// one move, three after two — though EMBEDDING §8 promises at most one.
+func TestPeriodicTimerKeepsOneFiringQueuedWhenItsFiringIsPutBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// putBack returns the object whose mailbox now holds the firing
+		// that src had queued, held.
+		putBack func(t *testing.T, rt *Runtime, src *Object) *Object
+		admit   bool // the runtime has an Options.Admit gate
+	}{
+		{"restored on a move's target", func(t *testing.T, rt *Runtime, src *Object) *Object {
+			c, err := src.Capture()
+			must(t, err)
+			src.Discard()
+			dst, err := rt.Open(Spec{Key: Key{ID: "dst"}, Kind: KindActor, Generation: 1, Handler: &recorder{}, Held: true, Restored: &c})
+			must(t, err)
+			return dst
+		}, false},
+		{"put back by a cancelled move", func(t *testing.T, _ *Runtime, src *Object) *Object {
+			c, err := src.Capture()
+			must(t, err)
+			must(t, src.Requeue(c))
+			return src
+		}, false},
+		{"put back because its turn did not start", func(t *testing.T, _ *Runtime, src *Object) *Object {
+			src.Release() // the firing's turn declines (ErrNotStarted) and the object holds itself
+			waitFor(t, "the object to hold itself", src.GateHeld)
+			return src
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := NewManualClock(time.Unix(1000, 0))
+			var shut atomic.Bool
+			opts := Options{Workers: 1, Clock: clk}
+			if tc.admit {
+				opts.Admit = func() error {
+					if shut.Load() {
+						return errors.New("gate shut")
+					}
+					return nil
+				}
+			}
+			rt := New(opts)
+			defer rt.Close()
+			h := handlerFunc(func(*Turn, Envelope) error {
+				shut.Store(true) // as the node's gate shutting between Admit and the handler's own check
+				return ErrNotStarted
+			})
+			src, err := rt.Open(Spec{Key: Key{ID: "src"}, Kind: KindActor, Generation: 1, Handler: h, Held: true})
+			must(t, err)
+			must(t, src.SetTimer("tick", time.Millisecond, time.Millisecond))
+			clk.Advance(10 * time.Millisecond)
+			if n := src.Queued(); n != 1 {
+				t.Fatalf("%d firings queued on the held object, want 1", n)
+			}
+			o := tc.putBack(t, rt, src)
+			clk.Advance(10 * time.Millisecond)
+			if n := o.Queued(); n != 1 {
+				t.Fatalf("%d firings queued after 10 more periods, want 1", n)
+			}
+		})
+	}
+}
