@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -297,24 +298,38 @@ func flagValue(fs *pflag.FlagSet) func(*pflag.Flag) (string, any) {
 // oneDocumentYAML is koanf's YAML parser, refusing a file of several YAML
 // documents: the parser reads the first and drops the rest without a word,
 // so settings after a "---" (two files joined, a Kubernetes-style list of
-// documents) were silently not applied (operator try-out 6).
+// documents) were silently not applied (operator try-out 6). Empty
+// documents (a leading or trailing "---", one that holds only comments) are
+// not counted, and the one document with settings is read wherever it is:
+// read by the parser, an empty first document (templating output,
+// "---\n---\nnode: …") made it drop every setting without a word. A
+// document that does not parse is reported wherever it is.
 type oneDocumentYAML struct{ koanf.Parser }
 
 func (p oneDocumentYAML) Unmarshal(b []byte) (map[string]any, error) {
 	dec := yamlv3.NewDecoder(bytes.NewReader(b))
-	docs := 0
+	var docs []*yamlv3.Node
 	for {
-		var doc yamlv3.Node
-		if err := dec.Decode(&doc); err != nil {
-			break // the end, or a syntax error the parser below reports
+		doc := new(yamlv3.Node)
+		if err := dec.Decode(doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, err
 		}
-		// An empty document (a trailing "---") holds no settings.
 		if len(doc.Content) > 0 && doc.Content[0].Tag != "!!null" {
-			docs++
+			docs = append(docs, doc)
 		}
 	}
-	if docs > 1 {
-		return nil, fmt.Errorf("holds %d YAML documents (separated by ---), and only the first would be read: put every setting in one document", docs)
+	switch len(docs) {
+	case 0:
+		return p.Parser.Unmarshal(b)
+	case 1:
+		// As the parser decodes the first document (yaml.Unmarshal).
+		var out map[string]any
+		if err := docs[0].Decode(&out); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
-	return p.Parser.Unmarshal(b)
+	return nil, fmt.Errorf("holds %d YAML documents (separated by ---), and only the first would be read: put every setting in one document", len(docs))
 }

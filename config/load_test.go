@@ -548,7 +548,8 @@ func TestLoadProblemsAlone(t *testing.T) {
 
 // A file of several YAML documents is refused: only the first would be
 // read, so the settings after a "---" were silently not applied. A leading
-// or trailing "---" (one document) is fine.
+// or trailing "---" (one document) is fine, and so are empty documents
+// before the one with settings.
 func TestLoadRefusesAFileOfSeveralYAMLDocuments(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -559,6 +560,16 @@ func TestLoadRefusesAFileOfSeveralYAMLDocuments(t *testing.T) {
 		{"three documents", "node:\n  mesh_name: a\n---\nlease:\n  ttl: 20s\n---\nlog:\n  level: debug\n", "holds 3 YAML documents"},
 		{"leading separator", "---\nnode:\n  mesh_name: a\n", ""},
 		{"trailing separator", "node:\n  mesh_name: a\n---\n", ""},
+		{"comments after a trailing separator", "node:\n  mesh_name: a\n--- # end\n# nothing more\n", ""},
+		{"comments before a leading separator", "# header\n---\n# about\nnode:\n  mesh_name: a\n", ""},
+		{"document end marker", "node:\n  mesh_name: a\n...\n", ""},
+		// Empty documents before the settings (templating output): the
+		// parser read only the first, empty one, and every setting was
+		// silently dropped.
+		{"an empty document first", "---\n---\nnode:\n  mesh_name: a\n", ""},
+		{"a comment-only document first", "---\n# rendered from a template\n---\nnode:\n  mesh_name: a\n", ""},
+		// A second document that does not parse was not even looked at.
+		{"a second document that does not parse", "node:\n  mesh_name: a\n---\nnode: [\n", "did not find expected node content"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
