@@ -358,3 +358,64 @@ func TestCloseWithAFactoryStuckInNewEnds(t *testing.T) {
 	// its own target): it returns once the factory does, at the release.
 	_ = created
 }
+
+const lateType = "test.late"
+
+// lateObj's "block" request waits for the test's release, then does what
+// a turn may do through the node, recording the errors.
+type lateObj struct {
+	started, release, done chan struct{}
+	m                      *Manager
+	reply, timer, create   error
+}
+
+func (o *lateObj) Receive(t *spot.Turn, env spot.Envelope) error {
+	close(o.started)
+	<-o.release
+	defer close(o.done)
+	o.reply = t.Reply([]byte("late"))
+	o.timer = t.SetTimer("tick", time.Millisecond, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, o.create = o.m.CreateActor(ctx, "another", lateType)
+	return nil
+}
+
+// A stuck turn that returns after its node's Close gave up on it finds the
+// node closed: its reply goes nowhere (the requester on another node is
+// not answered by a closed node), SetTimer fails spot.ErrRuntimeDown, a
+// Manager call fails ErrClosed — and nothing panics on the closed
+// runtime, transport or stores (docs/OBJECTS.md §1, "Shutdown").
+func TestStuckTurnReturningAfterCloseFindsTheNodeClosed(t *testing.T) {
+	obj := &lateObj{started: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{})}
+	f := newFixture(t)
+	if err := f.reg.Register(spot.Factory{StableType: lateType, Kind: spot.KindActor, Policy: spot.PolicyDisabled,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return obj, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.ShutdownDeadline = time.Second
+		cfg.Relocation.DrainOnShutdown = false
+	})
+	obj.m = c.m(1)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "late", lateType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _, _ = c.m(0).RequestActor(rctx, ref, []byte("block")) }()
+	waitClosed(t, obj.started, "the stuck turn to start")
+	var st *ApplicationStuckError
+	if err := c.nodes[1].Close(ctx); !errors.As(err, &st) {
+		t.Fatalf("Close = %v, want an *ApplicationStuckError", err)
+	}
+	close(obj.release)
+	waitClosed(t, obj.done, "the late turn to return")
+	if obj.reply != nil || !errors.Is(obj.timer, spot.ErrRuntimeDown) || !errors.Is(obj.create, ErrClosed) {
+		t.Fatalf("late turn: Reply %v, SetTimer %v, CreateActor %v; want nil, spot.ErrRuntimeDown, ErrClosed",
+			obj.reply, obj.timer, obj.create)
+	}
+}
