@@ -419,3 +419,27 @@ func TestStuckTurnReturningAfterCloseFindsTheNodeClosed(t *testing.T) {
 			obj.reply, obj.timer, obj.create)
 	}
 }
+
+// A Close whose context has already ended (a caller passing its cancelled
+// signal context) on a node where no application code runs reports no
+// *ApplicationStuckError: there was nothing to wait for. Before, the wait
+// for orders in flight lost the race to the ended context every time and
+// Close reported "a creation or move was still in a call into the
+// application", logged at ERROR, though none was.
+func TestCloseWithAnEndedContextReportsNothingStuckWhenNothingRuns(t *testing.T) {
+	f := newFixture(t)
+	c := newClusterOn(t, f, nil, 1, func(_ int, cfg *config.Config) {
+		cfg.Relocation.DrainOnShutdown = false
+	})
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := c.m(0).CreateActor(ctx, "idle", testActorType); err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	err := c.nodes[0].Close(ended)
+	var st *ApplicationStuckError
+	if errors.As(err, &st) {
+		t.Fatalf("Close = %v, want no *ApplicationStuckError", err)
+	}
+}

@@ -112,8 +112,8 @@ type objects struct {
 	// and Instance Spot activations and recoveries (arriving): a host
 	// command keeps its list open until they have landed.
 	creating int
-	work     sync.WaitGroup // creation and close orders in flight
-	entry    *spot.Object   // the Entry Spot of a Server node
+	work     workGroup    // creation and close orders in flight
+	entry    *spot.Object // the Entry Spot of a Server node
 	stats    objectStats
 	hooks    atomic.Pointer[testHooks]
 	// orders are the 47/48/49 requests this run accepted, for duplicate
@@ -603,7 +603,10 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	select {
 	case <-settled:
 	case <-ctx.Done():
-		calls = true
+		// Only work still in flight is stuck: with ctx ended on entry (a
+		// caller's cancelled context) this case wins the race against
+		// an idle node's settled too.
+		calls = o.work.busy()
 	}
 	for _, k := range o.rt.CloseContext(ctx) {
 		kind := "actor "
@@ -623,6 +626,19 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	close(o.stopped)
 	return stuck, calls
 }
+
+// workGroup is a sync.WaitGroup that also says whether anything is still
+// in flight, so that a stop whose wait ended reports stuck work only when
+// there is some.
+type workGroup struct {
+	wg sync.WaitGroup
+	n  atomic.Int64
+}
+
+func (g *workGroup) Add(n int)  { g.n.Add(int64(n)); g.wg.Add(n) }
+func (g *workGroup) Done()      { g.n.Add(-1); g.wg.Done() }
+func (g *workGroup) Wait()      { g.wg.Wait() }
+func (g *workGroup) busy() bool { return g.n.Load() > 0 }
 
 // begin registers one order (creation, close) so that stop waits for it; it
 // fails once stop began.
