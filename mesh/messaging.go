@@ -596,6 +596,15 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	gateErr := o.n.lease.Gate().Admit()
 	shut := func() (dest, error) { return refuse(wrapErr(ErrUnavailable, gateErr, "owner lease")) }
 	holdable := gateErr != nil && unheard && o.n.leaseRecoverable()
+	if gateErr != nil && !holdable && o.closingWithout(fam, id) {
+		// A closing node past its lease release (the gate stays shut)
+		// hosts nothing, but still passes on what comes for the objects it
+		// moved away until its transport closes — its last barriers behind
+		// them (shutdown_passons.go) keep it open a while for that. Refused
+		// at the gate, a sender's barrier let it switch at once, ahead of
+		// what was still being passed on, and a one-way message was lost.
+		return refuse(errNotHosted(id))
+	}
 	if gateErr != nil && !holdable {
 		if leaseGen != lg {
 			return staleLease()
@@ -653,6 +662,16 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 	// hostIncoming to the move's temporary queue.
 	post(d)
 	return d, nil
+}
+
+// closingWithout reports whether this node is closing (§11) and does not
+// host the object id of family fam: a message for it can only be passed
+// on (Message Follow) or refused as not hosted here.
+func (o *objects) closingWithout(fam opFamily, id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.hosted[spot.Key{Spot: fam == familySpot, ID: id}]
+	return o.closing && (!ok || h.entry)
 }
 
 // cutoverWait bounds how long a local message waits for a source's cutover

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -61,5 +62,50 @@ func TestMessagePassedOnAfterTheSealStillArrives(t *testing.T) {
 	// dropped node 0's route yet).
 	if n := c.nodes[src].obj.passed.late.Load(); n < 1 {
 		t.Fatal("no message counted passed on after the seal")
+	}
+}
+
+// A message for an object the closing node moved away that reaches it
+// while its last barriers are out (its lease released, its transport still
+// up) is passed on to the new owner. Until 2026-12-07's review it was
+// refused at the shut lease gate: the one-way message 2 here was lost, and
+// a sender's route-switch barrier refused that way let it switch at once,
+// ahead of what the closing node was still passing on — what those last
+// barriers are for (TestCleanStopKeepsWhatThePreviousOwnerPassedOnAhead
+// failed so when the sender's barrier came late).
+func TestClosingNodePassesOnDuringItsLastBarriers(t *testing.T) {
+	c, ctx, _ := barrierScene(t)
+	ref, src, _ := movedAfterOne(t, ctx, c, "closing-pass-on")
+	o := c.nodes[src].obj
+	f, err := o.follow.Forward(follow.Inbound{Key: follow.Key{Kind: follow.KindActor, ID: ref.ActorID},
+		ObjectGeneration: ref.ObjectGeneration, AuthorityOwnerGeneration: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Something passed on shortly before: the close sends a barrier
+	// behind it, and the hook below runs while it is out.
+	o.notePassedOn(msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, f.Target)
+	var during sync.Once
+	var sendErr, stateErr error
+	var state []byte
+	o.hooks.Store(&testHooks{closeStep: func(step string) {
+		if step != closeSettlePassOns {
+			return
+		}
+		during.Do(func() {
+			// Node 0 still routes the object to the closing node.
+			sendErr = c.m(0).SendActor(ctx, ref, []byte("s:n0:2"))
+			state, stateErr = c.m(0).RequestActor(ctx, ref, []byte("state"))
+		})
+	}})
+	if err := c.nodes[src].Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if sendErr != nil {
+		t.Fatalf("message 2: %v", sendErr)
+	}
+	st := decodeSeqState(t, state, stateErr)
+	if st.Last["n0"] != 2 || st.Gaps != 0 {
+		t.Errorf("object saw last %d, %d gaps (%v); want message 2 passed on by the closing node", st.Last["n0"], st.Gaps, st.Seen)
 	}
 }
