@@ -59,7 +59,8 @@ type passedOn struct {
 	mu       sync.Mutex
 	idle     *sync.Cond // signalled when inflight drops to 0
 	sealed   bool
-	inflight int // Message Follow sends under way (begin..end)
+	gaveUp   bool // the seal stopped waiting with sends under way (its ctx ended)
+	inflight int  // Message Follow sends under way (begin..end)
 	m        map[follow.Key]passedTo
 	swept    time.Duration // a reading of the node's clock
 	// late counts messages passed on after the seal: sent, not confirmed
@@ -92,7 +93,10 @@ func (p *passedOn) begin() bool {
 func (p *passedOn) end(now, window time.Duration, sent bool, t msgTarget, to follow.Move) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sent {
+	switch {
+	case sent && p.gaveUp:
+		p.late.Add(1) // the seal's last round is gone
+	case sent:
 		p.noteLocked(now, window, t, to)
 	}
 	p.inflight--
@@ -126,17 +130,28 @@ func (p *passedOn) noteLocked(now, window time.Duration, t msgTarget, to follow.
 	p.m[to.Key] = passedTo{t: t, to: to, at: now}
 }
 
-// seal takes no more Message Follow sends and waits for those under way.
-func (p *passedOn) seal() {
+// seal takes no more Message Follow sends and waits for those under way,
+// until ctx ends (the settle's wait, the shutdown deadline): a send each
+// waits up to followSendWait for room on a full link, and Close must not
+// wait that past its deadline. A send still under way then is counted late
+// when it ends (reportLate), as one begun after the seal.
+func (p *passedOn) seal(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sealed = true
 	if p.idle == nil {
 		p.idle = sync.NewCond(&p.mu)
 	}
-	for p.inflight > 0 {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.idle.Broadcast()
+	})
+	defer stop()
+	for p.inflight > 0 && ctx.Err() == nil {
 		p.idle.Wait()
 	}
+	p.gaveUp = p.inflight > 0
 }
 
 // take returns what was passed on since the last take and forgets it.
@@ -173,7 +188,7 @@ func (o *objects) settlePassOns(ctx context.Context) {
 	for round := 1; ; round++ {
 		last := round >= passOnSettleRounds || !o.passed.pending()
 		if last {
-			o.passed.seal()
+			o.passed.seal(ctx)
 		}
 		if batch := o.passed.take(); len(batch) > 0 {
 			if h := o.hook().closeStep; h != nil {

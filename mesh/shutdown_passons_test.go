@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestPassedOnSeal(t *testing.T) {
 	}
 	sealed := make(chan struct{})
 	go func() {
-		p.seal()
+		p.seal(context.Background())
 		close(sealed)
 	}()
 	select {
@@ -50,7 +51,7 @@ func TestPassedOnSeal(t *testing.T) {
 func TestMessagePassedOnAfterTheSealStillArrives(t *testing.T) {
 	c, ctx, _ := barrierScene(t)
 	ref, src, _ := movedAfterOne(t, ctx, c, "sealed-pass-on")
-	c.nodes[src].obj.passed.seal() // as the closing node's last round does
+	c.nodes[src].obj.passed.seal(context.Background()) // as the closing node's last round does
 	if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:2")); err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +108,37 @@ func TestClosingNodePassesOnDuringItsLastBarriers(t *testing.T) {
 	st := decodeSeqState(t, state, stateErr)
 	if st.Last["n0"] != 2 || st.Gaps != 0 {
 		t.Errorf("object saw last %d, %d gaps (%v); want message 2 passed on by the closing node", st.Last["n0"], st.Gaps, st.Seen)
+	}
+}
+
+// The closing node's last round does not wait past its context for a
+// Message Follow send under way (one waits up to followSendWait for room
+// on a full link): until 2026-12-07's review the seal waited for it
+// whatever the shutdown deadline said. The send, ending later, is counted
+// as passed on unconfirmed.
+func TestSettlePassOnsEndsWithItsContext(t *testing.T) {
+	o := &objects{}
+	o.hooks.Store(&testHooks{})
+	if !o.passed.begin() {
+		t.Fatal("a send refused before the seal")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the shutdown deadline has passed
+	done := make(chan struct{})
+	go func() {
+		o.settlePassOns(ctx)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // a hang, not a duration under test
+		t.Fatal("settlePassOns waits for a send under way past its context")
+	}
+	o.passed.end(0, time.Minute, true, msgTarget{id: "a"}, follow.Move{Key: follow.Key{Kind: follow.KindActor, ID: "a"}})
+	if n := o.passed.late.Load(); n != 1 {
+		t.Errorf("late %d, want 1: a send the last round did not wait for is not confirmed", n)
+	}
+	if o.passed.pending() {
+		t.Error("a send ended after the last round is noted for a round that will not come")
 	}
 }
