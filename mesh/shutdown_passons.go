@@ -155,11 +155,20 @@ func (p *passedOn) seal(ctx context.Context) {
 }
 
 // take returns what was passed on since the last take and forgets it.
-func (p *passedOn) take() map[follow.Key]passedTo {
+// Entries older than window are left out: nothing passed on that long ago
+// can still be followed by a barrier of its sender, and a node that passed
+// nothing on lately would otherwise send a barrier for each at its close
+// (the sweep in noteLocked runs only when something new is noted).
+func (p *passedOn) take(now, window time.Duration) map[follow.Key]passedTo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.m
 	p.m = nil
+	for k, e := range m {
+		if now-e.at > window {
+			delete(m, k)
+		}
+	}
 	return m
 }
 
@@ -190,7 +199,7 @@ func (o *objects) settlePassOns(ctx context.Context) {
 		if last {
 			o.passed.seal(ctx)
 		}
-		if batch := o.passed.take(); len(batch) > 0 {
+		if batch := o.passed.take(o.n.clock.Now(), o.n.cfg.Routing.MessageFollowDuration); len(batch) > 0 {
 			if h := o.hook().closeStep; h != nil {
 				h(closeSettlePassOns)
 			}

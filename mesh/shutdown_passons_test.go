@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/lease"
 )
 
 // The pass-ons' seal (shutdown_passons.go): it waits for the sends under
@@ -35,12 +36,28 @@ func TestPassedOnSeal(t *testing.T) {
 	if p.begin() {
 		t.Fatal("a send allowed after the seal")
 	}
-	got := p.take()
+	got := p.take(window+time.Second, window)
 	if _, ok := got[mv("a").Key]; !ok || len(got) != 1 {
 		t.Errorf("taken %v, want only a (old is past the window)", got)
 	}
-	if p.pending() || len(p.take()) != 0 {
+	if p.pending() || len(p.take(window+time.Second, window)) != 0 {
 		t.Error("something left after take")
+	}
+}
+
+// What was passed on longer ago than the follow window is not taken for a
+// closing node's barriers even when nothing was noted since (the sweep in
+// note did not run): a node that passed nothing on lately sent a barrier
+// for each such entry at its close.
+func TestPassedOnTakeLeavesOutWhatIsPastTheWindow(t *testing.T) {
+	const window = 10 * time.Second
+	mv := func(id string) follow.Move { return follow.Move{Key: follow.Key{Kind: follow.KindActor, ID: id}} }
+	var p passedOn
+	p.note(0, window, msgTarget{id: "old"}, mv("old"))
+	p.note(5*time.Second, window, msgTarget{id: "recent"}, mv("recent"))
+	got := p.take(12*time.Second, window)
+	if _, ok := got[mv("recent").Key]; !ok || len(got) != 1 {
+		t.Fatalf("taken %v, want only recent (old was passed on 12 s ago, past the 10 s window)", got)
 	}
 }
 
@@ -117,7 +134,7 @@ func TestClosingNodePassesOnDuringItsLastBarriers(t *testing.T) {
 // whatever the shutdown deadline said. The send, ending later, is counted
 // as passed on unconfirmed.
 func TestSettlePassOnsEndsWithItsContext(t *testing.T) {
-	o := &objects{}
+	o := &objects{n: &Node{clock: lease.SystemClock()}}
 	o.hooks.Store(&testHooks{})
 	if !o.passed.begin() {
 		t.Fatal("a send refused before the seal")
