@@ -354,6 +354,9 @@ func TestCloseWithAFactoryStuckInNewEnds(t *testing.T) {
 	if errors.As(err, &inc) {
 		t.Fatalf("store steps not done: %v", inc)
 	}
+	if !n.obj.gos.Closed() {
+		t.Fatal("the node's worker pool is still open after Close: its idle workers wait for the stuck call")
+	}
 	// The creation ran its factory in this process's own call (the node is
 	// its own target): it returns once the factory does, at the release.
 	_ = created

@@ -607,6 +607,9 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 		// caller's cancelled context) this case wins the race against
 		// an idle node's settled too.
 		calls = o.work.busy()
+		// The idle workers end now, not when the stuck call returns
+		// (which may be never); one still running ends with its call.
+		o.gos.Close()
 	}
 	for _, k := range o.rt.CloseContext(ctx) {
 		kind := "actor "

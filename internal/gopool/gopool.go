@@ -90,3 +90,10 @@ func (p *Pool) Close() {
 	}
 	p.mu.Unlock()
 }
+
+// Closed reports whether Close was called.
+func (p *Pool) Closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
