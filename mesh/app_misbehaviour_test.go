@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -30,6 +31,7 @@ const (
 	behave misbehaveMode = iota
 	snapshotPanics
 	snapshotFails
+	snapshotFailsLong // an error text of 1 MiB
 	restorePanics
 	restoreNilHandler
 )
@@ -72,6 +74,8 @@ func (a misbehaveSnapshot) Snapshot(h spot.Handler) ([]byte, error) {
 		panic("snapshot: nil map write in the application")
 	case snapshotFails:
 		return nil, errors.New("snapshot: state does not encode")
+	case snapshotFailsLong:
+		return nil, errors.New("snapshot: state does not encode: " + strings.Repeat("é", 1<<19))
 	}
 	return []byte(strconv.Itoa(o.n)), nil
 }
@@ -116,6 +120,9 @@ func TestMoveWithMisbehavingSnapshotAdapterFailsCleanly(t *testing.T) {
 	}{
 		{"snapshot panics", snapshotPanics, relocation.ReasonSnapshotFailed, "panicked: in Snapshot: snapshot: nil map write"},
 		{"snapshot fails", snapshotFails, relocation.ReasonSnapshotFailed, "snapshot adapter: snapshot: state does not encode"},
+		// An application's error text is bounded in the result (and so in
+		// a host command's reasons, logs, /v1/status): 1 MiB went in whole.
+		{"snapshot fails with a long error", snapshotFailsLong, relocation.ReasonSnapshotFailed, "snapshot adapter: snapshot: state does not encode: éé"},
 		{"restore panics on the target", restorePanics, relocation.ReasonTargetFailed, "panicked: in Restore: restore: index out of range"},
 		{"restore returns no handler", restoreNilHandler, relocation.ReasonTargetFailed, "Restore returned no handler"},
 	}
@@ -139,7 +146,10 @@ func TestMoveWithMisbehavingSnapshotAdapterFailsCleanly(t *testing.T) {
 			ctl.mu.Unlock()
 			res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration))
 			if res.Outcome != NotMoved || res.Reason != tc.reason.String() || !strings.Contains(res.Detail, tc.detail) {
-				t.Fatalf("outcome %v (%s: %q), want notMoved (%s: …%s…)", res.Outcome, res.Reason, res.Detail, tc.reason, tc.detail)
+				t.Fatalf("outcome %v (%s: %.200q), want notMoved (%s: …%s…)", res.Outcome, res.Reason, res.Detail, tc.reason, tc.detail)
+			}
+			if len(res.Detail) > 4096 || !utf8.ValidString(res.Detail) {
+				t.Fatalf("detail of %d bytes (valid UTF-8: %v), want at most 4 KiB of valid text", len(res.Detail), utf8.ValidString(res.Detail))
 			}
 			sameOwnership(t, before, rowOf(t, c, record.ObjectActor, id))
 			checkOwners(t, c, record.ObjectActor, id, src, before.Record.AuthorityOwnerGeneration, src)

@@ -594,9 +594,11 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 					err = fmt.Errorf("snapshot adapter: %w", err)
 				}
 				s.res.Timings.Capture = s.lap()
-				s.res.Detail = err.Error()
+				// The application's text, bounded: it goes on into a host
+				// command's reasons, logs and /v1/status.
+				s.res.Detail = validText(err.Error())
 				o.log.Warn("relocation: the object's snapshot adapter failed; not moved, it stays served here",
-					"object", s.id, "type", s.h.stableType, "err", err)
+					"object", s.id, "type", s.h.stableType, "err", s.res.Detail)
 				return relocation.EvSnapshotFailed
 			}
 		}
