@@ -627,13 +627,18 @@ func (o *Object) CancelTimer(name string) bool {
 }
 
 func (o *Object) armLocked(name string, after, period time.Duration) {
+	// A firing of the timer it replaces that still waits in the mailbox
+	// is this name's waiting firing too (SetTimer re-arming a periodic
+	// timer between its firing and that firing's turn started one more).
+	var queued bool
 	if old, ok := o.timers[name]; ok {
 		old.stop()
+		queued = old.queued
 	}
 	if after < 0 {
 		after = 0
 	}
-	t := &timer{due: o.rt.opts.Clock.Now().Add(after), period: period}
+	t := &timer{due: o.rt.opts.Clock.Now().Add(after), period: period, queued: queued}
 	o.timers[name] = t
 	t.stop = o.rt.opts.Clock.AfterFunc(after, func() { o.fire(name, t) })
 }

@@ -733,6 +733,27 @@ func TestPeriodicTimerThatCannotKeepUpKeepsOneFiringQueued(t *testing.T) {
 	waitFor(t, "the next firing", func() bool { return len(rec.seen()) == 3 })
 }
 
+// A periodic timer re-armed (SetTimer) while its firing waits in the
+// mailbox keeps that one firing as its waiting one: before, the re-armed
+// timer started with none waiting and its next period queued a second.
+func TestPeriodicTimerRearmedWhileItsFiringWaitsKeepsOne(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	rt := New(Options{Workers: 1, Clock: clk, MailboxLimit: 100})
+	defer rt.Close()
+	rec := &recorder{}
+	o, err := rt.Open(Spec{Key: Key{ID: "rearm"}, Kind: KindActor, Generation: 1, Handler: rec, Held: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, o.SetTimer("tick", time.Millisecond, time.Millisecond))
+	clk.Advance(time.Millisecond) // one firing waits (the object is held)
+	must(t, o.SetTimer("tick", time.Millisecond, time.Millisecond))
+	clk.Advance(10 * time.Millisecond)
+	if n := o.Queued(); n != 1 {
+		t.Fatalf("%d envelopes wait, want the one firing", n)
+	}
+}
+
 // A handler that panics (or fails a one-way message) on every message
 // writes at most 10 lines per 10 s each, the next one saying how many were
 // left out; the panic's line carries its stack. Before, every failed turn
