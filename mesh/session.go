@@ -35,15 +35,6 @@ import (
 // also matches ErrInvalidOperation.
 var ErrSessionClosed = fmt.Errorf("%w: session closed", ErrInvalidOperation)
 
-// sessionSwitchWait bounds how long a Session keeps sending on its old
-// route after a commit whose ReplayedHighWater is below the last sequence
-// it sent: those messages are still on their way through the previous
-// owner (Message Follow), which holds them at most cutoverWait and then
-// waits at most followSendWait for the link to the new owner. Sending the
-// next message straight to the new owner before they arrived could
-// overtake them.
-const sessionSwitchWait = cutoverWait + followSendWait
-
 // sessionRouteWait bounds the one-way commands 44 of one move.
 const sessionRouteWait = 2 * time.Second
 
@@ -92,7 +83,9 @@ type Session struct {
 // sequence sent: the messages up to after are on their way through the
 // previous owner, which passes them on in order. The route switches once
 // the new owner admitted the one with sequence after (its command 50 says
-// so), or after sessionSwitchWait. Until then the Session sends nothing:
+// so), or after a barrier slice (barrierWait, 12 s: the previous owner
+// holds arrivals in a cutover at most cutoverWait and then waits at most
+// followSendWait for the link to the new owner; Session.next). Until then the Session sends nothing:
 // a message sent on the old route meanwhile would still be on that way
 // when the switch comes, and the first one sent straight to the new owner
 // would overtake it (docs/RELOCATION.md "Bound Sessions").
@@ -320,7 +313,7 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 }
 
 // next hands out the next sequence and the route to send it on. While a
-// switch is pending it waits for it (at most sessionSwitchWait from the
+// switch is pending it waits for it (at most a barrier slice from the
 // commit, or until ctx ends): see sessionSwitch.
 func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 	s.mu.Lock()
@@ -333,7 +326,7 @@ func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 		if p == nil {
 			break
 		}
-		left := sessionSwitchWait - time.Since(p.since)
+		left := s.o.barrierSlice() - time.Since(p.since)
 		if left <= 0 {
 			s.o.log.Warn("session route switched without seeing its last message arrive", "actor", s.id, "after", p.after)
 			s.switchLocked(p.to)
@@ -365,7 +358,7 @@ func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 // pending switch no longer waits for it. Without this, a Send refused by
 // the transport (backpressure) left its sequence as "the last one sent":
 // the next commit's ReplayedHighWater was below it, and the Session sent
-// nothing for sessionSwitchWait, waiting for a command 50 about a message
+// nothing for a barrier slice (12 s), waiting for a command 50 about a message
 // that never left.
 func (s *Session) settle(seq uint64, left bool) {
 	s.mu.Lock()

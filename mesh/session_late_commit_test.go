@@ -92,7 +92,7 @@ func TestSessionIgnoresTheLateCommitOfAnEarlierMove(t *testing.T) {
 // last message sent on the old route reached the Actor's latest owner, and
 // everything sent before it went the same way ahead of it: the Session
 // switches to A at once. Before, a notice naming any owner but the pending
-// switch's was ignored, and the Session sent nothing for sessionSwitchWait
+// switch's was ignored, and the Session sent nothing for a barrier slice
 // (12 s), then switched to B, a move behind.
 func TestSessionSwitchesOnANoticeFromALaterOwner(t *testing.T) {
 	c, ctx, ref, s, a, b := sessionOnServer(t, "sess-later-notice")

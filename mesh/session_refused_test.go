@@ -17,7 +17,7 @@ import (
 // the last sequence the Actor saw), and that must be enough to switch the
 // route: nothing else is on its way. Before, the Session compared it with
 // the last sequence handed out, waited for a command 50 about the refused
-// message that could never come, and sent nothing for sessionSwitchWait
+// message that could never come, and sent nothing for a barrier slice
 // (12 s) — the retry of the refused message included. Both orders: the
 // refusal before the move, and the commit arriving while the refused
 // message is between taking its sequence and the transport's answer.
