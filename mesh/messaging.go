@@ -372,7 +372,12 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 			if d.arr != nil {
 				obj = d.arr.local()
 			}
-			o.bindSessionLocked(d.h, t.sess, origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration})
+			self := origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration}
+			o.bindSessionLocked(d.h, t.sess, self)
+			if t.sess != nil && d.h != nil && d.h.heldLocked() {
+				// Into a move's ingress hold: told as a peer's Session is.
+				o.holdSessionLocked(d.h, t.sess, inMessage{fam: t.fam, id: t.id, gen: t.gen, op: t.op, to: routeOf(r)}, self)
+			}
 			if request {
 				o.waiters[k] = ch
 			}
@@ -762,11 +767,13 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 	// The fast path takes no lock for this: no message waits anywhere.
 	if o.cutoverQueues.Load() > 0 && o.queueBehindCutover(waiter()) {
 		tell.begin(func() func() { return o.tellBarrierHeld(from, fam, rec) })
+		o.holdWaitingSession(from, rec)
 		return
 	}
 	if wait := o.inboundOnce(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply); wait != nil {
 		o.waitCutover(waiter(), wait)
 		tell.begin(func() func() { return o.tellBarrierHeld(from, fam, rec) })
+		o.holdWaitingSession(from, rec)
 	}
 }
 
@@ -813,6 +820,7 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 		// takes the queue (or merges it at the owner change) then knows
 		// the Session.
 		o.bindSessionLocked(d.h, tag, org)
+		o.holdSessionLocked(d.h, tag, m, org) // into a move's ingress hold: its Session is told (route_barrier_held.go)
 		if corr != 0 && org.direct(from) {
 			// Fast path: answer on the connection the request came on. A
 			// request passed on by another node is answered to its origin

@@ -235,6 +235,10 @@ type testHooks struct {
 	// addressed to another node, keeps the sender from sending it (the
 	// test sends it later itself: a late one-way command).
 	holdSessionRoute func(id string, body *router.SessionRelocationRoute) bool
+	// sessionHeldSend is asked before each notice about id that a node
+	// holding a Session's message on purpose sends the Session's node;
+	// false keeps it from sending it (a holder that stopped telling).
+	sessionHeldSend func(id string) bool
 	// closeStep runs at a named point of Node.Close (closeObjectsStopped,
 	// closeStoppedPublished); a test acts there while the node closes.
 	closeStep func(step string)
@@ -266,6 +270,9 @@ const (
 	stepCutoverWait   = "cutover:wait"   // a peer's message waits for the object's cutover here
 	// a route switch's sender got a notice that its barrier is held on purpose
 	stepBarrierHeldNotice = "sender:barrier-held"
+	// a Session whose route switch waits got a notice that one of its
+	// messages is held on purpose
+	stepSessionHeldNotice = "session:held"
 )
 
 func (h testHooks) step(id, step string) {
@@ -337,6 +344,14 @@ type hosted struct {
 	// sessions are the bound Sessions of an Actor, by session RID
 	// (session.go); they move with it.
 	sessions map[string]*sessionBinding
+	// heldSessions are the bound Sessions with a message a move here
+	// keeps on purpose — in its ingress hold (hostMoving) or waiting for
+	// its cutover (hostCutover) — by session RID, each with its latest
+	// such message; telling is set while a goroutine tells them so
+	// (route_barrier_held.go). Emptied when the move lets go of the hold
+	// or ends its cutover (letGoLocked, endCutoverLocked).
+	heldSessions map[string]heldSession
+	telling      bool
 	// readoptedFrom is the owner combination this run held the object
 	// under before its latest re-adoption (node_readopt.go); zero when
 	// it was never re-adopted. Messages fenced with it were sent to this
@@ -390,6 +405,7 @@ func (h *hosted) beginCutoverLocked() {
 // way out of hostCutover calls it: the arrivals waiting for it (off the
 // connection's reader, messaging.go waitCutover) have no other bound.
 func (h *hosted) endCutoverLocked() {
+	h.heldSessions = nil // what waited for the cutover goes on now
 	if h.cutoverOpen {
 		close(h.cutoverDone)
 		h.cutoverOpen = false
@@ -398,6 +414,7 @@ func (h *hosted) endCutoverLocked() {
 
 // letGoLocked closes h.holding, once; objects.mu is held.
 func (h *hosted) letGoLocked() {
+	h.heldSessions = nil // relayed, put back or dropped: no longer held here
 	if h.holding != nil {
 		close(h.holding)
 		h.holding = nil

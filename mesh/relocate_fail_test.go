@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/chunk"
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -168,6 +169,13 @@ func failCluster(t *testing.T, f *fixture, loc locstore.Store) (*cluster, *failC
 // servers.
 func failClusterOf(t *testing.T, f *fixture, loc locstore.Store, count int) (*cluster, *failCtl) {
 	t.Helper()
+	return failClusterWith(t, f, loc, count, clientRole0)
+}
+
+// failClusterWith is failClusterOf with edit (clientRole0 or one that calls
+// it) applied to each node's configuration before it starts.
+func failClusterWith(t *testing.T, f *fixture, loc locstore.Store, count int, edit func(i int, cfg *config.Config)) (*cluster, *failCtl) {
+	t.Helper()
 	ctl := newFailCtl()
 	for _, fac := range []spot.Factory{
 		{StableType: failPreserveType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: failSnapshot{ctl}, New: ctl.newFn},
@@ -178,7 +186,7 @@ func failClusterOf(t *testing.T, f *fixture, loc locstore.Store, count int) (*cl
 			t.Fatal(err)
 		}
 	}
-	return newClusterOn(t, f, loc, count, clientRole0), ctl
+	return newClusterOn(t, f, loc, count, edit), ctl
 }
 
 // onFailStores runs fn with the fixture's memory Location Store, then with

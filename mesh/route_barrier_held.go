@@ -1,14 +1,15 @@
 package mesh
 
 import (
-	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // A node that keeps a route switch's barrier on purpose — the object is
@@ -58,24 +59,35 @@ func (o *objects) tellBarrierHeld(from transport.PeerInfo, fam opFamily, rec *ro
 		return func() {}
 	}
 	note := barrierHeldNotice(fam, m, org, entrySpotID(o.n.run))
-	if bytes.Equal(org.rid, o.n.run.rid) && org.gen == o.n.run.lifecycleGeneration {
-		// This node's own barrier, come back here by Message Follow.
-		send := func() { o.noticeBarrierHeld(note) }
-		return o.everyHeld(send)
-	}
-	if !o.peerHas(org.rid, router.CapabilityBarrierHeld) {
+	if !o.canTellHeld(org) {
 		// A node of an older version would take the notice for an
 		// application message; it waits for its barrier as it always did.
 		return func() {}
 	}
-	send := func() {
-		ctx, cancel := context.WithTimeout(o.halt, barrierHeldSendWait)
-		defer cancel()
-		if err := o.n.tr.Send(ctx, transport.RID(org.rid), note); err != nil {
-			o.log.Debug("route switch: barrier-held notice not sent", "object", m.id, "to", org.String(), "err", err)
-		}
+	return o.everyHeld(func() { o.sendHeld(org, m.id, note) })
+}
+
+// canTellHeld reports whether org, the node run a held barrier or Session
+// message came from, takes barrier-held notices: this node run itself (its
+// own message, come back here by Message Follow, or a local Session's), or
+// a peer whose admission lists router.CapabilityBarrierHeld.
+func (o *objects) canTellHeld(org origin) bool {
+	return o.isRun(org.rid, org.gen) || o.peerHas(org.rid, router.CapabilityBarrierHeld)
+}
+
+// sendHeld sends the barrier-held notice note about object id to org (to
+// this node itself directly), waiting at most barrierHeldSendWait for room
+// on the link: the next one follows anyway.
+func (o *objects) sendHeld(org origin, id string, note *router.Record) {
+	if o.isRun(org.rid, org.gen) {
+		o.noticeBarrierHeld(note)
+		return
 	}
-	return o.everyHeld(send)
+	ctx, cancel := context.WithTimeout(o.halt, barrierHeldSendWait)
+	defer cancel()
+	if err := o.n.tr.Send(ctx, transport.RID(org.rid), note); err != nil {
+		o.log.Debug("barrier-held notice not sent", "object", id, "to", org.String(), "err", err)
+	}
 }
 
 // everyHeld runs send at once and then every heldEvery until the returned
@@ -163,11 +175,129 @@ func (o *objects) noticeBarrierHeld(rec *router.Record) bool {
 	o.held.mu.Lock()
 	b := o.held.m[m.op]
 	o.held.mu.Unlock()
-	if b != nil && b.id == m.id {
-		b.count.Add(1)
-		o.hook().step(m.id, stepBarrierHeldNotice)
+	switch {
+	case b != nil:
+		if b.id == m.id {
+			b.count.Add(1)
+			o.hook().step(m.id, stepBarrierHeldNotice)
+		}
+	case m.fam == familyActor:
+		// About a Session's message (its operation id is the Session's
+		// and the sequence): progress of its pending route switch.
+		if s := o.sessions.byOp(m.op.High); s != nil && s.held(m.id, m.gen, m.op.Low) {
+			o.hook().step(m.id, stepSessionHeldNotice)
+		}
 	}
 	return true
+}
+
+// A bound Session's pending route switch (session.go) waits for the command
+// 50 of the last message it sent on the old route, and after a slice
+// (barrierWait, 12 s) without it switches anyway. A Session's message that a
+// move keeps on purpose — in its ingress hold, or waiting here for its
+// cutover — is not passed on meanwhile, so no command 50 comes however long
+// the move stalls, and before 2026-12-07 the Session switched after 12 s: its
+// next messages ran at a target that had committed on its CutoverGrace ahead
+// of those still held here (order, not loss). So the node holding them tells
+// each such Session, every heldEvery, as it tells a held barrier's sender:
+// the same barrier-held notice, with the operation id of the Session's
+// latest message held here (its session RID's first 8 bytes and its
+// sequence), to the Session's node run, only if it takes such notices
+// (canTellHeld; a node of the capability's first version ignores one that
+// names no barrier of its own). The Session counts it as progress of its
+// switch's wait, bounded like a barrier's by barrierMaxWait and the caller's
+// context. Not at once: the Session's wait starts at the commit and a slice
+// is four notices long; most moves hold for milliseconds and send none.
+
+// heldSession is the latest message of one Session that a move here keeps
+// on purpose: the message's object, operation id and fence, and the node
+// run it came from.
+type heldSession struct {
+	m   inMessage
+	org origin
+}
+
+// holdSessionLocked records that a move here keeps the Session message m,
+// of tag, that came from org, when h is held on purpose (heldLocked), and
+// starts telling the Sessions so when nothing tells them yet; objects.mu
+// is held.
+func (o *objects) holdSessionLocked(h *hosted, tag *sessionTag, m inMessage, org origin) {
+	if h == nil || tag == nil || m.op.IsZero() || h.kind != record.ObjectActor || !h.heldLocked() {
+		return
+	}
+	if cur, ok := h.heldSessions[string(tag.rid)]; ok && cur.m.op.Low >= m.op.Low {
+		return
+	}
+	if h.heldSessions == nil {
+		h.heldSessions = map[string]heldSession{}
+	}
+	h.heldSessions[string(tag.rid)] = heldSession{m: m, org: org}
+	if !h.telling {
+		h.telling = true
+		go o.tellSessionsHeld(spot.Key{ID: m.id}, h)
+	}
+}
+
+// heldLocked reports whether a move keeps what reaches h on purpose: its
+// ingress hold (hostMoving, until it lets go of it) or its cutover
+// (hostCutover, until the cutover is submitted); objects.mu is held.
+func (h *hosted) heldLocked() bool {
+	return h.state == hostMoving && h.holding != nil || h.state == hostCutover && h.cutoverOpen
+}
+
+// holdWaitingSession records a Session's message rec (from from) that
+// waits here for the cutover of its object (waitCutover).
+func (o *objects) holdWaitingSession(from transport.PeerInfo, rec *router.Record) {
+	tag := sessionTagOf(rec)
+	if tag == nil {
+		return
+	}
+	m, ok := messageOf(rec)
+	org, err := originOf(rec, from)
+	if !ok || err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h := o.hosted[spot.Key{ID: m.id}]; h != nil && h.objectGeneration == m.gen {
+		o.holdSessionLocked(h, tag, m, org)
+	}
+}
+
+// tellSessionsHeld tells the Sessions of h.heldSessions, every heldEvery,
+// that their messages are held here, until there are none (the move let
+// go of them), h is no longer hosted under key, or the node halts.
+func (o *objects) tellSessionsHeld(key spot.Key, h *hosted) {
+	t := time.NewTicker(o.heldEvery())
+	defer t.Stop()
+	source := entrySpotID(o.n.run)
+	for {
+		select {
+		case <-t.C:
+		case <-o.halt.Done():
+			return
+		}
+		o.mu.Lock()
+		if o.hosted[key] != h || len(h.heldSessions) == 0 {
+			h.telling = false
+			o.mu.Unlock()
+			return
+		}
+		held := make([]heldSession, 0, len(h.heldSessions))
+		for _, hs := range h.heldSessions {
+			held = append(held, hs)
+		}
+		o.mu.Unlock()
+		for _, hs := range held {
+			if !o.canTellHeld(hs.org) {
+				continue // an older version: it switches after a slice, as it always did
+			}
+			if f := o.hook().sessionHeldSend; f != nil && !f(hs.m.id) {
+				continue
+			}
+			o.sendHeld(hs.org, hs.m.id, barrierHeldNotice(familyActor, hs.m, hs.org, source))
+		}
+	}
 }
 
 // heldTeller tells a barrier's sender that it is held while it waits for

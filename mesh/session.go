@@ -83,9 +83,11 @@ type Session struct {
 // sequence sent: the messages up to after are on their way through the
 // previous owner, which passes them on in order. The route switches once
 // the new owner admitted the one with sequence after (its command 50 says
-// so), or after a barrier slice (barrierWait, 12 s: the previous owner
-// holds arrivals in a cutover at most cutoverWait and then waits at most
-// followSendWait for the link to the new owner; Session.next). Until then the Session sends nothing:
+// so), or after a barrier slice without it (barrierWait, 12 s: the
+// cutover wait plus the follow send wait; Session.next) — a slice that
+// starts again whenever the node holding its messages on purpose says so
+// (Session.held), up to barrierMaxWait, as a route switch's barrier waits
+// (route_barrier_held.go). Until then the Session sends nothing:
 // a message sent on the old route meanwhile would still be on that way
 // when the switch comes, and the first one sent straight to the new owner
 // would overtake it (docs/RELOCATION.md "Bound Sessions").
@@ -98,11 +100,17 @@ type sessionSwitch struct {
 	// (Session.settle), after comes down and have may already cover it.
 	have  uint64
 	since time.Time
-	done  chan struct{} // closed when the switch completes or is dropped
+	// heard is when the wait last heard that a message of the Session
+	// is held on purpose on its way (held): since then, or since, a
+	// slice runs; notices counts them.
+	heard   time.Time
+	notices int
+	done    chan struct{} // closed when the switch completes or is dropped
 }
 
 func newSessionSwitch(to routeTo, after, have uint64) *sessionSwitch {
-	return &sessionSwitch{to: to, after: after, have: have, since: time.Now(), done: make(chan struct{})}
+	now := time.Now()
+	return &sessionSwitch{to: to, after: after, have: have, since: now, heard: now, done: make(chan struct{})}
 }
 
 // BindSession binds a Session to the Actor ref: the Actor's route is
@@ -314,7 +322,8 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 
 // next hands out the next sequence and the route to send it on. While a
 // switch is pending it waits for it (at most a barrier slice from the
-// commit, or until ctx ends): see sessionSwitch.
+// commit or the last held notice, barrierMaxWait in all, or until ctx
+// ends): see sessionSwitch.
 func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -326,9 +335,14 @@ func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 		if p == nil {
 			break
 		}
-		left := s.o.barrierSlice() - time.Since(p.since)
+		// A slice without the notice, or without word that a message of
+		// its is held on purpose (held), as a route switch's barrier
+		// waits; at most barrierMaxWait in all.
+		waited := time.Since(p.since)
+		left := min(s.o.barrierSlice()-time.Since(p.heard), barrierMaxWait-waited)
 		if left <= 0 {
-			s.o.log.Warn("session route switched without seeing its last message arrive", "actor", s.id, "after", p.after)
+			s.o.log.Warn("session route switched without seeing its last message arrive", "actor", s.id, "after", p.after,
+				"waited", waited.Round(time.Millisecond), "held_notices", p.notices)
 			s.switchLocked(p.to)
 			break
 		}
@@ -584,6 +598,28 @@ func (s *Session) followed(seq uint64, src, f router.ActorRouteFence) {
 		return
 	}
 	s.switchLocked(p.to)
+}
+
+// held takes a barrier-held notice about the Session's message seq to the
+// Actor id at gen: a move keeps it on purpose on its way to the Actor — in
+// an ingress hold or waiting for a cutover (route_barrier_held.go) — so no
+// command 50 about it comes before the move lets go of it. While a switch
+// is pending and the message is not known to have reached its new owner,
+// that is progress of the switch's wait (next), as for a route switch's
+// barrier: switching meanwhile sent the next message straight to a target
+// that had committed on its CutoverGrace, ahead of the held ones. It
+// reports whether the notice counted; one for a Session that waits for no
+// switch, or about a message already accounted for, is ignored.
+func (s *Session) held(id string, gen, seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending
+	if p == nil || s.closed || id != s.id || gen != s.gen || seq <= p.have || seq > p.after {
+		return false
+	}
+	p.heard = time.Now()
+	p.notices++
+	return true
 }
 
 // sessionTable is the node's live Sessions, for commands 44 and 50.

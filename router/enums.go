@@ -38,9 +38,10 @@ const (
 	// transport.Config.Capabilities.
 	CapabilitySessionUnbind = "meshnode-session-unbind-v1"
 	// CapabilityBarrierHeld: the node takes the notice that a route-switch
-	// barrier it sent is held on purpose (one-way 21/24 with
-	// meshnode.control=barrier-held); sent only to peers that list it,
-	// for the same reason.
+	// barrier it sent, or a message of one of its bound Sessions, is held
+	// on purpose (one-way 21/24 with meshnode.control=barrier-held), and
+	// ignores one about neither; sent only to peers that list it, for the
+	// same reason.
 	CapabilityBarrierHeld = "meshnode-barrier-held-v1"
 )
 
