@@ -180,6 +180,22 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 		}
 		sent <- nil
 	}()
+	// switched waits for r1..r3 to return, the Session's route on the
+	// target.
+	switched := func(what string) {
+		t.Helper()
+		select {
+		case err := <-sent:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal(what)
+		}
+		if got := c.indexOf(s.Actor().NodeRID); got != dst {
+			t.Fatalf("the Session's route is on node %d, want the target %d", got, dst)
+		}
+	}
 	// Many slices pass with m1..m3 held: counted in the notices the
 	// Session took, not in time slept.
 	want := heldNotices
@@ -202,17 +218,8 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 	}
 	if mode != heldTold {
 		stopTelling.Store(true)
-		select {
-		case err := <-sent: // one slice after the last notice, the move still holding
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the Session kept waiting after the holder stopped telling")
-		}
-		if got := c.indexOf(s.Actor().NodeRID); got != dst {
-			t.Fatalf("the Session's route is on node %d, want the target %d", got, dst)
-		}
+		// One slice after the last notice, the move still holding.
+		switched("the Session kept waiting after the holder stopped telling")
 	}
 	if n := asked.Load(); mode == heldOlder && n != 0 {
 		t.Fatalf("the source sent %d held notices to a node that does not list %s", n, router.CapabilityBarrierHeld)
@@ -227,16 +234,6 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 		wantRan(t, ctx, c, ref, "a,r1,r2,r3,m1,m2,m3")
 		return
 	}
-	select {
-	case err := <-sent:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the Session's requests did not return")
-	}
-	if got := c.indexOf(s.Actor().NodeRID); got != dst {
-		t.Fatalf("the Session's route is on node %d, want the target %d", got, dst)
-	}
+	switched("the Session's requests did not return")
 	wantRan(t, ctx, c, ref, "a,m1,m2,m3,r1,r2,r3")
 }
