@@ -77,6 +77,11 @@ type Session struct {
 	// straight to linkTo later travels behind it on the same link.
 	linkTo  routeTo
 	linkSeq uint64
+	// unbindDue: Close found sequences still open (a Send or Request of
+	// another goroutine between taking its sequence and the transport's
+	// answer); the unbind goes out when the last of them settles, so that
+	// it travels behind them (unbindLocked).
+	unbindDue bool
 }
 
 // sessionSwitch is a commit whose ReplayedHighWater was below the last
@@ -173,31 +178,43 @@ func (s *Session) Actor() ActorRef {
 // Close ends the Session: later Sends and Requests answer ErrSessionClosed
 // and commands 44 for it are ignored. A Session that sent anything also
 // tells the Actor's host to drop its binding (unbind, below), so that the
-// binding no longer moves with the Actor nor gets a 44 per move. Close
-// never blocks. Idempotent.
+// binding no longer moves with the Actor nor gets a 44 per move — behind
+// every message it sent: while another goroutine's Send or Request is
+// still on its way to the transport, the unbind waits for it and leaves
+// when it settles. Close never blocks. Idempotent.
 func (s *Session) Close() {
 	s.mu.Lock()
-	closed := s.closed
-	s.closed = true
-	s.setPendingLocked(nil) // senders waiting for a switch answer ErrSessionClosed
-	var t msgTarget
-	var to routeTo
-	if !closed && s.seq > 0 {
-		// A sequence of its own: the unbind's operation id is unique like
-		// every message's (the host ignores the sequence).
-		s.seq++
-		t = msgTarget{fam: familyActor, id: s.id, gen: s.gen, control: controlUnbind,
-			sess: &sessionTag{rid: s.rid, bindGen: s.bindGen, seq: s.seq}, op: router.OperationID{High: s.opHigh, Low: s.seq}}
-		to = s.route
-	}
-	s.mu.Unlock()
-	if closed {
+	if s.closed {
+		s.mu.Unlock()
 		return
 	}
+	s.closed = true
+	s.setPendingLocked(nil) // senders waiting for a switch answer ErrSessionClosed
+	s.unbindDue = s.seq > 0
+	t, to, ok := s.unbindLocked()
+	s.mu.Unlock()
 	s.o.sessions.remove(s)
-	if t.sess != nil {
+	if ok {
 		s.o.unbind(t, to)
 	}
+}
+
+// unbindLocked hands out the unbind of a closed Session once no sequence
+// is open: a message whose send has not returned may not be queued on the
+// link yet, and an unbind queued ahead of it dropped the binding that the
+// message then recorded again on the host — for good. ok is false while
+// one is open or when there is nothing (more) to unbind.
+func (s *Session) unbindLocked() (t msgTarget, to routeTo, ok bool) {
+	if !s.closed || !s.unbindDue || len(s.open) > 0 {
+		return msgTarget{}, routeTo{}, false
+	}
+	s.unbindDue = false
+	// A sequence of its own: the unbind's operation id is unique like
+	// every message's (the host ignores the sequence).
+	s.seq++
+	t = msgTarget{fam: familyActor, id: s.id, gen: s.gen, control: controlUnbind,
+		sess: &sessionTag{rid: s.rid, bindGen: s.bindGen, seq: s.seq}, op: router.OperationID{High: s.opHigh, Low: s.seq}}
+	return t, s.route, true
 }
 
 // controlUnbind is the meshnode.control value of a closed Session's last
@@ -376,7 +393,15 @@ func (s *Session) next(ctx context.Context) (msgTarget, routeTo, error) {
 // that never left.
 func (s *Session) settle(seq uint64, left bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.settleLocked(seq, left)
+	t, to, ok := s.unbindLocked() // the last message Close waited for
+	s.mu.Unlock()
+	if ok {
+		s.o.unbind(t, to)
+	}
+}
+
+func (s *Session) settleLocked(seq uint64, left bool) {
 	delete(s.open, seq)
 	if left {
 		s.sent = max(s.sent, seq)

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +164,71 @@ func TestClosedSessionSendsNoUnbindToAnOlderHost(t *testing.T) {
 	}
 	if n := c.nodes[old].ObjectStats().SessionBindingsUnbound; n != 0 {
 		t.Fatalf("the older host counts %d unbinds", n)
+	}
+}
+
+// A Session closed while another goroutine's message has its sequence but
+// is not on the link yet: the unbind must travel behind it. Before, Close
+// sent the unbind at once; it reached the host first, and the message
+// after it recorded the binding again — for good (it moved with the Actor
+// and got a 44 per move until the Session's node run ended), which is what
+// the unbind is there to end. A one-way Send and a Request.
+func TestClosedSessionUnbindsBehindItsMessagesInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		request bool
+	}{{"send", false}, {"request", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ctx, ref, s, src, _ := sessionOnServer(t, "unbind-inflight")
+			if err := s.Send(ctx, []byte("s:a:1")); err != nil {
+				t.Fatal(err)
+			}
+			bound := func() bool {
+				_, ok := c.nodes[src].obj.hostedSessions(actorKey(ref.ActorID))[string(s.rid)]
+				return ok
+			}
+			waitUntil(t, "the binding on the host", bound)
+			entered, release := make(chan struct{}), make(chan struct{})
+			var held atomic.Bool
+			c.nodes[0].obj.hooks.Store(&testHooks{beforeRemoteSend: func(id string) error {
+				if id == ref.ActorID && held.CompareAndSwap(false, true) {
+					close(entered) // the second message, between its sequence and the link
+					<-release
+				}
+				return nil
+			}})
+			sent := make(chan error, 1)
+			go func() {
+				var err error
+				if tc.request {
+					_, err = s.Request(ctx, []byte("s:a:2"))
+				} else {
+					err = s.Send(ctx, []byte("s:a:2"))
+				}
+				sent <- err
+			}()
+			<-entered
+			s.Close()
+			close(release)
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			probe, err := c.m(0).BindSession(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer probe.Close()
+			// The probe's request travels behind everything node 0 sent
+			// the host on that link: the message and the unbind.
+			if state := sessionState(t, ctx, probe); state.Last["a"] != 2 || state.Gaps != 0 {
+				t.Fatalf("state %+v: want both messages of a", state)
+			}
+			if bound() {
+				t.Fatal("the closed Session's binding is back on the host: its unbind overtook its last message")
+			}
+			if n := c.nodes[src].ObjectStats().SessionBindingsUnbound; n != 1 {
+				t.Fatalf("the host counts %d unbound bindings, want 1", n)
+			}
+		})
 	}
 }
