@@ -237,18 +237,28 @@ const controlUnbind = "unbind"
 var protocolCapabilities = []string{router.CapabilitySessionUnbind, router.CapabilityBarrierHeld}
 
 // unbind sends t, a closed Session's unbind, on route to (see
-// controlUnbind). It never blocks: a one-way send only queues.
+// controlUnbind). It never blocks: a one-way send only queues. A Session
+// on the Actor's own node drops the binding directly; when the Actor has
+// just left this node (its 44 not applied yet, or a switch pending), the
+// unbind follows it along the recorded move, behind the messages the
+// Session sent that way (deliverFollowing).
 func (o *objects) unbind(t msgTarget, to routeTo) {
+	r := follow.Ready{Key: t.cacheKey(), ObjectGeneration: t.gen, AuthorityOwnerGeneration: to.ownerGen,
+		Owner: follow.Owner{LeaseGeneration: to.leaseGen}, Route: follow.Route{NodeRID: to.nodeRID, NodeGeneration: to.nodeGen}}
 	if o.isRun(to.nodeRID, to.nodeGen) {
-		o.unbindLocal(t)
-		return
+		if o.unbindLocal(t) {
+			return
+		}
+		fr, ok := o.followRoute(t, r)
+		if !ok {
+			return // not here, no move recorded: nothing to unbind that can be reached
+		}
+		r = fr
 	}
-	if !o.peerHas(to.nodeRID, router.CapabilitySessionUnbind) {
+	if !o.peerHas(r.Route.NodeRID, router.CapabilitySessionUnbind) {
 		o.log.Debug("session unbind not sent: the Actor's host runs a version without it", "actor", t.id)
 		return
 	}
-	r := follow.Ready{Key: t.cacheKey(), ObjectGeneration: t.gen, AuthorityOwnerGeneration: to.ownerGen,
-		Owner: follow.Owner{LeaseGeneration: to.leaseGen}, Route: follow.Route{NodeRID: to.nodeRID, NodeGeneration: to.nodeGen}}
 	if _, err := o.deliverRemote(context.Background(), t, r, nil, false); err != nil {
 		o.log.Debug("session unbind not sent; the Actor keeps the binding until this node run ends", "actor", t.id, "err", err)
 	}
@@ -265,13 +275,17 @@ func (o *objects) peerHas(rid []byte, c string) bool {
 
 // unbindLocal drops the binding of t's Session from the Actor when it is
 // hosted here (a Session of this node run; the Actor arriving or moving
-// away counts too: its hosted entry holds the bindings until they go).
-func (o *objects) unbindLocal(t msgTarget) {
+// away counts too: its hosted entry holds the bindings until they go). It
+// reports whether the Actor is hosted here.
+func (o *objects) unbindLocal(t msgTarget) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if h := o.hosted[spot.Key{ID: t.id}]; h != nil && h.objectGeneration == t.gen {
-		o.unbindSessionLocked(h, t.sess)
+	h := o.hosted[spot.Key{ID: t.id}]
+	if h == nil || h.objectGeneration != t.gen {
+		return false
 	}
+	o.unbindSessionLocked(h, t.sess)
+	return true
 }
 
 // unbindSessionLocked drops h's binding of tag's session RID when it is of

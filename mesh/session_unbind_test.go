@@ -232,3 +232,60 @@ func TestClosedSessionUnbindsBehindItsMessagesInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A Session on the Actor's own node is closed after the Actor left that
+// node but before the target's command 44 switched its route: the unbind
+// follows the Actor along the recorded move (as the Session's messages
+// would). Before, Close looked for the Actor here only, found nothing and
+// sent nothing: the binding stayed on the new owner for good.
+func TestClosedLocalSessionUnbindFollowsTheActorThatJustLeft(t *testing.T) {
+	f := newFixture(t)
+	registerSeqType(t, f)
+	c := newClusterOn(t, f, nil, 3, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "unbind-left", seqType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := c.indexOf(ref.NodeRID)
+	other := 3 - home
+	s, err := c.m(home).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, []byte("s:local:1")); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{}, 1)
+	c.nodes[other].obj.hooks.Store(&testHooks{holdSessionRoute: func(id string, _ *router.SessionRelocationRoute) bool {
+		if id != ref.ActorID {
+			return false
+		}
+		held <- struct{}{}
+		return true // the Session's route stays on home
+	}})
+	if res, err := c.m(home).RelocateActor(ctx, ref, ToNode(c.nodes[other].RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+	<-held
+	bound := func() bool {
+		_, ok := c.nodes[other].obj.hostedSessions(actorKey(ref.ActorID))[string(s.rid)]
+		return ok
+	}
+	if !bound() {
+		t.Fatal("the binding did not move with the Actor")
+	}
+	s.Close()
+	probe, err := c.m(home).BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	// From home to the new owner, on the link the unbind took.
+	if state := sessionState(t, ctx, probe); state.Last["local"] != 1 {
+		t.Fatalf("state %+v", state)
+	}
+	if bound() {
+		t.Fatal("the closed Session's binding is still on the Actor's new owner")
+	}
+}
