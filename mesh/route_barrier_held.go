@@ -59,12 +59,17 @@ func (o *objects) tellBarrierHeld(from transport.PeerInfo, fam opFamily, rec *ro
 		return func() {}
 	}
 	note := barrierHeldNotice(fam, m, org, entrySpotID(o.n.run))
-	if !o.canTellHeld(org) {
-		// A node of an older version would take the notice for an
-		// application message; it waits for its barrier as it always did.
-		return func() {}
-	}
-	return o.everyHeld(func() { o.sendHeld(org, m.id, note) })
+	return o.everyHeld(func() {
+		// Looked at for each notice, not once: the link to the origin may
+		// be down (reconnecting) when the hold begins — a single look then
+		// silenced the whole hold, and the origin gave this node up after
+		// one barrier slice. A node of an older version would take the
+		// notice for an application message; it waits for its barrier as
+		// it always did.
+		if o.canTellHeld(org) {
+			o.sendHeld(org, m.id, note)
+		}
+	})
 }
 
 // canTellHeld reports whether org, the node run a held barrier or Session

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/router"
 )
@@ -49,4 +50,36 @@ func TestBarrierHeldNoticeCountsForItsBarrier(t *testing.T) {
 			t.Errorf("family %v: %v", fam, err)
 		}
 	}
+}
+
+// The link to a barrier's origin is down (reconnecting) when the hold
+// begins: the notices start once it is admitted again. Before, the origin's
+// capability was looked at once, a link not admitted at that moment read
+// as "an older version", and the whole hold went without notices — the
+// origin gave this node up after one barrier slice.
+func TestBarrierHeldNoticesStartWhenTheLinkToTheOriginIsBack(t *testing.T) {
+	f := newFixture(t)
+	c := newClusterOn(t, f, nil, 2, nil)
+	org, holder := c.nodes[0], c.nodes[1]
+	holder.obj.barrierHeldEvery = 10 * time.Millisecond
+	raw := NewOperationID()
+	op := opIDOf(raw)
+	b, unregister := org.obj.held.add(op, "held")
+	defer unregister()
+	from, ok := holder.Transport().Peer(org.RID())
+	if !ok {
+		t.Fatal("the holder has no link to the origin")
+	}
+	barrier := router.NewRecord(&router.ActorRequest{Operation: op, Correlation: 1, TargetActor: router.ActorRouteFence{
+		Actor: router.ActorRef{ActorID: "held", ObjectGeneration: 1}, TargetNodeRID: holder.RID(), TargetNodeGeneration: holder.Transport().LifecycleGeneration(),
+		ExpectedAuthorityOwnerGeneration: 1, ExpectedOwnerLeaseGeneration: 1}}, nil, nil)
+	if err := holder.Transport().Disconnect(org.RID()); err != nil {
+		t.Fatal(err)
+	}
+	stop := holder.obj.tellBarrierHeld(from, familyActor, barrier)
+	defer stop()
+	if err := holder.Transport().Connect(org.RID(), from.Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a barrier-held notice at the origin", func() bool { return b.count.Load() > 0 })
 }
