@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,72 @@ func TestDrainOfAnEmptyNodeDoesNotWaitForARecoveringPeer(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "recovering") {
 		t.Fatalf("the drain of an empty node waited for a recovering peer: %q", grepLines(logs.String(), "recovering"))
+	}
+}
+
+// A drain of a node whose only object is still being created (its factory
+// running: not hosted yet) waits for a recovering peer like a node that
+// hosts objects: the creation lands, the drain lists it (relist) and moves
+// it once the peer serves again. Before, the node counted as empty, did not
+// wait, found no other serving node and shut down: the creation that
+// landed meanwhile was removed with the node, or failed.
+func TestDrainWithACreationUnderWayWaitsForARecoveringPeer(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	p := newProbe()
+	f, hold, blocker, fast := republishSceneWith(t, p)
+	logs := f.logNode(1)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := leaving.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
+	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	var released, landed sync.Once
+	republish := func() { released.Do(func() { close(hold.release) }) }
+	land := func() { landed.Do(func() { close(p.gate("under-way")) }) }
+	defer republish()
+	defer land()
+	if serving, recovering, err := leaving.peersNow(ctx); err != nil || serving != 0 || recovering == 0 {
+		t.Fatalf("the scene has no recovering peer (serving %d, recovering %d, %v)", serving, recovering, err)
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := leaving.Manager().CreateActor(ctx, "under-way", testMoverType, WithBody([]byte("wait:under-way")))
+		created <- err
+	}()
+	waitUntil(t, "the creation under way on the leaving node", func() bool {
+		select {
+		case err := <-created:
+			t.Fatalf("the creation ended before its factory was let go: %v", err)
+		default:
+		}
+		return leaving.obj.arrivalsUnderWay() == 1
+	})
+	type outcome struct {
+		res HostRelocationResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := leaving.Drain(ctx, HostRelocateOptions{})
+		done <- outcome{res, err}
+	}()
+	waitUntil(t, "the drain to wait for its recovering peer", func() bool {
+		select {
+		case o := <-done:
+			t.Fatalf("the drain ended without waiting for its recovering peer, a creation under way: %+v, %v", o.res.Progress, o.err)
+		default:
+		}
+		return strings.Contains(logs.String(), "some are recovering their owner lease; waiting")
+	})
+	land()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	republish()
+	o := <-done
+	if o.err != nil || o.res.Progress.Moved != 1 || len(o.res.NotMoved()) != 0 {
+		t.Fatalf("drain: moved %d, not moved %+v, %v", o.res.Progress.Moved, o.res.NotMoved(), o.err)
 	}
 }

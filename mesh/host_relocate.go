@@ -1128,10 +1128,12 @@ func drainReserve(deadline time.Duration) time.Duration {
 // yet republished: all of them right after a store outage longer than the
 // lease TTL, re-adopting their objects — it waits for one to serve again,
 // at most noTargetPatience: a drain then would otherwise hand every object
-// to the shutdown. A node that hosts no object has nothing to hand over and
-// does not wait (the last server of a mesh stopped right after a pause of
-// its own waited the whole patience for peers that had stopped in order:
-// an operator try-out).
+// to the shutdown. A node that hosts no object and has no creation under
+// way has nothing to hand over and does not wait (the last server of a
+// mesh stopped right after a pause of its own waited the whole patience
+// for peers that had stopped in order: an operator try-out); a creation
+// under way is not hosted until its factory returns, and the drain lists
+// it once it lands (holdsObjects).
 func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 	var waited time.Time
 	for {

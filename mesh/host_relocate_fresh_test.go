@@ -257,8 +257,14 @@ func loseLeaseHoldRepublish(t *testing.T, n *Node, blocker *renewBlocker, hold *
 // (blocker), and the fast lease settings.
 func republishScene(t *testing.T) (*fixture, *keyHold, *renewBlocker, func(*config.Config)) {
 	t.Helper()
+	return republishSceneWith(t, newProbe())
+}
+
+// republishSceneWith is republishScene whose test factories are p's.
+func republishSceneWith(t *testing.T, p *probe) (*fixture, *keyHold, *renewBlocker, func(*config.Config)) {
+	t.Helper()
 	f := newFixture(t)
-	registerTestFactories(t, f.reg, newProbe())
+	registerTestFactories(t, f.reg, p)
 	hold := &keyHold{Store: f.loc, release: make(chan struct{})}
 	blocker := &renewBlocker{Store: hold, stop: make(chan struct{})}
 	t.Cleanup(func() { blocker.blocked.Store(nil); close(blocker.stop) })

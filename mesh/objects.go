@@ -777,10 +777,15 @@ func (o *objects) handle(cmd router.Command, f inboundFunc) {
 }
 
 // holdsObjects reports whether this node hosts any object but its Entry
-// Spot (in any state: serving, moving, arriving).
+// Spot (in any state: serving, moving, arriving) or has a creation under
+// way (arriving: hosted only once its factory returned) — one that a drain
+// lists once it lands (relist), so it counts as something to hand over.
 func (o *objects) holdsObjects() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.creating > 0 {
+		return true
+	}
 	for _, h := range o.hosted {
 		if !h.entry {
 			return true
