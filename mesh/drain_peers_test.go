@@ -10,6 +10,7 @@ import (
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // The last server of a mesh stopped right after the others does not wait
@@ -260,5 +261,43 @@ func TestDrainWithACreationUnderWayWaitsForARecoveringPeer(t *testing.T) {
 	o := <-done
 	if o.err != nil || o.res.Progress.Moved != 1 || len(o.res.NotMoved()) != 0 {
 		t.Fatalf("drain: moved %d, not moved %+v, %v", o.res.Progress.Moved, o.res.NotMoved(), o.err)
+	}
+}
+
+// A drain of a node that hosts only Instance Spots does not wait for a
+// recovering peer either: a drain never moves them (the shutdown removes
+// them and each activates again on its next message, docs/INSTANCE-SPOTS.md),
+// so a peer serving again gives the drain nothing to hand over. Before,
+// any hosted object counted, and the drain waited the whole patience.
+func TestDrainOfANodeWithOnlyInstanceSpotsDoesNotWaitForARecoveringPeer(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	f, hold, blocker, fast := republishScene(t)
+	logs := f.logNode(1)
+	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := leaving.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
+	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	defer close(hold.release)
+	if serving, recovering, err := leaving.peersNow(ctx); err != nil || serving != 0 || recovering == 0 {
+		t.Fatalf("the scene has no recovering peer (serving %d, recovering %d, %v)", serving, recovering, err)
+	}
+	if _, err := leaving.Manager().RequestInstance(ctx, "room", []byte("hello"), InstanceType(testInstanceType)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := leaving.obj.hostedFor(spot.Key{Spot: true, ID: "room"}); !ok {
+		t.Fatal("the Instance Spot is not hosted on the leaving node")
+	}
+	res, err := leaving.Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "recovering their owner lease; waiting") {
+		t.Fatalf("the drain of a node with only Instance Spots waited for a recovering peer: %q", grepLines(logs.String(), "recovering"))
+	}
+	if res.Progress.Moved != 0 {
+		t.Fatalf("moved %d objects", res.Progress.Moved)
 	}
 }

@@ -776,10 +776,11 @@ func (o *objects) handle(cmd router.Command, f inboundFunc) {
 	o.dispatch[cmd] = f
 }
 
-// holdsObjects reports whether this node hosts any object but its Entry
-// Spot (in any state: serving, moving, arriving) or has a creation under
-// way (arriving: hosted only once its factory returned) — one that a drain
-// lists once it lands (relist), so it counts as something to hand over.
+// holdsObjects reports whether this node has something a drain hands
+// over: an Actor or User Spot hosted here (in any state: serving, moving,
+// arriving) or a creation under way (arriving: hosted only once its
+// factory returned; the drain lists it once it lands, relist). The Entry
+// Spot and Instance Spots do not count: a drain never moves them.
 func (o *objects) holdsObjects() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -787,7 +788,7 @@ func (o *objects) holdsObjects() bool {
 		return true
 	}
 	for _, h := range o.hosted {
-		if !h.entry {
+		if !h.entry && h.kind != record.ObjectInstanceSpot {
 			return true
 		}
 	}
