@@ -301,3 +301,26 @@ func TestDrainOfANodeWithOnlyInstanceSpotsDoesNotWaitForARecoveringPeer(t *testi
 		t.Fatalf("moved %d objects", res.Progress.Moved)
 	}
 }
+
+// A drain waiting for a recovering peer that does not come back in time
+// keeps the shutdown's reserve before its deadline, like its moves: the
+// wait (noTargetPatience, 10 s at least) ran to the drain's deadline when
+// shutdown_deadline was shorter (5 s here), and Close got an expired
+// context — no owner sweep, no stopped publish, the lease not released
+// (an incomplete shutdown). Now the objects stay unmoved and the shutdown
+// completes.
+func TestDrainWaitForARecoveringPeerKeepsTheShutdownReserve(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	_, hold, leaving, mine := recoveringPeerScene(t, ctx, "reserve", 1)
+	defer close(hold.release) // the peer does not serve again during the drain
+	if patience := leaving.noTargetPatience(); patience < leaving.cfg.ShutdownDeadline {
+		t.Fatalf("test set-up: patience %v not beyond shutdown_deadline %v", patience, leaving.cfg.ShutdownDeadline)
+	}
+	res, err := leaving.Drain(ctx, HostRelocateOptions{})
+	if err != nil {
+		t.Fatalf("the drain's shutdown: %v", err)
+	}
+	if res.Progress.Moved != 0 || len(res.NotMoved()) != len(mine) {
+		t.Fatalf("moved %d, not moved %d of %d", res.Progress.Moved, len(res.NotMoved()), len(mine))
+	}
+}

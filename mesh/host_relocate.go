@@ -881,7 +881,15 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// documented bound): a lease still not back after the first is not
 	// waited for again.
 	leaseWait := n.noTargetPatience()
-	leaseWait -= n.awaitOwnLease(ctx, leaseWait)
+	// Every wait before the moves keeps the shutdown's reserve before
+	// ctx's deadline, like the moves (drainMoves): noTargetPatience is 10 s
+	// at least, and a shutdown_deadline (or a caller's deadline) shorter
+	// than the waits plus the reserve left Close an expired context — the
+	// owner sweep, the stopped publish and the lease release undone.
+	end, _ := ctx.Deadline()
+	wctx, wcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
+	defer wcancel()
+	leaseWait -= n.awaitOwnLease(wctx, leaseWait)
 	// Stop taking objects and say so before looking for targets
 	// (OPERATIONS.md, drain step 1): the look may wait for a peer, and a
 	// node still serving meanwhile took objects moved in by a peer draining
@@ -889,12 +897,9 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// 2026-12-06). hostMove is held until Close: nothing new lands here
 	// between the moves and the shutdown.
 	holding := n.beginHostMove(cmdDrain) == nil
-	// The wait keeps the shutdown's reserve before ctx's deadline, like
-	// the moves (drainMoves): counted from now, it ate into the reserve by
-	// the lease wait above, and all of it under a caller's deadline
-	// shorter than shutdown_deadline (Close then got an expired context).
-	end, _ := ctx.Deadline()
-	wctx, wcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
+	// The wait keeps the shutdown's reserve (wctx): counted from now, it
+	// ate into the reserve by the lease wait above, and all of it under a
+	// caller's deadline shorter than shutdown_deadline.
 	if !holding {
 		// Again after the wait, and also when there was none: a command
 		// that ended between the refusal and the look left nothing to
@@ -902,7 +907,6 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		n.awaitHostCommand(wctx)
 		holding = n.beginHostMove(cmdDrain) == nil
 	}
-	wcancel()
 	if holding {
 		n.publishDraining(ctx)
 	}
@@ -924,7 +928,7 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 		n.log.Warn("drain: this node's owner lease ended for good; no object can move", "objects", res.Progress.Total,
 			"why", why, "err", lost)
 	} else {
-		res, moves = n.drainMoves(ctx, opts, began, deadline, holding, leaseWait)
+		res, moves = n.drainMoves(ctx, wctx, opts, began, deadline, holding, leaseWait)
 	}
 	res.Took = n.hostNow().Sub(began)
 	if !moves {
@@ -963,10 +967,11 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 // another serving node (or a descriptor list) it moves nothing; otherwise it
 // moves the objects within ctx's deadline less the shutdown's reserve and
 // lingers for the senders of moved objects. moves reports whether the moves
-// ran (hostRelocate).
-func (n *Node) drainMoves(ctx context.Context, opts HostRelocateOptions, began time.Time, deadline time.Duration,
+// ran (hostRelocate). The waits for a peer and for this node's lease end
+// by wctx, ctx less the shutdown's reserve.
+func (n *Node) drainMoves(ctx, wctx context.Context, opts HostRelocateOptions, began time.Time, deadline time.Duration,
 	holding bool, leaseWait time.Duration) (res HostRelocationResult, moves bool) {
-	switch others, err := n.otherServingNodes(ctx); {
+	switch others, err := n.otherServingNodes(wctx); {
 	case err != nil:
 		res = n.unmoved("drain: cannot tell whether another node can take it: "+err.Error(), opts.Progress)
 		n.log.Warn("drain: cannot tell whether another node can take the objects; shutting down without moving them",
@@ -982,7 +987,7 @@ func (n *Node) drainMoves(ctx context.Context, opts HostRelocateOptions, began t
 		// long enough for the admission gate to shut meanwhile (a renew
 		// late): wait for it again rather than hand every object to the
 		// shutdown.
-		n.awaitOwnLease(ctx, leaseWait)
+		n.awaitOwnLease(wctx, leaseWait)
 		if !holding {
 			if err := n.beginHostMove(cmdDrain); err != nil {
 				res = n.unmoved("drain: "+err.Error(), opts.Progress)
@@ -1138,6 +1143,9 @@ func (n *Node) otherServingNodes(ctx context.Context) (int, error) {
 	var waited time.Time
 	for {
 		serving, recovering, err := n.peersNow(ctx)
+		if err != nil && !waited.IsZero() && ctx.Err() != nil {
+			return 0, nil // the wait ran out during a round: as at its bound below
+		}
 		if err != nil || serving > 0 || recovering == 0 || !n.obj.holdsObjects() {
 			return serving, err
 		}
