@@ -813,6 +813,16 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 			return // refused or answered below
 		}
 		if unbind {
+			if d.h.state == hostMoving && d.h.holding != nil && o.halt.Err() == nil {
+				// The Session's earlier messages may be in the move's
+				// ingress hold: relayed to the target, they record the
+				// binding there again (and the payload may carry it
+				// already). Taken anew once the move lets go (below):
+				// passed on behind the relay, or taken here if the object
+				// stays.
+				holding = d.h.holding
+				return
+			}
 			o.unbindSessionLocked(d.h, tag)
 			return
 		}
@@ -853,6 +863,10 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 			o.drops.add(oerr)
 		}
 		o.log.Debug("message refused", "object", id, "err", oerr)
+	case unbind && holding != nil:
+		o.holdBarrier(holding, func() {
+			o.inbound(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply)
+		})
 	case barrier && holding != nil:
 		stop := o.tellBarrierHeld(from, fam, rec)
 		o.holdBarrier(holding, func() {

@@ -195,7 +195,7 @@ func (s *Session) Close() {
 	s.mu.Unlock()
 	s.o.sessions.remove(s)
 	if ok {
-		s.o.unbind(t, to)
+		s.o.unbind(t, to, 0)
 	}
 }
 
@@ -241,12 +241,18 @@ var protocolCapabilities = []string{router.CapabilitySessionUnbind, router.Capab
 // on the Actor's own node drops the binding directly; when the Actor has
 // just left this node (its 44 not applied yet, or a switch pending), the
 // unbind follows it along the recorded move, behind the messages the
-// Session sent that way (deliverFollowing).
-func (o *objects) unbind(t msgTarget, to routeTo) {
+// Session sent that way (deliverFollowing). An Actor moving away from this
+// node is waited for (unbindLocal; waits counts those waits).
+func (o *objects) unbind(t msgTarget, to routeTo, waits int) {
 	r := follow.Ready{Key: t.cacheKey(), ObjectGeneration: t.gen, AuthorityOwnerGeneration: to.ownerGen,
 		Owner: follow.Owner{LeaseGeneration: to.leaseGen}, Route: follow.Route{NodeRID: to.nodeRID, NodeGeneration: to.nodeGen}}
 	if o.isRun(to.nodeRID, to.nodeGen) {
-		if o.unbindLocal(t) {
+		hosted, wait := o.unbindLocal(t, waits)
+		if wait != nil {
+			o.holdBarrier(wait, func() { o.unbind(t, to, waits+1) })
+			return
+		}
+		if hosted {
 			return
 		}
 		fr, ok := o.followRoute(t, r)
@@ -274,19 +280,36 @@ func (o *objects) peerHas(rid []byte, c string) bool {
 }
 
 // unbindLocal drops the binding of t's Session from the Actor when it is
-// hosted here (a Session of this node run; the Actor arriving or moving
-// away counts too: its hosted entry holds the bindings until they go). It
-// reports whether the Actor is hosted here.
-func (o *objects) unbindLocal(t msgTarget) bool {
+// hosted here (a Session of this node run; the Actor arriving counts too:
+// its hosted entry holds the bindings the payload brings). It reports
+// whether the Actor is hosted here. An Actor that a move holds or is
+// relaying away returns the channel to wait on instead, and nothing is
+// dropped: the Session's earlier messages in its ingress hold reach the
+// target with the relay and record the binding there again (the payload
+// may carry it already), so the unbind must follow them; after
+// unbindWaits waits it is dropped here all the same.
+func (o *objects) unbindLocal(t msgTarget, waits int) (hosted bool, wait <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h := o.hosted[spot.Key{ID: t.id}]
 	if h == nil || h.objectGeneration != t.gen {
-		return false
+		return false, nil
+	}
+	if waits < unbindWaits && o.halt.Err() == nil {
+		switch {
+		case h.state == hostMoving && h.holding != nil:
+			return true, h.holding
+		case h.state == hostCutover && h.cutoverOpen:
+			return true, h.cutoverDone
+		}
 	}
 	o.unbindSessionLocked(h, t.sess)
-	return true
+	return true, nil
 }
+
+// unbindWaits bounds unbindLocal's waits: one for a move's hold, one for
+// its cutover.
+const unbindWaits = 2
 
 // unbindSessionLocked drops h's binding of tag's session RID when it is of
 // tag's binding generation or older; the caller holds objects.mu.
@@ -411,7 +434,7 @@ func (s *Session) settle(seq uint64, left bool) {
 	t, to, ok := s.unbindLocked() // the last message Close waited for
 	s.mu.Unlock()
 	if ok {
-		s.o.unbind(t, to)
+		s.o.unbind(t, to, 0)
 	}
 }
 

@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"bytes"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,5 +289,80 @@ func TestClosedLocalSessionUnbindFollowsTheActorThatJustLeft(t *testing.T) {
 	}
 	if bound() {
 		t.Fatal("the closed Session's binding is still on the Actor's new owner")
+	}
+}
+
+// A Session closed while a move holds its Actor (the source between the
+// target's relay-ready and its relay): its last message is in the source's
+// ingress hold, and the binding went with the payload. The unbind waits for
+// the move to let go and follows the Actor behind the relay, so that the
+// binding is dropped on the target. Before, the source dropped its own copy
+// of the binding at once — the payload had already carried it, and the
+// relayed message recorded it again on the target — and the binding stayed
+// there for good. A Session of another node and one of the source itself.
+func TestClosedSessionUnbindFollowsTheActorItsMoveHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		local bool // the Session is on the source node
+	}{{"remote", false}, {"on the source", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ctx, ref, s, src, dst := sessionOnServer(t, "unbind-held")
+			_, others := createUntil(t, ctx, c, "unbind-held-probe", src, 1) // read behind the unbind on node 0's link to src
+			if tc.local {
+				var err error
+				if s, err = c.m(src).BindSession(ctx, ref); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Send(ctx, []byte("s:a:1")); err != nil {
+				t.Fatal(err)
+			}
+			bound := func(at int) bool {
+				_, ok := c.nodes[at].obj.hostedSessions(actorKey(ref.ActorID))[string(s.rid)]
+				return ok
+			}
+			waitUntil(t, "the binding on the source", func() bool { return bound(src) })
+			atReady, release := make(chan struct{}), make(chan struct{})
+			var releaseOnce sync.Once
+			letGo := func() { releaseOnce.Do(func() { close(release) }) }
+			defer letGo()
+			c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+				if id == ref.ActorID && step == stepSourceReady {
+					close(atReady)
+					<-release
+				}
+			}})
+			moved := make(chan error, 1)
+			go func() {
+				res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
+				if err == nil && res.Outcome != Moved {
+					err = fmt.Errorf("move: %+v", res)
+				}
+				moved <- err
+			}()
+			<-atReady
+			if err := s.Send(ctx, []byte("s:a:2")); err != nil { // into the source's hold
+				t.Fatal(err)
+			}
+			s.Close()
+			if !tc.local {
+				if _, err := c.m(0).RequestActor(ctx, others[0], []byte("state")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			letGo()
+			if err := <-moved; err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, "the closed Session's binding gone from the target", func() bool { return !bound(dst) })
+			probe, err := c.m(0).BindSession(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer probe.Close()
+			if state := sessionState(t, ctx, probe); state.Last["a"] != 2 || state.Turns != 3 {
+				t.Fatalf("state %+v: want both messages of a and the state request, no unbind among them", state)
+			}
+		})
 	}
 }
