@@ -52,15 +52,7 @@ func TestDrainDoesNotWaitForAPeerThatStoppedInOrder(t *testing.T) {
 func TestDrainSaysDrainingWhileItWaitsForAPeer(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	f, hold, leaving, mine := recoveringPeerScene(t, ctx, "wait", 2)
-	type outcome struct {
-		res HostRelocationResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := leaving.Drain(ctx, HostRelocateOptions{})
-		done <- outcome{res, err}
-	}()
+	done := drainAsync(ctx, leaving)
 	key, err := record.MeshNodeKey("objects", leaving.RID())
 	if err != nil {
 		t.Fatal(err)
@@ -169,34 +161,6 @@ func threeServers(t *testing.T, ctx context.Context, prefix string, want int) (c
 	return c, logs, mine
 }
 
-// A drain of a node that hosts nothing does not wait for a peer recovering
-// its lease: there is nothing to hand it. Before, the last server of a mesh
-// SIGTERMed right after a pause of its own (its recent store trouble made
-// every peer gone from the list "maybe recovering") waited the whole
-// patience for peers that had stopped in order (an operator try-out, 10 s).
-func TestDrainOfAnEmptyNodeDoesNotWaitForARecoveringPeer(t *testing.T) {
-	ctx := ctxT(t, 60*time.Second)
-	f, hold, blocker, fast := republishScene(t)
-	logs := f.logNode(1)
-	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
-	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	if err := leaving.WaitPeers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
-	loseLeaseHoldRepublish(t, peer, blocker, hold)
-	defer close(hold.release)
-	if _, recovering, err := leaving.peersNow(ctx); err != nil || recovering == 0 {
-		t.Fatalf("the scene has no recovering peer (%d, %v)", recovering, err)
-	}
-	if _, err := leaving.Drain(ctx, HostRelocateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(logs.String(), "recovering") {
-		t.Fatalf("the drain of an empty node waited for a recovering peer: %q", grepLines(logs.String(), "recovering"))
-	}
-}
-
 // A drain of a node whose only object is still being created (its factory
 // running: not hosted yet) waits for a recovering peer like a node that
 // hosts objects: the creation lands, the drain lists it (relist) and moves
@@ -206,23 +170,10 @@ func TestDrainOfAnEmptyNodeDoesNotWaitForARecoveringPeer(t *testing.T) {
 func TestDrainWithACreationUnderWayWaitsForARecoveringPeer(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	p := newProbe()
-	f, hold, blocker, fast := republishSceneWith(t, p)
-	logs := f.logNode(1)
-	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
-	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	if err := leaving.WaitPeers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
-	loseLeaseHoldRepublish(t, peer, blocker, hold)
-	var released, landed sync.Once
-	republish := func() { released.Do(func() { close(hold.release) }) }
+	leaving, logs, republish := recoveringPeerAlone(t, ctx, p)
+	var landed sync.Once
 	land := func() { landed.Do(func() { close(p.gate("under-way")) }) }
-	defer republish()
 	defer land()
-	if serving, recovering, err := leaving.peersNow(ctx); err != nil || serving != 0 || recovering == 0 {
-		t.Fatalf("the scene has no recovering peer (serving %d, recovering %d, %v)", serving, recovering, err)
-	}
 	created := make(chan error, 1)
 	go func() {
 		_, err := leaving.Manager().CreateActor(ctx, "under-way", testMoverType, WithBody([]byte("wait:under-way")))
@@ -236,15 +187,7 @@ func TestDrainWithACreationUnderWayWaitsForARecoveringPeer(t *testing.T) {
 		}
 		return leaving.obj.arrivalsUnderWay() == 1
 	})
-	type outcome struct {
-		res HostRelocationResult
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := leaving.Drain(ctx, HostRelocateOptions{})
-		done <- outcome{res, err}
-	}()
+	done := drainAsync(ctx, leaving)
 	waitUntil(t, "the drain to wait for its recovering peer", func() bool {
 		select {
 		case o := <-done:
@@ -261,44 +204,6 @@ func TestDrainWithACreationUnderWayWaitsForARecoveringPeer(t *testing.T) {
 	o := <-done
 	if o.err != nil || o.res.Progress.Moved != 1 || len(o.res.NotMoved()) != 0 {
 		t.Fatalf("drain: moved %d, not moved %+v, %v", o.res.Progress.Moved, o.res.NotMoved(), o.err)
-	}
-}
-
-// A drain of a node that hosts only Instance Spots does not wait for a
-// recovering peer either: a drain never moves them (the shutdown removes
-// them and each activates again on its next message, docs/INSTANCE-SPOTS.md),
-// so a peer serving again gives the drain nothing to hand over. Before,
-// any hosted object counted, and the drain waited the whole patience.
-func TestDrainOfANodeWithOnlyInstanceSpotsDoesNotWaitForARecoveringPeer(t *testing.T) {
-	ctx := ctxT(t, 60*time.Second)
-	f, hold, blocker, fast := republishScene(t)
-	logs := f.logNode(1)
-	leaving := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
-	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
-	if err := leaving.WaitPeers(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
-	loseLeaseHoldRepublish(t, peer, blocker, hold)
-	defer close(hold.release)
-	if serving, recovering, err := leaving.peersNow(ctx); err != nil || serving != 0 || recovering == 0 {
-		t.Fatalf("the scene has no recovering peer (serving %d, recovering %d, %v)", serving, recovering, err)
-	}
-	if _, err := leaving.Manager().RequestInstance(ctx, "room", []byte("hello"), InstanceType(testInstanceType)); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := leaving.obj.hostedFor(spot.Key{Spot: true, ID: "room"}); !ok {
-		t.Fatal("the Instance Spot is not hosted on the leaving node")
-	}
-	res, err := leaving.Drain(ctx, HostRelocateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(logs.String(), "recovering their owner lease; waiting") {
-		t.Fatalf("the drain of a node with only Instance Spots waited for a recovering peer: %q", grepLines(logs.String(), "recovering"))
-	}
-	if res.Progress.Moved != 0 {
-		t.Fatalf("moved %d objects", res.Progress.Moved)
 	}
 }
 
@@ -323,4 +228,83 @@ func TestDrainWaitForARecoveringPeerKeepsTheShutdownReserve(t *testing.T) {
 	if res.Progress.Moved != 0 || len(res.NotMoved()) != len(mine) {
 		t.Fatalf("moved %d, not moved %d of %d", res.Progress.Moved, len(res.NotMoved()), len(mine))
 	}
+}
+
+// A drain of a node with nothing to hand over does not wait for a peer
+// recovering its lease: an empty node, and one hosting only Instance Spots
+// (a drain never moves them: the shutdown removes them and each activates
+// again on its next message, docs/INSTANCE-SPOTS.md). Before, the last
+// server of a mesh SIGTERMed right after a pause of its own (its recent
+// store trouble made every peer gone from the list "maybe recovering")
+// waited the whole patience for peers that had stopped in order (an
+// operator try-out, 10 s); and until 2026-12-07 any hosted object counted,
+// Instance Spots included.
+func TestDrainWithNothingToMoveDoesNotWaitForARecoveringPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		instance bool // the node hosts an Instance Spot
+	}{{"empty", false}, {"only Instance Spots", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t, 60*time.Second)
+			leaving, logs, _ := recoveringPeerAlone(t, ctx, newProbe())
+			if tc.instance {
+				if _, err := leaving.Manager().RequestInstance(ctx, "room", []byte("hello"), InstanceType(testInstanceType)); err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := leaving.obj.hostedFor(spot.Key{Spot: true, ID: "room"}); !ok {
+					t.Fatal("the Instance Spot is not hosted on the leaving node")
+				}
+			}
+			res, err := leaving.Drain(ctx, HostRelocateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(logs.String(), "recovering") {
+				t.Fatalf("the drain waited for a recovering peer: %q", grepLines(logs.String(), "recovering"))
+			}
+			if res.Progress.Moved != 0 {
+				t.Fatalf("moved %d objects", res.Progress.Moved)
+			}
+		})
+	}
+}
+
+// recoveringPeerAlone starts a server (node 1, logging into logs: the one
+// to drain) and its only peer (node 2), which then loses its owner lease,
+// reacquires it and waits to republish its descriptor until republish: the
+// leaving node lists no other server serving, one recovering.
+func recoveringPeerAlone(t *testing.T, ctx context.Context, p *probe) (leaving *Node, logs *syncbuf.Buffer, republish func()) {
+	t.Helper()
+	f, hold, blocker, fast := republishSceneWith(t, p)
+	logs = f.logNode(1)
+	leaving = startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
+	peer := startRoundsApart(t, f, 2, 100*time.Millisecond, config.RoleServer, blocker, fast)
+	if err := leaving.WaitPeers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the leaving node to list its peer serving", func() bool { return len(leaving.recentServers()) == 1 })
+	loseLeaseHoldRepublish(t, peer, blocker, hold)
+	var once sync.Once
+	republish = func() { once.Do(func() { close(hold.release) }) }
+	t.Cleanup(republish)
+	if serving, recovering, err := leaving.peersNow(ctx); err != nil || serving != 0 || recovering == 0 {
+		t.Fatalf("the scene has no recovering peer (serving %d, recovering %d, %v)", serving, recovering, err)
+	}
+	return leaving, logs, republish
+}
+
+// drainOutcome is what a Drain returned.
+type drainOutcome struct {
+	res HostRelocationResult
+	err error
+}
+
+// drainAsync drains n on a goroutine; its outcome comes on the channel.
+func drainAsync(ctx context.Context, n *Node) <-chan drainOutcome {
+	done := make(chan drainOutcome, 1)
+	go func() {
+		res, err := n.Drain(ctx, HostRelocateOptions{})
+		done <- drainOutcome{res, err}
+	}()
+	return done
 }

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -95,12 +96,7 @@ func TestClosedSessionDropsItsBinding(t *testing.T) {
 		t.Fatalf("the previous owner passed on %d messages, want 1 (the unbind)", n-forwarded)
 	}
 
-	probe, err := c.m(0).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	state := sessionState(t, ctx, probe)
+	state := probeState(t, ctx, c.m(0), ref)
 	// Three sends and this request: no unbind ran as a turn.
 	if state.Turns != 4 || state.Duplicates != 0 || state.Gaps != 0 {
 		t.Fatalf("state %+v: want 4 turns (3 sends and the state request), no unbind among them", state)
@@ -152,13 +148,8 @@ func TestClosedSessionSendsNoUnbindToAnOlderHost(t *testing.T) {
 	bound := func() map[string]uint64 { return c.nodes[old].obj.hostedSessions(actorKey(ref.ActorID)) }
 	waitUntil(t, "the binding on the older node", func() bool { return len(bound()) == 1 })
 	s.Close()
-	probe, err := c.m(0).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
 	// The state request travels behind anything Close sent on the link.
-	if state := sessionState(t, ctx, probe); state.Turns != 2 {
+	if state := probeState(t, ctx, c.m(0), ref); state.Turns != 2 {
 		t.Fatalf("state %+v: want 2 turns (the send and the state request)", state)
 	}
 	if _, ok := bound()[string(s.rid)]; !ok {
@@ -215,14 +206,9 @@ func TestClosedSessionUnbindsBehindItsMessagesInFlight(t *testing.T) {
 			if err := <-sent; err != nil {
 				t.Fatal(err)
 			}
-			probe, err := c.m(0).BindSession(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer probe.Close()
 			// The probe's request travels behind everything node 0 sent
 			// the host on that link: the message and the unbind.
-			if state := sessionState(t, ctx, probe); state.Last["a"] != 2 || state.Gaps != 0 {
+			if state := probeState(t, ctx, c.m(0), ref); state.Last["a"] != 2 || state.Gaps != 0 {
 				t.Fatalf("state %+v: want both messages of a", state)
 			}
 			if bound() {
@@ -241,16 +227,7 @@ func TestClosedSessionUnbindsBehindItsMessagesInFlight(t *testing.T) {
 // would). Before, Close looked for the Actor here only, found nothing and
 // sent nothing: the binding stayed on the new owner for good.
 func TestClosedLocalSessionUnbindFollowsTheActorThatJustLeft(t *testing.T) {
-	f := newFixture(t)
-	registerSeqType(t, f)
-	c := newClusterOn(t, f, nil, 3, clientRole0)
-	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "unbind-left", seqType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := c.indexOf(ref.NodeRID)
-	other := 3 - home
+	c, ctx, ref, _, home, other := sessionOnServer(t, "unbind-left")
 	s, err := c.m(home).BindSession(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
@@ -278,13 +255,8 @@ func TestClosedLocalSessionUnbindFollowsTheActorThatJustLeft(t *testing.T) {
 		t.Fatal("the binding did not move with the Actor")
 	}
 	s.Close()
-	probe, err := c.m(home).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
 	// From home to the new owner, on the link the unbind took.
-	if state := sessionState(t, ctx, probe); state.Last["local"] != 1 {
+	if state := probeState(t, ctx, c.m(home), ref); state.Last["local"] != 1 {
 		t.Fatalf("state %+v", state)
 	}
 	if bound() {
@@ -355,14 +327,23 @@ func TestClosedSessionUnbindFollowsTheActorItsMoveHolds(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitUntil(t, "the closed Session's binding gone from the target", func() bool { return !bound(dst) })
-			probe, err := c.m(0).BindSession(ctx, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer probe.Close()
-			if state := sessionState(t, ctx, probe); state.Last["a"] != 2 || state.Turns != 3 {
+			if state := probeState(t, ctx, c.m(0), ref); state.Last["a"] != 2 || state.Turns != 3 {
 				t.Fatalf("state %+v: want both messages of a and the state request, no unbind among them", state)
 			}
 		})
 	}
+}
+
+// probeState binds a fresh Session of m to ref and asks the seqType Actor
+// what it saw: its request travels behind everything m's node sent before
+// on its link to the Actor's host. The probe is closed (and unbinds) when
+// the test ends, not before the counters are read.
+func probeState(t *testing.T, ctx context.Context, m *Manager, ref ActorRef) seqState {
+	t.Helper()
+	probe, err := m.BindSession(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(probe.Close)
+	return sessionState(t, ctx, probe)
 }
