@@ -3,12 +3,12 @@ package mesh
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/chunk"
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/router"
 )
@@ -264,19 +264,21 @@ func TestClosedLocalSessionUnbindFollowsTheActorThatJustLeft(t *testing.T) {
 	}
 }
 
-// A Session closed while a move holds its Actor (the source between the
-// target's relay-ready and its relay): its last message is in the source's
-// ingress hold, and the binding went with the payload. The unbind waits for
-// the move to let go and follows the Actor behind the relay, so that the
-// binding is dropped on the target. Before, the source dropped its own copy
-// of the binding at once — the payload had already carried it, and the
-// relayed message recorded it again on the target — and the binding stayed
-// there for good. A Session of another node and one of the source itself.
+// A Session closed while a move holds its Actor (its last message in the
+// source's ingress hold; the binding went with the payload, or is about
+// to). The unbind waits for the move to let go: when the Actor moves, it
+// follows behind the relay and the binding is dropped on the target; when
+// the move fails, it is taken on the source. Before, the source dropped its
+// own copy of the binding at once — the payload had already carried it,
+// and the relayed message recorded it again on the target — and the
+// binding stayed there for good. A Session of another node and one of the
+// source itself.
 func TestClosedSessionUnbindFollowsTheActorItsMoveHolds(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		local bool // the Session is on the source node
-	}{{"remote", false}, {"on the source", true}} {
+		fail  bool // the move fails (the target refuses the Restore): the Actor stays
+	}{{"remote", false, false}, {"on the source", true, false}, {"remote, the move fails", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, ctx, ref, s, src, dst := sessionOnServer(t, "unbind-held")
 			_, others := createUntil(t, ctx, c, "unbind-held-probe", src, 1) // read behind the unbind on node 0's link to src
@@ -294,25 +296,38 @@ func TestClosedSessionUnbindFollowsTheActorItsMoveHolds(t *testing.T) {
 				return ok
 			}
 			waitUntil(t, "the binding on the source", func() bool { return bound(src) })
-			atReady, release := make(chan struct{}), make(chan struct{})
+			holdAt, hooks := stepSourceReady, &testHooks{}
+			if tc.fail {
+				holdAt = stepSourceRecord // before the Restore, which the target refuses
+				hooks.restoreChunk = func(id string, _ chunk.Binding, _ int, data []byte) []byte {
+					if id != ref.ActorID {
+						return data
+					}
+					bad := append([]byte(nil), data...)
+					bad[0] ^= 0xff
+					return bad
+				}
+			}
+			atHold, release := make(chan struct{}), make(chan struct{})
 			var releaseOnce sync.Once
 			letGo := func() { releaseOnce.Do(func() { close(release) }) }
 			defer letGo()
-			c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
-				if id == ref.ActorID && step == stepSourceReady {
-					close(atReady)
+			hooks.relocationStep = func(id, step string) {
+				if id == ref.ActorID && step == holdAt {
+					close(atHold)
 					<-release
 				}
-			}})
-			moved := make(chan error, 1)
+			}
+			c.nodes[src].obj.hooks.Store(hooks)
+			moved := make(chan RelocationResult, 1)
 			go func() {
 				res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID()))
-				if err == nil && res.Outcome != Moved {
-					err = fmt.Errorf("move: %+v", res)
+				if err != nil {
+					res.Reason = err.Error()
 				}
-				moved <- err
+				moved <- res
 			}()
-			<-atReady
+			<-atHold
 			if err := s.Send(ctx, []byte("s:a:2")); err != nil { // into the source's hold
 				t.Fatal(err)
 			}
@@ -323,10 +338,15 @@ func TestClosedSessionUnbindFollowsTheActorItsMoveHolds(t *testing.T) {
 				}
 			}
 			letGo()
-			if err := <-moved; err != nil {
-				t.Fatal(err)
+			res := <-moved
+			host := dst
+			if tc.fail {
+				host = src
 			}
-			waitUntil(t, "the closed Session's binding gone from the target", func() bool { return !bound(dst) })
+			if got := res.Outcome == Moved; got == tc.fail {
+				t.Fatalf("move: %+v", res)
+			}
+			waitUntil(t, "the closed Session's binding gone from the Actor's host", func() bool { return !bound(host) })
 			if state := probeState(t, ctx, c.m(0), ref); state.Last["a"] != 2 || state.Turns != 3 {
 				t.Fatalf("state %+v: want both messages of a and the state request, no unbind among them", state)
 			}
