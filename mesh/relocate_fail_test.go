@@ -51,6 +51,7 @@ type runBlock struct {
 	started chan struct{} // closed when the blocked run began
 	release chan struct{} // closed by the test
 	err     error         // what the run then returns
+	deaf    bool          // the run ignores its context (application code that does not return)
 }
 
 func newFailCtl() *failCtl {
@@ -76,6 +77,10 @@ func (c *failCtl) wait(ctx context.Context, id string) error {
 		return nil
 	}
 	close(b.started)
+	if b.deaf {
+		<-b.release
+		return b.err
+	}
 	select {
 	case <-b.release:
 	case <-ctx.Done():
@@ -176,6 +181,14 @@ func failClusterOf(t *testing.T, f *fixture, loc locstore.Store, count int) (*cl
 // it) applied to each node's configuration before it starts.
 func failClusterWith(t *testing.T, f *fixture, loc locstore.Store, count int, edit func(i int, cfg *config.Config)) (*cluster, *failCtl) {
 	t.Helper()
+	ctl := registerFailTypes(t, f)
+	return newClusterOn(t, f, loc, count, edit), ctl
+}
+
+// registerFailTypes registers the failure tests' factories in f's registry
+// and returns what drives them.
+func registerFailTypes(t *testing.T, f *fixture) *failCtl {
+	t.Helper()
 	ctl := newFailCtl()
 	for _, fac := range []spot.Factory{
 		{StableType: failPreserveType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: failSnapshot{ctl}, New: ctl.newFn},
@@ -186,7 +199,7 @@ func failClusterWith(t *testing.T, f *fixture, loc locstore.Store, count int, ed
 			t.Fatal(err)
 		}
 	}
-	return newClusterOn(t, f, loc, count, edit), ctl
+	return ctl
 }
 
 // onFailStores runs fn with the fixture's memory Location Store, then with
@@ -643,10 +656,15 @@ type casFaults struct {
 
 var errStoreDown = &locstore.ProviderError{Provider: "test", Op: "write", Err: errors.New("store unreachable")}
 
-func (s *casFaults) isNewOwner(req locstore.WriteRequest) bool {
+func (s *casFaults) isNewOwner(req locstore.WriteRequest) bool { return isNewOwnerOf(s.authKey, req) }
+
+// isNewOwnerOf reports whether req is a move's owner CAS of the object
+// whose authority key is authKey: it puts the row and consumes the move's
+// reservation.
+func isNewOwnerOf(authKey string, req locstore.WriteRequest) bool {
 	put, del := false, false
 	for _, m := range req.Mutations {
-		put = put || (m.Kind == locstore.MutPut && m.Key == s.authKey)
+		put = put || (m.Kind == locstore.MutPut && m.Key == authKey)
 		del = del || (m.Kind == locstore.MutDelete && strings.HasPrefix(m.Key, record.KindPrefix(authority.KindRelocationReservation)))
 	}
 	return put && del

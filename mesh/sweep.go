@@ -18,6 +18,11 @@ type SweepResult struct {
 	Aborted  int // Reserved rows aborted with their capacity
 	Skipped  int // rows that changed since the snapshot or could not be decoded
 	Restarts int // snapshot restarts after an expired scan
+	// Fenced counts moves to this run that had not committed: their
+	// reservation was released, so their owner CAS can never apply
+	// (fenceArrival). Landed counts those whose CAS had applied after
+	// all: their row, this run's then, was removed with the others.
+	Fenced, Landed int
 }
 
 // sweepAuthority is the owner-cleanup sweep of §11 (removeAllByOwner): it
@@ -63,6 +68,11 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 				continue
 			}
 			if a.OwnerID != owner.ID || uint64(a.OwnerLeaseGeneration) != owner.LeaseGeneration {
+				if movingHere(a, owner) {
+					if err := n.fenceArrival(ctx, exec, owner, it.Key, a, &res); err != nil {
+						errs = append(errs, err)
+					}
+				}
 				continue
 			}
 			res.Ours++
@@ -103,9 +113,9 @@ func (n *Node) sweepAuthority(ctx context.Context) (SweepResult, error) {
 		}
 		cursor = page.Next
 	}
-	if res.Ours > 0 {
+	if res.Ours > 0 || res.Fenced > 0 {
 		n.log.Info("owner sweep", "scanned", res.Scanned, "ours", res.Ours, "deleted", res.Deleted,
-			"aborted", res.Aborted, "skipped", res.Skipped)
+			"aborted", res.Aborted, "skipped", res.Skipped, "arrivals_fenced", res.Fenced, "arrivals_landed", res.Landed)
 	}
 	return res, errors.Join(errs...)
 }
@@ -200,4 +210,53 @@ func moveMayCommit(ctx context.Context, loc locstore.Store, a record.Authority) 
 		return false, fmt.Errorf("owner sweep %s: read its move's reservation: %w", a.ObjectID, err)
 	}
 	return rr.Found, nil
+}
+
+// movingHere reports whether a's move progress names the host run owner as
+// the target of a move that has not committed (the source still owns the
+// row).
+func movingHere(a record.Authority, owner authority.Owner) bool {
+	r := a.Relocation
+	return r != nil && r.Stage != record.RelocationCommitted && r.Target.OwnerID == owner.ID &&
+		uint64(r.Target.OwnerLeaseGeneration) == owner.LeaseGeneration
+}
+
+// fenceArrival makes sure a move to this stopping run whose owner CAS has
+// not applied never does: it releases the move's reservation, which the
+// CAS consumes and is conditioned on (§8.1). The shutdown halted the
+// arrival before the sweep, but a CAS already sent may still be applied by
+// the store after the sweep's scan — and then the record named this run
+// once it had stopped, for an object it no longer had, until the other
+// nodes reclaimed it after the lease expired. The source, waiting for the
+// commit, then finds the reservation gone and the record still its own,
+// and takes the object back with its state (RELOCATION.md §9.4 and §5).
+// A release that finds the reservation gone (consumed by a CAS that landed
+// since the scan, or released by the source) is followed by a read of the
+// row: once that answer is in no CAS of the move can land any more, and a
+// row that names this run now is removed like the others — the object
+// arrived at a stopping node and goes with its objects.
+func (n *Node) fenceArrival(ctx context.Context, exec *authority.Executor, owner authority.Owner, key string, a record.Authority, res *SweepResult) error {
+	rel, err := exec.ReleaseCapacity(ctx, authority.CapacityRequest{ReservationID: a.Relocation.ReservationID})
+	if err != nil {
+		return fmt.Errorf("owner sweep %s: release the reservation of its move here: %w", a.ObjectID, err)
+	}
+	res.Fenced++
+	if !rel.AlreadyApplied && !rel.Recovered {
+		n.log.Info("owner sweep: a move here that had not committed is stopped; its source keeps the object",
+			"object", a.ObjectID)
+		return nil
+	}
+	rr, err := n.loc.Read(ctx, key)
+	if err != nil {
+		return fmt.Errorf("owner sweep %s: re-read after its move's reservation was gone: %w", a.ObjectID, err)
+	}
+	cur, err := authority.AuthorityRowOf(key, rr)
+	if err != nil || !cur.Found || cur.Record.OwnerID != owner.ID || uint64(cur.Record.OwnerLeaseGeneration) != owner.LeaseGeneration {
+		return nil // not this run's: the source's still, or gone
+	}
+	res.Ours++
+	res.Landed++
+	n.log.Warn("owner sweep: a move here committed while the node stopped; its record is removed with this run's others (its state is lost)",
+		"object", a.ObjectID)
+	return sweepOne(ctx, n.loc, exec, owner, cur, res)
 }

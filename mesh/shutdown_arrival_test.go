@@ -1,0 +1,206 @@
+package mesh
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// arrivalStore is one node's view of the Location Store that can hold the
+// owner CAS of one object's move once the CAS reached the store, as a
+// request the store received before its sender gave up (on Redis: sent
+// before the context ended): let go, it is applied whatever the sender's
+// context says by then. A CAS whose context had ended before it reached
+// the store is not held: the store refuses it untouched (locstore SPI).
+type arrivalStore struct {
+	locstore.Store
+	mu      sync.Mutex
+	authKey string        // the object whose owner CAS is held ("": none)
+	reached chan struct{} // closed once that CAS reached the store
+	let     chan struct{} // closed by the test: apply it
+	applied chan bool     // whether it applied, once let go
+	// onScan, when set, runs once after the next scan of authority rows
+	// answered (behind the scanner's back).
+	onScan func()
+}
+
+func newArrivalStore(loc locstore.Store) *arrivalStore {
+	return &arrivalStore{Store: loc, reached: make(chan struct{}), let: make(chan struct{}), applied: make(chan bool, 1)}
+}
+
+func (s *arrivalStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
+	s.mu.Lock()
+	hold := ctx.Err() == nil && s.authKey != "" && isNewOwnerOf(s.authKey, req)
+	if hold {
+		s.authKey = "" // the first one only
+	}
+	s.mu.Unlock()
+	if !hold {
+		return s.Store.Write(ctx, req)
+	}
+	close(s.reached)
+	<-s.let
+	wr, err := s.Store.Write(context.WithoutCancel(ctx), req)
+	s.applied <- err == nil && wr.Applied
+	return wr, err
+}
+
+func (s *arrivalStore) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
+	page, err := s.Store.Scan(ctx, req)
+	s.mu.Lock()
+	f := s.onScan
+	if f != nil && strings.HasPrefix(req.Prefix, record.KindPrefix(record.KindAuthority)) {
+		s.onScan = nil
+	} else {
+		f = nil
+	}
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return page, err
+}
+
+// The target of a move stops (Node.Close, §11) while the object is still
+// arriving: its Restore runs in an adapter that ignores its context, its
+// owner CAS is about to be sent, or its CAS already reached the store and
+// is applied late — after the stopping node's owner sweep, or between the
+// sweep's scan and its end. No record may name the stopped target then:
+// the source keeps the object (the move ends NotMoved, its state served on
+// the source) — or, when the CAS applied before the sweep was done, the
+// object arrived at a stopping node and its record goes with this run's
+// other records. Before, a CAS the store applied after the sweep left the
+// record naming the stopped node, for an object nobody hosted, until the
+// other nodes reclaimed it after its lease had expired.
+func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
+	const (
+		restoreStuck  = iota // in the Restore adapter at the Close, returns after the sweep
+		beforeCAS            // about to send its CAS at the Close, sends it after the sweep
+		casAfterSweep        // its CAS reached the store before the Close, applies after the sweep
+		casAfterScan         // its CAS reached the store before the Close, applies after the sweep's scan
+	)
+	tests := []struct {
+		name  string
+		stage int
+		moved bool // the CAS applied before the sweep was done: the object went with the stopping node
+	}{
+		{"Restore stuck in the adapter", restoreStuck, false},
+		{"owner CAS not sent yet", beforeCAS, false},
+		{"owner CAS applied after the sweep", casAfterSweep, false},
+		{"owner CAS applied after the sweep's scan", casAfterScan, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			onFailStores(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+				ctl := registerFailTypes(t, f)
+				stores := make([]*arrivalStore, 3)
+				c := newClusterWith(t, f, func(i int) locstore.Store {
+					stores[i] = newArrivalStore(loc)
+					return stores[i]
+				}, 3, clientRole0)
+				ctx := ctxT(t, 60*time.Second)
+				const id = "arriving"
+				ref := recorder(t, ctx, c, id, failPreserveType, "a")
+				src, dst := movePair(t, c, record.ObjectActor, id)
+				before := rowOf(t, c, record.ObjectActor, id)
+				key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := stores[dst]
+				st.mu.Lock()
+				st.authKey = key
+				st.mu.Unlock()
+
+				// Where the arrival stands when its node closes, and what
+				// goes on once the sweep is done (or its scan answered).
+				var reached <-chan struct{}
+				afterSweep := func() {}
+				hooks := &testHooks{}
+				switch tc.stage {
+				case restoreStuck:
+					b := ctl.block(id, nil)
+					b.deaf = true
+					reached = b.started
+					afterSweep = func() { close(b.release) }
+				case beforeCAS:
+					atCAS, release := make(chan struct{}), make(chan struct{})
+					var once sync.Once
+					hooks.relocationStep = func(oid, step string) {
+						if oid == id && step == stepTargetCAS {
+							once.Do(func() { close(atCAS) })
+							<-release
+						}
+					}
+					reached = atCAS
+					afterSweep = func() { close(release) }
+				case casAfterSweep:
+					reached = st.reached
+					afterSweep = func() {
+						close(st.let)
+						if <-st.applied {
+							t.Error("the held owner CAS applied after the sweep")
+						}
+					}
+				case casAfterScan:
+					reached = st.reached
+					hooks.closeStep = func(step string) {
+						if step == closeObjectsStopped {
+							st.mu.Lock()
+							st.onScan = func() {
+								close(st.let)
+								if !<-st.applied {
+									t.Error("the held owner CAS did not apply after the sweep's scan")
+								}
+							}
+							st.mu.Unlock()
+						}
+					}
+				}
+				if tc.stage != casAfterScan {
+					hooks.closeStep = func(step string) {
+						if step == closeStoppedPublished {
+							afterSweep()
+						}
+					}
+				}
+				c.nodes[dst].obj.hooks.Store(hooks)
+				mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+				waitClosed(t, reached, "the arrival to reach its stage")
+				if err := c.nodes[dst].Close(ctx); err != nil {
+					t.Logf("target Close: %v", err)
+				}
+				res := outcomeOf(t, moving)
+				after := rowOf(t, c, record.ObjectActor, id)
+				if after.Found && c.indexOf(after.Record.Allocation.Descriptor.RoutingID) == dst {
+					t.Fatalf("the record names the stopped target (node %d, AuthorityOwnerGeneration %d); the move reported %v (%s)",
+						dst, after.Record.AuthorityOwnerGeneration, res.Outcome, res.Reason)
+				}
+				if _, rsv := capacityOf(t, loc); rsv != 0 {
+					t.Fatalf("%d reservations left", rsv)
+				}
+				if tc.moved {
+					if after.Found || res.Outcome != Moved {
+						t.Fatalf("record found %v, move %v (%s); want the record removed with the stopping target's, moved",
+							after.Found, res.Outcome, res.Reason)
+					}
+					return
+				}
+				if res.Outcome != NotMoved {
+					t.Fatalf("the move reported %v (%s), want notMoved: the source keeps the object", res.Outcome, res.Reason)
+				}
+				sameOwnership(t, before, after)
+				checkOwners(t, c, record.ObjectActor, id, src, before.Record.AuthorityOwnerGeneration, src)
+				wantRan(t, ctx, c, ref, "a")
+			})
+		})
+	}
+}
