@@ -4,27 +4,29 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
-// arrivalStore is one node's view of the Location Store that can hold the
-// owner CAS of one object's move once the CAS reached the store, as a
-// request the store received before its sender gave up (on Redis: sent
+// arrivalStore is one node's view of the Location Store that can hold one
+// write (an owner CAS, a creation's Commit) once it reached the store, as
+// a request the store received before its sender gave up (on Redis: sent
 // before the context ended): let go, it is applied whatever the sender's
-// context says by then. A CAS whose context had ended before it reached
+// context says by then. A write whose context had ended before it reached
 // the store is not held: the store refuses it untouched (locstore SPI).
 type arrivalStore struct {
 	locstore.Store
 	mu      sync.Mutex
-	authKey string        // the object whose owner CAS is held ("": none)
-	reached chan struct{} // closed once that CAS reached the store
-	let     chan struct{} // closed by the test: apply it
-	applied chan bool     // whether it applied, once let go
+	hold    func(locstore.WriteRequest) bool // the write to hold (nil: none)
+	reached chan struct{}                    // closed once that write reached the store
+	let     chan struct{}                    // closed by the test: apply it
+	applied chan bool                        // whether it applied, once let go
 	// onScan, when set, runs once after the next scan of authority rows
 	// answered (behind the scanner's back).
 	onScan func()
@@ -36,9 +38,9 @@ func newArrivalStore(loc locstore.Store) *arrivalStore {
 
 func (s *arrivalStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
 	s.mu.Lock()
-	hold := ctx.Err() == nil && s.authKey != "" && isNewOwnerOf(s.authKey, req)
+	hold := ctx.Err() == nil && s.hold != nil && s.hold(req)
 	if hold {
-		s.authKey = "" // the first one only
+		s.hold = nil // the first one only
 	}
 	s.mu.Unlock()
 	if !hold {
@@ -115,7 +117,7 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 				}
 				st := stores[dst]
 				st.mu.Lock()
-				st.authKey = key
+				st.hold = func(req locstore.WriteRequest) bool { return isNewOwnerOf(key, req) }
 				st.mu.Unlock()
 
 				// Where the arrival stands when its node closes, and what
@@ -203,4 +205,93 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The same for a creation (§7) whose target stops while its Commit is in
+// flight: the Commit reached the store before the Close and is applied
+// after the stopping node's owner sweep. The Reserved record is this run's
+// and the sweep aborts it under its version, which the Commit is
+// conditioned on: it never applies, and no record names the stopped node.
+// (This held before the fence of moves; the test keeps it so.)
+func TestCreationCommittedAfterItsTargetsSweepLeavesNoRecord(t *testing.T) {
+	onFailStores(t, func(t *testing.T, f *fixture, loc locstore.Store) {
+		registerFailTypes(t, f)
+		stores := make([]*arrivalStore, 3)
+		c := newClusterWith(t, f, func(i int) locstore.Store {
+			stores[i] = newArrivalStore(loc)
+			return stores[i]
+		}, 3, func(i int, cfg *config.Config) {
+			clientRole0(i, cfg)
+			// The Commit held in the store keeps the creation in flight:
+			// the Close waits for it only until shutdown_deadline less the
+			// store steps' share (two seconds here), then sweeps.
+			cfg.ShutdownDeadline = 3 * time.Second
+		})
+		ctx := ctxT(t, 60*time.Second)
+		const id = "created-late"
+		key, err := authority.Object{ID: id, Kind: record.ObjectActor}.Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := make(chan int, 1)
+		for i := 1; i <= 2; i++ {
+			st := stores[i]
+			var armed atomic.Bool // this node is the creation's target
+			c.nodes[i].obj.hooks.Store(&testHooks{
+				beforeFactory: func(oid string) error {
+					if oid == id {
+						st.mu.Lock()
+						st.hold = func(req locstore.WriteRequest) bool { return putsKey(key, req) }
+						st.mu.Unlock()
+						armed.Store(true)
+						target <- i
+					}
+					return nil
+				},
+				closeStep: func(step string) {
+					if step == closeStoppedPublished && armed.Load() {
+						close(st.let)
+						if <-st.applied {
+							t.Error("the held Commit applied after the sweep")
+						}
+					}
+				},
+			})
+		}
+		created := make(chan error, 1)
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_, err := c.m(0).CreateActor(cctx, id, failPreserveType)
+			created <- err
+		}()
+		var dst int
+		select {
+		case dst = <-target:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no target ran the factory")
+		}
+		waitClosed(t, stores[dst].reached, "the Commit to reach the store")
+		if err := c.nodes[dst].Close(ctx); err != nil {
+			t.Logf("target Close: %v", err)
+		}
+		// The target's lease is released: nothing more is written in its
+		// name. (The creator is not waited for: it learns the outcome at
+		// its deadline.)
+		if row := rowOf(t, c, record.ObjectActor, id); row.Found && c.indexOf(row.Record.Allocation.Descriptor.RoutingID) == dst {
+			t.Fatalf("the record (%s) names the stopped target", row.Record.Allocation.State)
+		}
+		cancel()
+		<-created
+	})
+}
+
+// putsKey reports whether req puts key.
+func putsKey(key string, req locstore.WriteRequest) bool {
+	for _, m := range req.Mutations {
+		if m.Kind == locstore.MutPut && m.Key == key {
+			return true
+		}
+	}
+	return false
 }
