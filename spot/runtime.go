@@ -377,6 +377,9 @@ type Object struct {
 	// gateHeld: dispatch is closed because Options.Admit refused a turn
 	// (not by Hold, whose caller releases).
 	gateHeld bool
+	// holds counts the Hold and HoldContext calls, so that a HoldContext
+	// that gives up sees whether another hold began while it waited.
+	holds uint64
 }
 
 // Key returns the object's key.
@@ -427,6 +430,7 @@ func (o *Object) scheduleLocked() {
 // queuing. It is the first step of capture (§1.3 step 3).
 func (o *Object) Hold() {
 	o.mu.Lock()
+	o.holds++
 	o.dispatch = false
 	o.clearGateHeldLocked() // the caller of Hold releases it now
 	for o.running {
@@ -436,10 +440,19 @@ func (o *Object) Hold() {
 }
 
 // HoldContext is Hold bounded by ctx: when ctx ends while a turn still
-// runs (a handler blocked on a slow call, or for good), dispatch reopens as
-// before and it returns ctx's error, so that a relocation gives up at its
-// deadline and the object goes on where it is (spec §9.4) instead of
-// waiting for the turn without bound.
+// runs (a handler blocked on a slow call, or for good), it returns ctx's
+// error and leaves the object's dispatch as it found it, so that a
+// relocation gives up at its deadline and the object goes on where it is
+// (spec §9.4) instead of waiting for the turn without bound. Dispatch
+// reopens only if it was open when HoldContext was called and no other
+// Hold began meanwhile; an object held already (opened held, or by another
+// Hold whose caller releases it) stays held, and one that held itself for
+// Options.Admit holds itself again (ReleaseGateHeld reopens it). Until
+// 2026-12-07 it reopened dispatch whatever the object's state had been,
+// undoing the other holder's hold while it counted on no turn running. In
+// mesh that other holder is the lease hold (lease_hold.go), whose objects
+// also hold themselves at their next turn through Options.Admit, so no
+// turn ran there; for other users of Hold it did.
 func (o *Object) HoldContext(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		o.mu.Lock()
@@ -449,6 +462,9 @@ func (o *Object) HoldContext(ctx context.Context) error {
 	defer stop()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	wasOpen, wasGateHeld := o.dispatch, o.gateHeld
+	o.holds++
+	mine := o.holds
 	o.dispatch = false
 	o.clearGateHeldLocked() // the caller of Hold releases it now
 	for o.running && ctx.Err() == nil {
@@ -457,9 +473,16 @@ func (o *Object) HoldContext(ctx context.Context) error {
 	if !o.running {
 		return nil
 	}
-	if !o.closed {
+	switch {
+	case o.closed, o.holds != mine:
+		// Closed, or another Hold began while this one waited: it holds
+		// the object now, and its caller releases it.
+	case wasOpen:
 		o.dispatch = true
 		o.scheduleLocked()
+	case wasGateHeld && !o.dispatch:
+		o.gateHeld = true
+		o.rt.gateHeld.Add(1)
 	}
 	return ctx.Err()
 }

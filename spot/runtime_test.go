@@ -706,6 +706,103 @@ func TestHoldAndCloseDoNotWaitForAStuckTurnBeyondTheirContext(t *testing.T) {
 	}
 }
 
+// A HoldContext that gives up (a turn still runs when its context ends)
+// leaves dispatch as it found it: open again when it was open; still held
+// when a Hold held the object before it, or began while it waited — that
+// hold's caller releases it, and nothing queued runs meanwhile. Before,
+// it reopened dispatch whatever the state had been, and the queued message
+// ran while the other holder counted on the object being held.
+func TestHoldContextGivingUpKeepsAnotherHold(t *testing.T) {
+	const (
+		none       = iota // the object was open
+		holdBefore        // a Hold began before HoldContext
+		holdDuring        // a Hold began while HoldContext waited
+	)
+	for _, tc := range []struct {
+		name     string
+		other    int
+		wantHeld bool
+	}{
+		{"open before: reopened", none, false},
+		{"held by a Hold before", holdBefore, true},
+		{"a Hold began while it waited", holdDuring, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(Options{Workers: 2})
+			defer rt.Close()
+			started, release := make(chan struct{}), make(chan struct{})
+			letGo := sync.OnceFunc(func() { close(release) })
+			defer letGo() // before the runtime's Close, which waits for the turn
+			var ran atomic.Int32
+			o, err := rt.Open(Spec{Key: Key{ID: "stuck"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(_ *Turn, env Envelope) error {
+				if string(env.Body) == "block" {
+					close(started)
+					<-release
+				}
+				ran.Add(1)
+				return nil
+			})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Post(send("block")); err != nil {
+				t.Fatal(err)
+			}
+			<-started
+			if err := o.Post(send("next")); err != nil {
+				t.Fatal(err)
+			}
+			holds := func() uint64 {
+				o.mu.Lock()
+				defer o.mu.Unlock()
+				return o.holds
+			}
+			held := make(chan struct{}) // the other Hold returned
+			hold := func(want uint64) {
+				go func() { o.Hold(); close(held) }()
+				waitFor(t, "the other Hold to begin", func() bool { return holds() == want })
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			switch tc.other {
+			case none:
+				cancel()
+				err = o.HoldContext(ctx)
+			case holdBefore:
+				hold(1)
+				cancel()
+				err = o.HoldContext(ctx)
+			case holdDuring:
+				errc := make(chan error, 1)
+				go func() { errc <- o.HoldContext(ctx) }()
+				waitFor(t, "HoldContext to begin", func() bool { return holds() == 1 })
+				hold(2)
+				cancel()
+				err = <-errc
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("HoldContext = %v, want context.Canceled", err)
+			}
+			if o.Held() != tc.wantHeld {
+				t.Fatalf("held %v after HoldContext gave up, want %v", o.Held(), tc.wantHeld)
+			}
+			letGo()
+			if tc.wantHeld {
+				select {
+				case <-held:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the other Hold did not return once the turn ended")
+				}
+				if n := o.Queued(); n != 1 || !o.Held() {
+					t.Fatalf("after the turn: %d queued, held %v; want the next message waiting, held", n, o.Held())
+				}
+				o.Release()
+			}
+			waitFor(t, "both messages to run", func() bool { return ran.Load() == 2 })
+		})
+	}
+}
+
 // A periodic timer whose firings are not run as fast as they come (a held
 // or busy object, a period shorter than its turn) has at most one firing
 // waiting in the mailbox: 10,000 periods of a held object queue one, the
