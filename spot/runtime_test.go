@@ -663,17 +663,7 @@ func TestHoldAndCloseDoNotWaitForAStuckTurnBeyondTheirContext(t *testing.T) {
 	rt := New(Options{Workers: 2})
 	started, release := make(chan struct{}), make(chan struct{})
 	var ran atomic.Int32
-	o, err := rt.Open(Spec{Key: Key{ID: "stuck"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(_ *Turn, env Envelope) error {
-		if string(env.Body) == "block" {
-			close(started)
-			<-release
-		}
-		ran.Add(1)
-		return nil
-	})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := openBlocking(t, rt, started, release, &ran)
 	other, err := rt.Open(Spec{Key: Key{ID: "other"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(*Turn, Envelope) error { return nil })})
 	if err != nil {
 		t.Fatal(err)
@@ -706,6 +696,24 @@ func TestHoldAndCloseDoNotWaitForAStuckTurnBeyondTheirContext(t *testing.T) {
 	}
 }
 
+// openBlocking opens the Actor "stuck", which counts every message it
+// runs in ran; "block" closes started and waits for release first.
+func openBlocking(t *testing.T, rt *Runtime, started, release chan struct{}, ran *atomic.Int32) *Object {
+	t.Helper()
+	o, err := rt.Open(Spec{Key: Key{ID: "stuck"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(_ *Turn, env Envelope) error {
+		if string(env.Body) == "block" {
+			close(started)
+			<-release
+		}
+		ran.Add(1)
+		return nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 // A HoldContext that gives up (a turn still runs when its context ends)
 // leaves dispatch as it found it: open again when it was open; still held
 // when a Hold held the object before it, or began while it waited — that
@@ -734,17 +742,7 @@ func TestHoldContextGivingUpKeepsAnotherHold(t *testing.T) {
 			letGo := sync.OnceFunc(func() { close(release) })
 			defer letGo() // before the runtime's Close, which waits for the turn
 			var ran atomic.Int32
-			o, err := rt.Open(Spec{Key: Key{ID: "stuck"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(_ *Turn, env Envelope) error {
-				if string(env.Body) == "block" {
-					close(started)
-					<-release
-				}
-				ran.Add(1)
-				return nil
-			})})
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := openBlocking(t, rt, started, release, &ran)
 			if err := o.Post(send("block")); err != nil {
 				t.Fatal(err)
 			}
@@ -764,6 +762,7 @@ func TestHoldContextGivingUpKeepsAnotherHold(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			var err error
 			switch tc.other {
 			case none:
 				cancel()
