@@ -308,11 +308,11 @@ func TestTargetTable(t *testing.T) {
 		{"grace then a late cutover: one CAS", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvGraceElapsed, EvCutover, EvCommitted},
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
 		{"§9.1 record missing or other generation: no factory", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMismatch},
-			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailAuthority},
+			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailAuthority},
 		{"§9.1 checksum mismatch: never restored from a partial payload", []TargetEvent{EvPrepare, EvAuthorityMatched, EvAssemblyFailed},
-			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailAssembly},
+			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailAssembly},
 		{"restore failed", []TargetEvent{EvPrepare, EvAuthorityMatched, EvAssembled, EvRestoreFailed},
-			append(append(ta{}, prep...), ActBuildHidden, ActReplyFailed, ActRemove), TgtFailed, TgtFailRestore},
+			append(append(ta{}, prep...), ActBuildHidden, ActRemove, ActReplyFailed), TgtFailed, TgtFailRestore},
 		{"§9.4 cancel before relay-ready discards the temporary queue", []TargetEvent{EvPrepare, EvAssembled, EvCancelled},
 			append(append(ta{}, prep...), ActRemove), TgtCancelled, TgtFailNone},
 		{"cancel while restoring", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvCancelled},
@@ -332,11 +332,11 @@ func TestTargetTable(t *testing.T) {
 		{"node stops during the CAS: removed", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvHalted},
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActRemove), TgtFailed, TgtFailLocationUpdate},
 		{"node stops before relay-ready: as the deadline", []TargetEvent{EvPrepare, EvHalted},
-			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailDeadline},
+			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailDeadline},
 		{"relayed records differ from the cutover's count/digest", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutoverMismatch},
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove), TgtFailed, TgtFailRelayMismatch},
 		{"deadline before relay-ready", []TargetEvent{EvPrepare, EvExpired},
-			append(append(ta{}, prep...), ActReplyFailed, ActRemove), TgtFailed, TgtFailDeadline},
+			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailDeadline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -285,11 +285,15 @@ func (t *Target) maybeBuild() []TargetAction {
 }
 
 // fail ends the attempt: before relay-ready the source is told (53 failed)
-// so it can reopen; afterwards nobody is waiting for an answer.
+// so it can reopen; afterwards nobody is waiting for an answer. The told
+// source reopens at once, so the hidden instance, temporary queue and
+// assembly staging go first (§9.4: the source must not accept new work
+// before that cleanup finishes) — told first, the source's result could
+// come while this node still hosted the object incoming.
 func (t *Target) fail(f TargetFailure, reply bool) []TargetAction {
 	t.state, t.failure = TgtFailed, f
 	if reply {
-		return []TargetAction{ActReplyFailed, ActRemove}
+		return []TargetAction{ActRemove, ActReplyFailed}
 	}
 	return []TargetAction{ActRemove}
 }
