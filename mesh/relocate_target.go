@@ -383,7 +383,17 @@ func (a *arrival) do(act relocation.TargetAction) {
 	case relocation.ActReadAuthority:
 		o.gos.Go(a.readAuthority)
 	case relocation.ActBuildHidden:
-		o.gos.Go(a.build)
+		// Counted as work in flight on its own: the build calls the
+		// application (Restore, New), and the attempt may end (the node
+		// halts) while that call has not returned — a shutdown waits for
+		// it as for any call into the application, and reports it when it
+		// does not return (ApplicationStuckError.Calls). Added here, while
+		// this attempt's own count holds the group above zero.
+		o.work.Add(1)
+		o.gos.Go(func() {
+			defer o.work.Done()
+			a.build()
+		})
 	case relocation.ActReplyRelayReady:
 		if err := a.reply(router.NewRecord(&router.RelocationReady{Correlation: a.corr, Relocation: a.prep.Binding.Relocation,
 			TargetAttempt: a.prep.Binding.TargetAttempt, Outcome: router.RelocationRelayReady}, nil, nil)); err != nil {

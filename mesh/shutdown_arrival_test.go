@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,16 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 				c := newClusterWith(t, f, func(i int) locstore.Store {
 					stores[i] = newArrivalStore(loc)
 					return stores[i]
-				}, 3, clientRole0)
+				}, 3, func(i int, cfg *config.Config) {
+					clientRole0(i, cfg)
+					if tc.stage == restoreStuck {
+						// The Close waits for the stuck Restore as for
+						// any call into the application, until
+						// shutdown_deadline less the store steps' share
+						// (two seconds here), then sweeps.
+						cfg.ShutdownDeadline = 3 * time.Second
+					}
+				})
 				ctx := ctxT(t, 60*time.Second)
 				const id = "arriving"
 				ref := recorder(t, ctx, c, id, failPreserveType, "a")
@@ -177,8 +187,17 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 				defer cancel()
 				moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
 				waitClosed(t, reached, "the arrival to reach its stage")
-				if err := c.nodes[dst].Close(ctx); err != nil {
-					t.Logf("target Close: %v", err)
+				closeErr := c.nodes[dst].Close(ctx)
+				if closeErr != nil {
+					t.Logf("target Close: %v", closeErr)
+				}
+				// A Restore that ignores its context is application code
+				// that had not returned: Close says so (before, the attempt
+				// ended on the halt and nothing counted the call).
+				var stuck *ApplicationStuckError
+				if got := errors.As(closeErr, &stuck) && stuck.Calls; got != (tc.stage == restoreStuck) {
+					t.Fatalf("target Close = %v; an *ApplicationStuckError naming a call into the application: %v, want %v",
+						closeErr, got, tc.stage == restoreStuck)
 				}
 				res := outcomeOf(t, moving)
 				after := rowOf(t, c, record.ObjectActor, id)
