@@ -830,7 +830,8 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 		// takes the queue (or merges it at the owner change) then knows
 		// the Session.
 		o.bindSessionLocked(d.h, tag, org)
-		o.holdSessionLocked(d.h, tag, m, org) // into a move's ingress hold: its Session is told (route_barrier_held.go)
+		o.holdSessionLocked(d.h, tag, m, org)      // into a move's ingress hold: its Session is told (route_barrier_held.go)
+		o.lateRelayedLocked(d.h, tag, from, m.hop) // relayed after a grace commit: its Session is told (session_late_relay.go)
 		if corr != 0 && org.direct(from) {
 			// Fast path: answer on the connection the request came on. A
 			// request passed on by another node is answered to its origin

@@ -104,7 +104,11 @@ type objects struct {
 	afterCutover   map[cutoverWaitKey]*cutoverQueue
 	cutoverWaiting int
 	cutoverQueues  atomic.Int32
-	closing        bool // no new object work (Close began)
+	// lateRelays are the objects that opened here on their move's
+	// CutoverGrace before the source's cutover came, by that move's
+	// binding, until it comes (session_late_relay.go).
+	lateRelays map[chunk.Binding]*hosted
+	closing    bool // no new object work (Close began)
 	// stopping mirrors closing for lock-free readers (emptying, on every
 	// placement).
 	stopping atomic.Bool
@@ -273,6 +277,9 @@ const (
 	// a Session whose route switch waits got a notice that one of its
 	// messages is held on purpose
 	stepSessionHeldNotice = "session:held"
+	// a target that committed on its grace sent the fresh commits a
+	// relay taken in after it owed (session_late_relay.go)
+	stepSessionLateCommit = "target:late-commit"
 )
 
 func (h testHooks) step(id, step string) {
@@ -352,6 +359,11 @@ type hosted struct {
 	// or ends its cutover (letGoLocked, endCutoverLocked).
 	heldSessions map[string]heldSession
 	telling      bool
+	// lateRelay is set while the move that brought the object here
+	// committed on its CutoverGrace and the source may still relay its
+	// hold: a relayed Session message taken in then gets its Session a
+	// fresh command 44 (session_late_relay.go).
+	lateRelay *lateRelay
 	// readoptedFrom is the owner combination this run held the object
 	// under before its latest re-adoption (node_readopt.go); zero when
 	// it was never re-adopted. Messages fenced with it were sent to this

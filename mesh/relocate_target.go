@@ -254,6 +254,9 @@ func (o *objects) inboundCutover(_ context.Context, _ transport.PeerInfo, rec *r
 	c := rec.Body.(*router.RelocationCutover)
 	a, ok := o.arrivalOf(c.Binding)
 	if !ok {
+		// The relay of a move that committed here on its grace is complete
+		// (session_late_relay.go).
+		o.endLateRelay(chunk.BindingOf(c.Binding))
 		o.log.Debug("relocation: cutover of no arrival", "binding", chunk.BindingOf(c.Binding).String())
 		return
 	}
@@ -697,6 +700,7 @@ func (a *arrival) open() {
 	merged := append(a.relay, a.temp...)
 	a.relay, a.temp = nil, nil
 	version := a.committedVersion
+	late := !a.cutSeen // committed on the grace: the source may relay still
 	a.mu.Unlock()
 	for _, env := range merged {
 		if err := a.obj.Post(env); err != nil {
@@ -709,6 +713,9 @@ func (a *arrival) open() {
 	h := a.h
 	h.obj, h.state, h.arrival = a.obj, hostServing, nil
 	h.storeVersion = version
+	if late {
+		o.expectLateRelayLocked(a)
+	}
 	settled := make(chan struct{})
 	h.settling = settled
 	ownerGen := h.ownerGeneration

@@ -992,13 +992,17 @@ func (o *objects) restoreSessions(h *hosted, ps []chunk.SessionBinding) {
 }
 
 // sendSessionRoutes sends command 44 one-way to the owner of every Session
-// bound to h (a Session owned by this node run takes it directly). The
+// bound to h, or of those in only when it is not nil (a Session owned by
+// this node run takes it directly). The
 // coordinator fence names the move's source, which coordinates it, and the
 // StoreVersion the sender's step was conditioned on. A binding whose
 // owner's host run is unknown cannot be addressed and is logged.
-func (o *objects) sendSessionRoutes(ctx context.Context, h *hosted, id string, bind router.RelocationBinding, version string,
-	role router.RelocationRole, update func(sessionBinding) router.SessionRouteUpdate) {
+func (o *objects) sendSessionRoutes(ctx context.Context, h *hosted, only map[string]struct{}, id string, bind router.RelocationBinding,
+	version string, role router.RelocationRole, update func(sessionBinding) router.SessionRouteUpdate) {
 	for _, e := range o.sessionsOf(h) {
+		if _, ok := only[e.rid]; only != nil && !ok {
+			continue
+		}
 		b := e.b
 		if b.ownerID == "" {
 			o.log.Warn("command 44 not sent: the session owner's host run is unknown", "actor", id, "session_owner", b.owner.String())
@@ -1037,7 +1041,7 @@ func (s *sourceMove) sessionAbort() {
 	ctx, cancel := s.bg(sessionRouteWait)
 	defer cancel()
 	cur := uint64(s.row.Record.AuthorityOwnerGeneration)
-	s.o.sendSessionRoutes(ctx, s.h, s.id, s.bind.Wire(), s.row.Version, router.RoleSource, func(sessionBinding) router.SessionRouteUpdate {
+	s.o.sendSessionRoutes(ctx, s.h, nil, s.id, s.bind.Wire(), s.row.Version, router.RoleSource, func(sessionBinding) router.SessionRouteUpdate {
 		return router.SessionRouteUpdate{Action: router.RouteAbort, Abort: &router.SessionRouteAbort{CurrentAuthorityOwnerGeneration: cur}}
 	})
 }
@@ -1052,11 +1056,18 @@ func (a *arrival) sessionCommit() {
 	if a.kind != record.ObjectActor {
 		return
 	}
+	a.sendCommits(a.h.ownerGeneration, nil)
+}
+
+// sendCommits sends the command 44 commit of this move, the object at
+// AuthorityOwnerGeneration next here, to the owners of the Sessions bound
+// to it — of those in only, when only is not nil (session_late_relay.go).
+func (a *arrival) sendCommits(next uint64, only map[string]struct{}) {
 	o := a.o
 	ctx, cancel := context.WithTimeout(o.halt, sessionRouteWait)
 	defer cancel()
-	prev, next := a.prep.Object.ExpectedAuthorityOwnerGeneration, a.h.ownerGeneration
-	o.sendSessionRoutes(ctx, a.h, a.prep.Object.ObjectID, a.prep.Binding, a.version, router.RoleTarget, func(b sessionBinding) router.SessionRouteUpdate {
+	prev := a.prep.Object.ExpectedAuthorityOwnerGeneration
+	o.sendSessionRoutes(ctx, a.h, only, a.prep.Object.ObjectID, a.prep.Binding, a.version, router.RoleTarget, func(b sessionBinding) router.SessionRouteUpdate {
 		return router.SessionRouteUpdate{Action: router.RouteCommit, Commit: &router.SessionRouteCommit{PreviousAuthorityOwnerGeneration: prev,
 			TargetAuthorityOwnerGeneration: next, TargetNodeRID: o.n.run.rid, TargetNodeGeneration: o.n.run.lifecycleGeneration,
 			ReplayedHighWater: b.highest}}
