@@ -118,11 +118,11 @@ func TestCutoverWaitersKeepTheirOrderAndTheirBound(t *testing.T) {
 	w1, _ := waiter("p", "p1", later)
 	o.waitCutover(w1, first)
 	w2, _ := waiter("p", "p2")
-	if !o.queueBehindCutover(w2) {
+	if taken, _ := o.queueBehindCutover(w2); !taken {
 		t.Fatal("p2 not queued behind p1")
 	}
 	w3, _ := waiter("q", "q1")
-	if o.queueBehindCutover(w3) {
+	if taken, _ := o.queueBehindCutover(w3); taken {
 		t.Fatal("another peer's message queued behind p1")
 	}
 

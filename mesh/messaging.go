@@ -764,16 +764,27 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 		plain := waiter
 		waiter = func() cutoverWaiter { return tell.until(plain()) }
 	}
-	// The fast path takes no lock for this: no message waits anywhere.
-	if o.cutoverQueues.Load() > 0 && o.queueBehindCutover(waiter()) {
+	// Waiting for a cutover here (not refused over cutoverWaitMax): its
+	// sender is told it is held on purpose, a barrier's or a Session's.
+	// A refused one is held nowhere: told so, a Session's switch waited
+	// for a message that was dropped, as long as the cutover lasted.
+	waiting := func() {
 		tell.begin(func() func() { return o.tellBarrierHeld(from, fam, rec) })
 		o.holdWaitingSession(from, rec)
-		return
+	}
+	// The fast path takes no lock for this: no message waits anywhere.
+	if o.cutoverQueues.Load() > 0 {
+		if taken, queued := o.queueBehindCutover(waiter()); taken {
+			if queued {
+				waiting()
+			}
+			return
+		}
 	}
 	if wait := o.inboundOnce(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply); wait != nil {
-		o.waitCutover(waiter(), wait)
-		tell.begin(func() func() { return o.tellBarrierHeld(from, fam, rec) })
-		o.holdWaitingSession(from, rec)
+		if o.waitCutover(waiter(), wait) {
+			waiting()
+		}
 	}
 }
 
@@ -924,23 +935,24 @@ func errCutoverWait(id string) error {
 // queueBehindCutover puts w behind the messages of the same peer for the
 // same object that wait for its cutover, if there are any: the peer's
 // messages to an object must not overtake each other (§7.3). It reports
-// whether w was taken (queued, or refused over cutoverWaitMax).
-func (o *objects) queueBehindCutover(w cutoverWaiter) bool {
+// whether w was taken (queued, or refused over cutoverWaitMax) and whether
+// it was queued.
+func (o *objects) queueBehindCutover(w cutoverWaiter) (taken, queued bool) {
 	o.mu.Lock()
 	q := o.afterCutover[w.key]
 	if q == nil {
 		o.mu.Unlock()
-		return false
+		return false, false
 	}
 	if o.cutoverWaiting >= cutoverWaitMax {
 		o.mu.Unlock()
 		w.refuse(errCutoverWait(w.key.obj.ID))
-		return true
+		return true, false
 	}
 	q.waiting = append(q.waiting, w)
 	o.cutoverWaiting++
 	o.mu.Unlock()
-	return true
+	return true, true
 }
 
 // waitCutover waits for the cutover of w's object (wait: its cutoverDone)
@@ -952,20 +964,21 @@ func (o *objects) queueBehindCutover(w cutoverWaiter) bool {
 // sender had been told it was sent when a cutover stalled longer (the
 // target slow to take it), and waiting longer there would leave the
 // peer's liveness probes unanswered past transport.peer_timeout. A node
-// halting refuses with ErrMoving what still waits.
-func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) {
+// halting refuses with ErrMoving what still waits. It reports whether w
+// waits (false: refused over cutoverWaitMax).
+func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) bool {
 	o.mu.Lock()
 	if o.cutoverWaiting >= cutoverWaitMax {
 		o.mu.Unlock()
 		w.refuse(errCutoverWait(w.key.obj.ID))
-		return
+		return false
 	}
 	o.cutoverWaiting++
 	if q := o.afterCutover[w.key]; q != nil {
 		// Not expected (one reader per peer): behind the one waiting.
 		q.waiting = append(q.waiting, w)
 		o.mu.Unlock()
-		return
+		return true
 	}
 	if o.afterCutover == nil {
 		o.afterCutover = map[cutoverWaitKey]*cutoverQueue{}
@@ -976,6 +989,7 @@ func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) {
 	o.mu.Unlock()
 	o.hook().step(w.key.obj.ID, stepCutoverWait)
 	go o.runCutoverQueue(w.key, q, wait)
+	return true
 }
 
 // runCutoverQueue admits the messages of q in order once wait is closed,

@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
 	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // A bound Session's route switch waits while a move keeps its messages on
@@ -236,4 +237,85 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 	}
 	switched("the Session's requests did not return")
 	wantRan(t, ctx, c, ref, "a,m1,m2,m3,r1,r2,r3")
+}
+
+// A Session's message that reaches a previous owner in its cutover but is
+// refused there — more than cutoverWaitMax messages already wait for
+// cutovers on that node — is held nowhere: the node does not tell its
+// Session that it holds it. Before, it was recorded as held all the same
+// (after the refusal), and the Session's pending switch kept waiting for a
+// one-way message that had been dropped, as long as the cutover lasted.
+// Two Sessions on the client: A's request comes while the source is over
+// the bound and is refused; B's message comes behind it on the same link
+// once the bound is back, waits, and is recorded — by then the source's
+// reader is done with A's.
+func TestSessionMessageRefusedAtACutoverIsNotHeld(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failClusterOf(t, f, f.loc, 3)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "session-refused-at-cutover"
+	ref := recorder(t, ctx, c, id, failPreserveType)
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	bind := func() *Session {
+		s, err := c.m(0).BindSession(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := bind(), bind()
+	atCutover, goOn := make(chan struct{}), make(chan struct{})
+	var resume sync.Once
+	proceed := func() { resume.Do(func() { close(goOn) }) }
+	defer proceed()
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
+		if got == id && step == stepSourceCutover {
+			close(atCutover)
+			<-goOn
+		}
+	}})
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, atCutover, "the source's move held in its cutover")
+
+	o := c.nodes[src].obj
+	o.mu.Lock()
+	o.cutoverWaiting += cutoverWaitMax // full: the next arrival to wait is refused
+	o.mu.Unlock()
+	// A request, so that its refusal comes back: one-way, it would be
+	// dropped and counted only.
+	if _, err := a.Request(ctx, []byte("a1")); err == nil {
+		t.Fatal("A's request was answered, want refused (too many wait for cutovers)")
+	}
+	o.mu.Lock()
+	o.cutoverWaiting -= cutoverWaitMax
+	o.mu.Unlock()
+	// The source reads the link in order: once B's b1, sent behind A's
+	// request, is recorded, the source is done with A's.
+	if err := b.Send(ctx, []byte("b1")); err != nil {
+		t.Fatal(err)
+	}
+	key := spot.Key{ID: id}
+	waitUntil(t, "B's message recorded as held", func() bool { return o.heldSessionSeqs(key)[string(b.rid)] > 0 })
+	if seq, ok := o.heldSessionSeqs(key)[string(a.rid)]; ok {
+		t.Fatalf("A's message %d, refused at the source, is recorded as held there: its Session is told so", seq)
+	}
+	proceed()
+	if res := outcomeOf(t, moving); res.Outcome != Moved {
+		t.Fatalf("the move ended %v (%s), want moved", res.Outcome, res.Reason)
+	}
+}
+
+// heldSessionSeqs is, for the object key, the sequence of each Session's
+// latest message a move here holds on purpose (tests).
+func (o *objects) heldSessionSeqs(key spot.Key) map[string]uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]uint64{}
+	if h := o.hosted[key]; h != nil {
+		for k, hs := range h.heldSessions {
+			out[k] = hs.m.op.Low
+		}
+	}
+	return out
 }
