@@ -64,10 +64,10 @@ const (
 )
 
 func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode heldMode) {
-	f := newFixture(t)
 	kept := protocolCapabilities
 	t.Cleanup(func() { protocolCapabilities = kept })
-	c, _ := failClusterWith(t, f, f.loc, 3, func(i int, cfg *config.Config) {
+	const id = "session-held"
+	hm := newHeldMove(t, id, fromSource, func(i int, cfg *config.Config) {
 		clientRole0(i, cfg)
 		protocolCapabilities = kept // Start reads it: the client of an older version starts without
 		if i == 0 && mode == heldOlder {
@@ -75,22 +75,7 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 		}
 	})
 	protocolCapabilities = kept
-	ctx := ctxT(t, 60*time.Second)
-	const id = "session-held"
-	ref := recorder(t, ctx, c, id, failPreserveType)
-	src, dst := movePair(t, c, record.ObjectActor, id)
-	from := 0
-	if fromSource {
-		from = src
-	}
-	s, err := c.m(from).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.Request(ctx, []byte("a")); err != nil { // sequence 1: the binding moves with the Actor
-		t.Fatal(err)
-	}
+	c, ctx, ref, s, src, dst, from := hm.c, hm.ctx, hm.ref, hm.s, hm.src, hm.dst, hm.from
 	const lastHeld = 4 // m3's sequence
 
 	// The Session cuts its switch's wait after a slice without news; the
@@ -99,12 +84,8 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 	c.nodes[from].obj.barrierEvery = slice
 	c.nodes[src].obj.barrierHeldEvery = heldEvery
 
-	hooks := map[int]*testHooks{src: {}, dst: {}, from: {}}
-	ends := watchArrivals(hooks[dst])
-	atHold, goOn := make(chan struct{}), make(chan struct{})
-	var resume sync.Once
-	proceed := func() { resume.Do(func() { close(goOn) }) }
-	defer proceed() // a failing test must not leave the move blocked
+	g := hm.gate(t)
+	hooks, ends, atHold, goOn, proceed := g.hooks, g.ends, g.atHold, g.goOn, g.proceed
 	notices := make(chan struct{}, heldNotices)
 	var stopTelling, released atomic.Bool
 	var asked atomic.Int64
@@ -133,9 +114,11 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 			}
 		}
 	}
-	// Once the move goes on, the Session switches one slice after the last
-	// notice; the held messages are relayed or passed on at once. This
-	// gate stands for that slice (12 s) being far longer than their trip
+	// Once the move goes on, the Session switches when the target says m3
+	// arrived (a fresh commit for a relay, a command 50 for a pass-on) or
+	// one slice after the last notice, whichever comes first; the held
+	// messages are relayed or passed on at once. This gate stands for that
+	// slice (12 s) being far longer than their trip
 	// to the new owner, which a 200 ms one is not on a loaded machine:
 	// the Session's first message straight to it waits until m3 is
 	// admitted there. What the test checks is that nothing went out while
@@ -162,40 +145,12 @@ func sessionHeldKeepsOrder(t *testing.T, fromSource bool, holdAt string, mode he
 	defer cancel()
 	moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
 	waitClosed(t, atHold, "the source's move held at "+holdAt)
-	for i := 1; i <= 3; i++ { // on the Session's route: held by the source's move
-		if err := s.Send(ctx, []byte(fmt.Sprintf("m%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if e := waitEnd(t, ends, id); e.state != relocation.TgtOwner {
-		t.Fatalf("the target attempt ended %s/%s, want owner (its grace commit)", e.state, e.failure)
-	}
-	waitUntil(t, "the Session's switch to wait for m3", s.pendingSwitch)
-	sent := make(chan error, 1)
-	go func() {
-		for i := 1; i <= 3; i++ {
-			if _, err := s.Request(ctx, []byte(fmt.Sprintf("r%d", i))); err != nil {
-				sent <- err
-				return
-			}
-		}
-		sent <- nil
-	}()
+	sent := hm.sendAroundGrace(t, ends)
 	// switched waits for r1..r3 to return, the Session's route on the
 	// target.
 	switched := func(what string) {
 		t.Helper()
-		select {
-		case err := <-sent:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal(what)
-		}
-		if got := c.indexOf(s.Actor().NodeRID); got != dst {
-			t.Fatalf("the Session's route is on node %d, want the target %d", got, dst)
-		}
+		hm.switched(t, sent, what)
 	}
 	// Many slices pass with m1..m3 held: counted in the notices the
 	// Session took, not in time slept.
@@ -318,4 +273,109 @@ func (o *objects) heldSessionSeqs(key spot.Key) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// heldMove is the scene of the tests of a Session whose messages a move
+// holds: a client and two servers, the Actor id on server src (dst is the
+// other), and a Session bound to it on node from — the client, or src —
+// that sent "a" (sequence 1: its binding moves with the Actor).
+type heldMove struct {
+	c              *cluster
+	ctx            context.Context
+	ref            ActorRef
+	s              *Session
+	src, dst, from int
+}
+
+// newHeldMove sets the scene up; edit is applied to each node's
+// configuration (clientRole0 or one that calls it).
+func newHeldMove(t *testing.T, id string, fromSource bool, edit func(int, *config.Config)) heldMove {
+	t.Helper()
+	f := newFixture(t)
+	hm := heldMove{ctx: ctxT(t, 90*time.Second)}
+	hm.c, _ = failClusterWith(t, f, f.loc, 3, edit)
+	hm.ref = recorder(t, hm.ctx, hm.c, id, failPreserveType)
+	hm.src, hm.dst = movePair(t, hm.c, record.ObjectActor, id)
+	if fromSource {
+		hm.from = hm.src
+	}
+	s, err := hm.c.m(hm.from).BindSession(hm.ctx, hm.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Request(hm.ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	hm.s = s
+	return hm
+}
+
+// sendAroundGrace sends m1..m3 one-way on the Session's route while the
+// source's move holds them, waits for the target to commit on its grace
+// (ends: its arrivals) and the Session's switch to wait for m3, and then
+// sends r1..r3 as requests from another goroutine: their outcome comes on
+// the channel.
+func (hm heldMove) sendAroundGrace(t *testing.T, ends <-chan arrivalEnd) <-chan error {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		if err := hm.s.Send(hm.ctx, []byte(fmt.Sprintf("m%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := waitEnd(t, ends, hm.ref.ActorID); e.state != relocation.TgtOwner {
+		t.Fatalf("the target attempt ended %s/%s, want owner (its grace commit)", e.state, e.failure)
+	}
+	waitUntil(t, "the Session's switch to wait for m3", hm.s.pendingSwitch)
+	sent := make(chan error, 1)
+	go func() {
+		for i := 1; i <= 3; i++ {
+			if _, err := hm.s.Request(hm.ctx, []byte(fmt.Sprintf("r%d", i))); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	return sent
+}
+
+// switched waits for r1..r3 (sent) to return, failing with what if they do
+// not within 30 s, and checks the Session's route is on the target.
+func (hm heldMove) switched(t *testing.T, sent <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal(what)
+	}
+	if got := hm.c.indexOf(hm.s.Actor().NodeRID); got != hm.dst {
+		t.Fatalf("the Session's route is on node %d, want the target %d", got, hm.dst)
+	}
+}
+
+// heldGate is the hooks of a heldMove's nodes (one for each; from may be
+// src), the target's arrivals ends, and a gate for the move: the hook that
+// holds it closes atHold and waits for goOn, which proceed closes (at the
+// test's end at the latest: a failing test must not leave the move
+// blocked).
+type heldGate struct {
+	hooks   map[int]*testHooks
+	ends    <-chan arrivalEnd
+	atHold  chan struct{}
+	goOn    <-chan struct{}
+	proceed func()
+}
+
+func (hm heldMove) gate(t *testing.T) heldGate {
+	g := heldGate{hooks: map[int]*testHooks{hm.src: {}, hm.dst: {}, hm.from: {}}, atHold: make(chan struct{})}
+	g.ends = watchArrivals(g.hooks[hm.dst])
+	goOn := make(chan struct{})
+	var resume sync.Once
+	g.goOn, g.proceed = goOn, func() { resume.Do(func() { close(goOn) }) }
+	t.Cleanup(g.proceed)
+	return g
 }

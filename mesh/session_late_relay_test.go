@@ -1,14 +1,11 @@
 package mesh
 
 import (
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/mesh/record"
-	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
 // A bound Session whose last messages a stalled source relays only after
@@ -39,34 +36,15 @@ func TestSessionSwitchesWhenTheLateRelayReachesTheTarget(t *testing.T) {
 }
 
 func sessionLateRelay(t *testing.T, fromSource bool) {
-	f := newFixture(t)
-	c, _ := failClusterOf(t, f, f.loc, 3)
-	ctx := ctxT(t, 90*time.Second)
 	const id = "session-late-relay"
-	ref := recorder(t, ctx, c, id, failPreserveType)
-	src, dst := movePair(t, c, record.ObjectActor, id)
-	from := 0
-	if fromSource {
-		from = src
-	}
-	s, err := c.m(from).BindSession(ctx, ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if _, err := s.Request(ctx, []byte("a")); err != nil { // sequence 1: the binding moves with the Actor
-		t.Fatal(err)
-	}
+	hm := newHeldMove(t, id, fromSource, clientRole0)
+	c, ctx, src, dst, from := hm.c, hm.ctx, hm.src, hm.dst, hm.from
 	// No slice cuts the Session's wait within the test: only the target's
 	// word can switch it (barrierMaxWait, 60 s, is beyond the waits below).
 	c.nodes[from].obj.barrierEvery = time.Hour
 
-	hooks := map[int]*testHooks{src: {}, dst: {}, from: {}}
-	ends := watchArrivals(hooks[dst])
-	atHold, goOn := make(chan struct{}), make(chan struct{})
-	var resume sync.Once
-	proceed := func() { resume.Do(func() { close(goOn) }) }
-	defer proceed() // a failing test must not leave the move blocked
+	g := hm.gate(t)
+	hooks, atHold := g.hooks, g.atHold
 	var lateCommits atomic.Int64
 	hooks[dst].relocationStep = func(got, step string) {
 		if got == id && step == stepSessionLateCommit {
@@ -76,55 +54,27 @@ func sessionLateRelay(t *testing.T, fromSource bool) {
 	hooks[src].relocationStep = func(got, step string) {
 		if got == id && step == stepSourceReady {
 			close(atHold)
-			<-goOn
+			<-g.goOn
 		}
 	}
 	for i, h := range hooks {
 		c.nodes[i].obj.hooks.Store(h)
 	}
 
-	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, hm.ref.ObjectGeneration)
 	waitClosed(t, atHold, "the source's move held at relay-ready")
-	for i := 1; i <= 3; i++ { // into the source's ingress hold
-		if err := s.Send(ctx, []byte(fmt.Sprintf("m%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if e := waitEnd(t, ends, id); e.state != relocation.TgtOwner {
-		t.Fatalf("the target attempt ended %s/%s, want owner (its grace commit)", e.state, e.failure)
-	}
-	waitUntil(t, "the Session's switch to wait for m3", s.pendingSwitch)
 	switches := c.nodes[from].obj.stats.sessionSwitches.Load()
-	sent := make(chan error, 1)
-	go func() {
-		for i := 1; i <= 3; i++ {
-			if _, err := s.Request(ctx, []byte(fmt.Sprintf("r%d", i))); err != nil {
-				sent <- err
-				return
-			}
-		}
-		sent <- nil
-	}()
-	proceed() // the source relays m1..m3 to the open target
+	sent := hm.sendAroundGrace(t, g.ends) // m1..m3 into the source's ingress hold
+	g.proceed()                           // the source relays m1..m3 to the open target
 	if res := outcomeOf(t, moving); res.Outcome != Moved {
 		t.Fatalf("the move ended %v (%s), want moved", res.Outcome, res.Reason)
 	}
-	select {
-	case err := <-sent:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the Session's switch still waits with m1..m3 at the target (fresh commits sent: %d)", lateCommits.Load())
-	}
-	if got := c.indexOf(s.Actor().NodeRID); got != dst {
-		t.Fatalf("the Session's route is on node %d, want the target %d", got, dst)
-	}
+	hm.switched(t, sent, "the Session's switch still waits with m1..m3 at the target")
 	if got := c.nodes[from].obj.stats.sessionSwitches.Load() - switches; got != 1 {
 		t.Fatalf("the Session switched %d times, want once", got)
 	}
 	if lateCommits.Load() == 0 {
 		t.Fatal("the target sent no fresh commit for the relay it took in after its commit")
 	}
-	wantRan(t, ctx, c, ref, "a,m1,m2,m3,r1,r2,r3")
+	wantRan(t, ctx, c, hm.ref, "a,m1,m2,m3,r1,r2,r3")
 }
