@@ -22,9 +22,10 @@ import (
 // accounts for gets that Session a fresh command 44 commit of the same move,
 // whose ReplayedHighWater covers it: the Session switches at once when it
 // covers the last sequence it sent (Session.apply, "the commit of the move
-// the Session already follows"). A node of any version takes such a commit as
-// §6 says (a pending switch completes, a Session past it ignores it), so it is
-// sent to all. Relayed messages come from the source's node run with hop 0;
+// the Session already follows"). It is plain command 44, so it needs no
+// capability: a Session past that move ignores it, and a Session node of a
+// version before 2026-12-04 (which took no second commit of a move) ignores
+// and counts it, and waits its slice as before. Relayed messages come from the source's node run with hop 0;
 // a Session on the source node that already switched sends the same way, and
 // may get a redundant commit meanwhile, which changes nothing.
 
