@@ -257,6 +257,35 @@ type reclaimer struct {
 	// this reclaimer scans (a node's shares, sweepPrefixes); nil, or a nil
 	// answer, scans every row.
 	shares func(base string) []string
+	// logged, when set (a node's sweep), bounds the WARN lines of one run:
+	// the first sweepWarnFirst removals are logged at WARN, the rest at
+	// DEBUG and counted (logRemoval), and the sweep says how many in one
+	// WARN. A node killed with thousands of objects made the node that
+	// swept them write a WARN per object at once (an operator try-out:
+	// 514 lines in 20 ms).
+	logged *removalLog
+}
+
+// sweepWarnFirst is how many removals one sweep run logs at WARN.
+const sweepWarnFirst = 20
+
+// removalLog counts the removals one sweep run logged at WARN and those it
+// logged at DEBUG only.
+type removalLog struct{ warned, quiet int }
+
+// logRemoval logs msg about one removal: at WARN, unless this run has
+// already logged sweepWarnFirst of them (then DEBUG, counted).
+func (r reclaimer) logRemoval(msg string, args ...any) {
+	level := slog.LevelWarn
+	if l := r.logged; l != nil {
+		if l.warned >= sweepWarnFirst {
+			level = slog.LevelDebug
+			l.quiet++
+		} else {
+			l.warned++
+		}
+	}
+	r.log.Log(context.Background(), level, msg, args...)
 }
 
 // prefixesOf returns the key prefixes under base this reclaimer scans.
@@ -462,7 +491,8 @@ func leaseEnded(ctx context.Context, st locstore.Store, owner authority.Owner) (
 // reclaim grace are removed (each logged).
 func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 	o := n.obj
-	r := reclaimer{loc: n.loc, exec: o.exec, log: n.log, why: "sweep", admit: n.lease.Gate().Admit,
+	logged := &removalLog{}
+	r := reclaimer{loc: n.loc, exec: o.exec, log: n.log, why: "sweep", admit: n.lease.Gate().Admit, logged: logged,
 		wait: func(owner authority.Owner) time.Duration {
 			return n.cfg.Recovery.ReclaimGrace - o.ended.seen(owner, n.clock.Now())
 		},
@@ -481,6 +511,11 @@ func (n *Node) reclaimSweep(ctx context.Context) (ReclaimResult, error) {
 	r.shares = func(base string) []string { return sweepPrefixes(base, self, nodes) }
 	res, err := r.run(ctx, "", "")
 	n.metrics.reclaimed(res)
+	if logged.quiet > 0 {
+		n.log.Warn("reclaim sweep: more records of dead owners removed than logged one by one (the rest at DEBUG)",
+			"logged", logged.warned, "not_logged", logged.quiet, "reclaimed", res.Reclaimed,
+			"reservations_returned", len(res.Returns), "relocation_reservations_released", len(res.Released))
+	}
 	if res.DeadOwner > 0 || len(res.Returns) > 0 || len(res.Released) > 0 {
 		n.log.Info("reclaim sweep", "scanned", res.Scanned, "dead_owner", res.DeadOwner, "reclaimed", res.Reclaimed,
 			"reservations_returned", len(res.Returns), "relocation_reservations_released", len(res.Released),
@@ -558,7 +593,7 @@ func (r reclaimer) removeDead(ctx context.Context, res *ReclaimResult, a record.
 		return false, err
 	}
 	*list = append(*list, obj)
-	r.log.Warn(msg, "object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
+	r.logRemoval(msg, "object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
 		"generation", uint64(a.ObjectGeneration), "dead_owner", a.OwnerID, "dead_owner_gen", uint64(a.OwnerLeaseGeneration),
 		"dead_node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
 	return true, nil
@@ -640,7 +675,7 @@ func (r reclaimer) reservation(ctx context.Context, res *ReclaimResult, kind rec
 		return nil
 	}
 	res.Released = append(res.Released, rel)
-	r.log.Warn("released the relocation reservation of a dead source: its owner lease ended before the move committed or was cancelled; the target's reserved slots are returned",
+	r.logRemoval("released the relocation reservation of a dead source: its owner lease ended before the move committed or was cancelled; the target's reserved slots are returned",
 		"object", rv.ObjectID, "kind", string(rv.ObjectKind), "generation", rv.ObjectGeneration,
 		"reservation", fmt.Sprintf("%x", rv.ID), "dead_owner", owner.ID, "dead_owner_gen", owner.LeaseGeneration,
 		"dead_node", fmt.Sprintf("%x", rv.Source.Node.RoutingID), "target_node", fmt.Sprintf("%x", rv.Target.Node.RoutingID),

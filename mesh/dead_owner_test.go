@@ -444,3 +444,40 @@ func metricSample(t *testing.T, g prometheus.Gatherer, name, label, value string
 	}
 	return 0, false
 }
+
+// A sweep that removes many records of a dead node logs the first
+// sweepWarnFirst of them one by one at WARN and counts the rest in one
+// WARN. Before, every removal was its own WARN: a node killed with
+// thousands of objects made the node sweeping them write thousands of
+// lines at once (an operator try-out: 514 in 20 ms).
+func TestReclaimSweepLogsAFewRemovalsAndCountsTheRest(t *testing.T) {
+	const doomed = sweepWarnFirst + 7
+	f := newFixture(t)
+	logs := f.logNode(1)
+	c := newClusterOn(t, f, nil, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Lease = fastConfig(cfg.Node.MeshName).Lease
+		cfg.Recovery.ReclaimGrace = 0
+		cfg.Recovery.ReclaimSweepInterval = 0
+	})
+	ctx := ctxT(t, 60*time.Second)
+	refs := createOn(t, c, "many", 2, doomed)
+	c.nodes[2].crash()
+	waitOwnerGone(t, c, refs[0])
+	r, err := c.nodes[1].reclaimSweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Reclaimed != doomed {
+		t.Fatalf("the sweep reclaimed %d records, want %d", r.Reclaimed, doomed)
+	}
+	one := grepLines(logs.String(), "reclaimed an object of a dead owner")
+	if len(one) != sweepWarnFirst {
+		t.Errorf("%d removals logged one by one, want the first %d:\n%s", len(one), sweepWarnFirst, strings.Join(one, "\n"))
+	}
+	rest := grepLines(logs.String(), "reclaim sweep: more records of dead owners removed")
+	want := fmt.Sprintf("not_logged=%d", doomed-sweepWarnFirst)
+	if len(rest) != 1 || !strings.Contains(rest[0], "level=WARN") || !strings.Contains(rest[0], want) {
+		t.Errorf("the count of the rest: %q, want one WARN with %s", rest, want)
+	}
+}
