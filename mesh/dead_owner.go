@@ -223,7 +223,10 @@ type ReclaimOptions struct {
 // ReclaimDeadOwners removes the records of objects whose owner's lease has
 // ended, without any grace — `meshnode ctl reclaim`, an operator's
 // decision. A record whose owner is alive is never touched (the batch
-// checks the lease row, authority.ReclaimRequest).
+// checks the lease row, authority.ReclaimRequest). Every removal is in the
+// result and logged at DEBUG only: the caller reports them (ctl reclaim
+// prints each on stdout; until 2026-12-07 each was also a WARN on its
+// stderr, every removal written twice).
 func ReclaimDeadOwners(ctx context.Context, st locstore.Store, opts ReclaimOptions) (ReclaimResult, error) {
 	log := opts.Logger
 	if log == nil {
@@ -233,7 +236,7 @@ func ReclaimDeadOwners(ctx context.Context, st locstore.Store, opts ReclaimOptio
 	if err != nil {
 		return ReclaimResult{}, err
 	}
-	r := reclaimer{loc: st, exec: exec, log: log, dryRun: opts.DryRun, why: "ctl reclaim"}
+	r := reclaimer{loc: st, exec: exec, log: log, dryRun: opts.DryRun, why: "ctl reclaim", listed: true}
 	return r.run(ctx, opts.Kind, opts.ID)
 }
 
@@ -264,6 +267,9 @@ type reclaimer struct {
 	// swept them write a WARN per object at once (an operator try-out:
 	// 514 lines in 20 ms).
 	logged *removalLog
+	// listed: the caller reports every removal from the result (ctl
+	// reclaim prints each on stdout), so none is logged above DEBUG.
+	listed bool
 }
 
 // sweepWarnFirst is how many removals one sweep run logs at WARN.
@@ -277,7 +283,9 @@ type removalLog struct{ warned, quiet int }
 // already logged sweepWarnFirst of them (then DEBUG, counted).
 func (r reclaimer) logRemoval(msg string, args ...any) {
 	level := slog.LevelWarn
-	if l := r.logged; l != nil {
+	if r.listed {
+		level = slog.LevelDebug
+	} else if l := r.logged; l != nil {
 		if l.warned >= sweepWarnFirst {
 			level = slog.LevelDebug
 			l.quiet++
