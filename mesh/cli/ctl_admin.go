@@ -25,6 +25,7 @@ import (
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/internal/textable"
 	"github.com/meshnode/meshnode/mesh/admin"
+	"github.com/meshnode/meshnode/mesh/record"
 )
 
 // `meshnode ctl status` and `ctl relocate`: clients of a node's admin
@@ -443,11 +444,25 @@ func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
 		return ExitError
 	}
 	fmt.Fprintf(stdout, "%s %s ended: %s\n", kindName(j.Drain), j.ID, end)
-	rows := [][]string{
-		{"moved", strconv.Itoa(p.Moved)}, {"skipped (relocation disabled)", strconv.Itoa(p.Skipped)},
+	// Instance Spots are skipped whatever their policy (a host command
+	// never moves them): counted apart, or they read as relocation
+	// disabled (an operator try-out: 10 sessions so labelled).
+	instances := 0
+	if j.Result != nil {
+		for _, o := range j.Result.Objects {
+			if o.Kind == string(record.ObjectInstanceSpot) && o.Outcome == "skipped" {
+				instances++
+			}
+		}
+	}
+	rows := [][]string{{"moved", strconv.Itoa(p.Moved)}, {"skipped (relocation disabled)", strconv.Itoa(p.Skipped - instances)}}
+	if instances > 0 {
+		rows = append(rows, []string{"skipped (Instance Spots: never moved, activate again on their next message)", strconv.Itoa(instances)})
+	}
+	rows = append(rows, [][]string{
 		{"failed (still here, working)", strconv.Itoa(p.Failed)}, {"not started (deadline)", strconv.Itoa(p.NotStarted)},
 		{"gone (closed meanwhile)", strconv.Itoa(p.Gone)}, {"total", strconv.Itoa(p.Total)},
-	}
+	}...)
 	if err := textable.Write(stdout, []string{"OUTCOME", "OBJECTS"}, rows); err != nil {
 		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
 		return ExitError

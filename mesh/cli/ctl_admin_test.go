@@ -386,3 +386,52 @@ func TestPrintStatusHostCommand(t *testing.T) {
 		})
 	}
 }
+
+// Instance Spots a host command skipped (it never moves them) are counted
+// apart from objects whose policy disables relocation. Before, ctl
+// relocate listed a node's 10 sessions as "skipped (relocation disabled)"
+// (an operator try-out).
+func TestPrintOutcomeCountsInstanceSpotsApart(t *testing.T) {
+	objs := []admin.ObjectOutcome{
+		{Kind: "actor", ID: "a", Outcome: "moved", Target: "02"}, {Kind: "actor", ID: "b", Outcome: "skipped"},
+		{Kind: "instanceSpot", ID: "s1", Outcome: "skipped"}, {Kind: "instanceSpot", ID: "s2", Outcome: "skipped"},
+	}
+	for _, tc := range []struct {
+		name string
+		objs []admin.ObjectOutcome
+		want []string // table rows, spaces squeezed
+		rows int      // rows of the OUTCOME table, header included
+	}{
+		{"sessions and a disabled actor", objs, []string{"skipped (relocation disabled) 1",
+			"skipped (Instance Spots: never moved, activate again on their next message) 2", "total 4"}, 8},
+		{"no Instance Spot: no row for them", objs[:2], []string{"skipped (relocation disabled) 1", "total 2"}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := admin.Progress{Total: len(tc.objs)}
+			for _, o := range tc.objs {
+				if o.Outcome == "moved" {
+					p.Moved++
+				} else {
+					p.Skipped++
+				}
+			}
+			j := admin.Job{ID: "r1", State: admin.JobDone, Result: &admin.Result{End: "completed", Progress: p, Objects: tc.objs}}
+			var out, errb bytes.Buffer
+			if code := printOutcome(&out, &errb, j); code != ExitOK {
+				t.Fatalf("exit %d, want %d: %s", code, ExitOK, errb.String())
+			}
+			var rows []string
+			for _, l := range strings.Split(out.String(), "\n") {
+				rows = append(rows, strings.Join(strings.Fields(l), " "))
+			}
+			for _, w := range tc.want {
+				if !slices.Contains(rows, w) {
+					t.Errorf("no row %q in:\n%s", w, out.String())
+				}
+			}
+			if at := slices.Index(rows, "OUTCOME OBJECTS"); at < 0 || at+tc.rows > len(rows) || !strings.HasPrefix(rows[at+tc.rows-1], "total ") {
+				t.Errorf("the OUTCOME table is not %d rows:\n%s", tc.rows, out.String())
+			}
+		})
+	}
+}
