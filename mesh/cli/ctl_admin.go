@@ -457,7 +457,7 @@ func printOutcome(stdout, stderr io.Writer, j admin.Job) int {
 	}
 	rows := [][]string{{"moved", strconv.Itoa(p.Moved)}, {"skipped (relocation disabled)", strconv.Itoa(p.Skipped - instances)}}
 	if instances > 0 {
-		rows = append(rows, []string{"skipped (Instance Spots: never moved, activate again on their next message)", strconv.Itoa(instances)})
+		rows = append(rows, []string{"skipped (Instance Spots, never moved)", strconv.Itoa(instances)})
 	}
 	rows = append(rows, [][]string{
 		{"failed (still here, working)", strconv.Itoa(p.Failed)}, {"not started (deadline)", strconv.Itoa(p.NotStarted)},

@@ -403,7 +403,7 @@ func TestPrintOutcomeCountsInstanceSpotsApart(t *testing.T) {
 		rows int      // rows of the OUTCOME table, header included
 	}{
 		{"sessions and a disabled actor", objs, []string{"skipped (relocation disabled) 1",
-			"skipped (Instance Spots: never moved, activate again on their next message) 2", "total 4"}, 8},
+			"skipped (Instance Spots, never moved) 2", "total 4"}, 8},
 		{"no Instance Spot: no row for them", objs[:2], []string{"skipped (relocation disabled) 1", "total 2"}, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
