@@ -705,7 +705,11 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			return Result{}, outcomeUnknown(string(op), fmt.Sprintf("(an unkeyed capacity-only batch cannot be confirmed by re-reading): %v", werr), werr)
 		case werr != nil:
 			level := slog.LevelDebug
-			if len(unknown) == 0 {
+			if len(unknown) == 0 && !ended(ctx) {
+				// A write its caller's own deadline cut (a drain's moves
+				// at their deadline) says nothing about the store — Redis
+				// reports it as an "i/o timeout" — and the caller reports
+				// its deadline: DEBUG.
 				level = slog.LevelWarn
 			}
 			log.log(level, "write result lost; re-reading to decide", "attempt", attempt, "err", werr)
@@ -740,6 +744,17 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			}
 		}
 	}
+}
+
+// ended reports whether ctx has ended or its deadline has passed (a
+// provider's network deadline, set from ctx's, may fire a moment before
+// ctx's own timer).
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // lostWritePause is the pause before re-reading after the n-th lost write

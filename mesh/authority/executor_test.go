@@ -525,6 +525,30 @@ func TestExecutorLostResult(t *testing.T) {
 		}
 	})
 
+	t.Run("a write cut by the caller's own deadline: no warning", func(t *testing.T) {
+		// The caller's context ends while the write is on its way (a
+		// drain's moves at their deadline): the provider's error (Redis:
+		// "i/o timeout") says nothing about the store, and the caller
+		// reports its deadline. Before, each such write logged WARN
+		// "write result lost", which reads as a Redis fault.
+		mem, _ := newMemory(t)
+		putLease(t, mem, ownerA)
+		var logs syncbuf.Buffer
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		fs := &faultStore{Store: mem, before: func(int64) error { cancel(); return lostAnswer() }}
+		e, err := NewExecutor(fs, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err = e.Reserve(cctx, ReserveRequest{Object: player, Target: targetA(), Creation: pending("res-1")}); err == nil {
+			t.Fatal("Reserve succeeded with its context ended")
+		}
+		if got := logs.String(); strings.Contains(got, "level=WARN") {
+			t.Errorf("a WARN for a write its caller's deadline cut:\n%s", got)
+		}
+	})
+
 	t.Run("a write refused outright: reported at once, not retried", func(t *testing.T) {
 		// The store says it wrote nothing (Redis out of memory, a
 		// read-only replica): no re-read, no retry until the deadline.
