@@ -471,6 +471,17 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		}
 	}
 	rec := router.NewRecord(b, meta, payload)
+	if p, ok := o.n.tr.Peer(transport.RID(r.Route.NodeRID)); ok && p.LifecycleGeneration != r.Route.NodeGeneration {
+		// The route names a run of that node other than the one admitted
+		// now (it stopped and started again: a rolling restart, the
+		// objects it could not move removed). That run would refuse the
+		// message as addressed to another, and drop a one-way one after
+		// its Send returned nil — a bound Session or a cached route kept
+		// sending so for as long as nothing told it (an operator try-out:
+		// ~100 a second for 36 s). Not sent: the caller reads the store.
+		return nil, fmt.Errorf("%w: %w: send to %s: the route names node run %x/%d, and %x runs as %d now",
+			ErrUnavailable, errRouteStale, t.id, r.Route.NodeRID, r.Route.NodeGeneration, r.Route.NodeRID, p.LifecycleGeneration)
+	}
 	if h := o.hook().beforeRemoteSend; h != nil {
 		if err := h(t.id); err != nil {
 			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
