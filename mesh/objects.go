@@ -104,10 +104,10 @@ type objects struct {
 	afterCutover   map[cutoverWaitKey]*cutoverQueue
 	cutoverWaiting int
 	cutoverQueues  atomic.Int32
-	// lateRelays are the objects that opened here on their move's
-	// CutoverGrace before the source's cutover came, by that move's
-	// binding, until it comes (session_late_relay.go).
-	lateRelays map[chunk.Binding]*hosted
+	// lateRelays are the late relays of the objects that opened here on
+	// their move's CutoverGrace before the source's cutover came, by that
+	// move's binding, until it comes (session_late_relay.go).
+	lateRelays map[chunk.Binding]*lateRelay
 	closing    bool // no new object work (Close began)
 	// stopping mirrors closing for lock-free readers (emptying, on every
 	// placement).
@@ -650,6 +650,7 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	o.mu.Lock()
 	o.hosted = map[spot.Key]*hosted{}
 	o.forgetOrders()
+	o.endLateRelaysLocked()
 	for id, ch := range o.waiters {
 		ch <- localReply{err: wrapErr(ErrUnavailable, ErrClosed, "node closing")}
 		delete(o.waiters, id)

@@ -42,21 +42,29 @@ type lateRelay struct {
 	told    map[string]uint64
 	dirty   map[string]struct{}
 	sending bool
+	// end ends it at barrierMaxWait; stopped when it ends before (the
+	// cutover, the node's stop): a pending timer kept the whole closed
+	// node reachable for that long.
+	end *time.Timer
 }
 
 // expectLateRelayLocked notes that a's object opened here before the
-// source's cutover; objects.mu is held.
+// source's cutover; objects.mu is held. Nothing is noted once the node
+// stops (endLateRelaysLocked ran or runs).
 func (o *objects) expectLateRelayLocked(a *arrival) {
+	if o.closing {
+		return
+	}
 	lr := &lateRelay{a: a, next: a.h.ownerGeneration, told: map[string]uint64{}, dirty: map[string]struct{}{}}
 	for k, b := range a.h.sessions {
 		lr.told[k] = b.highest
 	}
 	a.h.lateRelay = lr
 	if o.lateRelays == nil {
-		o.lateRelays = map[chunk.Binding]*hosted{}
+		o.lateRelays = map[chunk.Binding]*lateRelay{}
 	}
-	o.lateRelays[a.bind] = a.h
-	time.AfterFunc(barrierMaxWait, func() { o.endLateRelay(a.bind) })
+	o.lateRelays[a.bind] = lr
+	lr.end = time.AfterFunc(barrierMaxWait, func() { o.endLateRelay(a.bind) })
 }
 
 // endLateRelay ends the late relay of the move bind: its cutover came (the
@@ -65,9 +73,26 @@ func (o *objects) expectLateRelayLocked(a *arrival) {
 func (o *objects) endLateRelay(bind chunk.Binding) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	h := o.lateRelays[bind]
-	delete(o.lateRelays, bind)
-	if h != nil && h.lateRelay != nil && h.lateRelay.a.bind == bind {
+	if lr := o.lateRelays[bind]; lr != nil {
+		delete(o.lateRelays, bind)
+		lr.endLocked()
+	}
+}
+
+// endLateRelaysLocked ends every late relay when the node stops (objects.mu
+// is held): Close returns with no timer of this node left.
+func (o *objects) endLateRelaysLocked() {
+	for bind, lr := range o.lateRelays {
+		delete(o.lateRelays, bind)
+		lr.endLocked()
+	}
+}
+
+// endLocked stops lr's timer and detaches it from its object; objects.mu
+// is held.
+func (lr *lateRelay) endLocked() {
+	lr.end.Stop()
+	if h := lr.a.h; h.lateRelay == lr {
 		h.lateRelay = nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
 // A bound Session whose last messages a stalled source relays only after
@@ -77,4 +78,48 @@ func sessionLateRelay(t *testing.T, fromSource bool) {
 		t.Fatal("the target sent no fresh commit for the relay it took in after its commit")
 	}
 	wantRan(t, ctx, c, hm.ref, "a,m1,m2,m3,r1,r2,r3")
+}
+
+// A target that committed on its grace and stops before the source's
+// cutover came ends the late relay with its Close: nothing of it is left
+// waiting for barrierMaxWait. Before, its timer kept the closed node
+// reachable for a minute after Close (Close says every timer is gone when
+// it returns), and the binding stayed in lateRelays.
+func TestLateRelayEndsWithTheTargetsClose(t *testing.T) {
+	const id = "late-relay-close"
+	hm := newHeldMove(t, id, false, clientRole0)
+	c, ctx, src, dst := hm.c, hm.ctx, hm.src, hm.dst
+	g := hm.gate(t)
+	hooks, atHold := g.hooks, g.atHold
+	hooks[src].relocationStep = func(got, step string) {
+		if got == id && step == stepSourceReady {
+			close(atHold)
+			<-g.goOn
+		}
+	}
+	for i, h := range hooks {
+		c.nodes[i].obj.hooks.Store(h)
+	}
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, hm.ref.ObjectGeneration)
+	waitClosed(t, atHold, "the source's move held at relay-ready")
+	if e := waitEnd(t, g.ends, id); e.state != relocation.TgtOwner {
+		t.Fatalf("the target attempt ended %s/%s, want owner (its grace commit)", e.state, e.failure)
+	}
+	o := c.nodes[dst].obj
+	lateRelays := func() int {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return len(o.lateRelays)
+	}
+	if n := lateRelays(); n != 1 {
+		t.Fatalf("%d late relays after the grace commit, want 1", n)
+	}
+	if err := c.nodes[dst].Close(ctx); err != nil {
+		t.Logf("target Close: %v", err)
+	}
+	if n := lateRelays(); n != 0 {
+		t.Fatalf("%d late relays left after the target's Close, want none", n)
+	}
+	g.proceed()
+	outcomeOf(t, moving)
 }
