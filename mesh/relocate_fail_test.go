@@ -148,9 +148,18 @@ func (a failSnapshot) Restore(ctx context.Context, req spot.CreateRequest, state
 type recObj struct {
 	mu  sync.Mutex
 	log []string
+	// gate, when set, is called with each message's body before it is
+	// recorded (a test holding a turn).
+	gate func(body string)
 }
 
 func (o *recObj) Receive(t *spot.Turn, env spot.Envelope) error {
+	o.mu.Lock()
+	gate := o.gate
+	o.mu.Unlock()
+	if gate != nil {
+		gate(string(env.Body))
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if string(env.Body) == "list" {

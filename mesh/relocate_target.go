@@ -807,8 +807,14 @@ func (a *arrival) complete(settled chan struct{}) {
 // remove discards what the attempt prepared: the hidden instance, the
 // temporary queue and the assembly staging. Before relay-ready nothing in
 // them is this node's to answer (the source keeps the originals, §9.4);
-// after it, queued requests are answered Unavailable so their callers do
-// not wait for nothing, and nothing is ever dispatched.
+// after it, the requests of the temporary queue are answered Unavailable
+// so their callers do not wait for nothing, and nothing is ever
+// dispatched. The requests of the captured queue (in the hidden instance)
+// and those the source relayed are not answered here: the source keeps
+// them (its payload, relayEnvs) and, when it takes the object back, runs
+// and answers them (recoverLocal). Until 2026-12-07 they were answered
+// here too (ErrClosed, Unavailable): a caller whose answer that was read
+// "failed" for a request the source then ran.
 func (a *arrival) remove() {
 	o := a.o
 	o.chunks.Abort(a.bind)
@@ -817,7 +823,7 @@ func (a *arrival) remove() {
 		delete(o.hosted, a.key)
 	}
 	a.mu.Lock()
-	queued := append(a.relay, a.temp...)
+	queued := a.temp
 	a.relay, a.temp, a.payload, a.abandoned = nil, nil, nil, true
 	obj := a.obj
 	a.mu.Unlock()
@@ -825,11 +831,11 @@ func (a *arrival) remove() {
 	afterReady := a.m.Failure() == relocation.TgtFailConflict || a.m.Failure() == relocation.TgtFailLocationUpdate ||
 		a.m.Failure() == relocation.TgtFailRelayMismatch
 	if obj != nil {
-		if afterReady {
-			obj.Close()
-		} else {
-			obj.Discard()
-		}
+		// Its queue is the captured one of the payload, which the source
+		// keeps too and runs when it takes the object back: not answered
+		// here (Close answered its requests ErrClosed, read "failed" by
+		// callers whose requests the source then ran).
+		obj.Discard()
 	}
 	if afterReady {
 		for _, env := range queued {

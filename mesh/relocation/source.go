@@ -545,15 +545,16 @@ const (
 	// RefuseNotRun: answer the request with a typed refusal saying the
 	// object moved and the request did not run (the requester's send is
 	// then retried on the route the store names). Used for requests the
-	// target was given but cannot have run: the target may answer them
-	// itself too (Unavailable, after relay-ready), and a request passed on
-	// and run elsewhere could then be answered "failed" although it ran.
+	// target was given but cannot have run (a target failing after
+	// relay-ready answered them itself until 2026-12-07: one passed on
+	// and run elsewhere could then read "failed" although it ran).
 	RefuseNotRun
 	// LeaveToTarget: the target was given it and may have committed and
 	// run it: the source neither passes it on (it would run twice) nor
-	// answers it (the target's answer, or a failed target's, is the one;
-	// a target that vanished leaves the request to its deadline — whether
-	// it ran is not known here).
+	// answers it (the target's answer is the one; a target that failed
+	// after relay-ready, which answers only what the source never had,
+	// or vanished leaves the request to its deadline — whether it ran is
+	// not known here).
 	LeaveToTarget
 	// Closed: the object is gone from the mesh (SrcRemoved) and nobody
 	// ran it or can: a request is answered that the object closed, a
