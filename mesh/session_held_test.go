@@ -379,3 +379,23 @@ func (hm heldMove) gate(t *testing.T) heldGate {
 	t.Cleanup(g.proceed)
 	return g
 }
+
+// moveHeldAtReady starts the move of hm's Actor with g's hooks (the
+// source's held at relay-ready until proceed) and waits until it is held
+// there; it returns the move's outcome.
+func (g heldGate) moveHeldAtReady(t *testing.T, hm heldMove) <-chan relocateOutcome {
+	t.Helper()
+	id := hm.ref.ActorID
+	g.hooks[hm.src].relocationStep = func(got, step string) {
+		if got == id && step == stepSourceReady {
+			close(g.atHold)
+			<-g.goOn
+		}
+	}
+	for i, h := range g.hooks {
+		hm.c.nodes[i].obj.hooks.Store(h)
+	}
+	moving := relocateAsync(hm.ctx, hm.c, hm.src, hm.dst, record.ObjectActor, id, hm.ref.ObjectGeneration)
+	waitClosed(t, g.atHold, "the source's move held at relay-ready")
+	return moving
+}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
@@ -39,31 +38,20 @@ func TestSessionSwitchesWhenTheLateRelayReachesTheTarget(t *testing.T) {
 func sessionLateRelay(t *testing.T, fromSource bool) {
 	const id = "session-late-relay"
 	hm := newHeldMove(t, id, fromSource, clientRole0)
-	c, ctx, src, dst, from := hm.c, hm.ctx, hm.src, hm.dst, hm.from
+	c, ctx, dst, from := hm.c, hm.ctx, hm.dst, hm.from
 	// No slice cuts the Session's wait within the test: only the target's
 	// word can switch it (barrierMaxWait, 60 s, is beyond the waits below).
 	c.nodes[from].obj.barrierEvery = time.Hour
 
 	g := hm.gate(t)
-	hooks, atHold := g.hooks, g.atHold
+	hooks := g.hooks
 	var lateCommits atomic.Int64
 	hooks[dst].relocationStep = func(got, step string) {
 		if got == id && step == stepSessionLateCommit {
 			lateCommits.Add(1)
 		}
 	}
-	hooks[src].relocationStep = func(got, step string) {
-		if got == id && step == stepSourceReady {
-			close(atHold)
-			<-g.goOn
-		}
-	}
-	for i, h := range hooks {
-		c.nodes[i].obj.hooks.Store(h)
-	}
-
-	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, hm.ref.ObjectGeneration)
-	waitClosed(t, atHold, "the source's move held at relay-ready")
+	moving := g.moveHeldAtReady(t, hm)
 	switches := c.nodes[from].obj.stats.sessionSwitches.Load()
 	sent := hm.sendAroundGrace(t, g.ends) // m1..m3 into the source's ingress hold
 	g.proceed()                           // the source relays m1..m3 to the open target
@@ -88,20 +76,9 @@ func sessionLateRelay(t *testing.T, fromSource bool) {
 func TestLateRelayEndsWithTheTargetsClose(t *testing.T) {
 	const id = "late-relay-close"
 	hm := newHeldMove(t, id, false, clientRole0)
-	c, ctx, src, dst := hm.c, hm.ctx, hm.src, hm.dst
+	c, ctx, dst := hm.c, hm.ctx, hm.dst
 	g := hm.gate(t)
-	hooks, atHold := g.hooks, g.atHold
-	hooks[src].relocationStep = func(got, step string) {
-		if got == id && step == stepSourceReady {
-			close(atHold)
-			<-g.goOn
-		}
-	}
-	for i, h := range hooks {
-		c.nodes[i].obj.hooks.Store(h)
-	}
-	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, hm.ref.ObjectGeneration)
-	waitClosed(t, atHold, "the source's move held at relay-ready")
+	moving := g.moveHeldAtReady(t, hm)
 	if e := waitEnd(t, g.ends, id); e.state != relocation.TgtOwner {
 		t.Fatalf("the target attempt ended %s/%s, want owner (its grace commit)", e.state, e.failure)
 	}
