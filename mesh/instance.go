@@ -404,6 +404,13 @@ func (o *objects) sendActivation(ctx context.Context, c *instanceMsg, cand candi
 			return nil, ctxErr(ctx, "request to instance spot %s", c.id)
 		}
 	}
+	if err := o.endedRun(cand.node.RoutingID, cand.node.LifecycleGeneration); err != nil {
+		// The candidate is of a run that ended (the id's activation handed
+		// there a moment ago, sentActivations, or a list older than the
+		// link): the new run would refuse it, and a one-way message was
+		// lost. Not taken: another node is tried.
+		return nil, fmt.Errorf("activation of %s on %s: %w", c.id, cand.key(), err)
+	}
 	rec := o.activationRecord(c, cand, 0)
 	b := &router.InstanceSpot{
 		Route: router.InstanceRoute{Kind: router.InstanceRouteColdActivation, Cold: &router.InstanceColdRoute{

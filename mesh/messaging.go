@@ -471,16 +471,11 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		}
 	}
 	rec := router.NewRecord(b, meta, payload)
-	if p, ok := o.n.tr.Peer(transport.RID(r.Route.NodeRID)); ok && p.LifecycleGeneration != r.Route.NodeGeneration {
-		// The route names a run of that node other than the one admitted
-		// now (it stopped and started again: a rolling restart, the
-		// objects it could not move removed). That run would refuse the
-		// message as addressed to another, and drop a one-way one after
-		// its Send returned nil — a bound Session or a cached route kept
-		// sending so for as long as nothing told it (an operator try-out:
-		// ~100 a second for 36 s). Not sent: the caller reads the store.
-		return nil, fmt.Errorf("%w: %w: send to %s: the route names node run %x/%d, and %x runs as %d now",
-			ErrUnavailable, errRouteStale, t.id, r.Route.NodeRID, r.Route.NodeGeneration, r.Route.NodeRID, p.LifecycleGeneration)
+	if err := o.endedRun(r.Route.NodeRID, r.Route.NodeGeneration); err != nil {
+		// A bound Session or a cached route kept sending so for as long
+		// as nothing told it (an operator try-out: ~100 a second for
+		// 36 s). Not sent: the caller reads the store.
+		return nil, fmt.Errorf("send to %s: %w", t.id, err)
 	}
 	if h := o.hook().beforeRemoteSend; h != nil {
 		if err := h(t.id); err != nil {
@@ -500,6 +495,28 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		return nil, requestFailure(t.id, err)
 	}
 	return answerOf(t.fam, kind, resp)
+}
+
+// endedRun is the check every path makes before it sends an object message
+// (or a record carrying one) to a route naming the node run rid/gen: nil
+// when that run is the one of its node admitted on the link now (or no run
+// of the node is admitted: the send's own error says so), else
+// ErrUnavailable + errRouteStale. The node stopped and started again (a
+// rolling restart, the objects it could not move removed, or moved on by
+// its drain): the new run refuses a message addressed to the ended one, and
+// drops a one-way message — after its sender's Send had returned nil, and
+// counted only there. So it is not sent: a direct sender reads the store
+// (deliverRemote), a cold activation tries another node (sendActivation), a
+// previous owner counts the loss it can no longer pass on (passOn, §7.3:
+// it does not read the store), a move keeps what it did not relay
+// (relay), a handover counts it lost (handOver).
+func (o *objects) endedRun(rid []byte, gen uint64) error {
+	p, ok := o.n.tr.Peer(transport.RID(rid))
+	if !ok || p.LifecycleGeneration == gen {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: the route names node run %x/%d, and %x runs as %d now",
+		ErrUnavailable, errRouteStale, rid, gen, rid, p.LifecycleGeneration)
 }
 
 // requestFailure is the error of a request to id the transport failed with

@@ -3,13 +3,8 @@ package mesh
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
-
-	"github.com/meshnode/meshnode/config"
-	"github.com/meshnode/meshnode/router/transport"
-	"github.com/meshnode/meshnode/spot"
 )
 
 // A message on a route to a node run that has ended, while the node's RID
@@ -35,28 +30,11 @@ func TestMessageOnARouteToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			registerTestFactories(t, f.reg, newProbe())
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			bCfg := fastConfig("m")
-			bCfg.Node.RoutingID = "0b0b"
-			bCfg.Node.Endpoint = "tcp://" + l.Addr().String()
-			l.Close()
-			aCfg := fastConfig("m")
-			aCfg.Node.ObjectRole = config.RoleClient
-			a, err := Start(ctx, Options{Config: aCfg, Factories: spot.NewRegistry(), Location: f.loc, Relocation: f.reloc,
-				DiscoveryInterval: 100 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = a.Close(context.Background()) })
+			ctx := ctxT(t, 30*time.Second)
+			a := startClient(t, ctx, f)
+			bCfg := restartableConfig(t, "0b0b")
 			b := f.start(bCfg)
-			rid := transport.RID(b.RID())
-			admitted := func(gen uint64) bool { p, ok := a.tr.Peer(rid); return ok && p.LifecycleGeneration == gen }
-			eventually(t, 10*time.Second, "a to admit b", func() bool { return admitted(b.LifecycleGeneration()) })
+			awaitAdmitted(t, b, a)
 			ref, err := a.Manager().CreateActor(ctx, "gone", testMoverType)
 			if err != nil {
 				t.Fatal(err)
@@ -71,11 +49,7 @@ func TestMessageOnARouteToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 			}
 			// b stops (its shutdown removes the object: no drain) and starts
 			// again under the same RID; a admits the new run.
-			if err := b.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			b2 := f.start(bCfg)
-			eventually(t, 10*time.Second, "a to admit b's new run", func() bool { return admitted(b2.LifecycleGeneration()) })
+			b2 := restartNode(t, ctx, f, b, bCfg, a)
 			err = tc.send(ctx, a, ref, s)
 			if !errors.Is(err, ErrNotFound) {
 				t.Fatalf("send after the restart: %v, want ErrNotFound (the object went with the old run; the new run would drop the message)", err)

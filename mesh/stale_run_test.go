@@ -1,0 +1,120 @@
+package mesh
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Helpers for the tests of a node run that ended while its node's RID is
+// admitted again under a new run (a rolling restart), and tests of the
+// paths other than a direct send (route_restarted_run_test.go) that send
+// a message toward a named node run (messaging.go, endedRun).
+
+// restartableConfig is a server node config of mesh "m" whose routing id
+// and endpoint stay the same when it is started again.
+func restartableConfig(t *testing.T, rid string) config.Config {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig("m")
+	cfg.Node.RoutingID = rid
+	cfg.Node.Endpoint = "tcp://" + l.Addr().String()
+	l.Close()
+	return cfg
+}
+
+// startClient starts a client node of mesh "m" on f's stores.
+func startClient(t *testing.T, ctx context.Context, f *fixture) *Node {
+	t.Helper()
+	cfg := fastConfig("m")
+	cfg.Node.ObjectRole = config.RoleClient
+	a, err := Start(ctx, Options{Config: cfg, Factories: spot.NewRegistry(), Location: f.loc, Relocation: f.reloc,
+		DiscoveryInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	return a
+}
+
+// awaitAdmitted waits until each of on has admitted n's run on its link.
+func awaitAdmitted(t *testing.T, n *Node, on ...*Node) {
+	t.Helper()
+	rid, gen := transport.RID(n.RID()), n.LifecycleGeneration()
+	for _, o := range on {
+		eventually(t, 10*time.Second, "a peer to admit the node's run", func() bool {
+			p, ok := o.tr.Peer(rid)
+			return ok && p.LifecycleGeneration == gen
+		})
+	}
+}
+
+// restartNode stops n (its shutdown removes what it hosts: no drain) and
+// starts it again under cfg — the same RID, a new run — and waits until
+// each of on has admitted the new run.
+func restartNode(t *testing.T, ctx context.Context, f *fixture, n *Node, cfg config.Config, on ...*Node) *Node {
+	t.Helper()
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n2 := f.start(cfg)
+	awaitAdmitted(t, n2, on...)
+	return n2
+}
+
+// A one-way first message to an Instance Spot whose cold activation goes to
+// a node run that ended — the sender handed the id's activation there a
+// moment ago (sentActivations), then the node restarted — is not sent to
+// the new run, which refused it as addressed to another run (a WARN there,
+// InstanceRefused) after the sender's Send had returned nil: the message
+// never ran. Now the candidate is not taken, and the activation goes to a
+// node running now.
+func TestColdActivationToAnEndedRunGoesToARunningNode(t *testing.T) {
+	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	ctx := ctxT(t, 30*time.Second)
+	a := startClient(t, ctx, f)
+	bCfg := restartableConfig(t, "0b0c")
+	b := f.start(bCfg)
+	awaitAdmitted(t, b, a)
+	placeOn := func(n *Node) func() (candidate, error) {
+		return func() (candidate, error) {
+			return a.obj.place(ctx, placeRequest{kind: record.ObjectInstanceSpot, stableType: testInstanceType, mesh: "m", only: n.RID()})
+		}
+	}
+	var stale candidate
+	eventually(t, 10*time.Second, "the client to place on b", func() bool {
+		c, err := placeOn(b)()
+		stale = c
+		return err == nil
+	})
+	b2 := restartNode(t, ctx, f, b, bCfg, a)
+	eventually(t, 10*time.Second, "the client's list to show b's new run", func() bool {
+		c, err := placeOn(b2)()
+		return err == nil && c.node.LifecycleGeneration == b2.LifecycleGeneration()
+	})
+	const id = "after-restart"
+	a.obj.sentActivations.sent(id, testInstanceType, "m", stale)
+	if err := a.Manager().SendInstance(ctx, id, []byte("hello"), InstanceType(testInstanceType)); err != nil {
+		t.Fatalf("SendInstance: %v", err)
+	}
+	eventually(t, 10*time.Second, "the first message to be activated or refused", func() bool {
+		return b2.HostsInstance(id) || b2.ObjectStats().InstanceRefused > 0
+	})
+	if st := b2.ObjectStats(); st.InstanceRefused != 0 {
+		t.Fatalf("the new run refused %d activations addressed to the ended run (the one-way first message was lost)", st.InstanceRefused)
+	}
+	got, err := a.Manager().RequestInstance(ctx, id, []byte("count"), InstanceType(testInstanceType))
+	if err != nil || string(got) != "count:1" {
+		t.Fatalf("next message: %q, %v; want count:1 (the accepted first message ran)", got, err)
+	}
+}
