@@ -79,7 +79,7 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 	err := refusal
 	if errors.Is(refusal, ErrNotFound) {
 		passed, ferr := o.passOn(from, m, rec)
-		if passed {
+		if passed || (errors.Is(ferr, errRunEnded) && o.readmit(from, m, rec, reply)) {
 			return
 		}
 		if ferr != nil {
@@ -97,6 +97,33 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 		return
 	}
 	o.answerOrigin(from, rec, m.fam, m.corr, reply, nil, err)
+}
+
+// readmit admits here a message addressed to an earlier stay of the object
+// on this node, whose follow chain (here → the next owner → … → here) is
+// cut at its first link: that owner's run ended (passOn). The chain was
+// kept so that the message is admitted behind the earlier ones with that
+// fence, which took the same links; with the run ended none of them is on
+// its way through it any more — passed back before its transport closed
+// (shutdown_passons.go) or gone with it — so the object, hosted here, takes
+// it now with its current fence. Refused, a one-way message was dropped
+// although its object was right here. It reports whether it was admitted
+// (or refused by the fence again: answered or counted there).
+func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Record, reply func(*router.Record) error) bool {
+	o.mu.Lock()
+	h, ok := o.hosted[spot.Key{Spot: m.fam == familySpot, ID: m.id}]
+	var ownerGen uint64
+	if ok && !h.entry && h.objectGeneration == m.gen {
+		ownerGen = h.ownerGeneration
+	}
+	o.mu.Unlock()
+	if ownerGen <= m.to.ownerGen || !o.isRun(m.to.nodeRID, m.to.nodeGen) {
+		return false
+	}
+	_, leaseGen := o.n.Owner()
+	o.log.Debug("message for an earlier stay admitted here: its follow chain's next owner's run ended", "object", m.id, "hop", m.hop)
+	o.inbound(from, m.fam, m.id, m.gen, m.to.nodeRID, m.to.nodeGen, ownerGen, leaseGen, m.corr, rec, reply)
+	return true
 }
 
 // answerOrigin sends the command 20 of a request that is answered where it
@@ -135,6 +162,19 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		o.stats.followRefused.Add(1)
 		o.log.Debug("message not followed", "object", key.String(), "hop", m.hop, "err", err)
 		return false, followErr(err, "message follow of %s", key)
+	}
+	if err := o.endedRun(f.Target.Route.NodeRID, f.Target.Route.NodeGeneration); err != nil {
+		// The new owner's run ended (it stopped and started again), and
+		// with it the follow record it would pass the message on by: its
+		// new run would refuse the message as addressed to another run,
+		// and drop a one-way one. This node does not read the store
+		// (§7.3): the message is refused here, where why is known — a
+		// request's origin reads the store, a one-way message is counted
+		// dropped (stale_route) — unless the object is hosted here again
+		// (notAdmitted, readmit).
+		o.stats.followRefused.Add(1)
+		o.log.Debug("message not followed: the new owner's run ended", "object", key.String(), "hop", m.hop, "err", err)
+		return false, fmt.Errorf("message follow of %s: %w", key, err)
 	}
 	out, err := o.followed(from, m, rec, f)
 	if err != nil {

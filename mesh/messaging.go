@@ -515,9 +515,12 @@ func (o *objects) endedRun(rid []byte, gen uint64) error {
 	if !ok || p.LifecycleGeneration == gen {
 		return nil
 	}
-	return fmt.Errorf("%w: %w: the route names node run %x/%d, and %x runs as %d now",
-		ErrUnavailable, errRouteStale, rid, gen, rid, p.LifecycleGeneration)
+	return fmt.Errorf("%w: %w: %w: the route names node run %x/%d, and %x runs as %d now",
+		ErrUnavailable, errRouteStale, errRunEnded, rid, gen, rid, p.LifecycleGeneration)
 }
+
+// errRunEnded marks endedRun's refusal among the errRouteStale ones.
+var errRunEnded = errors.New("mesh: the node run named ended")
 
 // requestFailure is the error of a request to id the transport failed with
 // err: the request's deadline passing is ErrDeadlineExceeded; a request

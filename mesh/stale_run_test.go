@@ -118,3 +118,78 @@ func TestColdActivationToAnEndedRunGoesToARunningNode(t *testing.T) {
 		t.Fatalf("next message: %q, %v; want count:1 (the accepted first message ran)", got, err)
 	}
 }
+
+// A message a previous owner passes on (Message Follow) along a recorded
+// move to a node run that ended — the new owner stopped and started again —
+// is not sent to the new run, which refused it as addressed to another run
+// and dropped a one-way message (counted there, as a stale route, by a node
+// that never had the object). The previous owner does not read the store
+// (§7.3): when the object is gone it counts the drop itself, where why is
+// known; when the object is hosted here again (the stopped run's drain
+// moved it back), the chain was a way back here, and the message is
+// admitted now.
+func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		back bool // the new owner's drain moved the object back before it stopped
+	}{
+		{"object removed with the run", false},
+		{"object moved back here", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			registerTestFactories(t, f.reg, newProbe())
+			ctx := ctxT(t, 60*time.Second)
+			a := startClient(t, ctx, f)
+			prev := f.start(fastConfig("m"))
+			awaitAdmitted(t, prev, a)
+			ref, err := a.Manager().CreateActor(ctx, "followed", testMoverType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// a's route cache now holds the object on prev.
+			if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			nCfg := restartableConfig(t, "0b0d")
+			n := f.start(nCfg)
+			awaitAdmitted(t, n, a, prev)
+			awaitAdmitted(t, prev, n)
+			if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
+				t.Fatalf("move to n: %+v, %v", res, err)
+			}
+			if tc.back {
+				if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
+					t.Fatalf("drain: %v", err)
+				}
+				if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
+					t.Fatal("the drain did not move the object back to prev")
+				}
+			}
+			n2 := restartNode(t, ctx, f, n, nCfg, a, prev)
+			before := prev.ObjectStats()
+			// On a's cached route: prev passes it on along its move to n's
+			// ended run.
+			if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			eventually(t, 10*time.Second, "prev to pass the message on, refuse or admit it", func() bool {
+				st := prev.ObjectStats()
+				return st.FollowForwarded+st.FollowRefused+st.Delivered > before.FollowForwarded+before.FollowRefused+before.Delivered
+			})
+			st, st2 := prev.ObjectStats(), n2.ObjectStats()
+			if st.FollowForwarded != before.FollowForwarded || st2.FenceRefused != 0 {
+				t.Fatalf("passed on to the new run (forwarded %d→%d; the new run refused %d)", before.FollowForwarded, st.FollowForwarded, st2.FenceRefused)
+			}
+			if tc.back {
+				if st.Delivered != before.Delivered+1 {
+					t.Fatalf("the object hosted on prev again got %d messages, want 1", st.Delivered-before.Delivered)
+				}
+				return
+			}
+			if st.FollowRefused != before.FollowRefused+1 {
+				t.Fatalf("prev refused %d follows, want 1 (the loss counted where it is known)", st.FollowRefused-before.FollowRefused)
+			}
+		})
+	}
+}
