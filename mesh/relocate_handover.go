@@ -59,9 +59,16 @@ func (s *sourceMove) handOver() {
 	// hand; its CAS did not apply) would have the message join the
 	// temporary queue of the attempt this move cancelled, which drops
 	// it unanswered.
+	// Nor to a run of the owner's node other than the one admitted now
+	// (endedRun): that node stopped and started again, and its new run
+	// refused what was passed on as addressed to another run — a one-way
+	// message dropped there while this handover counted it passed on.
 	attempt := s.targetRoute()
 	h := handing{s: s, to: to, nowhere: o.isRun(to.nodeRID, to.nodeGen) ||
 		(bytes.Equal(to.nodeRID, attempt.nodeRID) && to.nodeGen == attempt.nodeGen && to.ownerGen == attempt.ownerGen)}
+	if err := o.endedRun(to.nodeRID, to.nodeGen); err != nil {
+		h.nowhere, h.why = true, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
 	defer cancel()
 	h.part(ctx, s.captured.Queue, plan.Captured)
@@ -93,7 +100,7 @@ func (s *sourceMove) handOver() {
 		"object", s.id, "kind", s.kind, "generation", s.gen,
 		"target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration),
 		"owner", owner.String(), "owner_generation", to.ownerGen,
-		"passed_on", h.passed, "refused", h.refused, "left_to_target", h.left, "lost", h.lost)
+		"passed_on", h.passed, "refused", h.refused, "left_to_target", h.left, "lost", h.lost, "err", h.last)
 }
 
 // discard ends a move whose object was removed from the mesh meanwhile
@@ -168,7 +175,8 @@ func (s *sourceMove) takeRelayed() []spot.Envelope {
 type handing struct {
 	s       *sourceMove
 	to      routeTo
-	nowhere bool // nothing can be sent to the owner named
+	nowhere bool  // nothing can be sent to the owner named
+	why     error // why, when not because it is not hosted there
 	// passed, refused, left, lost and closed count the messages passed
 	// on, the requests refused as not run, those left to the target, the
 	// one-way messages that could not be passed on, and those of an
@@ -186,9 +194,12 @@ func (h *handing) part(ctx context.Context, envs []spot.Envelope, f relocation.F
 		}
 		switch d {
 		case relocation.PassOn:
-			err := errNotHosted(h.s.id)
-			if !h.nowhere {
+			err := h.why
+			switch {
+			case !h.nowhere:
 				err = h.s.passOne(ctx, env, h.to)
+			case err == nil:
+				err = errNotHosted(h.s.id)
 			}
 			if err == nil {
 				h.passed++

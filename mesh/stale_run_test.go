@@ -2,11 +2,14 @@ package mesh
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -191,5 +194,58 @@ func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 				t.Fatalf("prev refused %d follows, want 1 (the loss counted where it is known)", st.FollowRefused-before.FollowRefused)
 			}
 		})
+	}
+}
+
+// The one-way messages a move took in, whose record comes to name an owner
+// the move did not make on a run of that owner's node that ended (the
+// node is admitted again under another run), are not handed over to the
+// run admitted now: it refused them as addressed to another run and dropped
+// them, while the handover counted them passed on. Now they are counted
+// lost at the handover (its WARN line) and nothing is sent.
+func TestOwnerChangedToAnEndedRunHandsNothingToTheNewRun(t *testing.T) {
+	s := newHandoverScene(t, "handover-ended-run")
+	for i := 1; i <= 3; i++ {
+		if err := s.c.m(0).SendActor(s.ctx, s.ref, []byte(fmt.Sprintf("held-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "the messages in the source's hold", func() bool { return s.queuedAtSource() == 3 })
+	other := s.c.nodes[s.other]
+	gen := other.run.lifecycleGeneration
+	if gen < 2 {
+		t.Fatalf("node %d runs as %d: no earlier run to name", s.other, gen)
+	}
+	owner, lg := other.Owner()
+	if err := rewriteOwner(s.c, s.ref.ActorID, func(a *record.Authority) {
+		a.OwnerID, a.OwnerLeaseGeneration = owner, record.Generation(lg)
+		a.Allocation.Descriptor.RoutingID = append([]byte(nil), other.RID()...)
+		a.Allocation.DescriptorLifecycleGeneration = record.Generation(gen - 1) // a run of that node that ended
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := other.ObjectStats()
+	s.cancel()
+	s.ended(t)
+	// A request from the source behind what the handover sent, on the same
+	// link: once it is answered, anything handed over was read there.
+	flushLink(t, s.ctx, s.c.nodes[s.src], other)
+	if got := other.ObjectStats().FenceRefused - before.FenceRefused; got != 1 {
+		t.Fatalf("the run admitted now refused %d messages handed over to the run that ended", got-1)
+	}
+}
+
+// flushLink sends a request from node from to node to, on from's ordered
+// link to to, for an object to does not host, and waits for its refusal
+// (ErrNotFound): what from sent to before was read there by then. It adds 1
+// to to's FenceRefused.
+func flushLink(t *testing.T, ctx context.Context, from, to *Node) {
+	t.Helper()
+	owner, lg := to.Owner()
+	_, err := from.obj.deliverRemote(ctx, msgTarget{fam: familyActor, id: "link-flush", gen: 1},
+		follow.Ready{ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
+			Route: follow.Route{NodeRID: to.RID(), NodeGeneration: to.LifecycleGeneration()}}, nil, true)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("request to flush the link: %v, want ErrNotFound", err)
 	}
 }
