@@ -24,7 +24,8 @@ type dropCause int
 
 const (
 	dropOwnerLease      dropCause = iota // this node's admission gate was shut (§5)
-	dropStaleRoute                       // addressed to another node run, owner lease or owner generation
+	dropOtherRun                         // a route naming another run of a node than its run now (a restart)
+	dropStaleRoute                       // addressed to another node, owner lease or owner generation
 	dropNotHosted                        // not here and no follow route to pass it on
 	dropStaleGeneration                  // the object here is another generation
 	dropMailboxFull                      // admitted, but the object's mailbox was full
@@ -33,13 +34,19 @@ const (
 )
 
 func (c dropCause) String() string {
-	return [...]string{"owner_lease", "stale_route", "not_hosted", "stale_generation", "mailbox_full", "other"}[c]
+	return [...]string{"owner_lease", "other_run", "stale_route", "not_hosted", "stale_generation", "mailbox_full", "other"}[c]
 }
 
 func dropCauseOf(err error) dropCause {
 	switch {
 	case errors.Is(err, lease.ErrLeaseExpired), errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrLeaseReleased):
 		return dropOwnerLease
+	case errors.Is(err, errRunEnded):
+		// Its sender's route is from before this node restarted (or, on
+		// a previous owner, the new owner it recorded restarted): told
+		// apart from other stale routes, as operators asked after a
+		// rolling restart whose drops read as "stale_route".
+		return dropOtherRun
 	case errors.Is(err, errRouteStale):
 		return dropStaleRoute
 	case errors.Is(err, ErrNotFound):

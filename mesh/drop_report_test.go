@@ -25,6 +25,10 @@ func TestDropCauseOf(t *testing.T) {
 		{wrapErr(ErrUnavailable, lease.ErrLeaseExpired, "owner lease"), dropOwnerLease},
 		{wrapErr(ErrUnavailable, lease.ErrLeaseReleased, "owner lease"), dropOwnerLease},
 		{fmt.Errorf("%w: addressed to node run 01/2", errRouteStale), dropStaleRoute},
+		{fmt.Errorf("%w: addressed to owner lease generation 3, this run holds 4", errRouteStale), dropStaleRoute},
+		// Another run of this node (a restart), here or at the new owner
+		// a previous owner would pass the message on to.
+		{fmt.Errorf("%w: %w: addressed to node run 01/2, this is run 3", errRouteStale, errRunEnded), dropOtherRun},
 		{errNotHosted("a"), dropNotHosted},
 		{fmt.Errorf("%w: a is hosted at ObjectGeneration 2", ErrStaleGeneration), dropStaleGeneration},
 		{fmt.Errorf("%w: a has 1024 queued", spot.ErrMailboxFull), dropMailboxFull},
@@ -77,7 +81,7 @@ func TestDroppedOneWayMessagesAreReported(t *testing.T) {
 	eventually(t, 5*time.Second, "the sends to be refused", func() bool {
 		return target.ObjectStats().FenceRefused-before == uint64(len(edits))
 	})
-	want := map[string]int{"stale_route": 2, "not_hosted": 2, "stale_generation": 1, "total": 5}
+	want := map[string]int{"stale_route": 1, "other_run": 1, "not_hosted": 2, "stale_generation": 1, "total": 5}
 	counted := func() (map[string]int, int) {
 		got, lines := map[string]int{}, 0
 		for _, l := range strings.Split(logs.String(), "\n") {

@@ -170,7 +170,7 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		// and drop a one-way one. This node does not read the store
 		// (§7.3): the message is refused here, where why is known — a
 		// request's origin reads the store, a one-way message is counted
-		// dropped (stale_route) — unless the object is hosted here again
+		// dropped (other_run) — unless the object is hosted here again
 		// (notAdmitted, readmit).
 		o.stats.followRefused.Add(1)
 		o.log.Debug("message not followed: the new owner's run ended", "object", key.String(), "hop", m.hop, "err", err)

@@ -603,8 +603,13 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 		o.stats.fenceRefused.Add(1)
 		return dest{}, err
 	}
-	if !bytes.Equal(nodeRID, o.n.run.rid) || nodeGen != o.n.run.lifecycleGeneration {
+	if !bytes.Equal(nodeRID, o.n.run.rid) {
 		return refuse(fmt.Errorf("%w: addressed to node run %x/%d", errRouteStale, nodeRID, nodeGen))
+	}
+	if nodeGen != o.n.run.lifecycleGeneration {
+		// Another run of this node: a route from before it restarted.
+		return refuse(fmt.Errorf("%w: %w: addressed to node run %x/%d, this is run %d", errRouteStale, errRunEnded,
+			nodeRID, nodeGen, o.n.run.lifecycleGeneration))
 	}
 	// The owner part of the fence: this run's owner lease generation and
 	// the object's AuthorityOwnerGeneration. Two cases besides the
