@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 )
 
 // A message on a route to a node run that has ended, while the node's RID
@@ -28,13 +27,7 @@ func TestMessageOnARouteToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			registerTestFactories(t, f.reg, newProbe())
-			ctx := ctxT(t, 30*time.Second)
-			a := startClient(t, ctx, f)
-			bCfg := restartableConfig(t, "0b0b")
-			b := f.start(bCfg)
-			awaitAdmitted(t, b, a)
+			f, ctx, a, b, bCfg := clientAndRestartable(t, "0b0b")
 			ref, err := a.Manager().CreateActor(ctx, "gone", testMoverType)
 			if err != nil {
 				t.Fatal(err)

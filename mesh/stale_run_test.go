@@ -74,6 +74,21 @@ func restartNode(t *testing.T, ctx context.Context, f *fixture, n *Node, cfg con
 	return n2
 }
 
+// clientAndRestartable starts, on a new fixture, a client node a and a
+// server node b under bCfg (restartableConfig with routing id rid), once a
+// has admitted b; ctx ends with the test (30 s at most).
+func clientAndRestartable(t *testing.T, rid string) (f *fixture, ctx context.Context, a, b *Node, bCfg config.Config) {
+	t.Helper()
+	f = newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	ctx = ctxT(t, 30*time.Second)
+	a = startClient(t, ctx, f)
+	bCfg = restartableConfig(t, rid)
+	b = f.start(bCfg)
+	awaitAdmitted(t, b, a)
+	return f, ctx, a, b, bCfg
+}
+
 // A one-way first message to an Instance Spot whose cold activation goes to
 // a node run that ended — the sender handed the id's activation there a
 // moment ago (sentActivations), then the node restarted — is not sent to
@@ -82,13 +97,7 @@ func restartNode(t *testing.T, ctx context.Context, f *fixture, n *Node, cfg con
 // never ran. Now the candidate is not taken, and the activation goes to a
 // node running now.
 func TestColdActivationToAnEndedRunGoesToARunningNode(t *testing.T) {
-	f := newFixture(t)
-	registerTestFactories(t, f.reg, newProbe())
-	ctx := ctxT(t, 30*time.Second)
-	a := startClient(t, ctx, f)
-	bCfg := restartableConfig(t, "0b0c")
-	b := f.start(bCfg)
-	awaitAdmitted(t, b, a)
+	f, ctx, a, b, bCfg := clientAndRestartable(t, "0b0c")
 	placeOn := func(n *Node) func() (candidate, error) {
 		return func() (candidate, error) {
 			return a.obj.place(ctx, placeRequest{kind: record.ObjectInstanceSpot, stableType: testInstanceType, mesh: "m", only: n.RID()})
