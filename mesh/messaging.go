@@ -507,9 +507,11 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 // drops a one-way message — after its sender's Send had returned nil, and
 // counted only there. So it is not sent: a direct sender reads the store
 // (deliverRemote), a cold activation tries another node (sendActivation), a
-// previous owner counts the loss it can no longer pass on (passOn, §7.3:
-// it does not read the store), a move keeps what it did not relay
-// (relay), a handover counts it lost (handOver).
+// previous owner admits it when the object is hosted there again, else
+// counts the loss it can no longer pass on (passOn, readmit; §7.3: it does
+// not read the store), a handover counts it lost (handOver). Not made by a
+// move's relay to its target: a target run that ended cannot commit, and
+// the source puts back what it relayed (recoverLocal).
 func (o *objects) endedRun(rid []byte, gen uint64) error {
 	p, ok := o.n.tr.Peer(transport.RID(rid))
 	if !ok || p.LifecycleGeneration == gen {
