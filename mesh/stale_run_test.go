@@ -202,6 +202,14 @@ func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 			if st.FollowRefused != before.FollowRefused+1 {
 				t.Fatalf("prev refused %d follows, want 1 (the loss counted where it is known)", st.FollowRefused-before.FollowRefused)
 			}
+			// A request on the same route is answered at once: refused by
+			// prev to its origin, which reads the store (the object is gone).
+			if _, err := a.Manager().RequestActor(ctx, ref, []byte("three")); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("request: %v, want ErrNotFound", err)
+			}
+			if st := prev.ObjectStats(); st.FollowRefused != before.FollowRefused+2 {
+				t.Fatalf("prev refused %d follows, want 2 (the request went by the cached route)", st.FollowRefused-before.FollowRefused)
+			}
 		})
 	}
 }
