@@ -109,6 +109,15 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 // it now with its current fence. Refused, a one-way message was dropped
 // although its object was right here. It reports whether it was admitted
 // (or refused by the fence again: answered or counted there).
+//
+// The record is re-addressed to the current stay before it is admitted:
+// whatever happens to it next is the current stay's — a refusal (the
+// object closing) finds no follow record and is answered, a cutover it
+// waits for passes it on along the move recorded then. With the earlier
+// stay's fence kept, a refusal went back through that stay's follow record
+// to this readmit, round and round on the connection's reader for as long
+// as the object closed, and a message that waited for a cutover was
+// refused after it instead of following the object.
 func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Record, reply func(*router.Record) error) bool {
 	o.mu.Lock()
 	h, ok := o.hosted[spot.Key{Spot: m.fam == familySpot, ID: m.id}]
@@ -120,9 +129,18 @@ func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Reco
 	if ownerGen <= m.to.ownerGen || !o.isRun(m.to.nodeRID, m.to.nodeGen) {
 		return false
 	}
+	org, err := originOf(rec, from)
+	if err != nil {
+		return false
+	}
 	_, leaseGen := o.n.Owner()
+	now := routeTo{nodeRID: m.to.nodeRID, nodeGen: m.to.nodeGen, ownerGen: ownerGen, leaseGen: leaseGen}
+	out, err := retarget(rec, now, m.hop, org)
+	if err != nil {
+		return false
+	}
 	o.log.Debug("message for an earlier stay admitted here: its follow chain's next owner's run ended", "object", m.id, "hop", m.hop)
-	o.inbound(from, m.fam, m.id, m.gen, m.to.nodeRID, m.to.nodeGen, ownerGen, leaseGen, m.corr, rec, reply)
+	o.inbound(from, m.fam, m.id, m.gen, now.nodeRID, now.nodeGen, now.ownerGen, now.leaseGen, m.corr, out, reply)
 	return true
 }
 

@@ -149,36 +149,7 @@ func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 		{"object moved back here", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			registerTestFactories(t, f.reg, newProbe())
-			ctx := ctxT(t, 60*time.Second)
-			a := startClient(t, ctx, f)
-			prev := f.start(fastConfig("m"))
-			awaitAdmitted(t, prev, a)
-			ref, err := a.Manager().CreateActor(ctx, "followed", testMoverType)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// a's route cache now holds the object on prev.
-			if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
-				t.Fatal(err)
-			}
-			nCfg := restartableConfig(t, "0b0d")
-			n := f.start(nCfg)
-			awaitAdmitted(t, n, a, prev)
-			awaitAdmitted(t, prev, n)
-			if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
-				t.Fatalf("move to n: %+v, %v", res, err)
-			}
-			if tc.back {
-				if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
-					t.Fatalf("drain: %v", err)
-				}
-				if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
-					t.Fatal("the drain did not move the object back to prev")
-				}
-			}
-			n2 := restartNode(t, ctx, f, n, nCfg, a, prev)
+			ctx, a, prev, n2, ref := movedToARunThatEnded(t, tc.back)
 			before := prev.ObjectStats()
 			// On a's cached route: prev passes it on along its move to n's
 			// ended run.
@@ -212,6 +183,51 @@ func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// movedToARunThatEnded creates an actor on a server prev, which a client a
+// has sent a message to (its cached route names prev), moves it to a server
+// n, and — with back, by n's drain — back to prev; then n stops and starts
+// again as n2, admitted by a and prev. prev's follow record of the first
+// stay names n's run that ended.
+func movedToARunThatEnded(t *testing.T, back bool) (ctx context.Context, a, prev, n2 *Node, ref ActorRef) {
+	t.Helper()
+	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	ctx = ctxT(t, 60*time.Second)
+	a = startClient(t, ctx, f)
+	prev = f.start(fastConfig("m"))
+	awaitAdmitted(t, prev, a)
+	var err error
+	// Once a's discovery has read prev's registration.
+	eventually(t, 10*time.Second, "the client to create the actor on prev", func() bool {
+		ref, err = a.Manager().CreateActor(ctx, "followed", testMoverType)
+		return !errors.Is(err, ErrUnavailable)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a's route cache now holds the object on prev.
+	if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	nCfg := restartableConfig(t, "0b0d")
+	n := f.start(nCfg)
+	awaitAdmitted(t, n, a, prev)
+	awaitAdmitted(t, prev, n)
+	if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move to n: %+v, %v", res, err)
+	}
+	if back {
+		if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+		if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
+			t.Fatal("the drain did not move the object back to prev")
+		}
+	}
+	n2 = restartNode(t, ctx, f, n, nCfg, a, prev)
+	return ctx, a, prev, n2, ref
 }
 
 // The one-way messages a move took in, whose record comes to name an owner
@@ -264,5 +280,59 @@ func flushLink(t *testing.T, ctx context.Context, from, to *Node) {
 			Route: follow.Route{NodeRID: to.RID(), NodeGeneration: to.LifecycleGeneration()}}, nil, true)
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("request to flush the link: %v, want ErrNotFound", err)
+	}
+}
+
+// A message for an earlier stay of an object hosted here again, whose
+// follow chain is cut at a run that ended, is admitted here with the
+// object's current fence (readmit) — and when that admission refuses it
+// too (here: the object is closing), the refusal is the current stay's:
+// two follow refusals (the earlier stay's, whose next owner's run ended;
+// the current stay's, which has no move to follow) and Unavailable to the
+// requester. Before, the refusal went back through the earlier stay's follow
+// record to readmit again, round and round on the connection's reader for
+// as long as the close lasted (a store Delete; the goroutine's stack grew
+// with every round), and the request ran once the close was undone.
+func TestReadmittedMessageRefusedAgainIsNotFollowedAgain(t *testing.T) {
+	ctx, a, prev, _, ref := movedToARunThatEnded(t, true)
+	key := actorKey(ref.ActorID)
+	setState := func(s hostState) {
+		prev.obj.mu.Lock()
+		defer prev.obj.mu.Unlock()
+		h, ok := prev.obj.hosted[key]
+		if !ok {
+			t.Error("the object is not hosted on prev")
+			return
+		}
+		h.state = s
+	}
+	// A close under way: its store Delete not returned yet.
+	setState(hostClosing)
+	before := prev.ObjectStats()
+	// Undone once prev has refused to follow the message three times
+	// (before the fix: readmitted and refused again, in a loop).
+	done := make(chan struct{})
+	undone := make(chan struct{})
+	go func() {
+		defer close(undone)
+		for prev.ObjectStats().FollowRefused < before.FollowRefused+3 {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		setState(hostServing)
+	}()
+	// On a's cached route (the earlier stay): prev cannot pass it on.
+	_, err := a.Manager().RequestActor(ctx, ref, []byte("req"))
+	close(done)
+	<-undone
+	setState(hostServing)
+	if got := prev.ObjectStats().FollowRefused - before.FollowRefused; got != 2 {
+		t.Fatalf("prev refused to follow the request %d times, want 2", got)
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("request to a closing object: %v, want ErrUnavailable (it ran once the close was undone)", err)
 	}
 }
