@@ -500,8 +500,9 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 // endedRun is the check every path makes before it sends an object message
 // (or a record carrying one) to a route naming the node run rid/gen: nil
 // when that run is the one of its node admitted on the link now (or no run
-// of the node is admitted: the send's own error says so), else
-// ErrUnavailable + errRouteStale. The node stopped and started again (a
+// of the node is admitted: the send's own error says so), ErrUnavailable +
+// errRouteStale when an earlier run is named (a later one: below). The
+// node stopped and started again (a
 // rolling restart, the objects it could not move removed, or moved on by
 // its drain): the new run refuses a message addressed to the ended one, and
 // drops a one-way message — after its sender's Send had returned nil, and
@@ -512,10 +513,24 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 // not read the store), a handover counts it lost (handOver). Not made by a
 // move's relay to its target: a target run that ended cannot commit, and
 // the source puts back what it relayed (recoverLocal).
+//
+// Only an earlier run than the one admitted has ended. A later one is the
+// node's run now, which the link has not caught up with: it still holds
+// its previous run's session (a hard stop leaves that open until liveness
+// or the new run's hello ends it, and the transport admits no other run
+// while it is heard). Sent there, a message was kept for the previous run
+// and dropped when the new one was admitted; so it is not sent either, but
+// as over a link that is down (transport.ErrNotAdmitted): not a stale
+// route, no other_run drop, no readmit, and a handover keeps its follow
+// record to that run.
 func (o *objects) endedRun(rid []byte, gen uint64) error {
 	p, ok := o.n.tr.Peer(transport.RID(rid))
-	if !ok || p.LifecycleGeneration == gen {
+	switch {
+	case !ok || p.LifecycleGeneration == gen:
 		return nil
+	case p.LifecycleGeneration < gen:
+		return fmt.Errorf("%w: %w: the route names node run %x/%d, and the link to %x still holds its earlier run %d",
+			ErrUnavailable, transport.ErrNotAdmitted, rid, gen, rid, p.LifecycleGeneration)
 	}
 	return fmt.Errorf("%w: %w: %w: the route names node run %x/%d, and %x runs as %d now",
 		ErrUnavailable, errRouteStale, errRunEnded, rid, gen, rid, p.LifecycleGeneration)

@@ -3,6 +3,7 @@ package mesh
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/meshnode/meshnode/follow"
@@ -66,8 +67,12 @@ func (s *sourceMove) handOver() {
 	attempt := s.targetRoute()
 	h := handing{s: s, to: to, nowhere: o.isRun(to.nodeRID, to.nodeGen) ||
 		(bytes.Equal(to.nodeRID, attempt.nodeRID) && to.nodeGen == attempt.nodeGen && to.ownerGen == attempt.ownerGen)}
+	// A later run than the link holds (endedRun) is the node's run now:
+	// nothing is sent on the link yet, but the follow record is kept.
+	follows := !h.nowhere
 	if err := o.endedRun(to.nodeRID, to.nodeGen); err != nil {
 		h.nowhere, h.why = true, err
+		follows = follows && !errors.Is(err, errRunEnded)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
 	defer cancel()
@@ -79,7 +84,7 @@ func (s *sourceMove) handOver() {
 		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
 		Owner: follow.Owner{ID: owner.Owner.ID, LeaseGeneration: owner.Owner.LeaseGeneration},
 		Route: follow.Route{NodeRID: to.nodeRID, NodeGeneration: to.nodeGen}}
-	if !h.nowhere {
+	if follows {
 		if err := o.recordMove(m); err != nil {
 			o.log.Warn("relocation: Message Follow to the owner the record names not recorded", "object", s.id, "err", err)
 		}

@@ -235,36 +235,58 @@ func movedToARunThatEnded(t *testing.T, back bool) (ctx context.Context, a, prev
 // node is admitted again under another run), are not handed over to the
 // run admitted now: it refused them as addressed to another run and dropped
 // them, while the handover counted them passed on. Now they are counted
-// lost at the handover (its WARN line) and nothing is sent.
+// lost at the handover (its WARN line) and nothing is sent. A later run
+// than the one the link holds (the link has not caught up with a restart)
+// gets nothing on the link either — the old session would have kept them
+// for the old run — but it is the node's run now: the follow record to it
+// is kept, for what comes once the link admits it.
 func TestOwnerChangedToAnEndedRunHandsNothingToTheNewRun(t *testing.T) {
-	s := newHandoverScene(t, "handover-ended-run")
-	for i := 1; i <= 3; i++ {
-		if err := s.c.m(0).SendActor(s.ctx, s.ref, []byte(fmt.Sprintf("held-%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 20*time.Second, "the messages in the source's hold", func() bool { return s.queuedAtSource() == 3 })
-	other := s.c.nodes[s.other]
-	gen := other.run.lifecycleGeneration
-	if gen < 2 {
-		t.Fatalf("node %d runs as %d: no earlier run to name", s.other, gen)
-	}
-	owner, lg := other.Owner()
-	if err := rewriteOwner(s.c, s.ref.ActorID, func(a *record.Authority) {
-		a.OwnerID, a.OwnerLeaseGeneration = owner, record.Generation(lg)
-		a.Allocation.Descriptor.RoutingID = append([]byte(nil), other.RID()...)
-		a.Allocation.DescriptorLifecycleGeneration = record.Generation(gen - 1) // a run of that node that ended
-	}); err != nil {
-		t.Fatal(err)
-	}
-	before := other.ObjectStats()
-	s.cancel()
-	s.ended(t)
-	// A request from the source behind what the handover sent, on the same
-	// link: once it is answered, anything handed over was read there.
-	flushLink(t, s.ctx, s.c.nodes[s.src], other)
-	if got := other.ObjectStats().FenceRefused - before.FenceRefused; got != 1 {
-		t.Fatalf("the run admitted now refused %d messages handed over to the run that ended", got-1)
+	for _, tc := range []struct {
+		name    string
+		later   bool // the record names a later run than the one admitted
+		follows bool // a follow record to that run is kept
+	}{
+		{"an earlier run", false, false},
+		{"a later run", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newHandoverScene(t, "handover-ended-run")
+			for i := 1; i <= 3; i++ {
+				if err := s.c.m(0).SendActor(s.ctx, s.ref, []byte(fmt.Sprintf("held-%d", i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, 20*time.Second, "the messages in the source's hold", func() bool { return s.queuedAtSource() == 3 })
+			other := s.c.nodes[s.other]
+			gen := other.run.lifecycleGeneration
+			if gen < 2 {
+				t.Fatalf("node %d runs as %d: no earlier run to name", s.other, gen)
+			}
+			named := gen - 1 // a run of that node that ended
+			if tc.later {
+				named = gen + 1
+			}
+			owner, lg := other.Owner()
+			if err := rewriteOwner(s.c, s.ref.ActorID, func(a *record.Authority) {
+				a.OwnerID, a.OwnerLeaseGeneration = owner, record.Generation(lg)
+				a.Allocation.Descriptor.RoutingID = append([]byte(nil), other.RID()...)
+				a.Allocation.DescriptorLifecycleGeneration = record.Generation(named)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			before := other.ObjectStats()
+			s.cancel()
+			s.ended(t)
+			// A request from the source behind what the handover sent, on the same
+			// link: once it is answered, anything handed over was read there.
+			flushLink(t, s.ctx, s.c.nodes[s.src], other)
+			if got := other.ObjectStats().FenceRefused - before.FenceRefused; got != 1 {
+				t.Fatalf("the run admitted now refused %d messages handed over to another run", got-1)
+			}
+			if got := s.c.nodes[s.src].obj.follow.Len() > 0; got != tc.follows {
+				t.Fatalf("follow record kept at the source: %v, want %v", got, tc.follows)
+			}
+		})
 	}
 }
 
@@ -334,5 +356,48 @@ func TestReadmittedMessageRefusedAgainIsNotFollowedAgain(t *testing.T) {
 	}
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("request to a closing object: %v, want ErrUnavailable (it ran once the close was undone)", err)
+	}
+}
+
+// endedRun tells a run that ended — an earlier one than the run of its node
+// admitted on the link now — from a run the link has not caught up with: a
+// later one (the node restarted, and the link still holds the session of
+// its previous run, which a hard stop leaves open until liveness or the
+// new run's hello ends it). The later run is alive: its messages are not
+// sent yet (on the old session they were kept for the old run and dropped
+// when the new one was admitted), as over a link that is down — not
+// refused as a route to a run that ended (a stale route: the cause
+// other_run, a readmit on a previous owner, no follow record at a
+// handover).
+func TestEndedRunIsOnlyAnEarlierRun(t *testing.T) {
+	_, _, a, b, _ := clientAndRestartable(t, "0b0e")
+	gen := b.LifecycleGeneration()
+	for _, tc := range []struct {
+		name     string
+		rid      []byte
+		gen      uint64
+		ended    bool // errRunEnded (a stale route)
+		notAdmit bool // transport.ErrNotAdmitted (not sent, as over a link that is down)
+	}{
+		{"the run admitted", b.RID(), gen, false, false},
+		{"an earlier run", b.RID(), gen - 1, true, false},
+		{"a later run", b.RID(), gen + 1, false, true},
+		{"no link", []byte{0x0b, 0xff}, gen, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := a.obj.endedRun(tc.rid, tc.gen)
+			if got := errors.Is(err, errRunEnded); got != tc.ended {
+				t.Errorf("endedRun(%x/%d) = %v: ended %v, want %v", tc.rid, tc.gen, err, got, tc.ended)
+			}
+			if got := errors.Is(err, errRouteStale); got != tc.ended {
+				t.Errorf("endedRun(%x/%d) = %v: stale route %v, want %v", tc.rid, tc.gen, err, got, tc.ended)
+			}
+			if got := errors.Is(err, transport.ErrNotAdmitted); got != tc.notAdmit {
+				t.Errorf("endedRun(%x/%d) = %v: not admitted %v, want %v", tc.rid, tc.gen, err, got, tc.notAdmit)
+			}
+			if (err != nil) != errors.Is(err, ErrUnavailable) {
+				t.Errorf("endedRun(%x/%d) = %v, want nil or ErrUnavailable", tc.rid, tc.gen, err)
+			}
+		})
 	}
 }
