@@ -112,12 +112,10 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 //
 // The record is re-addressed to the current stay before it is admitted:
 // whatever happens to it next is the current stay's — a refusal (the
-// object closing) finds no follow record and is answered, a cutover it
-// waits for passes it on along the move recorded then. With the earlier
-// stay's fence kept, a refusal went back through that stay's follow record
-// to this readmit, round and round on the connection's reader for as long
-// as the object closed, and a message that waited for a cutover was
-// refused after it instead of following the object.
+// object closing) is answered as that stay's. With the earlier stay's
+// fence kept, a refusal went back through that stay's follow record to
+// this readmit, round and round on the connection's reader for as long as
+// the object closed.
 func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Record, reply func(*router.Record) error) bool {
 	o.mu.Lock()
 	h, ok := o.hosted[spot.Key{Spot: m.fam == familySpot, ID: m.id}]
