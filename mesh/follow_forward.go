@@ -79,7 +79,7 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 	err := refusal
 	if errors.Is(refusal, ErrNotFound) {
 		passed, ferr := o.passOn(from, m, rec)
-		if passed || (errors.Is(ferr, errRunEnded) && o.readmit(from, m, rec, reply)) {
+		if passed || (errors.Is(ferr, errRunEnded) && (o.readmit(from, m, rec, reply) || o.passOnLater(from, m, rec))) {
 			return
 		}
 		if ferr != nil {
@@ -139,6 +139,48 @@ func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Reco
 	}
 	o.log.Debug("message for an earlier stay admitted here: its follow chain's next owner's run ended", "object", m.id, "hop", m.hop)
 	o.inbound(from, m.fam, m.id, m.gen, now.nodeRID, now.nodeGen, now.ownerGen, now.leaseGen, m.corr, out, reply)
+	return true
+}
+
+// passOnLater passes on, along the move the object made from a later stay
+// here, a message for an earlier stay whose follow chain is cut at its
+// first link (that owner's run ended) when the object is not hosted here
+// any more: it came back (the ended run's drain) and moved on — a message
+// that met it in its cutover waited for it in the fence check, before
+// readmit could take it. As for readmit, nothing with that fence is on its
+// way through the ended run any more, so the message takes the later
+// stay's fence and follows the object from there. It reports whether the
+// message was passed on.
+func (o *objects) passOnLater(from transport.PeerInfo, m inMessage, rec *router.Record) bool {
+	if !o.isRun(m.to.nodeRID, m.to.nodeGen) {
+		return false
+	}
+	in := follow.Inbound{Key: msgTarget{fam: m.fam, id: m.id}.cacheKey(), ObjectGeneration: m.gen, AuthorityOwnerGeneration: m.to.ownerGen, Hop: int(m.hop)}
+	cut, err := o.follow.Forward(in)
+	if err != nil {
+		return false
+	}
+	// The departure after the cut one: from the object's next stay here.
+	in.AuthorityOwnerGeneration = cut.Target.AuthorityOwnerGeneration
+	next, err := o.follow.Forward(in)
+	if err != nil || next.Target.PreviousAuthorityOwnerGeneration <= m.to.ownerGen {
+		return false
+	}
+	org, err := originOf(rec, from)
+	if err != nil {
+		return false
+	}
+	_, leaseGen := o.n.Owner()
+	out, err := retarget(rec, routeTo{nodeRID: m.to.nodeRID, nodeGen: m.to.nodeGen,
+		ownerGen: next.Target.PreviousAuthorityOwnerGeneration, leaseGen: leaseGen}, m.hop, org)
+	if err != nil {
+		return false
+	}
+	later, _ := messageOf(out)
+	if passed, _ := o.passOn(from, later, out); !passed {
+		return false
+	}
+	o.log.Debug("message for an earlier stay passed on from a later one: its follow chain's next owner's run ended", "object", m.id, "hop", m.hop)
 	return true
 }
 

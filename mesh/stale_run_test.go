@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -400,4 +401,59 @@ func TestEndedRunIsOnlyAnEarlierRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A message for an earlier stay of an object that came back here and is
+// moving on — it meets the object in its cutover, and waits for it in the
+// fence check — follows the object along the move just recorded, once the
+// earlier stay's follow chain turns out cut at a run that ended. Before, it
+// went back to that chain and was dropped (other_run), though the object's
+// way on was recorded here.
+func TestMessageForAnEarlierStayFollowsTheObjectOutOfItsCutover(t *testing.T) {
+	ctx, a, prev, n2, ref := movedToARunThatEnded(t, true)
+	atCutover, waiting, goOn := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(goOn) }) }
+	t.Cleanup(release)
+	prev.obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		switch {
+		case id != ref.ActorID:
+		case step == stepSourceCutover:
+			close(atCutover)
+			<-goOn
+		case step == stepCutoverWait:
+			close(waiting)
+		}
+	}})
+	moving := make(chan error, 1)
+	go func() {
+		res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n2.RID()))
+		if err == nil && res.Outcome != Moved {
+			err = fmt.Errorf("outcome %v", res.Outcome)
+		}
+		moving <- err
+	}()
+	waitClosed(t, atCutover, "prev's move to n2 at its cutover")
+	before, before2 := prev.ObjectStats(), n2.ObjectStats()
+	// On a's cached route (the earlier stay): it waits for the cutover.
+	if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	waitClosed(t, waiting, "the message to wait for the cutover")
+	release()
+	if err := <-moving; err != nil {
+		t.Fatalf("move to n2: %v", err)
+	}
+	// Its cutover queue ends once it has been admitted again, passed on
+	// or refused.
+	eventually(t, 10*time.Second, "prev to take the message again after the cutover", func() bool {
+		return prev.obj.cutoverQueues.Load() == 0
+	})
+	if st := prev.ObjectStats(); st.FollowForwarded != before.FollowForwarded+1 {
+		t.Fatalf("prev passed on %d messages after the cutover (refused %d), want 1: the message did not follow the object",
+			st.FollowForwarded-before.FollowForwarded, st.FollowRefused-before.FollowRefused)
+	}
+	eventually(t, 10*time.Second, "the message to reach the object on n2", func() bool {
+		return n2.ObjectStats().Delivered > before2.Delivered
+	})
 }
