@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,22 +66,8 @@ func failedMoveChain(t *testing.T, failMove bool) {
 		// A→B again; B is held before its owner CAS, the caller gives up
 		// (cancels) after the cutover: A releases the reservation and
 		// takes the object back (targetLost).
-		atConfirm := make(chan struct{})
-		var confirmOnce sync.Once
-		c.nodes[a].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
-			if oid == id && step == stepSourceConfirm {
-				confirmOnce.Do(func() { close(atConfirm) })
-			}
-		}})
-		release := make(chan struct{})
-		var relOnce sync.Once
-		free := func() { relOnce.Do(func() { close(release) }) }
+		atConfirm, free := holdPastCutover(c, a, b, id)
 		defer free()
-		c.nodes[b].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
-			if oid == id && step == stepTargetCAS {
-				<-release
-			}
-		}})
 		mctx, cancel := context.WithCancel(ctx)
 		moving := relocateAsync(mctx, c, a, b, record.ObjectActor, id, ref.ObjectGeneration)
 		waitClosed(t, atConfirm, "A's cutover")

@@ -35,22 +35,8 @@ func TestLocalSenderFollowingAMoveSendsItsBarrier(t *testing.T) {
 	key := follow.Key{Kind: follow.KindActor, ID: id}
 
 	// Move A→N, N held before its owner CAS; A past its cutover.
-	atConfirm := make(chan struct{})
-	var co sync.Once
-	c.nodes[a].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
-		if oid == id && step == stepSourceConfirm {
-			co.Do(func() { close(atConfirm) })
-		}
-	}})
-	casGo := make(chan struct{})
-	var cg sync.Once
-	letCAS := func() { cg.Do(func() { close(casGo) }) }
+	atConfirm, letCAS := holdPastCutover(c, a, n, id)
 	defer letCAS()
-	c.nodes[n].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
-		if oid == id && step == stepTargetCAS {
-			<-casGo
-		}
-	}})
 	first := relocateAsync(ctx, c, a, n, record.ObjectActor, id, ref.ObjectGeneration)
 	waitClosed(t, atConfirm, "A's cutover")
 	// Message 2: the store still names A; A caches its own route and
