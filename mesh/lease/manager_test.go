@@ -349,7 +349,7 @@ func TestAcquirePacesFailedWrites(t *testing.T) {
 	}()
 	// Two writes (the first retry goes at once), then a pause of 50 ms on
 	// the manual clock: nothing more until it advances.
-	if !e.clock.WaitFor(func(n int) bool { return n == 1 }, guard) {
+	if !e.clock.WaitForNext(func(n int, next time.Duration) bool { return n == 1 && next == 50*time.Millisecond }, guard) {
 		t.Fatal("Acquire did not pause after its failed writes")
 	}
 	time.Sleep(20 * time.Millisecond) // real time: a spinning loop would write meanwhile
@@ -359,9 +359,14 @@ func TestAcquirePacesFailedWrites(t *testing.T) {
 	e.clock.Advance(50 * time.Millisecond)
 	// The third write arms its own timeout timer on the clock first: one
 	// pending timer alone may be that one, not the next pause (a CI run
-	// failed so: "2 writes").
-	if !e.clock.WaitFor(func(n int) bool { return n == 1 && e.store.writes.Load() == 3 }, guard) {
-		t.Fatalf("after 50 ms: %d writes, want 3 and a pause", e.store.writes.Load())
+	// failed so: "2 writes"), even with the third write counted — it is
+	// counted as it starts (a CI run hung so: the 100 ms advance below came
+	// before the pause was armed, and nothing advanced the clock again). So
+	// the one pending timer must be the doubled pause.
+	if !e.clock.WaitForNext(func(n int, next time.Duration) bool {
+		return n == 1 && next == 100*time.Millisecond && e.store.writes.Load() == 3
+	}, guard) {
+		t.Fatalf("after 50 ms: %d writes, want 3 and a pause of 100 ms", e.store.writes.Load())
 	}
 	e.store.setModes(pass, pass)
 	e.clock.Advance(100 * time.Millisecond) // the pause doubled

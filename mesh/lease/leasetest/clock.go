@@ -147,6 +147,10 @@ func (c *ManualClock) Pending() int {
 func (c *ManualClock) NextDue() (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.nextDueOfLocked()
+}
+
+func (c *ManualClock) nextDueOfLocked() (time.Duration, bool) {
 	if len(c.timers) == 0 {
 		return 0, false
 	}
@@ -164,11 +168,24 @@ func (c *ManualClock) NextDue() (time.Duration, bool) {
 // test is parked on its timers before advancing the clock. limit is a
 // safety net against a hung test, not a speed assertion.
 func (c *ManualClock) WaitFor(cond func(pending int) bool, limit time.Duration) bool {
+	return c.WaitForNext(func(pending int, _ time.Duration) bool { return cond(pending) }, limit)
+}
+
+// WaitForNext is WaitFor whose cond also gets how far ahead of Now the
+// earliest pending timer is due (0 when none is pending): a test that must
+// know *which* timer the code is parked on — a pause, not the timeout timer
+// of a call still returning — asks for its distance.
+func (c *ManualClock) WaitForNext(cond func(pending int, next time.Duration) bool, limit time.Duration) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		ok := cond(len(c.timers))
+		due, ok := c.nextDueOfLocked()
+		next := time.Duration(0)
+		if ok {
+			next = due - c.now
+		}
+		ok = cond(len(c.timers), next)
 		ch := c.changed
 		c.mu.Unlock()
 		if ok {
