@@ -343,6 +343,8 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		MaxPeers:            cfg.Transport.MaxPeers,
 		IOBufferBytes:       cfg.Transport.IOBufferBytes,
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
+		// A stopping target's word after its relay-ready (relocate_stopped.go).
+		UnawaitedReady: n.obj.unawaitedReady,
 		// The transport adds its own rid, mesh and gen, and logs every peer
 		// event (admitted, down, rejected) itself, once, with the peer's
 		// generation: the node installs no OnEvent that would log it again.

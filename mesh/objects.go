@@ -59,6 +59,14 @@ type objects struct {
 	// the store does not name yet, by object: they keep copies of what
 	// Message Follow passes on (follow_copies.go).
 	unconfirmed map[follow.Key]*sourceMove
+	// streamed are this node's moves whose Restore request left, until
+	// they end; readySent the arrivals here that answered relay-ready,
+	// until they end (kept while the node stops). Both under mu, by move
+	// attempt: a target that stops tells the source of such an arrival,
+	// once its owner sweep fenced the move, that it can no longer commit
+	// (relocate_stopped.go).
+	streamed  map[moveAttempt]*sourceMove
+	readySent map[moveAttempt]*arrival
 	// gos runs the per-move and per-creation goroutines of the target side
 	// on reused workers (internal/gopool: no stack growth per move).
 	gos      *gopool.Pool
@@ -263,6 +271,9 @@ const (
 	stepSourceReady   = "source:ready"   // relay-ready answered, the hold not yet relayed
 	stepSourceCutover = "source:cutover" // relay sent, cutover not yet
 	stepSourceConfirm = "source:confirm" // cutover sent, the commit not yet looked for
+	// the wait for the commit ended on the target's word that it stopped
+	// and fenced the move (relocate_stopped.go)
+	stepSourceTold    = "source:told-stopped"
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
 	stepTargetOpen    = "target:open"    // CAS applied, dispatch not open
 	stepTargetBuilt   = "target:built"   // the hidden instance's build returned
@@ -492,6 +503,7 @@ func newObjects(n *Node) (*objects, error) {
 	o := &objects{n: n, log: n.log, hosted: map[spot.Key]*hosted{}, waiters: map[string]chan localReply{},
 		remotes: map[string]remoteReply{}, registry: map[string]spot.Factory{}, stopped: make(chan struct{}),
 		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}, gos: gopool.New(targetWorkers),
+		streamed: map[moveAttempt]*sourceMove{}, readySent: map[moveAttempt]*arrival{},
 		restoreRefusedLog: newRecordLog(n.clock.Now), route44IgnoredLog: newRecordLog(n.clock.Now),
 		replyNotSentLog: newRecordLog(n.clock.Now)}
 	o.registerCommands()

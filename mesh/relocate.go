@@ -202,6 +202,12 @@ type sourceMove struct {
 	// owner is the authority row readOwner last read (discard names
 	// whom it names).
 	owner authority.AuthorityRow
+	// told ends when the target says, after its relay-ready, that the
+	// move can no longer commit (a target that stopped, its owner sweep
+	// having released the reservation: relocate_stopped.go); tell ends it
+	// with what it said (a *targetSaid).
+	told context.Context
+	tell context.CancelCauseFunc
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
@@ -390,6 +396,7 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 	s := &sourceMove{o: o, m: relocation.NewSource(policyOf(f.Policy)), key: key, h: h, kind: kind, id: id, gen: gen,
 		policy: f.Policy, f: f, row: row, target: target, self: me, bundle: bun}
 	s.deadline, _ = ctx.Deadline()
+	s.told, s.tell = context.WithCancelCause(context.Background())
 	s.ref = authority.RelocationRef{RelocationID: random128(), TargetAttempt: randomAttempt(), ReservationID: random128()}
 	s.bind = chunk.Binding{Relocation: router.RelocationID{High: binary.BigEndian.Uint64(s.ref.RelocationID[:8]),
 		Low: binary.BigEndian.Uint64(s.ref.RelocationID[8:])}, TargetAttempt: s.ref.TargetAttempt,
@@ -499,6 +506,7 @@ func (s *sourceMove) run(ctx context.Context) RelocationResult {
 	s.o.mu.Lock()
 	s.h.letGoLocked()
 	s.h.endCutoverLocked()
+	s.o.moveEndsLocked(s)
 	s.o.mu.Unlock()
 	return s.res
 }
@@ -647,6 +655,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		if s.confirm(ctx) {
 			return relocation.EvCommitSeen
 		}
+		if s.told.Err() != nil {
+			return s.toldStopped()
+		}
 		return relocation.EvDeadline
 	case relocation.ActRecover:
 		s.recoverLocal()
@@ -777,6 +788,7 @@ func (s *sourceMove) stream(ctx context.Context) relocation.SourceEvent {
 		return relocation.EvStreamFailed
 	}
 	peer := transport.RID(s.target.node.RoutingID)
+	o.streamStarts(s)
 	prep := &router.RelocationPrepare{Binding: s.bind.Wire(),
 		Object: router.RelocationObject{Kind: wireKind(s.kind), ObjectID: s.id, StableType: s.h.stableType,
 			ObjectGeneration: s.gen, ExpectedAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration)},
@@ -1174,6 +1186,11 @@ func (s *sourceMove) recoverLocal() {
 // the caller releases and reads the owner, which ends the move removed).
 func (s *sourceMove) confirm(ctx context.Context) bool {
 	s.o.hook().step(s.id, stepSourceConfirm)
+	// The target's word that it stopped and fenced the move ends the wait
+	// too (relocate_stopped.go).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.told, cancel)()
 	// The target's CAS normally lands within a store round trip of the
 	// cutover: poll fast at first (a 2 ms first step was most of a move's
 	// time, benchmarks/relocation), then back off. Under load it lands

@@ -365,6 +365,7 @@ func (a *arrival) run() {
 	if o.arrivals[a.bind] == a {
 		delete(o.arrivals, a.bind)
 	}
+	o.arrivalEndsLocked(a)
 	o.mu.Unlock()
 	o.log.Info("relocation: arrival ended", "object", a.prep.Object.ObjectID, "state", a.m.State(), "failure", a.m.Failure())
 	o.hook().ended(a.prep.Object.ObjectID, a.m.State(), a.m.Failure())
@@ -398,6 +399,9 @@ func (a *arrival) do(act relocation.TargetAction) {
 			a.build()
 		})
 	case relocation.ActReplyRelayReady:
+		// Kept for this node's stop: its sweep's fence tells the source
+		// (relocate_stopped.go).
+		o.relayReadySent(a)
 		if err := a.reply(router.NewRecord(&router.RelocationReady{Correlation: a.corr, Relocation: a.prep.Binding.Relocation,
 			TargetAttempt: a.prep.Binding.TargetAttempt, Outcome: router.RelocationRelayReady}, nil, nil)); err != nil {
 			o.log.Warn("relocation: relay-ready not sent; the grace commits anyway", "object", a.prep.Object.ObjectID, "err", err)

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
 // arrivalStore is one node's view of the Location Store that can hold one
@@ -31,6 +33,9 @@ type arrivalStore struct {
 	// onScan, when set, runs once after the next scan of authority rows
 	// answered (behind the scanner's back).
 	onScan func()
+	// blind, when set, is a key whose reads fail as if the store did not
+	// answer.
+	blind string
 }
 
 func newArrivalStore(loc locstore.Store) *arrivalStore {
@@ -52,6 +57,16 @@ func (s *arrivalStore) Write(ctx context.Context, req locstore.WriteRequest) (lo
 	wr, err := s.Store.Write(context.WithoutCancel(ctx), req)
 	s.applied <- err == nil && wr.Applied
 	return wr, err
+}
+
+func (s *arrivalStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	s.mu.Lock()
+	blind := s.blind != "" && key == s.blind
+	s.mu.Unlock()
+	if blind {
+		return locstore.ReadResult{}, fmt.Errorf("%w: %s not read (test)", locstore.ErrUnavailable, key)
+	}
+	return s.Store.Read(ctx, key)
 }
 
 func (s *arrivalStore) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
@@ -81,6 +96,15 @@ func (s *arrivalStore) Scan(ctx context.Context, req locstore.ScanRequest) (locs
 // other records. Before, a CAS the store applied after the sweep left the
 // record naming the stopped node, for an object nobody hosted, until the
 // other nodes reclaimed it after its lease had expired.
+//
+// A target that had answered relay-ready also tells the source, once its
+// sweep's release fenced the move, that it can no longer commit (53
+// failed): the source takes the object back at once (told). The source is
+// kept from reading the target's owner lease while it awaits the commit,
+// so that nothing else but the move's deadline ends its wait early. Before,
+// the target told nothing, and the source found out only once it read the
+// target's lease gone, or at the deadline. A target whose CAS applied
+// before the fence tells nothing: the move is Moved.
 func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 	const (
 		restoreStuck  = iota // in the Restore adapter at the Close, returns after the sweep
@@ -92,11 +116,14 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 		name  string
 		stage int
 		moved bool // the CAS applied before the sweep was done: the object went with the stopping node
+		// told: the target answered relay-ready, and its sweep's fence
+		// tells the source (before relay-ready the halt answers failed).
+		told bool
 	}{
-		{"Restore stuck in the adapter", restoreStuck, false},
-		{"owner CAS not sent yet", beforeCAS, false},
-		{"owner CAS applied after the sweep", casAfterSweep, false},
-		{"owner CAS applied after the sweep's scan", casAfterScan, true},
+		{"Restore stuck in the adapter", restoreStuck, false, false},
+		{"owner CAS not sent yet", beforeCAS, false, true},
+		{"owner CAS applied after the sweep", casAfterSweep, false, true},
+		{"owner CAS applied after the sweep's scan", casAfterScan, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,6 +210,26 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 					}
 				}
 				c.nodes[dst].obj.hooks.Store(hooks)
+				// The source does not see the target's owner lease while it
+				// awaits the commit (its reads of it fail), and says when
+				// the target's word ended that wait.
+				targetOwner, _ := c.nodes[dst].Owner()
+				leaseKey, err := record.OwnerLeaseKey(targetOwner)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var told atomic.Bool
+				c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+					switch {
+					case oid != id:
+					case step == stepSourceConfirm:
+						stores[src].mu.Lock()
+						stores[src].blind = leaseKey
+						stores[src].mu.Unlock()
+					case step == stepSourceTold:
+						told.Store(true)
+					}
+				}})
 				mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
 				moving := relocateAsync(mctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
@@ -200,6 +247,13 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 						closeErr, got, tc.stage == restoreStuck)
 				}
 				res := outcomeOf(t, moving)
+				if told.Load() != tc.told {
+					t.Fatalf("the source's wait for the commit ended on the target's word: %v, want %v (move %v, %s, detail %q)",
+						told.Load(), tc.told, res.Outcome, res.Reason, res.Detail)
+				}
+				if want := "notServing: node is stopped"; tc.told && (res.Reason != relocation.ReasonTargetLost.String() || res.Detail != want) {
+					t.Fatalf("the move ended %s, detail %q; want %s, %q", res.Reason, res.Detail, relocation.ReasonTargetLost, want)
+				}
 				after := rowOf(t, c, record.ObjectActor, id)
 				if after.Found && c.indexOf(after.Record.Allocation.Descriptor.RoutingID) == dst {
 					t.Fatalf("the record names the stopped target (node %d, AuthorityOwnerGeneration %d); the move reported %v (%s)",

@@ -244,6 +244,12 @@ func (n *Node) fenceArrival(ctx context.Context, exec *authority.Executor, owner
 	if !rel.AlreadyApplied && !rel.Recovered {
 		n.log.Info("owner sweep: a move here that had not committed is stopped; its source keeps the object",
 			"object", a.ObjectID)
+		// This release made the CAS impossible: the source may take the
+		// object back now, and is told so rather than left to find this
+		// run's lease gone (relocate_stopped.go). Not in the branch below:
+		// there the reservation was gone already, and the CAS may be what
+		// consumed it.
+		n.obj.tellFenced(a.Relocation)
 		return nil
 	}
 	rr, err := n.loc.Read(ctx, key)

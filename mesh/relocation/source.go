@@ -128,7 +128,9 @@ const (
 	// EvRelayReady: the target answered relay-ready.
 	EvRelayReady
 	// EvTargetFailed: the target answered an explicit failure (checksum,
-	// authority mismatch, restore failed…) before relay-ready.
+	// authority mismatch, restore failed…) before relay-ready; or, while
+	// the source awaits the commit, a target that stopped said its move
+	// can no longer commit (its owner sweep released the reservation).
 	EvTargetFailed
 	// EvStreamFailed: the Restore stream could not be sent (peer down).
 	EvStreamFailed
@@ -431,11 +433,14 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 		case EvCommitSeen:
 			s.state = SrcMoved
 			return []SourceAction{ActFreePayload}, nil
-		case EvDeadline:
+		case EvDeadline, EvTargetFailed:
 			// The target had until the same deadline for its CAS (or the
-			// record is gone: the shell stops waiting). Take the object
-			// back only if the target can never commit: releasing the
-			// reservation its CAS needs decides that.
+			// record is gone: the shell stops waiting), or it said it
+			// stopped and fenced the move. Take the object back only if
+			// the target can never commit: releasing the reservation its
+			// CAS needs decides that — the target's word is not taken
+			// for it (a release that finds the reservation gone reads
+			// the record, which names the target if its CAS applied).
 			s.state = SrcReclaiming
 			return []SourceAction{ActReleaseCapacity}, nil
 		}

@@ -300,7 +300,7 @@ func (n *Node) Complete(rec *router.Record) bool {
 
 // deliverReply completes the call a reply answers. from is the peer the
 // reply came from (nil: this node). A reply no call accepts is counted late
-// and dropped.
+// and dropped — except a peer's 53 that Config.UnawaitedReady takes.
 func (n *Node) deliverReply(from RID, rec *router.Record) bool {
 	corr, ok := replyCorrelation(rec)
 	if !ok {
@@ -310,6 +310,9 @@ func (n *Node) deliverReply(from RID, rec *router.Record) bool {
 	}
 	c := n.calls.takeReply(corr, from)
 	if c == nil {
+		if from != nil && rec.Command == router.CmdRelocationReady && n.cfg.UnawaitedReady != nil && n.cfg.UnawaitedReady(from, rec) {
+			return true
+		}
 		n.stats.lateReplies.Add(1)
 		return false
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -319,5 +320,92 @@ func TestReplySlot(t *testing.T) {
 	}
 	if _, err := a.ExpectReply().Wait(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ExpectReply after Close: Wait = %v, want ErrClosed", err)
+	}
+}
+
+// TestUnawaitedReady: a relocationReady (53) that no call awaits any more —
+// a target's failure sent after its relay-ready answered the Restore
+// request — goes to Config.UnawaitedReady with the peer it came from, and
+// is counted late only when that does not take it. A late reply (20) never
+// goes there.
+func TestUnawaitedReady(t *testing.T) {
+	atB := make(chan inbound, 16)
+	cfgB := testConfig("b", 1)
+	cfgB.Handler = capture(atB)
+	b := startNode(t, cfgB)
+	type unawaited struct {
+		from RID
+		rec  *router.Record
+	}
+	seen := make(chan unawaited, 4)
+	var take atomic.Bool
+	cfgA := testConfig("a", 1)
+	cfgA.UnawaitedReady = func(from RID, rec *router.Record) bool {
+		seen <- unawaited{from, rec}
+		return take.Load()
+	}
+	a := startNode(t, cfgA)
+	connectAndWait(t, a, b)
+	ctx := context.Background()
+
+	binding := router.RelocationBinding{Relocation: router.RelocationID{High: 1, Low: 2}, TargetAttempt: 3,
+		Source: router.SourceFence{SourceOwnerID: "owner-a", SourceOwnerLeaseGeneration: 1, SourceNodeRID: a.RID(), SourceNodeGeneration: 1}}
+	c, err := a.Start(ctx, b.RID(), router.NewRecord(&router.RelocationPrepare{Binding: binding,
+		Object: router.RelocationObject{Kind: router.StatefulActor, ObjectID: "actor-1", StableType: "T", ObjectGeneration: 1,
+			ExpectedAuthorityOwnerGeneration: 1},
+		TargetNodeRID: b.RID(), TargetNodeGeneration: 1, DeadlineUnixMs: uint64(time.Now().Add(time.Minute).UnixMilli())}, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := receive(t, atB)
+	ready := func(o router.RelocationOutcome, f router.RelocationFailure) *router.Record {
+		return router.NewRecord(&router.RelocationReady{Correlation: c.Correlation(), Relocation: binding.Relocation,
+			TargetAttempt: binding.TargetAttempt, Outcome: o, Failure: f}, nil, nil)
+	}
+	if err := in.reply(ready(router.RelocationRelayReady, router.RelocationFailureNone)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if rec, err := c.Wait(wctx); err != nil || rec.Body.(*router.RelocationReady).Outcome != router.RelocationRelayReady {
+		t.Fatalf("the call's answer: %v, %v; want relay-ready", rec, err)
+	}
+	for _, taken := range []bool{true, false} {
+		take.Store(taken)
+		late := a.Stats().LateReplies
+		if err := in.reply(ready(router.RelocationFailed, router.RelocationFailureNotServing)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case u := <-seen:
+			if !u.from.Equal(b.RID()) || u.rec.Body.(*router.RelocationReady).Failure != router.RelocationFailureNotServing {
+				t.Fatalf("UnawaitedReady got %s from %s, want the failure from %s", u.rec.Body, u.from, b.RID())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the 53 no call awaits did not reach UnawaitedReady")
+		}
+		want := late
+		if !taken {
+			want++
+		}
+		waitFor(t, 10*time.Second, "the late count", func() bool { return a.Stats().LateReplies == want })
+	}
+
+	// A late 20 is counted late, never handed over.
+	c, err = a.Start(ctx, b.RID(), spotRequest(b.RID(), 1, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = receive(t, atB)
+	c.Cancel()
+	late := a.Stats().LateReplies
+	if err := in.reply(replyWith(c.Correlation(), "b")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the reply to count as late", func() bool { return a.Stats().LateReplies == late+1 })
+	select {
+	case u := <-seen:
+		t.Fatalf("UnawaitedReady got a %s", u.rec.Command)
+	default:
 	}
 }

@@ -147,6 +147,15 @@ type Config struct {
 
 	// Handler receives inbound records (nil: they are dropped and counted).
 	Handler Handler
+	// UnawaitedReady receives a relocationReady (53) from peer from that
+	// no call awaits: the Restore request's call already has its answer.
+	// A target that answered relay-ready and then stopped sends a second
+	// one, failed, once its owner sweep made the move unable to commit
+	// (docs/RELOCATION.md §9), so that its source stops waiting for the
+	// commit at once. It reports whether it took the record; one it does
+	// not take (or with none set) is counted late and dropped, as any late
+	// reply. Called on the connection's reader: it must not block.
+	UnawaitedReady func(from RID, rec *router.Record) bool
 	// OnEvent receives peer events; it is called synchronously from the
 	// goroutine that observed the change and must not block for long.
 	OnEvent func(Event)
