@@ -68,7 +68,9 @@ type RelocationResult struct {
 	// "capacity", why the target's capacity was not secured — its owner
 	// lease gone (a target that stopped or died), its limit reached, the
 	// store not answering; for "targetFailed", the target's failure code
-	// and text (e.g. "notServing: node is draining").
+	// and text (e.g. "notServing: node is draining"); for "targetLost",
+	// what a target that stopped after its relay-ready said
+	// ("notServing: node is stopped"), when it did.
 	Detail string
 	// TargetNodeRID / TargetNodeGeneration name the node run chosen.
 	TargetNodeRID        []byte
