@@ -228,8 +228,10 @@ func movingHere(a record.Authority, owner authority.Owner) bool {
 // the store after the sweep's scan — and then the record named this run
 // once it had stopped, for an object it no longer had, until the other
 // nodes reclaimed it after the lease expired. The source, waiting for the
-// commit, then finds the reservation gone and the record still its own,
-// and takes the object back with its state (RELOCATION.md §9.4 and §5).
+// commit, is told so when this release applied and the arrival had
+// answered relay-ready (tellFenced: a second 53, failed); it then finds
+// the reservation gone and the record still its own, and takes the object
+// back with its state (RELOCATION.md §9.4 and §5).
 // A release that finds the reservation gone (consumed by a CAS that landed
 // since the scan, or released by the source) is followed by a read of the
 // row: once that answer is in no CAS of the move can land any more, and a
