@@ -112,7 +112,7 @@ func TestBackpressure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, fake, release := stalledLink(t, tt)
 			sent := fillQueue(t, a, fake.rid, tt.size)
-			s, err := a.session(fake.rid)
+			s, err := a.session(fake.rid, anyRun)
 			if err != nil {
 				t.Fatal(err)
 			}

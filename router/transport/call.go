@@ -19,7 +19,10 @@ import (
 // CallOption adjusts a request started with Start or Request.
 type CallOption func(*callOptions)
 
-type callOptions struct{ portable bool }
+type callOptions struct {
+	portable bool
+	run      peerRun
+}
 
 // Portable marks a request whose reply may come from a node other than the
 // one it was sent to: an object request (spotRequest 22, actorRequest 25)
@@ -32,6 +35,13 @@ type callOptions struct{ portable bool }
 // been passed on before), then fails with ErrPeerDown: the requester
 // cannot tell whether it was.
 func Portable() CallOption { return func(o *callOptions) { o.portable = true } }
+
+// Run marks a request meant for one run of its peer, the one admitted with
+// lifecycle generation gen: it is sent only on a session of that run, and
+// fails at once with a *RunError otherwise (see SendRun).
+func Run(gen uint64) CallOption {
+	return func(o *callOptions) { o.run = peerRun{gen: gen, set: true} }
+}
 
 // Call is a request awaiting its reply, or a reply slot (ExpectReply). It is
 // completed at most once — by the reply, an error, its deadline or Cancel —
@@ -228,7 +238,11 @@ func (n *Node) start(ctx context.Context, peer RID, rec *router.Record, wait boo
 	if rec == nil || rec.Body == nil {
 		return nil, fmt.Errorf("%w: request without body", ErrInvalidRecord)
 	}
-	s, err := n.session(peer)
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, err := n.session(peer, o.run)
 	if err != nil {
 		return nil, err
 	}
@@ -242,10 +256,6 @@ func (n *Node) start(ctx context.Context, peer RID, rec *router.Record, wait boo
 	}
 	if err := n.checkOutgoing(frames); err != nil {
 		return nil, err
-	}
-	var o callOptions
-	for _, opt := range opts {
-		opt(&o)
 	}
 	c := &Call{n: n, corr: corr, peer: s.l.rid, portable: o.portable, sess: s, done: make(chan struct{})}
 	// Table first, then the session: a session ending in between finds the

@@ -33,6 +33,12 @@ var (
 	// longer) admitted; records are only sent over admitted connections.
 	ErrNotAdmitted = errors.New("transport: peer not admitted")
 
+	// ErrRunEnded: a record named the run of the peer it is meant for
+	// (SendRun, SendWaitRun, Run), and the link has admitted a later run of
+	// that peer: the run named ended (the peer stopped and started again).
+	// Nothing was queued (*RunError says which runs).
+	ErrRunEnded = errors.New("transport: the peer run named ended")
+
 	// ErrUnknownPeer: no link to this peer was configured with Connect.
 	ErrUnknownPeer = errors.New("transport: unknown peer")
 
@@ -61,6 +67,35 @@ var (
 	// ErrConfig: the Config is invalid.
 	ErrConfig = errors.New("transport: invalid config")
 )
+
+// RunError is the refusal of a record that names the run of the peer it is
+// meant for (its lifecycle generation, Named) when the session it would be
+// queued on was admitted with another run (Admitted). It matches
+// ErrRunEnded when the admitted run is a later one (the run named ended),
+// ErrNotAdmitted when it is an earlier one (the link still holds the
+// session of the run before the one named, which it has not admitted yet).
+type RunError struct {
+	Peer            RID
+	Named, Admitted uint64
+}
+
+func (e *RunError) Error() string {
+	if e.Admitted > e.Named {
+		return fmt.Sprintf("transport: the record names run %d of %s, which ended: the link admitted its run %d", e.Named, e.Peer, e.Admitted)
+	}
+	return fmt.Sprintf("transport: the record names run %d of %s; the link still holds its earlier run %d", e.Named, e.Peer, e.Admitted)
+}
+
+// Is matches ErrRunEnded or ErrNotAdmitted, as RunError says.
+func (e *RunError) Is(target error) bool {
+	switch target {
+	case ErrRunEnded:
+		return e.Admitted > e.Named
+	case ErrNotAdmitted:
+		return e.Admitted < e.Named
+	}
+	return false
+}
 
 // RejectError reports a refused admission with the schema's reject reason.
 // Local is true when this node refused the peer's admit (the peer answered

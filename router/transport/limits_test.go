@@ -477,7 +477,7 @@ func TestForgedHelloKeepsLiveRID(t *testing.T) {
 			seenBefore := a.seen[string(b.RID())]
 			a.mu.Unlock()
 			holder := a.rt.current(string(b.RID()))
-			sess, _ := a.session(b.RID())
+			sess, _ := a.session(b.RID(), anyRun)
 
 			for _, g := range gens {
 				rec := sayHello(t, dialAs(t, a, b.RID()), helloFrom(t, b, g.gen(7)))
@@ -503,7 +503,7 @@ func TestForgedHelloKeepsLiveRID(t *testing.T) {
 						t.Fatalf("forged hello (%s) replaced B's inbound connection", g.name)
 					}
 				}
-				if s, err := a.session(b.RID()); err != nil || s != sess {
+				if s, err := a.session(b.RID(), anyRun); err != nil || s != sess {
 					t.Fatalf("forged hello (%s) ended A's session to B: %v", g.name, err)
 				}
 				// And the real nodes keep exchanging both ways.

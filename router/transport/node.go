@@ -424,8 +424,24 @@ func (n *Node) link(peer RID) (*link, error) {
 	return l, nil
 }
 
-// session returns the admitted session of the link to peer.
-func (n *Node) session(peer RID) (*session, error) {
+// peerRun is the run of a peer a record is meant for: with set, only a
+// session admitted with lifecycle generation gen may carry it.
+type peerRun struct {
+	gen uint64
+	set bool
+}
+
+// anyRun lets whichever run of the peer is admitted carry a record.
+var anyRun = peerRun{}
+
+// session returns the admitted session of the link to peer, which must be
+// of run when run is set (*RunError otherwise). The session is the one the
+// caller queues on: a session's run never changes, and a record queued on
+// it reaches that run or no run (its queue is closed when it ends, and what
+// it kept goes to a later session of the same run only, keepUnsent), so
+// checking here leaves no moment in which another run can be admitted
+// between the check and the send.
+func (n *Node) session(peer RID, run peerRun) (*session, error) {
 	l, err := n.link(peer)
 	if err != nil {
 		return nil, err
@@ -439,6 +455,9 @@ func (n *Node) session(peer RID) (*session, error) {
 		}
 		return nil, fmt.Errorf("%w: %s", ErrNotAdmitted, peer)
 	}
+	if run.set && s.info.LifecycleGeneration != run.gen {
+		return nil, &RunError{Peer: l.rid, Named: run.gen, Admitted: s.info.LifecycleGeneration}
+	}
 	return s, nil
 }
 
@@ -449,7 +468,18 @@ func (n *Node) session(peer RID) (*session, error) {
 // (ActorSend, SpotSend) waits for the link's next connection to the same
 // peer run (Config.KeepUnsent), anything else is dropped.
 func (n *Node) Send(ctx context.Context, peer RID, rec *router.Record) error {
-	return n.send(ctx, peer, rec, false)
+	return n.send(ctx, peer, anyRun, rec, false)
+}
+
+// SendRun is Send of a record meant for one run of peer, the one admitted
+// with lifecycle generation gen (a record naming that run, which another
+// run refuses): it is queued only on a session of that run. A session of
+// another run fails it with a *RunError — ErrRunEnded when a later run is
+// admitted, ErrNotAdmitted when the link still holds an earlier one —
+// checked on the session the record would be queued on, so no other run
+// can be admitted between the check and the send.
+func (n *Node) SendRun(ctx context.Context, peer RID, gen uint64, rec *router.Record) error {
+	return n.send(ctx, peer, peerRun{gen: gen, set: true}, rec, false)
 }
 
 // SendWait is Send for a caller that would rather wait than shed: when the
@@ -463,10 +493,16 @@ func (n *Node) Send(ctx context.Context, peer RID, rec *router.Record) error {
 // order its SendWait/Send calls returned; concurrent callers are not
 // ordered among themselves.
 func (n *Node) SendWait(ctx context.Context, peer RID, rec *router.Record) error {
-	return n.send(ctx, peer, rec, true)
+	return n.send(ctx, peer, anyRun, rec, true)
 }
 
-func (n *Node) send(ctx context.Context, peer RID, rec *router.Record, wait bool) error {
+// SendWaitRun is SendWait of a record meant for the run gen of peer, checked
+// as SendRun checks it.
+func (n *Node) SendWaitRun(ctx context.Context, peer RID, gen uint64, rec *router.Record) error {
+	return n.send(ctx, peer, peerRun{gen: gen, set: true}, rec, true)
+}
+
+func (n *Node) send(ctx context.Context, peer RID, run peerRun, rec *router.Record, wait bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -480,7 +516,7 @@ func (n *Node) send(ctx context.Context, peer RID, rec *router.Record, wait bool
 	if err := n.checkOutgoing(frames); err != nil {
 		return err
 	}
-	s, err := n.session(peer)
+	s, err := n.session(peer, run)
 	if err != nil {
 		return err
 	}

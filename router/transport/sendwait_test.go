@@ -29,7 +29,7 @@ func startBlockedSendWait(t *testing.T, qb queueBound) blockedSendWait {
 	w := blockedSendWait{a: a, fake: fake, release: release, done: make(chan error, 1)}
 	w.sent = fillQueue(t, a, fake.rid, qb.size)
 	var err error
-	if w.s, err = a.session(fake.rid); err != nil {
+	if w.s, err = a.session(fake.rid, anyRun); err != nil {
 		t.Fatal(err)
 	}
 	// fillQueue's "stalled" is a heuristic: on a loaded machine the writer
@@ -131,7 +131,7 @@ func TestSendWait(t *testing.T) {
 			if st.Backpressure != before+1 || st.SendWaits != waitsBefore+1 {
 				t.Fatalf("the last wait: backpressure %d → %d, send waits %d → %d", before, st.Backpressure, waitsBefore, st.SendWaits)
 			}
-			if s, err := a.session(fake.rid); err != nil || s.pc.waiters.Load() != 0 {
+			if s, err := a.session(fake.rid, anyRun); err != nil || s.pc.waiters.Load() != 0 {
 				t.Fatalf("waiter not gone (session err %v)", err)
 			}
 		})
