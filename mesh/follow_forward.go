@@ -221,19 +221,6 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		o.log.Debug("message not followed", "object", key.String(), "hop", m.hop, "err", err)
 		return false, followErr(err, "message follow of %s", key)
 	}
-	if err := o.endedRun(f.Target.Route.NodeRID, f.Target.Route.NodeGeneration); err != nil {
-		// The new owner's run ended (it stopped and started again), and
-		// with it the follow record it would pass the message on by: its
-		// new run would refuse the message as addressed to another run,
-		// and drop a one-way one. This node does not read the store
-		// (§7.3): the message is refused here, where why is known — a
-		// request's origin reads the store, a one-way message is counted
-		// dropped (other_run) — unless the object is hosted here again
-		// (notAdmitted, readmit).
-		o.stats.followRefused.Add(1)
-		o.log.Debug("message not followed: the new owner's run ended", "object", key.String(), "hop", m.hop, "err", err)
-		return false, fmt.Errorf("message follow of %s: %w", key, err)
-	}
 	out, err := o.followed(from, m, rec, f)
 	if err != nil {
 		o.stats.followRefused.Add(1)
@@ -244,9 +231,31 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// the sender's messages in their order and pushes back on the sender
 	// instead of shedding or buffering without bound. The wait is short:
 	// an owner that cannot take the message in time gets none of it.
-	if controlOf(rec) == controlUnbind && !o.peerHas(f.Target.Route.NodeRID, router.CapabilitySessionUnbind) {
-		// The new owner would queue it for the application (session.go).
-		return false, nil
+	notFollowed := func(ended error) (bool, error) {
+		// The new owner's run ended (it stopped and started again), and
+		// with it the follow record it would pass the message on by: its
+		// new run would refuse the message as addressed to another run,
+		// and drop a one-way one. This node does not read the store
+		// (§7.3): the message is refused here, where why is known — a
+		// request's origin reads the store, a one-way message is counted
+		// dropped (other_run) — unless the object is hosted here again
+		// (notAdmitted, readmit).
+		o.stats.followRefused.Add(1)
+		o.log.Debug("message not followed: the new owner's run ended", "object", key.String(), "hop", m.hop, "err", ended)
+		return false, fmt.Errorf("message follow of %s: %w", key, ended)
+	}
+	if controlOf(rec) == controlUnbind {
+		// Whether the new owner's run would take it is read here (the
+		// peer's capabilities), and so is whether that run ended, as the
+		// send checks it for any other message (endedRun).
+		p, ok := o.n.tr.Peer(transport.RID(f.Target.Route.NodeRID))
+		if ended := runMismatch(f.Target.Route.NodeRID, f.Target.Route.NodeGeneration, p.LifecycleGeneration); ok && ended != nil {
+			return notFollowed(ended)
+		}
+		if !ok || !p.Has(router.CapabilitySessionUnbind) {
+			// The new owner would queue it for the application (session.go).
+			return false, nil
+		}
 	}
 	o.hook().step(m.id, stepFollowPassOn)
 	// Not bound to o.halt: a node shutting down after a drain keeps
@@ -268,12 +277,16 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 			"object", key.String(), "hop", m.hop)
 	}
 	o.stats.followForwarded.Add(1)
-	err = o.n.tr.SendWait(ctx, transport.RID(f.Target.Route.NodeRID), out)
+	// Only to the new owner's run (endedRun).
+	err = o.n.tr.SendWaitRun(ctx, transport.RID(f.Target.Route.NodeRID), f.Target.Route.NodeGeneration, out)
 	if tracked {
 		o.passed.end(o.n.clock.Now(), o.n.cfg.Routing.MessageFollowDuration, err == nil, msgTarget{fam: m.fam, id: m.id, gen: m.gen}, f.Target)
 	}
 	if err != nil {
 		o.stats.followForwarded.Add(^uint64(0))
+		if ended := runRefused(err); ended != nil {
+			return notFollowed(ended)
+		}
 		o.stats.followRefused.Add(1)
 		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
 	}

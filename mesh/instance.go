@@ -404,13 +404,6 @@ func (o *objects) sendActivation(ctx context.Context, c *instanceMsg, cand candi
 			return nil, ctxErr(ctx, "request to instance spot %s", c.id)
 		}
 	}
-	if err := o.endedRun(cand.node.RoutingID, cand.node.LifecycleGeneration); err != nil {
-		// The candidate is of a run that ended (the id's activation handed
-		// there a moment ago, sentActivations, or a list older than the
-		// link): the new run would refuse it, and a one-way message was
-		// lost. Not taken: another node is tried.
-		return nil, fmt.Errorf("activation of %s on %s: %w", c.id, cand.key(), err)
-	}
 	rec := o.activationRecord(c, cand, 0)
 	b := &router.InstanceSpot{
 		Route: router.InstanceRoute{Kind: router.InstanceRouteColdActivation, Cold: &router.InstanceColdRoute{
@@ -421,15 +414,27 @@ func (o *objects) sendActivation(ctx context.Context, c *instanceMsg, cand candi
 		OperationKind: router.InstanceSend, Operation: opIDOf(c.op),
 	}
 	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: c.body}
+	// Sent to the candidate's run only (endedRun). A candidate of a run
+	// that ended (the id's activation handed there a moment ago,
+	// sentActivations, or a list older than the link): the new run would
+	// refuse it, and a one-way message was lost. Not taken: another node
+	// is tried.
 	if !c.request {
-		if err := o.n.tr.Send(ctx, cand.node.RoutingID, router.NewRecord(b, nil, payload)); err != nil {
+		if err := o.n.tr.SendRun(ctx, cand.node.RoutingID, cand.node.LifecycleGeneration, router.NewRecord(b, nil, payload)); err != nil {
+			if ended := runRefused(err); ended != nil {
+				return nil, fmt.Errorf("activation of %s on %s: %w", c.id, cand.key(), ended)
+			}
 			return nil, wrapErr(ErrUnavailable, err, "activation of %s on %s", c.id, cand.key())
 		}
 		return nil, nil
 	}
 	b.OperationKind = router.InstanceRequest // the transport sets ReplyRouteID (its correlation)
-	resp, err := o.n.tr.Request(ctx, cand.node.RoutingID, router.NewRecord(b, nil, payload), transport.Portable())
+	resp, err := o.n.tr.Request(ctx, cand.node.RoutingID, router.NewRecord(b, nil, payload), transport.Portable(),
+		transport.Run(cand.node.LifecycleGeneration))
 	if err != nil {
+		if ended := runRefused(err); ended != nil {
+			return nil, fmt.Errorf("activation of %s on %s: %w", c.id, cand.key(), ended)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, deadlineErr("request to instance spot %s: %v", c.id, err)
 		}

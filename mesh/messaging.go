@@ -471,27 +471,31 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 		}
 	}
 	rec := router.NewRecord(b, meta, payload)
-	if err := o.endedRun(r.Route.NodeRID, r.Route.NodeGeneration); err != nil {
-		// A bound Session or a cached route kept sending so for as long
-		// as nothing told it (an operator try-out: ~100 a second for
-		// 36 s). Not sent: the caller reads the store.
-		return nil, fmt.Errorf("send to %s: %w", t.id, err)
-	}
 	if h := o.hook().beforeRemoteSend; h != nil {
 		if err := h(t.id); err != nil {
 			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
 		}
 	}
+	// Sent to the route's node run only (endedRun): a bound Session or a
+	// cached route to a run that ended kept sending for as long as nothing
+	// told it (an operator try-out: ~100 a second for 36 s). Not sent: the
+	// caller reads the store.
 	if !request {
-		if err := o.n.tr.Send(ctx, r.Route.NodeRID, rec); err != nil {
+		if err := o.n.tr.SendRun(ctx, r.Route.NodeRID, r.Route.NodeGeneration, rec); err != nil {
+			if ended := runRefused(err); ended != nil {
+				return nil, fmt.Errorf("send to %s: %w", t.id, ended)
+			}
 			return nil, wrapErr(sendFailure(err), err, "send to %s", t.id)
 		}
 		return nil, nil
 	}
 	// Portable: if the object moves before the request runs, the new
 	// owner answers (§7.3).
-	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec, transport.Portable())
+	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec, transport.Portable(), transport.Run(r.Route.NodeGeneration))
 	if err != nil {
+		if ended := runRefused(err); ended != nil {
+			return nil, fmt.Errorf("send to %s: %w", t.id, ended)
+		}
 		return nil, requestFailure(t.id, err)
 	}
 	return answerOf(t.fam, kind, resp)
@@ -523,17 +527,47 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 // as over a link that is down (transport.ErrNotAdmitted): not a stale
 // route, no other_run drop, no readmit, and a handover keeps its follow
 // record to that run.
+//
+// The sends make this check in the transport (SendRun, SendWaitRun,
+// transport.Run), against the session the record is queued on and under
+// the lock the send takes anyway; runRefused turns its refusal into this
+// error. Checked before the send (Peer), the run could end and the new one
+// be admitted in between, and the message went to it; and every remote
+// send took the node's and the link's mutexes twice. endedRun itself is
+// asked only by a handover, which decides before it sends anything (maybe
+// nothing) whether the follow record to the run is kept.
 func (o *objects) endedRun(rid []byte, gen uint64) error {
 	p, ok := o.n.tr.Peer(transport.RID(rid))
-	switch {
-	case !ok || p.LifecycleGeneration == gen:
+	if !ok {
 		return nil
-	case p.LifecycleGeneration < gen:
+	}
+	return runMismatch(rid, gen, p.LifecycleGeneration)
+}
+
+// runRefused is endedRun's error for a send the transport refused because
+// the record named another run of the peer than the one admitted on the
+// session it would have been queued on (*transport.RunError); nil for any
+// other error.
+func runRefused(err error) error {
+	var re *transport.RunError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	return runMismatch(re.Peer, re.Named, re.Admitted)
+}
+
+// runMismatch is endedRun's error for a route naming node run rid/gen while
+// the link holds the run admitted.
+func runMismatch(rid []byte, gen, admitted uint64) error {
+	switch {
+	case admitted == gen:
+		return nil
+	case admitted < gen:
 		return fmt.Errorf("%w: %w: the route names node run %x/%d, and the link to %x still holds its earlier run %d",
-			ErrUnavailable, transport.ErrNotAdmitted, rid, gen, rid, p.LifecycleGeneration)
+			ErrUnavailable, transport.ErrNotAdmitted, rid, gen, rid, admitted)
 	}
 	return fmt.Errorf("%w: %w: %w: the route names node run %x/%d, and %x runs as %d now",
-		ErrUnavailable, errRouteStale, errRunEnded, rid, gen, rid, p.LifecycleGeneration)
+		ErrUnavailable, errRouteStale, errRunEnded, rid, gen, rid, admitted)
 }
 
 // errRunEnded marks endedRun's refusal among the errRouteStale ones.

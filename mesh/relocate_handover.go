@@ -69,16 +69,19 @@ func (s *sourceMove) handOver() {
 		(bytes.Equal(to.nodeRID, attempt.nodeRID) && to.nodeGen == attempt.nodeGen && to.ownerGen == attempt.ownerGen)}
 	// A later run than the link holds (endedRun) is the node's run now:
 	// nothing is sent on the link yet, but the follow record is kept.
+	// Asked before anything is sent (there may be nothing to send): the
+	// follow record is kept or not by it. Each send checks the run again
+	// (passOne); a run that ends meanwhile gets nothing more either.
 	follows := !h.nowhere
 	if err := o.endedRun(to.nodeRID, to.nodeGen); err != nil {
 		h.nowhere, h.why = true, err
-		follows = follows && !errors.Is(err, errRunEnded)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
 	defer cancel()
 	h.part(ctx, s.captured.Queue, plan.Captured)
 	h.part(ctx, hold, plan.Held)
 	h.part(ctx, relayed, plan.Relayed)
+	follows = follows && !errors.Is(h.why, errRunEnded)
 
 	m := follow.Move{Key: followKey(s.kind, s.id), ObjectGeneration: s.gen,
 		PreviousAuthorityOwnerGeneration: uint64(s.row.Record.AuthorityOwnerGeneration), AuthorityOwnerGeneration: to.ownerGen,
@@ -202,7 +205,11 @@ func (h *handing) part(ctx context.Context, envs []spot.Envelope, f relocation.F
 			err := h.why
 			switch {
 			case !h.nowhere:
-				err = h.s.passOne(ctx, env, h.to)
+				if err = h.s.passOne(ctx, env, h.to); errors.Is(err, errRunEnded) {
+					// The run ended after endedRun was asked: the
+					// rest goes nowhere either.
+					h.nowhere, h.why = true, err
+				}
 			case err == nil:
 				err = errNotHosted(h.s.id)
 			}
@@ -251,7 +258,11 @@ func (s *sourceMove) passOne(ctx context.Context, env spot.Envelope, to routeTo)
 	o := s.o
 	rec, err := envelopeRecord(s.h, s.id, entrySpotID(o.n.run), env, to, 0)
 	if err == nil {
-		err = o.n.tr.SendWait(ctx, transport.RID(to.nodeRID), rec)
+		// Only to that run (endedRun).
+		err = o.n.tr.SendWaitRun(ctx, transport.RID(to.nodeRID), to.nodeGen, rec)
+	}
+	if ended := runRefused(err); ended != nil {
+		return ended
 	}
 	if err != nil {
 		return err

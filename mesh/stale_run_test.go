@@ -157,9 +157,12 @@ func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 			if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			eventually(t, 10*time.Second, "prev to pass the message on, refuse or admit it", func() bool {
+			// Waited for by its outcome: refused or admitted at prev, or
+			// refused by the new run. FollowForwarded is counted before the
+			// send, which the transport may refuse (the run it names ended).
+			eventually(t, 10*time.Second, "prev to refuse or admit the message, or the new run to refuse it", func() bool {
 				st := prev.ObjectStats()
-				return st.FollowForwarded+st.FollowRefused+st.Delivered > before.FollowForwarded+before.FollowRefused+before.Delivered
+				return st.FollowRefused+st.Delivered > before.FollowRefused+before.Delivered || n2.ObjectStats().FenceRefused > 0
 			})
 			st, st2 := prev.ObjectStats(), n2.ObjectStats()
 			if st.FollowForwarded != before.FollowForwarded || st2.FenceRefused != 0 {
@@ -193,7 +196,16 @@ func TestMessageFollowToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 // stay names n's run that ended.
 func movedToARunThatEnded(t *testing.T, back bool) (ctx context.Context, a, prev, n2 *Node, ref ActorRef) {
 	t.Helper()
-	f := newFixture(t)
+	ctx, f, a, prev, n, nCfg, ref := movedToARestartable(t, back)
+	n2 = restartNode(t, ctx, f, n, nCfg, a, prev)
+	return ctx, a, prev, n2, ref
+}
+
+// movedToARestartable is movedToARunThatEnded before n stops: the object
+// was moved to n (and, with back, back to prev), n runs under nCfg.
+func movedToARestartable(t *testing.T, back bool) (ctx context.Context, f *fixture, a, prev, n *Node, nCfg config.Config, ref ActorRef) {
+	t.Helper()
+	f = newFixture(t)
 	registerTestFactories(t, f.reg, newProbe())
 	ctx = ctxT(t, 60*time.Second)
 	a = startClient(t, ctx, f)
@@ -212,8 +224,8 @@ func movedToARunThatEnded(t *testing.T, back bool) (ctx context.Context, a, prev
 	if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
 		t.Fatal(err)
 	}
-	nCfg := restartableConfig(t, "0b0d")
-	n := f.start(nCfg)
+	nCfg = restartableConfig(t, "0b0d")
+	n = f.start(nCfg)
 	awaitAdmitted(t, n, a, prev)
 	awaitAdmitted(t, prev, n)
 	if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
@@ -227,8 +239,7 @@ func movedToARunThatEnded(t *testing.T, back bool) (ctx context.Context, a, prev
 			t.Fatal("the drain did not move the object back to prev")
 		}
 	}
-	n2 = restartNode(t, ctx, f, n, nCfg, a, prev)
-	return ctx, a, prev, n2, ref
+	return ctx, f, a, prev, n, nCfg, ref
 }
 
 // The one-way messages a move took in, whose record comes to name an owner
@@ -369,10 +380,26 @@ func TestReadmittedMessageRefusedAgainIsNotFollowedAgain(t *testing.T) {
 // when the new one was admitted), as over a link that is down — not
 // refused as a route to a run that ended (a stale route: the cause
 // other_run, a readmit on a previous owner, no follow record at a
-// handover).
+// handover). The send itself tells them apart the same way (the transport
+// checks the run on the session it queues on; deliverRemote): a one-way
+// message for an object b does not host, which b refuses when its run is
+// named.
 func TestEndedRunIsOnlyAnEarlierRun(t *testing.T) {
-	_, _, a, b, _ := clientAndRestartable(t, "0b0e")
+	_, ctx, a, b, _ := clientAndRestartable(t, "0b0e")
 	gen := b.LifecycleGeneration()
+	owner, lg := b.Owner()
+	checks := []struct {
+		name  string
+		check func(rid []byte, gen uint64) error
+	}{
+		{"endedRun", a.obj.endedRun},
+		{"the send", func(rid []byte, gen uint64) error {
+			_, err := a.obj.deliverRemote(ctx, msgTarget{fam: familyActor, id: "ended-run", gen: 1},
+				follow.Ready{ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
+					Route: follow.Route{NodeRID: rid, NodeGeneration: gen}}, nil, false)
+			return err
+		}},
+	}
 	for _, tc := range []struct {
 		name     string
 		rid      []byte
@@ -385,21 +412,23 @@ func TestEndedRunIsOnlyAnEarlierRun(t *testing.T) {
 		{"a later run", b.RID(), gen + 1, false, true},
 		{"no link", []byte{0x0b, 0xff}, gen, false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := a.obj.endedRun(tc.rid, tc.gen)
-			if got := errors.Is(err, errRunEnded); got != tc.ended {
-				t.Errorf("endedRun(%x/%d) = %v: ended %v, want %v", tc.rid, tc.gen, err, got, tc.ended)
-			}
-			if got := errors.Is(err, errRouteStale); got != tc.ended {
-				t.Errorf("endedRun(%x/%d) = %v: stale route %v, want %v", tc.rid, tc.gen, err, got, tc.ended)
-			}
-			if got := errors.Is(err, transport.ErrNotAdmitted); got != tc.notAdmit {
-				t.Errorf("endedRun(%x/%d) = %v: not admitted %v, want %v", tc.rid, tc.gen, err, got, tc.notAdmit)
-			}
-			if (err != nil) != errors.Is(err, ErrUnavailable) {
-				t.Errorf("endedRun(%x/%d) = %v, want nil or ErrUnavailable", tc.rid, tc.gen, err)
-			}
-		})
+		for _, c := range checks {
+			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
+				err := c.check(tc.rid, tc.gen)
+				if got := errors.Is(err, errRunEnded); got != tc.ended {
+					t.Errorf("%s(%x/%d) = %v: ended %v, want %v", c.name, tc.rid, tc.gen, err, got, tc.ended)
+				}
+				if got := errors.Is(err, errRouteStale); got != tc.ended {
+					t.Errorf("%s(%x/%d) = %v: stale route %v, want %v", c.name, tc.rid, tc.gen, err, got, tc.ended)
+				}
+				if got := errors.Is(err, transport.ErrNotAdmitted); got != tc.notAdmit {
+					t.Errorf("%s(%x/%d) = %v: not admitted %v, want %v", c.name, tc.rid, tc.gen, err, got, tc.notAdmit)
+				}
+				if (err != nil) != errors.Is(err, ErrUnavailable) {
+					t.Errorf("%s(%x/%d) = %v, want nil or ErrUnavailable", c.name, tc.rid, tc.gen, err)
+				}
+			})
+		}
 	}
 }
 
@@ -456,4 +485,47 @@ func TestMessageForAnEarlierStayFollowsTheObjectOutOfItsCutover(t *testing.T) {
 	eventually(t, 10*time.Second, "the message to reach the object on n2", func() bool {
 		return n2.ObjectStats().Delivered > before2.Delivered
 	})
+}
+
+// A message a previous owner passes on (Message Follow) is checked against
+// the new owner's run on the send itself (the transport, on the session it
+// queues on), not asked of the link before: here the new owner stops and
+// starts again right before the pass-on's send (stepFollowPassOn, after
+// where that check was), and its new run — which refused the message as
+// addressed to another run, and dropped it — gets nothing. prev refuses
+// it, where why is known.
+func TestFollowToARunRestartedJustBeforeTheSendGetsNothing(t *testing.T) {
+	ctx, f, a, prev, n, nCfg, ref := movedToARestartable(t, false)
+	atPassOn, goOn := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	prev.obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == ref.ActorID && step == stepFollowPassOn {
+			once.Do(func() {
+				close(atPassOn)
+				<-goOn
+			})
+		}
+	}})
+	before := prev.ObjectStats()
+	// On a's cached route: prev passes it on along its move to n.
+	if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	select {
+	case <-atPassOn:
+	case <-ctx.Done():
+		t.Fatal("prev did not pass the message on")
+	}
+	n2 := restartNode(t, ctx, f, n, nCfg, a, prev)
+	close(goOn)
+	eventually(t, 10*time.Second, "prev to refuse the message, or the new run to", func() bool {
+		return prev.ObjectStats().FollowRefused > before.FollowRefused || n2.ObjectStats().FenceRefused > 0
+	})
+	flushLink(t, ctx, prev, n2)
+	if st := n2.ObjectStats(); st.FenceRefused != 1 {
+		t.Fatalf("the new run refused %d messages passed on to the run that ended", st.FenceRefused-1)
+	}
+	if st := prev.ObjectStats(); st.FollowForwarded != before.FollowForwarded || st.FollowRefused != before.FollowRefused+1 {
+		t.Fatalf("prev passed on %d messages and refused %d, want 0 and 1", st.FollowForwarded-before.FollowForwarded, st.FollowRefused-before.FollowRefused)
+	}
 }
