@@ -226,11 +226,6 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		o.stats.followRefused.Add(1)
 		return false, err
 	}
-	// SendWait on purpose: this runs on the goroutine reading the sender's
-	// connection, so waiting for room on the link to the new owner keeps
-	// the sender's messages in their order and pushes back on the sender
-	// instead of shedding or buffering without bound. The wait is short:
-	// an owner that cannot take the message in time gets none of it.
 	notFollowed := func(ended error) (bool, error) {
 		// The new owner's run ended (it stopped and started again), and
 		// with it the follow record it would pass the message on by: its
@@ -249,14 +244,22 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		// peer's capabilities), and so is whether that run ended, as the
 		// send checks it for any other message (endedRun).
 		p, ok := o.n.tr.Peer(transport.RID(f.Target.Route.NodeRID))
-		if ended := runMismatch(f.Target.Route.NodeRID, f.Target.Route.NodeGeneration, p.LifecycleGeneration); ok && ended != nil {
+		if !ok {
+			return false, nil
+		}
+		if ended := runMismatch(f.Target.Route.NodeRID, f.Target.Route.NodeGeneration, p.LifecycleGeneration); ended != nil {
 			return notFollowed(ended)
 		}
-		if !ok || !p.Has(router.CapabilitySessionUnbind) {
+		if !p.Has(router.CapabilitySessionUnbind) {
 			// The new owner would queue it for the application (session.go).
 			return false, nil
 		}
 	}
+	// SendWait on purpose: this runs on the goroutine reading the sender's
+	// connection, so waiting for room on the link to the new owner keeps
+	// the sender's messages in their order and pushes back on the sender
+	// instead of shedding or buffering without bound. The wait is short:
+	// an owner that cannot take the message in time gets none of it.
 	o.hook().step(m.id, stepFollowPassOn)
 	// Not bound to o.halt: a node shutting down after a drain keeps
 	// passing on until its transport closes (host_relocate.go, Drain).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // A message on a route to a node run that has ended, while the node's RID
@@ -79,7 +80,13 @@ func TestRunRestartedJustBeforeTheSendGetsNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ctx, a, b, bCfg := clientAndRestartable(t, "0b0f")
-			ref, err := a.Manager().CreateActor(ctx, "restarted", testMoverType)
+			var ref ActorRef
+			var err error
+			// Once a's discovery has read b's registration.
+			eventually(t, 10*time.Second, "the client to create the actor on b", func() bool {
+				ref, err = a.Manager().CreateActor(ctx, "restarted", testMoverType)
+				return !errors.Is(err, ErrUnavailable)
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
