@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 )
 
 // A message on a route to a node run that has ended, while the node's RID
@@ -80,16 +79,7 @@ func TestRunRestartedJustBeforeTheSendGetsNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ctx, a, b, bCfg := clientAndRestartable(t, "0b0f")
-			var ref ActorRef
-			var err error
-			// Once a's discovery has read b's registration.
-			eventually(t, 10*time.Second, "the client to create the actor on b", func() bool {
-				ref, err = a.Manager().CreateActor(ctx, "restarted", testMoverType)
-				return !errors.Is(err, ErrUnavailable)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ref := createOnceDiscovered(t, ctx, a, "restarted")
 			if err := tc.send(ctx, a, ref); err != nil {
 				t.Fatalf("send before the restart: %v", err)
 			}
@@ -100,7 +90,7 @@ func TestRunRestartedJustBeforeTheSendGetsNothing(t *testing.T) {
 				}
 				return nil
 			}})
-			err = tc.send(ctx, a, ref)
+			err := tc.send(ctx, a, ref)
 			a.obj.hooks.Store(nil)
 			if b2 == nil {
 				t.Fatalf("the send did not reach the hook: %v", err)

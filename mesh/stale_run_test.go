@@ -36,6 +36,23 @@ func restartableConfig(t *testing.T, rid string) config.Config {
 	return cfg
 }
 
+// createOnceDiscovered creates the testMoverType actor id from the client
+// a, once a's discovery has read the server's registration (a has admitted
+// the server's run before its discovery may list it).
+func createOnceDiscovered(t *testing.T, ctx context.Context, a *Node, id string) ActorRef {
+	t.Helper()
+	var ref ActorRef
+	var err error
+	eventually(t, 10*time.Second, "the client to create the actor", func() bool {
+		ref, err = a.Manager().CreateActor(ctx, id, testMoverType)
+		return !errors.Is(err, ErrUnavailable)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // startClient starts a client node of mesh "m" on f's stores.
 func startClient(t *testing.T, ctx context.Context, f *fixture) *Node {
 	t.Helper()
@@ -211,15 +228,7 @@ func movedToARestartable(t *testing.T, back bool) (ctx context.Context, f *fixtu
 	a = startClient(t, ctx, f)
 	prev = f.start(fastConfig("m"))
 	awaitAdmitted(t, prev, a)
-	var err error
-	// Once a's discovery has read prev's registration.
-	eventually(t, 10*time.Second, "the client to create the actor on prev", func() bool {
-		ref, err = a.Manager().CreateActor(ctx, "followed", testMoverType)
-		return !errors.Is(err, ErrUnavailable)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref = createOnceDiscovered(t, ctx, a, "followed")
 	// a's route cache now holds the object on prev.
 	if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
 		t.Fatal(err)
