@@ -529,8 +529,8 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 // record to that run.
 //
 // The sends make this check in the transport (SendRun, SendWaitRun,
-// transport.Run), against the session the record is queued on and under
-// the lock the send takes anyway; runRefused turns its refusal into this
+// transport.Run), against the session the record is queued on, which the
+// send takes from the link anyway; runRefused turns its refusal into this
 // error. Checked before the send (Peer), the run could end and the new one
 // be admitted in between, and the message went to it; and every remote
 // send took the node's and the link's mutexes twice. endedRun itself is
