@@ -28,10 +28,7 @@ func TestMessageOnARouteToAnEndedRunIsNotSentToTheNewRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ctx, a, b, bCfg := clientAndRestartable(t, "0b0b")
-			ref, err := a.Manager().CreateActor(ctx, "gone", testMoverType)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ref := createOnceDiscovered(t, ctx, a, "gone")
 			s, err := a.Manager().BindSession(ctx, ref)
 			if err != nil {
 				t.Fatal(err)
