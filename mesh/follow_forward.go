@@ -274,16 +274,19 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	// one-way message, which its sender cannot retry) would lose what its
 	// sender's Send accepted, and a request would wait out its deadline.
 	tracked := o.passed.begin()
-	if !tracked {
-		o.passed.late.Add(1)
-		o.log.Debug("message passed on after the closing node's last confirmation round; not confirmed in order at the new owner",
-			"object", key.String(), "hop", m.hop)
-	}
 	o.stats.followForwarded.Add(1)
 	// Only to the new owner's run (endedRun).
 	err = o.n.tr.SendWaitRun(ctx, transport.RID(f.Target.Route.NodeRID), f.Target.Route.NodeGeneration, out)
-	if tracked {
+	switch {
+	case tracked:
 		o.passed.end(o.n.clock.Now(), o.n.cfg.Routing.MessageFollowDuration, err == nil, msgTarget{fam: m.fam, id: m.id, gen: m.gen}, f.Target)
+	case err == nil:
+		// Counted once sent, as end counts it: the close's WARN reports
+		// what went out unconfirmed, not a send the transport refused
+		// (the run it names ended, the link down).
+		o.passed.late.Add(1)
+		o.log.Debug("message passed on after the closing node's last confirmation round; not confirmed in order at the new owner",
+			"object", key.String(), "hop", m.hop)
 	}
 	if err != nil {
 		o.stats.followForwarded.Add(^uint64(0))

@@ -538,3 +538,24 @@ func TestFollowToARunRestartedJustBeforeTheSendGetsNothing(t *testing.T) {
 		t.Fatalf("prev passed on %d messages and refused %d, want 0 and 1", st.FollowForwarded-before.FollowForwarded, st.FollowRefused-before.FollowRefused)
 	}
 }
+
+// A message a closing node reads after its pass-ons were sealed, for an
+// object whose new owner's run ended, is refused by the send (the run it
+// names ended) and not passed on: the close's WARN counts it neither
+// among those passed on unconfirmed (passed.late: "sent, not confirmed").
+// Counted before the send, it was, once the run was checked by the send
+// rather than before the pass-on began.
+func TestPassOnRefusedAfterTheSealIsNotCountedLate(t *testing.T) {
+	ctx, a, prev, _, ref := movedToARunThatEnded(t, false)
+	prev.obj.passed.seal(context.Background()) // as the closing node's last round does
+	before := prev.ObjectStats()
+	if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	eventually(t, 10*time.Second, "prev to refuse the message", func() bool {
+		return prev.ObjectStats().FollowRefused > before.FollowRefused
+	})
+	if n := prev.obj.passed.late.Load(); n != 0 {
+		t.Fatalf("%d messages counted passed on after the seal; none was (the new owner's run ended)", n)
+	}
+}
