@@ -901,7 +901,13 @@ func (s *sourceMove) relay(cctx context.Context, queue []spot.Envelope, to route
 			err = h(s.id, i)
 		}
 		if err == nil {
-			err = o.n.tr.SendWait(cctx, peer, rec)
+			// Only to the target's run (endedRun): a target that stopped
+			// and started again since its relay-ready has a new run,
+			// which refused them as addressed to another run (one-way
+			// ones counted dropped, requests answered "not run") while
+			// this move, whose target can no longer commit, puts them
+			// back into the object (recoverLocal).
+			err = o.n.tr.SendWaitRun(cctx, peer, to.nodeGen, rec)
 		}
 		if err != nil {
 			// Kept, in order: they were accepted, and dropping them lost

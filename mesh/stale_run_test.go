@@ -559,3 +559,83 @@ func TestPassOnRefusedAfterTheSealIsNotCountedLate(t *testing.T) {
 		t.Fatalf("%d messages counted passed on after the seal; none was (the new owner's run ended)", n)
 	}
 }
+
+// The held messages a move relays to its target (§1.3 step 5) name the
+// target's run in their route fence, as any object message: when the
+// target stopped and started again after its relay-ready and the link
+// admitted the new run before the relay, they are not sent there. The new
+// run refused them as addressed to another run — counting one-way ones
+// dropped (other_run), answering a request "not run" to its requester —
+// while the source, whose target can no longer commit, put them back into
+// the object (recoverLocal), a request too, which then ran although its
+// requester had been told it did not. Refused by the send, they stay
+// unrelayed, and the object taken back runs each once.
+func TestHeldMessagesAreNotRelayedToARestartedTarget(t *testing.T) {
+	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	ctx := ctxT(t, 60*time.Second)
+	a := startClient(t, ctx, f)
+	prev := f.start(fastConfig("m"))
+	awaitAdmitted(t, prev, a)
+	ref := createOnceDiscovered(t, ctx, a, "relayed")
+	nCfg := restartableConfig(t, "0b10")
+	n := f.start(nCfg)
+	awaitAdmitted(t, n, a, prev)
+	awaitAdmitted(t, prev, n)
+	const held = 3
+	var n2 *Node
+	var once sync.Once
+	type answer struct {
+		body []byte
+		err  error
+	}
+	request := make(chan answer, 1)
+	prev.obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id != ref.ActorID || step != stepSourceReady {
+			return
+		}
+		once.Do(func() {
+			// Into the object's ingress hold, which is relayed next:
+			// one-way messages, then a request behind them.
+			for i := 0; i < held; i++ {
+				if err := prev.Manager().SendActor(ctx, ref, []byte("held")); err != nil {
+					t.Errorf("send into the hold: %v", err)
+				}
+			}
+			go func() {
+				body, err := a.Manager().RequestActor(ctx, ref, []byte("count"))
+				request <- answer{body, err}
+			}()
+			eventually(t, 10*time.Second, "the request to reach the hold", func() bool {
+				prev.obj.mu.Lock()
+				defer prev.obj.mu.Unlock()
+				h, ok := prev.obj.hosted[actorKey(ref.ActorID)]
+				return ok && h.obj.Queued() == held+1
+			})
+			n2 = restartNode(t, ctx, f, n, nCfg, a, prev)
+		})
+	}})
+	mctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	defer cancel()
+	res, err := prev.Manager().RelocateActor(mctx, ref, ToNode(n.RID()))
+	prev.obj.hooks.Store(nil)
+	if n2 == nil {
+		t.Fatalf("the move did not reach relay-ready: %v, %v", res, err)
+	}
+	if err != nil || res.Outcome != NotMoved {
+		t.Fatalf("move: %v, %v; want notMoved (its target's run ended)", res.Outcome, err)
+	}
+	// The held request runs once, after the held one-way messages, on the
+	// object taken back, and its requester gets that answer.
+	if r := <-request; r.err != nil || string(r.body) != fmt.Sprintf("count:%d", held) {
+		t.Fatalf("held request: %q, %v; want count:%d (run once, by the object taken back)", r.body, r.err, held)
+	}
+	got, err := a.Manager().RequestActor(ctx, ref, []byte("count"))
+	if err != nil || string(got) != fmt.Sprintf("count:%d", held) {
+		t.Fatalf("the object taken back: %q, %v; want count:%d (each held message run once)", got, err, held)
+	}
+	flushLink(t, ctx, prev, n2)
+	if st := n2.ObjectStats(); st.FenceRefused != 1 {
+		t.Fatalf("the new run refused %d messages relayed to the run that ended", st.FenceRefused-1)
+	}
+}
