@@ -133,7 +133,16 @@ func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Reco
 	}
 	_, leaseGen := o.n.Owner()
 	now := routeTo{nodeRID: m.to.nodeRID, nodeGen: m.to.nodeGen, ownerGen: ownerGen, leaseGen: leaseGen}
-	out, err := retarget(rec, now, m.hop, org)
+	// One hop more, and the sender's fence kept, as a pass-on along the
+	// chain back here would have: admitted, it brings its sender a
+	// command 50 (noticeFollowed) that drops the route it used. Without
+	// it the sender's next messages took the same way — a follow lookup,
+	// a refusal and this readmit each — until its cache entry aged out.
+	// passOn reached this only after Forward allowed one more hop.
+	out, err := retarget(rec, now, m.hop+1, org)
+	if err == nil {
+		out, err = withFollowSource(out, m)
+	}
 	if err != nil {
 		return false
 	}
@@ -173,6 +182,11 @@ func (o *objects) passOnLater(from transport.PeerInfo, m inMessage, rec *router.
 	_, leaseGen := o.n.Owner()
 	out, err := retarget(rec, routeTo{nodeRID: m.to.nodeRID, nodeGen: m.to.nodeGen,
 		ownerGen: next.Target.PreviousAuthorityOwnerGeneration, leaseGen: leaseGen}, m.hop, org)
+	if err == nil {
+		// The fence the sender used, not the later stay's: the new owner's
+		// command 50 must name the route the sender's cache holds.
+		out, err = withFollowSource(out, m)
+	}
 	if err != nil {
 		return false
 	}
@@ -318,7 +332,22 @@ func (o *objects) followed(from transport.PeerInfo, m inMessage, rec *router.Rec
 	t := f.Target
 	out, err := retarget(rec, routeTo{nodeRID: t.Route.NodeRID, nodeGen: t.Route.NodeGeneration, ownerGen: t.AuthorityOwnerGeneration,
 		leaseGen: t.Owner.LeaseGeneration}, uint8(f.Hop), org)
-	if err != nil || m.hop != 0 {
+	if err != nil {
+		return nil, err
+	}
+	return withFollowSource(out, m)
+}
+
+// withFollowSource is out, m re-addressed, carrying the fence its sender
+// used (metaFollowSource) when m came straight from that sender (hop 0)
+// and out does not carry one yet: set by the first node that re-addresses
+// the message (passOnLater sets it before passOn re-addresses it again),
+// kept by every later one.
+func withFollowSource(out *router.Record, m inMessage) (*router.Record, error) {
+	if m.hop != 0 {
+		return out, nil
+	}
+	if _, ok, err := metaValue(out.Metadata, metaFollowSource); err != nil || ok {
 		return out, err
 	}
 	meta, err := withMeta(out.Metadata, metaFollowSource, encodeFollowSource(m.to))

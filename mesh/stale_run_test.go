@@ -472,7 +472,7 @@ func TestMessageForAnEarlierStayFollowsTheObjectOutOfItsCutover(t *testing.T) {
 		moving <- err
 	}()
 	waitClosed(t, atCutover, "prev's move to n2 at its cutover")
-	before, before2 := prev.ObjectStats(), n2.ObjectStats()
+	before, before2, beforeA := prev.ObjectStats(), n2.ObjectStats(), a.ObjectStats()
 	// On a's cached route (the earlier stay): it waits for the cutover.
 	if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
 		t.Fatalf("send: %v", err)
@@ -493,6 +493,24 @@ func TestMessageForAnEarlierStayFollowsTheObjectOutOfItsCutover(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the message to reach the object on n2", func() bool {
 		return n2.ObjectStats().Delivered > before2.Delivered
+	})
+	// The next one on a's cached route goes the same way, now to the
+	// object open on n2 (the first went into its arrival, which sends no
+	// command 50): n2's 50 names the route a used (the earlier stay's),
+	// not the later stay's fence prev re-addressed it with, and a's cache
+	// drops it. Before, the 50 named a route a's cache never held, and a
+	// kept sending on the cut chain until its entry aged out.
+	eventually(t, 10*time.Second, "the object to serve on n2", func() bool {
+		n2.obj.mu.Lock()
+		defer n2.obj.mu.Unlock()
+		h, ok := n2.obj.hosted[actorKey(ref.ActorID)]
+		return ok && h.state == hostServing
+	})
+	if err := a.Manager().SendActor(ctx, ref, []byte("three")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	eventually(t, 10*time.Second, "n2's command 50 to drop a's route", func() bool {
+		return a.ObjectStats().FollowRoutesDropped > beforeA.FollowRoutesDropped
 	})
 }
 
