@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -308,6 +309,17 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 			return notFollowed(ended)
 		}
 		o.stats.followRefused.Add(1)
+		if errorsIsAny(err, transport.ErrNotAdmitted, transport.ErrUnknownPeer) && o.linkRunStopped(f.Target.Route) {
+			// No run of the node admitted (endedRun let it through) and
+			// the one named has stopped: between its connection's end
+			// and its node's next run's admission (a rolling restart).
+			// As for a run that ended: readmit, passOnLater, or refused
+			// as a stale route (other_run) — before, a one-way message
+			// was dropped as Unavailable though its object was here.
+			o.log.Debug("message not followed: the new owner's run stopped", "object", key.String(), "hop", m.hop, "err", err)
+			return false, fmt.Errorf("message follow of %s: %w: %w: %w: the link to %x/%d is down, and that run stopped: %w",
+				key, ErrUnavailable, errRouteStale, errRunEnded, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration, err)
+		}
 		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
 	}
 	if mv != nil && m.corr == 0 && controlOf(rec) != controlUnbind {
@@ -319,6 +331,34 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		}
 	}
 	return true, nil
+}
+
+// linkRunStopped reports whether node run r, to which a pass-on found no
+// run of its node admitted, has ended: the discovery list no longer shows
+// it live (a later run took its RoutingID's descriptor, or it stopped a
+// round ago), or its descriptor says it stopped cleanly or is gone (one
+// store read, bounded by followSendWait; §11's Close removes it before
+// the transport closes, so it is gone by the time the link goes down).
+// Not a read of the object's route (§7.3): whether the run is over. A run
+// listed live whose descriptor says nothing (a link that only dropped, a
+// run that crashed) has not: the message is refused as before — the
+// transport may still hold this node's earlier messages for that run's
+// return, which a readmit here would overtake.
+func (o *objects) linkRunStopped(r follow.Route) bool {
+	if snap, list, ok := o.n.lastSnapshotNumbered(); ok {
+		if listed, live := o.n.memo.runListed(list, snap, r.NodeRID, r.NodeGeneration); !listed || !live {
+			return true
+		}
+	}
+	// Not bound to o.halt, as the pass-on's send is not (passOn).
+	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
+	defer cancel()
+	stopped, err := directory.RunStopped(ctx, o.n.loc, o.n.cfg.Node.MeshName, r.NodeRID, r.NodeGeneration)
+	if err != nil {
+		o.log.Debug("message follow: could not read the new owner's descriptor", "node", transport.RID(r.NodeRID).String(), "err", err)
+		return false
+	}
+	return stopped
 }
 
 // followed is rec re-addressed along f: the new owner's fence and hop count,

@@ -2,8 +2,11 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/router/transport"
 )
 
 // A message for an earlier stay of an object hosted here again, whose
@@ -56,6 +59,57 @@ func TestReadmittedMessageTellsItsSenderItsRoute(t *testing.T) {
 			if st := a.ObjectStats(); st.RouteBarriers != beforeA.RouteBarriers {
 				t.Errorf("a sent %d route switch barriers, want none (the 50 named the message)", st.RouteBarriers-beforeA.RouteBarriers)
 			}
+		})
+	}
+}
+
+// A message a previous owner passes on along a move to a node run that has
+// stopped, read after that run's connection ended and before its node's
+// next run is admitted (a rolling restart: the node is down, or starting)
+// — so no run of the node is admitted, endedRun lets it through and the
+// send fails on the link that is down — is treated as for a run that
+// ended once the run's descriptor shows it stopped (or gone): with the
+// object hosted here again it is admitted here (readmit); with the object
+// gone, a request is refused as a stale route, and its origin reads the
+// store. Before, the link down was the answer: a one-way message was
+// dropped although its object was right here, and a request was answered
+// Unavailable.
+func TestMessageFollowToAStoppedRunWhileItsLinkIsDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		back bool // the stopped run's drain moved the object back to prev
+	}{
+		{"object moved back here", true},
+		{"object removed with the run", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, _, a, prev, n, _, ref := movedToARestartable(t, tc.back)
+			if err := n.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "prev's link to the stopped run to go down", func() bool {
+				_, ok := prev.tr.Peer(transport.RID(n.RID()))
+				return !ok
+			})
+			before := prev.ObjectStats()
+			if !tc.back {
+				// On a's cached route (prev's stay): prev cannot pass it on,
+				// and refuses it as addressed to a run that ended.
+				if _, err := a.Manager().RequestActor(ctx, ref, []byte("two")); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("request: %v, want ErrNotFound (the object went with the stopped run)", err)
+				}
+				return
+			}
+			if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			eventually(t, 10*time.Second, "prev to admit or refuse the message", func() bool {
+				st := prev.ObjectStats()
+				return st.Delivered > before.Delivered || st.FollowRefused > before.FollowRefused
+			})
+			eventually(t, 5*time.Second, "the object hosted on prev to get the message", func() bool {
+				return prev.ObjectStats().Delivered > before.Delivered
+			})
 		})
 	}
 }
