@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/meshnode/meshnode/follow"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -58,16 +57,7 @@ func TestSessionOnARouteToALaterRunIsAsOverALinkThatIsDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ctx, a, b, _ := clientAndRestartable(t, "0b0f")
-			var ref ActorRef
-			var err error
-			// Once a's discovery has read b's registration.
-			eventually(t, 10*time.Second, "the client to create the actor on b", func() bool {
-				ref, err = a.Manager().CreateActor(ctx, "later-run", testMoverType)
-				return !errors.Is(err, ErrUnavailable)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			ref := createOnceDiscovered(t, ctx, a, "later-run")
 			named, heal := tc.cut(t, f, a, b, ref)
 			s, err := a.Manager().BindSession(ctx, ref)
 			if err != nil {
