@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
-	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -71,22 +70,81 @@ func followErr(err error, format string, args ...any) error {
 // notAdmitted handles an inbound object message the route fence refused.
 // When the refusal is "not hosted here" and this node recorded a move of the
 // object, the message is passed on to the new owner instead (§7.3). Anything
-// else keeps the refusal, or takes the follow outcome: a request gets exactly
-// one command 20, sent to the node run that made it (which is not the peer
-// the message came from when it was passed on); a one-way message is
-// dropped (there is no reply to carry the refusal) and counted.
-func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error, refusal error) {
+// else keeps the refusal, or takes the follow outcome (refuseMessage). It
+// returns, having done nothing more, the channel to wait on when the
+// outcome needs what is not known yet on this goroutine — whether a new
+// owner whose link is down stopped (linkRunStopped), or the cutover of the
+// object's current stay here (readmit): the caller waits for it off the
+// connection's reader, with the peer's later messages for the object
+// behind it (waitCutover), and admits the message again.
+func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply func(*router.Record) error, refusal error) <-chan struct{} {
 	m, _ := messageOf(rec) // only 21, 22, 24 and 25 reach here
 	err := refusal
 	if errors.Is(refusal, ErrNotFound) {
 		passed, ferr := o.passOn(from, m, rec)
-		if passed || (errors.Is(ferr, errRunEnded) && (o.readmit(from, m, rec, reply) || o.passOnLater(from, m, rec))) {
-			return
+		var down *followLinkDown
+		if !passed && errors.As(ferr, &down) {
+			stopped, wait := o.linkRunStopped(down.route)
+			if wait != nil {
+				// Counted once, when it is decided.
+				o.stats.followRefused.Add(^uint64(0))
+				return wait
+			}
+			if stopped {
+				// No run of the node admitted and the one named has
+				// stopped: between its connection's end and its node's
+				// next run's admission (a rolling restart). As for a run
+				// that ended: readmit, passOnLater, or refused as a stale
+				// route (other_run) — before, a one-way message was
+				// dropped as Unavailable though its object was here.
+				o.log.Debug("message not followed: the new owner's run stopped", "object", down.key.String(), "hop", m.hop, "err", down.err)
+				ferr = down.stopped()
+			}
+		}
+		if passed {
+			return nil
+		}
+		if errors.Is(ferr, errRunEnded) {
+			if admitted, wait := o.readmit(from, m, rec, reply); admitted || wait != nil {
+				return wait
+			}
+			if o.passOnLater(from, m, rec) {
+				return nil
+			}
 		}
 		if ferr != nil {
 			err = ferr
 		}
 	}
+	o.refuseMessage(from, m, rec, reply, err)
+	return nil
+}
+
+// followLinkDown is passOn's failure to send to a new owner none of whose
+// node's runs is admitted on its link (transport.ErrNotAdmitted or
+// ErrUnknownPeer, in err): as Unavailable, unless that run is over
+// (notAdmitted, linkRunStopped).
+type followLinkDown struct {
+	key   follow.Key
+	route follow.Route
+	err   error
+}
+
+func (e *followLinkDown) Error() string { return e.err.Error() }
+func (e *followLinkDown) Unwrap() error { return e.err }
+
+// stopped is the outcome once the run is known to have stopped: refused as
+// for a run that ended (errRunEnded), a stale route.
+func (e *followLinkDown) stopped() error {
+	return fmt.Errorf("message follow of %s: %w: %w: %w: the link to %x/%d is down, and that run stopped: %w",
+		e.key, ErrUnavailable, errRouteStale, errRunEnded, e.route.NodeRID, e.route.NodeGeneration, e.err)
+}
+
+// refuseMessage refuses an inbound object message with err: a request gets
+// exactly one command 20, sent to the node run that made it (which is not
+// the peer the message came from when it was passed on); a one-way message
+// is dropped (there is no reply to carry the refusal) and counted.
+func (o *objects) refuseMessage(from transport.PeerInfo, m inMessage, rec *router.Record, reply func(*router.Record) error, err error) {
 	if m.corr == 0 {
 		if controlOf(rec) == controlUnbind {
 			// Not application work: nothing accepted is lost.
@@ -109,7 +167,9 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 // (shutdown_passons.go) or gone with it — so the object, hosted here, takes
 // it now with its current fence. Refused, a one-way message was dropped
 // although its object was right here. It reports whether it was admitted
-// (or refused by the fence again: answered or counted there).
+// (or refused by the fence again: answered or counted there), or the
+// channel to wait on when the current stay is in its cutover: the caller
+// waits with the message as it came and admits it again.
 //
 // The record is re-addressed to the current stay before it is admitted:
 // whatever happens to it next is the current stay's — a refusal (the
@@ -117,7 +177,7 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 // fence kept, a refusal went back through that stay's follow record to
 // this readmit, round and round on the connection's reader for as long as
 // the object closed.
-func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Record, reply func(*router.Record) error) bool {
+func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Record, reply func(*router.Record) error) (bool, <-chan struct{}) {
 	o.mu.Lock()
 	h, ok := o.hosted[spot.Key{Spot: m.fam == familySpot, ID: m.id}]
 	var ownerGen uint64
@@ -126,11 +186,11 @@ func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Reco
 	}
 	o.mu.Unlock()
 	if ownerGen <= m.to.ownerGen || !o.isRun(m.to.nodeRID, m.to.nodeGen) {
-		return false
+		return false, nil
 	}
 	org, err := originOf(rec, from)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	_, leaseGen := o.n.Owner()
 	now := routeTo{nodeRID: m.to.nodeRID, nodeGen: m.to.nodeGen, ownerGen: ownerGen, leaseGen: leaseGen}
@@ -145,11 +205,16 @@ func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Reco
 		out, err = withFollowSource(out, m)
 	}
 	if err != nil {
-		return false
+		return false, nil
 	}
 	o.log.Debug("message for an earlier stay admitted here: its follow chain's next owner's run ended", "object", m.id, "hop", m.hop)
-	o.inbound(from, m.fam, m.id, m.gen, now.nodeRID, now.nodeGen, now.ownerGen, now.leaseGen, m.corr, out, reply)
-	return true
+	// inboundOnce, not inbound: run again from a queue of messages waiting
+	// here (waitCutover), inbound would put the message at its end,
+	// behind its sender's later messages for the object.
+	if wait := o.inboundOnce(from, m.fam, m.id, m.gen, now.nodeRID, now.nodeGen, now.ownerGen, now.leaseGen, m.corr, out, reply); wait != nil {
+		return false, wait
+	}
+	return true, nil
 }
 
 // passOnLater passes on, along the move the object made from a later stay
@@ -309,18 +374,13 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 			return notFollowed(ended)
 		}
 		o.stats.followRefused.Add(1)
-		if errorsIsAny(err, transport.ErrNotAdmitted, transport.ErrUnknownPeer) && o.linkRunStopped(f.Target.Route) {
-			// No run of the node admitted (endedRun let it through) and
-			// the one named has stopped: between its connection's end
-			// and its node's next run's admission (a rolling restart).
-			// As for a run that ended: readmit, passOnLater, or refused
-			// as a stale route (other_run) — before, a one-way message
-			// was dropped as Unavailable though its object was here.
-			o.log.Debug("message not followed: the new owner's run stopped", "object", key.String(), "hop", m.hop, "err", err)
-			return false, fmt.Errorf("message follow of %s: %w: %w: %w: the link to %x/%d is down, and that run stopped: %w",
-				key, ErrUnavailable, errRouteStale, errRunEnded, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration, err)
+		err = wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
+		if errorsIsAny(err, transport.ErrNotAdmitted, transport.ErrUnknownPeer) {
+			// No run of the node admitted (endedRun let it through):
+			// whether the run named is over is notAdmitted's to ask.
+			return false, &followLinkDown{key: key, route: f.Target.Route, err: err}
 		}
-		return false, wrapErr(ErrUnavailable, err, "message follow of %s to %x/%d", key, f.Target.Route.NodeRID, f.Target.Route.NodeGeneration)
+		return false, err
 	}
 	if mv != nil && m.corr == 0 && controlOf(rec) != controlUnbind {
 		// Kept to put back into the object if the move is taken back; an
@@ -331,34 +391,6 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		}
 	}
 	return true, nil
-}
-
-// linkRunStopped reports whether node run r, to which a pass-on found no
-// run of its node admitted, has ended: the discovery list no longer shows
-// it live (a later run took its RoutingID's descriptor, or it stopped a
-// round ago), or its descriptor says it stopped cleanly or is gone (one
-// store read, bounded by followSendWait; §11's Close removes it before
-// the transport closes, so it is gone by the time the link goes down).
-// Not a read of the object's route (§7.3): whether the run is over. A run
-// listed live whose descriptor says nothing (a link that only dropped, a
-// run that crashed) has not: the message is refused as before — the
-// transport may still hold this node's earlier messages for that run's
-// return, which a readmit here would overtake.
-func (o *objects) linkRunStopped(r follow.Route) bool {
-	if snap, list, ok := o.n.lastSnapshotNumbered(); ok {
-		if listed, live := o.n.memo.runListed(list, snap, r.NodeRID, r.NodeGeneration); !listed || !live {
-			return true
-		}
-	}
-	// Not bound to o.halt, as the pass-on's send is not (passOn).
-	ctx, cancel := context.WithTimeout(context.Background(), followSendWait)
-	defer cancel()
-	stopped, err := directory.RunStopped(ctx, o.n.loc, o.n.cfg.Node.MeshName, r.NodeRID, r.NodeGeneration)
-	if err != nil {
-		o.log.Debug("message follow: could not read the new owner's descriptor", "node", transport.RID(r.NodeRID).String(), "err", err)
-		return false
-	}
-	return stopped
 }
 
 // followed is rec re-addressed along f: the new owner's fence and hop count,

@@ -840,7 +840,11 @@ func (o *objects) inbound(from transport.PeerInfo, fam opFamily, id string, gen 
 			admit: func() <-chan struct{} {
 				return o.inboundOnce(from, fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, corr, rec, reply)
 			},
-			refuse: func(err error) { o.notAdmitted(from, rec, reply, err) },
+			refuse: func(err error) {
+				// ErrMoving: nothing to follow.
+				m, _ := messageOf(rec)
+				o.refuseMessage(from, m, rec, reply, err)
+			},
 		}
 	}
 	var tell *heldTeller
@@ -954,7 +958,9 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 	case err == nil && d.wait != nil:
 		return d.wait // nothing posted: the caller waits and admits it again
 	case err != nil:
-		o.notAdmitted(from, rec, reply, err) // Message Follow or the refusal (follow_forward.go)
+		// Message Follow or the refusal (follow_forward.go); or what that
+		// waits for, as a cutover.
+		return o.notAdmitted(from, rec, reply, err)
 	case oerr != nil:
 		if corr != 0 {
 			o.sendReply(reply, replyRecord(fam, corr, nil, oerr))

@@ -74,6 +74,9 @@ type objects struct {
 	sent     sentRoutes   // the route last used per object (route_barrier.go)
 	held     heldBarriers // this node's barriers awaiting an answer (route_barrier_held.go)
 	passed   passedOn     // what this node passed on to new owners, for its shutdown (shutdown_passons.go)
+	// runChecks: reads of whether a new owner's run stopped, its link down
+	// (follow_run_check.go).
+	runChecks runChecks
 	// commitLag is how long, recently, a source waited from its cutover
 	// until the store named the target (sourceMove.confirm).
 	commitLag lagAverage

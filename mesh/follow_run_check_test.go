@@ -1,0 +1,205 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/locstore"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// runCheckStore is a Location Store whose discovery can be frozen (the
+// change counter's read fails: the node keeps the list it holds) and whose
+// read of one node's descriptor can be held until the test lets it go —
+// whatever the caller's deadline, as a store that does not answer.
+type runCheckStore struct {
+	locstore.Store
+	counterKey string
+	mu         sync.Mutex
+	frozen     bool
+	froze      chan struct{} // closed by the first counter read refused
+	descKey    string        // "": no read is held
+	held       chan struct{} // closed by the first read of descKey
+	release    chan struct{} // closed by the test: held reads go on
+	heldReads  int
+}
+
+func newRunCheckStore(t *testing.T, s locstore.Store) *runCheckStore {
+	t.Helper()
+	name, err := record.DescriptorCounter(record.KindMeshNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := record.CounterKey(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runCheckStore{Store: s, counterKey: key, froze: make(chan struct{}), held: make(chan struct{}), release: make(chan struct{})}
+}
+
+// freeze fails every discovery round from now on and waits for the first
+// to fail: no round under way can change the list the node holds after.
+func (s *runCheckStore) freeze(t *testing.T, ctx context.Context) {
+	t.Helper()
+	s.mu.Lock()
+	s.frozen = true
+	s.mu.Unlock()
+	t.Cleanup(func() { // before the nodes close: their shutdown publishes
+		s.mu.Lock()
+		s.frozen = false
+		s.mu.Unlock()
+	})
+	waitClosedCtx(t, ctx, s.froze, "a discovery round to fail")
+}
+
+// hold makes the reads of node rid's descriptor wait for the test.
+func (s *runCheckStore) hold(t *testing.T, rid []byte) {
+	t.Helper()
+	key, err := record.MeshNodeKey("m", rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.descKey = key
+	s.mu.Unlock()
+	t.Cleanup(s.letGo) // before the nodes close (cleanups run last first)
+}
+
+func (s *runCheckStore) letGo() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.release:
+	default:
+		close(s.release)
+	}
+}
+
+func (s *runCheckStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
+	s.mu.Lock()
+	switch {
+	case key == s.counterKey && s.frozen:
+		select {
+		case <-s.froze:
+		default:
+			close(s.froze)
+		}
+		s.mu.Unlock()
+		return locstore.ReadResult{}, &locstore.ProviderError{Provider: "test", Op: "read", Err: errors.New("discovery frozen (test)")}
+	case key == s.descKey:
+		s.heldReads++
+		if s.heldReads == 1 {
+			close(s.held)
+		}
+		s.mu.Unlock()
+		<-s.release
+		return s.Store.Read(context.WithoutCancel(ctx), key)
+	}
+	s.mu.Unlock()
+	return s.Store.Read(ctx, key)
+}
+
+func waitClosedCtx(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// A pass-on that finds the new owner's link down while the discovery list
+// still shows that run live asks the store whether the run stopped
+// (linkRunStopped). That read waits off the connection's reader: the
+// sender's messages to other objects are delivered meanwhile, and its
+// later messages to the same object wait behind the one being checked
+// (the order the sender sent them in). Before, the read ran on the reader,
+// up to followSendWait each: every record on the link waited for it, and
+// with the store down each such message stalled the link again.
+func TestRunStoppedCheckWaitsOffTheReader(t *testing.T) {
+	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	ctx := ctxT(t, 60*time.Second)
+	a := startClient(t, ctx, f)
+	store := newRunCheckStore(t, f.loc)
+	prev, err := Start(context.Background(), Options{Config: fastConfig("m"), Factories: f.reg, Location: store, Relocation: f.reloc,
+		DiscoveryInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prev.Close(context.Background()) })
+	awaitAdmitted(t, prev, a)
+	ref := createFromClient(t, ctx, a, "followed")
+	other := createFromClient(t, ctx, a, "other")
+	// a's route cache now holds both objects on prev.
+	if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Manager().RequestActor(ctx, other, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	n := f.start(fastConfig("m"))
+	awaitAdmitted(t, n, a, prev)
+	awaitAdmitted(t, prev, n)
+	if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move to n: %+v, %v", res, err)
+	}
+	if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
+		t.Fatal("the drain did not move the object back to prev")
+	}
+	// prev's list keeps n's run live; its descriptor's read waits.
+	store.freeze(t, ctx)
+	store.hold(t, n.RID())
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "prev's link to the stopped run to go down", func() bool {
+		_, ok := prev.tr.Peer(transport.RID(n.RID()))
+		return !ok
+	})
+	// On a's cached route (prev's first stay): prev's follow record names
+	// n's run, whose link is down.
+	if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	waitClosedCtx(t, ctx, store.held, "prev to read the stopped run's descriptor")
+	// Behind "two" on the same link, to another object: delivered while
+	// the read waits.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if body, err := a.Manager().RequestActor(rctx, other, []byte("hi")); err != nil || string(body) != "echo:hi" {
+		t.Fatalf("request to another object behind the checked message: %q, %v (it waited for the store read on the connection's reader)", body, err)
+	}
+	// Behind "two" to the same object: it waits behind it.
+	count := make(chan string, 1)
+	go func() {
+		body, err := a.Manager().RequestActor(ctx, ref, []byte("count"))
+		if err != nil {
+			body = []byte(err.Error())
+		}
+		count <- string(body)
+	}()
+	eventually(t, 10*time.Second, "the request to queue behind the checked message", func() bool {
+		prev.obj.mu.Lock()
+		defer prev.obj.mu.Unlock()
+		return prev.obj.cutoverWaiting == 2
+	})
+	store.letGo()
+	// The run stopped (its descriptor is gone): "two" is admitted here
+	// (readmit), then the request.
+	select {
+	case got := <-count:
+		if got != "count:2" {
+			t.Fatalf("count = %q, want count:2 (\"one\" and \"two\" before it)", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no answer to the request behind the checked message")
+	}
+}
