@@ -26,6 +26,7 @@ type runCheckStore struct {
 	held       chan struct{} // closed by the first read of descKey
 	release    chan struct{} // closed by the test: held reads go on
 	heldReads  int
+	failHeld   bool // a held read fails once let go (the store down)
 }
 
 func newRunCheckStore(t *testing.T, s locstore.Store) *runCheckStore {
@@ -95,8 +96,12 @@ func (s *runCheckStore) Read(ctx context.Context, key string) (locstore.ReadResu
 		if s.heldReads == 1 {
 			close(s.held)
 		}
+		fail := s.failHeld
 		s.mu.Unlock()
 		<-s.release
+		if fail {
+			return locstore.ReadResult{}, &locstore.ProviderError{Provider: "test", Op: "read", Err: errors.New("connection refused (test)")}
+		}
 		return s.Store.Read(context.WithoutCancel(ctx), key)
 	}
 	s.mu.Unlock()
@@ -117,89 +122,115 @@ func waitClosedCtx(t *testing.T, ctx context.Context, ch <-chan struct{}, what s
 // (linkRunStopped). That read waits off the connection's reader: the
 // sender's messages to other objects are delivered meanwhile, and its
 // later messages to the same object wait behind the one being checked
-// (the order the sender sent them in). Before, the read ran on the reader,
-// up to followSendWait each: every record on the link waited for it, and
-// with the store down each such message stalled the link again.
+// (the order the sender sent them in), then are decided on its answer —
+// the run stopped: admitted here (readmit); the store does not answer:
+// refused as before, each counted once. Before, the read ran on the
+// reader, up to followSendWait each: every record on the link waited for
+// it, and with the store down each such message stalled the link again.
 func TestRunStoppedCheckWaitsOffTheReader(t *testing.T) {
-	f := newFixture(t)
-	registerTestFactories(t, f.reg, newProbe())
-	ctx := ctxT(t, 60*time.Second)
-	a := startClient(t, ctx, f)
-	store := newRunCheckStore(t, f.loc)
-	prev, err := Start(context.Background(), Options{Config: fastConfig("m"), Factories: f.reg, Location: store, Relocation: f.reloc,
-		DiscoveryInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = prev.Close(context.Background()) })
-	awaitAdmitted(t, prev, a)
-	ref := createFromClient(t, ctx, a, "followed")
-	other := createFromClient(t, ctx, a, "other")
-	// a's route cache now holds both objects on prev.
-	if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Manager().RequestActor(ctx, other, []byte("hi")); err != nil {
-		t.Fatal(err)
-	}
-	n := f.start(fastConfig("m"))
-	awaitAdmitted(t, n, a, prev)
-	awaitAdmitted(t, prev, n)
-	if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
-		t.Fatalf("move to n: %+v, %v", res, err)
-	}
-	if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
-		t.Fatalf("drain: %v", err)
-	}
-	if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
-		t.Fatal("the drain did not move the object back to prev")
-	}
-	// prev's list keeps n's run live; its descriptor's read waits.
-	store.freeze(t, ctx)
-	store.hold(t, n.RID())
-	if err := n.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "prev's link to the stopped run to go down", func() bool {
-		_, ok := prev.tr.Peer(transport.RID(n.RID()))
-		return !ok
-	})
-	// On a's cached route (prev's first stay): prev's follow record names
-	// n's run, whose link is down.
-	if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
-		t.Fatalf("send: %v", err)
-	}
-	waitClosedCtx(t, ctx, store.held, "prev to read the stopped run's descriptor")
-	// Behind "two" on the same link, to another object: delivered while
-	// the read waits.
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if body, err := a.Manager().RequestActor(rctx, other, []byte("hi")); err != nil || string(body) != "echo:hi" {
-		t.Fatalf("request to another object behind the checked message: %q, %v (it waited for the store read on the connection's reader)", body, err)
-	}
-	// Behind "two" to the same object: it waits behind it.
-	count := make(chan string, 1)
-	go func() {
-		body, err := a.Manager().RequestActor(ctx, ref, []byte("count"))
-		if err != nil {
-			body = []byte(err.Error())
-		}
-		count <- string(body)
-	}()
-	eventually(t, 10*time.Second, "the request to queue behind the checked message", func() bool {
-		prev.obj.mu.Lock()
-		defer prev.obj.mu.Unlock()
-		return prev.obj.cutoverWaiting == 2
-	})
-	store.letGo()
-	// The run stopped (its descriptor is gone): "two" is admitted here
-	// (readmit), then the request.
-	select {
-	case got := <-count:
-		if got != "count:2" {
-			t.Fatalf("count = %q, want count:2 (\"one\" and \"two\" before it)", got)
-		}
-	case <-ctx.Done():
-		t.Fatal("no answer to the request behind the checked message")
+	for _, tc := range []struct {
+		name      string
+		storeDown bool
+	}{
+		{"the run stopped", false},
+		{"the store does not answer", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			registerTestFactories(t, f.reg, newProbe())
+			ctx := ctxT(t, 60*time.Second)
+			a := startClient(t, ctx, f)
+			store := newRunCheckStore(t, f.loc)
+			store.failHeld = tc.storeDown
+			prev, err := Start(context.Background(), Options{Config: fastConfig("m"), Factories: f.reg, Location: store, Relocation: f.reloc,
+				DiscoveryInterval: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = prev.Close(context.Background()) })
+			awaitAdmitted(t, prev, a)
+			ref := createFromClient(t, ctx, a, "followed")
+			other := createFromClient(t, ctx, a, "other")
+			// a's route cache now holds both objects on prev.
+			if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Manager().RequestActor(ctx, other, []byte("hi")); err != nil {
+				t.Fatal(err)
+			}
+			n := f.start(fastConfig("m"))
+			awaitAdmitted(t, n, a, prev)
+			awaitAdmitted(t, prev, n)
+			if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
+				t.Fatalf("move to n: %+v, %v", res, err)
+			}
+			if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
+				t.Fatalf("drain: %v", err)
+			}
+			if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
+				t.Fatal("the drain did not move the object back to prev")
+			}
+			// prev's list keeps n's run live; its descriptor's read waits.
+			store.freeze(t, ctx)
+			store.hold(t, n.RID())
+			if err := n.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "prev's link to the stopped run to go down", func() bool {
+				_, ok := prev.tr.Peer(transport.RID(n.RID()))
+				return !ok
+			})
+			before := prev.ObjectStats()
+			// On a's cached route (prev's first stay): prev's follow record
+			// names n's run, whose link is down.
+			if err := a.Manager().SendActor(ctx, ref, []byte("two")); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			waitClosedCtx(t, ctx, store.held, "prev to read the stopped run's descriptor")
+			// Behind "two" on the same link, to another object: delivered
+			// while the read waits.
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if body, err := a.Manager().RequestActor(rctx, other, []byte("hi")); err != nil || string(body) != "echo:hi" {
+				t.Fatalf("request to another object behind the checked message: %q, %v (it waited for the store read on the connection's reader)", body, err)
+			}
+			// Behind "two" to the same object: it waits behind it.
+			count := make(chan string, 1)
+			go func() {
+				body, err := a.Manager().RequestActor(ctx, ref, []byte("count"))
+				if err != nil {
+					body = []byte(err.Error())
+				}
+				count <- string(body)
+			}()
+			eventually(t, 10*time.Second, "the request to queue behind the checked message", func() bool {
+				prev.obj.mu.Lock()
+				defer prev.obj.mu.Unlock()
+				return prev.obj.cutoverWaiting == 2
+			})
+			store.letGo()
+			var got string
+			select {
+			case got = <-count:
+			case <-ctx.Done():
+				t.Fatal("no answer to the request behind the checked message")
+			}
+			st := prev.ObjectStats()
+			if tc.storeDown {
+				// Refused as a link down (Unavailable), each once.
+				if refused := st.FollowRefused - before.FollowRefused; refused != 2 {
+					t.Errorf("prev counted %d follow refusals, want 2 (\"two\" and the request, once each)", refused)
+				}
+				if st.Delivered != before.Delivered+1 {
+					t.Errorf("prev delivered %d messages, want 1 (the request to the other object)", st.Delivered-before.Delivered)
+				}
+				return
+			}
+			// The run stopped (its descriptor is gone): "two" is admitted
+			// here (readmit), then the request.
+			if got != "count:2" {
+				t.Fatalf("count = %q, want count:2 (\"one\" and \"two\" before it)", got)
+			}
+		})
 	}
 }
