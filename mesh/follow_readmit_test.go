@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/meshnode/meshnode/router/transport"
 )
 
 // A message for an earlier stay of an object hosted here again, whose
@@ -84,13 +82,7 @@ func TestMessageFollowToAStoppedRunWhileItsLinkIsDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, _, a, prev, n, _, ref := movedToARestartable(t, tc.back)
-			if err := n.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 10*time.Second, "prev's link to the stopped run to go down", func() bool {
-				_, ok := prev.tr.Peer(transport.RID(n.RID()))
-				return !ok
-			})
+			closeUnlinked(t, ctx, n, prev)
 			before := prev.ObjectStats()
 			if !tc.back {
 				// On a's cached route (prev's stay): prev cannot pass it on,

@@ -108,6 +108,18 @@ func (s *runCheckStore) Read(ctx context.Context, key string) (locstore.ReadResu
 	return s.Store.Read(ctx, key)
 }
 
+// closeUnlinked closes n and waits until on's link to it is down.
+func closeUnlinked(t *testing.T, ctx context.Context, n, on *Node) {
+	t.Helper()
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the link to the stopped run to go down", func() bool {
+		_, ok := on.tr.Peer(transport.RID(n.RID()))
+		return !ok
+	})
+}
+
 func waitClosedCtx(t *testing.T, ctx context.Context, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
@@ -136,50 +148,28 @@ func TestRunStoppedCheckWaitsOffTheReader(t *testing.T) {
 		{"the store does not answer", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			registerTestFactories(t, f.reg, newProbe())
-			ctx := ctxT(t, 60*time.Second)
-			a := startClient(t, ctx, f)
-			store := newRunCheckStore(t, f.loc)
-			store.failHeld = tc.storeDown
-			prev, err := Start(context.Background(), Options{Config: fastConfig("m"), Factories: f.reg, Location: store, Relocation: f.reloc,
-				DiscoveryInterval: 100 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = prev.Close(context.Background()) })
-			awaitAdmitted(t, prev, a)
-			ref := createFromClient(t, ctx, a, "followed")
+			var store *runCheckStore
+			ctx, _, a, prev, n, _, ref := movedToARestartableOn(t, true, func(f *fixture) locstore.Store {
+				store = newRunCheckStore(t, f.loc)
+				store.failHeld = tc.storeDown
+				return store
+			})
+			// Created on prev, the one server serving once a's list shows n
+			// drained; a's route cache holds it there.
+			eventually(t, 10*time.Second, "a's list to show n draining", func() bool {
+				return a.isLeaving(n.RID(), n.LifecycleGeneration())
+			})
 			other := createFromClient(t, ctx, a, "other")
-			// a's route cache now holds both objects on prev.
-			if err := a.Manager().SendActor(ctx, ref, []byte("one")); err != nil {
-				t.Fatal(err)
+			if string(other.NodeRID) != string(prev.RID()) {
+				t.Fatalf("the other object was created on %x, want prev", other.NodeRID)
 			}
 			if _, err := a.Manager().RequestActor(ctx, other, []byte("hi")); err != nil {
 				t.Fatal(err)
 			}
-			n := f.start(fastConfig("m"))
-			awaitAdmitted(t, n, a, prev)
-			awaitAdmitted(t, prev, n)
-			if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
-				t.Fatalf("move to n: %+v, %v", res, err)
-			}
-			if _, err := n.Drain(ctx, HostRelocateOptions{}); err != nil {
-				t.Fatalf("drain: %v", err)
-			}
-			if _, ok := prev.obj.hostedFor(actorKey(ref.ActorID)); !ok {
-				t.Fatal("the drain did not move the object back to prev")
-			}
 			// prev's list keeps n's run live; its descriptor's read waits.
 			store.freeze(t, ctx)
 			store.hold(t, n.RID())
-			if err := n.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 10*time.Second, "prev's link to the stopped run to go down", func() bool {
-				_, ok := prev.tr.Peer(transport.RID(n.RID()))
-				return !ok
-			})
+			closeUnlinked(t, ctx, n, prev)
 			before := prev.ObjectStats()
 			// On a's cached route (prev's first stay): prev's follow record
 			// names n's run, whose link is down.

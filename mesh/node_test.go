@@ -80,7 +80,13 @@ func (f *fixture) logNode(i int) *syncbuf.Buffer {
 
 func (f *fixture) start(cfg config.Config) *Node {
 	f.t.Helper()
-	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc,
+	return f.startOn(cfg, f.loc)
+}
+
+// startOn is start with loc as the node's Location Store.
+func (f *fixture) startOn(cfg config.Config, loc locstore.Store) *Node {
+	f.t.Helper()
+	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: loc, Relocation: f.reloc,
 		DiscoveryInterval: 100 * time.Millisecond})
 	if err != nil {
 		f.t.Fatalf("Start: %v", err)

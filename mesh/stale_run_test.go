@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -222,11 +223,22 @@ func movedToARunThatEnded(t *testing.T, back bool) (ctx context.Context, a, prev
 // was moved to n (and, with back, back to prev), n runs under nCfg.
 func movedToARestartable(t *testing.T, back bool) (ctx context.Context, f *fixture, a, prev, n *Node, nCfg config.Config, ref ActorRef) {
 	t.Helper()
+	return movedToARestartableOn(t, back, nil)
+}
+
+// movedToARestartableOn is movedToARestartable with prev on the Location
+// Store prevLoc makes of the fixture's (nil: the fixture's).
+func movedToARestartableOn(t *testing.T, back bool, prevLoc func(*fixture) locstore.Store) (ctx context.Context, f *fixture, a, prev, n *Node, nCfg config.Config, ref ActorRef) {
+	t.Helper()
 	f = newFixture(t)
 	registerTestFactories(t, f.reg, newProbe())
 	ctx = ctxT(t, 60*time.Second)
 	a = startClient(t, ctx, f)
-	prev = f.start(fastConfig("m"))
+	if prevLoc == nil {
+		prev = f.start(fastConfig("m"))
+	} else {
+		prev = f.startOn(fastConfig("m"), prevLoc(f))
+	}
 	awaitAdmitted(t, prev, a)
 	ref = createOnceDiscovered(t, ctx, a, "followed")
 	// a's route cache now holds the object on prev.
