@@ -159,7 +159,7 @@ func TestRunStoppedCheckWaitsOffTheReader(t *testing.T) {
 			eventually(t, 10*time.Second, "a's list to show n draining", func() bool {
 				return a.isLeaving(n.RID(), n.LifecycleGeneration())
 			})
-			other := createFromClient(t, ctx, a, "other")
+			other := createOnceDiscovered(t, ctx, a, "other")
 			if string(other.NodeRID) != string(prev.RID()) {
 				t.Fatalf("the other object was created on %x, want prev", other.NodeRID)
 			}
