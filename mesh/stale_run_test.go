@@ -249,7 +249,15 @@ func movedToARestartableOn(t *testing.T, back bool, prevLoc func(*fixture) locst
 	n = f.start(nCfg)
 	awaitAdmitted(t, n, a, prev)
 	awaitAdmitted(t, prev, n)
-	if res, err := prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID())); err != nil || res.Outcome != Moved {
+	// Once prev's discovery lists n (admitted is not listed: the move's
+	// placement reads the list; under -race it once ran before the round).
+	var res RelocationResult
+	var err error
+	eventually(t, 10*time.Second, "prev to move the object to n", func() bool {
+		res, err = prev.Manager().RelocateActor(ctx, ref, ToNode(n.RID()))
+		return !errors.Is(err, ErrUnavailable)
+	})
+	if err != nil || res.Outcome != Moved {
 		t.Fatalf("move to n: %+v, %v", res, err)
 	}
 	if back {
