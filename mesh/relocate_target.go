@@ -809,16 +809,21 @@ func (a *arrival) complete(settled chan struct{}) {
 }
 
 // remove discards what the attempt prepared: the hidden instance, the
-// temporary queue and the assembly staging. Before relay-ready nothing in
-// them is this node's to answer (the source keeps the originals, §9.4);
-// after it, the requests of the temporary queue are answered Unavailable
-// so their callers do not wait for nothing, and nothing is ever
-// dispatched. The requests of the captured queue (in the hidden instance)
-// and those the source relayed are not answered here: the source keeps
-// them (its payload, relayEnvs) and, when it takes the object back, runs
-// and answers them (recoverLocal). Until 2026-12-07 they were answered
-// here too (ErrClosed, Unavailable): a caller whose answer that was read
-// "failed" for a request the source then ran.
+// temporary queue and the assembly staging; nothing is ever dispatched.
+// The requests of the temporary queue are answered Unavailable, however
+// the attempt ended, so their callers do not wait for nothing: nobody else
+// has them (the source's own messages join the relay until the cutover,
+// and it passes nothing on before). Before relay-ready the queue is empty
+// unless a row names this node at the generation the move would commit
+// without its CAS (written by hand, the ownerChanged case: the handover's
+// refusal sends the requester there); until 2026-12-07 it was dropped then,
+// and such a request waited for its caller's deadline. The requests of the
+// captured queue (in the hidden instance) and those the source relayed are
+// not answered here: the source keeps them (its payload, relayEnvs) and,
+// when it takes the object back, runs and answers them (recoverLocal).
+// Until 2026-12-07 they were answered here too (ErrClosed, Unavailable): a
+// caller whose answer that was read "failed" for a request the source then
+// ran.
 func (a *arrival) remove() {
 	o := a.o
 	o.chunks.Abort(a.bind)
@@ -832,8 +837,6 @@ func (a *arrival) remove() {
 	obj := a.obj
 	a.mu.Unlock()
 	o.mu.Unlock()
-	afterReady := a.m.Failure() == relocation.TgtFailConflict || a.m.Failure() == relocation.TgtFailLocationUpdate ||
-		a.m.Failure() == relocation.TgtFailRelayMismatch
 	if obj != nil {
 		// Its queue is the captured one of the payload, which the source
 		// keeps too and runs when it takes the object back: not answered
@@ -841,11 +844,13 @@ func (a *arrival) remove() {
 		// callers whose requests the source then ran).
 		obj.Discard()
 	}
-	if afterReady {
-		for _, env := range queued {
-			if env.Kind == spot.Request {
-				o.Reply(env.ReplyRoute, nil, fmt.Errorf("%w: the move of %s failed (%s)", ErrUnavailable, a.prep.Object.ObjectID, a.m.Failure()))
-			}
+	why := a.m.Failure().String()
+	if a.m.Failure() == relocation.TgtFailNone {
+		why = a.m.State().String() // cancelled by the source
+	}
+	for _, env := range queued {
+		if env.Kind == spot.Request {
+			o.Reply(env.ReplyRoute, nil, fmt.Errorf("%w: the move of %s failed (%s)", ErrUnavailable, a.prep.Object.ObjectID, why))
 		}
 	}
 	if a.m.Failure() == relocation.TgtFailLocationUpdate {
