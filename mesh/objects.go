@@ -127,10 +127,12 @@ type objects struct {
 	// and Instance Spot activations and recoveries (arriving): a host
 	// command keeps its list open until they have landed.
 	creating int
-	work     workGroup    // creation and close orders in flight
-	entry    *spot.Object // the Entry Spot of a Server node
-	stats    objectStats
-	hooks    atomic.Pointer[testHooks]
+	// work is what stop waits for: creation and close orders in flight,
+	// and the node's background goroutines started by goLocked.
+	work  workGroup
+	entry *spot.Object // the Entry Spot of a Server node
+	stats objectStats
+	hooks atomic.Pointer[testHooks]
 	// orders are the 47/48/49 requests this run accepted, for duplicate
 	// deliveries (manager_target.go).
 	orders  map[inboundKey]*inboundRequest
@@ -698,6 +700,26 @@ func (o *objects) begin() error {
 	}
 	o.work.Add(1)
 	return nil
+}
+
+// goLocked runs f on a goroutine of its own that stop waits for (work),
+// and reports whether it started it: nothing starts once stop began, and
+// what f would do is then moot. objects.mu is held, which puts the Add
+// ahead of stop's Wait. f must end promptly once the node halts (o.halt):
+// Close returns only after it did — a goroutine that outlived Close kept
+// the closed node reachable and broke its promise that none is left — and
+// one still running when stop's wait ends is reported as a call into the
+// application that did not return.
+func (o *objects) goLocked(f func()) bool {
+	if o.closing {
+		return false
+	}
+	o.work.Add(1)
+	go func() {
+		defer o.work.Done()
+		f()
+	}()
+	return true
 }
 
 // call is begin for a Manager call: it also returns ctx cancelled when the

@@ -238,8 +238,8 @@ func (o *objects) holdSessionLocked(h *hosted, tag *sessionTag, m inMessage, org
 	}
 	h.heldSessions[string(tag.rid)] = heldSession{m: m, org: org}
 	if !h.telling {
-		h.telling = true
-		go o.tellSessionsHeld(spot.Key{ID: m.id}, h)
+		key := spot.Key{ID: m.id}
+		h.telling = o.goLocked(func() { o.tellSessionsHeld(key, h) })
 	}
 }
 
@@ -271,7 +271,8 @@ func (o *objects) holdWaitingSession(from transport.PeerInfo, rec *router.Record
 
 // tellSessionsHeld tells the Sessions of h.heldSessions, every heldEvery,
 // that their messages are held here, until there are none (the move let
-// go of them), h is no longer hosted under key, or the node halts.
+// go of them), h is no longer hosted under key, or the node halts (Close
+// waits for it: goLocked).
 func (o *objects) tellSessionsHeld(key spot.Key, h *hosted) {
 	t := time.NewTicker(o.heldEvery())
 	defer t.Stop()

@@ -120,17 +120,18 @@ func (o *objects) lateRelayedLocked(h *hosted, tag *sessionTag, from transport.P
 	lr.told[k] = b.highest
 	lr.dirty[k] = struct{}{}
 	if !lr.sending {
-		lr.sending = true
-		go o.tellLateRelay(lr)
+		lr.sending = o.goLocked(func() { o.tellLateRelay(lr) })
 	}
 }
 
-// tellLateRelay sends the commits lr owes, until it owes none.
+// tellLateRelay sends the commits lr owes, until it owes none or the node
+// halts (Close waits for it: goLocked; what it still owes then is moot,
+// its sends end with o.halt anyway).
 func (o *objects) tellLateRelay(lr *lateRelay) {
 	for {
 		o.mu.Lock()
 		only := lr.dirty
-		if len(only) == 0 {
+		if len(only) == 0 || o.halt.Err() != nil {
 			lr.sending = false
 			o.mu.Unlock()
 			return

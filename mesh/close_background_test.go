@@ -1,0 +1,144 @@
+package mesh
+
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/chunk"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
+	"github.com/meshnode/meshnode/spot"
+)
+
+// Close returns with no goroutine of the node left (docs/EMBEDDING.md §10),
+// also those a node starts in the background while a move holds a
+// Session's messages (tellSessionsHeld: the barrier-held notices to the
+// Session) or after a move committed on its grace takes in a late relay
+// (tellLateRelay: fresh command 44 commits). Each is put in that state on
+// an otherwise idle node and is still running when the node halts. Until
+// 2026-12-07 nothing waited for them: they ended on their own once they
+// saw the halt, but Close could return before — here made certain by
+// holding each, past the halt, until Close has stopped the objects,
+// unless Close waits for the node's work (o.work: creations, closes and
+// moves, and now these). So a goroutine held that way is still there when
+// the objects are stopped; one Close waits for ends at the halt, and none
+// is left by then.
+func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fn   string // the goroutine's function, as the stack names it
+		// start sets hold to be called in the goroutine (hooks) and
+		// starts it on o.
+		start func(o *objects, hooks *testHooks, hold func())
+	}{
+		{"held session notices", "tellSessionsHeld", startSessionsHeld},
+		{"late relay commits", "tellLateRelay", startLateRelay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1, nil)
+			n := c.nodes[0]
+			o := n.obj
+			running, objectsStopped := make(chan struct{}), make(chan struct{})
+			var first sync.Once
+			hold := func() {
+				first.Do(func() { close(running) })
+				<-o.halt.Done()
+				if !o.work.busy() {
+					<-objectsStopped // stands for a goroutine slower than Close
+				}
+			}
+			left := -1
+			hooks := &testHooks{closeStep: func(step string) {
+				if step == closeObjectsStopped {
+					left = goroutinesIn(tc.fn)
+					close(objectsStopped)
+				}
+			}}
+			tc.start(o, hooks, hold)
+			waitClosed(t, running, tc.fn+" running")
+			if err := n.Close(ctxT(t, 30*time.Second)); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if left != 0 {
+				t.Fatalf("%d goroutines in %s still running once Close had stopped the objects, want none", left, tc.fn)
+			}
+			if got := goroutinesIn(tc.fn); got != 0 {
+				t.Fatalf("%d goroutines in %s after Close returned, want none", got, tc.fn)
+			}
+		})
+	}
+}
+
+// startSessionsHeld records a Session's message as held by a move of a
+// (stand-in) Actor on o, which starts telling the Session so; the message
+// came from o's own run, so it is told (hooks.sessionHeldSend: hold, then
+// nothing sent).
+func startSessionsHeld(o *objects, hooks *testHooks, hold func()) {
+	o.barrierHeldEvery = time.Millisecond
+	hooks.sessionHeldSend = func(string) bool {
+		hold()
+		return false
+	}
+	o.hooks.Store(hooks)
+	key := spot.Key{ID: "close-held-session"}
+	h := &hosted{kind: record.ObjectActor, state: hostMoving, holding: make(chan struct{}), objectGeneration: 1, ownerGeneration: 1}
+	m := inMessage{fam: familyActor, id: key.ID, gen: 1, op: router.OperationID{High: 1, Low: 2}}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hosted[key] = h
+	o.holdSessionLocked(h, &sessionTag{rid: []byte("session-1"), bindGen: 1, seq: 2}, m, origin{rid: o.n.run.rid, gen: o.n.run.lifecycleGeneration})
+}
+
+// startLateRelay opens a (stand-in) Actor on o as a move committed on its
+// grace would, and has its source relay a Session message it had not
+// accounted for: o owes the Session a fresh commit (hooks.relocationStep
+// at stepSessionLateCommit: hold once it is sent).
+func startLateRelay(o *objects, hooks *testHooks, hold func()) {
+	const id = "close-late-relay"
+	hooks.relocationStep = func(got, step string) {
+		if got == id && step == stepSessionLateCommit {
+			hold()
+		}
+	}
+	o.hooks.Store(hooks)
+	src := chunk.SourceFence{OwnerID: "source", LeaseGeneration: 1, NodeRID: "source-node", NodeGeneration: 1}
+	h := &hosted{kind: record.ObjectActor, state: hostServing, objectGeneration: 1, ownerGeneration: 2,
+		sessions: map[string]*sessionBinding{"session-1": {bindGen: 1, highest: 1}}}
+	a := &arrival{o: o, kind: record.ObjectActor, key: spot.Key{ID: id}, h: h,
+		bind: chunk.Binding{Relocation: router.RelocationID{Low: 1}, TargetAttempt: 1, Source: src}}
+	a.prep.Object.ObjectID = id
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hosted[a.key] = h
+	o.expectLateRelayLocked(a)
+	h.sessions["session-1"].highest = 2 // the relayed message, admitted
+	o.lateRelayedLocked(h, &sessionTag{rid: []byte("session-1"), bindGen: 1, seq: 2},
+		transport.PeerInfo{RID: []byte(src.NodeRID), LifecycleGeneration: src.NodeGeneration}, 0)
+}
+
+// goroutinesIn counts the goroutines whose stack has a frame of the
+// objects method fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	frame := []byte("mesh.(*objects)." + fn + "(")
+	count := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, frame) {
+			count++
+		}
+	}
+	return count
+}
+
