@@ -15,28 +15,47 @@ import (
 )
 
 // Close returns with no goroutine of the node left (docs/EMBEDDING.md §10),
-// also those a node starts in the background while a move holds a
-// Session's messages (tellSessionsHeld: the barrier-held notices to the
-// Session) or after a move committed on its grace takes in a late relay
-// (tellLateRelay: fresh command 44 commits). Each is put in that state on
-// an otherwise idle node and is still running when the node halts. Until
-// 2026-12-07 nothing waited for them: they ended on their own once they
-// saw the halt, but Close could return before — here made certain by
-// holding each, past the halt, until Close has stopped the objects,
-// unless Close waits for the node's work (o.work: creations, closes and
-// moves, and now these). So a goroutine held that way is still there when
-// the objects are stopped; one Close waits for ends at the halt, and none
-// is left by then.
+// also those the node starts in the background while a move holds what
+// reaches an object: telling a Session its messages are held
+// (tellSessionsHeld) or a barrier's sender that its barrier is (everyHeld),
+// a barrier waiting for the move's ingress hold (holdBarrier), messages
+// waiting for the object's cutover (runCutoverQueue), and the fresh
+// command 44 commits after a move committed on its grace takes in a late
+// relay (tellLateRelay). Each is put in its state on an otherwise idle
+// node and is still there when the node halts. Until 2026-12-07 nothing
+// waited for them: they ended on their own once they saw the halt, but
+// Close could return before — made certain here by holding each, past the
+// halt, until Close has stopped the objects, unless Close waits for the
+// node's work (o.work: creations, closes and moves, and now these). A
+// goroutine held that way is still there when the objects are stopped; one
+// Close waits for ends at the halt, and none is left by then.
 func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		fn   string // the goroutine's function, as the stack names it
+		fn   string // the goroutine's function, as its stack frame begins
 		// start sets hold to be called in the goroutine (hooks) and
 		// starts it on o.
 		start func(o *objects, hooks *testHooks, hold func())
+		// early: the goroutine calls hold before the halt too (else only
+		// after it, having waited for it from its start on).
+		early bool
 	}{
-		{"held session notices", "tellSessionsHeld", startSessionsHeld},
-		{"late relay commits", "tellLateRelay", startLateRelay},
+		{"held session notices", "(*objects).tellSessionsHeld(", startSessionsHeld, true},
+		{"late relay commits", "(*objects).tellLateRelay(", startLateRelay, true},
+		{"held barrier notices", "(*objects).everyHeld.func", func(o *objects, hooks *testHooks, hold func()) {
+			o.hooks.Store(hooks)
+			o.everyHeld(hold) // not stopped: the barrier is still held when the node halts
+		}, true},
+		{"barrier waiting for a move's hold", "(*objects).holdBarrier.func", func(o *objects, hooks *testHooks, hold func()) {
+			o.hooks.Store(hooks)
+			o.holdBarrier(make(chan struct{}), hold) // the hold is never let go of
+		}, false},
+		{"messages waiting for a cutover", "(*objects).runCutoverQueue(", func(o *objects, hooks *testHooks, hold func()) {
+			o.hooks.Store(hooks)
+			w := cutoverWaiter{key: cutoverWaitKey{obj: actorKey("close-cutover-wait")},
+				admit: func() <-chan struct{} { hold(); return nil }, refuse: func(error) {}}
+			o.waitCutover(w, make(chan struct{})) // the cutover never comes
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, 1, nil)
@@ -59,7 +78,10 @@ func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 				}
 			}}
 			tc.start(o, hooks, hold)
-			waitClosed(t, running, tc.fn+" running")
+			if tc.early {
+				waitClosed(t, running, tc.name+": its goroutine running")
+			}
+			waitUntil(t, tc.name+": its goroutine seen in "+tc.fn, func() bool { return goroutinesIn(tc.fn) == 1 })
 			if err := n.Close(ctxT(t, 30*time.Second)); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
@@ -120,8 +142,8 @@ func startLateRelay(o *objects, hooks *testHooks, hold func()) {
 		transport.PeerInfo{RID: []byte(src.NodeRID), LifecycleGeneration: src.NodeGeneration}, 0)
 }
 
-// goroutinesIn counts the goroutines whose stack has a frame of the
-// objects method fn.
+// goroutinesIn counts the goroutines whose stack has a frame of the mesh
+// function that fn begins ("(*objects).tellLateRelay(", "(*objects).everyHeld.func").
 func goroutinesIn(fn string) int {
 	buf := make([]byte, 1<<20)
 	for {
@@ -132,7 +154,7 @@ func goroutinesIn(fn string) int {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
-	frame := []byte("mesh.(*objects)." + fn + "(")
+	frame := []byte("mesh." + fn)
 	count := 0
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
 		if bytes.Contains(g, frame) {

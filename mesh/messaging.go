@@ -1081,12 +1081,15 @@ func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) bool {
 	o.cutoverQueues.Add(1)
 	o.mu.Unlock()
 	o.hook().step(w.key.obj.ID, stepCutoverWait)
-	go o.runCutoverQueue(w.key, q, wait)
+	if !o.goWork(func() { o.runCutoverQueue(w.key, q, wait) }) {
+		o.runCutoverQueue(w.key, q, wait) // the node halted: it refuses them at once
+	}
 	return true
 }
 
 // runCutoverQueue admits the messages of q in order once wait is closed,
-// waiting again when one meets a later cutover, until q is empty.
+// waiting again when one meets a later cutover, until q is empty; once the
+// node halts, it refuses them (Close waits for it: goWork).
 func (o *objects) runCutoverQueue(key cutoverWaitKey, q *cutoverQueue, wait <-chan struct{}) {
 	for {
 		select {
@@ -1135,15 +1138,18 @@ func (o *objects) runCutoverQueue(key cutoverWaitKey, q *cutoverQueue, wait <-ch
 // the sender's next messages run at a target that had committed on its
 // CutoverGrace before the relay of the earlier ones came (a demo drain:
 // "reordered 24"). A node halting answers it at once, as before (inbound
-// holds no barrier once o.halt is done).
+// holds no barrier once o.halt is done). Close waits for the goroutine
+// (goWork); once the node halted, again runs on the caller's.
 func (o *objects) holdBarrier(holding <-chan struct{}, again func()) {
-	go func() {
+	if !o.goWork(func() {
 		select {
 		case <-holding:
 		case <-o.halt.Done():
 		}
 		again()
-	}()
+	}) {
+		again()
+	}
 }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {

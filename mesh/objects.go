@@ -128,7 +128,7 @@ type objects struct {
 	// command keeps its list open until they have landed.
 	creating int
 	// work is what stop waits for: creation and close orders in flight,
-	// and the node's background goroutines started by goLocked.
+	// and the node's background goroutines (goWork).
 	work  workGroup
 	entry *spot.Object // the Entry Spot of a Server node
 	stats objectStats
@@ -637,6 +637,7 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	o.stopping.Store(true)
 	o.mu.Unlock()
 	o.haltCall()
+	o.work.stopGo() // after the halt: what goWork then refuses sees it
 	// Orders and the node's goroutines end once their calls do; one held
 	// by the application (a factory's New or a snapshot adapter that does
 	// not return, whatever its context says) is not waited for past ctx.
@@ -683,6 +684,33 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 type workGroup struct {
 	wg sync.WaitGroup
 	n  atomic.Int64
+	// mu orders goUnlessStopped's Add ahead of stop's Wait, which sets
+	// stopped first (stopGo).
+	mu      sync.Mutex
+	stopped bool
+}
+
+// goUnlessStopped runs f on a goroutine counted in g, unless stopGo ran;
+// it reports whether it did.
+func (g *workGroup) goUnlessStopped(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return false
+	}
+	g.Add(1)
+	go func() {
+		defer g.Done()
+		f()
+	}()
+	return true
+}
+
+// stopGo makes goUnlessStopped start nothing more; before Wait.
+func (g *workGroup) stopGo() {
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
 }
 
 func (g *workGroup) Add(n int)  { g.n.Add(int64(n)); g.wg.Add(n) }
@@ -702,25 +730,17 @@ func (o *objects) begin() error {
 	return nil
 }
 
-// goLocked runs f on a goroutine of its own that stop waits for (work),
-// and reports whether it started it: nothing starts once stop began, and
-// what f would do is then moot. objects.mu is held, which puts the Add
-// ahead of stop's Wait. f must end promptly once the node halts (o.halt):
-// Close returns only after it did — a goroutine that outlived Close kept
-// the closed node reachable and broke its promise that none is left — and
-// one still running when stop's wait ends is reported as a call into the
-// application that did not return.
-func (o *objects) goLocked(f func()) bool {
-	if o.closing {
-		return false
-	}
-	o.work.Add(1)
-	go func() {
-		defer o.work.Done()
-		f()
-	}()
-	return true
-}
+// goWork runs f on a goroutine of its own that stop waits for (work) and
+// reports whether it started it: nothing starts once stop's wait began
+// (work.stopGo, after the halt). f must end promptly once the node halts
+// (o.halt): Close returns only after it did — such a goroutine that
+// outlived Close kept the closed node reachable and broke Close's promise
+// that none is left — and one still running when stop's wait ends is
+// reported as a call into the application that did not return. A caller
+// whose f must run (it answers someone) runs it itself when it did not
+// start: the node halted then. It takes no lock but work's own, a leaf:
+// callers may hold objects.mu or not.
+func (o *objects) goWork(f func()) bool { return o.work.goUnlessStopped(f) }
 
 // call is begin for a Manager call: it also returns ctx cancelled when the
 // node stops. done must be called when the call ends.

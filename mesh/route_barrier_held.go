@@ -96,10 +96,11 @@ func (o *objects) sendHeld(org origin, id string, note *router.Record) {
 }
 
 // everyHeld runs send at once and then every heldEvery until the returned
-// stop is called or the node halts.
+// stop is called or the node halts (Close waits for it: goWork; once the
+// node halted, nothing is sent).
 func (o *objects) everyHeld(send func()) (stop func()) {
 	done := make(chan struct{})
-	go func() {
+	o.goWork(func() {
 		t := time.NewTicker(o.heldEvery())
 		defer t.Stop()
 		for {
@@ -112,7 +113,7 @@ func (o *objects) everyHeld(send func()) (stop func()) {
 				return
 			}
 		}
-	}()
+	})
 	return sync.OnceFunc(func() { close(done) })
 }
 
@@ -239,7 +240,7 @@ func (o *objects) holdSessionLocked(h *hosted, tag *sessionTag, m inMessage, org
 	h.heldSessions[string(tag.rid)] = heldSession{m: m, org: org}
 	if !h.telling {
 		key := spot.Key{ID: m.id}
-		h.telling = o.goLocked(func() { o.tellSessionsHeld(key, h) })
+		h.telling = o.goWork(func() { o.tellSessionsHeld(key, h) })
 	}
 }
 
@@ -272,7 +273,7 @@ func (o *objects) holdWaitingSession(from transport.PeerInfo, rec *router.Record
 // tellSessionsHeld tells the Sessions of h.heldSessions, every heldEvery,
 // that their messages are held here, until there are none (the move let
 // go of them), h is no longer hosted under key, or the node halts (Close
-// waits for it: goLocked).
+// waits for it: goWork).
 func (o *objects) tellSessionsHeld(key spot.Key, h *hosted) {
 	t := time.NewTicker(o.heldEvery())
 	defer t.Stop()

@@ -120,12 +120,12 @@ func (o *objects) lateRelayedLocked(h *hosted, tag *sessionTag, from transport.P
 	lr.told[k] = b.highest
 	lr.dirty[k] = struct{}{}
 	if !lr.sending {
-		lr.sending = o.goLocked(func() { o.tellLateRelay(lr) })
+		lr.sending = o.goWork(func() { o.tellLateRelay(lr) })
 	}
 }
 
 // tellLateRelay sends the commits lr owes, until it owes none or the node
-// halts (Close waits for it: goLocked; what it still owes then is moot,
+// halts (Close waits for it: goWork; what it still owes then is moot,
 // its sends end with o.halt anyway).
 func (o *objects) tellLateRelay(lr *lateRelay) {
 	for {
