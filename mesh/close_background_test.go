@@ -164,3 +164,28 @@ func goroutinesIn(fn string) int {
 	return count
 }
 
+// A context that ends when the node stops (stopContext: the discovery
+// loop's, re-adoptions') takes no goroutine, which could outlive Close.
+// Until 2026-12-07 each had one, waiting for the node's stop or its own
+// cancel: the discovery loop cancelled its own as it ended, so that
+// goroutine ended after the loop had — after Close had waited for it, and
+// maybe after Close had returned.
+func TestStopContextTakesNoGoroutine(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	const fn = "(*Node).stopContext"
+	ctx, cancel := n.stopContext()
+	defer cancel()
+	if got := goroutinesIn(fn); got != 0 {
+		t.Fatalf("%d goroutines in %s with one stop context open, want none", got, fn)
+	}
+	if err := n.Close(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if ctx.Err() == nil {
+		t.Fatal("the stop context did not end with Close")
+	}
+	if got := goroutinesIn(fn); got != 0 {
+		t.Fatalf("%d goroutines in %s after Close returned, want none", got, fn)
+	}
+}

@@ -9,7 +9,7 @@ func (n *Node) crash() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
-	close(n.stop)
+	n.stopNode()
 	n.wg.Wait()
 	n.lease.Close()
 	_ = n.tr.Close()

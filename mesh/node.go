@@ -176,8 +176,12 @@ type Node struct {
 	closeErr   error
 	swept      bool // Close's §11 sweep ran to its end: no record names this run
 	done       chan struct{}
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// stop ends when Close stops the node's own goroutines (stopNode):
+	// a context, so that stopContext needs no goroutine of its own that
+	// could outlive Close.
+	stop     context.Context
+	stopNode context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Start validates the configuration, opens the stores, acquires the owner
@@ -194,7 +198,8 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		log = cfg.Logger(os.Stderr)
 	}
 	n := &Node{cfg: cfg, log: log, factories: reg.All(), clock: lease.SystemClock(),
-		done: make(chan struct{}), stop: make(chan struct{}), state: record.StatePreparing}
+		done: make(chan struct{}), state: record.StatePreparing}
+	n.stop, n.stopNode = context.WithCancel(context.Background())
 	n.discoveryEvery = opts.DiscoveryInterval
 	if n.discoveryEvery <= 0 {
 		n.discoveryEvery = cfg.Lease.RenewInterval
@@ -544,7 +549,7 @@ func (n *Node) loop() {
 	lastSweep, lastDrops := n.clock.Now(), n.clock.Now()
 	for round := 0; ; {
 		select {
-		case <-n.stop:
+		case <-n.stop.Done():
 			early.stop()
 			return
 		case <-n.dataLost:
@@ -705,17 +710,11 @@ func (n *Node) checkMarker(ctx context.Context) {
 }
 
 // stopContext returns a context that ends when the node stops (Close) or
-// cancel is called.
+// cancel is called. Until 2026-12-07 a goroutine per context waited for
+// either, and ended only after cancel: after Close had returned, for the
+// discovery loop's.
 func (n *Node) stopContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	return context.WithCancel(n.stop)
 }
 
 // servingState reports whether the node publishes serving (not draining,
@@ -1077,7 +1076,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if h := n.obj.hook().closeStep; h != nil {
 		h(closeObjectsStopped)
 	}
-	close(n.stop)
+	n.stopNode()
 	n.wg.Wait()
 	// §11: sweep this host run's authority rows (never descriptors) while
 	// the lease still proves ownership, then publish stopped. Each store
