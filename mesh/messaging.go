@@ -1082,7 +1082,7 @@ func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) bool {
 	o.mu.Unlock()
 	o.hook().step(w.key.obj.ID, stepCutoverWait)
 	if !o.goWork(func() { o.runCutoverQueue(w.key, q, wait) }) {
-		o.runCutoverQueue(w.key, q, wait) // the node halted: it refuses them at once
+		o.runCutoverQueue(w.key, q, wait) // the node halted: done with them at once
 	}
 	return true
 }
