@@ -654,6 +654,11 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 		// caller's cancelled context) this case wins the race against
 		// an idle node's settled too.
 		calls = o.work.busy()
+		if bg := o.work.background(); bg > 0 {
+			// Not the application's: they end with the halt, only not
+			// yet (a context done on entry gave them no time).
+			o.log.Info("shutdown: goroutines of the node still ending at the halt; not waited for", "goroutines", bg)
+		}
 		// The idle workers end now, not when the stuck call returns
 		// (which may be never); one still running ends with its call.
 		o.gos.Close()
@@ -683,7 +688,14 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 // there is some.
 type workGroup struct {
 	wg sync.WaitGroup
+	// n counts the orders (Add, Done): what busy reports, a call into
+	// the application that may not return. The node's own goroutines
+	// (goUnlessStopped) are counted apart, in bg: one still ending when
+	// stop's wait ended is not the application's (a caller's context done
+	// on entry, a pass-on waiting for room on a link); counted with the
+	// orders, it made Close report ApplicationStuckError.Calls.
 	n  atomic.Int64
+	bg atomic.Int64
 	// mu orders goUnlessStopped's Add ahead of stop's Wait, which sets
 	// stopped first (stopGo).
 	mu      sync.Mutex
@@ -698,9 +710,11 @@ func (g *workGroup) goUnlessStopped(f func()) bool {
 	if g.stopped {
 		return false
 	}
-	g.Add(1)
+	g.bg.Add(1)
+	g.wg.Add(1)
 	go func() {
-		defer g.Done()
+		defer g.wg.Done()
+		defer g.bg.Add(-1)
 		f()
 	}()
 	return true
@@ -717,6 +731,9 @@ func (g *workGroup) Add(n int)  { g.n.Add(int64(n)); g.wg.Add(n) }
 func (g *workGroup) Done()      { g.n.Add(-1); g.wg.Done() }
 func (g *workGroup) Wait()      { g.wg.Wait() }
 func (g *workGroup) busy() bool { return g.n.Load() > 0 }
+
+// background is how many of the node's own goroutines run (goUnlessStopped).
+func (g *workGroup) background() int64 { return g.bg.Load() }
 
 // begin registers one order (creation, close) so that stop waits for it; it
 // fails once stop began.
@@ -735,8 +752,8 @@ func (o *objects) begin() error {
 // (work.stopGo, after the halt). f must end promptly once the node halts
 // (o.halt): Close returns only after it did — such a goroutine that
 // outlived Close kept the closed node reachable and broke Close's promise
-// that none is left — and one still running when stop's wait ends is
-// reported as a call into the application that did not return. A caller
+// that none is left — and one still running when stop's wait ends is not
+// waited for further, nor reported as application code (workGroup.bg). A caller
 // whose f must run (it answers someone) runs it itself when it did not
 // start: the node halted then. It takes no lock but work's own, a leaf:
 // callers may hold objects.mu or not.
