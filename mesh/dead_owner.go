@@ -57,6 +57,26 @@ func (e *OwnerGoneError) Error() string {
 // Unwrap makes errors.Is(err, ErrUnavailable) hold.
 func (e *OwnerGoneError) Unwrap() error { return ErrUnavailable }
 
+// errOwnerNotRenewed marks ownerDeadline's answer for an owner whose lease
+// record is still there but past the admission deadline derived from it
+// (§5): the owner admits no new work until it renews.
+var errOwnerNotRenewed = errors.New("owner lease not renewed in time")
+
+// ownerNotRenewed is the Unavailable answer for an object whose owner's
+// lease is past its admission deadline but has not ended: the window of
+// lease.fencing_margin between the two that every crash, pause or store
+// outage of an owner opens. It names the object, the owner and its node,
+// and what the caller may expect, as OwnerGoneError does once the lease has
+// ended. Until 2026-12-07 the caller got "owner <OwnerId> is past its
+// admission deadline", which named neither object nor node (an operator
+// try-out: a SIGKILLed server's counters answered it for 2 s, over 1,100
+// times, between "peer not admitted" and OwnerGoneError).
+func ownerNotRenewed(a record.Authority) error {
+	return fmt.Errorf("%w: %s %q: its owner %s/%d (node %x) has not renewed its owner lease in time and admits no new work: "+
+		"that node stopped, is paused or is cut off from the store; it serves the object again once it renews, or the object reads as gone once the lease ends",
+		ErrUnavailable, a.Allocation.ObjectKind, a.ObjectID, a.OwnerID, uint64(a.OwnerLeaseGeneration), a.Allocation.Descriptor.RoutingID)
+}
+
 func ownerGone(a record.Authority) *OwnerGoneError {
 	return &OwnerGoneError{Kind: a.Allocation.ObjectKind, ID: a.ObjectID, Owner: a.OwnerID,
 		OwnerGen: uint64(a.OwnerLeaseGeneration), NodeRID: append([]byte(nil), a.Allocation.Descriptor.RoutingID...)}

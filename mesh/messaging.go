@@ -268,8 +268,11 @@ func (o *objects) resolve(ctx context.Context, t msgTarget, fresh bool) (follow.
 		StoreVersion: row.Version, Owner: follow.Owner{ID: a.OwnerID, LeaseGeneration: uint64(a.OwnerLeaseGeneration)},
 		Route: follow.Route{NodeRID: a.Allocation.Descriptor.RoutingID, NodeGeneration: uint64(a.Allocation.DescriptorLifecycleGeneration)}}
 	if r.ValidUntil, err = o.ownerDeadline(ctx, r.Owner); err != nil {
-		if errors.Is(err, errOwnerLeaseEnded) {
+		switch {
+		case errors.Is(err, errOwnerLeaseEnded):
 			return follow.Ready{}, ownerGone(a)
+		case errors.Is(err, errOwnerNotRenewed):
+			return follow.Ready{}, ownerNotRenewed(a)
 		}
 		return follow.Ready{}, err
 	}
@@ -319,7 +322,7 @@ func (o *objects) ownerDeadline(ctx context.Context, owner follow.Owner) (time.D
 		return 0, fmt.Errorf("%w: owner lease: %w", ErrUnavailable, err)
 	}
 	if d <= t1 {
-		return 0, fmt.Errorf("%w: owner %s is past its admission deadline", ErrUnavailable, owner.ID)
+		return 0, fmt.Errorf("%w: %w: owner %s/%d", ErrUnavailable, errOwnerNotRenewed, owner.ID, owner.LeaseGeneration)
 	}
 	return d, nil
 }
