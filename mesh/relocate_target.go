@@ -58,6 +58,9 @@ type arrival struct {
 	// lease gate shut / got no answer: the first of each is logged at
 	// WARN, the rest (one every 50 ms while the store is down) at DEBUG.
 	casWaits, casUnknown int
+	// halted: the attempt ended because this node stops (EvHalted), not at
+	// its Restore deadline: its owner sweep settles the move (fenceArrival).
+	halted bool
 
 	mu        sync.Mutex
 	payload   []byte          // the verified payload, until build takes it
@@ -349,6 +352,9 @@ func (a *arrival) run() {
 		case <-halted:
 			ev, halted = relocation.EvHalted, nil // once
 		}
+		if ev == relocation.EvHalted {
+			a.halted = true
+		}
 		acts, err := a.m.Step(ev)
 		if err != nil {
 			o.log.Debug("relocation: late target event", "object", a.prep.Object.ObjectID, "err", err)
@@ -579,7 +585,7 @@ func (a *arrival) commit(retry bool) {
 		// §5: no owner change without owner eligibility; retried until
 		// the lease returns or the Restore deadline ends the attempt.
 		a.casWaits++
-		o.log.Log(context.Background(), casLogLevel(a.casWaits), "relocation: owner CAS waits for the owner lease",
+		o.log.Log(context.Background(), casLogLevel(a.casWaits, o.halt), "relocation: owner CAS waits for the owner lease",
 			"object", a.prep.Object.ObjectID, "attempts", a.casWaits, "err", err)
 		a.post(relocation.EvUnknown)
 		return
@@ -605,7 +611,7 @@ func (a *arrival) commit(retry bool) {
 		a.post(relocation.EvConflict)
 	default:
 		a.casUnknown++
-		o.log.Log(context.Background(), casLogLevel(a.casUnknown), "relocation: owner CAS answer unknown; retrying with the same version",
+		o.log.Log(context.Background(), casLogLevel(a.casUnknown, o.halt), "relocation: owner CAS answer unknown; retrying with the same version",
 			"object", a.prep.Object.ObjectID, "attempts", a.casUnknown, "err", err)
 		a.post(relocation.EvUnknown)
 	}
@@ -615,9 +621,13 @@ func (a *arrival) commit(retry bool) {
 // waits for the lease or got no answer: WARN for the first, DEBUG for the
 // rest. The CAS is tried again every 50 ms, and in an operator try-out
 // (Redis stopped 12 s in the middle of a drain) a target wrote 1,090 WARN
-// lines for five arrivals in ten seconds.
-func casLogLevel(n int) slog.Level {
-	if n == 1 {
+// lines for five arrivals in ten seconds. Once halt has ended the CAS was
+// cut by the node's own stop (its context is the halt's, the lease is
+// released): no store or lease fault, and nothing is retried — the attempt
+// ends on the halt and the owner sweep settles the move — so DEBUG; until
+// 2026-12-07 each arrival cut by a stop logged a WARN (operator try-out 8).
+func casLogLevel(n int, halt context.Context) slog.Level {
+	if n == 1 && halt.Err() == nil {
 		return slog.LevelWarn
 	}
 	return slog.LevelDebug
@@ -853,7 +863,17 @@ func (a *arrival) remove() {
 			o.Reply(env.ReplyRoute, nil, fmt.Errorf("%w: the move of %s failed (%s)", ErrUnavailable, a.prep.Object.ObjectID, why))
 		}
 	}
-	if a.m.Failure() == relocation.TgtFailLocationUpdate {
+	switch {
+	case a.m.Failure() != relocation.TgtFailLocationUpdate:
+	case a.halted:
+		// The node's own stop, not a failure: its owner sweep fences the
+		// move (the source keeps the object and is told) or, when the
+		// CAS had applied, removes the object with the node's others.
+		// Until 2026-12-07 this was the deadline's ERROR below, one per
+		// arrival cut by a stop (operator try-out 8).
+		o.log.Info("relocation: this node stops before the move here was confirmed; the prepared object was removed (the owner sweep settles the move: the source keeps the object, or, had the owner CAS applied, it goes with this node's objects)",
+			"object", a.prep.Object.ObjectID)
+	default:
 		o.log.Error("relocation: location_update_failed: ownership not confirmed before the Restore deadline; the prepared object was removed",
 			"object", a.prep.Object.ObjectID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -129,6 +131,8 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			onFailStores(t, func(t *testing.T, f *fixture, loc locstore.Store) {
 				ctl := registerFailTypes(t, f)
+				var logs [3]syncbuf.Buffer
+				f.logTo = func(i int) io.Writer { return &logs[i] }
 				stores := make([]*arrivalStore, 3)
 				c := newClusterWith(t, f, func(i int) locstore.Store {
 					stores[i] = newArrivalStore(loc)
@@ -247,6 +251,18 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 						closeErr, got, tc.stage == restoreStuck)
 				}
 				res := outcomeOf(t, moving)
+				// The stop is the target's own: its log says so, with no
+				// ERROR or WARN about a deadline or a store fault (until
+				// 2026-12-07 an ERROR "location_update_failed: ownership
+				// not confirmed before the Restore deadline" and a WARN
+				// "owner CAS answer unknown … context canceled" or "owner
+				// CAS waits for the owner lease" per arrival; operator
+				// try-out 8).
+				for _, line := range strings.Split(logs[dst].String(), "\n") {
+					if strings.Contains(line, "relocation:") && (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")) {
+						t.Errorf("the stopping target logged: %s", line)
+					}
+				}
 				if told.Load() != tc.told {
 					t.Fatalf("the source's wait for the commit ended on the target's word: %v, want %v (move %v, %s, detail %q)",
 						told.Load(), tc.told, res.Outcome, res.Reason, res.Detail)
