@@ -281,6 +281,7 @@ const (
 	stepSourceTold    = "source:told-stopped"
 	stepTargetCAS     = "target:cas"     // before each owner CAS attempt
 	stepTargetOpen    = "target:open"    // CAS applied, dispatch not open
+	stepTargetBuild   = "target:build"   // the hidden instance's build begins, its payload not taken yet
 	stepTargetBuilt   = "target:built"   // the hidden instance's build returned
 	stepTargetDone    = "target:done"    // opened; the completion not yet written
 	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier

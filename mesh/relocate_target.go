@@ -497,12 +497,24 @@ func copyID(dst *[16]byte, id router.RelocationID) {
 func (a *arrival) build() {
 	o := a.o
 	defer o.hook().step(a.prep.Object.ObjectID, stepTargetBuilt)
+	o.hook().step(a.prep.Object.ObjectID, stepTargetBuild)
 	fail := func(format string, args ...any) {
 		text := fmt.Sprintf(format, args...)
-		o.log.Warn("relocation: restore failed", "object", a.prep.Object.ObjectID, "err", text)
 		a.mu.Lock()
 		a.failText = text
+		gone := a.abandoned
 		a.mu.Unlock()
+		if gone {
+			// The attempt ended first (its node stops, its deadline, the
+			// source's cancel: logged as such) and took the payload or
+			// cut the callback's context: what the build met then is
+			// that end, not a failed Restore. Until 2026-12-07 a target
+			// stopped mid-build logged WARN "restore failed … truncated
+			// payload" (operator try-out 8).
+			o.log.Debug("relocation: build of an attempt that had ended", "object", a.prep.Object.ObjectID, "err", text)
+			return
+		}
+		o.log.Warn("relocation: restore failed", "object", a.prep.Object.ObjectID, "err", text)
 		a.post(relocation.EvRestoreFailed)
 	}
 	a.mu.Lock()

@@ -384,3 +384,51 @@ func putsKey(key string, req locstore.WriteRequest) bool {
 	}
 	return false
 }
+
+// The target of a move stops while the hidden instance's build has not
+// taken its payload yet: the attempt ends on the halt (the source keeps
+// the object) and takes the payload with it, and the build that goes on
+// then finds none. That is the stop, logged as such, not a failed Restore:
+// it logged WARN "relocation: restore failed … payload: chunk: truncated
+// payload" (operator try-out 8, a target stopped while a host relocation
+// moved objects into it).
+func TestBuildOfAnArrivalEndedByItsNodesStopIsNoRestoreFailure(t *testing.T) {
+	f := newFixture(t)
+	var logs [3]syncbuf.Buffer
+	f.logTo = func(i int) io.Writer { return &logs[i] }
+	registerFailTypes(t, f)
+	c := newClusterOn(t, f, nil, 3, func(i int, cfg *config.Config) { clientRole0(i, cfg) })
+	ctx := ctxT(t, 60*time.Second)
+	const id = "built-late"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	atBuild, ended := make(chan struct{}), make(chan struct{})
+	var buildOnce, endOnce sync.Once
+	c.nodes[dst].obj.hooks.Store(&testHooks{
+		relocationStep: func(oid, step string) {
+			if oid == id && step == stepTargetBuild {
+				buildOnce.Do(func() { close(atBuild) })
+				<-ended // the attempt ends (the halt) before the build goes on
+			}
+		},
+		arrivalEnded: func(oid string, _ relocation.TargetState, _ relocation.TargetFailure) {
+			if oid == id {
+				endOnce.Do(func() { close(ended) })
+			}
+		},
+	})
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, atBuild, "the build to begin")
+	if err := c.nodes[dst].Close(ctx); err != nil {
+		t.Logf("target Close: %v", err)
+	}
+	if res := outcomeOf(t, moving); res.Outcome != NotMoved {
+		t.Fatalf("the move reported %v (%s), want notMoved: the source keeps the object", res.Outcome, res.Reason)
+	}
+	for _, line := range strings.Split(logs[dst].String(), "\n") {
+		if strings.Contains(line, "relocation:") && (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")) {
+			t.Errorf("the stopping target logged: %s", line)
+		}
+	}
+	wantRan(t, ctx, c, ref, "a")
+}
