@@ -114,8 +114,19 @@ func (o *objects) Reply(route []byte, body []byte, err error) {
 // room on the link to its requester.
 const portableReplyWait = 5 * time.Second
 
+// sendPortableReply sends a moved request's answer to its requester. Not
+// bound to o.halt: the answers a stopping node still gives come after the
+// halt — turns that end while §11 stops object work, the queued requests
+// the runtime's close answers with ErrRuntimeDown, refusals of requests
+// (route switch barriers among them) passed on to it while it stops — and
+// its transport is up until Close closes it, after a Flush that waits for
+// them. Sent with the halt's context, each failed at once (`context
+// canceled`) and its requester waited out its own deadline: an operator
+// try-out saw a route switch wait 10 s for a barrier a stopped node had
+// refused. Send never blocks; the wait for room ends when the transport
+// closes the link (ErrPeerDown) or at portableReplyWait.
 func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
-	err := o.n.tr.Send(o.halt, transport.RID(r.rid), rec)
+	err := o.n.tr.Send(context.Background(), transport.RID(r.rid), rec)
 	if errors.Is(err, transport.ErrUnknownPeer) || errors.Is(err, transport.ErrNotAdmitted) {
 		// No link of ours reaches the requester: it may have started
 		// less than a discovery round ago. Its own link to this node is
@@ -130,7 +141,7 @@ func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 		// Reply runs on a runtime worker: never block it. Wait for room on
 		// a goroutine of its own, bounded.
 		go func() {
-			ctx, cancel := context.WithTimeout(o.halt, portableReplyWait)
+			ctx, cancel := context.WithTimeout(context.Background(), portableReplyWait)
 			defer cancel()
 			if err := o.n.tr.SendWait(ctx, transport.RID(r.rid), rec); err != nil {
 				o.logMovedReplyNotSent(r, err)
