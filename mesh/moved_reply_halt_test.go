@@ -2,12 +2,10 @@ package mesh
 
 import (
 	"bytes"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/router"
 	"github.com/meshnode/meshnode/router/transport"
 	"github.com/meshnode/meshnode/spot"
@@ -65,13 +63,7 @@ func TestMovedRequestAnsweredAfterTheHalt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			var logs syncbuf.Buffer
-			f.logTo = func(i int) io.Writer {
-				if i == 1 {
-					return &logs
-				}
-				return nil
-			}
+			logs := f.logNode(1)
 			c := newClusterOn(t, f, nil, 2, nil)
 			requester, stopping := c.nodes[0], c.nodes[1]
 			slot := requester.tr.ExpectReply() // a portable call: answered by whichever node ran it

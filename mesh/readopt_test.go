@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/config"
-	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/locstore"
 	"github.com/meshnode/meshnode/mesh/record"
 	"github.com/meshnode/meshnode/router"
@@ -556,13 +554,7 @@ func TestFirstMessageEndRecordedAfterTheGateReopens(t *testing.T) {
 // counters reclaimed, 62 WARN lines and a 1.5 KB line).
 func TestReadoptDropsAreLoggedBounded(t *testing.T) {
 	f := newFixture(t)
-	var logs syncbuf.Buffer
-	f.logTo = func(i int) io.Writer {
-		if i == 1 {
-			return &logs
-		}
-		return nil
-	}
+	logs := f.logNode(1)
 	c, cut := cutOffCluster(t, f, 200*time.Millisecond)
 	const objects = droppedWarned + 5
 	mine := createOn(t, c, "manydrops", 1, objects)
