@@ -642,10 +642,15 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	// Orders and the node's goroutines end once their calls do; one held
 	// by the application (a factory's New or a snapshot adapter that does
 	// not return, whatever its context says) is not waited for past ctx.
+	// The target pool's workers are the node's goroutines too: once the
+	// orders ended, its idle workers end at its Close and are waited for
+	// (gos.Wait) with the rest, until ctx ends like the rest; until
+	// 2026-12-07 they could still be ending when Close returned.
 	settled := make(chan struct{})
 	go func() {
 		o.work.Wait()
 		o.gos.Close()
+		o.gos.Wait()
 		close(settled)
 	}()
 	select {

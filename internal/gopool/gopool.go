@@ -24,6 +24,9 @@ type Pool struct {
 	idle    int // workers that will receive from work and were not claimed
 	maxIdle int
 	closed  bool
+	// workers counts the worker goroutines (Wait). Added to under mu while
+	// not closed, so every Add comes before a Wait that follows Close.
+	workers sync.WaitGroup
 }
 
 // New returns a pool keeping at most maxIdle idle workers (at least 1).
@@ -55,8 +58,12 @@ func (p *Pool) Go(fn func()) {
 		}
 		return
 	}
+	p.workers.Add(1)
 	p.mu.Unlock()
-	go p.worker(fn)
+	go func() {
+		defer p.workers.Done()
+		p.worker(fn)
+	}()
 }
 
 func (p *Pool) worker(fn func()) {
@@ -79,9 +86,9 @@ func (p *Pool) worker(fn func()) {
 
 // Close ends the idle workers; a worker still running a function ends when
 // it returns. Close does not wait for those functions: they are bounded by
-// their own contexts, as plain goroutines would be. Functions given to Go
-// after Close run on goroutines of their own. Close may be called more than
-// once.
+// their own contexts, as plain goroutines would be; Wait waits for the
+// workers. Functions given to Go after Close run on goroutines of their
+// own. Close may be called more than once.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	if !p.closed {
@@ -90,6 +97,13 @@ func (p *Pool) Close() {
 	}
 	p.mu.Unlock()
 }
+
+// Wait returns once every worker ended: after Close, the idle ones end at
+// once and one still running a function when that function returns. The
+// goroutines Go starts after Close are not workers and are not waited for.
+// Call it after Close; the caller bounds how long it waits (a function
+// that does not return holds it).
+func (p *Pool) Wait() { p.workers.Wait() }
 
 // Closed reports whether Close was called.
 func (p *Pool) Closed() bool {

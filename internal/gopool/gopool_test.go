@@ -2,6 +2,7 @@ package gopool
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,7 @@ func TestEveryFunctionRunsOnce(t *testing.T) {
 // and at most maxIdle wait after a burst.
 func TestWorkersAreReusedAndBounded(t *testing.T) {
 	p := New(3)
+	defer p.Wait() // no worker of this test left for the next one
 	defer p.Close()
 	before := runtime.NumGoroutine()
 	var wg sync.WaitGroup
@@ -147,4 +149,41 @@ func TestGoAfterClose(t *testing.T) {
 		t.Fatal("a function given after Close did not run")
 	}
 	p.Close() // idempotent
+	p.Wait()
+}
+
+// Wait returns once every worker ended: an idle one, and one whose function
+// was still running at Close once that function returned. Until 2026-12-07
+// nothing could wait for them, and a Close of the node using the pool
+// returned while they were still ending.
+func TestWaitEndsWithTheWorkers(t *testing.T) {
+	p := New(2)
+	idle := make(chan struct{})
+	p.Go(func() { close(idle) }) // its worker then waits for work
+	<-idle
+	release, running := make(chan struct{}), make(chan struct{})
+	p.Go(func() { close(running); <-release })
+	<-running
+	p.Close()
+	waited := make(chan struct{})
+	go func() { p.Wait(); close(waited) }()
+	close(release)
+	<-waited
+	if n := workersRunning(); n != 0 {
+		t.Fatalf("%d goroutines in (*Pool).worker after Wait returned, want none", n)
+	}
+}
+
+// workersRunning counts the goroutines with a (*Pool).worker frame.
+func workersRunning() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	return strings.Count(string(buf), "gopool.(*Pool).worker(")
 }
