@@ -24,7 +24,10 @@ import (
 // a barrier waiting for the move's ingress hold (holdBarrier), messages
 // waiting for the object's cutover (runCutoverQueue), and the fresh
 // command 44 commits after a move committed on its grace takes in a late
-// relay (tellLateRelay). Each is put in its state on an otherwise idle
+// relay (tellLateRelay); and those of Instance Spots: an activation
+// queue's goroutine after its last activation (it runs on, counted by the
+// activation's order) and the end of a first message (firstMessageDone).
+// Each is put in its state on an otherwise idle
 // node and is still there when the node halts. Until 2026-12-07 nothing
 // waited for them: they ended on their own once they saw the halt, but
 // Close could return before — made certain here by holding each, past the
@@ -59,6 +62,16 @@ func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 				admit: func() <-chan struct{} { hold(); return nil }, refuse: func(error) {}}
 			o.waitCutover(w, make(chan struct{})) // the cutover never comes
 		}, false},
+		{"end of an Instance Spot's first message", "(*objects).firstMessageDone(", func(o *objects, hooks *testHooks, hold func()) {
+			hooks.activationStep = func(_, step string) {
+				if step == stepFirstMessageDone {
+					hold()
+				}
+			}
+			o.hooks.Store(hooks)
+			o.endFirstMessage("close-first-message", "demo.instance", 1, "ref")
+		}, true},
+		{"activation queue after its last activation", "(*activations).enqueue.func", startActivationQueue, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, 1, nil)
@@ -69,7 +82,7 @@ func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 			hold := func() {
 				first.Do(func() { close(running) })
 				<-o.halt.Done()
-				if o.work.background() == 0 { // not counted in o.work: Close does not wait for it
+				if o.work.background() == 0 && !o.work.busy() { // not counted in o.work: Close does not wait for it
 					<-objectsStopped // stands for a goroutine slower than Close
 				}
 			}
@@ -99,6 +112,24 @@ func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startActivationQueue queues an activation (an order, counted as one)
+// on o's activation queue of an id, and behind it a turn counted by it
+// (activations.after: a message waiting behind the activation) that
+// holds: the queue's goroutine runs on after the activation's own turn.
+func startActivationQueue(o *objects, hooks *testHooks, hold func()) {
+	const id = "close-activation-queue"
+	o.hooks.Store(hooks)
+	if err := o.begin(); err != nil {
+		panic(err)
+	}
+	queued := make(chan struct{})
+	o.activating.enqueue(id, func() { <-queued }, o.work.Done)
+	if !o.activating.after(id, hold) {
+		panic("the activation queue ended before its activation ran")
+	}
+	close(queued)
 }
 
 // startSessionsHeld records a Session's message as held by a move of a

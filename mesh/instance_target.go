@@ -86,37 +86,66 @@ type activations struct {
 	m  map[string]chan struct{}
 	// queues are the activations waiting per id, run by one goroutine per
 	// id while any is queued.
-	queues map[string][]func()
+	queues map[string][]queuedTurn
+}
+
+// queuedTurn is one turn of an id's activation queue: f, and done ending
+// the count that shutdown waits for (an order's o.work, a pass-on's
+// passOns), or nil for a turn counted by those before it (after).
+type queuedTurn struct {
+	f, done func()
 }
 
 // enqueue runs f after every activation of id enqueued before it, on a
-// goroutine of its own (it reads and writes the stores).
-func (a *activations) enqueue(id string, f func()) {
+// goroutine of its own (it reads and writes the stores), then calls done.
+// The queue's goroutine is counted by the turns it runs: it calls a
+// turn's done only once the next counted turn begins, or once it is ending
+// itself — it keeps running after its last turn, and until 2026-12-07
+// done came first, so Close could return before that goroutine had ended.
+func (a *activations) enqueue(id string, f, done func()) {
 	a.mu.Lock()
 	if a.queues == nil {
-		a.queues = map[string][]func(){}
+		a.queues = map[string][]queuedTurn{}
 	}
 	q, running := a.queues[id]
-	a.queues[id] = append(q, f)
+	a.queues[id] = append(q, queuedTurn{f: f, done: done})
 	a.mu.Unlock()
 	if running {
 		return
 	}
 	go func() {
-		for {
-			a.mu.Lock()
-			q := a.queues[id]
-			if len(q) == 0 {
-				delete(a.queues, id)
-				a.mu.Unlock()
-				return
+		var counted func() // the done of the last counted turn run
+		defer func() {
+			if counted != nil {
+				counted()
 			}
-			next := q[0]
-			a.queues[id] = q[1:]
-			a.mu.Unlock()
-			next()
-		}
+		}()
+		a.run(id, &counted)
 	}()
+}
+
+// run runs id's queue until it is empty; counted is the done of the last
+// counted turn, which the caller ends after run returned.
+func (a *activations) run(id string, counted *func()) {
+	for {
+		a.mu.Lock()
+		q := a.queues[id]
+		if len(q) == 0 {
+			delete(a.queues, id)
+			a.mu.Unlock()
+			return
+		}
+		next := q[0]
+		a.queues[id] = q[1:]
+		a.mu.Unlock()
+		if next.done != nil {
+			if *counted != nil {
+				(*counted)()
+			}
+			*counted = next.done
+		}
+		next.f()
+	}
 }
 
 // after queues f behind the activations of id still queued or running and
@@ -133,7 +162,7 @@ func (a *activations) after(id string, f func()) bool {
 	if !running {
 		return false
 	}
-	a.queues[id] = append(q, f)
+	a.queues[id] = append(q, queuedTurn{f: f}) // counted by the turns before it
 	return true
 }
 
@@ -279,7 +308,6 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, request: rec.Request,
 		op: rec.Operation, deadline: deadline}
 	o.activating.enqueue(rec.SpotID, func() {
-		defer done()
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		// A turn of the id's queue: a local delivery (the Spot Ready here
@@ -300,7 +328,7 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 		}
 		o.stats.instancePassedOn.Add(1)
 		o.log.Debug("instance spot message passed on: this node empties itself", "spot", rec.SpotID, "request", rec.Request)
-	})
+	}, done)
 	return true
 }
 
@@ -390,10 +418,9 @@ func (o *objects) startActivation(rec activation.Record, org origin, reply func(
 		}
 	}
 	o.activating.enqueue(rec.SpotID, func() {
-		defer o.work.Done()
 		defer landed()
 		o.activate(rec, org, route)
-	})
+	}, o.work.Done)
 	return nil
 }
 
@@ -662,7 +689,7 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 	gate := o.n.lease.Gate()
 	spec := spot.Spec{Key: key, Kind: spot.KindInstanceSpot, StableType: rec.StableType, Generation: b.objGen,
 		Handler: gated{h: handler, gate: gate}, Held: true}
-	ft := &firstTurn{fn: func() { go o.firstMessageDone(rec.SpotID, rec.StableType, b.objGen, b.ref) }}
+	ft := &firstTurn{fn: func() { o.endFirstMessage(rec.SpotID, rec.StableType, b.objGen, b.ref) }}
 	if !b.noFirst {
 		spec.Handler = gated{h: handler, gate: gate, first: ft}
 		spec.Restored = &spot.Captured{Queue: []spot.Envelope{env}}
@@ -724,12 +751,24 @@ func (o *objects) unhostInstance(key spot.Key, hs *hosted) {
 	hs.obj.Discard()
 }
 
+// endFirstMessage runs firstMessageDone off the first message's turn, on
+// a goroutine Close waits for (goWork; until 2026-12-07 a plain one that
+// could outlive Close). Refused once the node halted, when untilAnswered
+// would refuse its retries too: the recovery info then stays, as it
+// does for a node that stops before the first turn is over.
+func (o *objects) endFirstMessage(id, stableType string, gen uint64, ref string) {
+	o.goWork(func() { o.firstMessageDone(id, stableType, gen, ref) })
+}
+
 // firstMessageDone ends the use of the recovery info once the first
 // message's turn is over: Preserve clears pendingCreation (the Location
 // Store first records the end of use), then the payload is deleted (§10).
 // A record that is gone or changed meanwhile no longer points at the
 // payload: it is deleted all the same.
 func (o *objects) firstMessageDone(id, stableType string, gen uint64, ref string) {
+	if h := o.hook().activationStep; h != nil {
+		h(id, stepFirstMessageDone)
+	}
 	obj := authority.Object{ID: id, Kind: record.ObjectInstanceSpot, StableType: stableType}
 	key := spot.Key{Spot: true, ID: id}
 	// Retried until it is decided, for as long as the node runs

@@ -268,6 +268,10 @@ const (
 	closeSettlePassOns    = "close:settle-pass-ons"   // barriers behind what was passed on go out (a round)
 )
 
+// Cold activation hook points (testHooks.activationStep) named here; the
+// others are spelled where they run.
+const stepFirstMessageDone = "first-message-done" // the first message's turn over, its end of use begins
+
 // Relocation hook points (testHooks.relocationStep).
 const (
 	stepSourceRead    = "source:read"    // a move's first read of the record done
