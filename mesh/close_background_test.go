@@ -346,3 +346,43 @@ func TestCloseLeavesNoTargetPoolWorker(t *testing.T) {
 		})
 	}
 }
+
+// A host command given a Stop channel (Relocate, Drain) returns with the
+// goroutine watching that channel (stopWith) ended: a Drain closes the
+// node, and then none of its goroutines may be left. Until 2026-12-07 the
+// command only cancelled it on return, and it ended afterwards. Run with
+// one P: the cancelled watcher cannot run before the caller looks, unless
+// the command waited for it.
+func TestHostCommandLeavesNoStopWatcher(t *testing.T) {
+	const fn = "stopWith.func"
+	for _, tc := range []struct {
+		name string
+		run  func(ctx context.Context, n *Node, opts HostRelocateOptions) error
+	}{
+		{"relocate", func(ctx context.Context, n *Node, opts HostRelocateOptions) error {
+			_, err := n.Relocate(ctx, opts)
+			return err
+		}},
+		{"drain", func(ctx context.Context, n *Node, opts HostRelocateOptions) error {
+			_, err := n.Drain(ctx, opts)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1, nil)
+			n := c.nodes[0]
+			before := goroutinesIn(fn)
+			stop := make(chan struct{})
+			defer close(stop)
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			err := tc.run(ctxT(t, 30*time.Second), n, HostRelocateOptions{Stop: stop})
+			left := goroutinesIn(fn) - before
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if left != 0 {
+				t.Fatalf("%d goroutines in %s after the command returned, want none", left, fn)
+			}
+		})
+	}
+}

@@ -1059,20 +1059,28 @@ func leaseEndedReason(lost error) string {
 }
 
 // stopWith returns ctx, ended also when stop closes (nil: never), and the
-// function that releases it.
+// function that releases it. The release returns once the goroutine
+// watching stop ended: the command (Relocate, Drain) returns after it.
+// Until 2026-12-07 it ended on its own after the release, so it could
+// still run when a Drain — which closes the node — had returned.
 func stopWith(ctx context.Context, stop <-chan struct{}) (context.Context, context.CancelFunc) {
 	if stop == nil {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		select {
 		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, cancel
+	return ctx, func() {
+		cancel()
+		<-ended
+	}
 }
 
 // hostNow reads the clock a host command's reported durations and its
