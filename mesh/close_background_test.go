@@ -386,3 +386,62 @@ func TestHostCommandLeavesNoStopWatcher(t *testing.T) {
 		})
 	}
 }
+
+// Close returns with none of a running host command's workers left: a
+// worker runs on after its move (it tells the command, takes the next
+// object), and Relocate may run while the node closes. Until 2026-12-07 it
+// was a plain goroutine; here it is held, once its move ended, past the
+// halt until Close has stopped the objects, unless Close waits for it.
+func TestCloseLeavesNoHostCommandWorker(t *testing.T) {
+	const fn = "(*Node).hostRelocate.func"
+	f := newFixture(t)
+	registerSeqType(t, f) // movable
+	c := newClusterOn(t, f, nil, 2, nil)
+	n := c.nodes[1]
+	o := n.obj
+	ctx := ctxT(t, 30*time.Second)
+	createUntil(t, ctx, c, "close-host", 1, 1)
+	running, objectsStopped := make(chan struct{}), make(chan struct{})
+	before := goroutinesIn(fn)
+	left := -1
+	o.hooks.Store(&testHooks{
+		relocationStep: func(_, step string) {
+			if step != stepHostFinish {
+				return
+			}
+			close(running)
+			<-o.halt.Done()
+			if o.work.background() == 0 && !o.work.busy() { // not counted: Close does not wait for it
+				<-objectsStopped
+			}
+		},
+		closeStep: func(step string) {
+			if step == closeObjectsStopped {
+				left = goroutinesIn(fn) - before
+				close(objectsStopped)
+			}
+		},
+	})
+	relocated := make(chan error, 1)
+	go func() {
+		_, err := n.Relocate(ctx, HostRelocateOptions{})
+		relocated <- err
+	}()
+	select {
+	case <-running:
+	case err := <-relocated:
+		t.Fatalf("Relocate ended before its worker's move did: %v", err)
+	}
+	if err := n.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if left != 0 {
+		t.Fatalf("%d host command workers still running once Close had stopped the objects, want none", left)
+	}
+	if got := goroutinesIn(fn) - before; got != 0 {
+		t.Fatalf("%d host command workers after Close returned, want none", got)
+	}
+	if err := <-relocated; err != nil {
+		t.Fatalf("Relocate: %v", err)
+	}
+}

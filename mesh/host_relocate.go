@@ -283,10 +283,16 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 			// goroutine per move grew its stack through the move's deep
 			// call chain every time (runtime.copystack was ~4 % of a host
 			// relocation's CPU).
-			go func(obj hostmove.Object) {
+			worker := func(obj hostmove.Object) {
 				defer wg.Done()
+				// Its waits between tries end at the halt too: Close
+				// waits for it.
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(o.halt, cancel)()
 				for {
 					r := o.hostMoveOne(ctx, obj, runs, patience)
+					o.hook().step(obj.ID, stepHostFinish)
 					mu.Lock()
 					switch err := cmd.Finish(r); {
 					case err == nil:
@@ -308,7 +314,15 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 				case wake <- struct{}{}:
 				default:
 				}
-			}(obj)
+			}
+			// On a goroutine Close waits for (goWork): it runs on after
+			// its last move, and a Close while the command runs (or
+			// after it gave up waiting: abandoned) returned before it
+			// until 2026-12-07. Once the node halted none is counted any
+			// more: its moves end at once.
+			if !o.goWork(func() { worker(obj) }) {
+				go worker(obj)
+			}
 		}
 		if cmd.Progress().End != hostmove.Open {
 			// The end, when the last look at the list sealed it after

@@ -301,6 +301,9 @@ const (
 	// a target that committed on its grace sent the fresh commits a
 	// relay taken in after it owed (session_late_relay.go)
 	stepSessionLateCommit = "target:late-commit"
+	// a host command's worker has a move's result, the command not yet
+	// told (host_relocate.go)
+	stepHostFinish = "host:finish"
 )
 
 func (h testHooks) step(id, step string) {
