@@ -445,3 +445,30 @@ func TestCloseLeavesNoHostCommandWorker(t *testing.T) {
 		t.Fatalf("Relocate: %v", err)
 	}
 }
+
+// A route barrier's progress watch (watchProgress) has ended when its stop
+// returns, so the barrier returns without it: until 2026-12-07 the stop
+// only told it to end, and it could still run when Close had returned.
+// Run with one P: the told watch cannot run before the caller looks,
+// unless the stop waited for it.
+func TestRouteBarrierWatchEndsWithItsStop(t *testing.T) {
+	const fn = "watchProgress.func"
+	before := goroutinesIn(fn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	looked := make(chan struct{})
+	var once sync.Once
+	stop := watchProgress(ctx, cancel, time.Hour, func() linkProgress {
+		once.Do(func() { close(looked) })
+		return linkProgress{up: true}
+	})
+	waitClosed(t, looked, "the watch running")
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	stop()
+	if got := goroutinesIn(fn) - before; got != 0 {
+		t.Fatalf("%d goroutines in %s after its stop returned, want none", got, fn)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a stopped watch cut")
+	}
+}

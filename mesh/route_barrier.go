@@ -509,10 +509,13 @@ func (o *objects) barrierSlice() time.Duration {
 // watchProgress cuts ctx (cut) when a slice passes in which look shows the
 // link did not move and its liveness does not judge the peer
 // (judgedByLiveness: then the session's end decides), and stops when ctx
-// ends or the returned function is called.
+// ends or the returned function is called. That function returns once the
+// watch ended: the barrier returns after it. Until 2026-12-07 it only told
+// the watch to end, which it did afterwards, maybe once Close had returned.
 func watchProgress(ctx context.Context, cut context.CancelFunc, slice time.Duration, look func() linkProgress) (stop func()) {
-	done := make(chan struct{})
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(ended)
 		last := look()
 		t := time.NewTimer(slice)
 		defer t.Stop()
@@ -534,5 +537,8 @@ func watchProgress(ctx context.Context, cut context.CancelFunc, slice time.Durat
 		}
 	}()
 	var once sync.Once
-	return func() { once.Do(func() { close(done) }) }
+	return func() {
+		once.Do(func() { close(done) })
+		<-ended
+	}
 }
