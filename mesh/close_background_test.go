@@ -72,6 +72,16 @@ func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 			o.endFirstMessage("close-first-message", "demo.instance", 1, "ref")
 		}, true},
 		{"activation queue after its last activation", "(*activations).enqueue.func", startActivationQueue, true},
+		{"moved request's answer waiting for room", "(*objects).sendPortableReply.func", func(o *objects, hooks *testHooks, hold func()) {
+			hooks.portableReplySend = func(wait bool) error {
+				if wait {
+					hold()
+				}
+				return transport.ErrBackpressure
+			}
+			o.hooks.Store(hooks)
+			o.sendPortableReply(replyRoute{fam: familyActor, gen: 1, corr: 1, rid: []byte{0xee}}, replyRecord(familyActor, 1, nil, nil))
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, 1, nil)

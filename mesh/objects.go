@@ -233,6 +233,10 @@ type testHooks struct {
 	// beforeRemoteSend, when it returns an error, stands for the
 	// transport's answer to sending a message to id (e.g. backpressure).
 	beforeRemoteSend func(id string) error
+	// portableReplySend, when it returns an error, stands for the
+	// transport's answer to sending a moved request's answer (wait: the
+	// send waiting for room after backpressure).
+	portableReplySend func(wait bool) error
 	// relocationStep runs at a named point of a move of id (see the calls
 	// in relocate.go and relocate_target.go); a test blocks in it to hold
 	// the move there.

@@ -126,7 +126,7 @@ const portableReplyWait = 5 * time.Second
 // refused. Send never blocks; the wait for room ends when the transport
 // closes the link (ErrPeerDown) or at portableReplyWait.
 func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
-	err := o.n.tr.Send(context.Background(), transport.RID(r.rid), rec)
+	err := o.portableReplySend(false, func() error { return o.n.tr.Send(context.Background(), transport.RID(r.rid), rec) })
 	if errors.Is(err, transport.ErrUnknownPeer) || errors.Is(err, transport.ErrNotAdmitted) {
 		// No link of ours reaches the requester: it may have started
 		// less than a discovery round ago. Its own link to this node is
@@ -139,19 +139,40 @@ func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 	}
 	if errors.Is(err, transport.ErrBackpressure) {
 		// Reply runs on a runtime worker: never block it. Wait for room on
-		// a goroutine of its own, bounded.
-		go func() {
+		// a goroutine of its own, bounded by portableReplyWait and by the
+		// transport's close (ErrPeerDown), not by the halt: an answer
+		// ready at the halt still goes out while the transport is up.
+		// Close waits for it (goWork, a node goroutine: within its
+		// bounded wait; until 2026-12-07 a plain goroutine that could
+		// outlive Close). Once the node halted goWork starts nothing, and
+		// the wait runs on a goroutine of its own as before: Close's
+		// transport close ends it.
+		wait := func() {
 			ctx, cancel := context.WithTimeout(context.Background(), portableReplyWait)
 			defer cancel()
-			if err := o.n.tr.SendWait(ctx, transport.RID(r.rid), rec); err != nil {
+			if err := o.portableReplySend(true, func() error { return o.n.tr.SendWait(ctx, transport.RID(r.rid), rec) }); err != nil {
 				o.logMovedReplyNotSent(r, err)
 			}
-		}()
+		}
+		if !o.goWork(wait) {
+			go wait()
+		}
 		return
 	}
 	if err != nil {
 		o.logMovedReplyNotSent(r, err)
 	}
+}
+
+// portableReplySend is send, or what testHooks.portableReplySend stands
+// for it (wait: the send waiting for room).
+func (o *objects) portableReplySend(wait bool, send func() error) error {
+	if h := o.hook().portableReplySend; h != nil {
+		if err := h(wait); err != nil {
+			return err
+		}
+	}
+	return send()
 }
 
 // logMovedReplyNotSent logs a moved request's lost answer within the reply
