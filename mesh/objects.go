@@ -655,8 +655,9 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	// not return, whatever its context says) is not waited for past ctx.
 	// The target pool's workers are the node's goroutines too: once the
 	// orders ended, its idle workers end at its Close and are waited for
-	// (gos.Wait) with the rest, until ctx ends like the rest; until
-	// 2026-12-07 they could still be ending when Close returned.
+	// (gos.Wait; until 2026-12-07 they could still be ending when Close
+	// returned). One still running a function is not: that function is
+	// bounded by its own context (an owner CAS the store holds).
 	settled := make(chan struct{})
 	go func() {
 		o.work.Wait()

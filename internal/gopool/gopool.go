@@ -24,9 +24,10 @@ type Pool struct {
 	idle    int // workers that will receive from work and were not claimed
 	maxIdle int
 	closed  bool
-	// workers counts the worker goroutines (Wait). Added to under mu while
-	// not closed, so every Add comes before a Wait that follows Close.
-	workers sync.WaitGroup
+	// outside counts the workers not running a function: idle, claimed,
+	// or ending (Wait waits for none of those to be left).
+	outside int
+	ended   *sync.Cond // on mu: a worker outside a function ended
 }
 
 // New returns a pool keeping at most maxIdle idle workers (at least 1).
@@ -34,7 +35,9 @@ func New(maxIdle int) *Pool {
 	if maxIdle < 1 {
 		maxIdle = 1
 	}
-	return &Pool{work: make(chan func()), quit: make(chan struct{}), maxIdle: maxIdle}
+	p := &Pool{work: make(chan func()), quit: make(chan struct{}), maxIdle: maxIdle}
+	p.ended = sync.NewCond(&p.mu)
+	return p
 }
 
 // Go runs fn on an idle worker, or on a new one. After Close it still
@@ -58,18 +61,24 @@ func (p *Pool) Go(fn func()) {
 		}
 		return
 	}
-	p.workers.Add(1)
 	p.mu.Unlock()
 	go func() {
-		defer p.workers.Done()
 		p.worker(fn)
+		// Out of worker's frame: what Wait waited for has returned.
+		p.mu.Lock()
+		p.outside--
+		p.ended.Broadcast()
+		p.mu.Unlock()
 	}()
 }
 
+// worker runs fn and then the functions it receives while idle; it
+// returns outside a function (counted in outside).
 func (p *Pool) worker(fn func()) {
 	for {
 		fn()
 		p.mu.Lock()
+		p.outside++
 		if p.closed || p.idle >= p.maxIdle {
 			p.mu.Unlock()
 			return
@@ -78,6 +87,9 @@ func (p *Pool) worker(fn func()) {
 		p.mu.Unlock()
 		select {
 		case fn = <-p.work:
+			p.mu.Lock()
+			p.outside--
+			p.mu.Unlock()
 		case <-p.quit:
 			return
 		}
@@ -87,7 +99,7 @@ func (p *Pool) worker(fn func()) {
 // Close ends the idle workers; a worker still running a function ends when
 // it returns. Close does not wait for those functions: they are bounded by
 // their own contexts, as plain goroutines would be; Wait waits for the
-// workers. Functions given to Go after Close run on goroutines of their
+// idle workers to end. Functions given to Go after Close run on goroutines of their
 // own. Close may be called more than once.
 func (p *Pool) Close() {
 	p.mu.Lock()
@@ -98,12 +110,18 @@ func (p *Pool) Close() {
 	p.mu.Unlock()
 }
 
-// Wait returns once every worker ended: after Close, the idle ones end at
-// once and one still running a function when that function returns. The
-// goroutines Go starts after Close are not workers and are not waited for.
-// Call it after Close; the caller bounds how long it waits (a function
-// that does not return holds it).
-func (p *Pool) Wait() { p.workers.Wait() }
+// Wait returns once no worker is left outside a function: after Close,
+// the idle workers end at once, and Wait returns once they did. A worker
+// still running a function is not waited for (its function is bounded by
+// its own context, as Close says), nor are the goroutines Go starts after
+// Close. Call it after Close.
+func (p *Pool) Wait() {
+	p.mu.Lock()
+	for p.outside > 0 {
+		p.ended.Wait()
+	}
+	p.mu.Unlock()
+}
 
 // Closed reports whether Close was called.
 func (p *Pool) Closed() bool {

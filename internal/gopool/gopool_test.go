@@ -153,26 +153,40 @@ func TestGoAfterClose(t *testing.T) {
 	p.Wait()
 }
 
-// Wait returns once every worker ended: an idle one, and one whose function
-// was still running at Close once that function returned. Until 2026-12-07
-// nothing could wait for them, and a Close of the node using the pool
-// returned while they were still ending.
-func TestWaitEndsWithTheWorkers(t *testing.T) {
+// Wait returns once the idle workers ended (Close ends them), and does not
+// wait for a worker whose function still runs: that function is bounded by
+// its own context. Until 2026-12-07 nothing could wait for the idle ones,
+// and a Close of the node using the pool returned while they were still
+// ending.
+func TestWaitEndsTheIdleWorkers(t *testing.T) {
 	p := New(2)
-	idle := make(chan struct{})
-	p.Go(func() { close(idle) }) // its worker then waits for work
-	<-idle
 	release, running := make(chan struct{}), make(chan struct{})
 	p.Go(func() { close(running); <-release })
 	<-running
-	p.Close()
-	waited := make(chan struct{})
-	go func() { p.Wait(); close(waited) }()
-	close(release)
-	<-waited
-	if n := workersRunning(); n != 0 {
-		t.Fatalf("%d goroutines in (*Pool).worker after Wait returned, want none", n)
+	idle := make(chan struct{})
+	p.Go(func() { close(idle) }) // on a second worker, which then waits for work
+	<-idle
+	for p.idleWorkers() == 0 { // back from its function, not yet waiting
+		runtime.Gosched()
 	}
+	if n := workersRunning(); n != 2 {
+		t.Fatalf("%d goroutines in (*Pool).worker, want 2", n)
+	}
+	p.Close()
+	p.Wait() // would hang if it waited for the running function
+	if n := workersRunning(); n != 1 {
+		t.Fatalf("%d goroutines in (*Pool).worker after Wait returned, want the running one only", n)
+	}
+	close(release)
+	for workersRunning() > 0 { // it ends with its function: none left for the next test
+		runtime.Gosched()
+	}
+}
+
+func (p *Pool) idleWorkers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idle
 }
 
 // workersRunning counts the goroutines with a (*Pool).worker frame.
