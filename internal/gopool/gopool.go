@@ -27,7 +27,7 @@ type Pool struct {
 	// outside counts the workers not running a function: idle, claimed,
 	// or ending (Wait waits for none of those to be left).
 	outside int
-	ended   *sync.Cond // on mu: a worker outside a function ended
+	ended   *sync.Cond // on mu: a worker outside a function ended or took work
 }
 
 // New returns a pool keeping at most maxIdle idle workers (at least 1).
@@ -87,8 +87,11 @@ func (p *Pool) worker(fn func()) {
 		p.mu.Unlock()
 		select {
 		case fn = <-p.work:
+			// Back in a function: Wait may sleep for this worker too (it
+			// took the work after Wait looked), and must not wait for fn.
 			p.mu.Lock()
 			p.outside--
+			p.ended.Broadcast()
 			p.mu.Unlock()
 		case <-p.quit:
 			return

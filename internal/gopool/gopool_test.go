@@ -195,3 +195,47 @@ func workersRunning() int {
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2) // a strings.Builder takes every write
 	return strings.Count(b.String(), "gopool.(*Pool).worker(")
 }
+
+// Wait also returns when the last worker outside a function leaves by
+// taking work: the idle worker a Go hands its function to. Here Wait
+// already sleeps when that happens; in a node's Close the same order comes
+// from a Go that handed its function over just before Close, the worker
+// counting itself in only after Wait looked. Until 2026-12-07 only a
+// worker's end woke Wait, which then waited for that function (an owner
+// CAS the store holds) — what it says it does not.
+func TestWaitReturnsWhenTheLastIdleWorkerTakesWork(t *testing.T) {
+	p := New(1)
+	ran := make(chan struct{})
+	p.Go(func() { close(ran) })
+	<-ran
+	for p.idleWorkers() == 0 { // back from its function, waiting for work
+		runtime.Gosched()
+	}
+	waited := make(chan struct{})
+	go func() { p.Wait(); close(waited) }()
+	for !waitSleeping() {
+		runtime.Gosched()
+	}
+	release, running := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	p.Go(func() { close(running); <-release }) // on the idle worker
+	<-running
+	p.Close()
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return once the idle worker took a function: it waits for that function")
+	}
+}
+
+// waitSleeping reports whether a goroutine sleeps in Wait (on its Cond).
+func waitSleeping() bool {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, "gopool.(*Pool).Wait(") && strings.Contains(g, "sync.(*Cond).Wait(") {
+			return true
+		}
+	}
+	return false
+}
