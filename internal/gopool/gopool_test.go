@@ -217,7 +217,8 @@ func TestWaitReturnsWhenTheLastIdleWorkerTakesWork(t *testing.T) {
 		runtime.Gosched()
 	}
 	release, running := make(chan struct{}), make(chan struct{})
-	defer close(release)
+	var once sync.Once
+	defer once.Do(func() { close(release) })
 	p.Go(func() { close(running); <-release }) // on the idle worker
 	<-running
 	p.Close()
@@ -225,6 +226,10 @@ func TestWaitReturnsWhenTheLastIdleWorkerTakesWork(t *testing.T) {
 	case <-waited:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wait did not return once the idle worker took a function: it waits for that function")
+	}
+	once.Do(func() { close(release) })
+	for workersRunning() > 0 { // it ends with its function: none left for the next test
+		runtime.Gosched()
 	}
 }
 
