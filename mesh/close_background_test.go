@@ -71,7 +71,10 @@ func TestCloseLeavesNoBackgroundGoroutine(t *testing.T) {
 			o.hooks.Store(hooks)
 			o.endFirstMessage("close-first-message", "demo.instance", 1, "ref")
 		}, true},
-		{"activation queue after its last activation", "(*activations).enqueue.func", startActivationQueue, true},
+		// Matched by run, not by the goroutine's own function: that frame stays
+		// on the stack while its deferred Done runs and until it exits, a moment
+		// after Close's wait (a fresh-clone CI run caught it there once).
+		{"activation queue after its last activation", "(*activations).run(", startActivationQueue, true},
 		{"moved request's answer waiting for room", "(*objects).sendPortableReply.func", func(o *objects, hooks *testHooks, hold func()) {
 			hooks.portableReplySend = func(wait bool) error {
 				if wait {
