@@ -329,6 +329,7 @@ var (
 	descBackp    = prometheus.NewDesc("meshnode_transport_backpressure_total", "Sends refused because a peer's queue was full.", nil, nil)
 	descUnsent   = prometheus.NewDesc("meshnode_transport_unsent_records_total", "Records that did not leave this node when their link went down and were never sent: requests (their calls failed) and one-way messages whose peer run did not come back within the keep time (lost).", nil, nil)
 	descResent   = prometheus.NewDesc("meshnode_transport_resent_records_total", "One-way messages a link had not sent when its connection ended, sent first on its next connection to the same peer run.", nil, nil)
+	descDupes    = prometheus.NewDesc("meshnode_transport_duplicate_records_total", "One-way messages a peer sent again after giving a connection up that this node had delivered already: dropped, not delivered twice (link message numbers).", nil, nil)
 	descHeld     = prometheus.NewDesc("meshnode_transport_held_give_ups_total", "Connections a link gave up (liveness) with one-way messages in flight to a peer still taking data: counted delivered, the connection held open until the peer acknowledged them.", nil, nil)
 	descHeldLost = prometheus.NewDesc("meshnode_transport_held_lost_records_total", "One-way messages counted delivered at a held give-up that the peer never acknowledged: it closed or reset the connection first, acknowledged nothing for the keep time, or this node closed (they may be lost).", nil, nil)
 	descProto    = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
@@ -361,7 +362,7 @@ var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, autho
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descHeld, descHeldLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
+		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descDupes, descHeld, descHeldLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -431,6 +432,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descBackp, ts.Backpressure)
 		counter(descUnsent, ts.Unsent)
 		counter(descResent, ts.Resent)
+		counter(descDupes, ts.Duplicates)
 		counter(descHeld, ts.HeldGiveUps)
 		counter(descHeldLost, ts.HeldLost)
 		counter(descProto, ts.ProtocolErrors)

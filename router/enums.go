@@ -43,6 +43,12 @@ const (
 	// ignores one about neither; sent only to peers that list it, for the
 	// same reason.
 	CapabilityBarrierHeld = "meshnode-barrier-held-v1"
+	// CapabilityLinkSequence: the node's transport takes command 56
+	// (LinkSequence) and delivers each numbered one-way message of a peer
+	// run once, dropping one it already delivered. A link numbers its
+	// messages only to a peer that lists it; the transport lists it itself
+	// (docs/TRANSPORT.md "Delivered once").
+	CapabilityLinkSequence = "meshnode-link-sequence-v1"
 )
 
 // enumName names v, or "kind(N)" for a value the schema does not define.

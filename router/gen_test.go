@@ -466,6 +466,8 @@ func (g *gen) record(cmd Command) sample {
 		body = b
 	case CmdRelocationCancel:
 		body = &RelocationCancel{g.binding()}
+	case CmdLinkSequence:
+		body = &LinkSequence{Next: g.nz64()}
 	default:
 		panic("no generator for " + cmd.String())
 	}

@@ -32,6 +32,7 @@ const (
 	CmdRelocationReady        Command = 53 // project layout: relay-ready or explicit failure
 	CmdRelocationCutover      Command = 54 // project layout: one-way cutover boundary
 	CmdRelocationCancel       Command = 55 // project layout: one-way cancel before relay-ready
+	CmdLinkSequence           Command = 56 // project layout: numbers the one-way messages after it (transport)
 )
 
 // Flag bits of the head prefix (schema "flags").
@@ -95,6 +96,7 @@ var commandTable = [256]*commandSpec{
 	CmdRelocationReady:        {name: "relocationReady", newBody: func() Body { return new(RelocationReady) }},
 	CmdRelocationCutover:      {name: "relocationCutover", newBody: func() Body { return new(RelocationCutover) }},
 	CmdRelocationCancel:       {name: "relocationCancel", newBody: func() Body { return new(RelocationCancel) }},
+	CmdLinkSequence:           {name: "linkSequence", newBody: func() Body { return new(LinkSequence) }},
 }
 
 func (c Command) String() string {

@@ -8,18 +8,19 @@ import (
 )
 
 // A node's extra protocol capabilities reach its peers in the admission
-// (sorted, unique, with the required one) and PeerInfo.Has reads them.
+// (sorted, unique, with the required one and the transport's own) and
+// PeerInfo.Has reads them.
 func TestCapabilitiesReachThePeer(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		extra []string
 		want  []string
 	}{
-		{"none", nil, []string{router.RequiredProtocolCapability}},
-		{"one", []string{"meshnode-x-v1"}, []string{router.RequiredProtocolCapability, "meshnode-x-v1"}},
+		{"none", nil, []string{router.RequiredProtocolCapability, router.CapabilityLinkSequence}},
+		{"one", []string{"meshnode-x-v1"}, []string{router.RequiredProtocolCapability, router.CapabilityLinkSequence, "meshnode-x-v1"}},
 		{"unsorted, repeated, the required one again", []string{"zz-v1", "meshnode-x-v1", "zz-v1", router.RequiredProtocolCapability},
-			[]string{router.RequiredProtocolCapability, "meshnode-x-v1", "zz-v1"}},
-		{"sorting before the required one", []string{"a-v1"}, []string{"a-v1", router.RequiredProtocolCapability}},
+			[]string{router.RequiredProtocolCapability, router.CapabilityLinkSequence, "meshnode-x-v1", "zz-v1"}},
+		{"sorting before the required one", []string{"a-v1"}, []string{"a-v1", router.RequiredProtocolCapability, router.CapabilityLinkSequence}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfgB := testConfig("b", 7)

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -100,6 +101,11 @@ func (f *fakePeer) admission() router.ServiceAdmission {
 	cfg := testConfig(string(f.rid), f.gen)
 	c, _ := cfg.withDefaults()
 	a := defaultAdmission(&c, f.endpoint())
+	// A fake peer reads the records as they are written and delivers
+	// nothing once: it does not take the link's message numbers
+	// (router.LinkSequence), so a link sends none.
+	a.Extension.ProtocolCapabilities = slices.DeleteFunc(slices.Clone(a.Extension.ProtocolCapabilities),
+		func(c string) bool { return c == router.CapabilityLinkSequence })
 	return router.ServiceAdmission{Topology: router.TopologyRouteMesh, RouteMesh: &a}
 }
 

@@ -118,9 +118,8 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		// Match it the same way, through the node-wide table.
 		n.deliverReply(RID(ic.ident), rec)
 		return
-	}
-	if n.cfg.Handler == nil {
-		n.stats.unhandled.Add(1)
+	case router.CmdLinkSequence:
+		ic.takeSequence(rec.Body.(*router.LinkSequence).Next)
 		return
 	}
 	if ic.after != nil {
@@ -129,6 +128,16 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		// supersede's wait): those records were sent first.
 		<-ic.after
 		ic.after = nil
+	}
+	if ic.duplicate(rec.Command) {
+		// The peer gave a connection up and sent this again; the earlier
+		// copy reached the handler (docs/TRANSPORT.md "Delivered once").
+		n.stats.duplicates.Add(1)
+		return
+	}
+	if n.cfg.Handler == nil {
+		n.stats.unhandled.Add(1)
+		return
 	}
 	n.cfg.Handler(n.ctx, info, rec, func(r *router.Record) error { return n.replyOn(ic, r) })
 }
@@ -255,8 +264,9 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		}
 	}
 	if reason == 0 {
+		ic.seqIn = n.seqForLocked(ic.ident, rm.LifecycleGeneration)
 		if _, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
-			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision}
+			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision, ic.seqIn}
 		}
 	}
 	n.mu.Unlock()

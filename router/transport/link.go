@@ -102,6 +102,12 @@ type inConn struct {
 	// is short or none: the admission must answer within the peer's
 	// handshake timeout, and the peer's kept messages age meanwhile).
 	after chan struct{}
+	// seqNext is the number of the next numbered message on this
+	// connection (router.LinkSequence; 0: the peer numbers nothing), and
+	// seqIn what was delivered of the peer run (set at admission); both
+	// the reader's.
+	seqNext uint64
+	seqIn   *inSeq
 }
 
 // routerSock is the node's ROUTER: one listener, any number of inbound

@@ -119,12 +119,19 @@ type Node struct {
 	// still live there (noteRefusedAsDuplicate).
 	refusedAsDuplicate map[string]time.Time
 
-	corr  atomic.Uint64
-	calls callTable
-	stats stats
+	corr atomic.Uint64
+	// seqTop is the highest message number any link issued (outSeq).
+	seqTop atomic.Uint64
+	calls  callTable
+	stats  stats
 }
 
-type genRev struct{ gen, rev uint64 }
+// genRev is what this node admitted of one inbound RID: its run and
+// revision, and the numbered messages delivered from that run (inSeq).
+type genRev struct {
+	gen, rev uint64
+	in       *inSeq
+}
 
 // New binds the ROUTER and returns a running Node.
 func New(cfg Config) (*Node, error) {
@@ -211,6 +218,7 @@ func defaultAdmission(c *Config, adv string) router.RouteMeshAdmission {
 	var a router.RouteMeshAdmission
 	if c.Admission != nil {
 		a = *c.Admission
+		a.Extension.ProtocolCapabilities = capabilities(a.Extension.ProtocolCapabilities)
 	} else {
 		a.Extension = router.DescriptorExtension{
 			RuntimeState:         router.RuntimeServing,
@@ -229,9 +237,9 @@ func defaultAdmission(c *Config, adv string) router.RouteMeshAdmission {
 }
 
 // capabilities is the sorted, unique protocolCapabilities list of extra
-// with the required capability.
+// with the required capability and the transport's own.
 func capabilities(extra []string) []string {
-	out := append([]string{router.RequiredProtocolCapability}, extra...)
+	out := append([]string{router.RequiredProtocolCapability, router.CapabilityLinkSequence}, extra...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -264,6 +272,7 @@ func (n *Node) SetDescriptorRevision(rev uint64, ext *router.DescriptorExtension
 	next.DescriptorRevision = rev
 	if ext != nil {
 		next.Extension = *ext
+		next.Extension.ProtocolCapabilities = capabilities(ext.ProtocolCapabilities)
 	}
 	if _, err := encodeInfra(&router.Hello{Admission: router.ServiceAdmission{Topology: router.TopologyRouteMesh, RouteMesh: &next}}); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -703,7 +712,8 @@ func (n *Node) stalledSince(due time.Time) time.Duration {
 // isInfrastructure reports the commands only the transport sends.
 func isInfrastructure(c router.Command) bool {
 	switch c {
-	case router.CmdHello, router.CmdAdmit, router.CmdReject, router.CmdLivenessProbe, router.CmdLivenessAck:
+	case router.CmdHello, router.CmdAdmit, router.CmdReject, router.CmdLivenessProbe, router.CmdLivenessAck,
+		router.CmdLinkSequence:
 		return true
 	}
 	return false

@@ -38,6 +38,10 @@ type link struct {
 	peerGen  uint64 // highest lifecycle generation seen from this peer
 	counters *peerCounters
 	logLimit logbudget.Budget
+	// seq numbers this link's one-way messages (router.LinkSequence),
+	// made at its first admission (l.mu): after the sessions of an
+	// earlier link to the peer ended, whose numbers it must start above.
+	seq *outSeq
 }
 
 func newLink(n *Node, rid RID, endpoint string) *link {
@@ -306,6 +310,14 @@ func (l *link) connect(ep string) (*session, error) {
 		}
 		if rm.LifecycleGeneration > l.peerGen {
 			l.peerGen = rm.LifecycleGeneration
+		}
+		if s.info.Has(router.CapabilityLinkSequence) {
+			// Before anything is queued: the writer reads it for the
+			// first data record (the queue's lock orders the two).
+			if l.seq == nil {
+				l.seq = n.newOutSeq()
+			}
+			pc.seq = l.seq
 		}
 		if len(kept) > 0 {
 			// Counted before they are queued: the writer may send them

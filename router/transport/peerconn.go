@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshnode/meshnode/router"
 )
 
 // outItem is one encoded record waiting for the writer.
@@ -20,6 +22,10 @@ type outItem struct {
 	// the same peer run may still carry if this one ends before it left
 	// (Node.keepUnsent); requests are not kept — their calls fail.
 	keep bool
+	// seq is the message's number on its link (router.LinkSequence),
+	// given by the writer that first writes it (0: not written yet, or
+	// the peer numbers nothing); a message sent again keeps it.
+	seq uint64
 }
 
 // inflightRec is a record of the writer's current batch and where its last
@@ -102,6 +108,12 @@ type peerConn struct {
 	// onEnd, when set, is told once that the connection ended, whoever
 	// ended it (the session ends with it).
 	onEnd atomic.Pointer[func(error)]
+	// seq numbers the one-way messages of a link's connection whose peer
+	// takes router.LinkSequence (set before the first data record is
+	// queued, nil otherwise); lastSeq is the number last written on it
+	// (the writer's).
+	seq     *outSeq
+	lastSeq uint64
 
 	done       chan struct{}
 	closeOnce  sync.Once
@@ -361,6 +373,10 @@ func (pc *peerConn) writer() {
 				pc.dequeued(it)
 				taken++
 				batch[i] = outItem{}
+				if err := pc.number(&it, write); err != nil {
+					pc.failWrite("write", err, append(append(inflight, inflightRec{it: it, end: math.MaxInt64}), unwritten(batch[i+1:])...))
+					return
+				}
 				if err := write(it.frames); err != nil {
 					pc.failWrite("write", err, append(append(inflight, inflightRec{it: it, end: math.MaxInt64}), unwritten(batch[i+1:])...))
 					return
@@ -398,6 +414,31 @@ func (pc *peerConn) writer() {
 			pc.wakeWriter() // the batch bound stopped it: go on after this flush
 		}
 	}
+}
+
+// number gives a one-way message its link number, the first time it is
+// written, and writes a router.LinkSequence before it when it does not
+// follow the number last written on this connection: at the connection's
+// start, after messages kept for the peer were dropped, or before one sent
+// again. Requests and replies are not numbered.
+func (pc *peerConn) number(it *outItem, write func([][]byte) error) error {
+	if pc.seq == nil || !it.keep {
+		return nil
+	}
+	if it.seq == 0 {
+		it.seq = pc.seq.issue()
+	}
+	if it.seq != pc.lastSeq+1 || pc.lastSeq == 0 {
+		frames, err := encodeInfra(&router.LinkSequence{Next: it.seq})
+		if err != nil {
+			return err
+		}
+		if err := write(frames); err != nil {
+			return err
+		}
+	}
+	pc.lastSeq = it.seq
+	return nil
 }
 
 // armWrite gives the writes that follow writeTimeout, unless the connection

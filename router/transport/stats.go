@@ -46,6 +46,7 @@ type Stats struct {
 	LivenessTimeouts uint64 // links declared down for missing acks
 	Unsent           uint64 // records that did not leave this node when their link went down and were never sent: requests (their calls fail) and kept one-way messages dropped (their peer run did not come back within KeepUnsent, restarted, or this node closed)
 	Resent           uint64 // one-way messages a link kept when its connection ended before they left, then sent on its next connection to the same peer run
+	Duplicates       uint64 // one-way messages a peer sent again (its link gave a connection up) that this node had delivered already: dropped (router.LinkSequence)
 	// HeldGiveUps counts connections given up (liveness, a write deadline,
 	// Disconnect) with one-way messages in flight to a peer still taking
 	// data: they count as
@@ -105,6 +106,7 @@ type stats struct {
 	unhandled                            atomic.Uint64
 	portableReplies, localReplies        atomic.Uint64
 	sendWaits, unsent, resent            atomic.Uint64
+	duplicates                           atomic.Uint64
 	held, heldLost                       atomic.Uint64
 
 	mu      sync.Mutex
@@ -211,6 +213,7 @@ func (n *Node) Stats() Stats {
 		LivenessTimeouts:  s.livenessTimeouts.Load(),
 		Unsent:            s.unsent.Load(),
 		Resent:            s.resent.Load(),
+		Duplicates:        s.duplicates.Load(),
 		HeldGiveUps:       s.held.Load(),
 		HeldLost:          s.heldLost.Load(),
 		HandshakeFailures: s.handshakeFailures.Load(),

@@ -1,0 +1,98 @@
+package transport
+
+import (
+	"sync/atomic"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// Delivered once (docs/TRANSPORT.md): a link numbers the one-way messages
+// it writes (router.LinkSequence before the first of a connection and
+// wherever the numbers skip), and the receiver delivers each number of a
+// peer run once. A give-up that cannot tell whether the peer read what its
+// kernel had not acknowledged sends it again on the next connection; the
+// peer, which reads the old connection to its end before the new one
+// (inConn.after), drops what it already delivered.
+
+// outSeq issues one link's message numbers. The first number of a link is
+// above every number any link of this node issued before (Node.seqTop): one
+// one-way message kept from an earlier link to the same peer run keeps its
+// number and goes first on the next link's connection, so a new link must
+// not start below it.
+type outSeq struct {
+	last atomic.Uint64 // the last number issued
+	top  *atomic.Uint64
+}
+
+// newOutSeq starts a link's numbering above everything issued so far.
+func (n *Node) newOutSeq() *outSeq {
+	s := &outSeq{top: &n.seqTop}
+	s.last.Store(n.seqTop.Load())
+	return s
+}
+
+// issue returns the next number and raises the node's highest.
+func (s *outSeq) issue() uint64 {
+	v := s.last.Add(1)
+	for {
+		t := s.top.Load()
+		if v <= t || s.top.CompareAndSwap(t, v) {
+			return v
+		}
+	}
+}
+
+// inSeq is what this node delivered of one peer run's numbered messages:
+// the highest number. Connections of that run share it (the seen table);
+// they deliver one after the other, so a number at or below it was
+// delivered already.
+type inSeq struct {
+	high atomic.Uint64
+}
+
+// admit reports whether message seq is new, and records it delivered.
+func (s *inSeq) admit(seq uint64) bool {
+	for {
+		h := s.high.Load()
+		if seq <= h {
+			return false
+		}
+		if s.high.CompareAndSwap(h, seq) {
+			return true
+		}
+	}
+}
+
+// numbered reports whether the transport numbers records of command c
+// (the ones a link keeps for its next connection, Node.send's keep).
+func numbered(c router.Command) bool {
+	return c == router.CmdActorSend || c == router.CmdSpotSend
+}
+
+// seqForLocked returns the delivered numbers of peer run gen (the seen table's,
+// shared by that run's connections); n.mu is held. Past the table's bound
+// a connection gets its own, which drops nothing another connection
+// delivered.
+func (n *Node) seqForLocked(ident string, gen uint64) *inSeq {
+	if gr, ok := n.seen[ident]; ok && gr.gen == gen && gr.in != nil {
+		return gr.in
+	}
+	return new(inSeq)
+}
+
+// takeSequence handles a LinkSequence record on an inbound connection:
+// the next numbered message on it is next.
+func (ic *inConn) takeSequence(next uint64) { ic.seqNext = next }
+
+// duplicate reports whether a numbered message (command c) read on ic is to be
+// dropped as already delivered; ic's reader calls it once the connection
+// ic superseded was read to its end. Without a LinkSequence on the
+// connection (a peer without the capability) nothing is dropped.
+func (ic *inConn) duplicate(c router.Command) bool {
+	if !numbered(c) || ic.seqNext == 0 || ic.seqIn == nil {
+		return false
+	}
+	seq := ic.seqNext
+	ic.seqNext++
+	return !ic.seqIn.admit(seq)
+}
