@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/router"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,22 +36,42 @@ func deafen(t *testing.T, c net.Conn) (undo func()) {
 
 // A connection given up after a linger through which the peer's
 // acknowledgements did not move, but with segments in flight into the
-// window the peer last advertised open, must not be reset and its
-// unacknowledged messages sent again: the peer may have taken those
+// window the peer last advertised open: the peer may have taken those
 // segments already — a receiver that resumed at the end of the linger
 // queued them, and this kernel had not processed its acknowledgements
-// yet — and then it reads them twice. The scene: this kernel stops
-// processing what the peer sends (deafen), one-way messages leave and the
-// peer's kernel takes every one of them, and the connection is given up.
-// Reset, the peer read each of them before the reset, while the give-up
-// kept them to be sent again (a run of
+// yet. The scene: this kernel stops processing what the peer sends
+// (deafen), one-way messages leave and the peer's kernel takes every one
+// of them, and the connection is given up.
+//
+// To a peer that does not number messages the connection must not be
+// reset and its unacknowledged messages sent again: the peer reads each of
+// them before the reset and then again (a run of
 // TestStuckReceiverLongerThanTwoPeerTimeouts under load delivered 344
-// records twice so). Now such a
-// connection is not reset: its messages count as delivered and it is
-// held until the peer acknowledges them (session.hold).
-func TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken(t *testing.T) {
+// records twice so); they count as delivered and the connection is held
+// until the peer acknowledges them (session.hold). To a peer that drops
+// what it delivered already (router.LinkSequence) it is reset and every
+// message it did not acknowledge is kept to be sent again: the peer drops
+// the copies (TestMessagesSentAgainAreDeliveredOnce), and nothing is left
+// to a hold whose bound a partition outlasts (counted lost).
+func TestGiveUpOfWhatAnOpenWindowMayHaveTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		numbered  bool
+		wantReset string
+	}{
+		{"a peer without numbers: held", false, ""},
+		{"a peer that drops copies: reset and sent again", true, "the peer drops copies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testGiveUpOfAnOpenWindow(t, tc.numbered, tc.wantReset) })
+	}
+}
+
+func testGiveUpOfAnOpenWindow(t *testing.T, numbered bool, wantReset string) {
 	d, r := zmtpPair(t)
 	pc, send := keptSender(t, d)
+	if numbered {
+		pc.seq = &outSeq{top: new(atomic.Uint64)}
+	}
 	start := d.g.written()
 	send(0, 100)
 	waitFor(t, 5*time.Second, "the peer's kernel to acknowledge", func() bool {
@@ -97,17 +120,37 @@ func TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken(t *testing.T) {
 		if frames, err = r.recv(); err != nil {
 			break
 		}
+		if rec, derr := router.Decode(frames); derr == nil && rec.Command == router.CmdLinkSequence {
+			continue // the numbers, not a message
+		}
 		delivered[itemNo(t, outItem{frames: frames})]++
 	}
 	t.Logf("give-up: reset %q, %d kept to be sent again, %d held; the peer read %d messages, then %v", why, len(late), len(ends), len(delivered), err)
-	for _, it := range late {
-		if no := itemNo(t, it); delivered[no] > 0 {
-			t.Fatalf("message %d reached the peer and was kept to be sent again (%d of 1,000 kept; reset: %s)", no, len(late), why)
-		}
+	if why != wantReset {
+		t.Fatalf("give-up reset %q, want %q", why, wantReset)
 	}
 	for i := range 1000 {
 		if delivered[i] != 1 {
 			t.Fatalf("message %d read %d times, want once", i, delivered[i])
+		}
+	}
+	if wantReset != "" {
+		// Every message the peer did not acknowledge goes again: the 900
+		// in flight, which it read (its numbers drop the copies).
+		if len(late) != 900 || len(ends) != 0 {
+			t.Fatalf("%d kept to be sent again and %d held, want the 900 in flight kept", len(late), len(ends))
+		}
+		for i, it := range late {
+			if no := itemNo(t, it); no != 100+i || it.seq != uint64(101+i) {
+				t.Fatalf("kept message %d is message %d numbered %d, want %d numbered %d", i, no, it.seq, 100+i, 101+i)
+			}
+		}
+		pc.release()
+		return
+	}
+	for _, it := range late {
+		if no := itemNo(t, it); delivered[no] > 0 {
+			t.Fatalf("message %d reached the peer and was kept to be sent again (%d of 1,000 kept; reset: %s)", no, len(late), why)
 		}
 	}
 	if len(ends) != 900 {

@@ -866,7 +866,7 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 // own backlog, or this one's, on a loaded machine). Reset, it read them
 // before the reset and got them again on the next connection (a run of
 // TestStuckReceiverLongerThanTwoPeerTimeouts under load delivered 344
-// records twice so; TestGiveUpDoesNotResendWhatAnOpenWindowMayHaveTaken).
+// records twice so; TestGiveUpOfWhatAnOpenWindowMayHaveTaken).
 // The price: a stuck peer whose kernel dropped segments it had advertised
 // room for (its queue pruned under a flood of small segments) is held too,
 // not reset, and what the hold's bound does not see acknowledged is
@@ -876,8 +876,15 @@ func (pc *peerConn) lingerRead(ctx context.Context, linger time.Duration) {
 // and takes a segment between the count and the reset would get it and
 // then, resent, again.
 //
-// why is "nothing in flight" or "the peer took nothing through the
-// linger".
+// A peer that drops what it already delivered (its messages numbered,
+// pc.seq; docs/TRANSPORT.md "Delivered once") makes the unknown harmless:
+// its connection is always reset and everything it did not acknowledge is
+// sent again — one it had read after all is dropped there — instead of
+// held, where what the hold does not see acknowledged within its bound (a
+// partition, a host frozen as a whole) was counted lost.
+//
+// why is "nothing in flight", "the peer took nothing through the linger"
+// or "the peer drops copies".
 func (pc *peerConn) abortIfUnaccepted() (why string, undelivered []outItem) {
 	if pc.untracked || len(pc.sent) == pc.sentHead {
 		return "", nil
@@ -885,6 +892,8 @@ func (pc *peerConn) abortIfUnaccepted() (why string, undelivered []outItem) {
 	at := pc.drainAcked.Load()
 	raw, reset, ok := resetIf(pc.zc.raw, func(raw int64, inFlight, windowOpen bool) bool {
 		switch acked := raw - pc.zc.ack.base; {
+		case pc.seq != nil:
+			why = "the peer drops copies"
 		case at >= 0 && acked == at && !(inFlight && windowOpen):
 			why = "the peer took nothing through the linger"
 		case !inFlight:
