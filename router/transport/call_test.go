@@ -341,8 +341,13 @@ func TestUnawaitedReady(t *testing.T) {
 	var take atomic.Bool
 	cfgA := testConfig("a", 1)
 	cfgA.UnawaitedReady = func(from RID, rec *router.Record) bool {
+		// Its answer is read before the test hears of the call: read
+		// after, it could be the next round's (the test sets it as soon
+		// as it heard), and this round's 53 counted late (2 of 40 -race
+		// runs timed out waiting for the late count).
+		taken := take.Load()
 		seen <- unawaited{from, rec}
-		return take.Load()
+		return taken
 	}
 	a := startNode(t, cfgA)
 	connectAndWait(t, a, b)

@@ -70,9 +70,14 @@ type Config struct {
 
 	// Admission identity (route-mesh-admission). A peer with another mesh
 	// name or security identity is rejected.
-	MeshName            string
-	SecurityIdentity    string
-	LifecycleGeneration uint64 // nonzero: this node run
+	MeshName         string
+	SecurityIdentity string
+	// LifecycleGeneration (nonzero) names this node run; a restart with
+	// the same RID must present a higher one (the mesh takes its lease's
+	// generation). Peers keep per run what they delivered of its numbered
+	// one-way messages (router.LinkSequence): a new process presenting an
+	// old run's generation would have its first messages dropped as copies.
+	LifecycleGeneration uint64
 	DescriptorRevision  uint64 // nonzero: the published descriptor's revision
 	// Admission optionally supplies the rest of the route-mesh admission
 	// (channels, descriptor extension: runtime state, capacity, ...). Its

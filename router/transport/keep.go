@@ -26,24 +26,47 @@ func (n *Node) noteDraining(peer RID, drained chan struct{}) {
 	}()
 }
 
-// awaitDrain waits until the last ended session to peer has been read to its
-// end — the peer read what we wrote on it, or the linger passed — so that a
+// noteLive records that a session to peer was admitted; forgetLive, once
+// it was read to its end (drained closes), removes it.
+func (n *Node) noteLive(peer RID, drained chan struct{}) {
+	n.mu.Lock()
+	n.live[string(peer)] = drained
+	n.mu.Unlock()
+}
+
+func (n *Node) forgetLive(peer RID, drained chan struct{}) {
+	n.mu.Lock()
+	if n.live[string(peer)] == drained {
+		delete(n.live, string(peer))
+	}
+	n.mu.Unlock()
+}
+
+// awaitDrain waits until the last session to peer has been read to its end
+// — the peer read what we wrote on it, or the linger passed — so that a
 // new connection's records cannot overtake the old one's (the peer reads
-// each connection on its own goroutine). It reports false when ctx ended
-// first.
+// each connection on its own goroutine), and so that what that session
+// keeps for the peer (its unacknowledged one-way messages, kept as its
+// reader ends) is kept before the next session takes the kept records:
+// sent after newer ones, their numbers (router.LinkSequence) would be
+// below what the peer delivered, and dropped. The session may belong to
+// an earlier link (Disconnect, then Connect) whose end had not begun yet
+// (noteLive). It reports false when ctx ended first.
 func (n *Node) awaitDrain(ctx context.Context, peer RID) bool {
 	n.mu.Lock()
-	ch := n.draining[string(peer)]
+	chs := []chan struct{}{n.draining[string(peer)], n.live[string(peer)]}
 	n.mu.Unlock()
-	if ch == nil {
-		return true
+	for _, ch := range chs {
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
 	}
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return true
 }
 
 // keptRecords are the one-way messages an ended session to one peer run

@@ -42,6 +42,17 @@ func (s *seqSink) waitDistinct(t *testing.T, want int, d time.Duration) []uint64
 	return got
 }
 
+// sinkPair starts a receiver b whose handler records into sink, and a
+// sender a (not linked yet).
+func sinkPair(t *testing.T) (sink *seqSink, a, b *Node) {
+	t.Helper()
+	sink = new(seqSink)
+	cfgB := testConfig("b", 5)
+	cfgB.Handler = sink.handler()
+	b = startNode(t, cfgB)
+	return sink, startNode(t, testConfig("a", 1)), b
+}
+
 // checkOnceInOrder fails unless got is exactly 1..n.
 func checkOnceInOrder(t *testing.T, got []uint64, n int) {
 	t.Helper()
@@ -63,11 +74,7 @@ func checkOnceInOrder(t *testing.T, got []uint64, n int) {
 // the peer numbers its own messages above them. Without the numbers the
 // first 100 arrive twice.
 func TestMessagesSentAgainAreDeliveredOnce(t *testing.T) {
-	var sink seqSink
-	cfgB := testConfig("b", 5)
-	cfgB.Handler = sink.handler()
-	b := startNode(t, cfgB)
-	a := startNode(t, testConfig("a", 1))
+	sink, a, b := sinkPair(t)
 	if info := connectAndWait(t, a, b); !info.Has(router.CapabilityLinkSequence) {
 		t.Fatalf("the peer's admission does not list %s", router.CapabilityLinkSequence)
 	}
@@ -149,4 +156,49 @@ func TestARestartedSenderIsNumberedAfresh(t *testing.T) {
 	if d := b.Stats().Duplicates; d != 0 {
 		t.Fatalf("%d messages of the restarted sender dropped as copies", d)
 	}
+}
+
+// A link made while the previous link's session to the same peer is still
+// admitted — Disconnect removed that link and has not ended its session
+// yet, or the session's end had begun without its drain being noted —
+// dials only once that session was read to its end. Dialling at once, its
+// first connection could take the kept messages before the old session
+// kept its unacknowledged ones, which then went on a later connection
+// after newer messages, with numbers below what the peer had delivered:
+// dropped (found by review). Without the wait the new link dials at once
+// and the peer refuses it (the old connection is live).
+func TestANewLinkWaitsForThePreviousLinksSession(t *testing.T) {
+	sink, a, b := sinkPair(t)
+	connectAndWait(t, a, b)
+	ctx := context.Background()
+	if err := a.Send(ctx, b.RID(), seqSend(b.RID(), 1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitDistinct(t, 1, 10*time.Second)
+
+	// Disconnect's first half: the link is gone from the table, its
+	// session not ended yet.
+	a.mu.Lock()
+	old := a.links[string(b.RID())]
+	delete(a.links, string(b.RID()))
+	a.mu.Unlock()
+	t.Cleanup(func() { old.shutdown(ErrPeerDown) }) // before a's Close, which waits for it
+	if err := a.Connect(b.RID(), b.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if r := a.Stats().RejectedByPeer; r != 0 {
+			t.Fatalf("the new link dialled while the old session was admitted: the peer refused %d hellos", r)
+		}
+	}
+	old.shutdown(ErrPeerDown) // Disconnect's second half
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := a.WaitAdmitted(wctx, b.RID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(ctx, b.RID(), seqSend(b.RID(), 2, nil)); err != nil {
+		t.Fatal(err)
+	}
+	checkOnceInOrder(t, sink.waitDistinct(t, 2, 10*time.Second), 2)
 }

@@ -111,6 +111,12 @@ type Node struct {
 	// session whose connection is still being read to its end (session.end);
 	// the next session to that peer starts after it (awaitDrain).
 	draining map[string]chan struct{}
+	// live holds, per peer RID, the drained channel of the last admitted
+	// session, from its admission until it was read to its end (noteLive):
+	// a link made after Disconnect waits for it too (awaitDrain), also
+	// when that session's end had not begun yet, or had begun without its
+	// noteDraining, when the new link dialled.
+	live map[string]chan struct{}
 	// kept holds, per peer RID, the one-way messages an ended session had
 	// not sent, for the next session to the same peer run (keepUnsent).
 	kept map[string]*keptRecords
@@ -151,6 +157,7 @@ func New(cfg Config) (*Node, error) {
 		rt:       rt,
 		links:    make(map[string]*link),
 		draining: make(map[string]chan struct{}),
+		live:     make(map[string]chan struct{}),
 		kept:     make(map[string]*keptRecords),
 		seen:     make(map[string]genRev),
 		hsLog:    newLogGate(c.Clock, log, handshakeLogBurst, handshakeLogEvery),

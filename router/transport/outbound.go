@@ -302,10 +302,17 @@ func (l *link) connect(ep string) (*session, error) {
 		// first, queued before the session is published to senders (taken
 		// before l.mu: admitInbound holds n.mu, then l.mu).
 		kept := n.takeKept(l.rid, rm.LifecycleGeneration)
+		// From here until it was read to its end, a link made later to
+		// this peer (Disconnect, Connect) dials after it (awaitDrain).
+		n.noteLive(l.rid, s.drained)
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
 			n.keepUnsent(l.rid, rm.LifecycleGeneration, kept) // for the next link to it
+			// Never served: nothing of it is read (a link waiting for it
+			// goes on).
+			close(s.drained)
+			n.forgetLive(l.rid, s.drained)
 			return fail(l.stopErr)
 		}
 		if rm.LifecycleGeneration > l.peerGen {
@@ -407,7 +414,10 @@ func (s *session) serve() error {
 // messages the peer never acknowledged before closing or resetting it are
 // kept for the link's return (peerConn.undelivered).
 func (s *session) read() {
-	drained := sync.OnceFunc(func() { close(s.drained) })
+	drained := sync.OnceFunc(func() {
+		close(s.drained)
+		s.l.n.forgetLive(s.l.rid, s.drained)
+	})
 	defer drained()
 	err := s.readUntilError()
 	s.end(fmt.Errorf("%w: connection to %s lost: %w", ErrPeerDown, s.l.rid, err))
