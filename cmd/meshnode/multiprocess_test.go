@@ -144,8 +144,16 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 }
 
 // buildMeshnode builds the binary of this package into a temporary folder.
+// MESHNODE_TEST_SERVER_BINARY names another build instead — an older
+// release, for a mixed-version check of the multi-process tests (the test
+// process, on this code, is the client; docs/OPERATIONS.md "Operator
+// try-out 9"); the test logs it.
 func buildMeshnode(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("MESHNODE_TEST_SERVER_BINARY"); bin != "" {
+		t.Logf("MESHNODE_TEST_SERVER_BINARY: the servers run %s, not this code", bin)
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "meshnode")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
