@@ -467,7 +467,7 @@ func (g *gen) record(cmd Command) sample {
 	case CmdRelocationCancel:
 		body = &RelocationCancel{g.binding()}
 	case CmdLinkSequence:
-		body = &LinkSequence{Next: g.nz64()}
+		body = &LinkSequence{Next: g.nz64(), Run: g.nz64()}
 	default:
 		panic("no generator for " + cmd.String())
 	}

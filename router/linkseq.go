@@ -14,11 +14,21 @@ package router
 // told from the sender's side in every case (docs/TRANSPORT.md, "A receiver
 // stuck for several peer timeouts"). With the numbers the receiver delivers
 // each message once: one it already delivered from the peer run is dropped.
+//
+// Run names the sending process (a random nonzero value it draws at start):
+// the receiver keeps what it delivered per peer run, and a process that
+// came back with the lifecycle generation of an earlier one (a store that
+// lost its data hands generations out again) numbers from the start — its
+// messages must not be taken for copies of the earlier process's.
 type LinkSequence struct {
 	Next uint64 // nonzero
+	Run  uint64 // nonzero
 }
 
 // Command implements Body.
 func (*LinkSequence) Command() Command { return CmdLinkSequence }
 
-func (b *LinkSequence) code(c *codec) { c.nz64("next", &b.Next) }
+func (b *LinkSequence) code(c *codec) {
+	c.nz64("next", &b.Next)
+	c.nz64("run", &b.Run)
+}

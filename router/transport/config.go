@@ -73,10 +73,10 @@ type Config struct {
 	MeshName         string
 	SecurityIdentity string
 	// LifecycleGeneration (nonzero) names this node run; a restart with
-	// the same RID must present a higher one (the mesh takes its lease's
-	// generation). Peers keep per run what they delivered of its numbered
-	// one-way messages (router.LinkSequence): a new process presenting an
-	// old run's generation would have its first messages dropped as copies.
+	// the same RID should present a higher one (the mesh takes its lease's
+	// generation): a lower one is refused as stale. (An equal one is
+	// admitted; what peers delivered of the earlier process's numbered
+	// messages does not apply to it, router.LinkSequence.Run.)
 	LifecycleGeneration uint64
 	DescriptorRevision  uint64 // nonzero: the published descriptor's revision
 	// Admission optionally supplies the rest of the route-mesh admission

@@ -70,7 +70,7 @@ func testGiveUpOfAnOpenWindow(t *testing.T, numbered bool, wantReset string) {
 	d, r := zmtpPair(t)
 	pc, send := keptSender(t, d)
 	if numbered {
-		pc.seq = &outSeq{top: new(atomic.Uint64)}
+		pc.seq = &outSeq{top: new(atomic.Uint64), run: 1}
 	}
 	start := d.g.written()
 	send(0, 100)

@@ -119,7 +119,7 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		n.deliverReply(RID(ic.ident), rec)
 		return
 	case router.CmdLinkSequence:
-		ic.takeSequence(rec.Body.(*router.LinkSequence).Next)
+		n.takeSequence(ic, rec.Body.(*router.LinkSequence))
 		return
 	}
 	if ic.after != nil {

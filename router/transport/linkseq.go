@@ -22,11 +22,12 @@ import (
 type outSeq struct {
 	last atomic.Uint64 // the last number issued
 	top  *atomic.Uint64
+	run  uint64 // Node.seqRun
 }
 
 // newOutSeq starts a link's numbering above everything issued so far.
 func (n *Node) newOutSeq() *outSeq {
-	s := &outSeq{top: &n.seqTop}
+	s := &outSeq{top: &n.seqTop, run: n.seqRun}
 	s.last.Store(n.seqTop.Load())
 	return s
 }
@@ -45,9 +46,12 @@ func (s *outSeq) issue() uint64 {
 // inSeq is what this node delivered of one peer run's numbered messages:
 // the highest number. Connections of that run share it (the seen table);
 // they deliver one after the other, so a number at or below it was
-// delivered already.
+// delivered already. run is the sending process's nonce
+// (router.LinkSequence.Run) once its first LinkSequence came (0 before;
+// the connection's reader sets it).
 type inSeq struct {
 	high atomic.Uint64
+	run  atomic.Uint64
 }
 
 // admit reports whether message seq is new, and records it delivered.
@@ -80,9 +84,28 @@ func (n *Node) seqForLocked(ident string, gen uint64) *inSeq {
 	return new(inSeq)
 }
 
-// takeSequence handles a LinkSequence record on an inbound connection:
-// the next numbered message on it is next.
-func (ic *inConn) takeSequence(next uint64) { ic.seqNext = next }
+// takeSequence handles a LinkSequence record on inbound connection ic:
+// the next numbered message on it is m.Next. A sending process other than
+// the one whose numbers ic's peer run holds — the same RID and lifecycle
+// generation presented by a new process — starts that run's record afresh
+// (the seen table's too, for its later connections): its numbers start
+// again at 1.
+func (n *Node) takeSequence(ic *inConn, m *router.LinkSequence) {
+	ic.seqNext = m.Next
+	in := ic.seqIn
+	if in == nil || in.run.Load() == m.Run || in.run.CompareAndSwap(0, m.Run) {
+		return
+	}
+	fresh := new(inSeq)
+	fresh.run.Store(m.Run)
+	n.mu.Lock()
+	if gr, ok := n.seen[ic.ident]; ok && gr.in == in {
+		gr.in = fresh
+		n.seen[ic.ident] = gr
+	}
+	n.mu.Unlock()
+	ic.seqIn = fresh
+}
 
 // duplicate reports whether a numbered message (command c) read on ic is to be
 // dropped as already delivered; ic's reader calls it once the connection

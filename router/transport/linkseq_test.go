@@ -124,37 +124,50 @@ func TestMessagesSentAgainAreDeliveredOnce(t *testing.T) {
 	}
 }
 
-// A restarted sender — the same RID, a newer lifecycle generation —
-// numbers its messages from the start again; they are not taken for
-// copies of the previous run's (the receiver keeps what it delivered per
-// peer run).
+// A restarted sender — the same RID, a new process — numbers its messages
+// from the start again; they are not taken for copies of the previous
+// process's. The receiver keeps what it delivered per peer run, and a
+// process names itself in its LinkSequence records: a store that lost its
+// data hands lifecycle generations out again (docs/OPERATIONS.md, operator
+// try-out 8), and a new process with an earlier one's generation had its
+// first 50 messages dropped without that.
 func TestARestartedSenderIsNumberedAfresh(t *testing.T) {
-	var sink seqSink
-	cfgB := testConfig("b", 5)
-	cfgB.Handler = sink.handler()
-	b := startNode(t, cfgB)
-	ctx := context.Background()
-	run := func(gen uint64, from, to uint64) {
-		a := startNode(t, testConfig("a", gen))
-		connectAndWait(t, a, b)
-		for i := from; i <= to; i++ {
-			if err := a.Send(ctx, b.RID(), seqSend(b.RID(), i, nil)); err != nil {
-				t.Fatal(err)
+	for _, tc := range []struct {
+		name       string
+		first, now uint64 // lifecycle generations
+	}{
+		{"a newer generation", 1, 2},
+		{"the same generation", 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sink seqSink
+			cfgB := testConfig("b", 5)
+			cfgB.Handler = sink.handler()
+			b := startNode(t, cfgB)
+			ctx := context.Background()
+			run := func(gen uint64, from, to uint64) {
+				a := startNode(t, testConfig("a", gen))
+				connectAndWait(t, a, b)
+				for i := from; i <= to; i++ {
+					if err := a.Send(ctx, b.RID(), seqSend(b.RID(), i, nil)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sink.waitDistinct(t, int(to), 10*time.Second)
+				if err := a.Close(); err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		sink.waitDistinct(t, int(to), 10*time.Second)
-		if err := a.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(1, 1, 50)
-	run(2, 51, 80)
-	sink.mu.Lock()
-	got := append([]uint64(nil), sink.got...)
-	sink.mu.Unlock()
-	checkOnceInOrder(t, got, 80)
-	if d := b.Stats().Duplicates; d != 0 {
-		t.Fatalf("%d messages of the restarted sender dropped as copies", d)
+			run(tc.first, 1, 50)
+			run(tc.now, 51, 80)
+			sink.mu.Lock()
+			got := append([]uint64(nil), sink.got...)
+			sink.mu.Unlock()
+			checkOnceInOrder(t, got, 80)
+			if d := b.Stats().Duplicates; d != 0 {
+				t.Fatalf("%d messages of the restarted sender dropped as copies", d)
+			}
+		})
 	}
 }
 

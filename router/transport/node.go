@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -126,8 +127,10 @@ type Node struct {
 	refusedAsDuplicate map[string]time.Time
 
 	corr atomic.Uint64
-	// seqTop is the highest message number any link issued (outSeq).
+	// seqTop is the highest message number any link issued (outSeq);
+	// seqRun, drawn at New, names this process in router.LinkSequence.
 	seqTop atomic.Uint64
+	seqRun uint64
 	calls  callTable
 	stats  stats
 }
@@ -177,6 +180,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("%w: admission: %w", ErrConfig, err)
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	// Names this process, not secret (math/rand/v2 seeds itself); a
+	// nonzero-u64 is 1..2^63-1 on the wire.
+	n.seqRun = 1 + rand.Uint64N(router.MaxGeneration)
 	rt.onOpen = n.onInboundOpen
 	rt.onFrames = n.onInboundFrames
 	rt.onClose = n.onInboundClose

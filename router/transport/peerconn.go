@@ -429,7 +429,7 @@ func (pc *peerConn) number(it *outItem, write func([][]byte) error) error {
 		it.seq = pc.seq.issue()
 	}
 	if it.seq != pc.lastSeq+1 || pc.lastSeq == 0 {
-		frames, err := encodeInfra(&router.LinkSequence{Next: it.seq})
+		frames, err := encodeInfra(&router.LinkSequence{Next: it.seq, Run: pc.seq.run})
 		if err != nil {
 			return err
 		}
