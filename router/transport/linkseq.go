@@ -90,21 +90,42 @@ func (n *Node) seqForLocked(ident string, gen uint64) *inSeq {
 // generation presented by a new process — starts that run's record afresh
 // (the seen table's too, for its later connections): its numbers start
 // again at 1.
+//
+// The reader handles the record before it waits for the connection ic
+// superseded (inConn.after), and that one's reader may not have reached
+// its own first LinkSequence yet: markers of two connections of one RID
+// arrive in either order. So ic joins the seen table's record when that
+// is its process's (a first connection of a process read after its
+// second one installed the record: apart, the second dropped nothing the
+// first delivered, and messages sent again arrived twice), and only the
+// RID's current connection installs a fresh record (a superseded
+// connection of the earlier process, read late, replaced the newer
+// process's record, and its next connection started afresh: again
+// twice). TestRestartedSenderMarkersReadOutOfOrder.
 func (n *Node) takeSequence(ic *inConn, m *router.LinkSequence) {
 	ic.seqNext = m.Next
 	in := ic.seqIn
 	if in == nil || in.run.Load() == m.Run || in.run.CompareAndSwap(0, m.Run) {
 		return
 	}
+	ic.mu.Lock()
+	gen := ic.info.LifecycleGeneration
+	ic.mu.Unlock()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	gr, ok := n.seen[ic.ident]
+	ok = ok && gr.gen == gen && gr.in != nil
+	if ok && (gr.in.run.Load() == m.Run || gr.in.run.CompareAndSwap(0, m.Run)) {
+		ic.seqIn = gr.in
+		return
+	}
 	fresh := new(inSeq)
 	fresh.run.Store(m.Run)
-	n.mu.Lock()
-	if gr, ok := n.seen[ic.ident]; ok && gr.in == in {
+	ic.seqIn = fresh
+	if ok && n.rt.current(ic.ident) == ic {
 		gr.in = fresh
 		n.seen[ic.ident] = gr
 	}
-	n.mu.Unlock()
-	ic.seqIn = fresh
 }
 
 // duplicate reports whether a numbered message (command c) read on ic is to be

@@ -215,3 +215,96 @@ func TestANewLinkWaitsForThePreviousLinksSession(t *testing.T) {
 	}
 	checkOnceInOrder(t, sink.waitDistinct(t, 2, 10*time.Second), 2)
 }
+
+// The reader of a connection handles its LinkSequence before it waits for
+// the connection it superseded (inConn.after), and that one's reader may
+// not have reached its own first LinkSequence yet (its handler stuck, or
+// itself waiting): the markers of two connections of one RID and
+// lifecycle generation arrive in either order. A process that presents
+// an earlier one's generation must still have each of its messages
+// delivered once: one it sends again after a give-up is dropped.
+func TestRestartedSenderMarkersReadOutOfOrder(t *testing.T) {
+	const (
+		ident  = "a-restarted"
+		gen    = 3
+		p1, p2 = 11, 22 // the processes' runs
+	)
+	for _, tc := range []struct {
+		name string
+		play func(t *testing.T, admit func() *inConn, mark func(ic *inConn, run, next uint64), deliver func(ic *inConn, count int) int)
+	}{
+		{"the earlier process's marker read late", func(t *testing.T, admit func() *inConn, mark func(*inConn, uint64, uint64), deliver func(*inConn, int) int) {
+			c1 := admit() // p1's first numbered connection, its reader held up before the marker
+			c2 := admit() // p2 (same generation) supersedes it
+			mark(c2, p2, 1)
+			mark(c1, p1, 1) // read late
+			if d := deliver(c1, 50); d != 0 {
+				t.Fatalf("%d of p1's messages dropped", d)
+			}
+			if d := deliver(c2, 30); d != 0 {
+				t.Fatalf("%d of p2's messages dropped", d)
+			}
+			// p2 gave c2 up with 21..30 unacknowledged: sent again on c3.
+			c3 := admit()
+			mark(c3, p2, 21)
+			if d := deliver(c3, 20); d != 10 {
+				t.Fatalf("p2's 10 messages sent again: %d dropped, want 10 (the rest delivered twice)", d)
+			}
+		}},
+		{"the new process's first marker read late", func(t *testing.T, admit func() *inConn, mark func(*inConn, uint64, uint64), deliver func(*inConn, int) int) {
+			c1 := admit()
+			mark(c1, p1, 1)
+			if d := deliver(c1, 50); d != 0 {
+				t.Fatalf("%d of p1's messages dropped", d)
+			}
+			c2 := admit() // p2; its reader waits behind c1 before its marker
+			// p2 gave c2 up, its kernel's acknowledgements seen to 20: 21..30
+			// sent again on c3.
+			c3 := admit()
+			mark(c3, p2, 21)
+			mark(c2, p2, 1) // read late: c2's kernel took 1..25
+			if d := deliver(c2, 25); d != 0 {
+				t.Fatalf("%d of p2's messages dropped", d)
+			}
+			if d := deliver(c3, 20); d != 5 {
+				t.Fatalf("p2's messages 21..30 sent again, 21..25 read on c2: %d dropped, want 5", d)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startNode(t, testConfig("b", 5))
+			// admit mirrors admitInbound for a hello of ident: the new
+			// connection is the RID's current one and takes the seen
+			// table's record.
+			admit := func() *inConn {
+				ic := &inConn{ident: ident}
+				ic.admitted, ic.info.LifecycleGeneration = true, gen
+				b.mu.Lock()
+				b.rt.mu.Lock()
+				b.rt.byID[ident] = ic
+				b.rt.mu.Unlock()
+				ic.seqIn = b.seqForLocked(ident, gen)
+				b.seen[ident] = genRev{gen, 1, ic.seqIn}
+				b.mu.Unlock()
+				return ic
+			}
+			t.Cleanup(func() {
+				b.rt.mu.Lock()
+				delete(b.rt.byID, ident)
+				b.rt.mu.Unlock()
+			})
+			mark := func(ic *inConn, run, next uint64) {
+				b.takeSequence(ic, &router.LinkSequence{Next: next, Run: run})
+			}
+			deliver := func(ic *inConn, count int) (dropped int) {
+				for range count {
+					if ic.duplicate(router.CmdActorSend) {
+						dropped++
+					}
+				}
+				return dropped
+			}
+			tc.play(t, admit, mark, deliver)
+		})
+	}
+}
