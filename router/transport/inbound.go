@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshnode/meshnode/internal/logbudget"
@@ -15,8 +16,11 @@ import (
 const logEvery = time.Second
 
 // maxSeenPeers bounds the table of admitted (generation, revision) per RID
-// used for the stale checks; past it, new RIDs are admitted without one.
-const maxSeenPeers = 1 << 16
+// used for the stale checks and the delivered message numbers
+// (router.LinkSequence). When it is full, the RIDs admitted longest ago
+// that hold no connection or link now make room (pruneSeenLocked); only if
+// none can is a new RID admitted without a row. A var for tests.
+var maxSeenPeers = 1 << 16
 
 func (n *Node) onInboundOpen(ic *inConn) {
 	ic.lastSeen.Store(n.clock.Now().UnixNano())
@@ -265,8 +269,11 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 	}
 	if reason == 0 {
 		ic.seqIn = n.seqForLocked(ic.ident, rm.LifecycleGeneration)
+		if _, ok := n.seen[ic.ident]; !ok && len(n.seen) >= maxSeenPeers {
+			n.pruneSeenLocked()
+		}
 		if _, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
-			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision, ic.seqIn}
+			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision, ic.seqIn, now}
 		}
 	}
 	n.mu.Unlock()
@@ -332,6 +339,31 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		l.peerGeneration(info.LifecycleGeneration)
 	}
 	n.emit(Event{Kind: EventInboundAdmitted, Peer: info})
+}
+
+// pruneSeenLocked makes room in the full seen table: it drops the eighth
+// of its rows admitted longest ago among the RIDs with no current inbound
+// connection and no link (n.mu held). Before, the table kept every RID ever
+// admitted and, once full, admitted new ones without a row — a server
+// outliving 65,536 client runs with random RIDs checked no later one for
+// staleness, and delivered what such a peer sent again after a give-up
+// twice. A dropped RID's earlier runs are forgotten: one that comes back is
+// admitted as a new peer.
+func (n *Node) pruneSeenLocked() {
+	type row struct {
+		rid string
+		at  time.Time
+	}
+	var idle []row
+	for rid, gr := range n.seen {
+		if n.links[rid] == nil && n.rt.current(rid) == nil {
+			idle = append(idle, row{rid, gr.at})
+		}
+	}
+	slices.SortFunc(idle, func(a, b row) int { return a.at.Compare(b.at) })
+	for _, r := range idle[:min(len(idle), max(1, maxSeenPeers/8))] {
+		delete(n.seen, r.rid)
+	}
 }
 
 type unexpectedError struct{ cmd router.Command }

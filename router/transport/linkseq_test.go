@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -284,7 +285,7 @@ func TestRestartedSenderMarkersReadOutOfOrder(t *testing.T) {
 				b.rt.byID[ident] = ic
 				b.rt.mu.Unlock()
 				ic.seqIn = b.seqForLocked(ident, gen)
-				b.seen[ident] = genRev{gen, 1, ic.seqIn}
+				b.seen[ident] = genRev{gen: gen, rev: 1, in: ic.seqIn}
 				b.mu.Unlock()
 				return ic
 			}
@@ -306,5 +307,42 @@ func TestRestartedSenderMarkersReadOutOfOrder(t *testing.T) {
 			}
 			tc.play(t, admit, mark, deliver)
 		})
+	}
+}
+
+// The seen table — each peer run's generation for the stale checks, and
+// what was delivered of its numbered messages — makes room when full: the
+// rows of RIDs admitted longest ago that hold no connection now go, and a
+// connected peer's row stays. Before, once full, every new RID was admitted
+// without a row (a server that outlived 65,536 client runs with random
+// RIDs delivered what such a client sent again twice).
+func TestSeenTableMakesRoomForNewPeers(t *testing.T) {
+	defer func(n int) { maxSeenPeers = n }(maxSeenPeers)
+	maxSeenPeers = 4
+	b := startNode(t, testConfig("b", 5))
+	stay := startNode(t, testConfig("stay", 1))
+	connectAndWait(t, stay, b)
+	row := func(rid RID) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, ok := b.seen[string(rid)]
+		return ok
+	}
+	for i := range 10 {
+		a := startNode(t, testConfig(fmt.Sprintf("gone-%d", i), 1))
+		connectAndWait(t, a, b)
+		if !row(a.RID()) {
+			t.Fatalf("peer %d admitted without a row in the seen table", i)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the peer's connection to end", func() bool { return b.rt.current(string(a.RID())) == nil })
+	}
+	b.mu.Lock()
+	rows := len(b.seen)
+	b.mu.Unlock()
+	if !row(stay.RID()) || rows > maxSeenPeers {
+		t.Fatalf("the connected peer's row kept: %v; %d rows (bound %d)", row(stay.RID()), rows, maxSeenPeers)
 	}
 }
