@@ -17,8 +17,9 @@ const logEvery = time.Second
 
 // maxSeenPeers bounds the table of admitted (generation, revision) per RID
 // used for the stale checks and the delivered message numbers
-// (router.LinkSequence). When it is full, the RIDs admitted longest ago
-// that hold no connection or link now make room (pruneSeenLocked); only if
+// (router.LinkSequence). When it is full, the RIDs whose last connection
+// ended longest ago, holding no connection or link now, make room
+// (pruneSeenLocked); only if
 // none can is a new RID admitted without a row. A var for tests.
 var maxSeenPeers = 1 << 16
 
@@ -34,6 +35,16 @@ func (n *Node) onInboundClose(ic *inConn, cause error) {
 	ic.admitted = false
 	ic.mu.Unlock()
 	if admitted {
+		// The row's age counts from the peer's last connection, not its
+		// first admission: a peer linked for days whose connection just
+		// dropped, its messages kept to be sent again, is the last to make
+		// room (pruneSeenLocked), not the first.
+		n.mu.Lock()
+		if gr, ok := n.seen[ic.ident]; ok {
+			gr.at = n.clock.Now()
+			n.seen[ic.ident] = gr
+		}
+		n.mu.Unlock()
 		n.connInfo(&n.connLog.closed, connLineClosed, "peer", info.RID.String(), "remote", ic.remote, "cause", cause)
 		n.emit(Event{Kind: EventInboundClosed, Peer: info, Err: cause})
 	}
@@ -342,8 +353,9 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 }
 
 // pruneSeenLocked makes room in the full seen table: it drops the eighth
-// of its rows admitted longest ago among the RIDs with no current inbound
-// connection and no link (n.mu held). Before, the table kept every RID ever
+// of its rows last connected longest ago (admitted, or their connection
+// ended: genRev.at) among the RIDs with no current inbound connection and
+// no link (n.mu held). Before, the table kept every RID ever
 // admitted and, once full, admitted new ones without a row — a server
 // outliving 65,536 client runs with random RIDs checked no later one for
 // staleness, and delivered what such a peer sent again after a give-up

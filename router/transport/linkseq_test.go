@@ -312,37 +312,50 @@ func TestRestartedSenderMarkersReadOutOfOrder(t *testing.T) {
 
 // The seen table — each peer run's generation for the stale checks, and
 // what was delivered of its numbered messages — makes room when full: the
-// rows of RIDs admitted longest ago that hold no connection now go, and a
-// connected peer's row stays. Before, once full, every new RID was admitted
-// without a row (a server that outlived 65,536 client runs with random
-// RIDs delivered what such a client sent again twice).
+// rows of RIDs whose last connection ended longest ago go, never a
+// connected peer's, and a peer whose connection just ended (its messages
+// maybe kept to be sent again) goes last, however long ago it was first
+// admitted. Before, once full, every new RID was admitted without a row
+// (a server that outlived 65,536 client runs with random RIDs delivered
+// what such a client sent again twice).
 func TestSeenTableMakesRoomForNewPeers(t *testing.T) {
 	defer func(n int) { maxSeenPeers = n }(maxSeenPeers)
 	maxSeenPeers = 4
 	b := startNode(t, testConfig("b", 5))
-	stay := startNode(t, testConfig("stay", 1))
-	connectAndWait(t, stay, b)
 	row := func(rid RID) bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		_, ok := b.seen[string(rid)]
 		return ok
 	}
-	for i := range 10 {
-		a := startNode(t, testConfig(fmt.Sprintf("gone-%d", i), 1))
+	connect := func(name string) *Node {
+		a := startNode(t, testConfig(name, 1))
 		connectAndWait(t, a, b)
 		if !row(a.RID()) {
-			t.Fatalf("peer %d admitted without a row in the seen table", i)
+			t.Fatalf("%s admitted without a row in the seen table", name)
 		}
+		return a
+	}
+	leave := func(a *Node) {
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "the peer's connection to end", func() bool { return b.rt.current(string(a.RID())) == nil })
 	}
+	stay := connect("stay")
+	early := connect("early")
+	for i := range 6 {
+		leave(connect(fmt.Sprintf("gone-%d", i)))
+	}
+	leave(early) // first admitted of those left, last to leave
+	for i := range 2 {
+		leave(connect(fmt.Sprintf("later-%d", i)))
+	}
 	b.mu.Lock()
 	rows := len(b.seen)
 	b.mu.Unlock()
-	if !row(stay.RID()) || rows > maxSeenPeers {
-		t.Fatalf("the connected peer's row kept: %v; %d rows (bound %d)", row(stay.RID()), rows, maxSeenPeers)
+	if !row(stay.RID()) || !row(early.RID()) || rows > maxSeenPeers {
+		t.Fatalf("the connected peer's row kept: %v; the peer that left last: %v; %d rows (bound %d)",
+			row(stay.RID()), row(early.RID()), rows, maxSeenPeers)
 	}
 }

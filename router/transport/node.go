@@ -140,7 +140,7 @@ type Node struct {
 type genRev struct {
 	gen, rev uint64
 	in       *inSeq
-	at       time.Time // last admitted (pruneSeenLocked)
+	at       time.Time // last admitted, or its connection ended (pruneSeenLocked)
 }
 
 // New binds the ROUTER and returns a running Node.
