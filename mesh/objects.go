@@ -250,6 +250,9 @@ type testHooks struct {
 	// relaySend, when it returns an error, stands for the transport's
 	// answer to relaying held message index of a move of id.
 	relaySend func(id string, index int) error
+	// cutover may alter the cutover (54) a move of id is about to send
+	// (a test declares a count or CRC-32C the relay does not match).
+	cutover func(id string, c *router.RelocationCutover)
 	// arrivalEnded reports how a target attempt for id ended.
 	arrivalEnded func(id string, state relocation.TargetState, failure relocation.TargetFailure)
 	// holdSessionRoute, when it returns true for a command 44 about id

@@ -206,7 +206,8 @@ type sourceMove struct {
 	owner authority.AuthorityRow
 	// told ends when the target says, after its relay-ready, that the
 	// move can no longer commit (a target that stopped, its owner sweep
-	// having released the reservation: relocate_stopped.go); tell ends it
+	// having released the reservation, or one whose arrival failed for
+	// relay mismatch before any owner CAS: relocate_stopped.go); tell ends it
 	// with what it said (a *targetSaid).
 	told context.Context
 	tell context.CancelCauseFunc
@@ -929,8 +930,11 @@ func (s *sourceMove) relay(cctx context.Context, queue []spot.Envelope, to route
 func (s *sourceMove) cutover(ctx context.Context) {
 	cctx, cancel := s.bg(5 * time.Second)
 	defer cancel()
-	rec := router.NewRecord(&router.RelocationCutover{Binding: s.bind.Wire(), RelayedCount: s.digest.Count(),
-		RelayedCRC32C: s.digest.Sum32()}, nil, nil)
+	c := &router.RelocationCutover{Binding: s.bind.Wire(), RelayedCount: s.digest.Count(), RelayedCRC32C: s.digest.Sum32()}
+	if h := s.o.hook().cutover; h != nil {
+		h(s.id, c)
+	}
+	rec := router.NewRecord(c, nil, nil)
 	if err := s.o.n.tr.SendWait(cctx, transport.RID(s.target.node.RoutingID), rec); err != nil {
 		// The target commits CutoverGrace after relay-ready anyway.
 		s.o.log.Warn("relocation: cutover not sent; the target commits after its grace", "object", s.id, "err", err)

@@ -27,6 +27,14 @@ import (
 // move stops waiting for the commit and releases the reservation and reads
 // the record as at its deadline: its own release and read decide, not the
 // target's word — a record naming the target is still Moved.
+//
+// A target whose arrival fails for relay mismatch after its relay-ready
+// (the relayed records differ from the cutover's count or CRC-32C) says
+// so the same way: 53 failed, checksumMismatch, "relay mismatch: …"
+// (relocate_target.go, ActReplyFailed). That attempt never sent its owner
+// CAS (a mismatch once the CAS is under way is a late event, ignored), so
+// none can apply; before, the source waited for the commit until its
+// deadline while the object answered nobody.
 
 // moveAttempt names one attempt of a move: its relocation id and target
 // attempt, as the record's progress, a 53 and the binding carry them.
@@ -72,7 +80,8 @@ func (o *objects) moveEndsLocked(s *sourceMove) {
 // unawaitedReady takes a 53 that no Restore call awaits
 // (transport.Config.UnawaitedReady): a failure sent by the target of one
 // of this node's moves after its relay-ready. It only ends the move's wait
-// for the commit (toldStopped); anything else is not taken (counted late).
+// for the commit (toldStopped: the target stopped, or its arrival failed
+// for relay mismatch); anything else is not taken (counted late).
 // It runs on the connection's reader and does not block.
 func (o *objects) unawaitedReady(from transport.RID, rec *router.Record) bool {
 	r, ok := rec.Body.(*router.RelocationReady)
@@ -103,7 +112,7 @@ func (s *sourceMove) toldStopped() relocation.SourceEvent {
 			o.n.noteRefusedLeaving(s.target.node.RoutingID, s.target.node.LifecycleGeneration, st)
 		}
 	}
-	o.log.Info("relocation: the target says the move can no longer commit (it stopped); releasing the move now instead of waiting for its lease or the deadline",
+	o.log.Info("relocation: the target says the move can no longer commit (it stopped, or the relay did not match the cutover); releasing the move now instead of waiting for its lease or the deadline",
 		"object", s.id, "target", fmt.Sprintf("%x/%d", s.target.node.RoutingID, s.target.node.LifecycleGeneration), "said", s.res.Detail)
 	o.hook().step(s.id, stepSourceTold)
 	return relocation.EvTargetFailed

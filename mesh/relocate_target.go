@@ -266,13 +266,14 @@ func (o *objects) inboundCutover(_ context.Context, _ transport.PeerInfo, rec *r
 	a.mu.Lock()
 	a.cutSeen, a.cutover = true, c
 	match := a.digest.Matches(c)
+	received := a.digest.Count()
 	a.mu.Unlock()
 	if match {
 		a.post(relocation.EvCutover)
 		return
 	}
 	o.log.Error("relocation: relayed messages differ from the cutover's count or digest", "object", a.prep.Object.ObjectID,
-		"declared", c.RelayedCount, "received", a.digest.Count())
+		"declared", c.RelayedCount, "received", received)
 	a.post(relocation.EvCutoverMismatch)
 }
 
@@ -420,13 +421,22 @@ func (a *arrival) do(act relocation.TargetAction) {
 			relocation.TgtFailAssembly:  router.RelocationFailureChecksumMismatch,
 			relocation.TgtFailRestore:   router.RelocationFailureRestoreFailed,
 			relocation.TgtFailDeadline:  router.RelocationFailureDeadlineExceeded,
+			// After relay-ready: the relayed records differ from the
+			// cutover's count or CRC-32C. A second 53 (the first was
+			// relay-ready): this attempt never sent its owner CAS, so the
+			// source, awaiting the commit, stops waiting (unawaitedReady).
+			relocation.TgtFailRelayMismatch: router.RelocationFailureChecksumMismatch,
 		}[a.m.Failure()]
 		if f == 0 {
 			f = router.RelocationFailureRestoreFailed
 		}
 		detail := a.m.Failure().String()
 		a.mu.Lock()
-		if a.failText != "" {
+		switch {
+		case a.m.Failure() == relocation.TgtFailRelayMismatch && a.cutover != nil:
+			detail = fmt.Sprintf("relay mismatch: the cutover declares %d relayed records (CRC-32C %08x), %d arrived (%08x)",
+				a.cutover.RelayedCount, a.cutover.RelayedCRC32C, a.digest.Count(), a.digest.Sum32())
+		case a.failText != "":
 			detail = a.failText
 		}
 		a.mu.Unlock()

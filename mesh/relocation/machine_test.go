@@ -342,7 +342,9 @@ func TestTargetTable(t *testing.T) {
 		{"node stops before relay-ready: as the deadline", []TargetEvent{EvPrepare, EvHalted},
 			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailDeadline},
 		{"relayed records differ from the cutover's count/digest", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutoverMismatch},
-			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove), TgtFailed, TgtFailRelayMismatch},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove, ActReplyFailed), TgtFailed, TgtFailRelayMismatch},
+		{"a mismatching cutover after the grace's CAS: ignored, no second 53 while the CAS may apply", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvGraceElapsed, EvCutoverMismatch, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
 		{"deadline before relay-ready", []TargetEvent{EvPrepare, EvExpired},
 			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailDeadline},
 	}

@@ -130,7 +130,8 @@ const (
 	// EvTargetFailed: the target answered an explicit failure (checksum,
 	// authority mismatch, restore failed…) before relay-ready; or, while
 	// the source awaits the commit, a target that stopped said its move
-	// can no longer commit (its owner sweep released the reservation).
+	// can no longer commit (its owner sweep released the reservation), or
+	// one said its arrival failed for relay mismatch (no CAS was sent).
 	EvTargetFailed
 	// EvStreamFailed: the Restore stream could not be sent (peer down).
 	EvStreamFailed

@@ -238,7 +238,13 @@ func (t *Target) Step(ev TargetEvent) ([]TargetAction, error) {
 		case EvCutoverMismatch:
 			// Records were lost or altered between relay and cutover: do
 			// not expose an object whose queue is not what the source sent.
-			return t.fail(TgtFailRelayMismatch, false), nil
+			// No owner CAS of this attempt was sent (ActCAS comes only on
+			// the way to TgtCommitting, and a mismatch after it is a late
+			// event), so none can ever apply: the source, which awaits the
+			// commit, is told at once (a second 53 failed) instead of
+			// waiting for its deadline. Its own release and owner read
+			// still decide whether it takes the object back.
+			return t.fail(TgtFailRelayMismatch, true), nil
 		case EvCancelled:
 			// The source gave up before it accepted relay-ready; its
 			// release also makes the CAS impossible. Remove.
@@ -285,7 +291,9 @@ func (t *Target) maybeBuild() []TargetAction {
 }
 
 // fail ends the attempt: before relay-ready the source is told (53 failed)
-// so it can reopen; afterwards nobody is waiting for an answer. The told
+// so it can reopen; afterwards nobody is waiting for an answer, except
+// after a relay mismatch, which ends an attempt that never sent its CAS:
+// then a second 53 failed ends the source's wait for the commit. The told
 // source reopens at once, so the hidden instance, temporary queue and
 // assembly staging go first (§9.4: the source must not accept new work
 // before that cleanup finishes) — told first, the source's result could
