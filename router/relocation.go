@@ -225,7 +225,7 @@ type RelocationFailure uint8
 // Relocation failure reasons.
 const (
 	RelocationFailureNone              RelocationFailure = 0
-	RelocationFailureChecksumMismatch  RelocationFailure = 1 // assembled payload CRC-32C differs from the declared one
+	RelocationFailureChecksumMismatch  RelocationFailure = 1 // assembled payload CRC-32C differs from the declared one; after relay-ready: the relay differs from the cutover (relay mismatch)
 	RelocationFailureLengthMismatch    RelocationFailure = 2 // assembled length or chunk count differs from the declaration
 	RelocationFailureConflict          RelocationFailure = 3 // same binding retransmitted with a different length or checksum
 	RelocationFailureAuthorityMismatch RelocationFailure = 4 // location record missing or generation/list checksum differs
