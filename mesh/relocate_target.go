@@ -738,11 +738,19 @@ func (a *arrival) open() {
 	version := a.committedVersion
 	late := !a.cutSeen // committed on the grace: the source may relay still
 	a.mu.Unlock()
+	// Requests the object refuses are answered once o.mu is let go (Reply
+	// takes it): until 2026-12-07 each on a goroutine of its own, which
+	// Close did not wait for.
+	type refusal struct {
+		route []byte
+		err   error
+	}
+	var refused []refusal
 	for _, env := range merged {
 		if err := a.obj.Post(env); err != nil {
 			o.log.Error("relocation: merged message not queued", "object", a.prep.Object.ObjectID, "err", err)
 			if env.Kind == spot.Request {
-				go o.Reply(env.ReplyRoute, nil, wrapErr(ErrUnavailable, err, "relocation merge"))
+				refused = append(refused, refusal{env.ReplyRoute, err})
 			}
 		}
 	}
@@ -756,6 +764,9 @@ func (a *arrival) open() {
 	h.settling = settled
 	ownerGen := h.ownerGeneration
 	o.mu.Unlock()
+	for _, r := range refused {
+		o.Reply(r.route, nil, wrapErr(ErrUnavailable, r.err, "relocation merge"))
+	}
 	a.relocated(ownerGen) // dispatch still closed: before anything runs here
 	a.obj.Release()
 	k := followKey(a.kind, a.prep.Object.ObjectID)
