@@ -67,8 +67,10 @@ func (s *inSeq) admit(seq uint64) bool {
 	}
 }
 
-// numbered reports whether the transport numbers records of command c
-// (the ones a link keeps for its next connection, Node.send's keep).
+// numbered reports whether the transport numbers records of command c:
+// the one-way application messages, which a link keeps for its next
+// connection (Node.send's keep) — one rule for both sides, so that the
+// receiver counts exactly what the sender numbered.
 func numbered(c router.Command) bool {
 	return c == router.CmdActorSend || c == router.CmdSpotSend
 }

@@ -545,8 +545,9 @@ func (n *Node) send(ctx context.Context, peer RID, run peerRun, rec *router.Reco
 	}
 	// Only one-way application messages outlive their connection
 	// (keepUnsent): the protocol records have their own recovery, and a
-	// reply travels on the connection its request came on.
-	keep := rec.Command == router.CmdActorSend || rec.Command == router.CmdSpotSend
+	// reply travels on the connection its request came on. They are the
+	// ones a link numbers, and the receiver counts (numbered).
+	keep := numbered(rec.Command)
 	return s.send(ctx, frames, wait, keep)
 }
 
