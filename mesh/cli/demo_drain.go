@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ import (
 
 const (
 	demoDrainCounters = 240                   // counters spread over the nodes before the drain
-	demoDrainPace     = 2 * time.Millisecond  // pause between one sender's messages
+	demoDrainPace     = 2 * time.Millisecond  // pause between a sending goroutine's rounds over its counters
 	demoDrainWarmup   = 50 * time.Millisecond // traffic before the drain starts
 	// demoDrainWindow bounds a sender's sends not yet known handled: after
 	// that many it asks the counter for its sequence check, a request that
@@ -61,36 +62,22 @@ func demoDrain(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		runs[i] = &drainRun{ref: ref, from: i % len(senders)}
 	}
 	fmt.Fprintf(w, "\ndraining node %d while messages flow: %d counters across the nodes, each streamed \"seq <n>\" sends\n", last+1, len(runs))
-	fmt.Fprintf(w, "by one sender on node 1..%d, which reads the counter's check after every %d sends (at most %d in flight);\n", last, demoDrainWindow, demoDrainWindow)
+	fmt.Fprintf(w, "from node 1..%d by %d sending goroutines, each counter's in order by one of them, which reads its check after every %d (at most %d in flight);\n", last, demoDrainSenders(), demoDrainWindow, demoDrainWindow)
 	fmt.Fprintf(w, "node %d moves every object it owns to the others, then shuts down:\n", last+1)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, r := range runs {
+	pool := demoDrainSenders()
+	for w := range pool {
+		var mine []*drainRun
+		for i := w; i < len(runs); i += pool {
+			mine = append(mine, runs[i])
+		}
 		wg.Add(1)
-		go func(r *drainRun) {
+		go func() {
 			defer wg.Done()
-			var retries retries
-			m := senders[r.from].Manager()
-			for n := int64(1); ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				body := []byte("seq " + strconv.FormatInt(n, 10))
-				if r.err = retry(ctx, &retries, func(ctx context.Context) error { return m.SendActor(ctx, r.ref, body) }); r.err != nil {
-					return
-				}
-				r.accepted = n
-				if n%demoDrainWindow == 0 {
-					if _, r.err = readSeq(ctx, m, r.ref, &retries); r.err != nil {
-						return
-					}
-				}
-				time.Sleep(demoDrainPace)
-			}
-		}(r)
+			streamSeq(ctx, stop, senders, mine)
+		}()
 	}
 	time.Sleep(demoDrainWarmup)
 	res, derr := nodes[last].Drain(ctx, mesh.HostRelocateOptions{})
@@ -244,4 +231,48 @@ func readSeq(ctx context.Context, m *mesh.Manager, ref mesh.ActorRef, retries *r
 		v[i], _ = strconv.ParseInt(f[i], 10, 64)
 	}
 	return v, nil
+}
+
+// demoDrainSenders is how many goroutines send for the demo's drain: a
+// worker pool the size of the nodes' own turn workers (4 × GOMAXPROCS), each
+// sending to its share of the counters in turn. One goroutine per counter
+// (240 of them, all runnable while they stream) took the process's CPU
+// from the nodes' own goroutines in proportion to their number: on one
+// core under -race the drain's moves waited behind them for seconds each
+// and the drain failed (TestDemoCommand at -cpu 1 -race).
+func demoDrainSenders() int { return 4 * runtime.GOMAXPROCS(0) }
+
+// streamSeq sends "seq <n>" to each of runs in turn, one message each per
+// round, until stop: each counter's messages come from this one goroutine,
+// in order, and after every demoDrainWindow of them it reads the
+// counter's check. A counter whose send or read failed gets no more.
+func streamSeq(ctx context.Context, stop <-chan struct{}, senders []*mesh.Node, runs []*drainRun) {
+	var retries retries
+	for n := int64(1); ; n++ {
+		live := 0
+		for _, r := range runs {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if r.err != nil {
+				continue
+			}
+			live++
+			m := senders[r.from].Manager()
+			body := []byte("seq " + strconv.FormatInt(n, 10))
+			if r.err = retry(ctx, &retries, func(ctx context.Context) error { return m.SendActor(ctx, r.ref, body) }); r.err != nil {
+				continue
+			}
+			r.accepted = n
+			if n%demoDrainWindow == 0 {
+				_, r.err = readSeq(ctx, m, r.ref, &retries)
+			}
+		}
+		if live == 0 {
+			return
+		}
+		time.Sleep(demoDrainPace)
+	}
 }
