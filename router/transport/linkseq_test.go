@@ -277,18 +277,7 @@ func TestRestartedSenderMarkersReadOutOfOrder(t *testing.T) {
 			// admit mirrors admitInbound for a hello of ident: the new
 			// connection is the RID's current one and takes the seen
 			// table's record.
-			admit := func() *inConn {
-				ic := &inConn{ident: ident}
-				ic.admitted, ic.info.LifecycleGeneration = true, gen
-				b.mu.Lock()
-				b.rt.mu.Lock()
-				b.rt.byID[ident] = ic
-				b.rt.mu.Unlock()
-				ic.seqIn = b.seqForLocked(ident, gen)
-				b.seen[ident] = genRev{gen: gen, rev: 1, in: ic.seqIn}
-				b.mu.Unlock()
-				return ic
-			}
+			admit := func() *inConn { return admitSeqConn(b, ident, gen) }
 			t.Cleanup(func() {
 				b.rt.mu.Lock()
 				delete(b.rt.byID, ident)

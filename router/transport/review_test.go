@@ -109,3 +109,71 @@ func TestReviewAnUndecodableNumberedMessageShiftsTheCount(t *testing.T) {
 		t.Fatalf("delivered %v: #3 %d times, %d copies dropped; want #3 once and 1 copy dropped", got, threes, d)
 	}
 }
+
+// TestReviewRestartedSendersSupersededMarkerReadBeforeTheCurrentOnes shows
+// a third order of the markers of a restarted sender (same RID and
+// lifecycle generation, a new run) that takeSequence does not join: the
+// new process's first connection c2 reads its marker after its second
+// connection c3 was admitted (c2 is no longer current) but before c3 read
+// its own. c2's reader can be that late: a request it read before its
+// first one-way message waits for the earlier process's connection to be
+// read to its end (inConn.after), which is what made c2 silent long enough
+// for c3 to supersede it, and c3's marker comes a round trip after its
+// admit. takeSequence then gives c2 a record of its own, not installed
+// (c2 is not current; linkseq.go, the fresh record at the end), and c3's
+// marker, finding the earlier process's record still in the seen table,
+// installs another fresh one: what c2 delivered is not in it, and the
+// messages the sender gives up on c2 and sends again on c3 are delivered
+// twice. Want: 21..25 (read on c2, sent again on c3) dropped. Got on main:
+// none dropped.
+func TestReviewRestartedSendersSupersededMarkerReadBeforeTheCurrentOnes(t *testing.T) {
+	const (
+		ident  = "a-restarted-review"
+		gen    = 3
+		p1, p2 = 11, 22 // the processes' runs
+	)
+	b := startNode(t, testConfig("b", 5))
+	t.Cleanup(func() {
+		b.rt.mu.Lock()
+		delete(b.rt.byID, ident)
+		b.rt.mu.Unlock()
+	})
+	admit := func() *inConn { return admitSeqConn(b, ident, gen) }
+	deliver := func(ic *inConn, first, last uint64, next uint64, run uint64) (dropped int) {
+		b.takeSequence(ic, &router.LinkSequence{Next: next, Run: run})
+		for range last - first + 1 {
+			if ic.duplicate(router.CmdSpotSend) {
+				dropped++
+			}
+		}
+		return dropped
+	}
+	c1 := admit() // p1
+	if d := deliver(c1, 1, 50, 1, p1); d != 0 {
+		t.Fatalf("%d of p1's messages dropped", d)
+	}
+	c2 := admit() // p2's first connection; its reader is held up before its marker
+	c3 := admit() // p2 gave c2 up (it kept 21..30, unacknowledged); c3 supersedes c2
+	// c2's marker is read now, before c3's: c2's kernel had taken 1..25.
+	if d := deliver(c2, 1, 25, 1, p2); d != 0 {
+		t.Fatalf("%d of p2's messages dropped on c2", d)
+	}
+	if d := deliver(c3, 21, 40, 21, p2); d != 5 {
+		t.Fatalf("p2's 21..30 sent again on c3, 21..25 delivered on c2: %d dropped, want 5 (the rest delivered twice)", d)
+	}
+}
+
+// admitSeqConn mirrors admitInbound for a hello of ident on b: the new
+// connection is the RID's current one and takes the seen table's record.
+func admitSeqConn(b *Node, ident string, gen uint64) *inConn {
+	ic := &inConn{ident: ident}
+	ic.admitted, ic.info.LifecycleGeneration = true, gen
+	b.mu.Lock()
+	b.rt.mu.Lock()
+	b.rt.byID[ident] = ic
+	b.rt.mu.Unlock()
+	ic.seqIn = b.seqForLocked(ident, gen)
+	b.seen[ident] = genRev{gen: gen, rev: 1, in: ic.seqIn}
+	b.mu.Unlock()
+	return ic
+}
