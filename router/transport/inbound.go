@@ -88,6 +88,7 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 	rec, err := router.Decode(frames)
 	if err != nil {
 		n.protocolError(ic, "malformed record", err)
+		ic.skipUndecodable(err)
 		return
 	}
 	n.stats.received(ic.pc.counters.Load(), frames)
@@ -137,13 +138,7 @@ func (n *Node) onInboundFrames(ic *inConn, frames [][]byte) {
 		n.takeSequence(ic, rec.Body.(*router.LinkSequence))
 		return
 	}
-	if ic.after != nil {
-		// The connection this one superseded still delivers what its
-		// kernel acknowledged (its reader slow or its handler stuck past
-		// supersede's wait): those records were sent first.
-		<-ic.after
-		ic.after = nil
-	}
+	ic.awaitSuperseded()
 	if ic.duplicate(rec.Command) {
 		// The peer gave a connection up and sent this again; the earlier
 		// copy reached the handler (docs/TRANSPORT.md "Delivered once").
@@ -283,8 +278,12 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		if _, ok := n.seen[ic.ident]; !ok && len(n.seen) >= maxSeenPeers {
 			n.pruneSeenLocked()
 		}
-		if _, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
-			n.seen[ic.ident] = genRev{rm.LifecycleGeneration, rm.DescriptorRevision, ic.seqIn, now}
+		if row, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
+			next := genRev{gen: rm.LifecycleGeneration, rev: rm.DescriptorRevision, in: ic.seqIn, at: now}
+			if ok && row.gen == next.gen {
+				next.others = row.others
+			}
+			n.seen[ic.ident] = next
 		}
 	}
 	n.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -496,7 +497,8 @@ func TestForgedHelloKeepsLiveRID(t *testing.T) {
 					a.mu.Lock()
 					seen := a.seen[string(b.RID())]
 					a.mu.Unlock()
-					if seen != seenBefore {
+					if seen.gen != seenBefore.gen || seen.rev != seenBefore.rev || seen.in != seenBefore.in ||
+						seen.at != seenBefore.at || !slices.Equal(seen.others, seenBefore.others) {
 						t.Fatalf("forged hello (%s) changed the admitted generation: %+v → %+v", g.name, seenBefore, seen)
 					}
 					if cur := a.rt.current(string(b.RID())); cur != holder || (cur != nil && cur.superseed.Load()) {

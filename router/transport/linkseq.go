@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"errors"
+	"slices"
 	"sync/atomic"
 
 	"github.com/meshnode/meshnode/router"
@@ -89,21 +91,23 @@ func (n *Node) seqForLocked(ident string, gen uint64) *inSeq {
 // takeSequence handles a LinkSequence record on inbound connection ic:
 // the next numbered message on it is m.Next. A sending process other than
 // the one whose numbers ic's peer run holds — the same RID and lifecycle
-// generation presented by a new process — starts that run's record afresh
-// (the seen table's too, for its later connections): its numbers start
-// again at 1.
+// generation presented by a new process — has a record of its own: its
+// numbers start again at 1.
 //
 // The reader handles the record before it waits for the connection ic
 // superseded (inConn.after), and that one's reader may not have reached
-// its own first LinkSequence yet: markers of two connections of one RID
-// arrive in either order. So ic joins the seen table's record when that
-// is its process's (a first connection of a process read after its
-// second one installed the record: apart, the second dropped nothing the
-// first delivered, and messages sent again arrived twice), and only the
-// RID's current connection installs a fresh record (a superseded
-// connection of the earlier process, read late, replaced the newer
-// process's record, and its next connection started afresh: again
-// twice). TestRestartedSenderMarkersReadOutOfOrder.
+// its own first LinkSequence yet: markers of a RID's connections arrive in
+// any order. So a connection always joins its process's record when the
+// seen table has one — the RID's record (genRev.in) or one begun apart
+// (genRev.others) — and only the RID's current connection makes its
+// process's record the RID's. Apart, two connections of one process drop
+// nothing of each other's, and messages sent again arrive twice: a first
+// connection of a process read after its second one installed the record;
+// a superseded connection of the earlier process, read late, replacing
+// the newer process's record (TestRestartedSenderMarkersReadOutOfOrder);
+// and a first connection of a process, superseded by its second before
+// either read its marker, that began a record the second did not find
+// (TestRestartedSendersSupersededMarkerReadBeforeTheCurrentOnes).
 func (n *Node) takeSequence(ic *inConn, m *router.LinkSequence) {
 	ic.seqNext = m.Next
 	in := ic.seqIn
@@ -116,18 +120,89 @@ func (n *Node) takeSequence(ic *inConn, m *router.LinkSequence) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	gr, ok := n.seen[ic.ident]
-	ok = ok && gr.gen == gen && gr.in != nil
-	if ok && (gr.in.run.Load() == m.Run || gr.in.run.CompareAndSwap(0, m.Run)) {
+	if !ok || gr.gen != gen || gr.in == nil {
+		// Past the table's bound, or a later generation admitted since:
+		// a record of its own, which drops nothing another connection
+		// delivered.
+		fresh := new(inSeq)
+		fresh.run.Store(m.Run)
+		ic.seqIn = fresh
+		return
+	}
+	if gr.in.run.Load() == m.Run || gr.in.run.CompareAndSwap(0, m.Run) {
 		ic.seqIn = gr.in
 		return
 	}
-	fresh := new(inSeq)
-	fresh.run.Store(m.Run)
-	ic.seqIn = fresh
-	if ok && n.rt.current(ic.ident) == ic {
-		gr.in = fresh
-		n.seen[ic.ident] = gr
+	mine := -1
+	for i, r := range gr.others {
+		if r.run.Load() == m.Run {
+			mine = i
+			break
+		}
 	}
+	var rec *inSeq
+	if mine >= 0 {
+		rec = gr.others[mine]
+		gr.others = slices.Delete(gr.others, mine, mine+1)
+	} else {
+		rec = new(inSeq)
+		rec.run.Store(m.Run)
+	}
+	ic.seqIn = rec
+	if n.rt.current(ic.ident) == ic {
+		gr.others, gr.in = keepOther(gr.others, gr.in), rec
+	} else {
+		gr.others = keepOther(gr.others, rec)
+	}
+	n.seen[ic.ident] = gr
+}
+
+// maxOtherRuns bounds genRev.others: a RID's run presented by one new
+// process after another needs the store to lose its data each time.
+const maxOtherRuns = 4
+
+// keepOther appends r to others, the oldest dropped past maxOtherRuns.
+func keepOther(others []*inSeq, r *inSeq) []*inSeq {
+	others = append(others, r)
+	if len(others) > maxOtherRuns {
+		others = slices.Delete(others, 0, len(others)-maxOtherRuns)
+	}
+	return others
+}
+
+// awaitSuperseded waits, on ic's reader, until the connection ic
+// superseded was read to its end: it still delivers what its kernel
+// acknowledged (its reader slow or its handler stuck past supersede's
+// wait), and those records were sent first — also for the numbers they
+// take in the peer run's record.
+func (ic *inConn) awaitSuperseded() {
+	if ic.after != nil {
+		<-ic.after
+		ic.after = nil
+	}
+}
+
+// skipUndecodable keeps ic's count in step with the sender's when a record
+// the sender numbered cannot be decoded here (a body this version does not
+// read, or corrupted): its number is taken as if delivered — the record is
+// dropped either way, counted as a protocol error — so that each later
+// message keeps its own number. Before, every later message of the
+// connection was recorded one number too low, and a message the sender
+// gave up on and sent again on its next connection was delivered twice
+// (TestAnUndecodableNumberedMessageKeepsTheCount).
+func (ic *inConn) skipUndecodable(err error) {
+	var pe *router.ProtocolError
+	if !errors.As(err, &pe) || !numbered(pe.Command) {
+		return
+	}
+	ic.mu.Lock()
+	admitted := ic.admitted
+	ic.mu.Unlock()
+	if !admitted {
+		return // numbers follow an admission (the first LinkSequence comes after it)
+	}
+	ic.awaitSuperseded()
+	ic.duplicate(pe.Command)
 }
 
 // duplicate reports whether a numbered message (command c) read on ic is to be

@@ -140,7 +140,12 @@ type Node struct {
 type genRev struct {
 	gen, rev uint64
 	in       *inSeq
-	at       time.Time // last admitted, or its connection ended (pruneSeenLocked)
+	// others are the records of other sending processes of this run (the
+	// same RID and generation, a store that lost its data handing the
+	// generation out again) that a connection of theirs began apart from
+	// in, newest last (takeSequence); at most maxOtherRuns.
+	others []*inSeq
+	at     time.Time // last admitted, or its connection ended (pruneSeenLocked)
 }
 
 // New binds the ROUTER and returns a running Node.
