@@ -275,16 +275,7 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 	}
 	if reason == 0 {
 		ic.seqIn = n.seqForLocked(ic.ident, rm.LifecycleGeneration)
-		if _, ok := n.seen[ic.ident]; !ok && len(n.seen) >= maxSeenPeers {
-			n.pruneSeenLocked()
-		}
-		if row, ok := n.seen[ic.ident]; ok || len(n.seen) < maxSeenPeers {
-			next := genRev{gen: rm.LifecycleGeneration, rev: rm.DescriptorRevision, in: ic.seqIn, at: now}
-			if ok && row.gen == next.gen {
-				next.others = row.others
-			}
-			n.seen[ic.ident] = next
-		}
+		n.noteAdmittedLocked(ic.ident, rm.LifecycleGeneration, rm.DescriptorRevision, ic.seqIn, now)
 	}
 	n.mu.Unlock()
 

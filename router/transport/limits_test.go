@@ -476,6 +476,7 @@ func TestForgedHelloKeepsLiveRID(t *testing.T) {
 			}
 			a.mu.Lock()
 			seenBefore := a.seen[string(b.RID())]
+			seenBefore.others = slices.Clone(seenBefore.others)
 			a.mu.Unlock()
 			holder := a.rt.current(string(b.RID()))
 			sess, _ := a.session(b.RID(), anyRun)
@@ -496,6 +497,7 @@ func TestForgedHelloKeepsLiveRID(t *testing.T) {
 					// Nothing kept for B's RID changed.
 					a.mu.Lock()
 					seen := a.seen[string(b.RID())]
+					seen.others = slices.Clone(seen.others) // the live row's, edited under a.mu
 					a.mu.Unlock()
 					if seen.gen != seenBefore.gen || seen.rev != seenBefore.rev || seen.in != seenBefore.in ||
 						seen.at != seenBefore.at || !slices.Equal(seen.others, seenBefore.others) {

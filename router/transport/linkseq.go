@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshnode/meshnode/router"
 )
@@ -86,6 +87,29 @@ func (n *Node) seqForLocked(ident string, gen uint64) *inSeq {
 		return gr.in
 	}
 	return new(inSeq)
+}
+
+// noteAdmittedLocked records in the seen table the run of an admitted
+// connection of ident (its generation and descriptor revision) and the
+// record of delivered numbers it took (seqForLocked): the one place a row
+// is written at an admission. The records other processes of the same
+// run began apart stay (genRev.others); a new generation drops them. Past
+// the table's bound the rows connected longest ago make room
+// (pruneSeenLocked), and with none to spare the RID gets no row. n.mu is
+// held.
+func (n *Node) noteAdmittedLocked(ident string, gen, rev uint64, in *inSeq, now time.Time) {
+	row, ok := n.seen[ident]
+	if !ok && len(n.seen) >= maxSeenPeers {
+		n.pruneSeenLocked()
+	}
+	if !ok && len(n.seen) >= maxSeenPeers {
+		return
+	}
+	next := genRev{gen: gen, rev: rev, in: in, at: now}
+	if ok && row.gen == gen {
+		next.others = row.others
+	}
+	n.seen[ident] = next
 }
 
 // takeSequence handles a LinkSequence record on inbound connection ic:

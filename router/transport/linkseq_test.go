@@ -468,38 +468,55 @@ func TestAnUndecodableNumberedMessageKeepsTheCount(t *testing.T) {
 // the fix (genRev.others): none dropped.
 func TestRestartedSendersSupersededMarkerReadBeforeTheCurrentOnes(t *testing.T) {
 	const (
-		ident  = "a-restarted-review"
 		gen    = 3
 		p1, p2 = 11, 22 // the processes' runs
 	)
-	b := startNode(t, testConfig("b", 5))
-	t.Cleanup(func() {
-		b.rt.mu.Lock()
-		delete(b.rt.byID, ident)
-		b.rt.mu.Unlock()
-	})
-	admit := func() *inConn { return admitSeqConn(b, ident, gen) }
-	deliver := func(ic *inConn, first, last uint64, next uint64, run uint64) (dropped int) {
-		b.takeSequence(ic, &router.LinkSequence{Next: next, Run: run})
-		for range last - first + 1 {
-			if ic.duplicate(router.CmdSpotSend) {
-				dropped++
+	tests := []struct {
+		name string
+		// fourth: p2 dials a third connection, admitted between c2's
+		// marker and c3's: the admission rewrites the RID's row, and the
+		// record c2 began apart must stay in it (noteAdmittedLocked).
+		fourth bool
+	}{
+		{"two connections of the new process", false},
+		{"a third admitted between their markers", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ident := "a-restarted-" + tc.name
+			b := startNode(t, testConfig("b", 5))
+			t.Cleanup(func() {
+				b.rt.mu.Lock()
+				delete(b.rt.byID, ident)
+				b.rt.mu.Unlock()
+			})
+			admit := func() *inConn { return admitSeqConn(b, ident, gen) }
+			deliver := func(ic *inConn, first, last uint64, next uint64, run uint64) (dropped int) {
+				b.takeSequence(ic, &router.LinkSequence{Next: next, Run: run})
+				for range last - first + 1 {
+					if ic.duplicate(router.CmdSpotSend) {
+						dropped++
+					}
+				}
+				return dropped
 			}
-		}
-		return dropped
-	}
-	c1 := admit() // p1
-	if d := deliver(c1, 1, 50, 1, p1); d != 0 {
-		t.Fatalf("%d of p1's messages dropped", d)
-	}
-	c2 := admit() // p2's first connection; its reader is held up before its marker
-	c3 := admit() // p2 gave c2 up (it kept 21..30, unacknowledged); c3 supersedes c2
-	// c2's marker is read now, before c3's: c2's kernel had taken 1..25.
-	if d := deliver(c2, 1, 25, 1, p2); d != 0 {
-		t.Fatalf("%d of p2's messages dropped on c2", d)
-	}
-	if d := deliver(c3, 21, 40, 21, p2); d != 5 {
-		t.Fatalf("p2's 21..30 sent again on c3, 21..25 delivered on c2: %d dropped, want 5 (the rest delivered twice)", d)
+			c1 := admit() // p1
+			if d := deliver(c1, 1, 50, 1, p1); d != 0 {
+				t.Fatalf("%d of p1's messages dropped", d)
+			}
+			c2 := admit() // p2's first connection; its reader is held up before its marker
+			c3 := admit() // p2 gave c2 up (it kept 21..30, unacknowledged); c3 supersedes c2
+			// c2's marker is read now, before c3's: c2's kernel had taken 1..25.
+			if d := deliver(c2, 1, 25, 1, p2); d != 0 {
+				t.Fatalf("%d of p2's messages dropped on c2", d)
+			}
+			if tc.fourth {
+				admit()
+			}
+			if d := deliver(c3, 21, 40, 21, p2); d != 5 {
+				t.Fatalf("p2's 21..30 sent again on c3, 21..25 delivered on c2: %d dropped, want 5 (the rest delivered twice)", d)
+			}
+		})
 	}
 }
 
@@ -513,7 +530,7 @@ func admitSeqConn(b *Node, ident string, gen uint64) *inConn {
 	b.rt.byID[ident] = ic
 	b.rt.mu.Unlock()
 	ic.seqIn = b.seqForLocked(ident, gen)
-	b.seen[ident] = genRev{gen: gen, rev: 1, in: ic.seqIn}
+	b.noteAdmittedLocked(ident, gen, 1, ic.seqIn, time.Now())
 	b.mu.Unlock()
 	return ic
 }
