@@ -332,6 +332,7 @@ var (
 	descDupes    = prometheus.NewDesc("meshnode_transport_duplicate_records_total", "One-way messages a peer sent again after giving a connection up that this node had delivered already: dropped, not delivered twice (link message numbers).", nil, nil)
 	descHeld     = prometheus.NewDesc("meshnode_transport_held_give_ups_total", "Connections a link gave up (liveness) with one-way messages in flight to a peer still taking data: counted delivered, the connection held open until the peer acknowledged them.", nil, nil)
 	descHeldLost = prometheus.NewDesc("meshnode_transport_held_lost_records_total", "One-way messages counted delivered at a held give-up that the peer never acknowledged: it closed or reset the connection first, acknowledged nothing for the keep time, or this node closed (they may be lost).", nil, nil)
+	descInFlLost = prometheus.NewDesc("meshnode_transport_in_flight_lost_records_total", "One-way messages in flight to a peer that does not drop copies (an older version) when its connection failed otherwise than by the peer's close or reset (a kernel timeout or unreachable host, a framing error): never acknowledged, not sent again (they may be lost).", nil, nil)
 	descProto    = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
 	descHsFail   = prometheus.NewDesc("meshnode_transport_handshake_failures_total", "Inbound connections whose ZMTP handshake failed or timed out (with CURVE: a key not in transport.curve.allowed_keys, a plain node), or that sent no hello in time.", nil, nil)
 	descHelloRej = prometheus.NewDesc("meshnode_transport_hellos_rejected_total", "Hellos refused, by side: this_node rejected a peer's hello (wrong mesh or security identity, duplicate, max_peers), peer rejected this node's.", []string{"by"}, nil)
@@ -362,7 +363,7 @@ var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, autho
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descDupes, descHeld, descHeldLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
+		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descDupes, descHeld, descHeldLost, descInFlLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -435,6 +436,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descDupes, ts.Duplicates)
 		counter(descHeld, ts.HeldGiveUps)
 		counter(descHeldLost, ts.HeldLost)
+		counter(descInFlLost, ts.InFlightLost)
 		counter(descProto, ts.ProtocolErrors)
 		counter(descHsFail, ts.HandshakeFailures)
 		counter(descHelloRej, ts.Rejected, "this_node")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -412,7 +413,9 @@ func (s *session) serve() error {
 // read reads the admitted connection until it fails, or until the peer
 // closes it after the session ended (end drains it), then closes it; one-way
 // messages the peer never acknowledged before closing or resetting it are
-// kept for the link's return (peerConn.undelivered).
+// kept for the link's return (peerConn.undelivered), as they are when the
+// read fails otherwise (a kernel timeout, a framing error) and the peer
+// drops copies; to an older peer they are counted (Stats.InFlightLost).
 func (s *session) read() {
 	drained := sync.OnceFunc(func() {
 		close(s.drained)
@@ -426,6 +429,7 @@ func (s *session) read() {
 	late := s.pc.late
 	resetWhy := ""   // why a silent connection is reset (abortIfUnaccepted)
 	var held []int64 // ends of the one-way messages in flight at a graceful give-up
+	lost := 0        // one-way messages an older peer may not get (default below)
 	switch {
 	case late != nil:
 	case peerClosed(err):
@@ -452,6 +456,28 @@ func (s *session) read() {
 		if resetWhy == "" {
 			held = s.pc.givenUpEnds()
 		}
+	case errors.Is(err, net.ErrClosed):
+		// This node closed the socket (it is closing, or a failed write
+		// closed it and set late): what the kernel took counts as
+		// delivered, as before.
+	default:
+		// Any other end of the read — the kernel giving the connection
+		// up (ETIMEDOUT, EHOSTUNREACH), a framing error — says neither
+		// that the peer closed nor that it is merely silent: what it did
+		// not acknowledge may never reach it. A peer that drops copies
+		// gets it again, as after its close; to an older peer it might
+		// arrive twice, so it is not sent again but counted and named
+		// (they fell through unnoticed before).
+		late = s.pc.undelivered()
+		if s.pc.seq == nil {
+			lost, late = len(late), nil
+		}
+	}
+	if lost > 0 {
+		n := s.l.n
+		n.stats.inFlightLost.Add(uint64(lost))
+		n.log.Warn("transport: the connection failed with one-way messages the peer never acknowledged; the peer does not drop copies, so they are not sent again and may be lost",
+			"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "count", lost, "cause", err)
 	}
 	if len(held) > 0 {
 		s.hold(held, drained)

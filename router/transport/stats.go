@@ -54,8 +54,17 @@ type Stats struct {
 	// them (docs/TRANSPORT.md). HeldLost counts those the peer never
 	// acknowledged: it closed or reset the connection first, acknowledged
 	// nothing for KeepUnsent, or this node closed.
-	HeldGiveUps       uint64
-	HeldLost          uint64
+	HeldGiveUps uint64
+	HeldLost    uint64
+	// InFlightLost counts one-way messages in flight to a peer that does
+	// not drop copies (no router.LinkSequence) when its connection's read
+	// failed for any reason but the peer's close or reset, a deadline or
+	// this node's own close — the kernel giving the connection up
+	// (ETIMEDOUT, EHOSTUNREACH), a framing error: the peer had not
+	// acknowledged them, and they are not sent again (it may have read
+	// them): they may be lost. To a peer that drops copies they are sent
+	// again instead.
+	InFlightLost      uint64
 	HandshakeFailures uint64 // inbound ZMTP handshakes that failed or timed out, and hellos not sent within HandshakeTimeout
 	Unhandled         uint64 // records dropped because no Handler is set
 	InboundConns      int    // current inbound connections
@@ -107,7 +116,7 @@ type stats struct {
 	portableReplies, localReplies        atomic.Uint64
 	sendWaits, unsent, resent            atomic.Uint64
 	duplicates                           atomic.Uint64
-	held, heldLost                       atomic.Uint64
+	held, heldLost, inFlightLost         atomic.Uint64
 
 	mu      sync.Mutex
 	peers   map[string]*peerCounters
@@ -216,6 +225,7 @@ func (n *Node) Stats() Stats {
 		Duplicates:        s.duplicates.Load(),
 		HeldGiveUps:       s.held.Load(),
 		HeldLost:          s.heldLost.Load(),
+		InFlightLost:      s.inFlightLost.Load(),
 		HandshakeFailures: s.handshakeFailures.Load(),
 		Unhandled:         s.unhandled.Load(),
 		InboundConns:      n.rt.count(),
