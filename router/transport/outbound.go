@@ -430,6 +430,7 @@ func (s *session) read() {
 	resetWhy := ""   // why a silent connection is reset (abortIfUnaccepted)
 	var held []int64 // ends of the one-way messages in flight at a graceful give-up
 	lost := 0        // one-way messages an older peer may not get (default below)
+	failed := false  // the read failed otherwise (default below)
 	switch {
 	case late != nil:
 	case peerClosed(err):
@@ -468,7 +469,7 @@ func (s *session) read() {
 		// gets it again, as after its close; to an older peer it might
 		// arrive twice, so it is not sent again but counted and named
 		// (they fell through unnoticed before).
-		late = s.pc.undelivered()
+		late, failed = s.pc.undelivered(), true
 		if s.pc.seq == nil {
 			lost, late = len(late), nil
 		}
@@ -486,10 +487,14 @@ func (s *session) read() {
 	if len(late) > 0 {
 		n := s.l.n
 		kept := n.keepUndelivered(s.l.rid, s.info.LifecycleGeneration, late)
-		if resetWhy != "" {
+		switch {
+		case resetWhy != "":
 			n.log.Warn("transport: gave up a silent connection (reset); the one-way messages the peer never acknowledged are kept for its return",
 				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "why", resetWhy)
-		} else {
+		case failed:
+			n.log.Warn("transport: the connection failed before the peer acknowledged one-way messages; they are kept and sent again on the next connection (the peer drops copies)",
+				"peer", s.l.rid.String(), "peer_gen", s.info.LifecycleGeneration, "kept", kept, "cause", err)
+		default:
 			// INFO as above: a peer that stopped cleanly (§11) closes
 			// with this, and every step of a rolling restart logged a
 			// WARN for a run that would never return, then another for

@@ -33,26 +33,15 @@ type freezer struct {
 	frozen bool
 	thaw   chan struct{} // closed when frozen ends
 	resets atomic.Int64  // reads from the dialling side that ended in a reset
-	conns  []net.Conn
+	conns  *proxyConns
 }
 
 func newFreezer(t testing.TB, target string) *freezer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{t: t, ln: ln, target: target, thaw: make(chan struct{})}
+	ln, conns := listenProxy(t)
+	f := &freezer{t: t, ln: ln, conns: conns, target: target, thaw: make(chan struct{})}
 	close(f.thaw)
 	go f.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		f.mu.Lock()
-		for _, c := range f.conns {
-			_ = c.Close()
-		}
-		f.mu.Unlock()
-	})
 	return f
 }
 
@@ -105,9 +94,7 @@ func (f *freezer) accept() {
 			_ = in.Close()
 			continue
 		}
-		f.mu.Lock()
-		f.conns = append(f.conns, in, out)
-		f.mu.Unlock()
+		f.conns.track(in, out)
 		go f.pump(in, out, true)
 		go f.pump(out, in, false)
 	}

@@ -35,7 +35,7 @@ type breakProxy struct {
 	conns  atomic.Int32 // connections accepted
 
 	mu     sync.Mutex
-	all    []net.Conn
+	all    *proxyConns
 	first  net.Conn      // the sender's side of the first connection
 	paused chan struct{} // closed to stop reading the first connection's sender
 	resume chan struct{} // closed to read it again (to its end)
@@ -45,21 +45,10 @@ type breakProxy struct {
 
 func newBreakProxy(t testing.TB, target string) *breakProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, all := listenProxy(t)
 	addr, _ := splitEndpoint(target)
-	p := &breakProxy{t: t, ln: ln, target: addr, paused: make(chan struct{}), resume: make(chan struct{})}
+	p := &breakProxy{t: t, ln: ln, all: all, target: addr, paused: make(chan struct{}), resume: make(chan struct{})}
 	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		for _, c := range p.all {
-			_ = c.Close()
-		}
-		p.mu.Unlock()
-	})
 	return p
 }
 
@@ -76,9 +65,7 @@ func (p *breakProxy) accept() {
 			_ = in.Close()
 			continue
 		}
-		p.mu.Lock()
-		p.all = append(p.all, in, out)
-		p.mu.Unlock()
+		p.all.track(in, out)
 		if p.conns.Add(1) == 1 {
 			// A small buffer: its window closes soon once paused.
 			_ = in.(*net.TCPConn).SetReadBuffer(64 << 10)
@@ -224,6 +211,8 @@ func TestReadErrorKeepsWhatThePeerDidNotAcknowledge(t *testing.T) {
 	b := startNode(t, cfgB)
 	cfgA := testConfig("a", 1)
 	cfgA.SendQueueRecords = 256
+	var logs syncbuf.Buffer
+	cfgA.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a := startNode(t, cfgA)
 	proxy := newBreakProxy(t, b.Endpoint())
 	if err := a.Connect(b.RID(), proxy.endpoint()); err != nil {
@@ -264,6 +253,11 @@ func TestReadErrorKeepsWhatThePeerDidNotAcknowledge(t *testing.T) {
 	checkOnceInOrder(t, got, int(accepted))
 	if st.InFlightLost != 0 {
 		t.Fatalf("%d one-way messages counted lost to a peer that drops copies", st.InFlightLost)
+	}
+	// Said as what it is, not as the peer's close.
+	if !strings.Contains(logs.String(), `level=WARN msg="transport: the connection failed before the peer acknowledged one-way messages; they are kept and sent again on the next connection (the peer drops copies)"`) ||
+		strings.Contains(logs.String(), "the peer closed the connection") {
+		t.Fatalf("want the failed connection's WARN, not the peer's close, in:\n%s", logs.String())
 	}
 }
 
