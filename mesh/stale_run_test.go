@@ -80,6 +80,29 @@ func awaitAdmitted(t *testing.T, n *Node, on ...*Node) {
 	}
 }
 
+// awaitListed waits until each of on lists n's run serving with a valid
+// lease: a move's placement reads that list, and a run admitted on the
+// link may not be in it yet (under -race a move to n once found none,
+// "1 ruled out: … not the node asked for").
+func awaitListed(t *testing.T, n *Node, on ...*Node) {
+	t.Helper()
+	rid, gen := string(n.RID()), n.LifecycleGeneration()
+	for _, o := range on {
+		eventually(t, 10*time.Second, "a peer to list the node's run serving", func() bool {
+			snap, ok := o.LastSnapshot()
+			if !ok {
+				return false
+			}
+			for _, e := range snap.Entries {
+				if string(e.Descriptor.RoutingID) == rid && uint64(e.Descriptor.LifecycleGeneration) == gen && o.servingPeer(e) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
+
 // restartNode stops n (its shutdown removes what it hosts: no drain) and
 // starts it again under cfg — the same RID, a new run — and waits until
 // each of on has admitted the new run.
@@ -469,6 +492,7 @@ func TestEndedRunIsOnlyAnEarlierRun(t *testing.T) {
 // way on was recorded here.
 func TestMessageForAnEarlierStayFollowsTheObjectOutOfItsCutover(t *testing.T) {
 	ctx, a, prev, n2, ref := movedToARunThatEnded(t, true)
+	awaitListed(t, n2, prev)
 	atCutover, waiting, goOn := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(goOn) }) }
@@ -620,6 +644,7 @@ func TestHeldMessagesAreNotRelayedToARestartedTarget(t *testing.T) {
 	n := f.start(nCfg)
 	awaitAdmitted(t, n, a, prev)
 	awaitAdmitted(t, prev, n)
+	awaitListed(t, n, prev)
 	const held = 3
 	var n2 *Node
 	var once sync.Once
