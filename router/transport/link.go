@@ -386,7 +386,14 @@ func dialDealer(ctx context.Context, endpoint string, want []byte, p linkParams)
 	// even before its deadline.
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
-	zc, err := openZMTP(raw, zmq4.Dealer, p.localID, false, p.lim, p.bufSize, p.handshakeTimeout, mech)
+	// Until the peer admitted us (link.connect raises them) the frame
+	// limits are the ones an inbound connection has before its hello:
+	// during the handshake — and, for CURVE, before WELCOME proved the
+	// server — whoever answers at the endpoint is unauthenticated, and a
+	// message frame's header declaring MaxFrameBytes made zmq4 allocate
+	// that much (review, 2026-12-07;
+	// TestCurveDialerRefusesOversizeFrameBeforeWelcome).
+	zc, err := openZMTP(raw, zmq4.Dealer, p.localID, false, preHelloLimits(p.lim), p.bufSize, p.handshakeTimeout, mech)
 	if err != nil {
 		return nil, err
 	}

@@ -215,7 +215,8 @@ func (l *link) sleep(d time.Duration) bool {
 func (l *link) connect(ep string) (*session, error) {
 	n := l.n
 	ctx := l.ctx
-	zc, err := dialDealer(ctx, ep, l.rid, n.cfg.linkParams())
+	params := n.cfg.linkParams()
+	zc, err := dialDealer(ctx, ep, l.rid, params)
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +285,9 @@ func (l *link) connect(ep string) (*session, error) {
 			return fail(&RejectError{Peer: l.rid, Reason: reason, Local: true})
 		}
 		_ = zc.raw.SetReadDeadline(time.Time{})
+		// Admitted: the connection's full frame limits, as an inbound one
+		// gets at its admission (claim). Nothing else reads it yet.
+		zc.g.lim = params.lim
 		s := &session{
 			l:        l,
 			pc:       pc,

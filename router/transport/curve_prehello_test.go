@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -8,9 +9,12 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/router/transport/curve"
 )
 
-// TestReviewCurveDialerRefusesOversizeFrameBeforeWelcome: during the CURVE
+// TestCurveDialerRefusesOversizeFrameBeforeWelcome (a review, 2026-12-07):
+// during the CURVE
 // handshake only command frames (HELLO..READY, at most maxCommand) are
 // valid, and before the WELCOME box opened the other end is not
 // authenticated at all — anyone answering at the dialled endpoint, or on
@@ -20,7 +24,7 @@ import (
 // size (up to MaxFrameBytes, 64 MiB by default, and MaxMessageBytes over
 // MORE frames) before one byte of body arrived. The frame must be refused
 // at its header as a framing violation.
-func TestReviewCurveDialerRefusesOversizeFrameBeforeWelcome(t *testing.T) {
+func TestCurveDialerRefusesOversizeFrameBeforeWelcome(t *testing.T) {
 	ka, kb := mustKeyPair(t), mustKeyPair(t)
 	cfg := curveTestConfig("a", ka, ka.Public, kb.Public)
 	c, err := cfg.withDefaults()
@@ -91,5 +95,45 @@ func TestReviewCurveDialerRefusesOversizeFrameBeforeWelcome(t *testing.T) {
 	}
 	if !errIs(err, ErrFraming) {
 		t.Errorf("a message frame of %d bytes during the CURVE handshake was not refused at its header: %v", declared, err)
+	}
+}
+
+// Admitted, a dialled connection reads records as large as the frame
+// limits allow, as an admitted inbound one does: link.connect raises the
+// handshake's limits (dialDealer) at the admit. A 4 MiB reply — above the
+// pre-admission frame limit — comes back on the caller's own connection.
+func TestDialledConnectionTakesFullSizeRecordsOnceAdmitted(t *testing.T) {
+	ka, kb := mustKeyPair(t), mustKeyPair(t)
+	tests := []struct {
+		name   string
+		config func(name string, self curve.KeyPair) Config
+	}{
+		{"null", func(name string, _ curve.KeyPair) Config { return testConfig(name, 1) }},
+		{"curve", func(name string, self curve.KeyPair) Config { return curveTestConfig(name, self, ka.Public, kb.Public) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfgB := tc.config("b", kb)
+			cfgB.Handler = echoHandler(nil)
+			b := startNode(t, cfgB)
+			a := startNode(t, tc.config("a", ka))
+			connectAndWait(t, a, b)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			data := make([]byte, 4<<20)
+			for i := range data {
+				data[i] = byte(i)
+			}
+			if uint64(len(data)) <= preHelloLimits(a.cfg.linkParams().lim).maxFrame {
+				t.Fatalf("a %d-byte reply is within the pre-admission limit", len(data))
+			}
+			rep, err := a.Request(ctx, b.RID(), spotRequest(b.RID(), 1, data))
+			if err != nil {
+				t.Fatalf("request of %d bytes: %v", len(data), err)
+			}
+			if rep.Payload == nil || !bytes.Equal(rep.Payload.Data, data) {
+				t.Fatal("the 4 MiB reply differs")
+			}
+		})
 	}
 }
