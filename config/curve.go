@@ -111,7 +111,7 @@ func (c CurveConfig) allowedKeys() ([]curve.Key, error) {
 		}
 	}
 	for i, s := range c.AllowedKeys {
-		k, err := curve.ParseKey(s)
+		k, err := curve.ParsePublicKey(s)
 		if err != nil {
 			return nil, keyErr(curveKey+"allowed_keys", fmt.Errorf("entry %d: %w", i+1, err))
 		}

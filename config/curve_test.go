@@ -68,6 +68,8 @@ func TestCurveConfig(t *testing.T) {
 		{"world-writable allow-list", on(func(c *CurveConfig) { c.AllowedKeysFile = openAllow }), "writable by any user"},
 		{"no allowed keys", on(func(c *CurveConfig) { c.AllowedKeysFile = "" }), "trusted node keys"},
 		{"bad allowed key", on(func(c *CurveConfig) { c.AllowedKeys = []string{"nope"} }), "transport.curve.allowed_keys: entry 1"},
+		{"low-order allowed key", on(func(c *CurveConfig) { c.AllowedKeys = []string{strings.Repeat("0", 40)} }),
+			"transport.curve.allowed_keys: entry 1: curve: malformed input: public key 0000000000000000000000000000000000000000 is a low-order point"},
 		{"routing id", func() Config { c := on(func(*CurveConfig) {}); c.Node.RoutingID = "a1b2"; return c }(), "derived from the node's public key"},
 	} {
 		err := tc.cfg.Validate(nil)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -365,5 +366,63 @@ func TestRejectedErrorText(t *testing.T) {
 		if got := (&RejectedError{Reason: tc.reason}).Error(); got != tc.want {
 			t.Errorf("reason %q: %q, want %q", tc.reason, got, tc.want)
 		}
+	}
+}
+
+// An allow-list entry that is a low-order point can never complete a
+// handshake (sharedKey refuses it); ParsePublicKey says so when the list
+// is loaded. Security review, 2026-12-07.
+func TestParsePublicKeyRefusesLowOrderPoints(t *testing.T) {
+	enc := func(b [32]byte) string {
+		s, err := Z85Encode(b[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	one := [32]byte{1}
+	tests := []struct {
+		name, key string
+		ok        bool
+	}{
+		{"libzmq's example server key", manServerPublic, true},
+		{"libzmq's example client key", manClientPublic, true},
+		{"all zero", enc([32]byte{}), false},
+		{"u = 1", enc(one), false},
+		{"not a key", "short", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParsePublicKey(tc.key)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrMalformed)) {
+				t.Fatalf("ParsePublicKey(%q) = %v; want ok %v (else ErrMalformed)", tc.key, err, tc.ok)
+			}
+		})
+	}
+	if _, err := ParseKeyList(strings.NewReader(enc([32]byte{}) + " nobody\n")); err == nil || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "low-order") {
+		t.Fatalf("a low-order key in a key list: %v", err)
+	}
+}
+
+// A key pair printed or logged shows its public key, never its secret;
+// a malformed key's error names the position, not the character.
+func TestSecretKeyIsNotPrinted(t *testing.T) {
+	kp, _ := mustPair(t)
+	secret := kp.Secret.String()
+	var logged bytes.Buffer
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("keys", "pair", kp, "cfg", struct{ Pair KeyPair }{kp})
+	for _, out := range []string{
+		fmt.Sprintf("%v", kp), fmt.Sprintf("%+v", kp), fmt.Sprintf("%#v", kp), fmt.Sprint(kp),
+		fmt.Sprintf("%v", struct{ Pair KeyPair }{kp}), fmt.Sprintf("%+v", &struct{ Pair KeyPair }{kp}),
+		logged.String(),
+	} {
+		if strings.Contains(out, secret) || !strings.Contains(out, kp.Public.String()) {
+			t.Errorf("printed %q: the secret shown, or the public key not", out)
+		}
+	}
+	bad := []byte(secret)
+	bad[7] = '"'
+	if _, err := ParseKey(string(bad)); err == nil || strings.Contains(err.Error(), `'"'`) || !strings.Contains(err.Error(), "at 7") {
+		t.Errorf("malformed secret: %v; want the position only", err)
 	}
 }

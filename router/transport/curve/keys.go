@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -47,10 +48,43 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
-// KeyPair is a permanent key pair.
+// ParsePublicKey is ParseKey for a peer's public key (an allow-list
+// entry): a low-order point — the all-zero key among them — is refused, as
+// every handshake with it would be (sharedKey), so that an entry that can
+// never work is said when the list is loaded, not at the first handshake.
+func ParsePublicKey(s string) (Key, error) {
+	k, err := ParseKey(s)
+	if err != nil {
+		return k, err
+	}
+	// Any scalar shows it: X25519 clamps it to a multiple of the
+	// cofactor, which takes a low-order point to zero, and refuses zero.
+	probe := Key{9}
+	if _, err := curve25519.X25519(probe[:], k[:]); err != nil {
+		return k, malformed("public key %s is a low-order point: no node holds its secret, and no handshake with it can succeed", k)
+	}
+	return k, nil
+}
+
+// KeyPair is a permanent key pair. Printed (fmt's %v, %+v, %#v, %s) or
+// logged (slog) it shows its public key only: the secret never reaches a
+// log line through it.
 type KeyPair struct {
 	Public Key
 	Secret Key
+}
+
+// String shows the public key; the secret is redacted.
+func (kp KeyPair) String() string {
+	return "KeyPair{Public: " + kp.Public.String() + ", Secret: <redacted>}"
+}
+
+// GoString is String for %#v.
+func (kp KeyPair) GoString() string { return kp.String() }
+
+// LogValue is the key pair as slog shows it: the public key only.
+func (kp KeyPair) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("public", kp.Public.String()), slog.String("secret", "<redacted>"))
 }
 
 // GenerateKeyPair returns a new permanent key pair from rnd (crypto/rand
@@ -129,7 +163,7 @@ func ParseKeyList(r io.Reader) ([]Key, error) {
 		}
 		field, _, _ := strings.Cut(text, " ")
 		field, _, _ = strings.Cut(field, "\t")
-		k, err := ParseKey(field)
+		k, err := ParsePublicKey(field)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}

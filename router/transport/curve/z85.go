@@ -47,7 +47,9 @@ func Z85Decode(s string) ([]byte, error) {
 		for j := range 5 {
 			d := z85Value[s[i+j]]
 			if d == 0xFF {
-				return nil, malformed("z85: invalid character %q at %d", s[i+j], i+j)
+				// The position only: the text may be a secret key, and
+				// this error may reach a log.
+				return nil, malformed("z85: invalid character at %d", i+j)
 			}
 			v = v*85 + uint64(d)
 		}
