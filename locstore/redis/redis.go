@@ -171,7 +171,8 @@ type Options struct {
 	// missed them is caught afterwards by the rollback watch (RollbackError).
 	ReplicaAcks       int
 	ReplicaAckTimeout time.Duration
-	// Logger receives the replica wait's log lines (default slog.Default()).
+	// Logger receives the replica wait's log lines and the WARN of a commit
+	// sequence found lost on its own (default slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -201,6 +202,7 @@ type Store struct {
 
 	// rollback notices the namespace going back in time (rollback.go).
 	rollback seqWatch
+	log      *slog.Logger // Options.Logger
 	// replicas is what each write waits for (Options.ReplicaAcks); nil:
 	// writes do not wait.
 	replicas *redisconn.ReplicaWait
@@ -302,6 +304,10 @@ func newStore(opts Options) (*Store, error) {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "replicaAcks", Reason: err.Error()}
 	}
 	s.replicas = redisconn.NewReplicaWait(r, "Location Store", opts.Logger, nil)
+	s.log = opts.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
 	if s.snapTTL == 0 {
 		s.snapTTL = DefaultSnapshotTTL
 	}
@@ -621,6 +627,18 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	case 0:
 		return res, nil
 	case 1:
+	case 3:
+		// The commit sequence had been lost on its own; the script raised
+		// it past the records this batch touched (writeSrc).
+		if len(r) < 4 {
+			return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply has %d elements", len(r)))
+		}
+		was, raised := r[len(r)-2], r[len(r)-1]
+		r = r[:len(r)-2]
+		s.log.Warn("Location Store: the commit sequence stood below a record it had numbered, so it was lost on its own "+
+			"(evicted under an allkeys-* maxmemory policy, deleted, or restored apart from the records); "+
+			"raised past the records this write replaced — set maxmemory-policy noeviction (docs/store-redis.md)",
+			"namespace", s.ns, "sequence_was", was, "raised_to", raised, "key", s.seqK)
 	default:
 		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply status %d", applied))
 	}

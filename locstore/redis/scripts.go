@@ -101,7 +101,10 @@ end
 // durable), b+6 value.
 //
 // Returns {0, now} on Conflict (nothing written) or {1, now, v_1..v_m} where
-// v_j is the new version of mutation j (empty for a delete).
+// v_j is the new version of mutation j (empty for a delete); {3, now,
+// v_1..v_m, was, raised} when the commit sequence stood at was, below a
+// record the batch replaced or deletes, and was raised to that record's
+// sequence number first (lost on its own).
 //
 // Expiring records leave the index through {ns}:exp, a ZSET of keys scored
 // by the instant their data key (or, for a deleted key, its history) is
@@ -169,6 +172,28 @@ local function trim(hk)
   end
 end
 
+-- Every record carries the sequence number of the write that stored it, so
+-- the commit sequence stands at least at each. One below a record this
+-- batch replaces or deletes was lost on its own (evicted under an allkeys-*
+-- maxmemory policy, deleted, restored apart from the records): the numbers
+-- drawn next were handed out already, and a writer still holding the
+-- record's version would match the record that replaces it. Raise it past
+-- them first (all reads: a script refused for OOM is refused here, before
+-- anything changed); the reply says so (status 3), for the provider's WARN.
+local base = tonumber(redis.call('GET', KEYS[1]) or '0')
+local top = base
+for i = 1, n do
+  if ARGV[4 + 6 * (i - 1) + 4] ~= '' then
+    if not seen[i] then seen[i] = redis.call('HMGET', KEYS[2 + 2 * i], 's', 'x') end
+    local s = tonumber(seen[i][1] or '0')
+    if s > top then top = s end
+  end
+end
+if top > base then
+  redis.call('SET', KEYS[1], fmt(top))
+  out[1] = 3
+end
+
 local expiring = false
 local seq = redis.call('INCRBY', KEYS[1], m) - m
 for i = 1, n do
@@ -223,6 +248,10 @@ for i = 1, n do
   end
 end
 if expiring then reap(KEYS[3], ns, now) end
+if top > base then
+  out[#out + 1] = fmt(base)
+  out[#out + 1] = fmt(top)
+end
 return out
 `
 

@@ -2,15 +2,17 @@ package redis
 
 import (
 	"context"
-	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/internal/syncbuf"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 )
 
-// Review (F): the commit sequence {ns}:seq lost on its own while the
+// The commit sequence {ns}:seq lost on its own while the
 // records stay (evicted under an allkeys-* maxmemory policy, removed by an
 // operator, a partial restore) — the namespace marker and every record are
 // intact, so neither the framework's marker check nor a fresh process's
@@ -19,10 +21,11 @@ import (
 // stores one on the very key whose record held it: a caller still holding
 // that version (read before the rewrite) passes a Version condition on a
 // record it never saw — a lost update, the thing "every object has exactly
-// one owner" rests on. The script has the evidence at hand (the record it
-// replaces carries a sequence number at least the one just drawn), but
-// does not check it.
-func TestReviewSeqLostAloneReissuesReplacedVersion(t *testing.T) {
+// one owner" rests on. A review found it (2026-12-07): the script had the
+// evidence at hand (the record it replaces carries a sequence number at
+// least the one just drawn) but did not check it; now it raises the
+// sequence past such a record first, and the provider WARNs.
+func TestLostCommitSequenceIsNotReissuedOverARecord(t *testing.T) {
 	ctx := context.Background()
 	addr, ns := testredis.Addr(t), testredis.Namespace(t)
 	a := openStore(t, addr, ns, nil)
@@ -39,7 +42,8 @@ func TestReviewSeqLostAloneReissuesReplacedVersion(t *testing.T) {
 	}
 
 	// A process started after the loss (no rollback watch state).
-	b := openStore(t, addr, ns, nil)
+	var logs syncbuf.Buffer
+	b := openStore(t, addr, ns, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	for i := 1; i < n; i++ {
 		put(t, b, "x", "filler")
 	}
@@ -47,9 +51,6 @@ func TestReviewSeqLostAloneReissuesReplacedVersion(t *testing.T) {
 		Conditions: []locstore.Condition{locstore.IfVersion("k", stale)},
 		Mutations:  []locstore.Mutation{locstore.Put("k", []byte("fourth"))},
 	})
-	if errors.Is(err, locstore.ErrDataLost) {
-		return // the loss was seen: fine
-	}
 	if err != nil || !res.Applied {
 		t.Fatalf("rewrite of k: %+v, %v", res, err)
 	}
@@ -61,7 +62,10 @@ func TestReviewSeqLostAloneReissuesReplacedVersion(t *testing.T) {
 		Conditions: []locstore.Condition{locstore.IfVersion("k", stale)},
 		Mutations:  []locstore.Mutation{locstore.Put("k", []byte("stale holder's update"))},
 	})
-	if err == nil && res.Applied {
-		t.Errorf("a write conditioned on the replaced version %q applied over a record its writer never saw", stale)
+	if err != nil || res.Applied {
+		t.Errorf("a write conditioned on the replaced version %q: %+v, %v; want a Conflict", stale, res, err)
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"Location Store: the commit sequence stood below a record it had numbered"); n != 1 {
+		t.Errorf("%d WARNs of the lost sequence, want 1:\n%s", n, logs.String())
 	}
 }
