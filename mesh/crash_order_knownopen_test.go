@@ -1,3 +1,14 @@
+//go:build knownopen
+
+// Known, open (docs/RELOCATION.md, the known-open list): two orderings a
+// node's crash breaks, found by review on 2026-12-07 and not fixed yet.
+// They fail today, so they build only with the tag:
+//
+//	go test -tags knownopen -run 'TestReview' ./mesh/
+//
+// Whoever fixes them drops the tag (and this comment) so that make test
+// runs them.
+
 package mesh
 
 import (
