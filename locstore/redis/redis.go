@@ -637,7 +637,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		r = r[:len(r)-2]
 		s.log.Warn("Location Store: the commit sequence stood below a record it had numbered, so it was lost on its own "+
 			"(evicted under an allkeys-* maxmemory policy, deleted, or restored apart from the records); "+
-			"raised past the records this write replaced — set maxmemory-policy noeviction (docs/store-redis.md)",
+			"raised far past them (2^48) so that no number is handed out again — set maxmemory-policy noeviction (docs/store-redis.md)",
 			"namespace", s.ns, "sequence_was", was, "raised_to", raised, "key", s.seqK)
 	default:
 		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply status %d", applied))

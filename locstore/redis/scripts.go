@@ -177,9 +177,14 @@ end
 -- batch replaces or deletes was lost on its own (evicted under an allkeys-*
 -- maxmemory policy, deleted, restored apart from the records): the numbers
 -- drawn next were handed out already, and a writer still holding the
--- record's version would match the record that replaces it. Raise it past
--- them first (all reads: a script refused for OOM is refused here, before
--- anything changed); the reply says so (status 3), for the provider's WARN.
+-- record's version would match the record that replaces it. Raise it
+-- first (all reads before it: a script refused for OOM is refused here,
+-- before anything changed), and far past the record: the sequence had
+-- also numbered records written after it, records deleted since, and the
+-- writes of processes whose rollback watch holds their highest number
+-- (rollback.go) — 2^48 more mutations than that record saw since is beyond
+-- any namespace's history, and far below where Lua's numbers lose
+-- integers (2^53). The reply says so (status 3), for the provider's WARN.
 local base = tonumber(redis.call('GET', KEYS[1]) or '0')
 local top = base
 for i = 1, n do
@@ -190,6 +195,7 @@ for i = 1, n do
   end
 end
 if top > base then
+  top = top + 281474976710656 -- 2^48
   redis.call('SET', KEYS[1], fmt(top))
   out[1] = 3
 end

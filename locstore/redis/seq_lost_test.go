@@ -32,6 +32,9 @@ func TestLostCommitSequenceIsNotReissuedOverARecord(t *testing.T) {
 	put(t, a, "k", "first")
 	put(t, a, "k", "second")
 	stale := put(t, a, "k", "third") // what a stale holder keeps
+	for range 5 {
+		put(t, a, "z", "written later") // a's rollback watch now holds 8
+	}
 	n, err := strconv.Atoi(stale)
 	if err != nil {
 		t.Fatalf("version %q is not a number", stale)
@@ -64,6 +67,12 @@ func TestLostCommitSequenceIsNotReissuedOverARecord(t *testing.T) {
 	})
 	if err != nil || res.Applied {
 		t.Errorf("a write conditioned on the replaced version %q: %+v, %v; want a Conflict", stale, res, err)
+	}
+	// The process that wrote before the loss writes on: its rollback watch
+	// (highest number drawn: the replaced record's) is not taken for a
+	// store gone back in time — the sequence was raised far past it.
+	if _, err := a.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("y", []byte("after"))}}); err != nil {
+		t.Errorf("the earlier process's next write: %v", err)
 	}
 	if n := strings.Count(logs.String(), "level=WARN msg=\"Location Store: the commit sequence stood below a record it had numbered"); n != 1 {
 		t.Errorf("%d WARNs of the lost sequence, want 1:\n%s", n, logs.String())
