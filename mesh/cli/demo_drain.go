@@ -68,9 +68,9 @@ func demoDrain(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	pool := demoDrainSenders()
-	for w := range pool {
+	for g := range pool {
 		var mine []*drainRun
-		for i := w; i < len(runs); i += pool {
+		for i := g; i < len(runs); i += pool {
 			mine = append(mine, runs[i])
 		}
 		wg.Add(1)
