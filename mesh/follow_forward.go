@@ -105,6 +105,18 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 			return nil
 		}
 		if errors.Is(ferr, errRunEnded) {
+			// What the ended run passed back here before it ended is
+			// admitted first: a readmit (or a pass-on from a later stay)
+			// taken at once overtook it when the run had crashed
+			// (ended_run_reads.go).
+			var ended *followRunEnded
+			if errors.As(ferr, &ended) {
+				if wait := o.afterEndedRun(from.RID, ended.run, spot.Key{Spot: m.fam == familySpot, ID: m.id}); wait != nil {
+					// Counted once, when it is decided.
+					o.stats.followRefused.Add(^uint64(0))
+					return wait
+				}
+			}
 			if admitted, wait := o.readmit(from, m, rec, reply); admitted || wait != nil {
 				return wait
 			}
@@ -136,9 +148,21 @@ func (e *followLinkDown) Unwrap() error { return e.err }
 // stopped is the outcome once the run is known to have stopped: refused as
 // for a run that ended (errRunEnded), a stale route.
 func (e *followLinkDown) stopped() error {
-	return fmt.Errorf("message follow of %s: %w: %w: %w: the link to %x/%d is down, and that run stopped: %w",
-		e.key, ErrUnavailable, errRouteStale, errRunEnded, e.route.NodeRID, e.route.NodeGeneration, e.err)
+	return &followRunEnded{run: nodeRun{rid: string(e.route.NodeRID), gen: e.route.NodeGeneration},
+		err: fmt.Errorf("message follow of %s: %w: %w: %w: the link to %x/%d is down, and that run stopped: %w",
+			e.key, ErrUnavailable, errRouteStale, errRunEnded, e.route.NodeRID, e.route.NodeGeneration, e.err)}
 }
+
+// followRunEnded is a pass-on refused because the new owner's run ended
+// (errRunEnded in err): run is that run, whose messages sent here before
+// it ended are admitted before a readmit (afterEndedRun).
+type followRunEnded struct {
+	run nodeRun
+	err error
+}
+
+func (e *followRunEnded) Error() string { return e.err.Error() }
+func (e *followRunEnded) Unwrap() error { return e.err }
 
 // refuseMessage refuses an inbound object message with err: a request gets
 // exactly one command 20, sent to the node run that made it (which is not
@@ -317,7 +341,8 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 		// (notAdmitted, readmit).
 		o.stats.followRefused.Add(1)
 		o.log.Debug("message not followed: the new owner's run ended", "object", key.String(), "hop", m.hop, "err", ended)
-		return false, fmt.Errorf("message follow of %s: %w", key, ended)
+		return false, &followRunEnded{run: nodeRun{rid: string(f.Target.Route.NodeRID), gen: f.Target.Route.NodeGeneration},
+			err: fmt.Errorf("message follow of %s: %w", key, ended)}
 	}
 	if controlOf(rec) == controlUnbind {
 		// Whether the new owner's run would take it is read here (the

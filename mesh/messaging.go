@@ -63,6 +63,9 @@ type msgTarget struct {
 	// control is the meshnode.control metadata of a framework message
 	// that is no application message ("": none; route_barrier.go).
 	control string
+	// afterRun, on a barrier, names the ended node run whose messages the
+	// receiver admits before it answers (metaBarrierAfterRun).
+	afterRun *origin
 }
 
 func (t msgTarget) cacheKey() follow.Key {
@@ -468,8 +471,12 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 	}
 	var meta []byte
 	if t.control != "" {
+		entries := []router.MetadataEntry{{Key: controlKey, Value: t.control}}
+		if t.afterRun != nil {
+			entries = append(entries, router.MetadataEntry{Key: metaBarrierAfterRun, Value: t.afterRun.String()})
+		}
 		var err error
-		if meta, err = router.EncodeMetadata([]router.MetadataEntry{{Key: controlKey, Value: t.control}}); err != nil {
+		if meta, err = router.EncodeMetadata(entries); err != nil {
 			return nil, fmt.Errorf("%w: control %q: %w", ErrInvalidOperation, t.control, err)
 		}
 	}
@@ -903,6 +910,12 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 	// A barrier (route_barrier.go) is answered where it is admitted; it
 	// is never queued.
 	barrier := corr != 0 && controlOf(rec) == controlBarrier
+	if barrier {
+		// Behind an ended run's messages first, when it names one.
+		if wait, refused := o.barrierAfterRun(from, fam, id, corr, rec, reply); wait != nil || refused {
+			return wait
+		}
+	}
 	// A closed Session's unbind (session.go) drops its binding where it
 	// is admitted; it is never queued either.
 	unbind := corr == 0 && tag != nil && controlOf(rec) == controlUnbind
@@ -1021,8 +1034,13 @@ type cutoverWaiter struct {
 }
 
 // cutoverQueue is the messages of one cutoverWaitKey waiting, in arrival
-// order; the first is the one being admitted or waited for.
-type cutoverQueue struct{ waiting []cutoverWaiter }
+// order; the first is the one being admitted or waited for. done is
+// closed once the queue is empty and gone (what waits behind an ended
+// run's messages, ended_run_reads.go).
+type cutoverQueue struct {
+	waiting []cutoverWaiter
+	done    chan struct{}
+}
 
 func errCutoverWait(id string) error {
 	return fmt.Errorf("%w: %s is being moved; too many messages wait for cutovers here", ErrMoving, id)
@@ -1079,7 +1097,7 @@ func (o *objects) waitCutover(w cutoverWaiter, wait <-chan struct{}) bool {
 	if o.afterCutover == nil {
 		o.afterCutover = map[cutoverWaitKey]*cutoverQueue{}
 	}
-	q := &cutoverQueue{waiting: []cutoverWaiter{w}}
+	q := &cutoverQueue{waiting: []cutoverWaiter{w}, done: make(chan struct{})}
 	o.afterCutover[w.key] = q
 	o.cutoverQueues.Add(1)
 	o.mu.Unlock()
@@ -1105,6 +1123,7 @@ func (o *objects) runCutoverQueue(key cutoverWaitKey, q *cutoverQueue, wait <-ch
 			if len(q.waiting) == 0 {
 				delete(o.afterCutover, key)
 				o.cutoverQueues.Add(-1)
+				close(q.done)
 				o.mu.Unlock()
 				return
 			}

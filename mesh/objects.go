@@ -77,6 +77,9 @@ type objects struct {
 	// runChecks: reads of whether a new owner's run stopped, its link down
 	// (follow_run_check.go).
 	runChecks runChecks
+	// endedReads: waits for what an ended node run sent here to be admitted
+	// (ended_run_reads.go).
+	endedReads endedReads
 	// commitLag is how long, recently, a source waited from its cutover
 	// until the store named the target (sourceMove.confirm).
 	commitLag lagAverage
@@ -298,6 +301,7 @@ const (
 	stepSenderBarrier = "sender:barrier" // a route switch sends its barrier
 	stepFollowPassOn  = "follow:pass-on" // a previous owner passes a message on
 	stepFollowArrive  = "follow:arrive"  // a message passed on arrives (on the reader of the link it came on)
+	stepEndedRunWait  = "ended-run:wait" // a readmit or a switch's barrier waits for what an ended run sent here
 	stepSwitchHeld    = "switch:held"    // a route switch waits for a move's ingress hold
 	stepCutoverWait   = "cutover:wait"   // a peer's message waits for the object's cutover here
 	// a route switch's sender got a notice that its barrier is held on purpose

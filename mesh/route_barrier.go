@@ -147,7 +147,7 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 		}
 		e.switching = ch
 		s.mu.Unlock()
-		o.barrier(ctx, t, prev)
+		o.barrier(ctx, t, prev, r)
 		s.mu.Lock()
 		e.r, e.at, e.lastOp, e.settled, e.switching, e.via = r, o.n.clock.Now(), t.op, false, nil, nil
 		close(ch)
@@ -253,8 +253,9 @@ func (o *objects) isLocal(r follow.Ready) bool {
 
 // barrier sends the barrier request on prev and waits for its answer (any
 // answer: admitted, refused, or passed on and admitted), at most
-// barrierWait.
-func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
+// barrierWait. When prev's run is gone it asks next, the route switched
+// to, instead (barrierBehindEnded).
+func (o *objects) barrier(ctx context.Context, t msgTarget, prev, next follow.Ready) {
 	o.stats.routeBarriers.Add(1)
 	o.hook().step(t.id, stepSenderBarrier)
 	bctx, cancel := context.WithTimeout(ctx, barrierMaxWait)
@@ -280,6 +281,51 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev follow.Ready) {
 	v := barrierVerdictOf(ctx.Err() != nil, bctx.Err() != nil, err, func() bool { return o.runLiveInList(prev) },
 		func() bool { return o.prevStopped(ctx, prev) })
 	o.logBarrierEnd(v, t.id, prev, time.Since(start), err)
+	if v == barrierPrevGone {
+		o.barrierBehindEnded(ctx, t, prev, next)
+	}
+}
+
+// barrierBehindEnded returns, in a route switch away from prev whose run
+// is gone (barrierPrevGone), once the new owner on next has admitted what
+// prev passed on to it before it ended (ended_run_reads.go): a barrier on
+// next naming prev's run (metaBarrierAfterRun), answered there once that
+// run's connections are read to their end and its messages for the object
+// admitted. When next is this node, the same wait here. Bounded by ctx and
+// barrierMaxWait, then logged as a barrier that went unanswered. A new
+// owner of an older version answers at once, as before.
+func (o *objects) barrierBehindEnded(ctx context.Context, t msgTarget, prev, next follow.Ready) {
+	run := nodeRun{rid: string(prev.Route.NodeRID), gen: prev.Route.NodeGeneration}
+	bctx, cancel := context.WithTimeout(ctx, barrierMaxWait)
+	defer cancel()
+	start := time.Now()
+	var err error
+	if o.isLocal(next) {
+		if w := o.afterEndedRun(nil, run, spot.Key{Spot: t.fam == familySpot, ID: t.id}); w != nil {
+			select {
+			case <-w:
+			case <-bctx.Done():
+				err = bctx.Err()
+			}
+		}
+	} else {
+		bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier, op: opIDOf(NewOperationID()),
+			afterRun: &origin{rid: prev.Route.NodeRID, gen: prev.Route.NodeGeneration}}
+		err = o.sendBarrier(bctx, bt, next)
+	}
+	waited := time.Since(start).Round(time.Millisecond)
+	switch {
+	case err == nil, ctx.Err() != nil:
+		o.log.Debug("route switch: the new owner has what the previous owner's ended run passed on", "object", t.id, "waited", waited)
+	case bctx.Err() != nil, errors.Is(err, transport.ErrBackpressure):
+		o.stats.routeBarriersTimedOut.Add(1)
+		o.log.Warn("route switch: the new owner did not confirm in time that what the previous owner passed on before its run ended is in; switching anyway (it may arrive after later messages)",
+			"object", t.id, "previous", transport.RID(prev.Route.NodeRID).String(), "waited", waited, "err", err)
+	default:
+		// Refused where it was admitted, after the wait; or the new
+		// owner cannot be reached — the next message cannot either.
+		o.log.Debug("route switch: the new owner's barrier behind the ended previous owner not answered", "object", t.id, "err", err)
+	}
 }
 
 // logBarrierEnd counts and logs how a route switch's barrier to prev ended
@@ -311,9 +357,11 @@ func (o *objects) logBarrierEnd(v barrierVerdict, id string, prev follow.Ready, 
 		o.log.Debug("route switch: the previous owner stopped cleanly before it answered the barrier; switching",
 			"object", id, "previous", previous, "waited", waited, "err", err)
 	case barrierRefused:
-		// Refused or not sent: nothing of ours is still being passed on
-		// through prev.
+		// Refused behind everything this node sent prev.
 		o.log.Debug("route switch: barrier refused", "object", id, "err", err)
+	case barrierPrevGone:
+		o.log.Debug("route switch: the previous owner's run is gone; asking the new owner for what it passed on", "object", id,
+			"previous", previous, "err", err)
 	}
 }
 
@@ -348,12 +396,17 @@ const (
 	// what it read was passed on or refused by then. Not counted as timed
 	// out; DEBUG.
 	barrierPrevStopped
-	// barrierRefused: refused, or not sent for want of any link to prev
-	// (ErrUnknownPeer) or because nothing listens at prev's endpoint any
-	// more (a refused redial) — nothing of this node's is being passed
-	// on through prev (a run no longer listed live cannot pass anything
-	// on).
+	// barrierRefused: prev refused it — behind everything this node sent
+	// it, so nothing of this node's is being passed on through prev.
 	barrierRefused
+	// barrierPrevGone: not answered because prev's run is gone — nothing
+	// listens at its endpoint any more (a refused redial), this node has
+	// no link to its node (ErrUnknownPeer), or the link ended and the run
+	// is no longer listed live. Prev passes nothing on any more, but what
+	// it passed on before a crash may still be unread at the next owner
+	// (no last barriers confirmed it, shutdown_passons.go): the switch
+	// asks the new owner first (barrierBehindEnded).
+	barrierPrevGone
 )
 
 // barrierVerdictOf classifies a barrier's end: callerDone when the
@@ -372,8 +425,13 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive, prevSto
 		// The link is down and its last redial was refused: nothing
 		// listens at prev's endpoint, so prev's process is gone, with what
 		// it had read — and the messages the transport keeps for prev's
-		// run will never be sent (only to that very run).
-		return barrierRefused
+		// run will never be sent (only to that very run). What it passed
+		// on before may not be in at the next owner yet.
+		return barrierPrevGone
+	case errors.Is(err, transport.ErrUnknownPeer):
+		// No link at all: this node forgot prev's node, which left the
+		// list (its run ended).
+		return barrierPrevGone
 	case !errors.Is(err, transport.ErrPeerDown) && !errors.Is(err, transport.ErrNotAdmitted):
 		// A deadline here is the request's own (a redial that timed out
 		// is ErrNotAdmitted): prev read nothing in time.
@@ -382,7 +440,7 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive, prevSto
 		}
 		return barrierRefused
 	case !prevLive():
-		return barrierRefused
+		return barrierPrevGone
 	case !errors.Is(err, transport.ErrPeerSilent) && prevStopped():
 		return barrierPrevStopped
 	case errors.As(err, &dialTimeout):

@@ -231,7 +231,7 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "link full", err: transport.ErrBackpressure, want: barrierTimedOut},
 		{name: "link lost, run live", err: fmt.Errorf("barrier: %w", transport.ErrPeerDown), live: true,
 			want: barrierLinkLost, wantAsked: true, wantRead: true},
-		{name: "link lost, run gone", err: transport.ErrPeerDown, want: barrierRefused, wantAsked: true},
+		{name: "link lost, run gone", err: transport.ErrPeerDown, want: barrierPrevGone, wantAsked: true},
 		// The previous owner stopped cleanly while the barrier was pending
 		// (its session ended as it closed): its descriptor says stopped, or
 		// is gone, though this node's list still shows it.
@@ -259,14 +259,14 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "link down before, redial timed out, run stopped", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
 			live: true, stopped: true, want: barrierPrevStopped, wantAsked: true, wantRead: true},
 		{name: "link down before, redial timed out, run gone", err: notAdmitted(dialTimedOut(context.DeadlineExceeded)),
-			want: barrierRefused, wantAsked: true},
+			want: barrierPrevGone, wantAsked: true},
 		{name: "link down before, run gone", err: notAdmitted(errors.New("transport: handshake with tcp://127.0.0.1:7791: EOF")),
-			want: barrierRefused, wantAsked: true},
+			want: barrierPrevGone, wantAsked: true},
 		// Nothing listens at prev's endpoint: prev's process is gone, with
 		// what it read, and nothing is kept for a later run.
-		{name: "link down before, redial refused", err: notAdmitted(refusedDial(t)), live: true, want: barrierRefused},
+		{name: "link down before, redial refused", err: notAdmitted(refusedDial(t)), live: true, want: barrierPrevGone},
 		{name: "no link at all", err: wrapErr(ErrUnavailable, fmt.Errorf("%w: prev", transport.ErrUnknownPeer), "request to a"),
-			live: true, want: barrierRefused},
+			live: true, want: barrierPrevGone},
 		{name: "refused", err: refusedErr, live: true, want: barrierRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

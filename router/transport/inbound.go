@@ -373,3 +373,42 @@ type unexpectedError struct{ cmd router.Command }
 func (e unexpectedError) Error() string { return "transport: unexpected " + e.cmd.String() }
 
 func errUnexpected(c router.Command) error { return unexpectedError{c} }
+
+// InboundReading returns a channel closed once the reader of an inbound
+// connection that peer run (peer, gen) was admitted on has stopped —
+// every record of it that will ever reach the Handler has, the Handler
+// returned for each — or nil when no such connection is being read.
+// One connection at a time: a caller waits for it and asks again.
+//
+// A node that learns a peer run ended (it crashed, and its next run was
+// admitted or its lease lapsed) may still hold what that run sent it, read
+// from the kernel and not yet handed on, or still in the kernel's buffer:
+// an ended run's connection ends only once its reader reaches the end. A
+// caller about to let something overtake what the ended run sent — a
+// message readmitted here, a sender's route switch answered here
+// (mesh/ended_run_reads.go) — waits for this first.
+func (n *Node) InboundReading(peer RID, gen uint64) <-chan struct{} {
+	if n.rt == nil {
+		return nil
+	}
+	r := n.rt
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ic := range r.conns {
+		if ic.ident != string(peer) {
+			continue
+		}
+		ic.mu.Lock()
+		run := ic.info.LifecycleGeneration
+		ic.mu.Unlock()
+		if run != gen {
+			continue
+		}
+		select {
+		case <-ic.readDone:
+		default:
+			return ic.readDone
+		}
+	}
+	return nil
+}

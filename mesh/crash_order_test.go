@@ -1,13 +1,7 @@
-//go:build knownopen
-
-// Known, open (docs/RELOCATION.md, the known-open list): two orderings a
-// node's crash breaks, found by review on 2026-12-07 and not fixed yet.
-// They fail today, so they build only with the tag:
-//
-//	go test -tags knownopen -run 'TestReview' ./mesh/
-//
-// Whoever fixes them drops the tag (and this comment) so that make test
-// runs them.
+// Two orderings a node's crash broke (found by review on 2026-12-07,
+// fixed the same day: ended_run_reads.go): what a crashed run had passed
+// on was still unadmitted at the next node when a readmit there, or a
+// sender's route switch straight to it, let the next message overtake it.
 
 package mesh
 
@@ -25,8 +19,7 @@ import (
 	"github.com/meshnode/meshnode/router/transport"
 )
 
-// Review (2026-12-07, not fixed): readmit admits a message for an earlier
-// stay here once the follow chain's next owner's run ended, on the claim
+// Readmit admits a message for an earlier stay here once the follow chain's next owner's run ended, on the claim
 // that nothing of that stay's senders is still on its way through the
 // ended run — "passed back before its transport closed, or gone with it".
 // A run that crashed (no §11 close, so no last barriers behind what it
@@ -43,8 +36,9 @@ import (
 // reader. n crashes and starts again; prev's link admits the new run. a's
 // request "count", on the same cached route, is readmitted on prev (the
 // chain's next run ended) and answered — want count:2 ("one" and "two"
-// before it), got count:1 on main: "two" runs after it.
-func TestReviewReadmitAfterACrashedRunKeepsWhatItPassedBackAhead(t *testing.T) {
+// before it); before the fix count:1: "two" ran after it. Now the readmit
+// waits until prev's connection from the crashed run is read to its end.
+func TestReadmitAfterACrashedRunKeepsWhatItPassedBackAhead(t *testing.T) {
 	ctx, f, a, prev, n, nCfg, ref := movedToARestartable(t, false)
 	// Back to prev by a move of n's (not its drain: n keeps running).
 	var res RelocationResult
@@ -92,9 +86,9 @@ func TestReviewReadmitAfterACrashedRunKeepsWhatItPassedBackAhead(t *testing.T) {
 	var got string
 	select {
 	case got = <-answer:
-	case <-time.After(10 * time.Second):
-		// Not answered while "two" is held (what a fix would do): let
-		// "two" go, and the answer must count it.
+	case <-time.After(3 * time.Second):
+		// Not answered while "two" is held (the readmit waits for it):
+		// let "two" go, and the answer must count it.
 		releaseOnce()
 		got = <-answer
 	}
@@ -116,22 +110,23 @@ func TestReviewReadmitAfterACrashedRunKeepsWhatItPassedBackAhead(t *testing.T) {
 	}
 }
 
-// Review (2026-12-07, not fixed): the sender's side of the same gap. A
-// previous owner that passed a sender's message on and then crashed (no
-// §11 close: no last barrier behind what it passed on) is taken for one
-// that has nothing more on its way once the link's redial is refused
-// (ECONNREFUSED, barrierVerdictOf: "gone with what it read") — a refusal,
-// DEBUG only, not counted: the sender switches at once. What it had passed
-// on is not gone with it: the new owner has it on the previous owner's
-// connection, read and not admitted yet here (its reader held at
-// stepFollowArrive, standing for a reader that lags). The sender's next
-// message, straight to the new owner on its own connection, runs first:
-// the object sees 3 before 2, and no WARN or RouteBarriersTimedOut says
-// the order may be broken. TestCleanStopKeepsWhatThePreviousOwnerPassedOnAhead
-// is the clean-stop case (kept since 2026-12-07 by the last barriers).
-func TestReviewCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch(t *testing.T) {
+// The sender's side of the same gap. A previous owner that passed a
+// sender's message on and then crashed (no §11 close: no last barrier
+// behind what it passed on) was taken for one that has nothing more on its
+// way once the link's redial was refused (ECONNREFUSED) — DEBUG only, not
+// counted: the sender switched at once. What it had passed on is not gone
+// with it: the new owner has it on the previous owner's connection, read
+// and not admitted yet (its reader held at stepFollowArrive, standing for
+// a reader that lags). Before the fix the sender's next message, straight
+// to the new owner on its own connection, ran first: the object saw 3
+// before 2, and nothing said the order may be broken. Now the switch asks
+// the new owner (barrierPrevGone, barrierBehindEnded), which answers once
+// that connection is read to its end.
+// TestCleanStopKeepsWhatThePreviousOwnerPassedOnAhead is the clean-stop
+// case (kept since 2026-12-07 by the last barriers).
+func TestCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch(t *testing.T) {
 	c, ctx, logs := barrierScene(t)
-	ref, src, dst := movedAfterOne(t, ctx, c, "review-crash-order")
+	ref, src, dst := movedAfterOne(t, ctx, c, "crash-order")
 	sender := c.nodes[0].obj
 	sender.barrierEvery = time.Minute
 	key := follow.Key{Kind: follow.KindActor, ID: ref.ActorID}
@@ -167,16 +162,18 @@ func TestReviewCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch(t *testing.T) {
 	})
 
 	sender.cache.Drop(key) // the sender's entry aged out: it reads the new owner
-	if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:3")); err != nil {
-		t.Fatalf("message 3: %v", err)
-	}
+	sent := make(chan error, 1)
+	go func() { sent <- c.m(0).SendActor(ctx, ref, []byte("s:n0:3")) }()
 	// Bounded only to choose when 2 is let go: a fixed sender keeps 3
-	// back until 2 is in.
-	deadline := time.Now().Add(10 * time.Second)
+	// back (its Send waits for the switch) until 2 is in.
+	deadline := time.Now().Add(3 * time.Second)
 	for c.nodes[dst].ObjectStats().Delivered == before.Delivered && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	releaseOnce()
+	if err := <-sent; err != nil {
+		t.Fatalf("message 3: %v", err)
+	}
 	st := seqStateOf(t, ctx, c, ref)
 	if st.Last["n0"] != 3 || st.Gaps != 0 || st.Duplicates != 0 {
 		t.Errorf("object saw last %d, %d gaps, %d duplicates (%v); want 3, 0, 0 (in order): message 3 ran before 2, which the crashed previous owner had passed on",
