@@ -76,23 +76,40 @@ func Split(payload []byte, chunkSize int) (Transfer, error) {
 	return t, nil
 }
 
+// ChunkSizeRange is the range of chunk sizes a node with limits lim may be
+// configured with: Split accepts them (MinChunkSize..MaxChunkSize) and a
+// payload of lim.MaxPayload bytes fits in MaxChunkCount chunks of them, so
+// Split never fails on a payload Encode accepted. With the default limits
+// (256 MiB payloads) it is 64 KiB..16 MiB. It is the one source of these
+// bounds: CheckChunkSize and the node configuration's
+// relocation.chunk_size rule both use it.
+func ChunkSizeRange(lim Limits) (lo, hi int, err error) {
+	lim, err = lim.Normalize()
+	if err != nil {
+		return 0, 0, err
+	}
+	need := (lim.MaxPayload + MaxChunkCount - 1) / MaxChunkCount // ≤ MaxChunkSize: MaxPayload ≤ MaxPayloadBound
+	return max(MinChunkSize, int(need)), MaxChunkSize, nil
+}
+
 // CheckChunkSize validates a configured chunk size against the limits at
-// startup: the size is in range (0 means DefaultChunkSize) and a payload of
-// lim.MaxPayload bytes fits in MaxChunkCount chunks, so Split never fails
-// on a payload Encode accepted.
+// startup: the size is in ChunkSizeRange(lim) (0 means DefaultChunkSize).
+// Errors wrap ErrInvalid.
 func CheckChunkSize(chunkSize int, lim Limits) error {
 	lim, err := lim.Normalize()
+	if err != nil {
+		return err
+	}
+	lo, hi, err := ChunkSizeRange(lim)
 	if err != nil {
 		return err
 	}
 	if chunkSize == 0 {
 		chunkSize = DefaultChunkSize
 	}
-	if chunkSize < MinChunkSize || chunkSize > MaxChunkSize {
-		return fmt.Errorf("%w: chunk size %d outside %d..%d", ErrInvalid, chunkSize, MinChunkSize, MaxChunkSize)
-	}
-	if lim.MaxPayload > uint64(chunkSize)*MaxChunkCount {
-		return fmt.Errorf("%w: MaxPayload %d needs more than %d chunks of %d bytes", ErrInvalid, lim.MaxPayload, MaxChunkCount, chunkSize)
+	if chunkSize < lo || chunkSize > hi {
+		return fmt.Errorf("%w: chunk size %d outside %d..%d (Split takes %d..%d, and MaxPayload %d must fit in %d chunks)",
+			ErrInvalid, chunkSize, lo, hi, MinChunkSize, MaxChunkSize, lim.MaxPayload, MaxChunkCount)
 	}
 	return nil
 }

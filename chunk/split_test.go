@@ -109,3 +109,33 @@ func TestCheckChunkSize(t *testing.T) {
 		}
 	}
 }
+
+// ChunkSizeRange is the sizes Split takes that carry a MaxPayload payload in
+// at most MaxChunkCount chunks; CheckChunkSize refuses exactly the sizes
+// outside it.
+func TestChunkSizeRange(t *testing.T) {
+	cases := []struct {
+		lim    Limits
+		lo, hi int
+	}{
+		{Limits{}, 64 << 10, MaxChunkSize}, // 256 MiB / 4096
+		{Limits{MaxPayload: 4 << 20}, MinChunkSize, MaxChunkSize},
+		{Limits{MaxPayload: 256<<20 + 1}, 64<<10 + 1, MaxChunkSize},
+		{Limits{MaxPayload: MaxPayloadBound}, MaxChunkSize, MaxChunkSize},
+	}
+	for _, c := range cases {
+		lo, hi, err := ChunkSizeRange(c.lim)
+		if err != nil || lo != c.lo || hi != c.hi {
+			t.Errorf("limits %+v: %d..%d, %v; want %d..%d", c.lim, lo, hi, err, c.lo, c.hi)
+			continue
+		}
+		for _, s := range []int{lo - 1, lo, hi, hi + 1} {
+			if err := CheckChunkSize(s, c.lim); (err == nil) != (s >= lo && s <= hi) {
+				t.Errorf("limits %+v: CheckChunkSize(%d) = %v", c.lim, s, err)
+			}
+		}
+	}
+	if _, _, err := ChunkSizeRange(Limits{MaxPayload: MaxPayloadBound + 1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("invalid limits: %v", err)
+	}
+}

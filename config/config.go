@@ -27,6 +27,8 @@ import (
 	"encoding/hex"
 	"runtime"
 	"time"
+
+	"github.com/meshnode/meshnode/chunk"
 )
 
 // ObjectRole is a MeshNode's object role (spec §2).
@@ -222,7 +224,7 @@ type RelocationConfig struct {
 	// Deadline bounds a move whose caller gave no deadline.
 	Deadline time.Duration `koanf:"deadline"`
 	// ChunkSize is the size of one Restore chunk (record 52) on the
-	// ordered connection: 1 KiB..64 MiB.
+	// ordered connection: RelocationChunkRange, 64 KiB..16 MiB.
 	ChunkSize int `koanf:"chunk_size"`
 	// MaxConcurrent bounds the moves a host Relocate or drain runs at
 	// once (docs/RELOCATION.md "Host relocation and drain").
@@ -260,12 +262,35 @@ const MaxRelocationConcurrency = 1024
 // MaxHostTargetRun bounds relocation.host_target_run.
 const MaxHostTargetRun = 1 << 20
 
-// Relocation chunk size bounds: the wire's 64 MiB per chunk (record 52),
-// and 1 KiB so that a chunk's fixed cost stays small.
-const (
-	MinRelocationChunk = 1 << 10
-	MaxRelocationChunk = 64 << 20
-)
+// relocationPayloadLimits are the Restore payload limits a node runs with:
+// package mesh encodes, splits and assembles payloads with chunk.Limits{},
+// the package defaults (payloads up to chunk.DefaultMaxPayload, 256 MiB).
+// relocation.chunk_size is checked against them, so that a move's source
+// never fails to split a payload it encoded (docs/RESTORE-PAYLOAD.md).
+var relocationPayloadLimits = chunk.Limits{}
+
+// RelocationChunkRange is the range relocation.chunk_size must be in:
+// chunk.ChunkSizeRange of the node's payload limits, 64 KiB..16 MiB.
+// Above chunk.MaxChunkSize a source cannot split a payload at all; below
+// the low bound a payload of the largest size needs more than
+// chunk.MaxChunkCount chunks.
+func RelocationChunkRange() (lo, hi int) {
+	lo, hi, _ = relocationChunkBounds()
+	return lo, hi
+}
+
+// relocationChunkBounds is RelocationChunkRange and the largest payload
+// it was computed for.
+func relocationChunkBounds() (lo, hi int, maxPayload uint64) {
+	lim, err := relocationPayloadLimits.Normalize()
+	if err == nil {
+		lo, hi, err = chunk.ChunkSizeRange(lim)
+	}
+	if err != nil { // the package defaults are always valid
+		panic("config: relocation payload limits: " + err.Error())
+	}
+	return lo, hi, lim.MaxPayload
+}
 
 // StoreConfig selects one store provider (Location or Relocation Store).
 type StoreConfig struct {

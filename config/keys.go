@@ -175,7 +175,7 @@ var help = map[string]string{
 	"relocation_store.redis.tls.min_version":          "lowest TLS version offered: 1.2 or 1.3",
 	"relocation_store.redis.tls.insecure_skip_verify": "accept any server certificate (tests only: anyone on the path can pose as the server); logs a security warning; not with ca_file",
 	"relocation.deadline":                             "deadline of a move whose caller gave none (docs/RELOCATION.md)",
-	"relocation.chunk_size":                           "bytes per Restore chunk on the ordered connection, 1024..67108864 (1 KiB..64 MiB)",
+	"relocation.chunk_size":                           "bytes per Restore chunk on the ordered connection, 65536..16777216 (64 KiB..16 MiB: 4096 chunks of at least 64 KiB carry the largest payload, 256 MiB)",
 	"relocation.max_concurrent":                       "moves a host Relocate or drain runs at once, 1..1024",
 	"relocation.host_target_run":                      "at most this many consecutive moves of a host Relocate or drain go to one target (fewer when few are left), 0..1048576; 0 = every move placed on its own",
 	"relocation.host_deadline":                        "deadline of a host Relocate whose caller gave none",

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/chunk"
 )
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
@@ -171,8 +173,13 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	if n := c.Relocation.HostTargetRun; n < 0 || n > MaxHostTargetRun {
 		ps.add("relocation.host_target_run", "must be 0..%d (0 places every move on its own), got %d", MaxHostTargetRun, n)
 	}
-	if n := c.Relocation.ChunkSize; n < MinRelocationChunk || n > MaxRelocationChunk {
-		ps.add("relocation.chunk_size", "must be %d..%d bytes (1 KiB..64 MiB, the wire's chunk bound), got %d", MinRelocationChunk, MaxRelocationChunk, n)
+	if lo, hi, maxPayload := relocationChunkBounds(); c.Relocation.ChunkSize < lo || c.Relocation.ChunkSize > hi {
+		n, why := c.Relocation.ChunkSize, "a source cannot split a payload into chunks above "+byteSize(uint64(hi))
+		if n < lo {
+			why = fmt.Sprintf("below %s a payload of %s, the largest a move carries, needs more than %d chunks",
+				byteSize(uint64(lo)), byteSize(maxPayload), chunk.MaxChunkCount)
+		}
+		ps.add("relocation.chunk_size", "must be %d..%d bytes (%s..%s; %s), got %d", lo, hi, byteSize(uint64(lo)), byteSize(uint64(hi)), why, n)
 	}
 	c.Log.validate(&ps)
 	c.Admin.validate(&ps)
@@ -588,4 +595,18 @@ func LoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// byteSize writes n in the largest binary unit that divides it ("64 KiB",
+// "16 MiB", "1000 bytes").
+func byteSize(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return strconv.FormatUint(n>>30, 10) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatUint(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatUint(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatUint(n, 10) + " bytes"
 }
