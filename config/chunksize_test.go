@@ -74,13 +74,18 @@ func TestRelocationChunkSize(t *testing.T) {
 	}
 }
 
-// The range comes from package chunk, and the key's help (docs/OPERATIONS.md)
+// The range is package chunk's (config cannot import it: it sits below
+// chunk in the package layers), and the key's help (docs/OPERATIONS.md)
 // states it.
 func TestRelocationChunkRange(t *testing.T) {
 	lo, hi := RelocationChunkRange()
 	clo, chi, err := chunk.ChunkSizeRange(chunk.Limits{})
 	if err != nil || lo != clo || hi != chi {
 		t.Fatalf("RelocationChunkRange() = %d..%d, chunk.ChunkSizeRange = %d..%d, %v", lo, hi, clo, chi, err)
+	}
+	if relocationMaxPayload != chunk.DefaultMaxPayload || relocationMaxChunks != chunk.MaxChunkCount {
+		t.Errorf("the refusal's reason names %d-byte payloads in %d chunks; package chunk: %d, %d",
+			relocationMaxPayload, relocationMaxChunks, chunk.DefaultMaxPayload, chunk.MaxChunkCount)
 	}
 	if lo != 64<<10 || hi != chunk.MaxChunkSize {
 		t.Errorf("range %d..%d, want 65536..16777216", lo, hi)

@@ -27,8 +27,6 @@ import (
 	"encoding/hex"
 	"runtime"
 	"time"
-
-	"github.com/meshnode/meshnode/chunk"
 )
 
 // ObjectRole is a MeshNode's object role (spec §2).
@@ -262,35 +260,25 @@ const MaxRelocationConcurrency = 1024
 // MaxHostTargetRun bounds relocation.host_target_run.
 const MaxHostTargetRun = 1 << 20
 
-// relocationPayloadLimits are the Restore payload limits a node runs with:
-// package mesh encodes, splits and assembles payloads with chunk.Limits{},
-// the package defaults (payloads up to chunk.DefaultMaxPayload, 256 MiB).
-// relocation.chunk_size is checked against them, so that a move's source
-// never fails to split a payload it encoded (docs/RESTORE-PAYLOAD.md).
-var relocationPayloadLimits = chunk.Limits{}
+// Relocation chunk size bounds (relocation.chunk_size): package chunk's
+// ChunkSizeRange for the payload limits package mesh runs with
+// (chunk.Limits{}: payloads up to 256 MiB), 64 KiB..16 MiB. Above 16 MiB
+// chunk.Split refuses a chunk size (every move the node sourced failed);
+// below 64 KiB a payload of the largest size needs more than 4096 chunks
+// (docs/RESTORE-PAYLOAD.md). Written here, not imported: config sits below
+// chunk in the package layers (docs/ARCHITECTURE.md), and
+// TestRelocationChunkRange ties these to package chunk's.
+const (
+	MinRelocationChunk = 64 << 10
+	MaxRelocationChunk = 16 << 20
+	// relocationMaxPayload and relocationMaxChunks are chunk's
+	// DefaultMaxPayload and MaxChunkCount, for the refusal's reason.
+	relocationMaxPayload = 256 << 20
+	relocationMaxChunks  = 4096
+)
 
-// RelocationChunkRange is the range relocation.chunk_size must be in:
-// chunk.ChunkSizeRange of the node's payload limits, 64 KiB..16 MiB.
-// Above chunk.MaxChunkSize a source cannot split a payload at all; below
-// the low bound a payload of the largest size needs more than
-// chunk.MaxChunkCount chunks.
-func RelocationChunkRange() (lo, hi int) {
-	lo, hi, _ = relocationChunkBounds()
-	return lo, hi
-}
-
-// relocationChunkBounds is RelocationChunkRange and the largest payload
-// it was computed for.
-func relocationChunkBounds() (lo, hi int, maxPayload uint64) {
-	lim, err := relocationPayloadLimits.Normalize()
-	if err == nil {
-		lo, hi, err = chunk.ChunkSizeRange(lim)
-	}
-	if err != nil { // the package defaults are always valid
-		panic("config: relocation payload limits: " + err.Error())
-	}
-	return lo, hi, lim.MaxPayload
-}
+// RelocationChunkRange is the range relocation.chunk_size must be in.
+func RelocationChunkRange() (lo, hi int) { return MinRelocationChunk, MaxRelocationChunk }
 
 // StoreConfig selects one store provider (Location or Relocation Store).
 type StoreConfig struct {

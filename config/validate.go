@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/meshnode/meshnode/chunk"
 )
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
@@ -173,11 +171,11 @@ func (c Config) Validate(factories []FactoryPolicy) error {
 	if n := c.Relocation.HostTargetRun; n < 0 || n > MaxHostTargetRun {
 		ps.add("relocation.host_target_run", "must be 0..%d (0 places every move on its own), got %d", MaxHostTargetRun, n)
 	}
-	if lo, hi, maxPayload := relocationChunkBounds(); c.Relocation.ChunkSize < lo || c.Relocation.ChunkSize > hi {
+	if lo, hi := RelocationChunkRange(); c.Relocation.ChunkSize < lo || c.Relocation.ChunkSize > hi {
 		n, why := c.Relocation.ChunkSize, "a source cannot split a payload into chunks above "+byteSize(uint64(hi))
 		if n < lo {
 			why = fmt.Sprintf("below %s a payload of %s, the largest a move carries, needs more than %d chunks",
-				byteSize(uint64(lo)), byteSize(maxPayload), chunk.MaxChunkCount)
+				byteSize(uint64(lo)), byteSize(relocationMaxPayload), relocationMaxChunks)
 		}
 		ps.add("relocation.chunk_size", "must be %d..%d bytes (%s..%s; %s), got %d", lo, hi, byteSize(uint64(lo)), byteSize(uint64(hi)), why, n)
 	}
