@@ -1,0 +1,250 @@
+package mesh
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/chunk"
+	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/router"
+)
+
+// What the target of a move does with the records of the chunked Restore
+// path (40, 52, 53, 54, 55) it is sent: the failure each refusal and each
+// assembly failure is answered with, a conflicting retransmission, records
+// from a peer other than the source. Each test states the rule it checks.
+// Written in review (work-hR2, d49a178 and 38c984a), failing on the code
+// of 2026-12-07 before the fixes next to them.
+
+// restorePrep is a Restore request (40) for id that node src sends node
+// dst under binding b, declaring d. Nothing in the store names it: the
+// checks before the assembly opens do not read the store.
+func restorePrep(c *cluster, src, dst int, b chunk.Binding, id string, d chunk.Declaration) *router.RelocationPrepare {
+	return &router.RelocationPrepare{Correlation: 11, Binding: b.Wire(),
+		Object: router.RelocationObject{Kind: wireKind(record.ObjectActor), ObjectID: id, StableType: failPreserveType,
+			ObjectGeneration: 1, ExpectedAuthorityOwnerGeneration: 1},
+		TargetNodeRID: c.nodes[dst].RID(), TargetNodeGeneration: c.nodes[dst].run.lifecycleGeneration,
+		TotalLength: d.Length, ChunkCount: d.Count, CRC32C: d.CRC32C,
+		DeadlineUnixMs: uint64(time.Now().Add(time.Minute).UnixMilli())}
+}
+
+// bindingFrom is a binding whose source fence is node src's run.
+func bindingFrom(c *cluster, src int, low uint64) chunk.Binding {
+	owner, lg := c.nodes[src].Owner()
+	return chunk.Binding{Relocation: router.RelocationID{High: 0x5eed, Low: low}, TargetAttempt: 1,
+		Source: chunk.SourceFence{OwnerID: owner, LeaseGeneration: lg, NodeRID: string(c.nodes[src].RID()),
+			NodeGeneration: c.nodes[src].run.lifecycleGeneration}}
+}
+
+// failureOf is the failure a delivery was answered with at once (the
+// handler's own answer), or fails the test.
+func failureOf(t *testing.T, box *inbox) *router.RelocationReady {
+	t.Helper()
+	if n := box.count(); n != 1 {
+		t.Fatalf("the Restore was answered %d times when its handler returned, want 1", n)
+	}
+	r := <-box.first
+	ready, ok := r.Body.(*router.RelocationReady)
+	if !ok || ready.Outcome != router.RelocationFailed {
+		t.Fatalf("answered %s %+v, want a failed 53", r.Command, r.Body)
+	}
+	return ready
+}
+
+// docs/RESTORE-PAYLOAD.md §9: a Restore the registry refuses is answered
+// with the failure its error maps to — ErrTooLarge / ErrCapacity: 6
+// capacity; ErrAborted (the source's cancel came first): 8 cancelled. The
+// target answers each of them 2 lengthMismatch.
+func TestRestoreRefusalFailureCodes(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	const src, dst = 1, 2
+	reg := c.nodes[dst].obj.chunks
+
+	t.Run("declared length above MaxPayload", func(t *testing.T) {
+		d := chunk.Declaration{Length: 2 * chunk.DefaultMaxPayload, Count: chunk.MaxChunkCount, CRC32C: 1}
+		b := bindingFrom(c, src, 1)
+		ready := failureOf(t, deliver(c.nodes[dst], c.nodes[src], restorePrep(c, src, dst, b, "rv-big", d)))
+		if ready.Failure != router.RelocationFailureCapacity {
+			t.Errorf("answered %s (%s), want capacity", ready.Failure, ready.Detail)
+		}
+	})
+
+	t.Run("assembly budget exhausted", func(t *testing.T) {
+		// Fill MaxInFlight with declarations only (nothing is allocated
+		// before a chunk arrives).
+		var fill []chunk.Binding
+		for i := uint64(0); ; i++ {
+			b := bindingFrom(c, src, 100+i)
+			if _, err := reg.Begin(b, chunk.Declaration{Length: chunk.DefaultMaxPayload, Count: 16, CRC32C: 1}); err != nil {
+				break
+			}
+			fill = append(fill, b)
+		}
+		defer func() {
+			for _, b := range fill {
+				reg.Abort(b)
+			}
+		}()
+		b := bindingFrom(c, src, 2)
+		ready := failureOf(t, deliver(c.nodes[dst], c.nodes[src], restorePrep(c, src, dst, b, "rv-cap", chunk.Declaration{Length: 1024, Count: 1, CRC32C: 1})))
+		if ready.Failure != router.RelocationFailureCapacity {
+			t.Errorf("answered %s (%s), want capacity", ready.Failure, ready.Detail)
+		}
+	})
+
+	t.Run("cancelled before the Restore arrived", func(t *testing.T) {
+		b := bindingFrom(c, src, 3)
+		deliver(c.nodes[dst], c.nodes[src], &router.RelocationCancel{Binding: b.Wire()})
+		ready := failureOf(t, deliver(c.nodes[dst], c.nodes[src], restorePrep(c, src, dst, b, "rv-cancel", chunk.Declaration{Length: 1024, Count: 1, CRC32C: 1})))
+		if ready.Failure != router.RelocationFailureCancelled {
+			t.Errorf("answered %s (%s), want cancelled", ready.Failure, ready.Detail)
+		}
+	})
+}
+
+// docs/RESTORE-PAYLOAD.md §9: a chunk whose size does not fit the
+// declaration (ErrLength) fails the assembly with 2 lengthMismatch, not 1
+// checksumMismatch. The source here sends its only chunk one byte short.
+func TestRestoreShortChunkAnsweredLengthMismatch(t *testing.T) {
+	f := newFixture(t)
+	c, ctl := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "rv-short"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	lengthFailures := c.nodes[dst].obj.chunks.Stats().FailedLength
+	c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, _ chunk.Binding, index int, data []byte) []byte {
+		if oid == id && index == 0 {
+			return data[:len(data)-1]
+		}
+		return data
+	}})
+	defer c.nodes[src].obj.hooks.Store(nil)
+	res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration))
+	if res.Outcome != NotMoved {
+		t.Fatalf("outcome %v (%s)", res.Outcome, res.Detail)
+	}
+	if n := c.nodes[dst].obj.chunks.Stats().FailedLength; n != lengthFailures+1 {
+		t.Fatalf("length failures on the target %d -> %d", lengthFailures, n)
+	}
+	if !strings.HasPrefix(res.Detail, router.RelocationFailureLengthMismatch.String()) {
+		t.Errorf("the target answered %q, want %s", res.Detail, router.RelocationFailureLengthMismatch)
+	}
+	if n := ctl.restoreCount(id); n != 0 {
+		t.Fatalf("restored %d times", n)
+	}
+	wantRan(t, ctx, c, ref, "a")
+}
+
+// Spec §9.1: "If a different length or checksum arrives for the same
+// binding values, the existing assembly state is neither reused nor
+// overwritten — it ends as an explicit conflict failure." A second Restore
+// (40) of the attempt under way, same binding, other length and CRC-32C,
+// must be answered conflict and must end the attempt; the target ignores
+// it without any answer and the move commits on the first declaration.
+func TestRestoreConflictingRetransmissionEndsAttempt(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "rv-conflict"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var bind chunk.Binding
+	var first []byte
+	c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
+		if oid == id && index == 0 {
+			once.Do(func() { bind, first = b, append([]byte(nil), data...); close(held) })
+			<-release
+		}
+		return data
+	}})
+	defer c.nodes[src].obj.hooks.Store(nil)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, held, "the source to stream its chunks")
+	waitUntil(t, "the target to register the arrival", func() bool {
+		h, ok := c.nodes[dst].obj.hostedFor(actorKey(id))
+		return ok && h.state == hostIncoming
+	})
+	prep := restorePrep(c, src, dst, bind, id, chunk.Declaration{Length: uint64(len(first)) + 1, Count: 1, CRC32C: router.CRC32C(first) ^ 1})
+	prep.Object.ObjectGeneration = ref.ObjectGeneration
+	box := deliver(c.nodes[dst], c.nodes[src], prep)
+	if n := box.count(); n != 1 {
+		t.Errorf("a conflicting Restore for the binding under way was answered %d times, want once (failed, conflict)", n)
+	} else if r := (<-box.first).Body.(*router.RelocationReady); r.Outcome != router.RelocationFailed || r.Failure != router.RelocationFailureConflict {
+		t.Errorf("a conflicting Restore answered %+v, want failed/conflict", r)
+	}
+	close(release)
+	released = true
+	res := outcomeOf(t, moving)
+	if res.Outcome != NotMoved {
+		t.Errorf("the attempt whose binding was declared twice differently ended %v (%s), want notMoved", res.Outcome, res.Reason)
+	}
+}
+
+// Spec §1.3 step 4 / §9.1: the Restore request and its chunks travel on
+// the source's one ordered connection and are bound by the source fence;
+// inboundPrepare refuses a 40 not sent by the node its fence names ("Only
+// the source itself streams its Restore"), but a chunk (52) or cancel (55)
+// naming the binding is taken from any peer. A third node (here the
+// client, node 0) that sends one for a move under way — the binding's
+// values are in the Location Store's record, readable by every member —
+// breaks the move: its chunk is linked to the assembly, its cancel ends
+// the attempt. Expected: such a record is discarded and the move goes on.
+func TestRestoreRecordsFromAnotherPeerDiscarded(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	for i, tc := range []struct {
+		name string
+		body func(b chunk.Binding) router.Body
+	}{
+		{"chunk", func(b chunk.Binding) router.Body {
+			return &router.RelocationState{Binding: b.Wire(), ChunkIndex: 0, Data: []byte("not the source's")}
+		}},
+		{"cancel", func(b chunk.Binding) router.Body { return &router.RelocationCancel{Binding: b.Wire()} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t, 60*time.Second)
+			id := "rv-third-" + tc.name
+			ref := recorder(t, ctx, c, id, failPreserveType, "a")
+			src, dst := movePair(t, c, record.ObjectActor, id)
+			held, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			var bind chunk.Binding
+			c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
+				if oid == id && index == 0 {
+					once.Do(func() { bind = b; close(held) })
+					<-release
+				}
+				return data
+			}})
+			defer c.nodes[src].obj.hooks.Store(nil)
+			// The move's deadline (its context's): a target that drops the
+			// attempt on a cancel answers nothing, and the source waits
+			// for it.
+			moving := relocateAsync(ctxT(t, 15*time.Second), c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+			waitClosed(t, held, "the source to stream its chunks")
+			waitUntil(t, "the target to register the arrival", func() bool {
+				h, ok := c.nodes[dst].obj.hostedFor(actorKey(id))
+				return ok && h.state == hostIncoming
+			})
+			deliver(c.nodes[dst], c.nodes[0], tc.body(bind))
+			close(release)
+			res := outcomeOf(t, moving)
+			if res.Outcome != Moved {
+				t.Errorf("case %d: after a %s naming the move came from node 0 (not the source), the move ended %v (%s; %s), want moved",
+					i, tc.name, res.Outcome, res.Reason, res.Detail)
+			}
+		})
+	}
+}
