@@ -75,6 +75,10 @@ type arrival struct {
 	// source's result and a host command's line then say why, not only
 	// "restoreFailed".
 	failText string
+	// assemblyErr is the chunk registry's error that failed the assembly
+	// (the first one seen): the failure it maps to (restoreFailure) and
+	// its text answer the source when the attempt ends TgtFailAssembly.
+	assemblyErr error
 }
 
 // registerRelocation adds the handoff records to the dispatch table.
@@ -92,6 +96,31 @@ func failReady(reply func(*router.Record) error, p *router.RelocationPrepare, f 
 	}
 	return reply(router.NewRecord(&router.RelocationReady{Correlation: p.Correlation, Relocation: p.Binding.Relocation,
 		TargetAttempt: p.Binding.TargetAttempt, Outcome: router.RelocationFailed, Failure: f, Detail: validText(detail)}, nil, nil))
+}
+
+// restoreFailure is the record 53 failure a chunk registry error is
+// answered with — a Restore request the registry refuses (Begin) or an
+// assembly that failed (Add, Complete) — as docs/RESTORE-PAYLOAD.md §9
+// tables it. Until 2026-12-07 every refusal but a conflict was answered
+// lengthMismatch and every assembly failure checksumMismatch. An error of
+// no kind the table names (an invalid binding, which a decoded record
+// cannot carry) is a lengthMismatch, as such a refusal was before.
+func restoreFailure(err error) router.RelocationFailure {
+	switch {
+	case errors.Is(err, chunk.ErrConflict):
+		return router.RelocationFailureConflict
+	case errors.Is(err, chunk.ErrChecksum):
+		return router.RelocationFailureChecksumMismatch
+	case errors.Is(err, chunk.ErrLength), errors.Is(err, chunk.ErrOutOfOrder):
+		return router.RelocationFailureLengthMismatch
+	case errors.Is(err, chunk.ErrTooLarge), errors.Is(err, chunk.ErrCapacity):
+		return router.RelocationFailureCapacity
+	case errors.Is(err, chunk.ErrAborted), errors.Is(err, chunk.ErrSuperseded):
+		return router.RelocationFailureCancelled
+	case errors.Is(err, chunk.ErrMalformed):
+		return router.RelocationFailureRestoreFailed
+	}
+	return router.RelocationFailureLengthMismatch
 }
 
 // inboundPrepare takes a Restore request (40): checks what needs no store,
@@ -178,11 +207,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	begun, err := o.chunks.Begin(b, d)
 	if err != nil {
 		o.mu.Unlock()
-		f := router.RelocationFailureLengthMismatch
-		if errors.Is(err, chunk.ErrConflict) {
-			f = router.RelocationFailureConflict
-		}
-		refuse(f, "assembly: %v", err)
+		refuse(restoreFailure(err), "assembly: %v", err)
 		return
 	}
 	if begun.Status != chunk.Started {
@@ -229,8 +254,7 @@ func (o *objects) inboundChunk(_ context.Context, _ transport.PeerInfo, rec *rou
 	case errors.Is(err, chunk.ErrDiscarded):
 		o.log.Debug("relocation: chunk discarded", "binding", b.String(), "index", c.ChunkIndex, "err", err)
 	case err != nil && ok:
-		o.log.Info("relocation: assembly failed", "object", a.prep.Object.ObjectID, "err", err)
-		a.post(relocation.EvAssemblyFailed)
+		a.assemblyFailed(err)
 	case ok && pr.Received == pr.Count:
 		a.assembled()
 	}
@@ -242,14 +266,26 @@ func (o *objects) inboundChunk(_ context.Context, _ transport.PeerInfo, rec *rou
 func (a *arrival) assembled() {
 	raw, err := a.o.chunks.Complete(a.bind)
 	if err != nil {
-		a.o.log.Info("relocation: assembly failed", "object", a.prep.Object.ObjectID, "err", err)
-		a.post(relocation.EvAssemblyFailed)
+		a.assemblyFailed(err)
 		return
 	}
 	a.mu.Lock()
 	a.payload = raw
 	a.mu.Unlock()
 	a.post(relocation.EvAssembled)
+}
+
+// assemblyFailed ends the attempt on the registry's error err: answered
+// with the failure err maps to (restoreFailure) and its text. The first
+// error is kept: what follows a failed assembly only echoes it.
+func (a *arrival) assemblyFailed(err error) {
+	a.o.log.Info("relocation: assembly failed", "object", a.prep.Object.ObjectID, "failure", restoreFailure(err), "err", err)
+	a.mu.Lock()
+	if a.assemblyErr == nil {
+		a.assemblyErr = err
+	}
+	a.mu.Unlock()
+	a.post(relocation.EvAssemblyFailed)
 }
 
 // inboundCutover takes the source's one-way cutover (54).
@@ -418,7 +454,7 @@ func (a *arrival) do(act relocation.TargetAction) {
 	case relocation.ActReplyFailed:
 		f := map[relocation.TargetFailure]router.RelocationFailure{
 			relocation.TgtFailAuthority: router.RelocationFailureAuthorityMismatch,
-			relocation.TgtFailAssembly:  router.RelocationFailureChecksumMismatch,
+			relocation.TgtFailAssembly:  router.RelocationFailureChecksumMismatch, // unless assemblyErr says (below)
 			relocation.TgtFailRestore:   router.RelocationFailureRestoreFailed,
 			relocation.TgtFailDeadline:  router.RelocationFailureDeadlineExceeded,
 			// After relay-ready: the relayed records differ from the
@@ -433,6 +469,9 @@ func (a *arrival) do(act relocation.TargetAction) {
 		detail := a.m.Failure().String()
 		a.mu.Lock()
 		switch {
+		case a.m.Failure() == relocation.TgtFailAssembly && a.assemblyErr != nil:
+			// The registry's error says which (docs/RESTORE-PAYLOAD.md §9).
+			f, detail = restoreFailure(a.assemblyErr), detail+": "+a.assemblyErr.Error()
 		case a.m.Failure() == relocation.TgtFailRelayMismatch && a.cutover != nil:
 			detail = fmt.Sprintf("relay mismatch: the cutover declares %d relayed records (CRC-32C %08x), %d arrived (%08x)",
 				a.cutover.RelayedCount, a.cutover.RelayedCRC32C, a.digest.Count(), a.digest.Sum32())
