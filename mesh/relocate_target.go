@@ -189,21 +189,19 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 		return
 	}
 	key := spot.Key{Spot: kind != record.ObjectActor, ID: p.Object.ObjectID}
-	if h, ok := o.hosted[key]; ok {
-		o.mu.Unlock()
-		if h.state == hostIncoming && h.arrival.bind == b {
-			// A retransmitted Restore of the attempt under way: the
-			// registry decides reuse or conflict on the chunks; the
-			// answer comes from the first request.
-			o.log.Debug("relocation: retransmitted Restore ignored", "object", p.Object.ObjectID)
-			return
-		}
-		refuse(router.RelocationFailureAuthorityMismatch, "%s is already hosted here (%s)", p.Object.ObjectID, h.state)
-		return
-	}
 	// The assembly opens before this handler returns: the chunks follow
 	// on this same connection and must find it.
 	d := chunk.Declaration{Length: p.TotalLength, Count: p.ChunkCount, CRC32C: p.CRC32C}
+	if h, ok := o.hosted[key]; ok {
+		state, under := h.state, h.arrival // read under o.mu: open() clears them
+		o.mu.Unlock()
+		if state == hostIncoming && under != nil && under.bind == b {
+			o.retransmittedRestore(under, d, refuse)
+			return
+		}
+		refuse(router.RelocationFailureAuthorityMismatch, "%s is already hosted here (%s)", p.Object.ObjectID, state)
+		return
+	}
 	begun, err := o.chunks.Begin(b, d)
 	if err != nil {
 		o.mu.Unlock()
@@ -232,6 +230,29 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	o.mu.Unlock()
 	o.gos.Go(a.run)
 	a.post(relocation.EvPrepare)
+}
+
+// retransmittedRestore takes a second Restore request (40) for the binding
+// of arrival a, under way here; the registry decides on its declaration d
+// (§9.1). The same length, count and checksum: a retransmission, reused —
+// the answer comes from the first request. A different one: "the existing
+// assembly state is neither reused nor overwritten — it ends as an
+// explicit conflict failure": the registry ends the assembly (ErrConflict),
+// this request is refused conflict and the attempt fails as its assembly
+// did, the source told on the first request's connection. Until
+// 2026-12-07 every second request was ignored, and the attempt went on on
+// the first declaration. Once the payload was verified and handed out the
+// registry keeps it (docs/RESTORE-PAYLOAD.md §11): the request is refused
+// conflict, and an attempt already past its assembly (building, relaying,
+// committing) goes on — its machine takes no assembly failure there.
+func (o *objects) retransmittedRestore(a *arrival, d chunk.Declaration, refuse func(router.RelocationFailure, string, ...any)) {
+	begun, err := o.chunks.Begin(a.bind, d)
+	if err == nil {
+		o.log.Debug("relocation: retransmitted Restore reused", "object", a.prep.Object.ObjectID, "assembly", begun.Status)
+		return
+	}
+	refuse(restoreFailure(err), "retransmitted Restore: assembly: %v", err)
+	a.assemblyFailed(err)
 }
 
 // arrivalOf returns the arrival of a binding.

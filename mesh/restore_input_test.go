@@ -192,6 +192,57 @@ func TestRestoreConflictingRetransmissionEndsAttempt(t *testing.T) {
 	}
 }
 
+// Spec §9.1: a retransmitted Restore (40) of the attempt under way with the
+// same length, count and checksum reuses the assembly: it is not answered
+// (the first request is), and the move goes on.
+func TestRestoreIdenticalRetransmissionReused(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "rv-same"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var bind chunk.Binding
+	var first []byte
+	c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
+		if oid == id && index == 0 {
+			once.Do(func() { bind, first = b, append([]byte(nil), data...); close(held) })
+			<-release
+		}
+		return data
+	}})
+	defer c.nodes[src].obj.hooks.Store(nil)
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, held, "the source to stream its chunks")
+	waitUntil(t, "the target to register the arrival", func() bool {
+		h, ok := c.nodes[dst].obj.hostedFor(actorKey(id))
+		return ok && h.state == hostIncoming
+	})
+	reused := c.nodes[dst].obj.chunks.Stats().Reused
+	prep := restorePrep(c, src, dst, bind, id, chunk.Declaration{Length: uint64(len(first)), Count: 1, CRC32C: router.CRC32C(first)})
+	prep.Object.ObjectGeneration = ref.ObjectGeneration
+	box := deliver(c.nodes[dst], c.nodes[src], prep)
+	if n := box.count(); n != 0 {
+		t.Errorf("a retransmitted Restore with the first declaration was answered %d times, want none", n)
+	}
+	if n := c.nodes[dst].obj.chunks.Stats().Reused; n != reused+1 {
+		t.Errorf("assemblies reused %d -> %d", reused, n)
+	}
+	close(release)
+	released = true
+	if res := outcomeOf(t, moving); res.Outcome != Moved {
+		t.Errorf("the move ended %v (%s; %s), want moved", res.Outcome, res.Reason, res.Detail)
+	}
+}
+
 // Spec §1.3 step 4 / §9.1: the Restore request and its chunks travel on
 // the source's one ordered connection and are bound by the source fence;
 // inboundPrepare refuses a 40 not sent by the node its fence names ("Only
