@@ -310,7 +310,7 @@ var (
 		[]string{"kind", "type"}, nil)
 	descDelivered = prometheus.NewDesc("meshnode_messages_delivered_total", "Messages this node put into a hosted object's mailbox.", nil, nil)
 	descForwarded = prometheus.NewDesc("meshnode_messages_forwarded_total", "Messages this node passed on to an object's new owner (Message Follow).", nil, nil)
-	descRefused   = prometheus.NewDesc("meshnode_messages_refused_total", "Inbound messages not delivered, by reason (fence, follow, unhandled, instance).",
+	descRefused   = prometheus.NewDesc("meshnode_messages_refused_total", "Inbound messages not delivered, by reason (fence, follow, unhandled, instance, relocation_source).",
 		[]string{"reason"}, nil)
 	descCacheHits   = prometheus.NewDesc("meshnode_route_cache_hits_total", "Route resolutions answered by the route cache.", nil, nil)
 	descCacheMisses = prometheus.NewDesc("meshnode_route_cache_misses_total", "Route resolutions that read the Location Store.", nil, nil)
@@ -388,6 +388,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, st.FollowRefused, "follow")
 		counter(descRefused, n.obj.stats.unhandled.Load(), "unhandled")
 		counter(descRefused, st.InstanceRefused, "instance")
+		counter(descRefused, st.RestoreRecordsNotFromSource, "relocation_source")
 		counter(descCacheHits, st.RouteCacheHits)
 		counter(descCacheMisses, st.RouteCacheMisses)
 		for _, e := range []struct {

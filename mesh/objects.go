@@ -54,6 +54,7 @@ type objects struct {
 
 	// Budgets of the log lines one inbound record causes (record_log.go).
 	restoreRefusedLog, route44IgnoredLog, replyNotSentLog *recordLog
+	restoreForeignLog                                     *recordLog // 52/54/55 not from the source (checkSource)
 
 	// unconfirmed are this node's moves past their cutover whose target
 	// the store does not name yet, by object: they keep copies of what
@@ -166,6 +167,7 @@ type objectStats struct {
 	instanceDropped, instanceRecovered  atomic.Uint64
 	instanceCancelled, instanceDataLost atomic.Uint64
 	instancePassedOn                    atomic.Uint64
+	restoreForeign                      atomic.Uint64 // 52/54/55 not from the source (checkSource)
 }
 
 // ObjectStats is a snapshot of a node's object counters.
@@ -221,6 +223,10 @@ type ObjectStats struct {
 	InstancesActivated, InstanceRefused, InstanceDropped      uint64
 	InstancesRecovered, InstancesCancelled, InstancesDataLost uint64
 	InstancePassedOn                                          uint64
+	// RestoreRecordsNotFromSource counts the chunks (52), cutovers (54)
+	// and cancels (55) naming a move this node discarded because a peer
+	// other than the source the move's binding names sent them.
+	RestoreRecordsNotFromSource uint64
 }
 
 // testHooks let tests inject the failures the spec's result tables name.
@@ -529,7 +535,7 @@ func newObjects(n *Node) (*objects, error) {
 		dispatch: map[router.Command]inboundFunc{}, arrivals: map[chunk.Binding]*arrival{}, gos: gopool.New(targetWorkers),
 		streamed: map[moveAttempt]*sourceMove{}, readySent: map[moveAttempt]*arrival{},
 		restoreRefusedLog: newRecordLog(n.clock.Now), route44IgnoredLog: newRecordLog(n.clock.Now),
-		replyNotSentLog: newRecordLog(n.clock.Now)}
+		replyNotSentLog: newRecordLog(n.clock.Now), restoreForeignLog: newRecordLog(n.clock.Now)}
 	o.registerCommands()
 	o.registerRelocation()
 	o.registerSessions()
@@ -944,7 +950,7 @@ func (o *objects) snapshotStats() ObjectStats {
 		InstancesActivated: o.stats.instanceActivated.Load(), InstanceRefused: o.stats.instanceRefused.Load(),
 		InstanceDropped: o.stats.instanceDropped.Load(), InstancesRecovered: o.stats.instanceRecovered.Load(),
 		InstancesCancelled: o.stats.instanceCancelled.Load(), InstancesDataLost: o.stats.instanceDataLost.Load(),
-		InstancePassedOn: o.stats.instancePassedOn.Load(),
+		InstancePassedOn: o.stats.instancePassedOn.Load(), RestoreRecordsNotFromSource: o.stats.restoreForeign.Load(),
 	}
 }
 

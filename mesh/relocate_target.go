@@ -142,7 +142,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	case !ok:
 		refuse(router.RelocationFailureAuthorityMismatch, "unknown object kind %d", p.Object.Kind)
 		return
-	case !bytes.Equal(from.RID, []byte(b.Source.NodeRID)) || from.LifecycleGeneration != b.Source.NodeGeneration:
+	case !fromSource(from, b):
 		// Only the source itself streams its Restore (one ordered
 		// connection carries 40, 52, 54).
 		refuse(router.RelocationFailureNotServing, "sent by %x/%d, the binding names source %x/%d", []byte(from.RID), from.LifecycleGeneration,
@@ -263,12 +263,61 @@ func (o *objects) arrivalOf(w router.RelocationBinding) (*arrival, bool) {
 	return a, ok
 }
 
+// fromSource reports whether a record came from the node run its binding's
+// source fence names: only the source streams a move's records (40, 52,
+// 54, 55 on its one ordered connection, §1.3 step 4, §9.1).
+func fromSource(from transport.PeerInfo, b chunk.Binding) bool {
+	return bytes.Equal(from.RID, []byte(b.Source.NodeRID)) && from.LifecycleGeneration == b.Source.NodeGeneration
+}
+
+// errNotFromSource matches every *notFromSourceError.
+var errNotFromSource = errors.New("mesh: relocation record not from the source its binding names")
+
+// notFromSourceError is a chunk (52), cutover (54) or cancel (55) that a
+// peer other than the source its binding names sent: discarded.
+type notFromSourceError struct {
+	cmd  router.Command
+	from transport.PeerInfo
+	bind chunk.Binding
+}
+
+func (e *notFromSourceError) Error() string {
+	return fmt.Sprintf("%v: %v for %s sent by %x/%d", errNotFromSource, e.cmd, e.bind.String(), []byte(e.from.RID),
+		e.from.LifecycleGeneration)
+}
+
+// Is makes errors.Is(err, errNotFromSource) true.
+func (e *notFromSourceError) Is(target error) bool { return target == errNotFromSource }
+
+// checkSource returns nil for a record of binding b that its source sent;
+// otherwise the record is discarded: counted (RestoreRecordsNotFromSource)
+// and logged at a bounded rate (record_log.go), and the error says so.
+// Until 2026-12-07 a chunk, cutover or cancel naming a move was taken from
+// any peer — the binding is in the Location Store's record, readable by
+// every member — and a third node's broke the move: its chunk was linked
+// to the assembly, its cutover ended the relay, its cancel the attempt.
+func (o *objects) checkSource(cmd router.Command, from transport.PeerInfo, b chunk.Binding) error {
+	if fromSource(from, b) {
+		return nil
+	}
+	err := &notFromSourceError{cmd: cmd, from: from, bind: b}
+	o.stats.restoreForeign.Add(1)
+	if ok, suppressed := o.restoreForeignLog.allow(); ok {
+		o.log.Info("relocation: record discarded", "err", err, "suppressed", suppressed)
+	}
+	return err
+}
+
 // inboundChunk links one chunk (52) to its binding's assembly. A chunk of
 // no open assembly (a late chunk of an earlier attempt, §9.1) is discarded
-// by the registry and counted there.
-func (o *objects) inboundChunk(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+// by the registry and counted there; one from a peer other than the
+// binding's source is discarded before (checkSource).
+func (o *objects) inboundChunk(_ context.Context, from transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
 	c := rec.Body.(*router.RelocationState)
 	b := chunk.BindingOf(c.Binding)
+	if o.checkSource(rec.Command, from, b) != nil {
+		return
+	}
 	pr, err := o.chunks.Add(b, c.ChunkIndex, c.Data)
 	a, ok := o.arrivalOf(c.Binding)
 	switch {
@@ -309,9 +358,13 @@ func (a *arrival) assemblyFailed(err error) {
 	a.post(relocation.EvAssemblyFailed)
 }
 
-// inboundCutover takes the source's one-way cutover (54).
-func (o *objects) inboundCutover(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+// inboundCutover takes the source's one-way cutover (54); one from
+// another peer is discarded (checkSource).
+func (o *objects) inboundCutover(_ context.Context, from transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
 	c := rec.Body.(*router.RelocationCutover)
+	if o.checkSource(rec.Command, from, chunk.BindingOf(c.Binding)) != nil {
+		return
+	}
 	a, ok := o.arrivalOf(c.Binding)
 	if !ok {
 		// The relay of a move that committed here on its grace is complete
@@ -334,9 +387,13 @@ func (o *objects) inboundCutover(_ context.Context, _ transport.PeerInfo, rec *r
 	a.post(relocation.EvCutoverMismatch)
 }
 
-// inboundCancel takes the source's one-way cancel (55, §9.4).
-func (o *objects) inboundCancel(_ context.Context, _ transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
+// inboundCancel takes the source's one-way cancel (55, §9.4); one from
+// another peer is discarded (checkSource).
+func (o *objects) inboundCancel(_ context.Context, from transport.PeerInfo, rec *router.Record, _ func(*router.Record) error) {
 	c := rec.Body.(*router.RelocationCancel)
+	if o.checkSource(rec.Command, from, chunk.BindingOf(c.Binding)) != nil {
+		return
+	}
 	o.chunks.Abort(chunk.BindingOf(c.Binding))
 	if a, ok := o.arrivalOf(c.Binding); ok {
 		a.post(relocation.EvCancelled)
@@ -360,7 +417,7 @@ func (a *arrival) post(ev relocation.TargetEvent) {
 func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.Envelope) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.cutSeen && bytes.Equal(from.RID, []byte(a.bind.Source.NodeRID)) && from.LifecycleGeneration == a.bind.Source.NodeGeneration {
+	if !a.cutSeen && fromSource(from, a.bind) {
 		frames, err := router.Encode(rec)
 		if err == nil {
 			a.digest.Add(frames)

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -139,54 +140,73 @@ func TestRestoreShortChunkAnsweredLengthMismatch(t *testing.T) {
 	wantRan(t, ctx, c, ref, "a")
 }
 
-// Spec §9.1: "If a different length or checksum arrives for the same
-// binding values, the existing assembly state is neither reused nor
-// overwritten — it ends as an explicit conflict failure." A second Restore
-// (40) of the attempt under way, same binding, other length and CRC-32C,
-// must be answered conflict and must end the attempt; the target ignores
-// it without any answer and the move commits on the first declaration.
-func TestRestoreConflictingRetransmissionEndsAttempt(t *testing.T) {
-	f := newFixture(t)
-	c, _ := failCluster(t, f, f.loc)
-	ctx := ctxT(t, 60*time.Second)
-	const id = "rv-conflict"
-	ref := recorder(t, ctx, c, id, failPreserveType, "a")
-	src, dst := movePair(t, c, record.ObjectActor, id)
+// chunkHeldMove is a move of an Actor between two nodes of a failCluster
+// whose source holds its first Restore chunk (52) until release: the
+// target has registered the arrival and assembles nothing yet.
+type chunkHeldMove struct {
+	id       string
+	ref      ActorRef
+	src, dst int
+	bind     chunk.Binding // the move's binding
+	first    []byte        // the held chunk (the whole payload: one chunk)
+	moving   <-chan relocateOutcome
+	release  func() // lets the chunk go; the test's cleanup calls it too
+}
+
+// holdFirstChunk starts moving id, created here, under moveCtx and returns
+// once the source holds its first chunk and the target registered the
+// arrival.
+func holdFirstChunk(t *testing.T, ctx, moveCtx context.Context, c *cluster, id string) *chunkHeldMove {
+	t.Helper()
+	m := &chunkHeldMove{id: id, ref: recorder(t, ctx, c, id, failPreserveType, "a")}
+	m.src, m.dst = movePair(t, c, record.ObjectActor, id)
 	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var bind chunk.Binding
-	var first []byte
-	c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
+	var holding, releasing sync.Once
+	m.release = func() { releasing.Do(func() { close(release) }) }
+	c.nodes[m.src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
 		if oid == id && index == 0 {
-			once.Do(func() { bind, first = b, append([]byte(nil), data...); close(held) })
+			holding.Do(func() { m.bind, m.first = b, append([]byte(nil), data...); close(held) })
 			<-release
 		}
 		return data
 	}})
-	defer c.nodes[src].obj.hooks.Store(nil)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
-	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	t.Cleanup(func() { m.release(); c.nodes[m.src].obj.hooks.Store(nil) })
+	m.moving = relocateAsync(moveCtx, c, m.src, m.dst, record.ObjectActor, id, m.ref.ObjectGeneration)
 	waitClosed(t, held, "the source to stream its chunks")
 	waitUntil(t, "the target to register the arrival", func() bool {
-		h, ok := c.nodes[dst].obj.hostedFor(actorKey(id))
+		h, ok := c.nodes[m.dst].obj.hostedFor(actorKey(id))
 		return ok && h.state == hostIncoming
 	})
-	prep := restorePrep(c, src, dst, bind, id, chunk.Declaration{Length: uint64(len(first)) + 1, Count: 1, CRC32C: router.CRC32C(first) ^ 1})
-	prep.Object.ObjectGeneration = ref.ObjectGeneration
-	box := deliver(c.nodes[dst], c.nodes[src], prep)
+	return m
+}
+
+// retransmit sends the target, from the source, a second Restore request
+// (40) of the held move declaring d.
+func (m *chunkHeldMove) retransmit(c *cluster, d chunk.Declaration) *inbox {
+	prep := restorePrep(c, m.src, m.dst, m.bind, m.id, d)
+	prep.Object.ObjectGeneration = m.ref.ObjectGeneration
+	return deliver(c.nodes[m.dst], c.nodes[m.src], prep)
+}
+
+// Spec §9.1: "If a different length or checksum arrives for the same
+// binding values, the existing assembly state is neither reused nor
+// overwritten — it ends as an explicit conflict failure." A second Restore
+// (40) of the attempt under way, same binding, other length and CRC-32C,
+// must be answered conflict and must end the attempt; the target ignored
+// it without any answer and the move committed on the first declaration.
+func TestRestoreConflictingRetransmissionEndsAttempt(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	m := holdFirstChunk(t, ctx, ctx, c, "rv-conflict")
+	box := m.retransmit(c, chunk.Declaration{Length: uint64(len(m.first)) + 1, Count: 1, CRC32C: router.CRC32C(m.first) ^ 1})
 	if n := box.count(); n != 1 {
 		t.Errorf("a conflicting Restore for the binding under way was answered %d times, want once (failed, conflict)", n)
 	} else if r := (<-box.first).Body.(*router.RelocationReady); r.Outcome != router.RelocationFailed || r.Failure != router.RelocationFailureConflict {
 		t.Errorf("a conflicting Restore answered %+v, want failed/conflict", r)
 	}
-	close(release)
-	released = true
-	res := outcomeOf(t, moving)
+	m.release()
+	res := outcomeOf(t, m.moving)
 	if res.Outcome != NotMoved {
 		t.Errorf("the attempt whose binding was declared twice differently ended %v (%s), want notMoved", res.Outcome, res.Reason)
 	}
@@ -199,46 +219,17 @@ func TestRestoreIdenticalRetransmissionReused(t *testing.T) {
 	f := newFixture(t)
 	c, _ := failCluster(t, f, f.loc)
 	ctx := ctxT(t, 60*time.Second)
-	const id = "rv-same"
-	ref := recorder(t, ctx, c, id, failPreserveType, "a")
-	src, dst := movePair(t, c, record.ObjectActor, id)
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var bind chunk.Binding
-	var first []byte
-	c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
-		if oid == id && index == 0 {
-			once.Do(func() { bind, first = b, append([]byte(nil), data...); close(held) })
-			<-release
-		}
-		return data
-	}})
-	defer c.nodes[src].obj.hooks.Store(nil)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
-	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
-	waitClosed(t, held, "the source to stream its chunks")
-	waitUntil(t, "the target to register the arrival", func() bool {
-		h, ok := c.nodes[dst].obj.hostedFor(actorKey(id))
-		return ok && h.state == hostIncoming
-	})
-	reused := c.nodes[dst].obj.chunks.Stats().Reused
-	prep := restorePrep(c, src, dst, bind, id, chunk.Declaration{Length: uint64(len(first)), Count: 1, CRC32C: router.CRC32C(first)})
-	prep.Object.ObjectGeneration = ref.ObjectGeneration
-	box := deliver(c.nodes[dst], c.nodes[src], prep)
+	m := holdFirstChunk(t, ctx, ctx, c, "rv-same")
+	reused := c.nodes[m.dst].obj.chunks.Stats().Reused
+	box := m.retransmit(c, chunk.Declaration{Length: uint64(len(m.first)), Count: 1, CRC32C: router.CRC32C(m.first)})
 	if n := box.count(); n != 0 {
 		t.Errorf("a retransmitted Restore with the first declaration was answered %d times, want none", n)
 	}
-	if n := c.nodes[dst].obj.chunks.Stats().Reused; n != reused+1 {
+	if n := c.nodes[m.dst].obj.chunks.Stats().Reused; n != reused+1 {
 		t.Errorf("assemblies reused %d -> %d", reused, n)
 	}
-	close(release)
-	released = true
-	if res := outcomeOf(t, moving); res.Outcome != Moved {
+	m.release()
+	if res := outcomeOf(t, m.moving); res.Outcome != Moved {
 		t.Errorf("the move ended %v (%s; %s), want moved", res.Outcome, res.Reason, res.Detail)
 	}
 }
@@ -246,12 +237,12 @@ func TestRestoreIdenticalRetransmissionReused(t *testing.T) {
 // Spec §1.3 step 4 / §9.1: the Restore request and its chunks travel on
 // the source's one ordered connection and are bound by the source fence;
 // inboundPrepare refuses a 40 not sent by the node its fence names ("Only
-// the source itself streams its Restore"), but a chunk (52) or cancel (55)
-// naming the binding is taken from any peer. A third node (here the
+// the source itself streams its Restore"), and a chunk (52) or cancel (55)
+// naming the binding was taken from any peer. A third node (here the
 // client, node 0) that sends one for a move under way — the binding's
 // values are in the Location Store's record, readable by every member —
-// breaks the move: its chunk is linked to the assembly, its cancel ends
-// the attempt. Expected: such a record is discarded and the move goes on.
+// broke the move: its chunk was linked to the assembly, its cancel ended
+// the attempt. Such a record is discarded, counted, and the move goes on.
 func TestRestoreRecordsFromAnotherPeerDiscarded(t *testing.T) {
 	f := newFixture(t)
 	c, _ := failCluster(t, f, f.loc)
@@ -265,37 +256,62 @@ func TestRestoreRecordsFromAnotherPeerDiscarded(t *testing.T) {
 		{"cancel", func(b chunk.Binding) router.Body { return &router.RelocationCancel{Binding: b.Wire()} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxT(t, 60*time.Second)
-			id := "rv-third-" + tc.name
-			ref := recorder(t, ctx, c, id, failPreserveType, "a")
-			src, dst := movePair(t, c, record.ObjectActor, id)
-			held, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			var bind chunk.Binding
-			c.nodes[src].obj.hooks.Store(&testHooks{restoreChunk: func(oid string, b chunk.Binding, index int, data []byte) []byte {
-				if oid == id && index == 0 {
-					once.Do(func() { bind = b; close(held) })
-					<-release
-				}
-				return data
-			}})
-			defer c.nodes[src].obj.hooks.Store(nil)
 			// The move's deadline (its context's): a target that drops the
 			// attempt on a cancel answers nothing, and the source waits
 			// for it.
-			moving := relocateAsync(ctxT(t, 15*time.Second), c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
-			waitClosed(t, held, "the source to stream its chunks")
-			waitUntil(t, "the target to register the arrival", func() bool {
-				h, ok := c.nodes[dst].obj.hostedFor(actorKey(id))
-				return ok && h.state == hostIncoming
-			})
-			deliver(c.nodes[dst], c.nodes[0], tc.body(bind))
-			close(release)
-			res := outcomeOf(t, moving)
+			m := holdFirstChunk(t, ctxT(t, 60*time.Second), ctxT(t, 15*time.Second), c, "rv-third-"+tc.name)
+			foreign := c.nodes[m.dst].ObjectStats().RestoreRecordsNotFromSource
+			deliver(c.nodes[m.dst], c.nodes[0], tc.body(m.bind))
+			if n := c.nodes[m.dst].ObjectStats().RestoreRecordsNotFromSource; n != foreign+1 {
+				t.Errorf("case %d: records not from the source %d -> %d", i, foreign, n)
+			}
+			m.release()
+			res := outcomeOf(t, m.moving)
 			if res.Outcome != Moved {
 				t.Errorf("case %d: after a %s naming the move came from node 0 (not the source), the move ended %v (%s; %s), want moved",
 					i, tc.name, res.Outcome, res.Reason, res.Detail)
 			}
 		})
+	}
+}
+
+// As above for the cutover (54): one from a third node while the target
+// awaits the source's — relay-ready answered, the source about to send it
+// — is discarded. Taken, one that does not match the relay failed the
+// attempt (relay mismatch); one that did would have committed the move
+// before the source's relay was in.
+func TestRestoreCutoverFromAnotherPeerDiscarded(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "rv-third-cutover"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	var bind router.RelocationBinding
+	var foreign, after uint64
+	c.nodes[src].obj.hooks.Store(&testHooks{
+		restoreChunk: func(oid string, b chunk.Binding, _ int, data []byte) []byte {
+			if oid == id {
+				bind = b.Wire()
+			}
+			return data
+		},
+		relocationStep: func(oid, step string) {
+			if oid != id || step != stepSourceCutover {
+				return
+			}
+			// Before the source's own cutover leaves, on its goroutine.
+			foreign = c.nodes[dst].ObjectStats().RestoreRecordsNotFromSource
+			deliver(c.nodes[dst], c.nodes[0], &router.RelocationCutover{Binding: bind, RelayedCount: 7, RelayedCRC32C: 1})
+			after = c.nodes[dst].ObjectStats().RestoreRecordsNotFromSource
+		}})
+	defer c.nodes[src].obj.hooks.Store(nil)
+	res := outcomeOf(t, relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration))
+	if res.Outcome != Moved {
+		t.Errorf("after a cutover naming the move came from node 0 (not the source), the move ended %v (%s; %s), want moved",
+			res.Outcome, res.Reason, res.Detail)
+	}
+	if after != foreign+1 {
+		t.Errorf("records not from the source %d -> %d", foreign, after)
 	}
 }
