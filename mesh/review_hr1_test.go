@@ -1,15 +1,20 @@
 package mesh
 
 import (
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
+	relredis "github.com/meshnode/meshnode/relocstore/redis"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Review (hR1), not fixed: a cold activation that its first target refuses
@@ -86,5 +91,57 @@ func TestReviewActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
 	}
 	if string(res.body) != id {
 		t.Fatalf("answered %q", res.body)
+	}
+}
+
+// Review (hR1), not fixed: §10 "If the payload is permanently missing or
+// the checksum differs, it's DataLost", docs/INSTANCE-SPOTS.md restart
+// table: "payload missing after 3 re-reads or its checksum differs →
+// DataLost". With the real Redis Relocation Store, bytes under the data
+// key that do not match what was stored are not returned as Found: Read
+// fails with a provider error (redis.ErrIntegrity, wrapped as
+// relocstore.ErrUnavailable) — and the recovery (readPayload,
+// mesh/instance_recover.go) treats any Read error as "unknown: change
+// nothing". So the Spot is never recovered and never marked DataLost: every
+// message to it fails with ErrUnavailable, for good. (The existing
+// "corrupt payload: DataLost" subtest wraps the store to return Found with
+// other bytes, which the Redis provider never does.)
+func TestReviewCorruptPayloadInRedisRelocationStoreIsDataLost(t *testing.T) {
+	f := newFixture(t)
+	c := newClusterOn(t, f, newRedisLocation(t), 3, clientRole0)
+	ns := testredis.Namespace(t)
+	rs, err := relredis.New(context.Background(), relredis.Options{Addrs: []string{testredis.Addr(t)}, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	for _, n := range c.nodes {
+		n.reloc = rs
+	}
+	ctx := ctxT(t, 60*time.Second)
+	const id = "bent-in-redis"
+	owner, a := c.midFirstMessage(t, ctx, id)
+	ref := a.PendingCreation.RequestContentReference
+	// The data key now holds other bytes (a store that corrupted them).
+	rc := goredis.NewClient(&goredis.Options{Addr: testredis.Addr(t)})
+	t.Cleanup(func() { _ = rc.Close() })
+	sum := sha256.Sum256([]byte(ref))
+	dataKey := "{" + ns + "}:rs1:d:" + hex.EncodeToString(sum[:])
+	if err := rc.Set(ctx, dataKey, "not the activation", goredis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[owner].crash()
+	close(c.probe.gate(id))
+	other := 3 - owner
+	c.ownerLeaseEnded(t, other, a)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	got, err := c.m(0).RequestInstance(rctx, id, []byte("whoami"))
+	cancel()
+	if err != nil || string(got) != id {
+		t.Fatalf("next message: %q, %v (want the Spot opened after DataLost; InstancesDataLost on node %d: %d)",
+			got, err, other, c.nodes[other].ObjectStats().InstancesDataLost)
+	}
+	if n := c.nodes[other].ObjectStats().InstancesDataLost; n != 1 {
+		t.Fatalf("%d DataLost, want 1", n)
 	}
 }
