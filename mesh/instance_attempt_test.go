@@ -1,0 +1,90 @@
+package mesh
+
+import (
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/mesh/authority"
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// A cold activation that its first target refuses after it stored the
+// activation record (here: the Reserve finds the node's Instance Spot type
+// slot taken meanwhile, ErrCapacityExhausted → "not taken", errRouteStale)
+// is retried by the sender on another node with the same operation id
+// (runInstance keeps c.op). The stored bytes name the target run (and a
+// request's reply route id), so the second target stores other bytes than
+// the first, whose Delete left a tombstone; until 2026-12-07 the reference
+// was fixed by (SpotId, source run, OperationId) alone, the second store
+// was a Conflict and the message failed ErrInvalidOperation ("operation id
+// reused") although a node with room offered the type. The reference now
+// names the attempt (the target run too, activation.Reference), and the
+// message runs on the other node (§7.1; docs/INSTANCE-SPOTS.md step 1 and
+// "One reference per attempt"). Found by a review (hR1).
+func TestActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
+	f := newFixture(t)
+	c := newClusterOn(t, f, nil, 3, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Node.Limits.SpotTypes = map[string]int{testInstanceType: 1}
+	})
+	ctx := ctxT(t, 60*time.Second)
+	const id = "refused-after-store"
+	reached := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(letGo)
+	for i, node := range []int{1, 2} {
+		var once sync.Once
+		r := reached[i]
+		c.nodes[node].obj.hooks.Store(&testHooks{activationStep: func(got, step string) {
+			if got == id && step == "stored" {
+				first := false
+				once.Do(func() { first = true; close(r) })
+				if first {
+					<-release
+				}
+			}
+		}})
+	}
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := c.m(0).RequestInstance(ctx, id, []byte("whoami"))
+		done <- result{b, err}
+	}()
+	host := waitEither(t, reached[0], reached[1])
+	n := c.nodes[host]
+	c.nodes[3-host].obj.hooks.Store(nil)
+
+	// The host's one slot of the type is taken meanwhile (another
+	// activation's Reserve, made here directly): the activation's Reserve
+	// is refused with ErrCapacityExhausted, after its record was stored.
+	ownerID, leaseGen := n.Owner()
+	content := []byte("filler")
+	sum := sha256.Sum256(content)
+	if _, err := n.obj.exec.Reserve(ctx, authority.ReserveRequest{
+		Object: authority.Object{ID: "filler", Kind: record.ObjectInstanceSpot, StableType: testInstanceType},
+		Target: authority.Target{Node: authority.Node{MeshName: n.cfg.Node.MeshName, RoutingID: n.run.rid, LifecycleGeneration: n.run.lifecycleGeneration},
+			Owner: authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}, Limits: n.obj.instanceLimits(testInstanceType)},
+		Creation: record.PendingCreation{ReservationID: "filler-rsv", RequestContentReference: "filler", RequestSHA256: sum, RequestEncodedSize: len(content)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	letGo()
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("request to %s (its first target %d refused it after storing its record; node %d has room): %v (InvalidOperation: %v)",
+			id, host, 3-host, res.err, errors.Is(res.err, ErrInvalidOperation))
+	}
+	if string(res.body) != id {
+		t.Fatalf("answered %q", res.body)
+	}
+}
