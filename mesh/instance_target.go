@@ -554,7 +554,7 @@ func (o *objects) coldActivate(ctx context.Context, rec activation.Record, org o
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
 	}
-	ref := activation.Reference(rec.SpotID, rec.SourceRID, rec.SourceGen, rec.Operation)
+	ref := activation.Reference(rec) // one per attempt: see activation.Reference
 	sum := activation.Checksum(payload)
 	if err := o.storeActivation(ctx, ref, payload, sum); err != nil {
 		return false, err

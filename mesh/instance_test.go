@@ -422,10 +422,10 @@ func waitEither(t *testing.T, a, b chan struct{}) int {
 	return 0
 }
 
-// The activation reference is fixed by the operation: a check that the
+// The activation reference is fixed by the attempt: a check that the
 // mesh uses the activation package's reference for what it stores.
 func TestInstanceSpotPayloadReference(t *testing.T) {
-	ref := activation.Reference("x", []byte{1}, 1, [16]byte{1})
+	ref := activation.Reference(activation.Record{SpotID: "x", SourceRID: []byte{1}, SourceGen: 1, Operation: [16]byte{1}, TargetRID: []byte{2}, TargetGen: 1})
 	if len(ref) < len(activationRefPrefix) || ref[:len(activationRefPrefix)] != activationRefPrefix {
 		t.Fatalf("reference %q does not start with %q (recovery would not recognise it)", ref, activationRefPrefix)
 	}

@@ -198,16 +198,32 @@ func Decode(b []byte) (Record, error) {
 // DataLost).
 func Checksum(b []byte) [32]byte { return sha256.Sum256(b) }
 
-// Reference is the Relocation Store reference of a cold activation: fixed in
-// advance from the operation's identity (source run and OperationId, §10 "a
-// write must support being read or stored again using the same reference
-// the Framework fixed in advance") and the SpotId, so a retried store of the
-// same activation lands on the same reference and two activations never
-// share one.
-func Reference(spotID string, sourceRID []byte, sourceGen uint64, op [16]byte) string {
-	sum := sha256.Sum256([]byte(spotID))
-	return "meshnode/instance-activation/v1/" + hex.EncodeToString(sum[:12]) + "/" + hex.EncodeToString(sourceRID) + "/" +
-		strconv.FormatUint(sourceGen, 10) + "/" + hex.EncodeToString(op[:])
+// Reference is the Relocation Store reference of one attempt of a cold
+// activation: the operation's identity (source run and OperationId) and the
+// SpotId, fixed in advance (§10 "a write must support being read or stored
+// again using the same reference the Framework fixed in advance"), and the
+// target node run the attempt was handed to. A retried store of the same
+// attempt lands on the same reference, two activations never share one, and
+// neither do two attempts of one activation: a sender whose first target
+// refused after storing its record (and deleted it, leaving a tombstone)
+// hands the same operation to another node run, whose record differs (the
+// target run and a request's reply route id are in it) and so must not
+// meet that tombstone. A sender hands an operation to a node run at most
+// once (a refusal excludes the node; any other outcome ends the call), so
+// each reference is issued once. Recovery never recomputes it: it reads
+// the reference from the authority record's pendingCreation.
+//
+// Until 2026-12-07 the reference left the target out (".../v1/..."): the
+// retry's store met the first target's tombstone, a Conflict, and the
+// message failed ErrInvalidOperation "operation id reused" although a node
+// with room offered the type (docs/INSTANCE-SPOTS.md "One reference per
+// attempt"). v2 references never equal v1 ones, so nodes of both versions
+// in one mesh cannot collide either.
+func Reference(r Record) string {
+	sum := sha256.Sum256([]byte(r.SpotID))
+	return "meshnode/instance-activation/v2/" + hex.EncodeToString(sum[:12]) + "/" + hex.EncodeToString(r.SourceRID) + "/" +
+		strconv.FormatUint(r.SourceGen, 10) + "/" + hex.EncodeToString(r.Operation[:]) + "/" +
+		hex.EncodeToString(r.TargetRID) + "/" + strconv.FormatUint(r.TargetGen, 10)
 }
 
 // ChooseType applies §7.1's type rule: a named type is used as given (the

@@ -81,23 +81,37 @@ func TestRecordRefusals(t *testing.T) {
 	}
 }
 
-func TestReferenceIsFixedPerOperation(t *testing.T) {
-	a := Reference("room-7", []byte{1}, 2, [16]byte{3})
-	if a != Reference("room-7", []byte{1}, 2, [16]byte{3}) {
-		t.Fatal("the same activation must get the same reference")
+// The reference names one attempt: the operation (SpotId, source run,
+// OperationId) and the target node run it was handed to — nothing else of
+// the record (a retried store of the attempt lands on it again).
+func TestReferenceIsFixedPerAttempt(t *testing.T) {
+	base := Record{SpotID: "room-7", SourceRID: []byte{1}, SourceGen: 2, Operation: [16]byte{3}, TargetRID: []byte{5}, TargetGen: 6}
+	a := Reference(base)
+	same := base
+	same.StableType, same.MeshName, same.Body, same.Request, same.ReplyRouteID, same.DeadlineUnixMs = "t", "m", []byte("x"), true, 9, 10
+	if a != Reference(same) {
+		t.Fatal("the same attempt must get the same reference")
 	}
-	for _, other := range []string{
-		Reference("room-8", []byte{1}, 2, [16]byte{3}),
-		Reference("room-7", []byte{9}, 2, [16]byte{3}),
-		Reference("room-7", []byte{1}, 3, [16]byte{3}),
-		Reference("room-7", []byte{1}, 2, [16]byte{4}),
+	for _, change := range []func(*Record){
+		func(r *Record) { r.SpotID = "room-8" },
+		func(r *Record) { r.SourceRID = []byte{9} },
+		func(r *Record) { r.SourceGen = 3 },
+		func(r *Record) { r.Operation = [16]byte{4} },
+		// Another node, or another run of the same node: the sender's
+		// retry after a refusal (which may have left a tombstone).
+		func(r *Record) { r.TargetRID = []byte{7} },
+		func(r *Record) { r.TargetGen = 7 },
 	} {
-		if other == a {
-			t.Fatalf("two activations share reference %s", a)
+		other := base
+		change(&other)
+		if Reference(other) == a {
+			t.Fatalf("two attempts share reference %s", a)
 		}
 	}
-	if len(a) > 4096 {
-		t.Fatalf("reference is %d bytes, the Relocation Store takes 4096", len(a))
+	big := base
+	big.SourceRID, big.TargetRID = make([]byte, 64), make([]byte, 64)
+	if n := len(Reference(big)); n > 4096 {
+		t.Fatalf("reference is %d bytes, the Relocation Store takes 4096", n)
 	}
 }
 
