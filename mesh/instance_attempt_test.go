@@ -1,8 +1,11 @@
 package mesh
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/relocstore"
 )
 
 // A cold activation that its first target refuses after it stored the
@@ -87,4 +91,60 @@ func TestActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
 	if string(res.body) != id {
 		t.Fatalf("answered %q", res.body)
 	}
+}
+
+// A target whose read-back of the activation record it just stored fails
+// with the provider's integrity error (relocstore.ErrIntegrity: the bytes
+// it holds are not the ones stored) does not take the activation: it
+// deletes that record and refuses "not taken", and the sender tries
+// another node, which stores the record under a reference of its own.
+// Until 2026-12-07 the integrity error was a plain ErrUnavailable: the
+// message failed at once ("the node that received it could not serve it")
+// although another node could take it.
+func TestActivationReadBackCorruptIsTriedElsewhere(t *testing.T) {
+	c := instanceCluster(t, false, 3)
+	bent := &relocBentOnce{Store: c.nodes[1].reloc} // the servers share one store
+	c.nodes[1].reloc, c.nodes[2].reloc = bent, bent
+	ctx := ctxT(t, 60*time.Second)
+	const id = "bent-on-read-back"
+	got, err := c.m(0).RequestInstance(ctx, id, []byte("whoami"))
+	if err != nil || string(got) != id {
+		t.Fatalf("request: %q, %v (a read-back was corrupt: %v)", got, err, bent.ref() != "")
+	}
+	ref := bent.ref()
+	if ref == "" {
+		t.Fatal("no read-back was made corrupt")
+	}
+	if !c.payloadGone(t, ref) {
+		t.Fatalf("the refused attempt's record %s is still stored", ref)
+	}
+}
+
+// relocBentOnce fails the first Read of an activation record with the
+// provider's integrity error, as the Redis provider does for bytes that no
+// longer match their digest.
+type relocBentOnce struct {
+	relocstore.Store
+	mu   sync.Mutex
+	bent string
+}
+
+func (r *relocBentOnce) Read(ctx context.Context, ref string) (relocstore.ReadResult, error) {
+	r.mu.Lock()
+	first := r.bent == "" && strings.HasPrefix(ref, activationRefPrefix)
+	if first {
+		r.bent = ref
+	}
+	r.mu.Unlock()
+	if first {
+		return relocstore.ReadResult{}, &relocstore.ProviderError{Provider: "test", Op: "read",
+			Err: fmt.Errorf("%w: SHA-256 differs", relocstore.ErrIntegrity)}
+	}
+	return r.Store.Read(ctx, ref)
+}
+
+func (r *relocBentOnce) ref() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bent
 }

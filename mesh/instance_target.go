@@ -836,16 +836,36 @@ func (o *objects) storeActivation(ctx context.Context, ref string, payload []byt
 		return err
 	}
 	if state != activation.PayloadIntact || !bytes.Equal(got, payload) {
-		return fmt.Errorf("%w: %w: the stored activation %s did not read back intact (%s)", ErrUnavailable, errRouteStale, ref, state)
+		// Nothing points at it: this node does not take the activation
+		// (the sender tries another node, under a reference of its own),
+		// and the bytes go now rather than at their retention's end. Until
+		// 2026-12-07 a provider's integrity error (relocstore.ErrIntegrity)
+		// was a plain ErrUnavailable here: the message failed at once
+		// although another node might have stored it intact.
+		o.forgetPayload(ref)
+		what := "was missing when read back"
+		if state == activation.PayloadCorrupt {
+			what = "read back with another length or SHA-256 than stored (a corrupt store)"
+		}
+		return fmt.Errorf("%w: %w: the Relocation Store record of the activation (%s) %s; this node did not take it",
+			ErrUnavailable, errRouteStale, ref, what)
 	}
 	return nil
 }
 
 // readPayload reads ref with §10's bounded re-reads and checks its size and
-// checksum.
+// checksum. A provider's integrity error (relocstore.ErrIntegrity: the
+// bytes it holds do not match what was stored) is a corrupt payload, not
+// an unknown outcome: until 2026-12-07 the Redis provider's made recovery
+// change nothing, for good — never DataLost, every message to the Spot
+// failing ErrUnavailable (TestCorruptPayloadInRedisRelocationStoreIsDataLost).
 func (o *objects) readPayload(ctx context.Context, ref string, size int, sum [32]byte) ([]byte, activation.PayloadState, error) {
 	for i := 0; ; i++ {
 		rr, err := o.n.reloc.Read(ctx, ref)
+		if errors.Is(err, relocstore.ErrIntegrity) {
+			o.log.Debug("instance activation payload read corrupt from the Relocation Store", "ref", ref, "err", err)
+			return nil, activation.PayloadCorrupt, nil
+		}
 		if err != nil {
 			return nil, 0, classifyReloc(ctx, err, "read the activation "+ref)
 		}

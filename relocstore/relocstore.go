@@ -10,7 +10,8 @@
 // Found / Missing for Read, Renewed / Missing for Renew. Bad input is an
 // *ArgumentError (errors.Is(err, ErrArgument)); a provider failure matches
 // ErrUnavailable, after which the outcome is unknown and the caller reads or
-// Puts the same bytes again (both are safe by contract).
+// Puts the same bytes again (both are safe by contract) — except a Read
+// that also matches ErrIntegrity: the stored bytes are known to be corrupt.
 package relocstore
 
 import (
@@ -96,6 +97,16 @@ var ErrArgument = errors.New("relocstore: invalid argument")
 
 // ErrUnavailable is matched by provider failures.
 var ErrUnavailable = errors.New("relocstore: store unavailable")
+
+// ErrIntegrity is matched (besides ErrUnavailable) by a Read whose provider
+// found the stored bytes not matching the length or digest recorded at Put
+// (the Redis provider checks both on every Read). The bytes are not
+// returned, and reading again does not help: for a caller the payload is
+// corrupt — for an Instance Spot's stored first message that is DataLost
+// (§10 "If the payload is permanently missing or the checksum differs, it's
+// DataLost"). A provider that cannot tell returns its bytes as Found and
+// lets the caller's own checksum judge them.
+var ErrIntegrity = errors.New("stored bytes do not match the length or SHA-256 recorded when they were stored")
 
 // ArgumentError reports input outside the SPI bounds; nothing reached the store.
 type ArgumentError struct {

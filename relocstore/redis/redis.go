@@ -94,8 +94,10 @@ var (
 )
 
 // ErrIntegrity is the cause when the stored bytes do not match the length or
-// digest recorded at Put. The bytes are not returned.
-var ErrIntegrity = errors.New("redis relocation store: stored bytes do not match their digest")
+// digest recorded at Put. The bytes are not returned. It is the SPI's
+// relocstore.ErrIntegrity (a caller needs no import of this provider to
+// tell a corrupt payload from a store that did not answer).
+var ErrIntegrity = relocstore.ErrIntegrity
 
 // Options configures New. Only Namespace is required besides an address.
 type Options struct {
