@@ -234,11 +234,14 @@ func wireFailure(fam opFamily, err error) (router.TerminalResult, router.Framewo
 func replyError(fam opFamily, rep *router.Reply, what string) error {
 	detail := fmt.Sprintf("%s: %s/%s", what, rep.Result, rep.FailureCode)
 	if rep.Result == router.ResultTerminated && rep.FailureCode == router.FailNone {
-		// What wireFailure sends for a node closing, its lease in doubt or
-		// the object's runtime stopping: "terminated/none" alone told an
-		// operator nothing (a try-out: a request to a node that was closing).
-		detail = fmt.Sprintf("%s: the node that received it could not serve it (%s: it is closing, its owner lease is in doubt, or the object was stopping)",
-			what, rep.Result)
+		// What wireFailure sends for a node closing, its lease in doubt,
+		// the object's runtime stopping, or a store that node needed
+		// failing: "terminated/none" alone told an operator nothing (a
+		// try-out: a request to a node that was closing). The store was
+		// missing from the list until 2026-12-07, and a review read a
+		// Relocation Store failure (a corrupt payload) as a node closing.
+		detail = fmt.Sprintf("%s: the node that received it could not serve it (%s: it is closing, its owner lease is in doubt, "+
+			"a store it needed failed, or the object was stopping; that node's log says which)", what, rep.Result)
 	}
 	switch rep.Result {
 	case router.ResultInvalidState:

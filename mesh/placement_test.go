@@ -297,13 +297,20 @@ func TestWireFailureRoundTrip(t *testing.T) {
 	}
 }
 
-// A request a node refused as terminated (closing, its lease in doubt, the
-// object stopping) says so in words, not "terminated/none" alone.
+// A request a node refused as terminated (closing, its lease in doubt, a
+// store failing, the object stopping) says so in words, not
+// "terminated/none" alone — and names a failing store among the causes (a
+// node whose store failed answers the same, and read as "closing" it sent
+// a review looking in the wrong place).
 func TestTerminatedReplySaysWhy(t *testing.T) {
-	res, code := wireFailure(familySpot, ErrClosed)
-	err := replyError(familySpot, &router.Reply{Result: res, FailureCode: code}, "request")
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "could not serve it") || !strings.Contains(err.Error(), "closing") {
-		t.Fatalf("terminated reply reads %q", err)
+	for _, cause := range []error{ErrClosed, fmt.Errorf("%w: relocation store read", ErrUnavailable)} {
+		res, code := wireFailure(familySpot, cause)
+		err := replyError(familySpot, &router.Reply{Result: res, FailureCode: code}, "request")
+		for _, want := range []string{"could not serve it", "closing", "a store it needed failed"} {
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("terminated reply to %v reads %q (no %q)", cause, err, want)
+			}
+		}
 	}
 }
 
