@@ -145,7 +145,7 @@ func (o *objects) instanceCall(ctx context.Context, id string, body []byte, requ
 	}
 	dl, _ := ctx.Deadline()
 	c := &instanceMsg{id: id, stableType: io.stableType, mesh: mesh, body: body, request: request, op: NewOperationID(), deadline: dl}
-	reply, err := o.runInstance(ctx, c, other)
+	reply, err := o.runInstance(ctx, c, other, nil)
 	if err != nil {
 		return nil, classify(ctx, err, "instance spot "+id)
 	}
@@ -157,10 +157,13 @@ func (o *objects) instanceCall(ctx context.Context, id string, body []byte, requ
 // Creating is waited for; no record means picking a target that offers
 // the type and handing it the activation (command 39). A target that did not
 // take the activation (stale route, full, not serving) is excluded and
-// another tried, up to the one deadline. The source never creates a record
-// or a generation itself (§7.1).
-func (o *objects) runInstance(ctx context.Context, c *instanceMsg, otherMesh bool) ([]byte, error) {
-	excluded := map[string]exclusion{}
+// another tried, up to the one deadline; excluded (nil for none) names node
+// runs left out from the start. The source never creates a record or a
+// generation itself (§7.1).
+func (o *objects) runInstance(ctx context.Context, c *instanceMsg, otherMesh bool, excluded map[string]exclusion) ([]byte, error) {
+	if excluded == nil {
+		excluded = map[string]exclusion{}
+	}
 	wait := newBackoff()
 	opID := opIDOf(c.op)
 	for {

@@ -30,13 +30,44 @@ import (
 // message runs on the other node (§7.1; docs/INSTANCE-SPOTS.md step 1 and
 // "One reference per attempt"). Found by a review (hR1).
 func TestActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
-	f := newFixture(t)
-	c := newClusterOn(t, f, nil, 3, func(i int, cfg *config.Config) {
+	c := oneInstanceSlotCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "refused-after-store"
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	host := c.refuseFirstAfterStore(t, ctx, id, func() {
+		b, err := c.m(0).RequestInstance(ctx, id, []byte("whoami"))
+		done <- result{b, err}
+	})
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("request to %s (its first target %d refused it after storing its record; node %d has room): %v (InvalidOperation: %v)",
+			id, host, 3-host, res.err, errors.Is(res.err, ErrInvalidOperation))
+	}
+	if string(res.body) != id {
+		t.Fatalf("answered %q", res.body)
+	}
+}
+
+// oneInstanceSlotCluster is a client (node 0) and two servers, each with
+// room for one Instance Spot of the test type.
+func oneInstanceSlotCluster(t *testing.T) *cluster {
+	return newClusterOn(t, newFixture(t), nil, 3, func(i int, cfg *config.Config) {
 		clientRole0(i, cfg)
 		cfg.Node.Limits.SpotTypes = map[string]int{testInstanceType: 1}
 	})
-	ctx := ctxT(t, 60*time.Second)
-	const id = "refused-after-store"
+}
+
+// refuseFirstAfterStore runs send on its own goroutine and makes the first
+// server that stores the activation record of id refuse it after the store:
+// the server's one slot of the type is taken meanwhile (another
+// activation's Reserve, made here directly), so the activation's Reserve
+// meets ErrCapacityExhausted. It returns that server's index.
+func (c *cluster) refuseFirstAfterStore(t *testing.T, ctx context.Context, id string, send func()) int {
+	t.Helper()
 	reached := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -55,22 +86,10 @@ func TestActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
 			}
 		}})
 	}
-	type result struct {
-		body []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		b, err := c.m(0).RequestInstance(ctx, id, []byte("whoami"))
-		done <- result{b, err}
-	}()
+	go send()
 	host := waitEither(t, reached[0], reached[1])
 	n := c.nodes[host]
 	c.nodes[3-host].obj.hooks.Store(nil)
-
-	// The host's one slot of the type is taken meanwhile (another
-	// activation's Reserve, made here directly): the activation's Reserve
-	// is refused with ErrCapacityExhausted, after its record was stored.
 	ownerID, leaseGen := n.Owner()
 	content := []byte("filler")
 	sum := sha256.Sum256(content)
@@ -83,14 +102,44 @@ func TestActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	letGo()
-	res := <-done
-	if res.err != nil {
-		t.Fatalf("request to %s (its first target %d refused it after storing its record; node %d has room): %v (InvalidOperation: %v)",
-			id, host, 3-host, res.err, errors.Is(res.err, ErrInvalidOperation))
+	return host
+}
+
+// The one-way variant: SendInstance returned nil once the message left the
+// client, so a refusal after the store reaches nobody. Until 2026-12-07 the
+// first target counted it dropped and the message never ran anywhere,
+// although the other node had room (a review suspected it; the cause is not
+// the reference but that nobody tried another node). Now the refusing
+// target passes it on to another node offering the type, as a draining
+// node does (passOnActivation), and the message runs once.
+func TestOneWayActivationRefusedAfterStoreIsPassedOn(t *testing.T) {
+	c := oneInstanceSlotCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "one-way-refused-after-store"
+	sent := make(chan error, 1)
+	host := c.refuseFirstAfterStore(t, ctx, id, func() { sent <- c.m(0).SendInstance(ctx, id, []byte("one")) })
+	if err := <-sent; err != nil {
+		t.Fatal(err)
 	}
-	if string(res.body) != id {
-		t.Fatalf("answered %q", res.body)
+	// Either the Spot shows Ready (passed on and activated) or the first
+	// target counts the message dropped.
+	eventually(t, 30*time.Second, "the one-way first message to be activated elsewhere or dropped", func() bool {
+		a, found := c.instanceRecord(t, id)
+		return (found && a.Allocation.State == record.AllocationActive) || c.nodes[host].ObjectStats().InstanceDropped > 0
+	})
+	if n := c.nodes[host].ObjectStats().InstanceDropped; n != 0 {
+		t.Fatalf("node %d (refused after storing) dropped %d one-way first message(s); node %d had room", host, n, 3-host)
 	}
+	got, err := c.m(0).RequestInstance(ctx, id, []byte("count"))
+	if err != nil || string(got) != "count:1" {
+		t.Fatalf("count after the one-way first message: %q, %v (want count:1: it ran once)", got, err)
+	}
+	if n := c.probe.runCount(id); n != 1 {
+		t.Fatalf("%d factory runs, want 1", n)
+	}
+	// Counted once the send returned, which may come after the Spot's
+	// activation elsewhere.
+	eventually(t, 10*time.Second, "the pass-on to be counted", func() bool { return c.nodes[host].ObjectStats().InstancePassedOn == 1 })
 }
 
 // A target whose read-back of the activation record it just stored fails

@@ -313,7 +313,7 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 		// A turn of the id's queue: a local delivery (the Spot Ready here
 		// after all) must not wait behind itself (deliver).
 		ctx = context.WithValue(ctx, activationTurn{}, rec.SpotID)
-		answer, err := o.runInstance(ctx, c, false)
+		answer, err := o.runInstance(ctx, c, false, nil)
 		if rec.Request {
 			// The answer, or why there is none, goes to the sender.
 			o.sendReply(reply, replyRecord(familySpot, rec.ReplyRouteID, answer, classify(ctx, err, "instance spot "+rec.SpotID)))
@@ -330,6 +330,36 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 		o.log.Debug("instance spot message passed on: this node empties itself", "spot", rec.SpotID, "request", rec.Request)
 	}, done)
 	return true
+}
+
+// passOnRefused hands a one-way cold activation that this node accepted
+// but then did not take (refused "not taken" after storing its record: the
+// Reserve found the type's room gone, the owner-lease gate shut, a
+// Conflict with no current record, or a read-back that failed; its record
+// is deleted) to another node offering the type, as its sender would have
+// done had it been told: a request's refusal goes back to its sender, which
+// excludes this node and tries another, but a one-way message's sender
+// returned once the message left it (§7.3: the refusal reaches nobody).
+// Until 2026-12-07 such a message was counted dropped and never ran,
+// although another node had room (TestOneWayActivationRefusedAfterStoreIsPassedOn).
+//
+// As in passOnActivation this node becomes the activation's source and the
+// operation id stays; this node run is excluded from the placement. It runs
+// in the id's activation turn (the caller's), so this sender's next
+// messages for the id, queued behind it here, follow it to the node it
+// chose (sentActivations). It returns nil once the message was handed on,
+// else why not (the caller counts it dropped). Either ends the message's
+// activation here.
+func (o *objects) passOnRefused(ctx context.Context, rec activation.Record, why error) error {
+	self := candidate{node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}}
+	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, op: rec.Operation,
+		deadline: activationDeadline(rec)}
+	if _, err := o.runInstance(ctx, c, false, map[string]exclusion{self.key(): excludedFailed}); err != nil {
+		return fmt.Errorf("not taken here (%w), and not passed on: %w", why, err)
+	}
+	o.stats.instancePassedOn.Add(1)
+	o.log.Debug("instance spot one-way message passed on: this node did not take its activation", "spot", rec.SpotID, "why", why)
+	return nil
 }
 
 // emptying reports whether this node is emptying itself: a host command
@@ -533,6 +563,12 @@ func (o *objects) activate(rec activation.Record, org origin, route []byte) {
 			return
 		}
 		done, err := o.coldActivate(ctx, rec, org, route)
+		if err != nil && route == nil && notTaken(err) {
+			// A one-way first message this node did not take after all:
+			// its refusal reaches nobody, so it is passed on here.
+			answer(nil, o.passOnRefused(ctx, rec, err))
+			return
+		}
 		if err != nil {
 			answer(nil, err)
 			return
