@@ -257,14 +257,12 @@ func (o *objects) activateElsewhere(ctx context.Context, c *instanceMsg, exclude
 // DefaultInstanceTimeout passes): messages that find no record yet follow
 // the first to the same node instead of racing it.
 type sentActivations struct {
-	mu sync.Mutex
-	m  map[string]sentActivation
+	m expiring[sentActivation]
 }
 
 type sentActivation struct {
 	stableType, mesh string
 	cand             candidate
-	until            time.Time
 }
 
 // maxSentActivations bounds the map (oldest entries are not tracked; an
@@ -272,39 +270,68 @@ type sentActivation struct {
 const maxSentActivations = 4096
 
 func (s *sentActivations) target(id, stableType, mesh string) (candidate, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.m[id]
-	if !ok || time.Now().After(a.until) || a.stableType != stableType || a.mesh != mesh {
+	a, ok := s.m.get(id)
+	if !ok || a.stableType != stableType || a.mesh != mesh {
 		return candidate{}, false
 	}
 	return a.cand, true
 }
 
 func (s *sentActivations) sent(id, stableType, mesh string, cand candidate) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]sentActivation{}
+	s.m.put(id, sentActivation{stableType: stableType, mesh: mesh, cand: cand})
+}
+
+func (s *sentActivations) forget(id string) { s.m.forget(id) }
+
+// expiring is a map by Instance Spot id whose entries last
+// DefaultInstanceTimeout, bounded to maxSentActivations (a new entry past
+// that is not kept: an entry only matters for the instants before an
+// activation shows in the store).
+type expiring[V any] struct {
+	mu sync.Mutex
+	m  map[string]expiringEntry[V]
+}
+
+type expiringEntry[V any] struct {
+	v     V
+	until time.Time
+}
+
+func (e *expiring[V]) get(id string) (V, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.m[id]
+	if !ok || time.Now().After(x.until) {
+		var zero V
+		return zero, false
 	}
-	if len(s.m) >= maxSentActivations {
+	return x.v, true
+}
+
+func (e *expiring[V]) put(id string, v V) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[string]expiringEntry[V]{}
+	}
+	if len(e.m) >= maxSentActivations {
 		now := time.Now()
-		for k, a := range s.m {
-			if now.After(a.until) {
-				delete(s.m, k)
+		for k, x := range e.m {
+			if now.After(x.until) {
+				delete(e.m, k)
 			}
 		}
-		if len(s.m) >= maxSentActivations {
+		if len(e.m) >= maxSentActivations {
 			return
 		}
 	}
-	s.m[id] = sentActivation{stableType: stableType, mesh: mesh, cand: cand, until: time.Now().Add(DefaultInstanceTimeout)}
+	e.m[id] = expiringEntry[V]{v: v, until: time.Now().Add(DefaultInstanceTimeout)}
 }
 
-func (s *sentActivations) forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, id)
+func (e *expiring[V]) forget(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, id)
 }
 
 // instanceRow applies §7.1's "current location" rows to a record that

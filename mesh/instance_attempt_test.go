@@ -41,7 +41,7 @@ func TestActivationRetriedElsewhereAfterRefusalAfterStore(t *testing.T) {
 	host := c.refuseFirstAfterStore(t, ctx, id, func() {
 		b, err := c.m(0).RequestInstance(ctx, id, []byte("whoami"))
 		done <- result{b, err}
-	})
+	}, nil)
 	res := <-done
 	if res.err != nil {
 		t.Fatalf("request to %s (its first target %d refused it after storing its record; node %d has room): %v (InvalidOperation: %v)",
@@ -66,7 +66,8 @@ func oneInstanceSlotCluster(t *testing.T) *cluster {
 // the server's one slot of the type is taken meanwhile (another
 // activation's Reserve, made here directly), so the activation's Reserve
 // meets ErrCapacityExhausted. It returns that server's index.
-func (c *cluster) refuseFirstAfterStore(t *testing.T, ctx context.Context, id string, send func()) int {
+// The other server gets otherHooks (nil for none) before the refusal.
+func (c *cluster) refuseFirstAfterStore(t *testing.T, ctx context.Context, id string, send func(), otherHooks *testHooks) int {
 	t.Helper()
 	reached := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	release := make(chan struct{})
@@ -89,7 +90,7 @@ func (c *cluster) refuseFirstAfterStore(t *testing.T, ctx context.Context, id st
 	go send()
 	host := waitEither(t, reached[0], reached[1])
 	n := c.nodes[host]
-	c.nodes[3-host].obj.hooks.Store(nil)
+	c.nodes[3-host].obj.hooks.Store(otherHooks)
 	ownerID, leaseGen := n.Owner()
 	content := []byte("filler")
 	sum := sha256.Sum256(content)
@@ -117,7 +118,7 @@ func TestOneWayActivationRefusedAfterStoreIsPassedOn(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	const id = "one-way-refused-after-store"
 	sent := make(chan error, 1)
-	host := c.refuseFirstAfterStore(t, ctx, id, func() { sent <- c.m(0).SendInstance(ctx, id, []byte("one")) })
+	host := c.refuseFirstAfterStore(t, ctx, id, func() { sent <- c.m(0).SendInstance(ctx, id, []byte("one")) }, nil)
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +141,72 @@ func TestOneWayActivationRefusedAfterStoreIsPassedOn(t *testing.T) {
 	// Counted once the send returned, which may come after the Spot's
 	// activation elsewhere.
 	eventually(t, 10*time.Second, "the pass-on to be counted", func() bool { return c.nodes[host].ObjectStats().InstancePassedOn == 1 })
+}
+
+// The sender's next message for the id goes where it handed the first
+// (sentActivations): to the node that refused the first after its store
+// and passed it on. If that node had room again by then (here: the
+// reservation that filled it is returned), activating the Spot itself with
+// the second message would race the first, passed on a moment earlier; it
+// follows the first to the node it went to instead, and runs behind it.
+func TestMessageAfterAPassedOnActivationFollowsIt(t *testing.T) {
+	c := oneInstanceSlotCluster(t)
+	ctx := ctxT(t, 60*time.Second)
+	const id = "follows-the-passed-on"
+	stored := make(chan struct{})
+	hold := make(chan struct{})
+	var holdOnce, storedOnce sync.Once
+	t.Cleanup(func() { holdOnce.Do(func() { close(hold) }) })
+	// The other server holds the passed-on activation after its store.
+	other := &testHooks{activationStep: func(got, step string) {
+		if got == id && step == "stored" {
+			storedOnce.Do(func() { close(stored) })
+			<-hold
+		}
+	}}
+	sent := make(chan error, 1)
+	host := c.refuseFirstAfterStore(t, ctx, id, func() { sent <- c.m(0).SendInstance(ctx, id, []byte("one")) }, other)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stored:
+	case <-ctx.Done():
+		t.Fatal("the first message was not passed on")
+	}
+	// The host has room again.
+	n := c.nodes[host]
+	ownerID, leaseGen := n.Owner()
+	if _, err := n.obj.exec.Abort(ctx, authority.AbortRequest{Object: authority.Object{ID: "filler", Kind: record.ObjectInstanceSpot, StableType: testInstanceType},
+		ReservationID: "filler-rsv", Owner: &authority.Owner{ID: ownerID, LeaseGeneration: leaseGen}}); err != nil {
+		t.Fatal(err)
+	}
+	reached := make(chan struct{})
+	var reachedOnce sync.Once
+	n.obj.hooks.Store(&testHooks{activationStep: func(got, step string) {
+		if got == id && (step == stepFollowsPassedOn || step == "committed") {
+			reachedOnce.Do(func() { close(reached) })
+		}
+	}})
+	answer := make(chan []byte, 1)
+	go func() {
+		got, err := c.m(0).RequestInstance(ctx, id, []byte("count"))
+		if err != nil {
+			t.Error(err)
+		}
+		answer <- got
+	}()
+	// Let the passed-on activation go on once the second message, at the
+	// host, either followed it or activated the Spot there itself.
+	select {
+	case <-reached:
+	case <-ctx.Done():
+		t.Fatal("the second message did not reach the host")
+	}
+	holdOnce.Do(func() { close(hold) })
+	if got := string(<-answer); got != "count:1" {
+		t.Fatalf("the second message answered %q: want count:1 (it ran after the first)", got)
+	}
 }
 
 // A target whose read-back of the activation record it just stored fails

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -332,34 +333,71 @@ func (o *objects) passOnActivation(rec activation.Record, reply func(*router.Rec
 	return true
 }
 
-// passOnRefused hands a one-way cold activation that this node accepted
-// but then did not take (refused "not taken" after storing its record: the
-// Reserve found the type's room gone, the owner-lease gate shut, a
-// Conflict with no current record, or a read-back that failed; its record
-// is deleted) to another node offering the type, as its sender would have
-// done had it been told: a request's refusal goes back to its sender, which
-// excludes this node and tries another, but a one-way message's sender
-// returned once the message left it (§7.3: the refusal reaches nobody).
-// Until 2026-12-07 such a message was counted dropped and never ran,
-// although another node had room (TestOneWayActivationRefusedAfterStoreIsPassedOn).
+// handOn runs rec's message from this node as its sender would, with this
+// node run left out of the placement, and returns the answer (a request's,
+// relayed by the caller; nil for a one-way message once it was handed on).
+// Two callers, both in the id's activation turn, so one sender's messages
+// queued behind here follow the first to the node it chose
+// (sentActivations):
+//
+//   - a one-way cold activation that this node accepted but then did not
+//     take (refused "not taken" after storing its record: the Reserve found
+//     the type's room gone, the owner-lease gate shut, a Conflict with no
+//     current record, or a read-back that failed; its record is deleted).
+//     A request's refusal goes back to its sender, which excludes this node
+//     and tries another, but a one-way message's sender returned once the
+//     message left it (§7.3: the refusal reaches nobody). Until 2026-12-07
+//     such a message was counted dropped and never ran, although another
+//     node had room (TestOneWayActivationRefusedAfterStoreIsPassedOn);
+//   - a later message for that id from the same sender run (activate,
+//     handedOn), which would otherwise race the one handed on if this node
+//     had room again (TestMessageAfterAPassedOnActivationFollowsIt).
+//
+// Two nodes that both refuse after their stores (both full) may hand a
+// one-way message back and forth within its deadline, as two draining
+// nodes may (passOnActivation); each hop makes the passing node the
+// source, so a hop never counts as "the same sender" to follow.
 //
 // As in passOnActivation this node becomes the activation's source and the
-// operation id stays; this node run is excluded from the placement. It runs
-// in the id's activation turn (the caller's), so this sender's next
-// messages for the id, queued behind it here, follow it to the node it
-// chose (sentActivations). It returns nil once the message was handed on,
-// else why not (the caller counts it dropped). Either ends the message's
-// activation here.
-func (o *objects) passOnRefused(ctx context.Context, rec activation.Record, why error) error {
-	self := candidate{node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}}
-	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, op: rec.Operation,
-		deadline: activationDeadline(rec)}
-	if _, err := o.runInstance(ctx, c, false, map[string]exclusion{self.key(): excludedFailed}); err != nil {
-		return fmt.Errorf("not taken here (%w), and not passed on: %w", why, err)
+// operation id stays.
+func (o *objects) handOn(ctx context.Context, rec activation.Record) ([]byte, error) {
+	c := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, mesh: rec.MeshName, body: rec.Body, request: rec.Request,
+		op: rec.Operation, deadline: activationDeadline(rec)}
+	reply, err := o.runInstance(ctx, c, false, map[string]exclusion{o.selfCandidate().key(): excludedFailed})
+	if err != nil {
+		return nil, err
 	}
 	o.stats.instancePassedOn.Add(1)
-	o.log.Debug("instance spot one-way message passed on: this node did not take its activation", "spot", rec.SpotID, "why", why)
-	return nil
+	o.log.Debug("instance spot message passed on: this node did not take its activation", "spot", rec.SpotID, "request", rec.Request)
+	return reply, nil
+}
+
+// handedOn remembers, per Instance Spot id, the sender run whose one-way
+// first message this node handed on (handOn) after refusing it, until the
+// store shows the Spot or DefaultInstanceTimeout passes: that sender's next
+// messages for the id come here (its sentActivations) and follow the first
+// instead of racing it.
+type handedOn struct {
+	m expiring[string] // id → the sender run (sourceKey)
+}
+
+// sourceKey names rec's sender run.
+func sourceKey(rec activation.Record) string {
+	return hex.EncodeToString(rec.SourceRID) + "@" + strconv.FormatUint(rec.SourceGen, 10)
+}
+
+func (h *handedOn) note(id, source string) { h.m.put(id, source) }
+
+func (h *handedOn) follows(id, source string) bool {
+	s, ok := h.m.get(id)
+	return ok && s == source
+}
+
+func (h *handedOn) forget(id string) { h.m.forget(id) }
+
+// selfCandidate is this node run as placement names it (its key).
+func (o *objects) selfCandidate() candidate {
+	return candidate{node: authority.Node{MeshName: o.n.cfg.Node.MeshName, RoutingID: o.n.run.rid, LifecycleGeneration: o.n.run.lifecycleGeneration}, local: true}
 }
 
 // emptying reports whether this node is emptying itself: a host command
@@ -543,6 +581,7 @@ func (o *objects) activate(rec activation.Record, org origin, route []byte) {
 			return
 		}
 		if row.Found {
+			o.handedOn.forget(rec.SpotID) // the record shows: the usual paths keep the order
 			m := &instanceMsg{id: rec.SpotID, stableType: rec.StableType, claimed: true}
 			ready, err := o.instanceRow(ctx, m, row)
 			if err != nil {
@@ -562,11 +601,30 @@ func (o *objects) activate(rec activation.Record, org origin, route []byte) {
 			answer(reply, err)
 			return
 		}
+		if o.handedOn.follows(rec.SpotID, sourceKey(rec)) {
+			// This node handed on a one-way first message of the same
+			// sender for this id a moment ago: activating here (it may
+			// have room again) could run this message before that one, so
+			// it goes after it, as a sender's next message follows its
+			// first (sentActivations). Messages of other senders are not
+			// ordered against it and activate as usual.
+			if h := o.hook().activationStep; h != nil {
+				h(rec.SpotID, stepFollowsPassedOn)
+			}
+			answer(o.handOn(ctx, rec))
+			return
+		}
 		done, err := o.coldActivate(ctx, rec, org, route)
 		if err != nil && route == nil && notTaken(err) {
 			// A one-way first message this node did not take after all:
-			// its refusal reaches nobody, so it is passed on here.
-			answer(nil, o.passOnRefused(ctx, rec, err))
+			// its refusal reaches nobody, so it is handed on here.
+			if _, perr := o.handOn(ctx, rec); perr != nil {
+				err = fmt.Errorf("not taken here (%w), and not passed on: %w", err, perr)
+			} else {
+				o.handedOn.note(rec.SpotID, sourceKey(rec))
+				err = nil
+			}
+			answer(nil, err)
 			return
 		}
 		if err != nil {

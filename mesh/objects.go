@@ -94,6 +94,10 @@ type objects struct {
 	// sentActivations: where this node sent cold activations not yet
 	// visible in the store (instance.go).
 	sentActivations sentActivations
+	// handedOn: whose one-way first messages this node handed on after
+	// refusing them, per id, until the store shows the Spot
+	// (instance_target.go).
+	handedOn handedOn
 	// passOns: the cold activations this node passes on while it empties
 	// itself (instance_target.go). Not object work: they go on after Close
 	// stopped it, until just before the transport closes (endPassOns).
@@ -286,7 +290,12 @@ const (
 
 // Cold activation hook points (testHooks.activationStep) named here; the
 // others are spelled where they run.
-const stepFirstMessageDone = "first-message-done" // the first message's turn over, its end of use begins
+const (
+	stepFirstMessageDone = "first-message-done" // the first message's turn over, its end of use begins
+	// stepFollowsPassedOn: a message for an id whose activation this node
+	// passed on a moment ago goes after it (activate).
+	stepFollowsPassedOn = "follows-passed-on"
+)
 
 // Relocation hook points (testHooks.relocationStep).
 const (
