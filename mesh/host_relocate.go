@@ -170,7 +170,16 @@ var (
 
 // beginHostMove checks the owner lease and marks the host command cmd
 // running (no new creations, no incoming moves).
+//
+// A node that is closing refuses it: Close keeps the owner lease valid
+// until it has swept the objects' records, so the lease alone let a
+// command begun during Close through — once object work had stopped it
+// listed nothing and ended Completed while the shutdown removed every
+// object the node held, state included (review, 2026-12-07).
 func (n *Node) beginHostMove(cmd string) error {
+	if n.closing() {
+		return fmt.Errorf("%w: the node is closing", ErrUnavailable)
+	}
 	if err := n.lease.Gate().Admit(); err != nil {
 		return wrapErr(ErrUnavailable, err, "owner lease")
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
-// Review (issue 11, §11): a host Relocate called while the node is closing
-// is refused with ErrUnavailable, as Relocate's documentation promises
+// A host Relocate called while the node is closing (review, 2026-12-07;
+// issue 11, §11) is refused with ErrUnavailable, as Relocate's documentation promises
 // ("ErrUnavailable (the node is closing or its owner lease is not
 // valid)"). Called once Close has stopped object work — its owner lease
 // still valid, the sweep of the objects' records still to come — it must
