@@ -1,0 +1,135 @@
+package mesh
+
+import (
+	"sync/atomic"
+	"testing"
+)
+
+// Review R4 (bound Sessions). A Request of a Session does not leave "one at
+// a time" as its one-way messages do (Session.oneWay), so it can take a
+// higher sequence than a one-way message of another goroutine and reach the
+// wire — and the Actor's new owner — first. The command 50 (or a commit's
+// ReplayedHighWater) about the Request's sequence then counts as covering
+// the one-way message still leaving: the route switches, and the next
+// message of the goroutine that sent the one-way one goes straight to the
+// new owner, ahead of that message, which is still on its way through the
+// previous owner. The Session promises that "messages of one goroutine
+// arrive in the order it sent them, across moves of the Actor" (session.go,
+// Session; docs/RELOCATION.md §6 "Sequence order on the wire").
+//
+// Here: the Actor moved before the Session sent anything (no command 44;
+// the Session learns the move from command 50). Goroutine g1's Send "1" has
+// taken sequence 1 and not reached the transport yet; goroutine g2's
+// Request takes sequence 2, is passed on by the previous owner and answered
+// by the new one, whose command 50 about sequence 2 switches the route. g1's
+// "1" then leaves on the old route (the previous owner is slow to pass it
+// on), and g1's "2" goes straight to the new owner and runs first.
+func TestSessionRequestDoesNotCoverAnEarlierSendStillLeaving(t *testing.T) {
+	c, ctx, ref, s, src, dst := sessionOnServer(t, "sess-req-overtakes")
+	if res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+
+	// g1's first Send is held between taking its sequence and the
+	// transport.
+	var armed atomic.Bool
+	entered, leave := make(chan struct{}), make(chan struct{})
+	c.nodes[0].obj.hooks.Store(&testHooks{beforeRemoteSend: func(id string) error {
+		if id == ref.ActorID && armed.CompareAndSwap(true, false) {
+			close(entered)
+			<-leave
+		}
+		return nil
+	}})
+	// The previous owner passes on the first message at once (g2's
+	// Request) and holds the second (g1's "1") until released.
+	var passOns atomic.Int32
+	holding, passOn := make(chan struct{}), make(chan struct{})
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == ref.ActorID && step == stepFollowPassOn && passOns.Add(1) == 2 {
+			close(holding)
+			<-passOn
+		}
+	}})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(passOn)
+		}
+	}
+	t.Cleanup(release)
+
+	armed.Store(true)
+	g1 := make(chan error, 1)
+	g1first := make(chan struct{})
+	go func() {
+		if err := s.Send(ctx, []byte("s:g1:1")); err != nil {
+			g1 <- err
+			return
+		}
+		close(g1first)
+		g1 <- s.Send(ctx, []byte("s:g1:2"))
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("g1's first Send never reached the transport hook")
+	}
+	g2 := make(chan error, 1)
+	go func() {
+		_, err := s.Request(ctx, []byte("r:g2:1"))
+		g2 <- err
+	}()
+	select {
+	case err := <-g2:
+		if err != nil {
+			t.Fatalf("g2's request: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("g2's request not answered")
+	}
+	close(leave) // g1's "1" goes out, on the route it took with its sequence
+	select {
+	case <-holding: // at the previous owner, its pass-on held
+	case <-ctx.Done():
+		t.Fatal("g1's first message never reached the previous owner's pass-on")
+	}
+	<-g1first
+	// g1's "2": sent (the route switched) or waiting for the switch.
+	done := false
+	waitUntil(t, "g1's second Send sent, or waiting for the route switch", func() bool {
+		select {
+		case err := <-g1:
+			if err != nil {
+				t.Fatalf("g1: %v", err)
+			}
+			done = true
+			return true
+		default:
+		}
+		return s.pendingSwitch()
+	})
+	if done {
+		// What reached the new owner straight runs first: this Request
+		// follows g1's "2" on the same link.
+		sessionState(t, ctx, s)
+	}
+	release()
+	if !done {
+		if err := <-g1; err != nil {
+			t.Fatalf("g1: %v", err)
+		}
+	}
+	var st seqState
+	waitUntil(t, "both of g1's messages run", func() bool {
+		st = sessionState(t, ctx, s)
+		return st.Last["g1"] == 2 && st.Gaps == st.Duplicates
+	})
+	if st.Gaps != 0 || st.Duplicates != 0 || st.Last["g2"] != 1 {
+		t.Fatalf("state %+v: g1's messages ran out of order (want s:g1:1 before s:g1:2)", st)
+	}
+	if string(s.Actor().NodeRID) != string(c.nodes[dst].RID()) {
+		t.Fatal("the Session's route did not switch to the new owner")
+	}
+}
