@@ -10,13 +10,10 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/follow"
-	"github.com/meshnode/meshnode/router"
-	"github.com/meshnode/meshnode/router/transport"
 )
 
 // Readmit admits a message for an earlier stay here once the follow chain's next owner's run ended, on the claim
@@ -131,16 +128,8 @@ func TestCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch(t *testing.T) {
 	sender.barrierEvery = time.Minute
 	key := follow.Key{Kind: follow.KindActor, ID: ref.ActorID}
 
-	arrived, release := make(chan struct{}), make(chan struct{})
-	var held atomic.Bool
-	releaseOnce := sync.OnceFunc(func() { close(release) })
+	arrived, releaseOnce := holdFirstFollowArrival(c.nodes[dst], ref.ActorID)
 	defer releaseOnce()
-	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
-		if id == ref.ActorID && step == stepFollowArrive && held.CompareAndSwap(false, true) {
-			close(arrived)
-			<-release
-		}
-	}})
 	if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:2")); err != nil {
 		t.Fatal(err)
 	}
@@ -148,18 +137,8 @@ func TestCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch(t *testing.T) {
 	before := c.nodes[dst].ObjectStats()
 	timedOut := sender.stats.routeBarriersTimedOut.Load()
 
-	prev := c.nodes[src]
-	prevRID, prevGen := transport.RID(prev.RID()), prev.LifecycleGeneration()
-	prev.crash()
 	// The sender's link to the crashed run: its redial refused.
-	probe := router.NewRecord(&router.ActorSend{Operation: opIDOf(NewOperationID()), TargetActor: router.ActorRouteFence{
-		Actor: router.ActorRef{ActorID: ref.ActorID, ObjectGeneration: ref.ObjectGeneration}, TargetNodeRID: prevRID,
-		TargetNodeGeneration: prevGen, ExpectedAuthorityOwnerGeneration: 1, ExpectedOwnerLeaseGeneration: 1}}, nil,
-		&router.Payload{PacketName: PacketName, ContentType: ContentType})
-	eventually(t, 10*time.Second, "the sender's redial to the crashed previous owner to be refused", func() bool {
-		err := c.nodes[0].tr.SendRun(ctx, prevRID, prevGen, probe)
-		return errors.Is(err, syscall.ECONNREFUSED)
-	})
+	crashUntilRedialRefused(t, ctx, c.nodes[src], c.nodes[0], ref)
 
 	sender.cache.Drop(key) // the sender's entry aged out: it reads the new owner
 	sent := make(chan error, 1)

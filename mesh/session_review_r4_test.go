@@ -1,8 +1,16 @@
 package mesh
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+	"github.com/meshnode/meshnode/router/transport"
 )
 
 // Review R4 (bound Sessions). A Request of a Session does not leave "one at
@@ -132,4 +140,89 @@ func TestSessionRequestDoesNotCoverAnEarlierSendStillLeaving(t *testing.T) {
 	if string(s.Actor().NodeRID) != string(c.nodes[dst].RID()) {
 		t.Fatal("the Session's route did not switch to the new owner")
 	}
+}
+
+// Review R4. A Session's rebind (a send on its route proven undelivered:
+// here the link to its crashed previous owner, whose redial is refused)
+// resolves the store and sends straight to the new owner, with no barrier
+// of any kind. What the crashed previous owner had passed on before it
+// ended — the Session's earlier message, read by the new owner from the
+// previous owner's connection and not yet handed on — then runs after the
+// message that follows the rebind. A plain sender is kept in order there
+// since 2026-12-07 (barrierBehindEnded,
+// TestCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch); a Session, which
+// promises per-sender order across moves, is not (docs/RELOCATION.md §6
+// "Binding": the fallback to a store resolve and rebind; §7 "Bound Sessions
+// ... send no barrier").
+func TestSessionRebindAfterACrashedPreviousOwnerKeepsItsPassOnAhead(t *testing.T) {
+	c, ctx, ref, s, src, dst := sessionOnServer(t, "sess-crash-rebind")
+	// Moved before the Session sent anything: no command 44; its first
+	// message goes to the previous owner, which passes it on.
+	if res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+	arrived, releaseOnce := holdFirstFollowArrival(c.nodes[dst], ref.ActorID)
+	defer releaseOnce()
+	if err := s.Send(ctx, []byte("s:g:1")); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, arrived, "message 1 passed on to the new owner")
+	before := c.nodes[dst].ObjectStats()
+
+	crashUntilRedialRefused(t, ctx, c.nodes[src], c.nodes[0], ref)
+
+	sent := make(chan error, 1)
+	go func() { sent <- s.Send(ctx, []byte("s:g:2")) }()
+	// Bounded only to choose when 1 is let go: a fixed Session keeps 2
+	// back until 1 is in.
+	deadline := time.Now().Add(3 * time.Second)
+	for c.nodes[dst].ObjectStats().Delivered == before.Delivered && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	releaseOnce()
+	if err := <-sent; err != nil {
+		t.Fatalf("message 2: %v", err)
+	}
+	if n := c.nodes[0].ObjectStats().SessionRebinds; n != 1 {
+		t.Logf("%d rebinds", n)
+	}
+	var st seqState
+	waitUntil(t, "both messages run", func() bool {
+		st = sessionState(t, ctx, s)
+		return st.Last["g"] == 2 && st.Gaps == st.Duplicates
+	})
+	if st.Gaps != 0 || st.Duplicates != 0 {
+		t.Fatalf("state %+v: message 2 ran before 1, which the crashed previous owner had passed on", st)
+	}
+}
+
+// holdFirstFollowArrival holds, on n's reader, the first message of the
+// object id passed on to n (Message Follow) until release is called:
+// arrived is closed when it is held.
+func holdFirstFollowArrival(n *Node, id string) (arrived chan struct{}, release func()) {
+	arrived, ch := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	release = sync.OnceFunc(func() { close(ch) })
+	n.obj.hooks.Store(&testHooks{relocationStep: func(oid, step string) {
+		if oid == id && step == stepFollowArrive && held.CompareAndSwap(false, true) {
+			close(arrived)
+			<-ch
+		}
+	}})
+	return arrived, release
+}
+
+// crashUntilRedialRefused crashes prev and waits until from's redial to the
+// crashed run is refused (ECONNREFUSED): nothing listens there any more.
+func crashUntilRedialRefused(t *testing.T, ctx context.Context, prev, from *Node, ref ActorRef) {
+	t.Helper()
+	prevRID, prevGen := transport.RID(prev.RID()), prev.LifecycleGeneration()
+	prev.crash()
+	probe := router.NewRecord(&router.ActorSend{Operation: opIDOf(NewOperationID()), TargetActor: router.ActorRouteFence{
+		Actor: router.ActorRef{ActorID: ref.ActorID, ObjectGeneration: ref.ObjectGeneration}, TargetNodeRID: prevRID,
+		TargetNodeGeneration: prevGen, ExpectedAuthorityOwnerGeneration: 1, ExpectedOwnerLeaseGeneration: 1}}, nil,
+		&router.Payload{PacketName: PacketName, ContentType: ContentType})
+	eventually(t, 10*time.Second, "the redial to the crashed previous owner to be refused", func() bool {
+		return errors.Is(from.tr.SendRun(ctx, prevRID, prevGen, probe), syscall.ECONNREFUSED)
+	})
 }
