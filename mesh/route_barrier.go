@@ -286,6 +286,13 @@ func (o *objects) barrier(ctx context.Context, t msgTarget, prev, next follow.Re
 	}
 }
 
+// prevGoneBy reports whether sendErr, a send's error on route prev, shows
+// prev's node run gone (barrierPrevGone), as a barrier's would.
+func (o *objects) prevGoneBy(ctx context.Context, prev follow.Ready, sendErr error) bool {
+	return barrierVerdictOf(false, false, sendErr, func() bool { return o.runLiveInList(prev) },
+		func() bool { return o.prevStopped(ctx, prev) }) == barrierPrevGone
+}
+
 // barrierBehindEnded returns, in a route switch away from prev whose run
 // is gone (barrierPrevGone), once the new owner on next has admitted what
 // prev passed on to it before it ended (ended_run_reads.go): a barrier on
@@ -431,6 +438,11 @@ func barrierVerdictOf(callerDone, barrierDone bool, err error, prevLive, prevSto
 	case errors.Is(err, transport.ErrUnknownPeer):
 		// No link at all: this node forgot prev's node, which left the
 		// list (its run ended).
+		return barrierPrevGone
+	case errors.Is(err, errRunEnded):
+		// Prev's node runs as a later run now (endedRun refused the
+		// send): prev's run ended — cleanly or not, the new run cannot
+		// tell.
 		return barrierPrevGone
 	case !errors.Is(err, transport.ErrPeerDown) && !errors.Is(err, transport.ErrNotAdmitted):
 		// A deadline here is the request's own (a redial that timed out

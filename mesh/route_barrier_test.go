@@ -268,6 +268,8 @@ func TestBarrierVerdict(t *testing.T) {
 		{name: "no link at all", err: wrapErr(ErrUnavailable, fmt.Errorf("%w: prev", transport.ErrUnknownPeer), "request to a"),
 			live: true, want: barrierPrevGone},
 		{name: "refused", err: refusedErr, live: true, want: barrierRefused},
+		// Prev's node runs as a later run: the send was not made (endedRun).
+		{name: "run ended", err: fmt.Errorf("send to a: %w", runMismatch([]byte("prev"), 3, 4)), live: true, want: barrierPrevGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asked, read := false, false

@@ -50,10 +50,11 @@ type Session struct {
 	mesh   string
 
 	// oneWay is held by a one-way message from the moment it takes its
-	// sequence until the transport queued it (Send never blocks), so that
-	// one-way messages leave in sequence order: a commit's
-	// ReplayedHighWater or a command 50 about sequence n then also
-	// covers every one-way message numbered below n.
+	// sequence until the transport queued it (Send never blocks), and by
+	// a request while it takes its sequence (nextFor), so that every
+	// one-way message numbered below a message n left before n: a
+	// commit's ReplayedHighWater or a command 50 about sequence n then
+	// also covers every one-way message numbered below n.
 	oneWay chan struct{}
 
 	mu      sync.Mutex
@@ -339,7 +340,7 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		t, to, err := s.next(ctx)
+		t, to, err := s.nextFor(ctx, request)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, classify(ctx, err, "session message to "+s.id)
@@ -365,13 +366,36 @@ func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byt
 		case err == nil:
 			return reply, nil
 		case attempt == 0 && notDelivered(err) && !errors.Is(err, transport.ErrBackpressure):
-			if err := s.rebind(ctx); err != nil {
+			if err := s.rebind(ctx, r, err); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		return nil, classify(ctx, err, "session message to "+s.id)
 	}
+}
+
+// nextFor is next for a message: a one-way message holds the oneWay slot
+// already (deliver); a request takes its sequence only while no one-way
+// message is leaving — a one-way message numbered below it then left
+// before it, and a command 50 or a commit's ReplayedHighWater about the
+// request covers it. Until 2026-12-07 a request took its sequence beside
+// a one-way message still on its way to the transport and could reach the
+// wire first: a command 50 about it switched the route, and the one-way
+// message's sender's next message, sent straight to the new owner, ran
+// ahead of it (review, TestSessionRequestDoesNotCoverAnEarlierSendStillLeaving).
+// The slot is not held while the request is sent: its caller waits for
+// the answer, so nothing of that goroutine can overtake it.
+func (s *Session) nextFor(ctx context.Context, request bool) (msgTarget, routeTo, error) {
+	if request {
+		select {
+		case s.oneWay <- struct{}{}:
+			defer func() { <-s.oneWay }()
+		case <-ctx.Done():
+			return msgTarget{}, routeTo{}, ctx.Err()
+		}
+	}
+	return s.next(ctx)
 }
 
 // next hands out the next sequence and the route to send it on. While a
@@ -468,11 +492,22 @@ func (s *Session) lastLocked() uint64 {
 }
 
 // rebind resolves the Actor from the store and binds the Session to what
-// it finds under the next binding generation.
-func (s *Session) rebind(ctx context.Context) error {
-	r, err := s.o.resolve(ctx, msgTarget{fam: familyActor, id: s.id, gen: s.gen}, true)
+// it finds under the next binding generation. prev is the route whose
+// send failed with sendErr: when that showed prev's node run gone (a
+// crash: its redial refused, no link, its run ended or not listed live),
+// what prev passed on of this Session before it ended may still be
+// unadmitted at the new owner, and the rebind first waits for it there as
+// a plain sender's route switch does (barrierBehindEnded; until 2026-12-07
+// the next message could run ahead of it — review,
+// TestSessionRebindAfterACrashedPreviousOwnerKeepsItsPassOnAhead).
+func (s *Session) rebind(ctx context.Context, prev follow.Ready, sendErr error) error {
+	t := msgTarget{fam: familyActor, id: s.id, gen: s.gen}
+	r, err := s.o.resolve(ctx, t, true)
 	if err != nil {
 		return classify(ctx, err, "rebind session to "+s.id)
+	}
+	if !follow.FenceOf(prev).Matches(r) && !s.o.isLocal(prev) && s.o.prevGoneBy(ctx, prev, sendErr) {
+		s.o.barrierBehindEnded(ctx, t, prev, r)
 	}
 	s.mu.Lock()
 	s.route = routeOf(r)

@@ -13,8 +13,9 @@ import (
 	"github.com/meshnode/meshnode/router/transport"
 )
 
-// Review R4 (bound Sessions). A Request of a Session does not leave "one at
-// a time" as its one-way messages do (Session.oneWay), so it can take a
+// Found by review (bound Sessions, 2026-12-07; fixed the same day: nextFor).
+// A Request of a Session did not leave "one at a time" with its one-way
+// messages (Session.oneWay), so it could take a
 // higher sequence than a one-way message of another goroutine and reach the
 // wire — and the Actor's new owner — first. The command 50 (or a commit's
 // ReplayedHighWater) about the Request's sequence then counts as covering
@@ -89,13 +90,17 @@ func TestSessionRequestDoesNotCoverAnEarlierSendStillLeaving(t *testing.T) {
 		_, err := s.Request(ctx, []byte("r:g2:1"))
 		g2 <- err
 	}()
+	// Before the fix g2's Request overtook g1's "1" and was answered
+	// meanwhile; now it takes its sequence only once "1" has left. Bounded
+	// only to choose when "1" is let go.
+	g2done := false
 	select {
 	case err := <-g2:
 		if err != nil {
 			t.Fatalf("g2's request: %v", err)
 		}
-	case <-ctx.Done():
-		t.Fatal("g2's request not answered")
+		g2done = true
+	case <-time.After(3 * time.Second):
 	}
 	close(leave) // g1's "1" goes out, on the route it took with its sequence
 	select {
@@ -118,15 +123,22 @@ func TestSessionRequestDoesNotCoverAnEarlierSendStillLeaving(t *testing.T) {
 		}
 		return s.pendingSwitch()
 	})
-	if done {
-		// What reached the new owner straight runs first: this Request
-		// follows g1's "2" on the same link.
+	if done && string(s.Actor().NodeRID) == string(c.nodes[dst].RID()) {
+		// Sent straight to the new owner (the route switched): what
+		// reached it runs first — this Request follows g1's "2" on the
+		// same link. (Sent on the old route, "2" waits behind "1" at the
+		// previous owner, whose reader is held.)
 		sessionState(t, ctx, s)
 	}
 	release()
 	if !done {
 		if err := <-g1; err != nil {
 			t.Fatalf("g1: %v", err)
+		}
+	}
+	if !g2done {
+		if err := <-g2; err != nil {
+			t.Fatalf("g2's request: %v", err)
 		}
 	}
 	var st seqState
@@ -142,16 +154,16 @@ func TestSessionRequestDoesNotCoverAnEarlierSendStillLeaving(t *testing.T) {
 	}
 }
 
-// Review R4. A Session's rebind (a send on its route proven undelivered:
-// here the link to its crashed previous owner, whose redial is refused)
-// resolves the store and sends straight to the new owner, with no barrier
-// of any kind. What the crashed previous owner had passed on before it
+// Found by review (2026-12-07; fixed the same day: Session.rebind waits as
+// barrierBehindEnded). A Session's rebind (a send on its route proven
+// undelivered: here the link to its crashed previous owner, whose redial is
+// refused) resolved the store and sent straight to the new owner, with no
+// barrier of any kind. What the crashed previous owner had passed on before it
 // ended — the Session's earlier message, read by the new owner from the
 // previous owner's connection and not yet handed on — then runs after the
-// message that follows the rebind. A plain sender is kept in order there
-// since 2026-12-07 (barrierBehindEnded,
-// TestCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch); a Session, which
-// promises per-sender order across moves, is not (docs/RELOCATION.md §6
+// message that followed the rebind. A plain sender is kept in order there
+// (barrierBehindEnded, TestCrashedPreviousOwnerPassOnStaysAheadOfTheSwitch);
+// a Session, which promises per-sender order across moves, was not (docs/RELOCATION.md §6
 // "Binding": the fallback to a store resolve and rebind; §7 "Bound Sessions
 // ... send no barrier").
 func TestSessionRebindAfterACrashedPreviousOwnerKeepsItsPassOnAhead(t *testing.T) {
