@@ -325,12 +325,18 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 		ic.pc.counters.Store(row)
 		ic.row.Store(row)
 	}
+	// The run is noted on the connection before the admit goes out: once
+	// the peer has it, it may send, and a caller waiting for what that
+	// run sent (InboundReading) must find the connection from then on.
+	ic.mu.Lock()
+	ic.info = info
+	ic.mu.Unlock()
 	if err := ic.pc.enqueuePriority(frames); err != nil {
 		n.log.Warn("transport: admit not sent", "peer", info.RID.String(), "err", err)
 		return
 	}
 	ic.mu.Lock()
-	ic.admitted, ic.info = true, info
+	ic.admitted = true
 	ic.mu.Unlock()
 	n.connInfo(&n.connLog.admitted, connLineAdmitted, "peer", info.RID.String(), "remote", ic.remote,
 		"peer_gen", info.LifecycleGeneration, "peer_rev", info.DescriptorRevision)

@@ -31,9 +31,9 @@ func TestInboundReadingLastsUntilTheEndedRunsRecordsAreHandled(t *testing.T) {
 	a := startNode(t, acfg)
 	connectAndWait(t, a, b)
 
-	if b.InboundReading(a.RID(), 3) == nil {
-		t.Fatal("InboundReading = nil while the peer run's connection is open")
-	}
+	// a learns its admission (the admit record) a moment before b has
+	// noted it on the connection.
+	waitFor(t, 10*time.Second, "b to note a's connection admitted", func() bool { return b.InboundReading(a.RID(), 3) != nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for seq := uint64(1); seq <= 2; seq++ {
