@@ -13,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/authority"
 	"github.com/meshnode/meshnode/mesh/directory"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // Objects of a dead owner (docs/AUTHORITY.md "Reclaiming a dead owner's
@@ -135,6 +136,21 @@ func (o *objects) ownerEnded(ctx context.Context, a record.Authority, hint bool)
 	return ended, nil
 }
 
+// ownRunHosts reports whether a names this node's own run (its RoutingID
+// and lifecycle generation, whatever its owner lease generation) and this
+// node hosts that object at a's ObjectGeneration.
+func (o *objects) ownRunHosts(a record.Authority) bool {
+	node := authority.NodeOf(a)
+	if !bytes.Equal(node.RoutingID, o.n.run.rid) || node.LifecycleGeneration != o.n.run.lifecycleGeneration {
+		return false
+	}
+	key := spot.Key{Spot: a.Allocation.ObjectKind != record.ObjectActor, ID: a.ObjectID}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.hosted[key]
+	return ok && !h.entry && h.objectGeneration == uint64(a.ObjectGeneration)
+}
+
 // reclaimDead removes row's Active record when its owner's lease has ended
 // and, with grace, has looked ended to this node for the reclaim grace. It
 // returns (true, nil) when it removed the record; (false, *OwnerGoneError)
@@ -144,6 +160,13 @@ func (o *objects) ownerEnded(ctx context.Context, a record.Authority, hint bool)
 func (o *objects) reclaimDead(ctx context.Context, row authority.AuthorityRow, grace, hint bool, why string) (bool, error) {
 	a := row.Record
 	if !row.Found || a.Allocation.State != record.AllocationActive {
+		return false, nil
+	}
+	if o.ownRunHosts(a) {
+		// This very node run holds the object, under a lease generation it
+		// lost since (an operation held across the loss; re-adopted when
+		// it serves again, readoptAfterHold): not a dead owner's — its
+		// instance runs here.
 		return false, nil
 	}
 	ended, err := o.ownerEnded(ctx, a, hint)

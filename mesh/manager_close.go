@@ -82,6 +82,12 @@ func (o *objects) end(ctx context.Context, kind record.ObjectKind, id string, ge
 }
 
 func (o *objects) endOnce(ctx context.Context, kind record.ObjectKind, id string, gen uint64) (bool, error) {
+	return o.endOnceAt(ctx, kind, id, gen, false)
+}
+
+// endOnceAt is endOnce; readopted is set on its second look, after it
+// re-adopted the object (below).
+func (o *objects) endOnceAt(ctx context.Context, kind record.ObjectKind, id string, gen uint64, readopted bool) (bool, error) {
 	row, storeNow, err := o.readAuthorityAt(ctx, kind, id)
 	if err != nil {
 		return false, err
@@ -95,6 +101,18 @@ func (o *objects) endOnce(ctx context.Context, kind record.ObjectKind, id string
 	if a.OwnerID == self && uint64(a.OwnerLeaseGeneration) == lg && bytes.Equal(node.RoutingID, o.n.run.rid) &&
 		node.LifecycleGeneration == o.n.run.lifecycleGeneration {
 		return o.closeLocal(ctx, kind, id, gen, endFence{})
+	}
+	if key := (spot.Key{Spot: kind != record.ObjectActor, ID: id}); !readopted && o.ownRunHosts(a) {
+		// This run's own object under a lease generation lost since (a
+		// close held across the loss reopened it; the loss's re-adoption
+		// passed it over while it was closing): re-adopted first, then
+		// closed here. Taken for a dead owner's, it was reclaimed while its
+		// instance ran on — Destroy said closed, and the Id could be
+		// created anew elsewhere: two owners (review, 2026-12-07).
+		if !o.readoptHeldOnce(ctx, key, uint64(a.OwnerLeaseGeneration)) {
+			return false, ctxErr(ctx, "close of %s: re-adopting it under the new owner lease generation", id)
+		}
+		return o.endOnceAt(ctx, kind, id, gen, true)
 	}
 	peer, ok := o.n.tr.Peer(transport.RID(node.RoutingID))
 	if !ok || peer.LifecycleGeneration != node.LifecycleGeneration {
@@ -305,6 +323,16 @@ func (o *objects) closeOnce(ctx context.Context, kind record.ObjectKind, id stri
 		return o.settleEnd(ctx, kind, id, gen, err, end, reopen)
 	default:
 		reopen()
+		if _, now := o.n.Owner(); hostedHere && now != lg {
+			// The owner lease was lost and taken again while the Delete
+			// waited: the loss's re-adoption passed the object over (it
+			// was closing), so its record names lg, a generation gone —
+			// re-adopted now, as a move that did not move it is, or others
+			// take its owner for dead and reclaim it while it runs here
+			// (review, 2026-12-07). A local Destroy's retry then closes it
+			// (endOnceAt); a remote one's close finds it this node's again.
+			o.readoptAfterHold(ctx, key, lg)
+		}
 		if errors.Is(err, authority.ErrConflict) && !errors.Is(err, authority.ErrStaleGeneration) {
 			return false, fmt.Errorf("%w: %w", errRouteStale, err)
 		}

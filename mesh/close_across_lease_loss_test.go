@@ -10,9 +10,11 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
-// Review R7 (owner lease, hold, re-adoption). An object whose Destroy is
-// under way while its node loses its owner lease and reacquires it is
-// passed over by the re-adoption (it takes only the objects the node
+// Found by review (owner lease, hold, re-adoption; 2026-12-07, fixed the
+// same day: endOnceAt re-adopts, closeOnce re-adopts after a reopen,
+// reclaimDead never takes this run's own hosted object for a dead owner's).
+// An object whose Destroy is under way while its node loses its owner lease
+// and reacquires it was passed over by the re-adoption (it takes only the objects the node
 // serves; this one is hostClosing). When the Delete then does not apply
 // (its batch verifies the old lease row, which now holds the new
 // generation) the close reopens the object (reopen: hostServing) — with
@@ -27,7 +29,7 @@ import (
 // (Without the retry, others would answer OwnerGoneError and their sweep
 // reclaim it after the grace, with the same end.) LEASE.md "Riding out a
 // store outage" steps 3 and 5 ("Never two owners"), spec §3.1/§5.
-func TestReviewR7ObjectClosingAcrossALeaseLossIsNotLeftUnderTheDeadGeneration(t *testing.T) {
+func TestObjectClosingAcrossALeaseLossIsNotLeftUnderTheDeadGeneration(t *testing.T) {
 	f, hold, blocker, fast := republishScene(t)
 	ctx := ctxT(t, 60*time.Second)
 	src := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, blocker, fast)
