@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/mesh/directory"
@@ -44,5 +46,37 @@ func TestReviewR6DiscoveryCachedRoundsCounterIsMonotonic(t *testing.T) {
 				cached, prev, ds)
 		}
 		prev = cached
+	}
+}
+
+// Review R6: the metrics table documents the `op` label of
+// meshnode_authority_conflicts_total (and of the lane-wait counters, "`op`")
+// as reserve … sweep; the node exports one series per authorityOps entry,
+// which has "reclaim" too (authority.OpReclaim): a label value /metrics has
+// that docs/OPERATIONS.md "Metrics" does not name.
+func TestReviewR6AuthorityOpsLabelsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "| `meshnode_authority_conflicts_total`") {
+			row = l
+		}
+	}
+	if row == "" {
+		t.Fatal("no meshnode_authority_conflicts_total row in docs/OPERATIONS.md")
+	}
+	_, labels, _ := strings.Cut(row, "`op` = ")
+	labels, _, _ = strings.Cut(labels, " |")
+	documented := map[string]bool{}
+	for _, v := range strings.Split(labels, ",") {
+		documented[strings.TrimSpace(v)] = true
+	}
+	for _, op := range authorityOps {
+		if !documented[string(op)] {
+			t.Errorf("op=%q is exported (authorityOps) but not in the documented label values %q", op, labels)
+		}
 	}
 }
