@@ -82,7 +82,7 @@ const (
 	// headerTimeout bounds the read of a request's headers.
 	headerTimeout = 10 * time.Second
 	// maxBody bounds a request's body; the largest one read is a
-	// POST /v1/relocate of at most 4 KiB.
+	// POST /v1/relocate (a requestId of at most 128 bytes).
 	maxBody = 64 << 10
 )
 

@@ -67,22 +67,16 @@ func (s *Server) postRelocate(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusNotImplemented, "this node runs no host commands")
 		return
 	}
-	var req RelocateRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	// The body is whole here, at most maxBody bytes (readBody); until
+	// 2026-12-07 this read stopped at 4 KiB and decoded what it had.
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeText(w, http.StatusBadRequest, "body: "+err.Error())
 		return
 	}
-	if len(body) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			writeText(w, http.StatusBadRequest, `body must be {"requestId": "...", "drain": false}: `+err.Error())
-			return
-		}
-	}
-	if len(req.RequestID) > maxRequestID {
-		writeText(w, http.StatusBadRequest, fmt.Sprintf("requestId is %d bytes, at most %d", len(req.RequestID), maxRequestID))
+	req, err := decodeRelocateRequest(body)
+	if err != nil {
+		writeText(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	j, created, err := s.startJob(req)
@@ -100,6 +94,59 @@ func (s *Server) postRelocate(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/relocate/"+j.ID)
 	writeJSON(w, code, j)
+}
+
+// decodeRelocateRequest reads POST /v1/relocate's body: empty, or one JSON
+// object with known fields and nothing after it but blanks, whose
+// requestId (if any) is valid (CheckRequestID).
+func decodeRelocateRequest(body []byte) (RelocateRequest, error) {
+	var req RelocateRequest
+	if len(bytes.TrimSpace(body)) == 0 {
+		return req, nil
+	}
+	const want = `body must be one JSON object {"requestId": "...", "drain": false}`
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("%s: %w", want, err)
+	}
+	// Decode stops after the first value: a second object, or garbage,
+	// was taken for nothing until 2026-12-07.
+	if _, err := dec.Token(); err != io.EOF {
+		return req, fmt.Errorf("%s: data after the object at byte %d", want, dec.InputOffset())
+	}
+	if err := CheckRequestID(req.RequestID); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// CheckRequestID reports whether id can name a host command: empty (the
+// node picks one), or 1 to 128 bytes of A-Z a-z 0-9 '.' '_' '-' beginning
+// with a letter or digit. So the id is the same in a JSON body, in the
+// path of GET /v1/relocate/{id} (the Location header) and on a command
+// line: until 2026-12-07 any id was taken, and one holding '/', '?', '#'
+// or '%' started a command whose job no GET could read (ctl relocate
+// reported "lost contact" for a command that completed).
+func CheckRequestID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if len(id) > maxRequestID {
+		return fmt.Errorf("requestId is %d bytes, at most %d", len(id), maxRequestID)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if alnum || i > 0 && (c == '.' || c == '_' || c == '-') {
+			continue
+		}
+		if i == 0 {
+			return fmt.Errorf("requestId %q must begin with a letter or digit (then letters, digits, '.', '_', '-')", id)
+		}
+		return fmt.Errorf("requestId %q holds %q at byte %d: only letters, digits, '.', '_' and '-' are allowed", id, id[i:i+1], i)
+	}
+	return nil
 }
 
 func (s *Server) getRelocate(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -48,7 +49,8 @@ the node's orderly stop). Shows live progress (a progress bar on a terminal,
 plain lines otherwise), then the outcome per object kind. Exits 0 when every
 object moved (or was skipped by its policy), 1 otherwise. --request-id makes
 the command idempotent: running it again with the same id follows the same
-host command instead of starting another. The token is read from
+host command instead of starting another; an id is 1 to 128 letters,
+digits, '.', '_' and '-', beginning with a letter or digit. The token is read from
 MESHNODE_ADMIN__TOKEN.`
 
 // adminTimeout bounds one call to an admin listener.
@@ -277,6 +279,12 @@ func ctlRelocate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *poll <= 0 {
 		return usageError(stderr, name, "--poll must be positive, got %v", *poll)
 	}
+	// Refused here, before anything starts, as the node would refuse it
+	// (400): until 2026-12-07 an id with '/' or '?' started the command,
+	// which this client then could not follow.
+	if err := admin.CheckRequestID(*reqID); err != nil {
+		return usageError(stderr, name, "--request-id: %v", err)
+	}
 	c, err := newAdminClient(fs.Arg(0))
 	if err != nil {
 		return usageError(stderr, name, "%v", err)
@@ -309,7 +317,7 @@ func followJob(ctx context.Context, c *adminClient, id string, poll time.Duratio
 	var last admin.Job
 	for {
 		var j admin.Job
-		_, err := c.do(ctx, "GET", "/v1/relocate/"+id, nil, &j)
+		_, err := c.do(ctx, "GET", "/v1/relocate/"+url.PathEscape(id), nil, &j)
 		switch {
 		case err != nil && last.Drain && (last.Progress.End != "" || last.Result != nil):
 			last.State = admin.JobDone

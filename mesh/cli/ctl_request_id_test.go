@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -12,16 +13,14 @@ import (
 	"github.com/meshnode/meshnode/mesh/admin"
 )
 
-// Review R6: `ctl relocate --request-id a/b` starts the host command on the
-// node (POST accepts any id of at most 128 bytes) and then follows it at
-// base+"/v1/relocate/"+id, unescaped: the GET names another path, 404, and
-// the command prints "lost contact with the node … 404" and exits 1 — for a
-// host command that completed with every object moved (the rule: a CLI
-// reports what happened; docs/OPERATIONS.md: --request-id "lets a second
-// run follow the same command", exit 1 only "when anything failed or was
-// left"). Either the id is refused up front (usage error, nothing started)
-// or the command is followed to its outcome.
-func TestReviewR6CtlRelocateRequestIDWithSlash(t *testing.T) {
+// `ctl relocate --request-id a/b` is refused before anything starts (a
+// usage error naming the allowed characters), or followed to its outcome.
+// Until 2026-12-07 (review R6) the POST started the host command on the
+// node (any id of at most 128 bytes was accepted) and ctl then followed it
+// at base+"/v1/relocate/"+id, unescaped: the GET named another path, 404,
+// and the command printed "lost contact with the node … 404" and exited 1
+// — for a host command that completed with every object moved.
+func TestCtlRelocateRequestIDWithSlash(t *testing.T) {
 	var runs atomic.Int32
 	s := admin.New(admin.Options{Token: testAdminToken, Gatherer: prometheus.NewRegistry(),
 		Ready:  func() error { return nil },
@@ -38,6 +37,9 @@ func TestReviewR6CtlRelocateRequestIDWithSlash(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := ctlRelocate(context.Background(), []string{srv.URL, "--request-id", "a/b"}, &stdout, &stderr)
 	if code == ExitUsage && runs.Load() == 0 {
+		if !strings.Contains(stderr.String(), "--request-id") {
+			t.Fatalf("refused, but stderr does not name --request-id:\n%s", stderr.String())
+		}
 		return // refused before anything started: fine
 	}
 	if code != ExitOK {
