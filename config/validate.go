@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/meshnode/meshnode/mesh/admin"
 )
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
@@ -568,6 +570,12 @@ func hostPort(s string) bool {
 func (a AdminConfig) validate(ps *problems) {
 	if a.Token != "" && len(a.Token) < MinAdminToken {
 		ps.add("admin.token", "must be at least %d bytes, got %d", MinAdminToken, len(a.Token))
+	}
+	// A token no client can send (a secret file's trailing newline, blanks
+	// around it) left every endpoint but the probes 401 for good until
+	// 2026-12-07; refused here, without printing it.
+	if err := admin.CheckToken(a.Token); err != nil {
+		ps.add("admin.token", "%v", err)
 	}
 	if a.Listen == "" {
 		return

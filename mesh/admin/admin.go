@@ -107,6 +107,9 @@ func Start(opts Options) (*Server, error) {
 	if opts.Token == "" && !loopback(host) {
 		return nil, fmt.Errorf("%w (%s)", ErrInsecure, opts.Listen)
 	}
+	if err := CheckToken(opts.Token); err != nil {
+		return nil, fmt.Errorf("admin: token %w", err)
+	}
 	ln, err := listen.TCP(opts.Listen, opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
@@ -159,6 +162,29 @@ func (s *Server) Close(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
 	<-s.done
 	return err
+}
+
+// CheckToken reports whether a client can send tok in an Authorization
+// header: a token holding a blank or a control character (a secret file's
+// trailing newline, spaces around it) cannot be — net/http trims the
+// blanks around a header value before the listener compares it, and a
+// client refuses to send a control character — so every request would be
+// 401 for good (until 2026-12-07 such a token was taken). The error names
+// the byte's position, never the token; it reads after "token" or
+// "admin.token".
+func CheckToken(tok string) error {
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c > ' ' && c != 0x7f {
+			continue
+		}
+		what := ""
+		if i == len(tok)-1 && tok[i] == '\n' {
+			what = " (a trailing newline: a secret file written with echo?)"
+		}
+		return fmt.Errorf("holds a blank or control character at byte %d of %d%s: no HTTP client can send it in an Authorization header; remove it",
+			i+1, len(tok), what)
+	}
+	return nil
 }
 
 func loopback(host string) bool {

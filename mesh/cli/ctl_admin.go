@@ -76,7 +76,14 @@ func newAdminClient(rawURL string) (*adminClient, error) {
 	if _, rest, _ := strings.Cut(u, "://"); strings.Contains(rest, "/") || strings.ContainsAny(rest, "?#") {
 		return nil, fmt.Errorf("admin URL %q: want the listener's address alone, http://host:port (the command adds /v1/...)", rawURL)
 	}
-	return &adminClient{base: u, token: os.Getenv(config.EnvName("admin.token")), http: &http.Client{Timeout: adminTimeout}}, nil
+	env := config.EnvName("admin.token")
+	tok := os.Getenv(env)
+	// A newline the variable took from a secret file failed in net/http
+	// ("invalid header field value"), blanks as a token mismatch (401).
+	if err := admin.CheckToken(tok); err != nil {
+		return nil, fmt.Errorf("%s %w", env, err)
+	}
+	return &adminClient{base: u, token: tok, http: &http.Client{Timeout: adminTimeout}}, nil
 }
 
 // errUnauthorized: the node wants a token we do not have (or another).

@@ -47,3 +47,19 @@ func TestCtlRelocateRequestIDWithSlash(t *testing.T) {
 			code, runs.Load(), stdout.String(), stderr.String())
 	}
 }
+
+// A MESHNODE_ADMIN__TOKEN no client can send (a secret file's trailing
+// newline) is a usage error naming the variable, not net/http's "invalid
+// header field value" (until 2026-12-07); the token is not printed.
+func TestCtlAdminTokenWithNewlineIsAUsageError(t *testing.T) {
+	srv := httptest.NewServer(admin.New(admin.Options{Token: testAdminToken, Gatherer: prometheus.NewRegistry(),
+		Ready: func() error { return nil }, Status: func() admin.Status { return admin.Status{} }}).Handler())
+	defer srv.Close()
+	t.Setenv("MESHNODE_ADMIN__TOKEN", testAdminToken+"\n")
+	var stdout, stderr bytes.Buffer
+	code := ctlStatus(context.Background(), []string{srv.URL}, &stdout, &stderr)
+	if code != ExitUsage || !strings.Contains(stderr.String(), "MESHNODE_ADMIN__TOKEN") || strings.Contains(stderr.String(), testAdminToken) {
+		t.Fatalf("ctl status with a token ending in a newline: exit %d, want %d naming MESHNODE_ADMIN__TOKEN (not the token)\nstderr:\n%s",
+			code, ExitUsage, stderr.String())
+	}
+}
