@@ -455,7 +455,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDisc, ds.LeaseReads, "lease")
 	counter(descRounds, ds.Listed, "listed")
 	counter(descRounds, ds.Followed, "followed")
-	counter(descRounds, ds.Rounds-ds.Listed-ds.Followed, "cached")
+	counter(descRounds, ds.Cached, "cached")
 	ready := 0.0
 	if n.ready() == nil {
 		ready = 1
@@ -508,18 +508,25 @@ func unwrapStore(s any) any {
 	return s
 }
 
-// discoveryCounters are the store reads of the discovery rounds.
+// discoveryCounters are the store reads of the discovery rounds. Each
+// round is counted in exactly one of listed, followed and cached, where it
+// is classified: each exported series is one counter, monotonic by
+// construction. Until 2026-12-07 "cached" was rounds−listed−followed of
+// three loads apart while add moved them in steps, so a scrape between
+// them read one round too many or too few (down, or wrapped to 2^64−1).
 type discoveryCounters struct {
-	rounds, listed, followed, counterReads, scanPages, journalReads, leaseReads atomic.Uint64
+	rounds, listed, followed, cached, counterReads, scanPages, journalReads, leaseReads atomic.Uint64
 }
 
 func (c *discoveryCounters) add(st directory.RoundStats) {
 	c.rounds.Add(1)
-	if st.Listed {
+	switch {
+	case st.Listed:
 		c.listed.Add(1)
-	}
-	if st.Followed {
+	case st.Followed:
 		c.followed.Add(1)
+	default:
+		c.cached.Add(1)
 	}
 	c.counterReads.Add(uint64(st.CounterReads))
 	c.scanPages.Add(uint64(st.ScanPages))
@@ -530,15 +537,18 @@ func (c *discoveryCounters) add(st directory.RoundStats) {
 // DiscoveryStats are the discovery rounds this node ran and their store
 // reads (docs/DISCOVERY.md "Cost at scale"): Listed rounds read the whole
 // list, Followed ones brought it up to date from the descriptor journal,
-// the others found the change counter unchanged.
+// Cached ones found the change counter unchanged. Each is its own counter,
+// read apart: Rounds = Listed+Followed+Cached once the loop is between
+// rounds, not necessarily in a snapshot taken during one (never subtract
+// them).
 type DiscoveryStats struct {
-	Rounds, Listed, Followed, CounterReads, ScanPages, JournalReads, LeaseReads uint64
+	Rounds, Listed, Followed, Cached, CounterReads, ScanPages, JournalReads, LeaseReads uint64
 }
 
 // DiscoveryStats returns the node's discovery counters.
 func (n *Node) DiscoveryStats() DiscoveryStats {
 	c := &n.discoveryReads
-	return DiscoveryStats{Rounds: c.rounds.Load(), Listed: c.listed.Load(), Followed: c.followed.Load(),
+	return DiscoveryStats{Rounds: c.rounds.Load(), Listed: c.listed.Load(), Followed: c.followed.Load(), Cached: c.cached.Load(),
 		CounterReads: c.counterReads.Load(), ScanPages: c.scanPages.Load(), JournalReads: c.journalReads.Load(),
 		LeaseReads: c.leaseReads.Load()}
 }
