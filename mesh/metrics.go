@@ -314,9 +314,9 @@ var (
 		[]string{"reason"}, nil)
 	descCacheHits   = prometheus.NewDesc("meshnode_route_cache_hits_total", "Route resolutions answered by the route cache.", nil, nil)
 	descCacheMisses = prometheus.NewDesc("meshnode_route_cache_misses_total", "Route resolutions that read the Location Store.", nil, nil)
-	descSessions    = prometheus.NewDesc("meshnode_session_events_total", "Bound Session events on this node, by event (route_sent: commands 44 sent as a move's source or target; switched, aborted, ignored: commands 44 this node's Sessions took, took as an abort, or ignored; rebound: Sessions that fell back to a store resolve; binding_pruned: bindings a hosted Actor dropped because the Session's node run is gone).",
+	descSessions    = prometheus.NewDesc("meshnode_session_events_total", "Bound Session events on this node, by event (route_sent: commands 44 sent as a move's source or target; switched, aborted, ignored: commands 44 this node's Sessions took, took as an abort, or ignored; rebound: Sessions that fell back to a store resolve; binding_pruned: bindings a hosted Actor dropped because the Session's node run is gone; binding_unbound: bindings a hosted Actor dropped because the Session was closed).",
 		[]string{"event"}, nil)
-	descInstance = prometheus.NewDesc("meshnode_instance_spot_activations_total", "Instance Spot cold activations on this node, by outcome (activated, recovered, cancelled, data_lost, refused, dropped).",
+	descInstance = prometheus.NewDesc("meshnode_instance_spot_activations_total", "Instance Spot cold activations on this node, by outcome (activated, recovered, cancelled, data_lost, refused, dropped, passed_on: handed to another node while this one emptied itself).",
 		[]string{"outcome"}, nil)
 	descRecords = prometheus.NewDesc("meshnode_transport_records_total", "Records on this node's links, by peer RID and direction (in, out).",
 		[]string{"peer", "direction"}, nil)
@@ -356,10 +356,9 @@ var (
 )
 
 // authorityOps are the operations whose contention the metrics report,
-// each always present (0 until it meets any).
-var authorityOps = []authority.Op{authority.OpReserve, authority.OpCommit, authority.OpAbort, authority.OpPreserve,
-	authority.OpNewOwner, authority.OpDelete, authority.OpSecureCapacity, authority.OpReleaseCapacity,
-	authority.OpRecordCaptured, authority.OpRecordPrepared, authority.OpCompleteRelocation, authority.OpSweep, authority.OpReclaim}
+// each always present (0 until it meets any). Until 2026-12-07 a list of
+// its own, without readopt: its conflicts were counted and never exported.
+var authorityOps = authority.CountedOps
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,

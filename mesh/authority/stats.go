@@ -20,6 +20,14 @@ type OpStats struct {
 	LaneWait  time.Duration // time spent queued
 }
 
+// CountedOps are the operations whose batches an Executor counts (every
+// Op but OpTerminalLookup, a read that writes no batch), in the order the
+// metrics list them: meshnode_authority_conflicts_total and the lane-wait
+// counters export one series per entry. A new Op belongs here (a test in
+// package mesh parses this package's Op constants and fails otherwise).
+var CountedOps = []Op{OpReserve, OpCommit, OpAbort, OpPreserve, OpNewOwner, OpDelete, OpSecureCapacity, OpReleaseCapacity,
+	OpRecordCaptured, OpRecordPrepared, OpCompleteRelocation, OpSweep, OpReclaim, OpReadopt}
+
 type opCounters struct {
 	conflicts, laneWaits atomic.Uint64
 	laneWait             atomic.Int64 // nanoseconds
