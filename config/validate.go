@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/meshnode/meshnode/mesh/admin"
+	"github.com/meshnode/meshnode/internal/bearer"
 )
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
@@ -574,7 +574,7 @@ func (a AdminConfig) validate(ps *problems) {
 	// A token no client can send (a secret file's trailing newline, blanks
 	// around it) left every endpoint but the probes 401 for good until
 	// 2026-12-07; refused here, without printing it.
-	if err := admin.CheckToken(a.Token); err != nil {
+	if err := bearer.Check(a.Token); err != nil {
 		ps.add("admin.token", "%v", err)
 	}
 	if a.Listen == "" {
