@@ -31,7 +31,13 @@ import (
 // when the whole list must be read.
 func (t *Tracker) followJournal(ctx context.Context, meshName string, c counterState, st *RoundStats) (l listed, ok bool, err error) {
 	last := t.last
-	if last == nil || last.Undecodable > 0 || !c.Found || c.Value <= t.counter.Value {
+	// A value the last complete list could not decode (a newer runtime's
+	// descriptor, of this mesh or another) does not stop the following:
+	// until 2026-12-07 it did, for good (undecodable values are never
+	// reclaimed), and every change then cost every node a whole-list read
+	// and a WARN per such value (review). A changed value that does not
+	// decode still falls back (below).
+	if last == nil || !c.Found || c.Value <= t.counter.Value {
 		return listed{}, false, nil
 	}
 	jk, err := journalKey()
@@ -89,8 +95,11 @@ func (t *Tracker) followJournal(ctx context.Context, meshName string, c counterS
 		}
 		byKey[k] = Entry{Descriptor: d, Key: k, Version: it.Version}
 	}
+	// Undecodable is carried from the last complete list: the values not
+	// named by the journal are as it read them (one that a change made
+	// readable is counted until the next whole-list read).
 	snap := Snapshot{MeshName: meshName, Entries: slices.Collect(maps.Values(byKey)),
-		ChangeNumber: after.Value, StoreNow: after.StoreNow, Attempts: 1, Complete: true}
+		ChangeNumber: after.Value, StoreNow: after.StoreNow, Attempts: 1, Complete: true, Undecodable: last.Undecodable}
 	sortEntries(snap.Entries)
 	st.Followed = true
 	return listed{snap: snap, closing: after}, true, nil

@@ -9,18 +9,17 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
-// Review R9. One MeshNode descriptor in the store that this runtime cannot
-// decode — here a newer runtime's (recordVersion 9) of another mesh sharing
+// A stored descriptor this runtime cannot decode — here a newer runtime's (recordVersion 9) of another mesh sharing
 // the store, the case docs/DISCOVERY.md names for ErrStoredDescriptor — is
 // skipped by the list, as it must be. It must not also turn every later
 // change into a whole list on every node: the value never changes, so the
 // journal still proves every other key (docs/DISCOVERY.md §3.1/§3.2: a round
 // costs O(1 + changes) whatever N; the whole list only when "a changed value
-// does not decode"). Tracker.followJournal refuses whenever the last list
-// counted an undecodable value (last.Undecodable > 0), so from the first
-// round on every change costs each node 2 + N/1000 scan pages of every
+// does not decode"). Until 2026-12-07 (review) Tracker.followJournal refused
+// whenever the last list counted an undecodable value, so from the first
+// round on every change cost each node 2 + N/1000 scan pages of every
 // descriptor of every mesh (and a WARN per undecodable value), for as long
-// as the value stays — Reclaim never deletes an undecodable one.
+// as the value stayed — Reclaim never deletes an undecodable one.
 func TestTrackerFollowsTheJournalPastAnUndecodableDescriptor(t *testing.T) {
 	mem, _ := newMem(t)
 	var nodes []*node
