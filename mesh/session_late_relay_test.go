@@ -62,9 +62,12 @@ func sessionLateRelay(t *testing.T, fromSource bool) {
 	if got := c.nodes[from].obj.stats.sessionSwitches.Load() - switches; got != 1 {
 		t.Fatalf("the Session switched %d times, want once", got)
 	}
-	if lateCommits.Load() == 0 {
-		t.Fatal("the target sent no fresh commit for the relay it took in after its commit")
-	}
+	// The Session may have switched on the command 50 about m3 before the
+	// target's fresh commit went out (a CI run on a loaded machine: the
+	// check came first once): it goes out all the same.
+	eventually(t, 10*time.Second, "the target to send a fresh commit for the relay it took in after its commit", func() bool {
+		return lateCommits.Load() > 0
+	})
 	wantRan(t, ctx, c, hm.ref, "a,m1,m2,m3,r1,r2,r3")
 }
 
