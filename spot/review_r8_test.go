@@ -1,0 +1,110 @@
+package spot
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+)
+
+// Review R8. An object whose mailbox never quite drains (every turn leaves
+// work behind: a steady stream, here the handler posting itself the next
+// message) keeps a bounded number of envelopes waiting — two here — but the
+// mailbox's slice grows by one slot per turn ever run: run only advances
+// qhead and resets the slice when it is empty, and Post appends at the end,
+// so the consumed prefix is never compacted (the run queue is, worker:
+// rt.head > 1024). Memory grows without bound with the number of messages
+// the object has processed, not with what it holds, and stays after the
+// queue drains (o.queue[:0] keeps the array).
+func TestMailboxStorageBoundedByWhatWaits(t *testing.T) {
+	rt := New(Options{Workers: 1})
+	defer rt.Close()
+	const turns = 100_000
+	var n, maxWaiting, maxSlots atomic.Int64
+	done := make(chan struct{})
+	o, err := rt.Open(Spec{Key: Key{ID: "steady"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(t *Turn, env Envelope) error {
+		o := t.obj
+		o.mu.Lock()
+		if w := int64(len(o.queue) - o.qhead); w > maxWaiting.Load() {
+			maxWaiting.Store(w)
+		}
+		if s := int64(len(o.queue)); s > maxSlots.Load() {
+			maxSlots.Store(s)
+		}
+		o.mu.Unlock()
+		switch c := n.Add(1); {
+		case c < turns:
+			return o.Post(send(strconv.FormatInt(c, 10)))
+		case c == turns+1:
+			close(done)
+		}
+		return nil
+	})})
+	must(t, err)
+	must(t, o.Post(send("a")))
+	must(t, o.Post(send("b")))
+	<-done
+	o.mu.Lock()
+	slots, capacity := len(o.queue), cap(o.queue)
+	o.mu.Unlock()
+	t.Logf("after %d turns: at most %d envelopes waiting; mailbox slice up to %d slots, now len %d cap %d",
+		turns, maxWaiting.Load(), maxSlots.Load(), slots, capacity)
+	// Generous: a mailbox that compacts its consumed prefix stays within a
+	// small multiple of what waits (plus a fixed slack).
+	const bound = 4096
+	if maxSlots.Load() > bound || capacity > bound {
+		t.Fatalf("mailbox slice grew to %d slots (cap %d now) while at most %d envelopes waited: consumed slots are never reclaimed",
+			maxSlots.Load(), capacity, maxWaiting.Load())
+	}
+}
+
+// Review R8. Runtime.Close "stops the workers after their current turn …
+// Queued requests are answered with ErrRuntimeDown" (runtime.go). A worker
+// runs a batch of up to Options.Batch turns per visit and does not look at
+// rt.closed between them, so after Close began, the rest of the batch still
+// runs: queued requests are run (and answered by the handler) instead of
+// answered ErrRuntimeDown, and a stopping node waits for up to Batch-1
+// more application turns per worker.
+func TestRuntimeCloseStartsNoTurnAfterTheCurrentOne(t *testing.T) {
+	rep := newReplies()
+	rt := New(Options{Workers: 1, Replier: rep})
+	started, release := make(chan struct{}), make(chan struct{})
+	var ran atomic.Int32
+	o, err := rt.Open(Spec{Key: Key{ID: "busy"}, Kind: KindActor, Generation: 1, Handler: handlerFunc(func(tn *Turn, env Envelope) error {
+		if string(env.Body) == "block" {
+			close(started)
+			<-release
+			return nil
+		}
+		ran.Add(1)
+		return tn.Reply([]byte("ran"))
+	})})
+	must(t, err)
+	must(t, o.Post(send("block")))
+	const queued = 5
+	for i := 0; i < queued; i++ {
+		must(t, o.Post(Envelope{Kind: Request, ReplyRoute: []byte(strconv.Itoa(i))}))
+	}
+	<-started
+	closed := make(chan struct{})
+	go func() {
+		rt.Close()
+		close(closed)
+	}()
+	waitFor(t, "Close to begin", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.closed
+	})
+	close(release)
+	<-closed
+	rep.wait(t, queued)
+	if n := ran.Load(); n != 0 {
+		t.Errorf("%d turns started after Runtime.Close began (want 0: it stops after the current turn)", n)
+	}
+	for i := 0; i < queued; i++ {
+		if got := rep.got[strconv.Itoa(i)]; !errors.Is(got.err, ErrRuntimeDown) {
+			t.Errorf("queued request %d answered (%q, %v), want ErrRuntimeDown", i, got.body, got.err)
+		}
+	}
+}
