@@ -128,6 +128,8 @@ type Runtime struct {
 	wg      sync.WaitGroup
 
 	gateHeld atomic.Int64 // objects holding themselves for Admit
+	// down is closed, read by a running batch between turns without rt.mu.
+	down atomic.Bool
 
 	// Handler panics and one-way handler errors are logged at most
 	// handlerLogBurst times per handlerLogEvery each, node-wide: a handler
@@ -194,6 +196,7 @@ func (rt *Runtime) CloseContext(ctx context.Context) (stuck []Key) {
 		return nil
 	}
 	rt.closed = true
+	rt.down.Store(true)
 	objs := make([]*Object, 0, len(rt.objects))
 	for _, o := range rt.objects {
 		objs = append(objs, o)
@@ -696,7 +699,9 @@ func (o *Object) run(batch int) {
 		return
 	}
 	o.running = true
-	for i := 0; i < batch && o.dispatch && !o.closed && len(o.queue) > o.qhead; i++ {
+	// Close stops the workers after their current turn (Runtime.Close):
+	// the rest of the batch is left queued, for Close to answer.
+	for i := 0; i < batch && o.dispatch && !o.closed && !o.rt.down.Load() && len(o.queue) > o.qhead; i++ {
 		if !o.admitLocked() {
 			break
 		}
@@ -708,9 +713,7 @@ func (o *Object) run(batch int) {
 				t.queued = false // its next firing queues again
 			}
 		}
-		if o.qhead == len(o.queue) {
-			o.queue, o.qhead = o.queue[:0], 0
-		}
+		o.compactLocked()
 		o.mu.Unlock()
 		o.turn(env)
 		o.mu.Lock()
@@ -720,6 +723,35 @@ func (o *Object) run(batch int) {
 	o.scheduleLocked()
 	o.mu.Unlock()
 }
+
+// compactLocked reclaims the mailbox's consumed prefix, so that its storage
+// is bounded by what waits, not by what the object ever ran: an empty
+// queue restarts at the front (and lets go of a large array), and once
+// more than mailboxCompact slots were consumed and they are over half
+// the slice, the waiting envelopes move to the front (each copied
+// envelope was preceded by at least as many consumed: O(1) amortised).
+// Until 2026-12-07 only an empty queue was reset, so a mailbox that never
+// quite drained grew by one slot per message it ever processed.
+func (o *Object) compactLocked() {
+	switch n := len(o.queue) - o.qhead; {
+	case n == 0 && cap(o.queue) > mailboxKeep:
+		o.queue, o.qhead = nil, 0
+	case n == 0:
+		o.queue, o.qhead = o.queue[:0], 0
+	case o.qhead > mailboxCompact && o.qhead > n:
+		copy(o.queue, o.queue[o.qhead:])
+		clear(o.queue[n:])
+		o.queue, o.qhead = o.queue[:n], 0
+	}
+}
+
+const (
+	// mailboxCompact is how many consumed slots a mailbox keeps before
+	// compactLocked moves what waits to the front.
+	mailboxCompact = 1024
+	// mailboxKeep is the largest array an emptied mailbox keeps for reuse.
+	mailboxKeep = 1024
+)
 
 // admitLocked asks Options.Admit whether the next turn may start; if not,
 // the object holds itself (GateHeld) and reports false. A gate that

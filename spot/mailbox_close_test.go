@@ -7,15 +7,13 @@ import (
 	"testing"
 )
 
-// Review R8. An object whose mailbox never quite drains (every turn leaves
-// work behind: a steady stream, here the handler posting itself the next
-// message) keeps a bounded number of envelopes waiting — two here — but the
-// mailbox's slice grows by one slot per turn ever run: run only advances
-// qhead and resets the slice when it is empty, and Post appends at the end,
-// so the consumed prefix is never compacted (the run queue is, worker:
-// rt.head > 1024). Memory grows without bound with the number of messages
-// the object has processed, not with what it holds, and stays after the
-// queue drains (o.queue[:0] keeps the array).
+// An object whose mailbox never quite drains (every turn leaves work
+// behind: a steady stream, here the handler posting itself the next
+// message) keeps a bounded number of envelopes waiting, and its mailbox's
+// storage stays bounded by that, not by the number of messages it ever
+// processed. Until 2026-12-07 run only advanced qhead and reset the slice
+// when it was empty, and Post appended at the end: the slice grew by one
+// slot per turn ever run and kept its array after the queue drained.
 func TestMailboxStorageBoundedByWhatWaits(t *testing.T) {
 	rt := New(Options{Workers: 1})
 	defer rt.Close()
@@ -58,12 +56,11 @@ func TestMailboxStorageBoundedByWhatWaits(t *testing.T) {
 	}
 }
 
-// Review R8. Runtime.Close "stops the workers after their current turn …
-// Queued requests are answered with ErrRuntimeDown" (runtime.go). A worker
-// runs a batch of up to Options.Batch turns per visit and does not look at
-// rt.closed between them, so after Close began, the rest of the batch still
-// runs: queued requests are run (and answered by the handler) instead of
-// answered ErrRuntimeDown, and a stopping node waits for up to Batch-1
+// Runtime.Close "stops the workers after their current turn … Queued
+// requests are answered with ErrRuntimeDown" (runtime.go). Until
+// 2026-12-07 a worker ran the rest of its batch (up to Options.Batch turns
+// per visit) after Close began: queued requests were run instead of
+// answered ErrRuntimeDown, and a stopping node waited for up to Batch-1
 // more application turns per worker.
 func TestRuntimeCloseStartsNoTurnAfterTheCurrentOne(t *testing.T) {
 	rep := newReplies()
