@@ -966,7 +966,14 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 			arrived = true
 			return
 		}
-		if perr = d.obj.Post(env); perr != nil {
+		if lateRelayFrom(d.h, from, m.hop) {
+			// The source accepted it into its ingress hold: appended
+			// outside the mailbox limit, as the merge at the open does.
+			perr = d.obj.Append(env)
+		} else {
+			perr = d.obj.Post(env)
+		}
+		if perr != nil {
 			o.stats.delivered.Add(^uint64(0))
 		}
 	})

@@ -1167,11 +1167,12 @@ func (s *sourceMove) recoverLocal() {
 			"object", s.id, "err", err)
 		return
 	}
+	// Accepted here already: appended outside the mailbox limit (Post
+	// refused what went past it until 2026-12-07, and the one-way messages
+	// among them were lost).
 	back := append(append(s.relayEnvs, s.unrelayed...), passed...)
-	for _, env := range back {
-		if perr := obj.Post(env); perr != nil {
-			o.log.Error("relocation: relayed message not restored", "object", s.id, "err", perr)
-		}
+	if perr := obj.Append(back...); perr != nil {
+		o.log.Error("relocation: relayed messages not restored", "object", s.id, "count", len(back), "err", perr)
 	}
 	if len(passed) > 0 {
 		o.log.Info("relocation: one-way messages passed on to the target put back into the object", "object", s.id, "count", len(passed))

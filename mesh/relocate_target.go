@@ -863,9 +863,15 @@ func (a *arrival) open() {
 		err   error
 	}
 	var refused []refusal
-	for _, env := range merged {
-		if err := a.obj.Post(env); err != nil {
-			o.log.Error("relocation: merged message not queued", "object", a.prep.Object.ObjectID, "err", err)
+	// Appended outside the mailbox limit: the source accepted the relay
+	// (its captured queue is in the instance already) and this node the
+	// temporary queue; until 2026-12-07 they were Posted, and what went
+	// past spot's MailboxLimit was refused here — a one-way message lost
+	// after its Send returned nil (TestMergeKeepsEveryAcceptedMessageAcrossTheMailboxLimit).
+	// Only a closed object refuses them.
+	if err := a.obj.Append(merged...); err != nil {
+		o.log.Error("relocation: merged messages not queued", "object", a.prep.Object.ObjectID, "count", len(merged), "err", err)
+		for _, env := range merged {
 			if env.Kind == spot.Request {
 				refused = append(refused, refusal{env.ReplyRoute, err})
 			}

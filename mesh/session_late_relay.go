@@ -97,6 +97,23 @@ func (lr *lateRelay) endLocked() {
 	}
 }
 
+// lateRelayFrom reports whether a message admitted for h from from (hop:
+// its MessageFollowHopCount) is relayed by the source of the move that
+// committed here on its grace, before its cutover came: work the source
+// accepted already, which the target appends outside the mailbox limit
+// (spot.Object.Append) as it does the relay merged at the open. Called
+// under objects.mu. After barrierMaxWait the late relay ends and a relay
+// still to come is Posted (refused past the limit); a Session on the
+// source node that already switched sends the same way and is appended
+// too until then — bounded by what that node can send in that time.
+func lateRelayFrom(h *hosted, from transport.PeerInfo, hop uint8) bool {
+	if h == nil || h.lateRelay == nil || hop != 0 {
+		return false
+	}
+	src := h.lateRelay.a.bind.Source
+	return bytes.Equal(from.RID, []byte(src.NodeRID)) && from.LifecycleGeneration == src.NodeGeneration
+}
+
 // lateRelayedLocked takes a Session message (tag) admitted for h from from
 // (hop: its MessageFollowHopCount): when it is relayed by the source of the
 // move that committed here on its grace and raised the Session's binding
@@ -105,13 +122,10 @@ func (lr *lateRelay) endLocked() {
 // recorded and before the message is posted: the commit is sent by another
 // goroutine once it has objects.mu, so after the message is in the mailbox.
 func (o *objects) lateRelayedLocked(h *hosted, tag *sessionTag, from transport.PeerInfo, hop uint8) {
-	if h == nil || h.lateRelay == nil || tag == nil || hop != 0 {
+	if tag == nil || !lateRelayFrom(h, from, hop) {
 		return
 	}
 	lr := h.lateRelay
-	if src := lr.a.bind.Source; !bytes.Equal(from.RID, []byte(src.NodeRID)) || from.LifecycleGeneration != src.NodeGeneration {
-		return
-	}
 	k := string(tag.rid)
 	b := h.sessions[k]
 	if b == nil || b.highest <= lr.told[k] {

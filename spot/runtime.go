@@ -415,6 +415,27 @@ func (o *Object) Post(env Envelope) error {
 	return nil
 }
 
+// Append queues envs behind the mailbox, in order, outside
+// Options.MailboxLimit: they are work another node or an earlier instance
+// accepted already (a relocation's relay and temporary queue merged at the
+// owner change, the messages a source takes back after a failed move, a
+// relay arriving after a grace commit). The limit governs new admissions
+// (Post); refusing accepted work there would lose a one-way message whose
+// Send returned nil. The mailbox can so exceed the limit by what a move
+// brought — at most the source's captured queue and its ingress hold, each
+// bounded by the source's limit — and Post refuses until it drains below.
+// It fails only when the object is closed.
+func (o *Object) Append(envs ...Envelope) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return o.closeErr
+	}
+	o.queue = append(o.queue, envs...)
+	o.scheduleLocked()
+	return nil
+}
+
 // Queued returns the number of envelopes waiting.
 func (o *Object) Queued() int {
 	o.mu.Lock()

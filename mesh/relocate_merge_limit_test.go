@@ -13,16 +13,16 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
-// r8Counter counts the one-way messages it ran; "block" waits for the
+// mergeCounter counts the one-way messages it ran; "block" waits for the
 // test's release first; a request answers the count.
-type r8Counter struct {
+type mergeCounter struct {
 	ran     *atomic.Int64
 	started chan struct{}
 	release chan struct{}
 	once    *sync.Once
 }
 
-func (c r8Counter) Receive(t *spot.Turn, env spot.Envelope) error {
+func (c mergeCounter) Receive(t *spot.Turn, env spot.Envelope) error {
 	if env.Kind == spot.Request {
 		return t.Reply([]byte(strconv.FormatInt(c.ran.Load(), 10)))
 	}
@@ -35,17 +35,17 @@ func (c r8Counter) Receive(t *spot.Turn, env spot.Envelope) error {
 	return nil
 }
 
-// Review R8. Every message the source accepted into the object before the
-// cutover — its captured queue and its ingress hold — is in the target's
-// mailbox when it opens (§9.2: "Saved work, pre-boundary relay, and
-// remaining temporary work have entered the real execution queue in
-// order"). The target restores the captured queue outside the mailbox
-// limit (spot Open with Restored) but merges the relay with Post, which
-// refuses past spot.Options.MailboxLimit (65536): the source's held object
-// accepts up to that many arrivals after the capture emptied it, so
-// captured + relayed can exceed the limit, and the excess is dropped at
-// the merge (relocate_target.go open: ERROR "merged message not queued";
-// a one-way message is lost although its Send returned nil).
+// Every message the source accepted into the object before the cutover —
+// its captured queue and its ingress hold — is in the target's mailbox
+// when it opens (§9.2: "Saved work, pre-boundary relay, and remaining
+// temporary work have entered the real execution queue in order"). The
+// target restores the captured queue outside the mailbox limit (spot Open
+// with Restored); the source's held object accepts up to
+// spot.Options.MailboxLimit (65536) arrivals after the capture emptied it,
+// so captured + relayed can exceed the limit. Until 2026-12-07 the merge
+// Posted the relay, and Post refused the excess (relocate_target.go
+// open: ERROR "merged message not queued"; a one-way message lost although
+// its Send returned nil); the merge now appends outside the limit.
 //
 // Here the captured queue holds 3 one-way messages (queued behind a
 // blocked turn when the move holds the object) and the ingress hold 65536
@@ -58,16 +58,16 @@ func TestMergeKeepsEveryAcceptedMessageAcrossTheMailboxLimit(t *testing.T) {
 	var once, relOnce sync.Once
 	let := func() { relOnce.Do(func() { close(release) }) }
 	t.Cleanup(let)
-	const typ = "test.r8-counter"
+	const typ = "test.merge-counter"
 	if err := f.reg.Register(spot.Factory{StableType: typ, Kind: spot.KindActor, Policy: spot.PolicyRecreate,
 		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) {
-			return r8Counter{ran: &ran, started: started, release: release, once: &once}, nil
+			return mergeCounter{ran: &ran, started: started, release: release, once: &once}, nil
 		}}); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := failCluster(t, f, f.loc)
 	ctx := ctxT(t, 120*time.Second)
-	const id = "r8-merge"
+	const id = "merge-limit"
 	ref, err := c.m(0).CreateActor(ctx, id, typ)
 	if err != nil {
 		t.Fatal(err)
