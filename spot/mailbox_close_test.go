@@ -3,6 +3,7 @@ package spot
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -103,5 +104,38 @@ func TestRuntimeCloseStartsNoTurnAfterTheCurrentOne(t *testing.T) {
 		if got := rep.got[strconv.Itoa(i)]; !errors.Is(got.err, ErrRuntimeDown) {
 			t.Errorf("queued request %d answered (%q, %v), want ErrRuntimeDown", i, got.body, got.err)
 		}
+	}
+}
+
+// Append queues work accepted elsewhere past Options.MailboxLimit, in
+// order behind what waits, while Post still refuses new admissions until
+// the mailbox drains below the limit; a closed object refuses Append.
+func TestAppendQueuesAcceptedWorkPastTheMailboxLimit(t *testing.T) {
+	rt := New(Options{Workers: 1, MailboxLimit: 2})
+	defer rt.Close()
+	var got []string
+	o, err := rt.Open(Spec{Key: Key{ID: "append"}, Kind: KindActor, Generation: 1, Held: true,
+		Handler: handlerFunc(func(_ *Turn, env Envelope) error {
+			got = append(got, string(env.Body))
+			return nil
+		})})
+	must(t, err)
+	must(t, o.Post(send("1")))
+	must(t, o.Append(send("2"), send("3"), send("4")))
+	if err := o.Post(send("5")); !errors.Is(err, ErrMailboxFull) {
+		t.Fatalf("Post past the limit: %v, want ErrMailboxFull", err)
+	}
+	if n := o.Queued(); n != 4 {
+		t.Fatalf("%d queued, want 4", n)
+	}
+	o.Release()
+	waitFor(t, "the queue to drain", func() bool { return o.Queued() == 0 })
+	o.Hold()
+	if want := "1234"; strings.Join(got, "") != want {
+		t.Fatalf("ran %q, want %q", strings.Join(got, ""), want)
+	}
+	o.Close()
+	if err := o.Append(send("6")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append on a closed object: %v, want ErrClosed", err)
 	}
 }
