@@ -93,7 +93,7 @@ func (d *decoder) section(v reflect.Value, m map[string]any, prefix string) {
 		if f.Type.Kind() == reflect.Struct {
 			sub, ok := raw.(map[string]any)
 			if !ok {
-				d.report(key, "must be a mapping of keys, got %s", show(raw))
+				d.report(key, "must be a mapping of keys, got %s", showAt(key, raw))
 				continue
 			}
 			d.section(v.Field(i), sub, key)
@@ -127,28 +127,28 @@ func (d *decoder) leaf(key string, t reflect.Type, raw any) (reflect.Value, bool
 	case t == durationType:
 		dur, ok := toDuration(raw)
 		if !ok {
-			d.report(key, "must be a duration such as \"5s\", got %s", show(raw))
+			d.report(key, "must be a duration such as \"5s\", got %s", showAt(key, raw))
 			return reflect.Value{}, false
 		}
 		return reflect.ValueOf(dur), true
 	case t.Kind() == reflect.String:
 		s, ok := raw.(string)
 		if !ok {
-			d.report(key, "must be a string (quote it in YAML), got %s", show(raw))
+			d.report(key, "must be a string (quote it in YAML), got %s", showAt(key, raw))
 			return reflect.Value{}, false
 		}
 		return reflect.ValueOf(s).Convert(t), true
 	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
 		n, ok := toInt64(raw)
 		if !ok || (t.Kind() == reflect.Int && int64(int(n)) != n) {
-			d.report(key, "must be an integer, got %s", show(raw))
+			d.report(key, "must be an integer, got %s", showAt(key, raw))
 			return reflect.Value{}, false
 		}
 		return reflect.ValueOf(n).Convert(t), true
 	case t.Kind() == reflect.Bool:
 		b, ok := toBool(raw)
 		if !ok {
-			d.report(key, "must be true or false, got %s", show(raw))
+			d.report(key, "must be true or false, got %s", showAt(key, raw))
 			return reflect.Value{}, false
 		}
 		return reflect.ValueOf(b), true
@@ -175,7 +175,7 @@ func (d *decoder) stringList(key string, raw any) (reflect.Value, bool) {
 			s, good := e.(string)
 			if !good {
 				// Every bad entry, not only the first.
-				d.report(key, "entry %d must be a string, got %s", i+1, show(e))
+				d.report(key, "entry %d must be a string, got %s", i+1, showAt(key, e))
 				ok = false
 				continue
 			}
@@ -186,7 +186,7 @@ func (d *decoder) stringList(key string, raw any) (reflect.Value, bool) {
 		}
 		return reflect.ValueOf(out), true
 	}
-	d.report(key, "must be a list of strings or a comma-separated string, got %s", show(raw))
+	d.report(key, "must be a list of strings or a comma-separated string, got %s", showAt(key, raw))
 	return reflect.Value{}, false
 }
 
@@ -208,7 +208,7 @@ func (d *decoder) intMap(key string, raw any) (reflect.Value, bool) {
 		}
 		entries = m
 	default:
-		d.report(key, "must be a mapping of stable type to integer, got %s", show(raw))
+		d.report(key, "must be a mapping of stable type to integer, got %s", showAt(key, raw))
 		return reflect.Value{}, false
 	}
 	out := make(map[string]int, len(entries))
@@ -223,7 +223,7 @@ func (d *decoder) intMap(key string, raw any) (reflect.Value, bool) {
 	for _, k := range names {
 		n, good := toInt64(entries[k])
 		if !good || int64(int(n)) != n {
-			d.report(key+"."+k, "must be an integer, got %s", show(entries[k]))
+			d.report(key+"."+k, "must be an integer, got %s", showAt(key+"."+k, entries[k]))
 			continue
 		}
 		out[k] = int(n)
@@ -307,6 +307,22 @@ func toInt64(raw any) (int64, bool) {
 		return n, err == nil
 	}
 	return 0, false
+}
+
+// showAt is show for the value of key, except for a secret's (isSecret):
+// its kind only. A password or token written unquoted reads as a number,
+// and its type error printed it (review, 2026-12-07).
+func showAt(key string, raw any) string {
+	if !isSecret(key) {
+		return show(raw)
+	}
+	switch raw.(type) {
+	case string:
+		return "a string (not shown: a secret)"
+	case map[string]any, []any:
+		return show(raw)
+	}
+	return "a value of another type (not shown: a secret)"
 }
 
 // show renders a raw value for a message: strings quoted, others as written.

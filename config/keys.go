@@ -93,11 +93,15 @@ func EnvName(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
 }
 
+// isSecret reports whether key holds a secret (a password, a token, an
+// inline secret key): it gets no flag and its value is never printed.
+func isSecret(key string) bool {
+	return strings.HasSuffix(key, "password") || strings.HasSuffix(key, ".secret_key") || strings.HasSuffix(key, ".token")
+}
+
 // hasFlag reports whether a key gets a command-line flag. Secrets do not:
 // command lines are visible to every local user (ps, /proc).
-func hasFlag(key string) bool {
-	return !strings.HasSuffix(key, "password") && !strings.HasSuffix(key, ".secret_key") && !strings.HasSuffix(key, ".token")
-}
+func hasFlag(key string) bool { return !isSecret(key) }
 
 // help is the one-line meaning of every key; a test checks it is complete.
 var help = map[string]string{

@@ -158,12 +158,24 @@ func (c Config) valueAt(key string) (any, bool) {
 	if k, ok := lookupLeaf(key); ok {
 		return reflect.ValueOf(c).FieldByIndex(k.index).Interface(), true
 	}
-	i := strings.LastIndexByte(key, '.')
-	if i < 0 {
-		return nil, false
+	// The map leaf is the shortest prefix that is one: an entry's name
+	// may hold dots itself (a stable type com.example.Room). Until
+	// 2026-12-07 the key was cut at its last dot, and such an entry's
+	// problems named no source (review).
+	i := -1
+	var k keySpec
+	for j := strings.IndexByte(key, '.'); j >= 0; {
+		if lk, ok := lookupLeaf(key[:j]); ok {
+			i, k = j, lk
+			break
+		}
+		next := strings.IndexByte(key[j+1:], '.')
+		if next < 0 {
+			break
+		}
+		j += next + 1
 	}
-	k, ok := lookupLeaf(key[:i])
-	if !ok {
+	if i < 0 {
 		return nil, false
 	}
 	m := reflect.ValueOf(c).FieldByIndex(k.index)
