@@ -681,7 +681,7 @@ func (o *objects) coldActivate(ctx context.Context, rec activation.Record, org o
 		case errors.As(err, &ae) && ae.Kind == authority.ErrConflict && ae.Current != nil:
 			o.forgetPayload(ref) // lost the race: nothing points at our payload
 			return false, nil
-		case errors.As(err, &ae) && ae.Kind == authority.ErrConflict:
+		case errors.As(err, &ae) && (ae.Kind == authority.ErrConflict || ae.Kind == authority.ErrContended):
 			o.forgetPayload(ref)
 			return false, fmt.Errorf("%w: %w: reservation refused: %w", ErrUnavailable, errRouteStale, err)
 		}

@@ -393,6 +393,16 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 				o.log.Debug("placement: node full, excluded", "node", cand.key(), "object", c.id)
 				excluded[cand.key()] = excludedFull
 				continue
+			case errors.Is(err, authority.ErrContended):
+				// Lost the store-wide counters to other writers attempt
+				// after attempt: a race, not a change of the target (§6.1
+				// rules a node run out only when its state or capacity
+				// changed). Placed again, the same target allowed, until
+				// the deadline; until 2026-12-07 the target was ruled out
+				// and a creation on a one-node mesh failed with capacity
+				// free (review).
+				o.log.Debug("placement: lost the store's counters to other writers; placing again", "node", cand.key(), "object", c.id, "err", err)
+				continue
 			case errors.As(err, &ae) && ae.Kind == authority.ErrConflict:
 				// The target's lease is gone or changed. Changed under the
 				// same node run means this node's list is stale: once per

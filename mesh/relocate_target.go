@@ -745,7 +745,7 @@ func (a *arrival) commit(retry bool) {
 	}
 	var ae *authority.Error
 	switch {
-	case errors.As(err, &ae) && (ae.Kind == authority.ErrConflict || ae.Kind == authority.ErrNotFound || ae.Kind == authority.ErrInvalidOperation):
+	case errors.As(err, &ae) && (ae.Kind == authority.ErrConflict || ae.Kind == authority.ErrContended || ae.Kind == authority.ErrNotFound || ae.Kind == authority.ErrInvalidOperation):
 		o.log.Info("relocation: owner CAS refused", "object", a.prep.Object.ObjectID, "err", err)
 		a.post(relocation.EvConflict)
 	default:

@@ -29,6 +29,13 @@ var (
 	// ErrTypeMismatch: the row holds another object kind or stable type than
 	// the caller asked for (§7). Also matches ErrConflict.
 	ErrTypeMismatch = errors.New("authority: type mismatch")
+	// ErrContended: no batch applied in the executor's attempts because the
+	// rows kept changing under other writers (a hot counter): a lost race,
+	// not a change of what the operation requires — the target, its lease
+	// and its capacity may be fine. A refinement of ErrConflict (nothing was
+	// written); a creation places again instead of ruling the target out
+	// (review, 2026-12-07).
+	ErrContended = errors.New("authority: contended: rows kept changing")
 	// ErrCapacityExhausted: a capacity counter of the node would pass its
 	// limit (or the 2^31-1 slot range). Placement excludes that node run
 	// and may try another candidate (§7). Error.Counter names the counter.
@@ -131,14 +138,14 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is matches Kind; the refinements ErrNotFound, ErrStaleGeneration and
-// ErrTypeMismatch also match ErrConflict.
+// Is matches Kind; the refinements ErrNotFound, ErrStaleGeneration,
+// ErrTypeMismatch and ErrContended also match ErrConflict.
 func (e *Error) Is(target error) bool {
 	if target == e.Kind {
 		return true
 	}
 	if target == ErrConflict {
-		return e.Kind == ErrNotFound || e.Kind == ErrStaleGeneration || e.Kind == ErrTypeMismatch
+		return e.Kind == ErrNotFound || e.Kind == ErrStaleGeneration || e.Kind == ErrTypeMismatch || e.Kind == ErrContended
 	}
 	return false
 }

@@ -731,7 +731,7 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 			if len(unknown) > 0 {
 				return Result{}, outcomeUnknown(string(op), fmt.Sprintf("after %d attempts: %v", attempt, lost), lost)
 			}
-			return Result{}, newErr(op, ErrConflict, "rows kept changing: no batch applied in %d attempts", attempt)
+			return Result{}, newErr(op, ErrContended, "no batch applied in %d attempts", attempt)
 		}
 		if werr == nil {
 			// Lost on a counter: queue on it before reading again, so the

@@ -36,7 +36,7 @@ func (s *losingCounterStore) ReadMany(ctx context.Context, keys []string) ([]loc
 	return locstore.ReadMany(ctx, s.Store, keys)
 }
 
-// Review R10: a Reserve that keeps losing the store-wide ObjectGeneration
+// a Reserve that keeps losing the store-wide ObjectGeneration
 // counter to other creators ends with the executor's "rows kept changing"
 // ErrConflict, and runCreate takes that for the target's lease having
 // changed (mesh/manager_create.go, the ErrConflict case after Reserve): the
