@@ -466,6 +466,12 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			if errors.Is(out.err, ErrDeadlineExceeded) || ctx.Err() != nil {
 				return createResult{}, out.err
 			}
+			if errors.Is(out.err, ErrInvalidOperation) {
+				// The request itself is refused (another request under the
+				// same OperationId finished first, authority.terminalTaken):
+				// no other node would take it either.
+				return createResult{}, out.err
+			}
 			o.log.Info("creation target failed before the callback; trying another node", "object", c.id,
 				"node", cand.key(), "err", out.err)
 			if !cand.local {

@@ -679,6 +679,9 @@ func (e *Executor) run(ctx context.Context, op Op, obj Object, read func(context
 		}
 		if werr == nil && !wr.Applied {
 			e.stats.of(op).conflicts.Add(1)
+			if err := e.terminalTaken(ctx, op, p, len(unknown) > 0); err != nil {
+				return Result{}, err
+			}
 		}
 		if werr == nil && e.hints != nil {
 			e.hints.counterMoved(p.Request, wr.Applied, v.prefetched)
@@ -761,6 +764,26 @@ func ended(ctx context.Context) bool {
 // result of one operation: 2 ms doubling to 200 ms.
 func lostWritePause(n int) time.Duration {
 	return min(2*time.Millisecond<<min(n-1, 7), 200*time.Millisecond)
+}
+
+// terminalTaken is, after a batch of p that did not apply, ErrInvalidOperation
+// when p records a final result and one is stored under its key already:
+// another request under the same OperationId finished first (its check
+// before anything was written saw none), and p's IfMissing on that key can
+// never hold — until 2026-12-07 the executor re-planned it 256 times and the
+// creation ended Unavailable, its built instance dropped (review). Not after
+// a lost result of this executor's own (afterLost): the re-read decides
+// whether that was this plan's. Read only on a conflict: a commit that
+// applies pays nothing.
+func (e *Executor) terminalTaken(ctx context.Context, op Op, p Plan, afterLost bool) error {
+	if p.TerminalKey == "" || afterLost {
+		return nil
+	}
+	rr, err := e.store.Read(ctx, p.TerminalKey)
+	if err != nil || !rr.Found {
+		return nil // the retry decides as before
+	}
+	return newErr(op, ErrInvalidOperation, "a final result is already stored under this OperationId: another request used it")
 }
 
 func (e *Executor) exhausted(attempt int) bool { return e.maxAttempts > 0 && attempt >= e.maxAttempts }

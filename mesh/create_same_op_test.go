@@ -8,7 +8,7 @@ import (
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
-// Review R10: docs/OBJECTS.md (errors table) — "another request under the
+// docs/OBJECTS.md (errors table) — "another request under the
 // same OperationId" is ErrInvalidOperation and changes nothing. Two
 // CreateActor calls with one explicit OperationId for different ids, the
 // second made while the first's factory runs (no final result stored yet,
