@@ -254,6 +254,11 @@ func TestDrainWithNothingToMoveDoesNotWaitForARecoveringPeer(t *testing.T) {
 				if _, ok := leaving.obj.hostedFor(spot.Key{Spot: true, ID: "room"}); !ok {
 					t.Fatal("the Instance Spot is not hosted on the leaving node")
 				}
+				// The answer comes before the activation has ended (its
+				// first message's end is recorded after it): until then it
+				// is a creation under way, which a drain does wait for (a
+				// CI run on a loaded machine drained in that window).
+				eventually(t, 10*time.Second, "the activation to end", func() bool { return !leaving.obj.holdsObjects() })
 			}
 			res, err := leaving.Drain(ctx, HostRelocateOptions{})
 			if err != nil {
