@@ -415,6 +415,25 @@ func (s *Store) fail(op string, err error) error {
 	return &locstore.ProviderError{Provider: ProviderName, Op: op, Err: err}
 }
 
+// failFor is fail for a call whose caller's context is caller: when that
+// context has ended (its deadline passed, or it was cancelled), its error
+// is wrapped too, so that errors.Is(err, context.DeadlineExceeded) (or
+// context.Canceled) holds as ProviderError promises — go-redis reports a
+// deadline as an I/O timeout, and the socket deadline, set from the
+// context's, fires a moment before the context's own timer marks it done.
+// The store's own OperationTimeout is not the caller's deadline and is
+// not wrapped: it stays an outage.
+func (s *Store) failFor(caller context.Context, op string, err error) error {
+	cerr := caller.Err()
+	if dl, ok := caller.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	return s.fail(op, err)
+}
+
 // opContext applies the operation timeout. It fails when the store is
 // closed.
 func (s *Store) opContext(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
@@ -501,6 +520,7 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 	if err := locstore.ValidateKey(op, "key", key); err != nil {
 		return locstore.ReadResult{}, err
 	}
+	caller := ctx
 	ctx, cancel, err := s.opContext(ctx, op)
 	if err != nil {
 		return locstore.ReadResult{}, err
@@ -512,17 +532,17 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 	before := s.rollback.before()
 	r, err := s.eval(ctx, readScript, c)
 	if err != nil {
-		return locstore.ReadResult{}, s.fail(op, err)
+		return locstore.ReadResult{}, s.failFor(caller, op, err)
 	}
 	if len(r) != 2 && len(r) != 5 {
-		return locstore.ReadResult{}, s.fail(op, fmt.Errorf("read reply has %d elements", len(r)))
+		return locstore.ReadResult{}, s.failFor(caller, op, fmt.Errorf("read reply has %d elements", len(r)))
 	}
 	now, err := replyInt(r[0])
 	if err != nil {
-		return locstore.ReadResult{}, s.fail(op, err)
+		return locstore.ReadResult{}, s.failFor(caller, op, err)
 	}
 	if err := s.rollback.saw(before, r[1]); err != nil {
-		return locstore.ReadResult{}, s.fail(op, err)
+		return locstore.ReadResult{}, s.failFor(caller, op, err)
 	}
 	res := locstore.ReadResult{StoreNow: time.UnixMilli(now)}
 	if len(r) == 2 {
@@ -530,11 +550,11 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 	}
 	v, ver, x, err := replyStrings3(r[2], r[3], r[4])
 	if err != nil {
-		return locstore.ReadResult{}, s.fail(op, err)
+		return locstore.ReadResult{}, s.failFor(caller, op, err)
 	}
 	exp, err := parseExpiresAt(x)
 	if err != nil {
-		return locstore.ReadResult{}, s.fail(op, err)
+		return locstore.ReadResult{}, s.failFor(caller, op, err)
 	}
 	res.Found = true
 	res.Value = []byte(v)
@@ -549,6 +569,7 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 	if err := locstore.ValidateReadKeys(op, keys); err != nil {
 		return nil, err
 	}
+	caller := ctx
 	ctx, cancel, err := s.opContext(ctx, op)
 	if err != nil {
 		return nil, err
@@ -562,24 +583,24 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 	before := s.rollback.before()
 	r, err := s.eval(ctx, readManyScript, c)
 	if err != nil {
-		return nil, s.fail(op, err)
+		return nil, s.failFor(caller, op, err)
 	}
 	if len(r) != 2+3*len(keys) {
-		return nil, s.fail(op, fmt.Errorf("readMany reply has %d elements for %d keys", len(r), len(keys)))
+		return nil, s.failFor(caller, op, fmt.Errorf("readMany reply has %d elements for %d keys", len(r), len(keys)))
 	}
 	now, err := replyInt(r[0])
 	if err != nil {
-		return nil, s.fail(op, err)
+		return nil, s.failFor(caller, op, err)
 	}
 	if err := s.rollback.saw(before, r[1]); err != nil {
-		return nil, s.fail(op, err)
+		return nil, s.failFor(caller, op, err)
 	}
 	storeNow := time.UnixMilli(now)
 	out := make([]locstore.ReadResult, len(keys))
 	for i := range keys {
 		v, ver, x, err := replyStrings3(r[2+3*i], r[3+3*i], r[4+3*i])
 		if err != nil {
-			return nil, s.fail(op, err)
+			return nil, s.failFor(caller, op, err)
 		}
 		out[i].StoreNow = storeNow
 		if ver == "" {
@@ -587,7 +608,7 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 		}
 		exp, err := parseExpiresAt(x)
 		if err != nil {
-			return nil, s.fail(op, err)
+			return nil, s.failFor(caller, op, err)
 		}
 		out[i].Found, out[i].Value, out[i].Version, out[i].ExpiresAt = true, []byte(v), ver, exp
 	}
@@ -601,6 +622,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		return locstore.WriteResult{}, err
 	}
 	c := s.writeCall(req)
+	caller := ctx
 	ctx, cancel, err := s.opContext(ctx, op)
 	if err != nil {
 		return locstore.WriteResult{}, err
@@ -609,18 +631,18 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	before := s.rollback.before()
 	r, err := s.evalWrite(ctx, c)
 	if err != nil {
-		return locstore.WriteResult{}, s.fail(op, err)
+		return locstore.WriteResult{}, s.failFor(caller, op, err)
 	}
 	if len(r) < 2 {
-		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply has %d elements", len(r)))
+		return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply has %d elements", len(r)))
 	}
 	applied, err := replyInt(r[0])
 	if err != nil {
-		return locstore.WriteResult{}, s.fail(op, err)
+		return locstore.WriteResult{}, s.failFor(caller, op, err)
 	}
 	now, err := replyInt(r[1])
 	if err != nil {
-		return locstore.WriteResult{}, s.fail(op, err)
+		return locstore.WriteResult{}, s.failFor(caller, op, err)
 	}
 	res := locstore.WriteResult{StoreNow: time.UnixMilli(now)}
 	switch applied {
@@ -631,7 +653,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 		// The commit sequence had been lost on its own; the script raised
 		// it past the records this batch touched (writeSrc).
 		if len(r) < 4 {
-			return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply has %d elements", len(r)))
+			return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply has %d elements", len(r)))
 		}
 		was, raised := r[len(r)-2], r[len(r)-1]
 		r = r[:len(r)-2]
@@ -640,24 +662,24 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 			"raised far past them (2^48) so that no number is handed out again — set maxmemory-policy noeviction (docs/store-redis.md)",
 			"namespace", s.ns, "sequence_was", was, "raised_to", raised, "key", s.seqK)
 	default:
-		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply status %d", applied))
+		return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply status %d", applied))
 	}
 	if len(r)-2 != len(req.Mutations) {
-		return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply has %d versions for %d mutations", len(r)-2, len(req.Mutations)))
+		return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply has %d versions for %d mutations", len(r)-2, len(req.Mutations)))
 	}
 	res.Applied = true
 	res.Versions = make([]string, len(req.Mutations))
 	for i := range req.Mutations {
 		v, ok := r[2+i].(string)
 		if !ok {
-			return locstore.WriteResult{}, s.fail(op, fmt.Errorf("write reply version %d is %T", i, r[2+i]))
+			return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply version %d is %T", i, r[2+i]))
 		}
 		res.Versions[i] = v
 	}
 	if err := s.rollback.drew(before, res.Versions); err != nil {
 		// Applied, but in a store that went back in time: nothing this
 		// process does next may build on it.
-		return locstore.WriteResult{}, s.fail(op, err)
+		return locstore.WriteResult{}, s.failFor(caller, op, err)
 	}
 	return res, nil
 }
@@ -766,13 +788,14 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 	if err := req.Validate(); err != nil {
 		return locstore.ScanPage{}, err
 	}
+	caller := ctx
 	ctx, cancel, err := s.opContext(ctx, op)
 	if err != nil {
 		return locstore.ScanPage{}, err
 	}
 	defer cancel()
 	if err := s.loadCursorKey(ctx); err != nil {
-		return locstore.ScanPage{}, s.fail(op, err)
+		return locstore.ScanPage{}, s.failFor(caller, op, err)
 	}
 
 	mode := "new"
@@ -782,7 +805,7 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 		var ok bool
 		id, after, ok = s.decodeCursor(req.Cursor, req.Prefix)
 		if !ok {
-			return s.expiredPage(ctx)
+			return s.expiredPage(ctx, caller)
 		}
 		mode = "cont"
 	} else {
@@ -801,11 +824,11 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 		c.arg(mode, req.Prefix, after, items, bytes, examineBudget, s.snapTTL.Milliseconds(), s.prefix)
 		r, err := s.eval(ctx, scanScript, c)
 		if err != nil {
-			return locstore.ScanPage{}, s.fail(op, err)
+			return locstore.ScanPage{}, s.failFor(caller, op, err)
 		}
 		part, err := parseScanReply(r)
 		if err != nil {
-			return locstore.ScanPage{}, s.fail(op, err)
+			return locstore.ScanPage{}, s.failFor(caller, op, err)
 		}
 		page.StoreNow = part.now
 		if part.expired {
@@ -822,7 +845,7 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 		case part.pos == "":
 			// Cannot happen with a well-formed reply (a call that stops early
 			// has examined at least one entry); refuse rather than loop.
-			return locstore.ScanPage{}, s.fail(op, errors.New("scan reply without a position"))
+			return locstore.ScanPage{}, s.failFor(caller, op, errors.New("scan reply without a position"))
 		case part.state == scanFull || call >= maxCallsPerPage || items == 0:
 			page.Next = s.encodeCursor(id, req.Prefix, part.pos)
 			return page, nil
@@ -835,10 +858,10 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 
 // expiredPage answers an undecodable cursor. It still reads the server
 // clock, because every result carries StoreNow.
-func (s *Store) expiredPage(ctx context.Context) (locstore.ScanPage, error) {
+func (s *Store) expiredPage(ctx, caller context.Context) (locstore.ScanPage, error) {
 	t, err := s.client.Time(ctx).Result()
 	if err != nil {
-		return locstore.ScanPage{}, s.fail("scan", err)
+		return locstore.ScanPage{}, s.failFor(caller, "scan", err)
 	}
 	return locstore.ScanPage{Expired: true, StoreNow: time.UnixMilli(t.UnixMilli())}, nil
 }
