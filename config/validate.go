@@ -376,8 +376,14 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 				ps.add(prefix+".redis.addrs", "entry %d must be host:port, got %q", i+1, a)
 			}
 		}
-		if r.DB < 0 {
+		switch {
+		case r.DB < 0:
 			ps.add(prefix+".redis.db", "must not be negative, got %d", r.DB)
+		case r.DB != 0 && r.MasterName == "" && len(r.Addrs) > 1:
+			// Several addrs without master_name are a Cluster, which has
+			// only database 0: go-redis's Cluster client drops db silently
+			// (accepted until 2026-12-07).
+			ps.add(prefix+".redis.db", "must be 0 with several addrs (a Redis Cluster has only database 0), got %d", r.DB)
 		}
 		if r.Namespace == "" {
 			ps.add(prefix+".redis.namespace", "must not be empty when provider is redis")

@@ -205,6 +205,16 @@ func TestValidateRules(t *testing.T) {
 			p("location_store.redis.namespace", "must not be empty when provider is redis"),
 			p("location_store.redis.operation_timeout", "must be positive, got 0s"),
 		}},
+		// A Cluster (several addrs, no master_name) has only database 0:
+		// go-redis's Cluster client has no DB and would drop it silently.
+		{name: "db with a Cluster", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"a:6379", "b:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, DB: 3}}
+		}, want: []Problem{p("location_store.redis.db", "must be 0 with several addrs (a Redis Cluster has only database 0), got 3")}},
+		{name: "db with Sentinels", mutate: func(c *Config) {
+			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"s1:26379", "s2:26379"}, Namespace: "y",
+				MasterName: "m", OperationTimeout: time.Second, DB: 3}}
+		}},
 		{name: "sentinel login without sentinel", mutate: func(c *Config) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, SentinelUsername: "u", SentinelPassword: "p"}}

@@ -59,6 +59,22 @@ type Options struct {
 	TLSConfig *tls.Config
 }
 
+// CheckDB says what is wrong with a database number for these addresses,
+// or "" when nothing is: it must not be negative (go-redis would take -1 as
+// database 0), and a Cluster — several addresses without MasterName — has
+// only database 0 (go-redis's Cluster client has no DB and would drop any
+// other silently, so the keys would land where the operator did not put
+// them).
+func CheckDB(addrs []string, masterName string, db int) string {
+	switch {
+	case db < 0:
+		return fmt.Sprintf("database %d is negative", db)
+	case db != 0 && masterName == "" && len(addrs) > 1:
+		return fmt.Sprintf("database %d with several addresses (a Redis Cluster has only database 0)", db)
+	}
+	return ""
+}
+
 // NewClient returns a UniversalClient whose fixed timeouts equal the
 // operation timeout; they are only a backstop, the per-operation deadline
 // (ContextTimeoutEnabled) is what bounds a call.

@@ -143,8 +143,9 @@ type Options struct {
 	// TLSConfig, when not nil, makes every connection use TLS with it; an
 	// empty ServerName is taken from each address dialled.
 	TLSConfig *tls.Config
-	// DB selects the database of a standalone or Sentinel-managed server
-	// (a Cluster has only database 0).
+	// DB selects the database of a standalone or Sentinel-managed server;
+	// a Cluster has only database 0, and New refuses another with several
+	// Addrs (go-redis's Cluster client would drop it silently).
 	DB int
 	// Namespace prefixes every Redis key as the hash tag "{Namespace}:".
 	// Required; must not contain '{' or '}'.
@@ -223,8 +224,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.PoolSize < 0 {
 		return nil, &locstore.ArgumentError{Op: "open", Field: "poolSize", Reason: "negative"}
 	}
-	if opts.DB < 0 {
-		return nil, &locstore.ArgumentError{Op: "open", Field: "db", Reason: "negative"}
+	if why := redisconn.CheckDB(opts.Addrs, opts.MasterName, opts.DB); why != "" {
+		return nil, &locstore.ArgumentError{Op: "open", Field: "db", Reason: why}
 	}
 	s, err := newStore(opts)
 	if err != nil {

@@ -171,6 +171,8 @@ func TestOptionsRejectedBeforeIO(t *testing.T) {
 		{"negative snapshot ttl", Options{Addrs: []string{unused}, Namespace: "ns", SnapshotTTL: -time.Second}},
 		{"negative pool", Options{Addrs: []string{unused}, Namespace: "ns", PoolSize: -1}},
 		{"negative db", Options{Addrs: []string{unused}, Namespace: "ns", DB: -1}},
+		// A Cluster has only database 0 (go-redis's Cluster client drops DB).
+		{"db with a cluster", Options{Addrs: []string{unused, "127.0.0.1:2"}, Namespace: "ns", DB: 3}},
 		{"negative replica acks", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAcks: -1}},
 		{"too many replica acks", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAcks: 17, ReplicaAckTimeout: time.Second}},
 		{"replica acks without a timeout", Options{Addrs: []string{unused}, Namespace: "ns", ReplicaAcks: 1}},

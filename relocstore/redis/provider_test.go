@@ -347,6 +347,8 @@ func TestOptionsValidation(t *testing.T) {
 		"non-ASCII":           {Addrs: []string{addr}, Namespace: "caf\u00e9"},
 		"namespace too long":  {Addrs: []string{addr}, Namespace: strings.Repeat("n", relocredis.MaxNamespaceBytes+1)},
 		"negative timeout":    {Addrs: []string{addr}, Namespace: "ns", OperationTimeout: -time.Second},
+		"negative db":         {Addrs: []string{addr}, Namespace: "ns", DB: -1},
+		"db with a cluster":   {Addrs: []string{addr, addr}, Namespace: "ns", DB: 3},
 		"tombstone too short": {Addrs: []string{addr}, Namespace: "ns", TombstoneRetention: time.Microsecond},
 		"tombstone too long":  {Addrs: []string{addr}, Namespace: "ns", TombstoneRetention: relocstore.MaxRetention + 1},
 	}

@@ -116,7 +116,10 @@ type Options struct {
 	// TLSConfig, when not nil, makes every connection use TLS with it; an
 	// empty ServerName is taken from each address dialled.
 	TLSConfig *tls.Config
-	DB        int
+	// DB selects the database of a standalone or Sentinel-managed server;
+	// a Cluster has only database 0, and New refuses another with several
+	// Addrs (go-redis's Cluster client would drop it silently).
+	DB int
 	// Namespace isolates this store's keys: every key is "{Namespace}:rs1:…".
 	// 1..MaxNamespaceBytes printable ASCII bytes without '{' or '}' (the
 	// braces delimit the Cluster hash tag).
@@ -167,6 +170,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.PoolSize < 0 {
 		return nil, &relocstore.ArgumentError{Op: "new", Field: "poolSize", Reason: "negative"}
+	}
+	if why := redisconn.CheckDB(opts.Addrs, opts.MasterName, opts.DB); why != "" {
+		return nil, &relocstore.ArgumentError{Op: "new", Field: "db", Reason: why}
 	}
 	s, err := newStore(opts)
 	if err != nil {
