@@ -71,11 +71,23 @@ func (n *Node) onInboundRefused(remote string, err error) {
 }
 
 // protocolError drops one bad record from ic: counted (node and peer) and
-// logged at most once per second per connection.
+// logged at most once per second per connection — or, before the
+// connection's hello was admitted, within the node-wide budget of what
+// strangers cause (hsLog): every new connection brings a fresh
+// per-connection budget, and 200 strangers sending one malformed record
+// each wrote 200 WARN lines (TestStrangersRecordsShareTheLogBudget).
 func (n *Node) protocolError(ic *inConn, what string, err error) {
 	n.stats.protocolErrors.Add(1)
 	if c := ic.pc.counters.Load(); c != nil {
 		c.protocolErrors.Add(1)
+	}
+	ic.mu.Lock()
+	admitted := ic.admitted
+	ic.mu.Unlock()
+	if !admitted {
+		n.hsLog.warn("transport: dropped record", "peer", RID(ic.ident).String(), "remote", ic.remote,
+			"what", what, "err", err)
+		return
 	}
 	if ok, suppressed := ic.logLimit.Allow(logbudget.At(n.clock.Now()), 1, logEvery); ok {
 		n.log.Warn("transport: dropped record", "peer", RID(ic.ident).String(), "remote", ic.remote,

@@ -377,25 +377,7 @@ func TestHandshakeLogRateLimited(t *testing.T) {
 	addr := b.rt.ln.Addr().String()
 	const failures = 200
 	junk := make([]byte, zmtpGreetingLen) // not a ZMTP signature: fails at once
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := 0; i < failures; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer c.Close()
-			_, _ = c.Write(junk)
-			_, _ = io.Copy(io.Discard, c) // until the node closes it
-		}()
-	}
-	wg.Wait()
+	eachStranger(t, addr, failures, func(int) []byte { return junk })
 	waitFor(t, 10*time.Second, "failures counted", func() bool {
 		return b.Stats().HandshakeFailures+b.Stats().RefusedUnadmitted == failures
 	})

@@ -1,0 +1,76 @@
+package transport
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/router"
+)
+
+// eachStranger opens n connections to addr, 16 at a time; connection i
+// writes what(i), shuts its write side and reads until the node closes it.
+func eachStranger(t *testing.T, addr string, n int, what func(i int) []byte) {
+	t.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			if _, err := c.Write(what(i)); err != nil {
+				return // refused at a cap: closed before it read
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			_, _ = io.Copy(io.Discard, c) // until the node closes it
+		}()
+	}
+	wg.Wait()
+}
+
+// TestStrangersRecordsShareTheLogBudget: connections that never said hello
+// and send one malformed or misrouted record each must not write a WARN
+// line each. The "dropped record" line had only a per-connection budget (one
+// per second), and every new connection brings a new one: 200 strangers
+// wrote 200 lines, where their handshake failures or records before hello
+// write at most handshakeLogBurst per window. Every record is still counted.
+func TestStrangersRecordsShareTheLogBudget(t *testing.T) {
+	logger, logs := newCaptureLog()
+	clk := NewManualClock(time.Unix(1, 0))
+	cfgB := testConfig("b", 1)
+	cfgB.Logger = logger
+	cfgB.Clock = clk
+	b := startNode(t, cfgB)
+
+	bad := [][][]byte{
+		{[]byte("\x13\x37garbage that is not a record")},
+		mustEncode(&router.LivenessAck{ProbeID: 5}), // wrong direction
+	}
+	const strangers = 200
+	eachStranger(t, b.rt.ln.Addr().String(), strangers, func(i int) []byte {
+		out := append(zmtpGreeting(), zmtpReady([2]string{"Socket-Type", "DEALER"}, [2]string{"Identity", "stranger"})...)
+		rec := bad[i%len(bad)]
+		for j, f := range rec {
+			out = append(out, rawFrame(j < len(rec)-1, f)...)
+		}
+		return out
+	})
+	waitFor(t, 20*time.Second, "every record counted", func() bool {
+		s := b.Stats()
+		return s.ProtocolErrors+s.RefusedUnadmitted == strangers
+	})
+	if got := len(logs.lines("transport: dropped record")); got > handshakeLogBurst {
+		t.Fatalf("%d WARN lines for %d strangers' records (%d refused at the cap), want at most %d per %s",
+			got, strangers, b.Stats().RefusedUnadmitted, handshakeLogBurst, handshakeLogEvery)
+	}
+}
