@@ -170,10 +170,23 @@ func unadmittedCause(ic *inConn, cause error) error {
 // are pending: nothing is read from it, so it costs one accept and a close.
 func (r *routerSock) refuseUnadmitted(raw net.Conn) {
 	r.refusedUnadmitted.Add(1)
+	r.refuse(raw, fmt.Errorf("%w: %d connections pending hello (transport.max_unadmitted)", ErrUnadmittedLimit, r.p.maxUnadmitted))
+}
+
+// refuseFull closes a connection accepted while MaxInboundConns are open.
+// It was counted only, and an operator whose peers could not connect found
+// no line saying why (TestInboundConnCapIsLogged).
+func (r *routerSock) refuseFull(raw net.Conn) {
+	r.refusedFull.Add(1)
+	r.refuse(raw, fmt.Errorf("transport: %d inbound connections open (transport.Config.MaxInboundConns)", r.p.maxInbound))
+}
+
+// refuse closes raw at accept and reports it (rate-limited by the node).
+func (r *routerSock) refuse(raw net.Conn, err error) {
 	remote := raw.RemoteAddr().String()
 	_ = raw.Close()
 	if r.onRefuse != nil {
-		r.onRefuse(remote, fmt.Errorf("%w: %d connections pending hello (transport.max_unadmitted)", ErrUnadmittedLimit, r.p.maxUnadmitted))
+		r.onRefuse(remote, err)
 	}
 }
 

@@ -198,8 +198,7 @@ func (r *routerSock) acceptLoop() {
 		}
 		if r.n >= r.p.maxInbound {
 			r.mu.Unlock()
-			r.refusedFull.Add(1)
-			_ = raw.Close()
+			r.refuseFull(raw)
 			continue
 		}
 		if r.unadm >= r.p.maxUnadmitted {

@@ -3,6 +3,7 @@ package transport
 import (
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,5 +73,41 @@ func TestStrangersRecordsShareTheLogBudget(t *testing.T) {
 	if got := len(logs.lines("transport: dropped record")); got > handshakeLogBurst {
 		t.Fatalf("%d WARN lines for %d strangers' records (%d refused at the cap), want at most %d per %s",
 			got, strangers, b.Stats().RefusedUnadmitted, handshakeLogBurst, handshakeLogEvery)
+	}
+}
+
+// TestInboundConnCapIsLogged: a connection closed at accept because
+// MaxInboundConns are open was counted (Stats.RefusedInbound) but logged
+// nowhere, unlike one closed at MaxUnadmitted: an operator whose peers
+// could not connect found no line saying why.
+func TestInboundConnCapIsLogged(t *testing.T) {
+	logger, logs := newCaptureLog()
+	cfgB := testConfig("b", 1)
+	cfgB.Logger = logger
+	cfgB.MaxInboundConns = 2
+	b := startNode(t, cfgB)
+	addr := b.rt.ln.Addr().String()
+	for i := 0; i < 2; i++ {
+		rawDealer(t, addr, "held")
+	}
+	waitFor(t, 5*time.Second, "two connections held", func() bool {
+		b.rt.mu.Lock()
+		defer b.rt.mu.Unlock()
+		return b.rt.n == 2
+	})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !closedByPeer(c, 5*time.Second) {
+		t.Fatal("connection over MaxInboundConns not closed")
+	}
+	if got := b.Stats().RefusedInbound; got != 1 {
+		t.Fatalf("RefusedInbound = %d, want 1", got)
+	}
+	lines := logs.lines("transport: inbound connection refused")
+	if len(lines) != 1 || !strings.Contains(lines[0], "MaxInboundConns") {
+		t.Fatalf("refusal lines %q, want one naming the limit", lines)
 	}
 }
