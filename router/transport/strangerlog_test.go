@@ -111,3 +111,38 @@ func TestInboundConnCapIsLogged(t *testing.T) {
 		t.Fatalf("refusal lines %q, want one naming the limit", lines)
 	}
 }
+
+// TestMalformedCommandFrameIsAFramingViolation: after the handshake a ZMTP
+// command frame whose body is empty or whose name runs past its end made
+// zmq4's RecvMsg fail with an error of its own: the connection was closed
+// with no line and no counter (neither ProtocolErrors nor
+// HandshakeFailures), unlike every other framing violation. The guard
+// refuses such a frame at its header as ErrFraming.
+func TestMalformedCommandFrameIsAFramingViolation(t *testing.T) {
+	logger, logs := newCaptureLog()
+	cfgB := testConfig("b", 1)
+	cfgB.Logger = logger
+	b := startNode(t, cfgB)
+	addr := b.rt.ln.Addr().String()
+	cases := map[string][]byte{
+		"empty command":             {flagCommand, 0},
+		"name longer than the body": {flagCommand, 2, 5, 'P'},
+	}
+	n := 0
+	for name, frame := range cases {
+		c := rawDealer(t, addr, "cmd")
+		if _, err := c.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		if !closedByPeer(c, 5*time.Second) {
+			t.Fatalf("%s: connection not closed", name)
+		}
+		n++
+		waitFor(t, 5*time.Second, name+" counted as a protocol error", func() bool {
+			return b.Stats().ProtocolErrors == uint64(n)
+		})
+	}
+	if got := len(logs.lines("transport: inbound connection failed")); got != len(cases) {
+		t.Fatalf("%d lines for %d malformed command frames", got, len(cases))
+	}
+}

@@ -239,6 +239,12 @@ func (g *guardConn) nextHeader() error {
 			return err
 		}
 		body := buf[hlen:]
+		if len(body) == 0 || body[0] == 0 || int(body[0]) > len(body)-1 {
+			// RFC 23: a command is a 1..255-octet name and its data. zmq4
+			// fails such a frame with an error of its own, which closed the
+			// connection uncounted and unlogged.
+			return g.fail("malformed command frame (%d bytes, name of %d)", len(body), nameLen(body))
+		}
 		if ctx, ok := pingContext(body); ok {
 			if g.onPing != nil {
 				g.onPing(ctx)
@@ -270,6 +276,14 @@ func (g *guardConn) nextHeader() error {
 	g.out = append(g.out[:0], g.hdr[:hlen]...)
 	g.bodyLeft = size
 	return nil
+}
+
+// nameLen is the declared name length of a command body, 0 when empty.
+func nameLen(body []byte) int {
+	if len(body) == 0 {
+		return 0
+	}
+	return int(body[0])
 }
 
 // pingContext recognises a ZMTP 3.1 PING command body: name length 4, "PING",
