@@ -87,6 +87,9 @@ var (
 	ErrDuplicate    = errors.New("spot: object already open")
 	ErrHandlerPanic = errors.New("spot: handler panicked")
 	ErrNoReply      = errors.New("spot: handler returned without replying")
+	// ErrTimerName is returned by SetTimer for a name longer than
+	// MaxTimerName bytes, which a move could not carry.
+	ErrTimerName = errors.New("spot: timer name too long")
 	// ErrNotStarted is returned by a Handler that declined to start the
 	// turn and did nothing: a second admission check (the node's gate,
 	// asked again by the handler guard) that found the gate shut just after
@@ -649,9 +652,20 @@ func (o *Object) reply(route, body []byte, err error) {
 	}
 }
 
+// MaxTimerName is the longest timer name in bytes: what a relocation
+// payload carries (docs/RESTORE-PAYLOAD.md, a timer's name is bytes16).
+const MaxTimerName = 1<<16 - 1
+
 // SetTimer arms (or re-arms) a named timer on the object. It fires as a
-// Timer envelope, that is as a turn in mailbox order.
+// Timer envelope, that is as a turn in mailbox order. A period of 0 or
+// less is a one-shot timer; a name longer than MaxTimerName bytes is
+// refused with ErrTimerName (until 2026-12-07 both were accepted as they
+// came, and every later move of the object failed at the payload's
+// validation: negative duration, name above 65,535 bytes).
 func (o *Object) SetTimer(name string, after, period time.Duration) error {
+	if len(name) > MaxTimerName {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTimerName, len(name), MaxTimerName)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
@@ -684,6 +698,9 @@ func (o *Object) armLocked(name string, after, period time.Duration) {
 	}
 	if after < 0 {
 		after = 0
+	}
+	if period < 0 {
+		period = 0 // one-shot, as fire runs it; a move carries no negative period
 	}
 	t := &timer{due: o.rt.opts.Clock.Now().Add(after), period: period, queued: queued}
 	o.timers[name] = t
