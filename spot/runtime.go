@@ -714,7 +714,7 @@ func (o *Object) fire(name string, t *timer) {
 		return // cancelled, re-armed or captured meanwhile
 	}
 	if t.period > 0 {
-		o.armLocked(name, t.period, t.period)
+		o.armLocked(name, nextFiring(t, o.rt.opts.Clock.Now()), t.period)
 		if t.queued {
 			o.timers[name].queued = true
 			return // its previous firing still waits: skipped
@@ -727,6 +727,22 @@ func (o *Object) fire(name string, t *timer) {
 	// captured with the queue.
 	o.queue = append(o.queue, Envelope{Kind: Timer, Timer: name})
 	o.scheduleLocked()
+}
+
+// nextFiring returns how long after now the periodic timer t, whose
+// callback runs now, fires next: on its own phase (its due time plus a
+// whole number of periods), the periods that ended while the callback was
+// late skipped as a period that ends while a firing waits is. Until
+// 2026-12-07 the next period was counted from now, so every late callback
+// (scheduling latency, a loaded machine) pushed every later firing back
+// for good.
+func nextFiring(t *timer, now time.Time) time.Duration {
+	late := now.Sub(t.due)
+	if late < 0 {
+		late = 0
+	}
+	next := t.due.Add(late / t.period * t.period).Add(t.period)
+	return next.Sub(now)
 }
 
 func (o *Object) run(batch int) {
