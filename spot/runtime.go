@@ -283,9 +283,7 @@ func (rt *Runtime) Open(s Spec) (*Object, error) {
 	rt.mu.Unlock()
 	if s.Restored != nil {
 		o.queue = append(o.queue, s.Restored.Queue...)
-		for _, ts := range s.Restored.Timers {
-			o.armLocked(ts.Name, ts.Remaining, ts.Period)
-		}
+		o.rearmLocked(*s.Restored)
 		o.markQueuedLocked(s.Restored.Queue)
 		o.scheduleLocked()
 	}
@@ -346,6 +344,13 @@ type TimerState struct {
 type Captured struct {
 	Queue  []Envelope
 	Timers []TimerState
+	// At is the runtime clock's time at capture (Capture sets it). Put back
+	// on the node that captured it (Requeue, or Open with Restored), the
+	// timers' remaining times are counted from At, so that a move that
+	// failed does not delay them by its duration. It does not travel: on
+	// another node (a decoded payload) it is zero and the remaining times
+	// count from the restore.
+	At time.Time
 }
 
 type timer struct {
@@ -543,9 +548,9 @@ func (o *Object) Capture() (Captured, error) {
 	if o.dispatch || o.running {
 		return Captured{}, ErrNotHeld
 	}
-	c := Captured{Queue: append([]Envelope(nil), o.queue[o.qhead:]...)}
-	o.queue, o.qhead = nil, 0
 	now := o.rt.opts.Clock.Now()
+	c := Captured{Queue: append([]Envelope(nil), o.queue[o.qhead:]...), At: now}
+	o.queue, o.qhead = nil, 0
 	for name, t := range o.timers {
 		t.stop()
 		rem := t.due.Sub(now)
@@ -572,12 +577,24 @@ func (o *Object) Requeue(c Captured) error {
 	q := make([]Envelope, 0, len(c.Queue)+len(rest))
 	q = append(append(q, c.Queue...), rest...)
 	o.queue, o.qhead = q, 0
-	for _, ts := range c.Timers {
-		o.armLocked(ts.Name, ts.Remaining, ts.Period)
-	}
+	o.rearmLocked(c)
 	o.markQueuedLocked(c.Queue)
 	o.scheduleLocked()
 	return nil
+}
+
+// rearmLocked arms the timers of c, their remaining times counted from
+// c.At when it is set (captured by this runtime: the time since then has
+// passed for them too; before 2026-12-07 a move that failed after 30 s
+// delayed every timer of its object by those 30 s).
+func (o *Object) rearmLocked(c Captured) {
+	var since time.Duration
+	if !c.At.IsZero() {
+		since = max(o.rt.opts.Clock.Now().Sub(c.At), 0)
+	}
+	for _, ts := range c.Timers {
+		o.armLocked(ts.Name, ts.Remaining-since, ts.Period)
+	}
 }
 
 // markQueuedLocked marks the timers whose firing waits among envs, which

@@ -99,3 +99,47 @@ func TestPeriodicTimerKeepsItsPhaseWhenItsClockFiresLate(t *testing.T) {
 	clk.AdvanceTo(t0.Add(60 * time.Second))
 	waitFor(t, "the firing due at 60 s", func() bool { return len(rec.seen()) == 4 })
 }
+
+// Timers put back on the node that captured them — a move cancelled
+// before relay-ready (Requeue), or taken back after its target could not
+// commit (mesh recoverLocal: Open with Restored) — count their remaining
+// time from the capture: a one-shot timer due 10 s after the capture of a
+// move that failed 30 s later fires at once, as does the periodic one.
+// Before, both were re-armed with the 10 s measured at the capture and so
+// fired 40 s after it: every failed move delayed the object's timers by
+// its whole duration (up to the move's deadline, 30 s by default).
+func TestTimersPutBackAfterAFailedMoveCountFromTheCapture(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		putBack func(t *testing.T, rt *Runtime, src *Object, c Captured) *Object
+	}{
+		{"requeued on the source", func(t *testing.T, _ *Runtime, src *Object, c Captured) *Object {
+			must(t, src.Requeue(c))
+			return src
+		}},
+		{"reopened on the source", func(t *testing.T, rt *Runtime, src *Object, c Captured) *Object {
+			src.Discard()
+			o, err := rt.Open(Spec{Key: Key{ID: "src"}, Kind: KindActor, Generation: 1, Handler: src.Handler(), Held: true, Restored: &c})
+			must(t, err)
+			return o
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := NewManualClock(time.Unix(1000, 0))
+			rt := New(Options{Workers: 1, Clock: clk})
+			defer rt.Close()
+			rec := &recorder{}
+			src, err := rt.Open(Spec{Key: Key{ID: "src"}, Kind: KindActor, Generation: 1, Handler: rec, Held: true})
+			must(t, err)
+			must(t, src.SetTimer("once", 10*time.Second, 0))
+			must(t, src.SetTimer("tick", 10*time.Second, time.Minute))
+			c, err := src.Capture()
+			must(t, err)
+			clk.Advance(30 * time.Second) // the move runs, then fails
+			o := tc.putBack(t, rt, src, c)
+			o.Release()
+			clk.Advance(0)
+			waitFor(t, "both timers, overdue since the failed move, to fire", func() bool { return len(rec.seen()) == 2 })
+		})
+	}
+}
