@@ -565,7 +565,7 @@ func runFactory(ctx context.Context, f spot.Factory, req spot.CreateRequest) (h 
 		}
 	}()
 	h, err = f.New(ctx, req)
-	if err == nil && h == nil {
+	if err == nil && noHandler(h) {
 		err = errors.New("factory returned no handler")
 	}
 	return h, err
@@ -598,10 +598,25 @@ func runRestore(ctx context.Context, a spot.SnapshotAdapter, req spot.CreateRequ
 		}
 	}()
 	h, err = a.Restore(ctx, req, state)
-	if err == nil && h == nil {
+	if err == nil && noHandler(h) {
 		err = errors.New("snapshot adapter: Restore returned no handler")
 	}
 	return h, err
+}
+
+// noHandler reports whether h is no handler: nil, or a nil pointer or
+// func of the application's handler type (a typed nil, which passed an
+// h == nil check until 2026-12-07: the object was opened and every turn
+// failed on it).
+func noHandler(h spot.Handler) bool {
+	if h == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(h); v.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return v.IsNil()
+	}
+	return false
 }
 
 // validText makes an application string storable in the final result:
