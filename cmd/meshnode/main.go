@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	// The first SIGINT/SIGTERM cancels ctx (run drains and stops); a later
+	// The first SIGINT/SIGTERM/SIGHUP cancels ctx (run drains and stops); a later
 	// one stops a drain where it is (cli.SignalContext says why not
 	// signal.NotifyContext).
 	ctx, stop := cli.SignalContext(context.Background())

@@ -52,12 +52,13 @@ func registry() (*spot.Registry, error) {
 
 const runUsage = `usage: meshnode run [--config FILE] [config flags]
 
-Runs one mesh node until SIGINT/SIGTERM. On the signal a server node first
-moves its objects to the other serving nodes (relocation.drain_on_shutdown,
-default true; --relocation.drain_on_shutdown=false turns it off), then stops
-(§11) within shutdown_deadline. A second SIGINT/SIGTERM during the drain
-stops it where it is and shuts down at once: the objects not moved yet are
-removed with their state. Configuration comes from the YAML
+Runs one mesh node until SIGINT, SIGTERM or SIGHUP (a closed terminal; under
+nohup SIGHUP stays ignored). On the signal a server node first moves its
+objects to the other serving nodes (relocation.drain_on_shutdown, default
+true; --relocation.drain_on_shutdown=false turns it off), then stops (§11)
+within shutdown_deadline. A second signal during the drain stops it where it
+is and shuts down at once: the objects not moved yet are removed with their
+state. Configuration comes from the YAML
 file (--config or MESHNODE_CONFIG), then MESHNODE_ environment variables,
 then flags; see docs/OPERATIONS.md and docs/node.example.yaml.`
 

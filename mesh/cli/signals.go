@@ -9,18 +9,32 @@ import (
 	"syscall"
 )
 
-// notifySignals delivers SIGINT and SIGTERM to c until the returned
-// function is called (a variable: tests send their own).
+// notifySignals delivers the shutdown signals (stopSignals) to c until the
+// returned function is called (a variable: tests send their own).
 var notifySignals = func(c chan<- os.Signal) (stop func()) {
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(c, stopSignals()...)
 	return func() { signal.Stop(c) }
 }
+
+// stopSignals are the signals that stop `run` in order: SIGINT, SIGTERM
+// and SIGHUP — the terminal it was started in closed (an ssh session
+// dropped). Until 2026-12-07 SIGHUP was not handled, and its default action
+// killed the process at once, like SIGKILL: no drain, the objects' state
+// lost, records, lease and descriptor left as a crashed run's. A process
+// started with SIGHUP ignored (nohup) keeps ignoring it: signal.Notify
+// would undo that, so it is looked at once, before any Notify.
+var stopSignals = sync.OnceValue(func() []os.Signal {
+	if signal.Ignored(syscall.SIGHUP) {
+		return []os.Signal{os.Interrupt, syscall.SIGTERM}
+	}
+	return []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+})
 
 // signalsKey finds a SignalContext's repeat watch in a context.
 type signalsKey struct{}
 
 // signalWatch is what SignalContext leaves in its context: repeated is
-// closed by the first SIGINT/SIGTERM that arrives once the context is done.
+// closed by the first stop signal that arrives once the context is done.
 type signalWatch struct {
 	repeated chan struct{}
 	once     sync.Once
@@ -31,10 +45,10 @@ func (w *signalWatch) repeat(s os.Signal) {
 	w.once.Do(func() { w.sig = s; close(w.repeated) })
 }
 
-// SignalContext returns a context cancelled by the first SIGINT or SIGTERM
-// (its context.Cause names the signal) and remembers any later one, so that
-// `run` stops a drain on a second signal however soon it follows the first.
-// Call stop when the program ends. Main is meant to be called with it;
+// SignalContext returns a context cancelled by the first SIGINT, SIGTERM or
+// SIGHUP (stopSignals; its context.Cause names the signal) and remembers
+// any later one, so that `run` stops a drain on a second signal however
+// soon it follows the first. Call stop when the program ends. Main is meant to be called with it;
 // applications embedding the stock commands should use it instead of
 // signal.NotifyContext.
 //
@@ -85,7 +99,7 @@ type signalError string
 
 func (e signalError) Error() string { return string(e) }
 
-// secondSignal listens, while the node stops, for one more SIGINT/SIGTERM:
+// secondSignal listens, while the node stops, for one more stop signal:
 // during a drain it closes stop (the drain ends where it is and the node
 // shuts down at once); during a bare shutdown, which ends within
 // shutdown_deadline anyway, it only says so. Without it a second signal
