@@ -39,6 +39,12 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"demo", "--nodes"}, `meshnode demo: flag --nodes needs a value`},
 		{[]string{"demo", "--node=2"}, `unknown flag --node (did you mean --nodes?)`},
 		{[]string{"demo", "--log-level=verbose"}, `meshnode demo: invalid value "verbose" for --log-level: want debug, info, warn or error`},
+		// A timeout that is not positive started every node and then failed
+		// their discovery at once, exit 1: "node 1 discovery: directory:
+		// round: read descriptor change counter: locstore memory read:
+		// context deadline exceeded" (until 2026-12-07).
+		{[]string{"demo", "--timeout=0"}, `meshnode demo: invalid value 0s for --timeout: want a positive duration (e.g. 30s)`},
+		{[]string{"demo", "--timeout=-5s"}, `meshnode demo: invalid value -5s for --timeout: want a positive duration (e.g. 30s)`},
 		{[]string{"ctl", "list", "--kind=actor", "--limit=0"}, `meshnode ctl list: query: invalid argument: list: limit 0 outside 1..1000`},
 		{[]string{"ctl", "topology", "--lease.tll=1s"}, `meshnode ctl topology: unknown flag --lease.tll (did you mean --lease.ttl?)`},
 		{[]string{"ctl", "topology", "--mesh"}, `meshnode ctl topology: flag --mesh needs a value`},

@@ -183,6 +183,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *count < 1 || *count > 64 {
 		return usageError(stderr, fs.Name(), "invalid value %d for --nodes: want 1..64", *count)
 	}
+	if *timeout <= 0 {
+		// Until 2026-12-07 it started the nodes, then failed their first
+		// discovery round at once (exit 1, "context deadline exceeded").
+		return usageError(stderr, fs.Name(), "invalid value %v for --timeout: want a positive duration (e.g. 30s)", *timeout)
+	}
 	if !config.ValidLevel(*level) {
 		// A usage error, not a failure of the first node's start (exit 1
 		// after "starting N nodes", until 2026-12-06).
