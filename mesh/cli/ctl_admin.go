@@ -329,6 +329,11 @@ func followJob(ctx context.Context, c *adminClient, id string, poll time.Duratio
 		case err != nil && last.Drain && (last.Progress.End != "" || last.Result != nil):
 			last.State = admin.JobDone
 			return last, nil
+		case err != nil && ctx.Err() != nil:
+			// Interrupted while this read was in flight: the command is
+			// not lost, only no longer followed (until 2026-12-07 this
+			// said "lost contact with the node").
+			return last, stoppedFollowing(ctx, id)
 		case err != nil:
 			return last, fmt.Errorf("lost contact with the node while %s %s ran: %w", kindName(last.Drain), id, err)
 		}
@@ -339,10 +344,16 @@ func followJob(ctx context.Context, c *adminClient, id string, poll time.Duratio
 		last = j
 		select {
 		case <-ctx.Done():
-			return last, fmt.Errorf("%w (the host command goes on on the node; follow it with --request-id %s)", ctx.Err(), id)
+			return last, stoppedFollowing(ctx, id)
 		case <-time.After(poll):
 		}
 	}
+}
+
+// stoppedFollowing is followJob's error once ctx ended (Ctrl-C): why, and
+// that the host command itself runs on.
+func stoppedFollowing(ctx context.Context, id string) error {
+	return fmt.Errorf("%w (the host command goes on on the node; follow it with --request-id %s)", context.Cause(ctx), id)
 }
 
 // progressView shows progress: a progress bar on a terminal, else a plain
