@@ -14,9 +14,9 @@ const keygenUsage = `usage: meshnode ctl keygen [--out PATH]
 
   Generate a CURVE key pair for transport.curve (Z85, as libzmq prints keys).
   Without --out: print "public-key", "secret-key" and the node's RID (hex).
-  With --out PATH: write the secret key to PATH (mode 0600, never
-  overwritten) and the public key to PATH.pub, and print the public key and
-  RID. Add the public key to every node's allowed keys.`
+  With --out PATH: write the secret key to PATH (mode 0600) and the public
+  key to PATH.pub, and print the public key and RID; an existing PATH or
+  PATH.pub is never overwritten (the command fails and writes nothing). Add the public key to every node's allowed keys.`
 
 // ctlKeygen is `meshnode ctl keygen`.
 func ctlKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -47,21 +47,43 @@ func ctlKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// writeKeyFiles creates path (0600, refusing to replace an existing key:
-// losing a node's secret key changes its identity) and path.pub.
-func writeKeyFiles(path string, kp curve.KeyPair) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// writeKeyFiles creates path (0600) and path.pub (0644), replacing
+// neither: losing a node's secret key changes its identity, and an
+// existing .pub may be a running node's, listed in the others' allowed
+// keys (until 2026-12-07 path.pub was overwritten). Both are created
+// before either is written; on any failure the files this call created
+// are removed, so that a retry is not refused by a secret key left without
+// its public key.
+func writeKeyFiles(path string, kp curve.KeyPair) (err error) {
+	sec, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("secret key file: %w", err)
 	}
-	if _, err := fmt.Fprintln(f, kp.Secret); err != nil {
-		_ = f.Close()
+	pub, err := os.OpenFile(path+".pub", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		_ = sec.Close()
+		_ = os.Remove(path)
+		return fmt.Errorf("public key file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(path)
+			_ = os.Remove(path + ".pub")
+		}
+	}()
+	_, err = fmt.Fprintln(sec, kp.Secret)
+	if cerr := sec.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = pub.Close()
 		return fmt.Errorf("secret key file: %w", err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("secret key file: %w", err)
+	_, err = fmt.Fprintln(pub, kp.Public.String())
+	if cerr := pub.Close(); err == nil {
+		err = cerr
 	}
-	if err := os.WriteFile(path+".pub", []byte(kp.Public.String()+"\n"), 0o644); err != nil {
+	if err != nil {
 		return fmt.Errorf("public key file: %w", err)
 	}
 	return nil

@@ -56,3 +56,52 @@ func TestCtlKeygen(t *testing.T) {
 		t.Fatalf("an existing key file was overwritten (exit %d)", code)
 	}
 }
+
+// --out never replaces a key file: neither PATH nor PATH.pub. An existing
+// PATH.pub — the public key of a node whose secret now lives elsewhere,
+// listed in the others' allowed keys — was silently overwritten with the
+// new key's. And a PATH.pub that cannot be written left PATH behind, a
+// secret key without its public key that the next try then refused to
+// replace ("file exists").
+func TestCtlKeygenNeverReplacesAPublicKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node-a")
+	const old = "the public key of a running node\n"
+	if err := os.WriteFile(path+".pub", []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"ctl", "keygen", "--out", path}, &out, &errb)
+	if got, _ := os.ReadFile(path + ".pub"); string(got) != old {
+		t.Errorf("%s.pub was replaced: %q", path, got)
+	}
+	if code != ExitError || !strings.Contains(errb.String(), "node-a.pub") {
+		t.Errorf("exit %d, stderr %q; want 1 and a message naming %s.pub", code, errb.String(), path)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a secret key file without its public key was left at %s (%v)", path, err)
+	}
+
+	// PATH.pub cannot be created (here a directory holds the name): no
+	// secret key file is left behind, and the same command succeeds once
+	// the name is free.
+	path = filepath.Join(dir, "node-b")
+	if err := os.Mkdir(path+".pub", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(context.Background(), []string{"ctl", "keygen", "--out", path}, &out, &errb); code != ExitError {
+		t.Fatalf("exit %d with %s.pub a directory, want 1", code, path)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a secret key file without its public key was left at %s (%v)", path, err)
+	}
+	if err := os.Remove(path + ".pub"); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"ctl", "keygen", "--out", path}, &out, &errb); code != ExitOK {
+		t.Fatalf("exit %d once %s.pub was free: %s", code, path, errb.String())
+	}
+}
