@@ -71,6 +71,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
+	defer survivePipeReaderGone()()
 	cfg, err := config.LoadFlagSet(fs, config.LoadOptions{})
 	if err != nil {
 		fmt.Fprintf(stderr, "meshnode run: %v\n", err)

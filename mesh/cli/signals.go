@@ -143,3 +143,19 @@ func secondSignal(ctx context.Context, log *slog.Logger, drain bool, stop chan<-
 	}()
 	return func() { close(quit); unnotify() }
 }
+
+// survivePipeReaderGone keeps a running node alive when the reader of its
+// standard output or error goes away, until the returned function is
+// called: its writes then fail (and are dropped) instead of killing it.
+// Go kills a program that writes to a broken stdout or stderr with SIGPIPE
+// unless it asked for that signal, and `meshnode run … 2>&1 | tee node.log`
+// stopped with Ctrl-C loses tee at once: the node's next log line, its
+// drain's first, killed it in the middle of the drain, as SIGKILL would (a
+// review, 2026-12-07; a restarting log shipper does the same at any time).
+// Only `run` does this: the one-shot commands still end on a closed pipe
+// (`ctl list --all | head`), as command-line tools do.
+func survivePipeReaderGone() (stop func()) {
+	c := make(chan os.Signal, 1) // never read: a notified signal is dropped when it is full
+	signal.Notify(c, syscall.SIGPIPE)
+	return func() { signal.Stop(c) }
+}
