@@ -93,8 +93,9 @@ const recordUsage = `usage: meshnode ctl record <key> [--config FILE] [config fl
 
 Reads one record from the configured Location Store and pretty-prints it with
 its version, expiry and whether it decodes as its kind. <key> is a store key
-(authority:<hex>) or a full Redis key ({ns}:k:authority:<hex>); 'meshnode ctl
-key' computes it.
+(authority:<hex>) or a full Redis key ({ns}:k:authority:<hex>), whose namespace
+must be the configured location_store.redis.namespace; 'meshnode ctl key'
+computes it.
 Exit status: 0 found, 1 missing or a store failure, 2 bad usage.`
 
 const topologyUsage = `usage: meshnode ctl topology [--mesh NAME] [--config FILE] [config flags]
@@ -259,12 +260,23 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if fs.NArg() != 1 {
 		return usageError(stderr, fs.Name(), "want exactly one key, got %d arguments", fs.NArg())
 	}
-	st, _, code := ctlStore(ctx, fs, stderr)
-	if st == nil {
-		return code
+	key, keyNS := storeKeyOf(fs.Arg(0))
+	cfg, ok := loadToolConfig(fs, stderr)
+	if !ok {
+		return ExitUsage
+	}
+	// A full Redis key names its namespace: read in another one, the key
+	// was reported missing, or another mesh's record was shown as the one
+	// asked for (until 2026-12-07).
+	if ns := cfg.LocationStore.Redis.Namespace; keyNS != "" && cfg.LocationStore.Provider == config.ProviderRedis && keyNS != ns {
+		return usageError(stderr, fs.Name(), "the key is of namespace {%s}, and the Location Store is configured for %q "+
+			"(location_store.redis.namespace): give --location_store.redis.namespace=%s, or the store key %s alone", keyNS, ns, keyNS, key)
+	}
+	st, err := openLocation(ctx, cfg, cfg.Logger(stderr))
+	if err != nil {
+		return storeFailed(stderr, fs.Name(), err)
 	}
 	defer st.Close()
-	key := storeKeyOf(fs.Arg(0))
 	res, err := st.Read(ctx, key)
 	if err != nil {
 		return storeFailed(stderr, fs.Name(), fmt.Errorf("read %s: %w", key, err))
@@ -277,14 +289,16 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	return ExitOK
 }
 
-// storeKeyOf accepts a store key or a full Redis key ({ns}:k:<store key>).
-func storeKeyOf(k string) string {
+// storeKeyOf accepts a store key or a full Redis key ({ns}:k:<store key>),
+// and returns the store key and the Redis key's namespace ("" for a store
+// key).
+func storeKeyOf(k string) (key, ns string) {
 	if strings.HasPrefix(k, "{") {
 		if i := strings.Index(k, "}:k:"); i > 0 {
-			return k[i+len("}:k:"):]
+			return k[i+len("}:k:"):], k[1:i]
 		}
 	}
-	return k
+	return k, ""
 }
 
 // describeRecord renders a stored record: its store facts, whether it
