@@ -31,7 +31,8 @@ type command struct {
 // group is a command made of subcommands ("meshnode", "meshnode ctl").
 // Every group behaves the same: without arguments it prints its usage to
 // stderr and exits 2; "help", -h and --help print it to stdout and exit 0;
-// "help <command>" is "<command> --help"; an unknown command is named, with
+// "help <command> [<subcommand>]" is "<command> [<subcommand>] --help"; an
+// unknown command is named, with
 // a hint to --help, and exits 2.
 type group struct {
 	name     string // full name, e.g. "meshnode ctl"
@@ -80,7 +81,9 @@ func (g group) run(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return ExitOK
 		}
 		if c, ok := g.find(args[1]); ok {
-			return c.run(ctx, []string{"--help"}, stdout, stderr)
+			// "help ctl status" is "ctl status --help" (until 2026-12-07
+			// the ctl command list, "status" ignored).
+			return c.run(ctx, append(append([]string{}, args[2:]...), "--help"), stdout, stderr)
 		}
 		return usageError(stderr, g.name, "help: unknown command %q", args[1])
 	}

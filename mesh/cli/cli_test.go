@@ -161,3 +161,22 @@ func TestCommandGroups(t *testing.T) {
 		}
 	}
 }
+
+// "meshnode help ctl <command>" is "meshnode ctl <command> --help", as
+// "meshnode help <command>" is "<command> --help": it printed the ctl
+// command list and ignored the subcommand, and "help ctl bogus" exited 0.
+func TestHelpOfASubcommandFromTheTop(t *testing.T) {
+	for _, c := range ctlCommands() {
+		code, out, errs := runMain(t, "help", "ctl", c.name)
+		if want := "usage: meshnode ctl " + c.name; code != ExitOK || errs != "" || !strings.HasPrefix(out, want) {
+			t.Errorf("help ctl %s: exit %d, stderr %q, stdout %.60q…; want 0 and %q", c.name, code, errs, out, want)
+		}
+	}
+	if code, out, _ := runMain(t, "help", "wire", "decode"); code != ExitOK || !strings.HasPrefix(out, "usage: meshnode wire decode") {
+		t.Errorf("help wire decode: exit %d, stdout %.60q…", code, out)
+	}
+	code, out, errs := runMain(t, "help", "ctl", "bogus")
+	if code != ExitUsage || out != "" || !strings.Contains(errs, `meshnode ctl: unknown command "bogus"`) {
+		t.Errorf("help ctl bogus: exit %d, stdout %.60q…, stderr %q; want 2 and the unknown command named", code, out, errs)
+	}
+}
