@@ -33,6 +33,10 @@ type ShutdownIncompleteError struct {
 	NotDone  []string // the steps not done, in the shutdown's order
 	Left     []string // what they leave behind
 	Deadline bool     // the shutdown deadline ended the retries
+	// Cancelled: the caller cancelled Close's context (no deadline passed)
+	// and that ended the retries — a second Ctrl-C, say. Until 2026-12-07
+	// it read as Deadline, blaming shutdown_deadline (review of the CLI).
+	Cancelled bool
 	// LeaseEnded is why the owner lease no longer admitted writes in this
 	// run's name when the shutdown reached them (lost, expired); nil when
 	// it did.
@@ -48,6 +52,8 @@ func (e *ShutdownIncompleteError) Error() string {
 	switch {
 	case e.Deadline:
 		why = append(why, "the store did not answer before shutdown_deadline")
+	case e.Cancelled:
+		why = append(why, "the shutdown was cancelled before the store answered")
 	case e.Err != nil || e.LeaseEnded == nil:
 		why = append(why, "a store step failed for good")
 	}
@@ -161,7 +167,13 @@ func (s *shutdownSteps) result(ctx context.Context) error {
 	if len(s.notDone) == 0 {
 		return nil
 	}
-	e := &ShutdownIncompleteError{Deadline: ctx.Err() != nil, LeaseEnded: s.leaseEnded, Err: s.last}
+	e := &ShutdownIncompleteError{LeaseEnded: s.leaseEnded, Err: s.last}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		e.Deadline = true
+	case ctx.Err() != nil:
+		e.Cancelled = true
+	}
 	for _, step := range []string{stepSweep, stepStopped, stepRelease, stepRemoveStopped} {
 		if s.notDone[step] {
 			e.NotDone = append(e.NotDone, step)

@@ -80,7 +80,14 @@ func demoDrain(ctx context.Context, nodes []*mesh.Node, w io.Writer) error {
 		}()
 	}
 	time.Sleep(demoDrainWarmup)
-	res, derr := nodes[last].Drain(ctx, mesh.HostRelocateOptions{})
+	// An interrupt (Ctrl-C: ctx ends) stops the drain's moves, as a second
+	// signal does for meshnode run, but not its shutdown: cut, the
+	// shutdown reported "the store did not answer before
+	// shutdown_deadline" and left this run's records in a Redis store.
+	drainStop := make(chan struct{})
+	stopDrain := context.AfterFunc(ctx, func() { close(drainStop) })
+	res, derr := nodes[last].Drain(context.WithoutCancel(ctx), mesh.HostRelocateOptions{Stop: drainStop})
+	stopDrain()
 	time.Sleep(demoDrainWarmup) // traffic after the drain too
 	close(stop)
 	wg.Wait()
