@@ -372,7 +372,7 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 		}
 	}
 	var perr error
-	_, err := o.admitAfterCutover(t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration, false,
+	_, err := o.admitAfterCutover(ctx, t.fam, t.id, t.gen, r.Route.NodeRID, r.Route.NodeGeneration, r.AuthorityOwnerGeneration, r.Owner.LeaseGeneration, false,
 		func(d dest) {
 			var obj poster = d.obj
 			if d.arr != nil {
@@ -783,14 +783,23 @@ const cutoverWait = 10 * time.Second
 // admitAfterCutover is admitMessage, waiting once for a source's cutover:
 // a local sender's (deliverLocal), whose caller learns of the refusal. A
 // peer's message waits off the connection's reader instead (waitCutover).
-func (o *objects) admitAfterCutover(fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, unheard bool, post func(dest)) (dest, error) {
+// The wait ends at the caller's deadline or cancellation too (ctx): the
+// call's context is its one deadline, and nothing was posted yet. Before
+// 2026-12-07 it ignored ctx and a caller whose deadline had long passed
+// waited the whole cutoverWait and got ErrMoving
+// (TestLocalMessageInACutoverKeepsTheCallersDeadline).
+func (o *objects) admitAfterCutover(ctx context.Context, fam opFamily, id string, gen uint64, nodeRID []byte, nodeGen, ownerGen, leaseGen uint64, unheard bool, post func(dest)) (dest, error) {
 	d, err := o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, unheard, post)
 	if err != nil || d.wait == nil {
 		return d, err
 	}
+	wait := time.NewTimer(cutoverWait)
+	defer wait.Stop()
 	select {
 	case <-d.wait:
-	case <-time.After(cutoverWait):
+	case <-ctx.Done():
+		return dest{}, ctxErr(ctx, "message to %s: waiting for its cutover", id)
+	case <-wait.C:
 		return dest{}, fmt.Errorf("%w: %s is being moved", ErrMoving, id)
 	}
 	d, err = o.admitMessage(fam, id, gen, nodeRID, nodeGen, ownerGen, leaseGen, unheard, post)

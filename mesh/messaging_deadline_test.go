@@ -1,0 +1,72 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/record"
+)
+
+// A local Send or Request that meets its object in a source's cutover
+// waits for the cutover — but only within the caller's own deadline, and
+// not past a cancellation: the call's context deadline is its one deadline
+// (docs/OBJECTS.md §2). The wait ignored the context and ended only at
+// cutoverWait (10 s), with ErrMoving: a caller whose deadline had passed
+// long before got a "moving" error instead of ErrDeadlineExceeded, and a
+// cancelled caller was held up to 10 s.
+func TestLocalMessageInACutoverKeepsTheCallersDeadline(t *testing.T) {
+	f := newFixture(t)
+	c, _ := failCluster(t, f, f.loc)
+	ctx := ctxT(t, 90*time.Second)
+	const id = "cutover-deadline"
+	ref := recorder(t, ctx, c, id, failPreserveType, "a")
+	src, dst := movePair(t, c, record.ObjectActor, id)
+	// The source's own Manager sends: local delivery, its route resolved
+	// before the move.
+	if _, err := c.m(src).RequestActor(ctx, ref, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
+		if got == id && step == stepSourceCutover {
+			close(reached)
+			<-release
+		}
+	}})
+	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
+	waitClosed(t, reached, "the source's cutover")
+
+	// A deadline that passes while the cutover is held.
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := c.m(src).RequestActor(dctx, ref, []byte("late-request"))
+	cancel()
+	if !errors.Is(err, ErrDeadlineExceeded) || errors.Is(err, ErrMoving) {
+		t.Fatalf("request past its deadline in a held cutover: %v; want ErrDeadlineExceeded", err)
+	}
+	dctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	err = c.m(src).SendActor(dctx, ref, []byte("late-send"))
+	cancel()
+	if !errors.Is(err, ErrDeadlineExceeded) || errors.Is(err, ErrMoving) {
+		t.Fatalf("send past its deadline in a held cutover: %v; want ErrDeadlineExceeded", err)
+	}
+	// A cancelled caller is not held there either.
+	cctx, ccancel := context.WithCancel(ctx)
+	ccancel()
+	if err := c.m(src).SendActor(cctx, ref, []byte("cancelled")); err == nil || errors.Is(err, ErrMoving) {
+		t.Fatalf("cancelled send in a held cutover: %v; want the cancellation", err)
+	}
+
+	let()
+	if res := outcomeOf(t, moving); res.Outcome != Moved {
+		t.Fatalf("move: %v %s", res.Outcome, res.Reason)
+	}
+	// Nothing the calls above gave up on ran.
+	wantRan(t, ctx, c, ref, "a,b")
+}
