@@ -348,6 +348,16 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 	var call *transport.Call
 	var k string
 	var ch chan localReply
+	if _, ok := ctx.Deadline(); request && !ok {
+		// A request without a deadline gets transport.request_timeout, as
+		// one to another node does (transport Call.Wait): before
+		// 2026-12-07 a local one waited for good on a turn that never
+		// ended, its waiter and reply slot kept meanwhile
+		// (TestRequestWithoutDeadlineEndsAtRequestTimeoutLocallyToo).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.n.cfg.Transport.RequestTimeout)
+		defer cancel()
+	}
 	if request {
 		// The reply slot makes the request portable: if the object moves
 		// before it runs, the new owner answers through the slot (§7.3);

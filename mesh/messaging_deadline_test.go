@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/record"
 )
 
@@ -69,4 +70,48 @@ func TestLocalMessageInACutoverKeepsTheCallersDeadline(t *testing.T) {
 	}
 	// Nothing the calls above gave up on ran.
 	wantRan(t, ctx, c, ref, "a,b")
+}
+
+// A request without a deadline gets transport.request_timeout as its
+// deadline ("deadline of a request that carries none", docs/OPERATIONS.md)
+// whether its object is on another node or on the requester's own: before,
+// only the remote one did, and a request to a local object whose turn
+// never ended waited for good, its waiter and reply slot kept meanwhile.
+func TestRequestWithoutDeadlineEndsAtRequestTimeoutLocallyToo(t *testing.T) {
+	c := newCluster(t, 2, func(i int, cfg *config.Config) {
+		clientRole0(i, cfg)
+		cfg.Transport.RequestTimeout = time.Second
+	})
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "no-deadline", testActorType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := c.probe.gate("stuck")
+	t.Cleanup(func() { close(gate) })
+	for _, tc := range []struct {
+		name string
+		from int
+	}{{"remote", 0}, {"local", 1}} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.m(tc.from).RequestActor(context.Background(), ref, []byte("block:stuck"))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrDeadlineExceeded) {
+				t.Fatalf("%s request without a deadline to a stuck turn: %v; want ErrDeadlineExceeded", tc.name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s request without a deadline to a stuck turn never ended (request_timeout 1s)", tc.name)
+		}
+	}
+	o := c.nodes[1].obj
+	o.mu.Lock()
+	left := len(o.waiters)
+	o.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d local waiters left after the request ended", left)
+	}
 }
