@@ -505,7 +505,7 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 			if ended := runRefused(err); ended != nil {
 				return nil, fmt.Errorf("send to %s: %w", t.id, ended)
 			}
-			return nil, wrapErr(sendFailure(err), err, "send to %s", t.id)
+			return nil, messageFailure("send to "+t.id, err)
 		}
 		return nil, nil
 	}
@@ -601,11 +601,21 @@ var errRunEnded = errors.New("mesh: the node run named ended")
 // barrier sees why. Before, any error matching context.DeadlineExceeded
 // was flattened into a deadline (its cause kept only as text): a timed-out
 // redial read as an owner that did not answer in time.
+//
+// A one-way send is judged the same way (messageFailure): its context
+// ending before the record was queued is ErrDeadlineExceeded at its
+// deadline. Until 2026-12-07 it was ErrUnavailable wrapping
+// context.DeadlineExceeded (TestSendPastItsDeadlineIsDeadlineExceeded).
 func requestFailure(id string, err error) error {
+	return messageFailure("request to "+id, err)
+}
+
+// messageFailure is requestFailure for a message described by what.
+func messageFailure(what string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) && !errorsIsAny(err, errNotSent...) {
-		return deadlineErr("request to %s: %v", id, err)
+		return deadlineErr("%s: %v", what, err)
 	}
-	return wrapErr(sendFailure(err), err, "request to %s", id)
+	return wrapErr(sendFailure(err), err, "%s", what)
 }
 
 // sendFailure is the vocabulary of a transport error sending a message: a

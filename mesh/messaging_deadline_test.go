@@ -115,3 +115,30 @@ func TestRequestWithoutDeadlineEndsAtRequestTimeoutLocallyToo(t *testing.T) {
 		t.Fatalf("%d local waiters left after the request ended", left)
 	}
 }
+
+// A one-way Send whose deadline has passed is ErrDeadlineExceeded (the one
+// deadline passed, docs/OBJECTS.md §6), as a Request's is — also when its
+// route is cached and only the transport sees the context. It was
+// ErrUnavailable (wrapping context.DeadlineExceeded): a caller matching
+// ErrDeadlineExceeded, and the calls metric's error label, read an outage.
+func TestSendPastItsDeadlineIsDeadlineExceeded(t *testing.T) {
+	c := newCluster(t, 2, clientRole0)
+	ctx := ctxT(t, 30*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "send-late", testActorType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte("first")); err != nil { // caches the route
+		t.Fatal(err)
+	}
+	late, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	for name, call := range map[string]func() error{
+		"send":    func() error { return c.m(0).SendActor(late, ref, []byte("late")) },
+		"request": func() error { _, err := c.m(0).RequestActor(late, ref, []byte("late")); return err },
+	} {
+		if err := call(); !errors.Is(err, ErrDeadlineExceeded) || errors.Is(err, ErrUnavailable) {
+			t.Fatalf("%s past its deadline: %v; want ErrDeadlineExceeded", name, err)
+		}
+	}
+}
