@@ -1211,11 +1211,39 @@ func (o *objects) holdBarrier(holding <-chan struct{}, again func()) {
 }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {
-	if err := reply(rec); err != nil {
+	err := reply(rec)
+	if failed, ok := unsendableAnswer(rec, err); ok {
+		if ok, suppressed := o.replyNotSentLog.allow(); ok {
+			o.log.Warn("reply too large to send; the request is answered failed (ErrRequestFailed)", "err", err, "suppressed", suppressed)
+		}
+		err = reply(failed)
+	}
+	if err != nil {
 		// A requester that went away with many requests queued here
 		// fails each of their replies: budgeted (record_log.go).
 		if ok, suppressed := o.replyNotSentLog.allow(); ok {
 			o.log.Warn("reply not sent", "err", err, "suppressed", suppressed)
 		}
 	}
+}
+
+// unsendableAnswer is the failure that answers a request in place of its
+// ok reply rec when the transport refused to send rec at all (err: a
+// payload over its frame limit, docs/TRANSPORT.md): the handler ran, and
+// its answer cannot be carried, so the request failed (ErrRequestFailed).
+// Dropped with a "reply not sent" warning, the requester waited out its
+// deadline for an answer that would never come and read it as a target
+// that did not answer (TestReplyOverTheFrameLimitFailsTheRequestAtOnce).
+// false when err is anything else.
+func unsendableAnswer(rec *router.Record, err error) (*router.Record, bool) {
+	rep, ok := rec.Body.(*router.Reply)
+	if !errors.Is(err, transport.ErrInvalidRecord) || !ok || rep.Result != router.ResultOK {
+		return nil, false
+	}
+	var size int
+	if rec.Payload != nil {
+		size = len(rec.Payload.Data)
+	}
+	return replyRecord(familyActor, rep.Correlation, nil,
+		fmt.Errorf("%w: its reply of %d bytes cannot be sent: %w", ErrRequestFailed, size, err)), true
 }

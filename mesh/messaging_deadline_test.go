@@ -3,12 +3,14 @@ package mesh
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/config"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/spot"
 )
 
 // A local Send or Request that meets its object in a source's cutover
@@ -140,5 +142,45 @@ func TestSendPastItsDeadlineIsDeadlineExceeded(t *testing.T) {
 		if err := call(); !errors.Is(err, ErrDeadlineExceeded) || errors.Is(err, ErrUnavailable) {
 			t.Fatalf("%s past its deadline: %v; want ErrDeadlineExceeded", name, err)
 		}
+	}
+}
+
+// bigReplyType answers a request whose body is a decimal n with n bytes.
+const bigReplyType = "test.big-reply"
+
+type bigReply struct{}
+
+func (bigReply) Receive(t *spot.Turn, env spot.Envelope) error {
+	n, err := strconv.Atoi(string(env.Body))
+	if err != nil {
+		return err
+	}
+	return t.Reply(make([]byte, n))
+}
+
+// A reply too large for the transport's frame guard (MaxFrameBytes, 64 MiB
+// + 64 KiB) cannot reach a requester on another node: the requester is
+// answered at once with ErrRequestFailed (the handler ran; its answer
+// cannot be carried), not left to wait out its deadline for a reply that
+// was dropped with a "reply not sent" warning — and so read as a target
+// that never answered. The link goes on.
+func TestReplyOverTheFrameLimitFailsTheRequestAtOnce(t *testing.T) {
+	f := newFixture(t)
+	if err := f.reg.Register(spot.Factory{StableType: bigReplyType, Kind: spot.KindActor, Policy: spot.PolicyDisabled,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return bigReply{}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 2, clientRole0)
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "big-reply", bigReplyType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.m(0).RequestActor(ctx, ref, []byte(strconv.Itoa(65<<20)))
+	if !errors.Is(err, ErrRequestFailed) || errors.Is(err, ErrDeadlineExceeded) {
+		t.Fatalf("request answered with a %d-byte reply: %v; want ErrRequestFailed", 65<<20, err)
+	}
+	if got, err := c.m(0).RequestActor(ctx, ref, []byte("3")); err != nil || len(got) != 3 {
+		t.Fatalf("small reply after the refused one: %d bytes, %v", len(got), err)
 	}
 }

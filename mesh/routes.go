@@ -127,6 +127,11 @@ const portableReplyWait = 5 * time.Second
 // closes the link (ErrPeerDown) or at portableReplyWait.
 func (o *objects) sendPortableReply(r replyRoute, rec *router.Record) {
 	err := o.portableReplySend(false, func() error { return o.n.tr.Send(context.Background(), transport.RID(r.rid), rec) })
+	if failed, ok := unsendableAnswer(rec, err); ok {
+		// Its answer cannot be carried: the requester learns so at once.
+		rec = failed
+		err = o.portableReplySend(false, func() error { return o.n.tr.Send(context.Background(), transport.RID(r.rid), rec) })
+	}
 	if errors.Is(err, transport.ErrUnknownPeer) || errors.Is(err, transport.ErrNotAdmitted) {
 		// No link of ours reaches the requester: it may have started
 		// less than a discovery round ago. Its own link to this node is
