@@ -356,14 +356,19 @@ type Captured struct {
 type timer struct {
 	due    time.Time
 	period time.Duration
-	stop   func() bool
-	// queued: a firing of this periodic timer waits in the mailbox. The
-	// next period's firing is then skipped, so a timer whose turns cannot
-	// keep up (a 1 ms tick on a 5 ms turn, or any tick on a held or stuck
-	// object) has one firing waiting, not a queue growing without bound
-	// (before, it filled the mailbox — every message to the object was
-	// refused ErrMailboxFull — and went on growing past its limit).
+	stop   func() bool // nil once a one-shot timer fired
+	// queued: a firing of this timer waits in the mailbox. The next
+	// period's firing of a periodic timer is then skipped, so a timer
+	// whose turns cannot keep up (a 1 ms tick on a 5 ms turn, or any tick
+	// on a held or stuck object) has one firing waiting, not a queue
+	// growing without bound (before, it filled the mailbox — every message
+	// to the object was refused ErrMailboxFull — and went on growing past
+	// its limit).
 	queued bool
+	// fired: a one-shot timer that fired; it stays in Object.timers while
+	// its firing waits (queued), so that CancelTimer or a re-arm finds the
+	// firing and drops it, and leaves when its turn starts.
+	fired bool
 }
 
 // Object is one Actor or Spot instance with its mailbox.
@@ -385,6 +390,14 @@ type Object struct {
 	closed    bool
 	closeErr  error
 	timers    map[string]*timer
+	// stale counts, per timer name, the firings waiting in the mailbox
+	// that are no longer their timer's (CancelTimer, or a re-arm, came
+	// after they queued); staleN is their sum. They are dropped unrun when
+	// they reach the head of the queue (dropStaleLocked): a name's stale
+	// firings are always ahead of its live one, which queued after the
+	// arm that made them stale. Capture leaves them out of what it takes.
+	stale  map[string]int
+	staleN int
 	// gateHeld: dispatch is closed because Options.Admit refused a turn
 	// (not by Hold, whose caller releases).
 	gateHeld bool
@@ -415,8 +428,8 @@ func (o *Object) Post(env Envelope) error {
 	if o.closed {
 		return o.closeErr
 	}
-	if len(o.queue)-o.qhead >= o.rt.opts.MailboxLimit {
-		return fmt.Errorf("%w: %v has %d queued", ErrMailboxFull, o.key, len(o.queue)-o.qhead)
+	if n := o.queuedLocked(); n >= o.rt.opts.MailboxLimit {
+		return fmt.Errorf("%w: %v has %d queued", ErrMailboxFull, o.key, n)
 	}
 	o.queue = append(o.queue, env)
 	o.scheduleLocked()
@@ -444,12 +457,15 @@ func (o *Object) Append(envs ...Envelope) error {
 	return nil
 }
 
-// Queued returns the number of envelopes waiting.
+// Queued returns the number of envelopes waiting (stale timer firings,
+// which will be dropped unrun, not counted).
 func (o *Object) Queued() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.queue) - o.qhead
+	return o.queuedLocked()
 }
+
+func (o *Object) queuedLocked() int { return len(o.queue) - o.qhead - o.staleN }
 
 func (o *Object) scheduleLocked() {
 	if o.dispatch && !o.scheduled && !o.running && !o.closed && len(o.queue) > o.qhead {
@@ -549,9 +565,12 @@ func (o *Object) Capture() (Captured, error) {
 		return Captured{}, ErrNotHeld
 	}
 	now := o.rt.opts.Clock.Now()
-	c := Captured{Queue: append([]Envelope(nil), o.queue[o.qhead:]...), At: now}
+	c := Captured{Queue: o.liveQueueLocked(), At: now}
 	o.queue, o.qhead = nil, 0
 	for name, t := range o.timers {
+		if t.fired {
+			continue // its firing is in c.Queue; restoring it marks it again
+		}
 		t.stop()
 		rem := t.due.Sub(now)
 		if rem < 0 {
@@ -562,6 +581,28 @@ func (o *Object) Capture() (Captured, error) {
 	o.timers = map[string]*timer{}
 	sortTimers(c.Timers)
 	return c, nil
+}
+
+// liveQueueLocked returns a copy of what waits in the mailbox without the
+// stale timer firings, and forgets them: the captured queue carries no
+// firing that is not its timer's, so that where it is put back (the
+// target, or here by Requeue) every Timer envelope in it is the waiting
+// firing of its name (markQueuedLocked).
+func (o *Object) liveQueueLocked() []Envelope {
+	rest := o.queue[o.qhead:]
+	if o.staleN == 0 {
+		return append([]Envelope(nil), rest...)
+	}
+	q := make([]Envelope, 0, len(rest)-o.staleN)
+	for _, env := range rest {
+		if env.Kind == Timer && o.stale[env.Timer] > 0 {
+			o.unstaleLocked(env.Timer)
+			continue
+		}
+		q = append(q, env)
+	}
+	o.stale, o.staleN = nil, 0
+	return q
 }
 
 // Requeue puts captured work back in front of whatever arrived since, in
@@ -599,9 +640,12 @@ func (o *Object) rearmLocked(c Captured) {
 
 // markQueuedLocked marks the timers whose firing waits among envs, which
 // came back into the mailbox with the timers re-armed (a restore, a
-// Requeue): armLocked starts a timer as having none waiting, and each such
-// way back would otherwise add one more waiting firing per period skipped
-// (timer.queued).
+// Requeue, a turn that did not start): armLocked starts a timer as having
+// none waiting, and each such way back would otherwise add one more
+// waiting firing per period skipped (timer.queued). A firing whose name
+// has no timer is a one-shot's that fired: it is entered as fired, so
+// that CancelTimer or a re-arm drops it there as before it left (a
+// captured queue holds no stale firing: liveQueueLocked).
 func (o *Object) markQueuedLocked(envs []Envelope) {
 	for _, env := range envs {
 		if env.Kind != Timer {
@@ -609,6 +653,8 @@ func (o *Object) markQueuedLocked(envs []Envelope) {
 		}
 		if t, ok := o.timers[env.Timer]; ok {
 			t.queued = true
+		} else {
+			o.timers[env.Timer] = &timer{due: o.rt.opts.Clock.Now(), fired: true, queued: true}
 		}
 	}
 }
@@ -646,8 +692,11 @@ func (o *Object) closeWaiting(reason error, wait bool) (running bool) {
 	running = o.running
 	pending := o.queue[o.qhead:]
 	o.queue, o.qhead = nil, 0
+	o.stale, o.staleN = nil, 0
 	for _, t := range o.timers {
-		t.stop()
+		if t.stop != nil {
+			t.stop()
+		}
 	}
 	o.timers = nil
 	o.mu.Unlock()
@@ -692,54 +741,102 @@ func (o *Object) SetTimer(name string, after, period time.Duration) error {
 	return nil
 }
 
-// CancelTimer stops a named timer; it reports whether one was pending.
+// CancelTimer stops a named timer; it reports whether one was pending:
+// armed, or fired with its firing still waiting in the mailbox, which it
+// drops (that firing does not run).
 func (o *Object) CancelTimer(name string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t, ok := o.timers[name]
-	if ok {
-		t.stop()
-		delete(o.timers, name)
-	}
-	return ok
+	return o.dropTimerLocked(name)
 }
 
-func (o *Object) armLocked(name string, after, period time.Duration) {
-	// A firing of the timer it replaces that still waits in the mailbox
-	// is this name's waiting firing too (SetTimer re-arming a periodic
-	// timer between its firing and that firing's turn started one more).
-	var queued bool
-	if old, ok := o.timers[name]; ok {
-		old.stop()
-		queued = old.queued
+// dropTimerLocked stops the timer of name and forgets it; its firing that
+// waits in the mailbox, if any, becomes stale: it is dropped unrun when it
+// reaches the head (dropStaleLocked). Until 2026-12-07 it ran: the
+// handler could not tell it from a firing of the timer armed since (an
+// idle timer re-armed for 30 s fired at once, and again 30 s later).
+func (o *Object) dropTimerLocked(name string) bool {
+	t, ok := o.timers[name]
+	if !ok {
+		return false
 	}
+	if t.stop != nil {
+		t.stop()
+	}
+	if t.queued {
+		if o.stale == nil {
+			o.stale = map[string]int{}
+		}
+		o.stale[name]++
+		o.staleN++
+	}
+	delete(o.timers, name)
+	return true
+}
+
+func (o *Object) unstaleLocked(name string) {
+	if o.stale[name]--; o.stale[name] == 0 {
+		delete(o.stale, name)
+	}
+	o.staleN--
+}
+
+// dropStaleLocked drops the envelope at the head of the queue if it is a
+// stale timer firing and reports whether it did.
+func (o *Object) dropStaleLocked() bool {
+	if o.staleN == 0 {
+		return false
+	}
+	env := &o.queue[o.qhead]
+	if env.Kind != Timer || o.stale[env.Timer] == 0 {
+		return false
+	}
+	o.unstaleLocked(env.Timer)
+	*env = Envelope{}
+	o.qhead++
+	o.compactLocked()
+	return true
+}
+
+// armLocked arms name afresh; the timer it replaces is dropped
+// (dropTimerLocked), with its waiting firing.
+func (o *Object) armLocked(name string, after, period time.Duration) {
+	o.dropTimerLocked(name)
 	if after < 0 {
 		after = 0
 	}
 	if period < 0 {
 		period = 0 // one-shot, as fire runs it; a move carries no negative period
 	}
-	t := &timer{due: o.rt.opts.Clock.Now().Add(after), period: period, queued: queued}
+	t := &timer{due: o.rt.opts.Clock.Now().Add(after), period: period}
 	o.timers[name] = t
-	t.stop = o.rt.opts.Clock.AfterFunc(after, func() { o.fire(name, t) })
+	o.startLocked(name, t, after)
+}
+
+// startLocked has the clock call fire for t after d.
+func (o *Object) startLocked(name string, t *timer, d time.Duration) {
+	t.stop = o.rt.opts.Clock.AfterFunc(d, func() { o.fire(name, t) })
 }
 
 func (o *Object) fire(name string, t *timer) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed || o.timers[name] != t {
+	if o.closed || o.timers[name] != t || t.fired {
 		return // cancelled, re-armed or captured meanwhile
 	}
 	if t.period > 0 {
-		o.armLocked(name, nextFiring(t, o.rt.opts.Clock.Now()), t.period)
+		// The same timer goes on: its waiting firing stays its own.
+		now := o.rt.opts.Clock.Now()
+		next := nextFiring(t, now)
+		t.due = now.Add(next)
+		o.startLocked(name, t, next)
 		if t.queued {
-			o.timers[name].queued = true
 			return // its previous firing still waits: skipped
 		}
-		o.timers[name].queued = true
 	} else {
-		delete(o.timers, name)
+		t.fired, t.stop = true, nil
 	}
+	t.queued = true
 	// A timer firing while held still queues: it is accepted work and is
 	// captured with the queue.
 	o.queue = append(o.queue, Envelope{Kind: Timer, Timer: name})
@@ -773,6 +870,9 @@ func (o *Object) run(batch int) {
 	// Close stops the workers after their current turn (Runtime.Close):
 	// the rest of the batch is left queued, for Close to answer.
 	for i := 0; i < batch && o.dispatch && !o.closed && !o.rt.down.Load() && len(o.queue) > o.qhead; i++ {
+		if o.dropStaleLocked() {
+			continue
+		}
 		if !o.admitLocked() {
 			break
 		}
@@ -781,7 +881,11 @@ func (o *Object) run(batch int) {
 		o.qhead++
 		if env.Kind == Timer {
 			if t, ok := o.timers[env.Timer]; ok {
-				t.queued = false // its next firing queues again
+				if t.fired {
+					delete(o.timers, env.Timer) // a one-shot's: done
+				} else {
+					t.queued = false // its next firing queues again
+				}
 			}
 		}
 		o.compactLocked()

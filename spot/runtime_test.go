@@ -830,8 +830,11 @@ func TestPeriodicTimerThatCannotKeepUpKeepsOneFiringQueued(t *testing.T) {
 }
 
 // A periodic timer re-armed (SetTimer) while its firing waits in the
-// mailbox keeps that one firing as its waiting one: before, the re-armed
-// timer started with none waiting and its next period queued a second.
+// mailbox still has one firing waiting: the re-arm drops the old one
+// (since 2026-12-07; before, it was kept as the re-armed timer's waiting
+// one) and the re-armed timer's first period queues its own. Before the
+// old one was kept, the re-armed timer started with none waiting and its
+// next period queued a second.
 func TestPeriodicTimerRearmedWhileItsFiringWaitsKeepsOne(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	rt := New(Options{Workers: 1, Clock: clk, MailboxLimit: 100})
@@ -847,6 +850,12 @@ func TestPeriodicTimerRearmedWhileItsFiringWaitsKeepsOne(t *testing.T) {
 	clk.Advance(10 * time.Millisecond)
 	if n := o.Queued(); n != 1 {
 		t.Fatalf("%d envelopes wait, want the one firing", n)
+	}
+	must(t, o.Post(Envelope{Kind: Send, Body: []byte("m")}))
+	o.Release()
+	waitFor(t, "the message", func() bool { s := rec.seen(); return len(s) > 0 && s[len(s)-1] == "m" })
+	if got := strings.Join(rec.seen(), ","); got != "timer:tick,m" {
+		t.Fatalf("ran %s, want timer:tick,m", got)
 	}
 }
 
