@@ -131,6 +131,10 @@ type Runtime struct {
 	wg      sync.WaitGroup
 
 	gateHeld atomic.Int64 // objects holding themselves for Admit
+	// ctx ends when the runtime closes (CloseContext, cause
+	// ErrRuntimeDown); the objects' turn contexts derive from it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	// down is closed, read by a running batch between turns without rt.mu.
 	down atomic.Bool
 
@@ -172,6 +176,7 @@ func New(opts Options) *Runtime {
 		opts.Logger = slog.Default()
 	}
 	rt := &Runtime{opts: opts, log: opts.Logger, objects: map[Key]*Object{}}
+	rt.ctx, rt.cancel = context.WithCancelCause(context.Background())
 	rt.cond = sync.NewCond(&rt.mu)
 	rt.wg.Add(opts.Workers)
 	for i := 0; i < opts.Workers; i++ {
@@ -200,6 +205,7 @@ func (rt *Runtime) CloseContext(ctx context.Context) (stuck []Key) {
 	}
 	rt.closed = true
 	rt.down.Store(true)
+	rt.cancel(ErrRuntimeDown) // running turns learn it before they are waited for
 	objs := make([]*Object, 0, len(rt.objects))
 	for _, o := range rt.objects {
 		objs = append(objs, o)
@@ -404,6 +410,25 @@ type Object struct {
 	// holds counts the Hold and HoldContext calls, so that a HoldContext
 	// that gives up sees whether another hold began while it waited.
 	holds uint64
+	// ctx is what Turn.Context returns, made at its first call (an object
+	// whose handler never asks costs nothing) and ended by close.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// context returns the object's turn context, which ends when the object
+// closes (its cause the close's error: ErrClosed, ErrRuntimeDown) or the
+// runtime does.
+func (o *Object) context() context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ctx == nil {
+		o.ctx, o.cancel = context.WithCancelCause(o.rt.ctx)
+		if o.closed {
+			o.cancel(o.closeErr)
+		}
+	}
+	return o.ctx
 }
 
 // Key returns the object's key.
@@ -686,6 +711,9 @@ func (o *Object) closeWaiting(reason error, wait bool) (running bool) {
 	}
 	o.closed, o.closeErr, o.dispatch = true, closeErr, false
 	o.clearGateHeldLocked()
+	if o.cancel != nil {
+		o.cancel(closeErr) // a running turn learns it before it is waited for
+	}
 	for wait && o.running {
 		o.idle.Wait()
 	}
@@ -1070,8 +1098,17 @@ func (t *Turn) Generation() uint64 { return t.obj.gen }
 // Now returns the runtime clock's time.
 func (t *Turn) Now() time.Time { return t.obj.rt.opts.Clock.Now() }
 
-// Context returns a context for work done inside the turn.
-func (t *Turn) Context() context.Context { return context.Background() }
+// Context returns a context for work done inside the turn (and for work
+// the turn starts that should end with the object). It ends when the
+// object is closed or discarded — ended, removed, moved away (after its
+// last turn here) — or its runtime closes (the node stops); context.Cause
+// then is ErrClosed or ErrRuntimeDown. It does not end when a move holds
+// or captures the object: a turn runs to completion before a capture, and
+// a move whose deadline passes while a turn runs gives up and leaves the
+// object where it is (HoldContext). Until 2026-12-07 it was
+// context.Background(), so a handler blocked on a slow call could not
+// learn that its object or node was closing.
+func (t *Turn) Context() context.Context { return t.obj.context() }
 
 // Reply answers the current Request envelope. Only the first call counts.
 func (t *Turn) Reply(body []byte) error {
