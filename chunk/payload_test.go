@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -507,5 +508,43 @@ func TestLimitsNormalize(t *testing.T) {
 		if _, err := bad.Normalize(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
 		}
+	}
+}
+
+// spot.MaxTimers timers with names of spot.MaxTimerName bytes fit the
+// payload format: the name in its bytes16, the count in its u32, and the
+// whole timer table (as bodyLen sizes it) in a quarter of the default
+// payload, leaving the rest to the state and the queue. A full table of
+// short names round-trips.
+func TestSpotTimerLimitsFitThePayload(t *testing.T) {
+	if spot.MaxTimerName > math.MaxUint16 || spot.MaxTimers > math.MaxUint32 {
+		t.Fatalf("spot.MaxTimerName %d / spot.MaxTimers %d above the format's bytes16 / u32", spot.MaxTimerName, spot.MaxTimers)
+	}
+	long := strings.Repeat("n", spot.MaxTimerName)
+	p := &Payload{Object: Object{Kind: spot.KindActor, ID: "a", Generation: 1, StableType: "s"}, Policy: spot.PolicyRecreate}
+	for i := 0; i < spot.MaxTimers; i++ {
+		p.Captured.Timers = append(p.Captured.Timers, spot.TimerState{Name: long, Remaining: time.Second})
+	}
+	n, err := p.bodyLen(math.MaxUint64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > DefaultMaxPayload/4 {
+		t.Fatalf("%d timers with %d-byte names take %d bytes, above a quarter of the default payload (%d)",
+			spot.MaxTimers, spot.MaxTimerName, n, DefaultMaxPayload/4)
+	}
+	for i := range p.Captured.Timers {
+		p.Captured.Timers[i].Name = "t" + strconv.Itoa(i)
+	}
+	b, err := Encode(p, EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Decode(b, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Captured.Timers) != spot.MaxTimers {
+		t.Fatalf("decoded %d timers, want %d", len(q.Captured.Timers), spot.MaxTimers)
 	}
 }

@@ -90,6 +90,9 @@ var (
 	// ErrTimerName is returned by SetTimer for a name longer than
 	// MaxTimerName bytes, which a move could not carry.
 	ErrTimerName = errors.New("spot: timer name too long")
+	// ErrTooManyTimers is returned by SetTimer arming a new name on an
+	// object that has MaxTimers timers already.
+	ErrTooManyTimers = errors.New("spot: too many timers")
 	// ErrNotStarted is returned by a Handler that declined to start the
 	// turn and did nothing: a second admission check (the node's gate,
 	// asked again by the handler guard) that found the gate shut just after
@@ -750,12 +753,26 @@ func (o *Object) reply(route, body []byte, err error) {
 // payload carries (docs/RESTORE-PAYLOAD.md, a timer's name is bytes16).
 const MaxTimerName = 1<<16 - 1
 
+// MaxTimers is the most timers one object can have: armed, or one-shot
+// timers that fired and whose firing waits in the mailbox. SetTimer
+// refuses a new name beyond it with ErrTooManyTimers (re-arming a name it
+// has is always allowed). Every timer travels in a move's payload, so a
+// handler arming a uniquely named timer per message grew the object's
+// memory and its payload without bound until every move of it failed at
+// the payload's limit (256 MiB by default). MaxTimers timers with names
+// of MaxTimerName bytes take at most a quarter of that (checked in
+// package chunk's tests). Keep many deadlines in the object's state and
+// arm one timer for the earliest.
+const MaxTimers = 1000
+
 // SetTimer arms (or re-arms) a named timer on the object. It fires as a
 // Timer envelope, that is as a turn in mailbox order. A period of 0 or
 // less is a one-shot timer; a name longer than MaxTimerName bytes is
 // refused with ErrTimerName (until 2026-12-07 both were accepted as they
 // came, and every later move of the object failed at the payload's
-// validation: negative duration, name above 65,535 bytes).
+// validation: negative duration, name above 65,535 bytes), and a new name
+// on an object with MaxTimers timers with ErrTooManyTimers (since
+// 2026-12-07).
 func (o *Object) SetTimer(name string, after, period time.Duration) error {
 	if len(name) > MaxTimerName {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTimerName, len(name), MaxTimerName)
@@ -764,6 +781,9 @@ func (o *Object) SetTimer(name string, after, period time.Duration) error {
 	defer o.mu.Unlock()
 	if o.closed {
 		return o.closeErr
+	}
+	if _, ok := o.timers[name]; !ok && len(o.timers) >= MaxTimers {
+		return fmt.Errorf("%w: %v has %d, at most %d", ErrTooManyTimers, o.key, len(o.timers), MaxTimers)
 	}
 	o.armLocked(name, after, period)
 	return nil

@@ -2,6 +2,7 @@ package spot
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,5 +169,34 @@ func TestTimerFiringCapturedInTheQueueIsDroppedByCancelOrRearmOnTheTarget(t *tes
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// An object has at most MaxTimers timers: SetTimer refuses a new name
+// beyond with ErrTooManyTimers, re-arming a name it has still works, and
+// a cancelled timer makes room. Before, a handler arming a uniquely named
+// timer per message grew the object without bound, until every move of
+// it failed at the payload's limit.
+func TestSetTimerRefusesANewNameBeyondMaxTimers(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	rt := New(Options{Workers: 1, Clock: clk})
+	defer rt.Close()
+	o, err := rt.Open(Spec{Key: Key{ID: "many"}, Kind: KindActor, Generation: 1, Handler: &recorder{}, Held: true})
+	must(t, err)
+	for i := 0; i < MaxTimers; i++ {
+		must(t, o.SetTimer("t"+strconv.Itoa(i), time.Hour, 0))
+	}
+	if err := o.SetTimer("one more", time.Hour, 0); !errors.Is(err, ErrTooManyTimers) {
+		t.Fatalf("SetTimer of timer %d returned %v, want ErrTooManyTimers", MaxTimers+1, err)
+	}
+	must(t, o.SetTimer("t0", time.Minute, time.Minute)) // re-arming a name it has
+	if !o.CancelTimer("t1") {
+		t.Fatal("CancelTimer(t1) reported false")
+	}
+	must(t, o.SetTimer("one more", time.Hour, 0))
+	c, err := o.Capture()
+	must(t, err)
+	if len(c.Timers) != MaxTimers {
+		t.Fatalf("captured %d timers, want %d", len(c.Timers), MaxTimers)
 	}
 }
