@@ -178,11 +178,16 @@ func TestMoveWithMisbehavingSnapshotAdapterFailsCleanly(t *testing.T) {
 
 const blockingType = "test.blocking"
 
-// blockingObj counts its messages; "block" waits for the test's release.
+// blockingObj counts its messages; "block" waits for the test's release,
+// "block until done" for its turn context to end (or the release). ctx is
+// the blocked turn's context (set before started closes), cause what
+// ended it.
 type blockingObj struct {
 	n       int
 	started chan struct{}
 	release chan struct{}
+	ctx     context.Context
+	cause   chan error
 }
 
 func (o *blockingObj) Receive(t *spot.Turn, env spot.Envelope) error {
@@ -190,8 +195,18 @@ func (o *blockingObj) Receive(t *spot.Turn, env spot.Envelope) error {
 	case "get":
 		return t.Reply([]byte(strconv.Itoa(o.n)))
 	case "block":
+		o.ctx = t.Context()
 		close(o.started)
 		<-o.release
+	case "block until done":
+		o.ctx = t.Context()
+		close(o.started)
+		select {
+		case <-o.ctx.Done():
+			o.cause <- context.Cause(o.ctx)
+		case <-o.release:
+			o.cause <- errors.New("released by the test: the turn's context never ended")
+		}
 	}
 	o.n++
 	if env.Kind == spot.Request {
@@ -256,6 +271,9 @@ func TestMoveOfAnObjectInALongTurnEndsAtItsDeadline(t *testing.T) {
 	if res.Outcome != NotMoved || res.Reason != relocation.ReasonDeadline.String() {
 		t.Fatalf("outcome %v (%s), want notMoved (deadlineExceeded)", res.Outcome, res.Reason)
 	}
+	if err := obj.ctx.Err(); err != nil {
+		t.Fatalf("the move that gave up ended the running turn's context: %v", context.Cause(obj.ctx))
+	}
 	if err := c.m(0).SendActor(ctx, ref, []byte("add")); err != nil {
 		t.Fatal(err)
 	}
@@ -279,26 +297,9 @@ func TestMoveOfAnObjectInALongTurnEndsAtItsDeadline(t *testing.T) {
 func TestCloseWithAnObjectStuckInATurnEnds(t *testing.T) {
 	obj := &blockingObj{started: make(chan struct{}), release: make(chan struct{})}
 	defer close(obj.release)
-	f := newFixture(t)
-	if err := f.reg.Register(spot.Factory{StableType: blockingType, Kind: spot.KindActor, Policy: spot.PolicyDisabled,
-		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return obj, nil }}); err != nil {
-		t.Fatal(err)
-	}
-	c := newClusterOn(t, f, nil, 1, func(_ int, cfg *config.Config) {
-		cfg.ShutdownDeadline = time.Second
-		cfg.Relocation.DrainOnShutdown = false
-	})
-	n := c.nodes[0]
-	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "stuck", blockingType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.m(0).SendActor(ctx, ref, []byte("block")); err != nil {
-		t.Fatal(err)
-	}
-	waitClosed(t, obj.started, "the stuck turn to start")
+	c, n := oneNodeInATurn(t, obj, time.Second, "stuck", "block")
 	closed := make(chan error, 1)
+	var err error
 	go func() { closed <- n.Close(context.Background()) }()
 	select {
 	case err = <-closed:
@@ -315,6 +316,48 @@ func TestCloseWithAnObjectStuckInATurnEnds(t *testing.T) {
 	}
 	if row := rowOf(t, c, record.ObjectActor, "stuck"); row.Found {
 		t.Fatalf("the stuck object's record was not swept: %+v", row.Record)
+	}
+}
+
+// oneNodeInATurn starts one node (shutdown_deadline deadline, no drain
+// on shutdown) whose actor id, a blockingObj, runs the turn of msg.
+func oneNodeInATurn(t *testing.T, obj *blockingObj, deadline time.Duration, id, msg string) (*cluster, *Node) {
+	t.Helper()
+	f := newFixture(t)
+	if err := f.reg.Register(spot.Factory{StableType: blockingType, Kind: spot.KindActor, Policy: spot.PolicyDisabled,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return obj, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 1, func(_ int, cfg *config.Config) {
+		cfg.ShutdownDeadline = deadline
+		cfg.Relocation.DrainOnShutdown = false
+	})
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, id, blockingType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.m(0).SendActor(ctx, ref, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, obj.started, "the turn of "+msg+" to start")
+	return c, c.nodes[0]
+}
+
+// A turn waiting on its context (a slow call made with t.Context()) ends
+// when its node closes: the shutdown closes the objects, ending their turn
+// contexts (cause spot.ErrRuntimeDown), and Close reports nothing stuck.
+// Before, the turn context was context.Background(): the turn waited on,
+// and Close reported it stuck.
+func TestCloseEndsTheContextOfARunningTurn(t *testing.T) {
+	obj := &blockingObj{started: make(chan struct{}), release: make(chan struct{}), cause: make(chan error, 1)}
+	defer close(obj.release)
+	_, n := oneNodeInATurn(t, obj, 5*time.Second, "waiting", "block until done")
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatalf("Close = %v, want nil (the turn returned when its context ended)", err)
+	}
+	if cause := <-obj.cause; !errors.Is(cause, spot.ErrRuntimeDown) {
+		t.Fatalf("the turn's context ended with %v, want spot.ErrRuntimeDown", cause)
 	}
 }
 
