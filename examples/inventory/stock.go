@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -83,15 +84,21 @@ func (s *stock) Receive(t *spot.Turn, env spot.Envelope) error {
 			reply = "out of stock"
 			break
 		}
-		s.NextHold++
-		id := "hold-" + strconv.Itoa(s.NextHold)
-		s.Holds[id] = n
+		id := "hold-" + strconv.Itoa(s.NextHold+1)
 		// A one-shot timer (period 0). It fires as a Timer envelope, in
 		// mailbox order, on whichever node owns the object by then: a
 		// relocation carries pending timers with their remaining time.
-		if err := t.SetTimer(holdTimer+id, hold, 0); err != nil {
+		// Armed before the hold is recorded: an object has at most
+		// spot.MaxTimers timers, and a hold without its timer would never
+		// expire.
+		if err := t.SetTimer(holdTimer+id, hold, 0); errors.Is(err, spot.ErrTooManyTimers) {
+			reply = "too many open holds"
+			break
+		} else if err != nil {
 			return err
 		}
+		s.NextHold++
+		s.Holds[id] = n
 		reply = id
 	case args[0] == "confirm" && len(args) == 2:
 		n, ok := s.Holds[args[1]]
