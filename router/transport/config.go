@@ -132,7 +132,9 @@ type Config struct {
 	MaxInboundConns int
 	// MaxUnadmitted bounds inbound connections that have not completed
 	// hello (ZMTP handshake included); a connection accepted beyond it is
-	// closed at once (64). Until its hello is admitted a connection may send
+	// closed at once (64) — unless its source address holds fewer of them
+	// than the address holding most: then that address's oldest is closed
+	// instead (docs/TRANSPORT.md "Limits before admission"). Until its hello is admitted a connection may send
 	// only hello-sized messages (router.HelloMaxFrameBytes) and must say
 	// hello within HandshakeTimeout of its ZMTP handshake.
 	MaxUnadmitted int

@@ -158,6 +158,8 @@ func unadmittedCause(ic *inConn, cause error) error {
 		return nil
 	}
 	switch {
+	case ic.slot != nil && ic.slot.evicted.Load():
+		return fmt.Errorf("%w: closed to make room for a connection from another address: %w", ErrUnadmittedLimit, cause)
 	case errors.Is(cause, ErrFraming):
 		return fmt.Errorf("%w: before hello: %w", ErrUnadmittedLimit, cause)
 	case errors.Is(cause, os.ErrDeadlineExceeded):
@@ -201,15 +203,18 @@ var errPeersFull = errors.New("transport: admitted peer limit reached")
 // frame limits and the hello deadline, which that goroutine owns.
 func (r *routerSock) claim(ic *inConn) (old *inConn, err error) {
 	r.mu.Lock()
+	if ic.slot != nil && ic.slot.evicted.Load() {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: evicted from the unadmitted pool", ErrUnadmittedLimit)
+	}
 	old = r.byID[ic.ident]
 	if old == nil && len(r.byID) >= r.p.maxPeers {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d peers (transport.max_peers)", errPeersFull, r.p.maxPeers)
 	}
 	r.byID[ic.ident] = ic
-	if ic.unadmitted.Swap(false) {
-		r.unadm--
-	}
+	ic.unadmitted.Store(false)
+	r.releaseSlotLocked(ic.slot)
 	r.mu.Unlock()
 	ic.pc.zc.g.lim = r.p.lim
 	_ = ic.pc.zc.raw.SetReadDeadline(time.Time{})

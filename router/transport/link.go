@@ -90,6 +90,9 @@ type inConn struct {
 	// unadmitted: the connection still counts against MaxUnadmitted (until
 	// admission or close, whichever comes first releases it).
 	unadmitted atomic.Bool
+	// slot is its place in the MaxUnadmitted pool (released at admission,
+	// close or eviction: unadmitted.go).
+	slot *pendingSlot
 	// readDone is closed once the reader stopped: every record of the
 	// connection that will ever reach the handler has (the connection
 	// that superseded it waits for it: after).
@@ -124,18 +127,23 @@ type routerSock struct {
 	onBad    func(remote, ident string, err error) // handshake failure or framing violation (ident may be "")
 	onRefuse func(remote string, err error)        // connection closed at accept by a cap (may be nil)
 
-	mu     sync.Mutex
-	conns  map[*inConn]struct{}
-	hs     map[net.Conn]struct{} // accepted, ZMTP handshake in progress (close closes them)
-	byID   map[string]*inConn
-	n      int // live connections including handshaking ones
-	unadm  int // live connections not admitted yet (handshaking ones included)
-	closed bool
-	done   chan struct{} // closed by close()
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	conns map[*inConn]struct{}
+	hs    map[net.Conn]struct{} // accepted, ZMTP handshake in progress (close closes them)
+	byID  map[string]*inConn
+	n     int // live connections including handshaking ones
+	unadm int // live connections not admitted yet (handshaking ones included)
+	// pending holds the slots of those unadmitted connections by source
+	// address group (unadmitted.go); slotSeq numbers them in accept order.
+	pending map[string]map[*pendingSlot]struct{}
+	slotSeq uint64
+	closed  bool
+	done    chan struct{} // closed by close()
+	wg      sync.WaitGroup
 
 	refusedFull       atomic.Uint64
 	refusedUnadmitted atomic.Uint64
+	evictedUnadmitted atomic.Uint64
 }
 
 func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock, error) {
@@ -201,30 +209,30 @@ func (r *routerSock) acceptLoop() {
 			r.refuseFull(raw)
 			continue
 		}
-		if r.unadm >= r.p.maxUnadmitted {
+		slot, evicted, ok := r.takeSlotLocked(raw, addrGroup(raw.RemoteAddr()))
+		if !ok {
 			r.mu.Unlock()
 			r.refuseUnadmitted(raw)
 			continue
 		}
-		r.unadm++
 		r.n++
 		r.wg.Add(1)
 		r.mu.Unlock()
-		go r.serve(raw)
+		if evicted != nil {
+			r.evict(evicted)
+		}
+		go r.serve(raw, slot)
 	}
 }
 
 // serve runs the handshake and then the read loop of one inbound connection.
 // The handshake happens here, not in the accept loop, with a deadline.
-func (r *routerSock) serve(raw net.Conn) {
+func (r *routerSock) serve(raw net.Conn, slot *pendingSlot) {
 	defer r.wg.Done()
-	var ic *inConn
 	defer func() {
 		r.mu.Lock()
 		r.n--
-		if ic == nil || ic.unadmitted.Swap(false) {
-			r.unadm--
-		}
+		r.releaseSlotLocked(slot)
 		r.mu.Unlock()
 	}()
 	remote := raw.RemoteAddr().String()
@@ -243,6 +251,9 @@ func (r *routerSock) serve(raw net.Conn) {
 	delete(r.hs, raw)
 	r.mu.Unlock()
 	if err != nil {
+		if slot.evicted.Load() {
+			err = r.evictedCause(err)
+		}
 		r.onBad(remote, "", err)
 		return
 	}
@@ -262,11 +273,12 @@ func (r *routerSock) serve(raw net.Conn) {
 		r.onBad(remote, "", fmt.Errorf("%w: peer identity: %v", ErrFraming, err))
 		return
 	}
-	ic = &inConn{
+	ic := &inConn{
 		pc:       newPeerConn(zc, r.p.queueRecords, r.p.queueBytes, r.p.writeTimeout),
 		ident:    string(zc.ident),
 		remote:   remote,
 		readDone: make(chan struct{}),
+		slot:     slot,
 	}
 	ic.unadmitted.Store(true)
 	ic.pc.inbound = true

@@ -70,6 +70,11 @@ type Stats struct {
 	InboundConns      int    // current inbound connections
 	RefusedInbound    uint64 // inbound connections refused at MaxInboundConns
 	RefusedUnadmitted uint64 // inbound connections refused at MaxUnadmitted
+	// EvictedUnadmitted counts connections not admitted yet that were
+	// closed, the MaxUnadmitted pool being full, to give a slot to a
+	// connection from an address holding fewer (docs/TRANSPORT.md "Limits
+	// before admission").
+	EvictedUnadmitted uint64
 	Peers             map[string]PeerStats
 }
 
@@ -231,6 +236,7 @@ func (n *Node) Stats() Stats {
 		InboundConns:      n.rt.count(),
 		RefusedInbound:    n.rt.refusedFull.Load(),
 		RefusedUnadmitted: n.rt.refusedUnadmitted.Load(),
+		EvictedUnadmitted: n.rt.evictedUnadmitted.Load(),
 		Peers:             make(map[string]PeerStats),
 	}
 	s.mu.Lock()
