@@ -318,6 +318,12 @@ func (n *Node) admitInbound(ic *inConn, h *router.Hello) {
 			// give-up, and the live window and the drain's linger have
 			// used most of it), and order does not need it (inConn.after).
 			wait, readOut = 0, n.cfg.PeerTimeout
+			if prev := n.rt.noteReadOut(old); prev != nil {
+				n.rt.readOutsCut.Add(1)
+				n.hsLog.warn("transport: cutting a superseded connection still being read to its end: its peer run reconnected twice since",
+					"peer", RID(ic.ident).String(), "remote", prev.remote, "newest_remote", ic.remote)
+				prev.pc.cutReadOut()
+			}
 		}
 	}
 	supersede(old, ic, wait, readOut)

@@ -262,6 +262,39 @@ func supersede(old, ic *inConn, wait, idle time.Duration) {
 	}
 }
 
+// noteReadOut records old, superseded by a newer connection of the same
+// peer run, as that identity's connection being read to its end, and
+// returns the one it replaces there when that one is still being read: the
+// caller cuts it (peerConn.cutReadOut).
+//
+// One read-out per identity: the read-out is bounded only by idleness (a
+// read that waited PeerTimeout for nothing), so a peer run that reconnects
+// once its connection is out of the live window and trickles a byte into
+// every old connection kept all of them open — one more per reconnect, up
+// to MaxInboundConns (TestSupersededReadOutsAreBounded). A real peer's
+// kernel still sends on its last given-up socket, the one the newest
+// connection superseded; by the time a third connection of the run is
+// admitted the one before was superseded a live window or more ago, and
+// whatever it still delivers after that is cut — what this kernel
+// acknowledged of it is still read. A receiver whose handler is stuck that
+// long refuses what the peer's kernel still held for the older socket
+// (docs/TRANSPORT.md, "One read-out per RID").
+func (r *routerSock) noteReadOut(old *inConn) (prev *inConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev = r.readOuts[old.ident]
+	r.readOuts[old.ident] = old
+	if prev == nil || prev == old {
+		return nil
+	}
+	select {
+	case <-prev.readDone:
+		return nil
+	default:
+		return prev
+	}
+}
+
 // current returns the admitted connection of an identity, if any.
 func (r *routerSock) current(ident string) *inConn {
 	r.mu.Lock()

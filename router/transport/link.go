@@ -131,8 +131,12 @@ type routerSock struct {
 	conns map[*inConn]struct{}
 	hs    map[net.Conn]struct{} // accepted, ZMTP handshake in progress (close closes them)
 	byID  map[string]*inConn
-	n     int // live connections including handshaking ones
-	unadm int // live connections not admitted yet (handshaking ones included)
+	// readOuts holds, per identity, the superseded connection of its peer
+	// run being read to its end (peerConn.readOut): at most one per
+	// identity (noteReadOut).
+	readOuts map[string]*inConn
+	n        int // live connections including handshaking ones
+	unadm    int // live connections not admitted yet (handshaking ones included)
 	// pending holds the slots of those unadmitted connections by source
 	// address group (unadmitted.go); slotSeq numbers them in accept order.
 	pending map[string]map[*pendingSlot]struct{}
@@ -144,6 +148,7 @@ type routerSock struct {
 	refusedFull       atomic.Uint64
 	refusedUnadmitted atomic.Uint64
 	evictedUnadmitted atomic.Uint64
+	readOutsCut       atomic.Uint64
 }
 
 func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock, error) {
@@ -156,13 +161,14 @@ func listenRouter(endpoint string, p linkParams, log *slog.Logger) (*routerSock,
 		return nil, fmt.Errorf("transport: %w", err)
 	}
 	return &routerSock{
-		p:     p,
-		log:   log,
-		ln:    ln,
-		conns: make(map[*inConn]struct{}),
-		hs:    make(map[net.Conn]struct{}),
-		byID:  make(map[string]*inConn),
-		done:  make(chan struct{}),
+		p:        p,
+		log:      log,
+		ln:       ln,
+		conns:    make(map[*inConn]struct{}),
+		hs:       make(map[net.Conn]struct{}),
+		byID:     make(map[string]*inConn),
+		readOuts: make(map[string]*inConn),
+		done:     make(chan struct{}),
 	}, nil
 }
 
@@ -324,6 +330,9 @@ func (r *routerSock) serve(raw net.Conn, slot *pendingSlot) {
 	delete(r.conns, ic)
 	if r.byID[ic.ident] == ic {
 		delete(r.byID, ic.ident)
+	}
+	if r.readOuts[ic.ident] == ic {
+		delete(r.readOuts, ic.ident)
 	}
 	r.mu.Unlock()
 	r.onClose(ic, ic.pc.closedErr())

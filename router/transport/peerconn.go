@@ -779,6 +779,21 @@ func (pc *peerConn) readOut(cause error, idle time.Duration) {
 	})
 }
 
+// cutReadOut ends the read-out of a superseded connection (readOut) early:
+// its socket is cut (cutSocket) — the reader still delivers what this
+// kernel acknowledged, then reads the end of the stream; what the peer's
+// kernel sends from then on is refused. Where the socket cannot be cut it
+// is closed. For a connection more than one supersession old
+// (routerSock.noteReadOut); it may run before or after readOut did.
+func (pc *peerConn) cutReadOut() {
+	pc.deadlineMu.Lock()
+	_ = pc.zc.raw.SetWriteDeadline(time.Now())
+	pc.deadlineMu.Unlock()
+	if !cutSocket(pc.zc.raw) {
+		_ = pc.zc.close()
+	}
+}
+
 // stopReadOut closes a connection being read to its end (readOut) at once:
 // the node is closing.
 func (pc *peerConn) stopReadOut() {

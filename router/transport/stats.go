@@ -75,7 +75,12 @@ type Stats struct {
 	// connection from an address holding fewer (docs/TRANSPORT.md "Limits
 	// before admission").
 	EvictedUnadmitted uint64
-	Peers             map[string]PeerStats
+	// ReadOutsCut counts superseded connections whose read to their end
+	// was cut because their peer run reconnected again meanwhile (at most
+	// one such connection per RID is read to its end; docs/TRANSPORT.md
+	// "Deviations and known limitations").
+	ReadOutsCut uint64
+	Peers       map[string]PeerStats
 }
 
 // PeerStats are the counters of one peer RID (hex key in Stats.Peers), both
@@ -237,6 +242,7 @@ func (n *Node) Stats() Stats {
 		RefusedInbound:    n.rt.refusedFull.Load(),
 		RefusedUnadmitted: n.rt.refusedUnadmitted.Load(),
 		EvictedUnadmitted: n.rt.evictedUnadmitted.Load(),
+		ReadOutsCut:       n.rt.readOutsCut.Load(),
 		Peers:             make(map[string]PeerStats),
 	}
 	s.mu.Lock()

@@ -1,5 +1,3 @@
-//go:build knownopen
-
 package transport
 
 import (
@@ -20,9 +18,10 @@ import (
 // allocated at its header, up to MaxFrameBytes). Without CURVE any client
 // that knows the mesh name and security identity can do it.
 //
-// Open (knownopen): bounding read-outs (one per RID, or a total age) must
-// not cut what a real peer's kernel still delivers
-// (TestSupersededConnectionIsReadToItsEnd) — a design decision.
+// Now one read-out per RID (routerSock.noteReadOut): the newest
+// supersession cuts the read-out the one before it started; the
+// connection a real peer's kernel still sends on, the one just superseded,
+// is still read to its end (TestSupersededConnectionIsReadToItsEnd).
 func TestSupersededReadOutsAreBounded(t *testing.T) {
 	cfgB := testConfig("b", 1)
 	cfgB.PeerTimeout = 2 * time.Second // the read-outs' idle bound
@@ -55,5 +54,10 @@ func TestSupersededReadOutsAreBounded(t *testing.T) {
 	if got := b.Stats().InboundConns; got > 2 {
 		t.Fatalf("%d inbound connections open for one peer run after %d reconnects, want at most 2 "+
 			"(the current one and one being read to its end)", got, reconnects)
+	}
+	// Each reconnect from the third on cut the read-out the one before
+	// started.
+	if got := b.Stats().ReadOutsCut; got != reconnects-2 {
+		t.Fatalf("ReadOutsCut = %d, want %d", got, reconnects-2)
 	}
 }
