@@ -124,6 +124,8 @@ type Config struct {
 	// MaxFrameBytes bounds one ZMTP frame a peer may send (64 MiB + 64 KiB,
 	// enough for a relocation chunk and its envelope); MaxMessageBytes bounds
 	// all frames of one message (2×MaxFrameBytes); MaxFramesPerMessage (16).
+	// Values above MaxFrameBytesLimit (1 GiB) and MaxMessageBytesLimit
+	// (2 GiB) are refused by New with a *LimitError.
 	MaxFrameBytes       uint64
 	MaxMessageBytes     uint64
 	MaxFramesPerMessage int
@@ -197,8 +199,16 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.MaxFrameBytes == 0 {
 		out.MaxFrameBytes = 64<<20 + 64<<10
 	}
+	if out.MaxFrameBytes > MaxFrameBytesLimit {
+		// Checked before the message bound is derived from it: twice a
+		// value near 2^64 wrapped to a small one.
+		return out, &LimitError{Field: "MaxFrameBytes", Value: out.MaxFrameBytes, Max: MaxFrameBytesLimit}
+	}
 	if out.MaxMessageBytes == 0 {
 		out.MaxMessageBytes = 2 * out.MaxFrameBytes
+	}
+	if out.MaxMessageBytes > MaxMessageBytesLimit {
+		return out, &LimitError{Field: "MaxMessageBytes", Value: out.MaxMessageBytes, Max: MaxMessageBytesLimit}
 	}
 	if out.MaxFramesPerMessage <= 0 {
 		out.MaxFramesPerMessage = 16

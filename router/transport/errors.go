@@ -155,3 +155,37 @@ func (e *DialTimeoutError) Is(target error) bool {
 
 // As finds a type in the dial's error chain (a *net.OpError, a net.Error).
 func (e *DialTimeoutError) As(target any) bool { return errors.As(e.Err, target) }
+
+// Upper bounds of Config.MaxFrameBytes and Config.MaxMessageBytes. The
+// limits are added to and doubled in uint64 arithmetic (the default message
+// bound is twice the frame bound; a CURVE frame may carry its box overhead
+// on top; a message's running total may pass the bound by one frame before
+// it is refused), which wrapped for values near 2^64: a limit meant as "no
+// limit" became a tiny one, or a frame header declaring any size was taken.
+// A frame is allocated whole when its header is read, so a bound above
+// what one process can allocate protects nothing anyway.
+const (
+	// MaxFrameBytesLimit is the largest Config.MaxFrameBytes: 1 GiB, 16
+	// times the default and still an amount one allocation can take on a
+	// 32-bit platform.
+	MaxFrameBytesLimit = 1 << 30
+	// MaxMessageBytesLimit is the largest Config.MaxMessageBytes, given
+	// or derived: 2 GiB, twice MaxFrameBytesLimit, so that the default
+	// message bound (2 × MaxFrameBytes) of any frame bound taken is taken.
+	MaxMessageBytesLimit = 2 * MaxFrameBytesLimit
+)
+
+// LimitError is the refusal of a Config whose Field (MaxFrameBytes or
+// MaxMessageBytes) is Value, above Max (MaxFrameBytesLimit,
+// MaxMessageBytesLimit). It matches ErrConfig.
+type LimitError struct {
+	Field      string
+	Value, Max uint64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s: %s %d is above its maximum %d", ErrConfig, e.Field, e.Value, e.Max)
+}
+
+// Is makes errors.Is(err, ErrConfig) true.
+func (e *LimitError) Is(target error) bool { return target == ErrConfig }
