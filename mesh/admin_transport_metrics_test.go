@@ -18,8 +18,9 @@ func TestAdminMetricsCountRefusedConnections(t *testing.T) {
 	c := adminCluster(t, 2)
 	_, body := c.adminGet(t, 1, "/metrics")
 	for _, family := range []string{"meshnode_transport_handshake_failures_total", "meshnode_transport_hellos_rejected_total",
-		"meshnode_transport_inbound_refused_total", "meshnode_transport_liveness_timeouts_total",
-		"meshnode_transport_duplicate_records_total"} {
+		`meshnode_transport_inbound_refused_total{limit="max_unadmitted"}`, `meshnode_transport_inbound_refused_total{limit="max_inbound_conns"}`,
+		"meshnode_transport_inbound_evicted_total", "meshnode_transport_readouts_cut_total",
+		"meshnode_transport_liveness_timeouts_total", "meshnode_transport_duplicate_records_total"} {
 		if !strings.Contains(body, family) {
 			t.Fatalf("/metrics has no %s", family)
 		}

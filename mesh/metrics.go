@@ -336,7 +336,9 @@ var (
 	descProto    = prometheus.NewDesc("meshnode_transport_protocol_errors_total", "Malformed records, misrouted commands and framing violations received.", nil, nil)
 	descHsFail   = prometheus.NewDesc("meshnode_transport_handshake_failures_total", "Inbound connections whose ZMTP handshake failed or timed out (with CURVE: a key not in transport.curve.allowed_keys, a plain node), or that sent no hello in time.", nil, nil)
 	descHelloRej = prometheus.NewDesc("meshnode_transport_hellos_rejected_total", "Hellos refused, by side: this_node rejected a peer's hello (wrong mesh or security identity, duplicate, max_peers), peer rejected this node's.", []string{"by"}, nil)
-	descInRefuse = prometheus.NewDesc("meshnode_transport_inbound_refused_total", "Inbound connections closed right after accept because transport.max_unadmitted connections had not completed hello.", nil, nil)
+	descInRefuse = prometheus.NewDesc("meshnode_transport_inbound_refused_total", "Inbound connections closed right after accept, by the limit that refused them: max_unadmitted (that many connections had not completed hello, and this one's address held as many of them as any other) or max_inbound_conns.", []string{"limit"}, nil)
+	descInEvict  = prometheus.NewDesc("meshnode_transport_inbound_evicted_total", "Inbound connections not yet admitted that were closed to make room in the full max_unadmitted pool for a connection from an address holding fewer of its slots.", nil, nil)
+	descReadCut  = prometheus.NewDesc("meshnode_transport_readouts_cut_total", "Superseded connections of a peer run cut before read to their end, because that run reconnected again (at most one old connection per peer run is read out).", nil, nil)
 	descLiveTo   = prometheus.NewDesc("meshnode_transport_liveness_timeouts_total", "Links declared down for missing liveness acknowledgements.", nil, nil)
 	descLease    = prometheus.NewDesc("meshnode_owner_lease_remaining_seconds", "How long this node admits new work without another successful lease renewal (0: admission gate shut).", nil, nil)
 	descReady    = prometheus.NewDesc("meshnode_ready", "1 when the node takes traffic (serving, owner lease valid), else 0.", nil, nil)
@@ -362,7 +364,7 @@ var authorityOps = authority.CountedOps
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHosted, descDelivered, descForwarded, descRefused, descCacheHits, descCacheMisses,
-		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descDupes, descHeld, descHeldLost, descInFlLost, descProto, descHsFail, descHelloRej, descInRefuse, descLiveTo, descLease, descReady, descHostMv, descReplBh,
+		descSessions, descInstance, descRecords, descBytes, descFlushes, descQueued, descPeers, descBackp, descUnsent, descResent, descDupes, descHeld, descHeldLost, descInFlLost, descProto, descHsFail, descHelloRej, descInRefuse, descInEvict, descReadCut, descLiveTo, descLease, descReady, descHostMv, descReplBh,
 		descDisc, descRounds, descAuthConfl, descLaneWaits, descLaneWait} {
 		ch <- d
 	}
@@ -441,7 +443,10 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descHsFail, ts.HandshakeFailures)
 		counter(descHelloRej, ts.Rejected, "this_node")
 		counter(descHelloRej, ts.RejectedByPeer, "peer")
-		counter(descInRefuse, ts.RefusedUnadmitted)
+		counter(descInRefuse, ts.RefusedUnadmitted, "max_unadmitted")
+		counter(descInRefuse, ts.RefusedInbound, "max_inbound_conns")
+		counter(descInEvict, ts.EvictedUnadmitted)
+		counter(descReadCut, ts.ReadOutsCut)
 		counter(descLiveTo, ts.LivenessTimeouts)
 	}
 	if n.lease != nil {
