@@ -79,6 +79,10 @@ type arrival struct {
 	// (the first one seen): the failure it maps to (restoreFailure) and
 	// its text answer the source when the attempt ends TgtFailAssembly.
 	assemblyErr error
+	// sourceEnded says how this node learned that the source's node run
+	// ended (sourceRunEnded), set by the machine's goroutine before it
+	// steps EvSourceEnded: the failure's Detail.
+	sourceEnded string
 }
 
 // registerRelocation adds the handoff records to the dispatch table.
@@ -169,7 +173,7 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 		refuse(router.RelocationFailureNotServing, "owner lease: %v", err)
 		return
 	}
-	remaining := time.Until(time.UnixMilli(int64(p.DeadlineUnixMs)))
+	remaining := restoreWait(p.DeadlineUnixMs)
 	if remaining <= 0 {
 		refuse(router.RelocationFailureDeadlineExceeded, "the Restore deadline passed")
 		return
@@ -230,6 +234,34 @@ func (o *objects) inboundPrepare(_ context.Context, from transport.PeerInfo, rec
 	o.mu.Unlock()
 	o.gos.Go(a.run)
 	a.post(relocation.EvPrepare)
+}
+
+// maxRestoreWait bounds how long one arrival may take on this node, from
+// its Restore request on, whatever deadline the source sent
+// (DeadlineUnixMs): a peer's far-future deadline must not hold an
+// assembly (up to the payload limit, 256 MiB), a hosted entry and its
+// temporary queue here (as maxActivationWait for an activation). The
+// source sends its move's deadline: relocation.deadline (30 s by default)
+// for one move, a host command's — relocation.host_deadline, 5 min by
+// default, or its caller's — for every move of the command, and a drain's
+// shutdown_deadline; each move of a command starts when its turn comes,
+// so its Restore has at most what is left of that. One Restore — one
+// object's payload assembled, built, relayed and committed — takes
+// seconds, a 256 MiB one at 1 MiB/s some four minutes; 30 minutes is six
+// default host deadlines and is never the bound a move legitimately meets.
+// A clamped attempt ends as at its deadline (before relay-ready answered
+// deadlineExceeded, after it as §10 says); the source, which may wait
+// longer, is told before relay-ready and, after it, the grace commits
+// within a second and an unanswered CAS is decided by reading.
+const maxRestoreWait = 30 * time.Minute
+
+// restoreWait is how long this node works on a Restore request whose
+// deadline is deadlineUnixMs (Unix milliseconds, as the source's clock
+// says): the time left until it, at most maxRestoreWait; zero or less
+// when it passed. A value beyond int64 (never a real time) is taken as
+// the far future, and so clamped, not as a past deadline.
+func restoreWait(deadlineUnixMs uint64) time.Duration {
+	return min(time.Until(time.UnixMilli(int64(min(deadlineUnixMs, 1<<62)))), maxRestoreWait)
 }
 
 // retransmittedRestore takes a second Restore request (40) for the binding
@@ -450,9 +482,35 @@ func (a *arrival) run() {
 	// Each of these is seen once. a.ctx also ends when the node halts: then
 	// the halt is the event (posted once, whichever channel is seen first).
 	expired, halted := a.ctx.Done(), o.halt.Done()
+	// Before relay-ready the attempt also ends once the source's node run
+	// is known to have ended (watchSource): looked at from
+	// targetLeaseCheckAfter on, every targetLeaseCheckEvery, as a source
+	// looks at a late target's lease (confirm). A Restore normally answers
+	// relay-ready within milliseconds: a watch costs nothing then.
+	watch := time.NewTimer(targetLeaseCheckAfter)
+	defer watch.Stop()
+	watching := watch.C
 	for !a.m.State().Final() {
 		var ev relocation.TargetEvent
 		select {
+		case <-watching:
+			if !beforeRelayReady(a.m.State()) {
+				watching = nil // after relay-ready the target may commit (§9.1)
+				continue
+			}
+			why, ended := o.sourceRunEnded(a.bind.Source.NodeRID, a.bind.Source.NodeGeneration)
+			if !ended {
+				watch.Reset(targetLeaseCheckEvery)
+				continue
+			}
+			watching = nil
+			o.log.Warn("relocation: the source's node run ended before relay-ready; ending the arrival as its cancel would (its assembly, hosted entry and temporary queue removed) instead of at the Restore deadline",
+				"object", a.prep.Object.ObjectID, "source", fmt.Sprintf("%x/%d", []byte(a.bind.Source.NodeRID), a.bind.Source.NodeGeneration),
+				"why", why, "deadline_in", time.Until(a.expire).Round(time.Second))
+			a.mu.Lock()
+			a.sourceEnded = why
+			a.mu.Unlock()
+			ev = relocation.EvSourceEnded
 		case ev = <-a.events:
 		case <-expired:
 			expired = nil
@@ -490,6 +548,54 @@ func (a *arrival) run() {
 	o.mu.Unlock()
 	o.log.Info("relocation: arrival ended", "object", a.prep.Object.ObjectID, "state", a.m.State(), "failure", a.m.Failure())
 	o.hook().ended(a.prep.Object.ObjectID, a.m.State(), a.m.Failure())
+}
+
+// beforeRelayReady reports whether an attempt in state s has not answered
+// relay-ready yet: its source still holds the object and nothing of it can
+// commit here.
+func beforeRelayReady(s relocation.TargetState) bool {
+	return s == relocation.TgtPreparing || s == relocation.TgtRestoring
+}
+
+// sourceRunEnded reports whether node run rid/gen — the source of an
+// arrival under way here — is known to have ended, and how this node
+// knows: from what it already holds, without a store read of its own.
+// The transport admitted a later run of that node (its link runs
+// that one now: endedRun); or the list discovery read last (every
+// discovery round, with each listed run's owner lease read directly by
+// OwnerId, §1.3, §4) shows that run's lease ended — not valid and not
+// reacquired — or shows a later run of its RoutingID (a restart took its
+// descriptor over, which it does only once the ended run's lease is
+// gone). A run the list does not name at all is not judged: the list may
+// predate it. A list that is not read (a store outage) shows nothing new,
+// and the Restore deadline (maxRestoreWait at most) still ends the
+// attempt. This is the spec's "Confirms the current source owner" (§9.1)
+// for a source that terminates during its Restore: a process that crashed
+// stops renewing its lease, which ends within lease.ttl.
+func (o *objects) sourceRunEnded(rid string, gen uint64) (string, bool) {
+	if o.n.tr != nil {
+		if err := o.endedRun([]byte(rid), gen); errors.Is(err, errRunEnded) {
+			return "a later run of its node was admitted here", true
+		}
+	}
+	snap, list, ok := o.n.lastSnapshotNumbered()
+	if !ok {
+		return "", false
+	}
+	listed, live := o.n.memo.runListed(list, snap, []byte(rid), gen)
+	if listed && !live {
+		return "its owner lease ended (the discovery list shows it not valid)", true
+	}
+	if listed {
+		return "", false
+	}
+	for i := range snap.Entries {
+		d := &snap.Entries[i].Descriptor
+		if string(d.RoutingID) == rid && uint64(d.LifecycleGeneration) > gen {
+			return fmt.Sprintf("the discovery list shows a later run of its node (%d)", uint64(d.LifecycleGeneration)), true
+		}
+	}
+	return "", false
 }
 
 // do performs one target action; actions that take time run on their own
@@ -540,6 +646,9 @@ func (a *arrival) do(act relocation.TargetAction) {
 			// relay-ready): this attempt never sent its owner CAS, so the
 			// source, awaiting the commit, stops waiting (unawaitedReady).
 			relocation.TgtFailRelayMismatch: router.RelocationFailureChecksumMismatch,
+			// Ended as the source's cancel would end it; told in case
+			// the source still reads its connection.
+			relocation.TgtFailSourceEnded: router.RelocationFailureCancelled,
 		}[a.m.Failure()]
 		if f == 0 {
 			f = router.RelocationFailureRestoreFailed
@@ -550,6 +659,8 @@ func (a *arrival) do(act relocation.TargetAction) {
 		case a.m.Failure() == relocation.TgtFailAssembly && a.assemblyErr != nil:
 			// The registry's error says which (docs/RESTORE-PAYLOAD.md §9).
 			f, detail = restoreFailure(a.assemblyErr), detail+": "+a.assemblyErr.Error()
+		case a.m.Failure() == relocation.TgtFailSourceEnded:
+			detail = "the source's node run ended: " + a.sourceEnded
 		case a.m.Failure() == relocation.TgtFailRelayMismatch && a.cutover != nil:
 			detail = fmt.Sprintf("relay mismatch: the cutover declares %d relayed records (CRC-32C %08x), %d arrived (%08x)",
 				a.cutover.RelayedCount, a.cutover.RelayedCRC32C, a.digest.Count(), a.digest.Sum32())

@@ -345,6 +345,14 @@ func TestTargetTable(t *testing.T) {
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActRemove, ActReplyFailed), TgtFailed, TgtFailRelayMismatch},
 		{"a mismatching cutover after the grace's CAS: ignored, no second 53 while the CAS may apply", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvGraceElapsed, EvCutoverMismatch, EvCommitted},
 			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"§9.1 the source's run ended while its chunks were assembled: removed as its cancel would", []TargetEvent{EvPrepare, EvAuthorityMatched, EvSourceEnded},
+			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailSourceEnded},
+		{"§9.1 the source's run ended while restoring", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvSourceEnded},
+			append(append(ta{}, prep...), ActBuildHidden, ActRemove, ActReplyFailed), TgtFailed, TgtFailSourceEnded},
+		{"the source's run ended after relay-ready: not taken, the grace commits", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvSourceEnded, EvGraceElapsed, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
+		{"the source's run ended while committing: not taken", []TargetEvent{EvPrepare, EvAssembled, EvAuthorityMatched, EvRestored, EvCutover, EvSourceEnded, EvCommitted},
+			append(append(ta{}, prep...), ActBuildHidden, ActReplyRelayReady, ActArmGrace, ActCAS, ActOpen), TgtOwner, TgtFailNone},
 		{"deadline before relay-ready", []TargetEvent{EvPrepare, EvExpired},
 			append(append(ta{}, prep...), ActRemove, ActReplyFailed), TgtFailed, TgtFailDeadline},
 	}
@@ -380,7 +388,7 @@ func TestTargetFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvPrepare; ev <= EvHalted; ev++ {
+		for ev := EvPrepare; ev <= EvSourceEnded; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
@@ -424,7 +432,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("target action %d unnamed", a)
 		}
 	}
-	for e := EvPrepare; e <= EvHalted; e++ {
+	for e := EvPrepare; e <= EvSourceEnded; e++ {
 		if e.String()[0] == 'T' {
 			t.Errorf("target event %d unnamed", e)
 		}

@@ -92,11 +92,20 @@ const (
 	EvExpired
 	// EvHalted: the node is stopping; nothing more can be decided.
 	EvHalted
+	// EvSourceEnded: the source's node run is known to have ended (§9.1
+	// "Source terminates during Preparing or capture"): before relay-ready
+	// nothing of the move can go on — no chunk, no cutover comes — so the
+	// attempt ends as the source's cancel would end it (everything
+	// prepared removed, ActRemove), and a failure is answered besides: a
+	// source run judged ended that still reads its connection stops
+	// waiting for relay-ready and takes its object back. After
+	// relay-ready it is not taken: the target may commit then (§9.1, §9.4).
+	EvSourceEnded
 )
 
 var targetEventNames = []string{"", "prepare", "authorityMatched", "authorityMismatch", "assembled",
 	"assemblyFailed", "restored", "restoreFailed", "cancelled", "cutover", "cutoverMismatch", "graceElapsed",
-	"committed", "conflict", "unknown", "expired", "halted"}
+	"committed", "conflict", "unknown", "expired", "halted", "sourceEnded"}
 
 func (e TargetEvent) String() string { return enumName(e, targetEventNames, "TargetEvent") }
 
@@ -161,10 +170,13 @@ const (
 	// record shows no CAS of this attempt can apply any more.
 	TgtFailLocationUpdate
 	TgtFailDeadline
+	// TgtFailSourceEnded: the source's node run ended before relay-ready
+	// (EvSourceEnded).
+	TgtFailSourceEnded
 )
 
 var targetFailureNames = []string{"none", "authorityMismatch", "assemblyFailed", "restoreFailed",
-	"relayMismatch", "conflict", "location_update_failed", "deadlineExceeded"}
+	"relayMismatch", "conflict", "location_update_failed", "deadlineExceeded", "sourceEnded"}
 
 func (f TargetFailure) String() string { return enumName(f, targetFailureNames, "TargetFailure") }
 
@@ -215,6 +227,8 @@ func (t *Target) Step(ev TargetEvent) ([]TargetAction, error) {
 			return t.fail(TgtFailAssembly, true), nil
 		case EvCancelled:
 			return t.cancel(), nil
+		case EvSourceEnded:
+			return t.fail(TgtFailSourceEnded, true), nil
 		case EvExpired:
 			return t.fail(TgtFailDeadline, true), nil
 		}
@@ -227,6 +241,8 @@ func (t *Target) Step(ev TargetEvent) ([]TargetAction, error) {
 			return t.fail(TgtFailRestore, true), nil
 		case EvCancelled:
 			return t.cancel(), nil
+		case EvSourceEnded:
+			return t.fail(TgtFailSourceEnded, true), nil
 		case EvExpired:
 			return t.fail(TgtFailDeadline, true), nil
 		}
