@@ -13,15 +13,27 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
-// A target whose source crashed in the middle of streaming the Restore
-// (its Restore request arrived, its chunk never does) ends the arrival
-// once it knows the source's node run ended — as the source's cancel
-// would (§9.1 "Source terminates during Preparing or capture"): its
+// A target whose source crashed in the middle of its Restore ends the
+// arrival once it knows the source's node run ended — as the source's
+// cancel would (§9.1 "Source terminates during Preparing or capture"): its
 // assembly, its hosted entry (the temporary queue) and its slot go. The
 // object stays where the record says, with the dead source, until the
 // reclaim. Before, all of it stayed until the Restore deadline the source
-// chose — here 10 minutes, as a host command's 5 minutes or more.
+// chose — here 10 minutes, as a host command's 5 minutes or more. Two
+// points before relay-ready: the Restore request arrived and its chunk
+// never does (assembling); the payload is whole and the hidden instance
+// is being built (building).
 func TestTargetEndsTheArrivalOfASourceThatCrashedMidRestore(t *testing.T) {
+	for _, building := range []bool{false, true} {
+		name := "assembling"
+		if building {
+			name = "building"
+		}
+		t.Run(name, func(t *testing.T) { sourceCrashedMidRestore(t, building) })
+	}
+}
+
+func sourceCrashedMidRestore(t *testing.T, building bool) {
 	f, _, _, fast := republishScene(t)
 	ctx := ctxT(t, 60*time.Second)
 	src := startRoundsApart(t, f, 1, 100*time.Millisecond, config.RoleServer, f.loc, fast)
@@ -37,34 +49,46 @@ func TestTargetEndsTheArrivalOfASourceThatCrashedMidRestore(t *testing.T) {
 	}
 	before := row.Record
 
-	// The source sends its Restore request and stops before the first
-	// chunk: it is killed there (the hook is let go only when the test
-	// ends, so the killed run's move sends and writes nothing more).
-	streaming, release := make(chan struct{}), make(chan struct{})
-	reached := sync.OnceFunc(func() { close(streaming) })
-	src.obj.hooks.Store(&testHooks{restoreChunk: func(id string, _ chunk.Binding, index int, data []byte) []byte {
-		if id == x.ActorID && index == 0 {
-			reached()
-			<-release
-		}
-		return data
-	}})
+	// Assembling: the source sends its Restore request and stops before
+	// the first chunk, and is killed there. Building: the target's build
+	// of the hidden instance waits while the source is killed. The hooks
+	// are let go only when the test ends (the killed run's move then
+	// finds its transport closed: it sends nothing more).
+	reachedCh, release := make(chan struct{}), make(chan struct{})
+	reached := sync.OnceFunc(func() { close(reachedCh) })
 	t.Cleanup(sync.OnceFunc(func() { close(release) }))
 	type end struct {
 		state   relocation.TargetState
 		failure relocation.TargetFailure
 	}
 	ended := make(chan end, 1)
-	dst.obj.hooks.Store(&testHooks{arrivalEnded: func(id string, s relocation.TargetState, fl relocation.TargetFailure) {
+	dstHooks := &testHooks{arrivalEnded: func(id string, s relocation.TargetState, fl relocation.TargetFailure) {
 		if id == x.ActorID {
 			ended <- end{s, fl}
 		}
-	}})
+	}}
+	if building {
+		dstHooks.relocationStep = func(id, step string) {
+			if id == x.ActorID && step == stepTargetBuild {
+				reached()
+				<-release
+			}
+		}
+	} else {
+		src.obj.hooks.Store(&testHooks{restoreChunk: func(id string, _ chunk.Binding, index int, data []byte) []byte {
+			if id == x.ActorID && index == 0 {
+				reached()
+				<-release
+			}
+			return data
+		}})
+	}
+	dst.obj.hooks.Store(dstHooks)
 	// The move's own deadline is far beyond the test's: only the source's
 	// end can end the arrival in time.
 	mctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	startMoveUntil(t, mctx, src, x, dst, streaming)
+	startMoveUntil(t, mctx, src, x, dst, reachedCh)
 	key := spot.Key{ID: x.ActorID}
 	eventually(t, 10*time.Second, "the target to register the arrival", func() bool {
 		dst.obj.mu.Lock()
@@ -73,6 +97,9 @@ func TestTargetEndsTheArrivalOfASourceThatCrashedMidRestore(t *testing.T) {
 		return ok && h.state == hostIncoming
 	})
 
+	// Its transport first: the killed run's move, whose context ends with
+	// the node's stop, must not get a cancel (55) out.
+	_ = src.tr.Close()
 	src.crash()
 
 	var e end
