@@ -483,7 +483,7 @@ func (a *arrival) run() {
 	// the halt is the event (posted once, whichever channel is seen first).
 	expired, halted := a.ctx.Done(), o.halt.Done()
 	// Before relay-ready the attempt also ends once the source's node run
-	// is known to have ended (watchSource): looked at from
+	// is known to have ended (sourceRunEnded): looked at from
 	// targetLeaseCheckAfter on, every targetLeaseCheckEvery, as a source
 	// looks at a late target's lease (confirm). A Restore normally answers
 	// relay-ready within milliseconds: a watch costs nothing then.
