@@ -145,6 +145,9 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 		} else {
 			reply, err = o.deliverRemote(ctx, t, r, body, request)
 		}
+		// Queued (or not sent): what passes beforeSend next goes behind
+		// it (route_barrier.go, sentRoute.sending).
+		o.sent.sent(t.cacheKey())
 		if err == nil {
 			return reply, nil
 		}

@@ -89,6 +89,21 @@ type sentRoute struct {
 	// previous owner (settle), so a switch away from r needs no barrier.
 	lastOp  router.OperationID
 	settled bool
+	// sending counts this node's messages to the object past beforeSend
+	// whose send has not returned yet (sent). unordered is set when one
+	// passed beforeSend while another was still sending: which of them the
+	// transport queued last is not known, so lastOp may not be the last
+	// message on the connection, and settle must not take its answer for
+	// "nothing of ours is still in flight" — until a later message passes
+	// beforeSend with nothing else sending (it is queued behind them all).
+	// Before 2026-12-07 lastOp alone decided: goroutine A passed
+	// beforeSend, goroutine B passed it after A but was queued before A's
+	// message, and B's command 50 settled the route while A's message was
+	// still being passed on by the previous owner; A's next message went
+	// straight to the new owner and ran first
+	// (TestConcurrentSendersSettleOnlyTheLastQueued).
+	sending   int
+	unordered bool
 	// via is the route the messages sent on r actually took when r is
 	// this node's own and the object had left it (Message Follow from
 	// this node, messaging.go): a switch away from r orders behind them.
@@ -100,7 +115,9 @@ type sentRoute struct {
 
 // beforeSend returns once a message of this node to t may take route r
 // without overtaking one it sent on its previous route to t, sending the
-// barrier when the route changed. It fails only with ctx.
+// barrier when the route changed. It fails only with ctx. When it returns
+// nil, the caller calls o.sent.sent(t.cacheKey()) once the message's send
+// has returned (whatever its outcome).
 func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) error {
 	window := o.n.cfg.Routing.MessageFollowDuration
 	if window <= 0 {
@@ -115,7 +132,7 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 		switch {
 		case e == nil:
 			s.sweep(now, window)
-			s.m[key] = &sentRoute{r: r, at: now, lastOp: t.op}
+			s.m[key] = &sentRoute{r: r, at: now, lastOp: t.op, sending: 1}
 			s.mu.Unlock()
 			return nil
 		case e.switching != nil:
@@ -129,17 +146,24 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 			}
 		case follow.FenceOf(e.r).Matches(r):
 			e.at, e.lastOp, e.settled = now, t.op, false
+			e.claim()
 			s.mu.Unlock()
 			return nil
 		case e.settled || now-e.at > window || e.r.ObjectGeneration != r.ObjectGeneration ||
 			(e.via != nil && follow.FenceOf(*e.via).Matches(r)):
 			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
+			e.claim()
 			s.mu.Unlock()
 			return nil
 		case o.isLocal(e.r) && e.via == nil:
 			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
+			e.claim()
 			s.mu.Unlock()
-			return o.awaitLocalHold(ctx, t)
+			if err := o.awaitLocalHold(ctx, t); err != nil {
+				s.sent(key)
+				return err
+			}
+			return nil
 		}
 		prev, ch := e.r, make(chan struct{})
 		if e.via != nil {
@@ -150,9 +174,29 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 		o.barrier(ctx, t, prev, r)
 		s.mu.Lock()
 		e.r, e.at, e.lastOp, e.settled, e.switching, e.via = r, o.n.clock.Now(), t.op, false, nil, nil
+		if ctx.Err() == nil {
+			e.claim()
+		}
 		close(ch)
 		s.mu.Unlock()
 		return ctx.Err()
+	}
+}
+
+// claim counts a message past beforeSend on e (called with the sentRoutes'
+// mutex held); sent ends it.
+func (e *sentRoute) claim() {
+	e.unordered = e.sending > 0
+	e.sending++
+}
+
+// sent ends a message's claim (beforeSend returned nil for it): its send
+// returned, so a message passing beforeSend from now on is queued behind it.
+func (s *sentRoutes) sent(key follow.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m[key]; e != nil && e.sending > 0 {
+		e.sending--
 	}
 }
 
@@ -169,7 +213,7 @@ func (s *sentRoutes) settle(key follow.Key, f follow.Fence, op router.OperationI
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.m[key]; e != nil && e.switching == nil && e.lastOp == op && (f.Matches(e.r) || e.via != nil && f.Matches(*e.via)) {
+	if e := s.m[key]; e != nil && e.switching == nil && !e.unordered && e.lastOp == op && (f.Matches(e.r) || e.via != nil && f.Matches(*e.via)) {
 		e.settled = true
 	}
 }
@@ -195,7 +239,7 @@ func (s *sentRoutes) sweep(now, window time.Duration) {
 	}
 	s.swept = now
 	for k, e := range s.m {
-		if e.switching == nil && now-e.at > window {
+		if e.switching == nil && e.sending == 0 && now-e.at > window {
 			delete(s.m, k)
 		}
 	}
