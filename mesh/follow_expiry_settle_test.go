@@ -1,0 +1,113 @@
+//go:build knownopen
+
+package mesh
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+)
+
+// aheadClock is a follow.Clock the test moves ahead of the node's own.
+type aheadClock struct {
+	base  interface{ Now() time.Duration }
+	ahead atomic.Int64
+}
+
+func (c *aheadClock) Now() time.Duration { return c.base.Now() + time.Duration(c.ahead.Load()) }
+
+// Known, open (docs/RELOCATION.md §9, "Argued by the reviews of
+// 2026-12-07 … Senders"): a previous owner whose follow record expires
+// between two messages of one sender passes the first on and refuses the
+// second (not hosted here, no follow record). The sender takes the
+// refusal, which came back on the ordered connection behind the first, as
+// "everything before it was handled" (sentRoutes.settle) and sends its
+// retry straight to the new owner — but handled at the previous owner is
+// not admitted at the new one: the first is still on the previous owner's
+// connection to the new owner, and the retry runs before it. A barrier on
+// the previous route would be refused there the same way.
+//
+// Staged: the previous owner's follow table reads a clock the test moves
+// past MessageFollowDuration (its expiry boundary) right after it passed
+// the first message on; the new owner's reader of that connection is held
+// at the first message's arrival until the retry has run or 5 s passed.
+func TestRefusalAtFollowExpiryDoesNotOvertakeWhatWasPassedOn(t *testing.T) {
+	c, ctx := seqCluster(t)
+	ref, _ := c.m(0).CreateActor(ctx, "expiry-settle", seqType)
+	if _, err := c.m(0).RequestActor(ctx, ref, []byte("q:n0:1")); err != nil {
+		t.Fatal(err)
+	}
+	src := c.indexOf(mustCached(t, c, ref).Route.NodeRID)
+	dst := 3 - src
+	clock := &aheadClock{base: c.nodes[src].clock}
+	window := c.nodes[src].cfg.Routing.MessageFollowDuration
+	tab, err := follow.NewTable(clock, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[src].obj.follow = tab // before the move records anything in it
+	if res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID())); err != nil || res.Outcome != Moved {
+		t.Fatalf("move: %+v, %v", res, err)
+	}
+
+	// The new owner holds the first passed-on message at its arrival.
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	c.nodes[dst].obj.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == ref.ActorID && step == stepFollowArrive && first.CompareAndSwap(false, true) {
+			close(arrived)
+			<-release
+		}
+	}})
+	var released atomic.Bool
+	rel := func() {
+		if released.CompareAndSwap(false, true) {
+			close(release)
+		}
+	}
+	defer rel()
+
+	if err := c.m(0).SendActor(ctx, ref, []byte("s:n0:2")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-ctx.Done():
+		t.Fatal("message 2 was never passed on")
+	}
+	clock.ahead.Store(int64(window)) // the follow record expires now
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.m(0).RequestActor(ctx, ref, []byte("q:n0:3"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		done <- err
+	case <-time.After(5 * time.Second):
+	}
+	rel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "message 2 to run", func() bool {
+		st := seqStateOf(t, ctx, c, ref)
+		return st.Last["n0"] == 3 && (st.Gaps == 0 || st.Duplicates > 0)
+	})
+	if st := seqStateOf(t, ctx, c, ref); st.Gaps != 0 || st.Duplicates != 0 {
+		t.Errorf("object saw %d gaps, %d duplicates (%v); want 0, 0: the retry overtook the message passed on before it", st.Gaps, st.Duplicates, st.Seen)
+	}
+}
+
+// mustCached is node 0's cached route to ref.
+func mustCached(t *testing.T, c *cluster, ref ActorRef) follow.Ready {
+	t.Helper()
+	r, ok := c.nodes[0].obj.cache.Get(follow.Key{Kind: follow.KindActor, ID: ref.ActorID})
+	if !ok {
+		t.Fatal("node 0 caches no route")
+	}
+	return r
+}
