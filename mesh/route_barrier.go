@@ -174,12 +174,13 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 		o.barrier(ctx, t, prev, r)
 		s.mu.Lock()
 		e.r, e.at, e.lastOp, e.settled, e.switching, e.via = r, o.n.clock.Now(), t.op, false, nil, nil
-		if ctx.Err() == nil {
+		err := ctx.Err() // read once: a claim is made exactly when nil is returned
+		if err == nil {
 			e.claim()
 		}
 		close(ch)
 		s.mu.Unlock()
-		return ctx.Err()
+		return err
 	}
 }
 
