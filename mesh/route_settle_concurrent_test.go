@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,33 +27,16 @@ func TestConcurrentSendersSettleOnlyTheLastQueued(t *testing.T) {
 	sender := c.nodes[0]
 
 	// A's send is held after beforeSend, before the transport takes it.
-	aHeld, aGo := make(chan struct{}), make(chan struct{})
-	var sends atomic.Int32
 	barrierSent := make(chan struct{}, 1)
-	sender.obj.hooks.Store(&testHooks{
-		beforeRemoteSend: func(id string) error {
-			if id == ref.ActorID && sends.Add(1) == 1 {
-				close(aHeld)
-				<-aGo
+	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", func(id, step string) {
+		if id == ref.ActorID && step == stepSenderBarrier {
+			select {
+			case barrierSent <- struct{}{}:
+			default:
 			}
-			return nil
-		},
-		relocationStep: func(id, step string) {
-			if id == ref.ActorID && step == stepSenderBarrier {
-				select {
-				case barrierSent <- struct{}{}:
-				default:
-				}
-			}
-		},
+		}
 	})
-	aDone := make(chan error, 1)
-	go func() { aDone <- c.m(0).SendActor(ctx, ref, []byte("s:n0:2")) }()
-	select {
-	case <-aHeld:
-	case <-ctx.Done():
-		t.Fatal("A's send never reached the transport")
-	}
+	defer aGo()
 
 	// B sends on the same (stale) route, after A's beforeSend: the
 	// previous owner passes it on, the new owner runs it and sends the
@@ -70,19 +54,8 @@ func TestConcurrentSendersSettleOnlyTheLastQueued(t *testing.T) {
 
 	// Now A's message leaves, after B's, and the previous owner holds it
 	// while passing it on.
-	held, release := holdFirstPassOn(c.nodes[src], ref.ActorID)
-	var releaseOnce sync.Once
-	rel := func() { releaseOnce.Do(release) }
+	rel := passOnHeld(t, ctx, c.nodes[src], ref, aDone, aGo)
 	defer rel()
-	close(aGo)
-	if err := <-aDone; err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-held:
-	case <-ctx.Done():
-		t.Fatal("the previous owner never passed A's message on")
-	}
 
 	// A's next message: it must not run before n0:2.
 	done := make(chan error, 1)
@@ -106,14 +79,73 @@ func TestConcurrentSendersSettleOnlyTheLastQueued(t *testing.T) {
 	if sent = <-done; sent != nil {
 		t.Fatal(sent)
 	}
-	// n0:2 has run once n0 is at 3 with no gap, or once it came late.
+	seqSentInOrder(t, ctx, c, ref)
+}
+
+// sendHeld sends body from node 0 to ref on a goroutine, holding the send
+// after the route check and before the transport takes it (the first send
+// to ref from then on): done has its result once release is called. step,
+// when not nil, is node 0's relocationStep hook.
+func sendHeld(t *testing.T, ctx context.Context, c *cluster, ref ActorRef, body string, step func(id, step string)) (done <-chan error, release func()) {
+	t.Helper()
+	held, release := holdFirstRemoteSend(c.nodes[0], ref.ActorID, step)
+	ch := make(chan error, 1)
+	go func() { ch <- c.m(0).SendActor(ctx, ref, []byte(body)) }()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		release()
+		t.Fatal("the send never reached the transport")
+	}
+	return ch, release
+}
+
+// passOnHeld releases the send sendHeld holds and waits for it, and for
+// prev to hold it while passing it on; the returned func releases that.
+func passOnHeld(t *testing.T, ctx context.Context, prev *Node, ref ActorRef, done <-chan error, release func()) func() {
+	t.Helper()
+	held, rel := holdFirstPassOn(prev, ref.ActorID)
+	release()
+	if err := <-done; err != nil {
+		rel()
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-ctx.Done():
+		rel()
+		t.Fatal("the previous owner never passed the message on")
+	}
+	return rel
+}
+
+// holdFirstRemoteSend makes n hold its first send to object id, after the
+// route check and before the transport takes it, until release is called;
+// held closes when it does. step, when not nil, is the hooks'
+// relocationStep.
+func holdFirstRemoteSend(n *Node, id string, step func(id, step string)) (held <-chan struct{}, release func()) {
+	h, r := make(chan struct{}), make(chan struct{})
+	var sends atomic.Int32
+	n.obj.hooks.Store(&testHooks{relocationStep: step, beforeRemoteSend: func(got string) error {
+		if got == id && sends.Add(1) == 1 {
+			close(h)
+			<-r
+		}
+		return nil
+	}})
+	return h, sync.OnceFunc(func() { close(r) })
+}
+
+// seqSentInOrder waits for the seqType Actor ref to have run n0:3 and x:1,
+// and n0:2 (in order, or late), and fails unless n0's messages ran in
+// order.
+func seqSentInOrder(t *testing.T, ctx context.Context, c *cluster, ref ActorRef) {
+	t.Helper()
 	eventually(t, 10*time.Second, "every message to run", func() bool {
 		st := seqStateOf(t, ctx, c, ref)
 		return st.Last["x"] == 1 && st.Last["n0"] == 3 && (st.Gaps == 0 || st.Duplicates > 0)
 	})
-	st := seqStateOf(t, ctx, c, ref)
-	if st.Last["n0"] != 3 || st.Gaps != 0 || st.Duplicates != 0 {
-		t.Errorf("object saw n0 last %d, %d gaps, %d duplicates (%v); want 3, 0, 0: one goroutine's sends out of order",
-			st.Last["n0"], st.Gaps, st.Duplicates, st.Seen)
+	if st := seqStateOf(t, ctx, c, ref); st.Gaps != 0 || st.Duplicates != 0 {
+		t.Errorf("object saw %d gaps, %d duplicates (%v); want 0, 0: one goroutine's sends out of order", st.Gaps, st.Duplicates, st.Seen)
 	}
 }
