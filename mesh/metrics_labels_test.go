@@ -221,3 +221,94 @@ func TestExportedLabelValuesAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// Every metric docs/OPERATIONS.md "Metrics" has a row for is one the node
+// registers, with the labels the row names (no more, no fewer, whether or
+// not a series exists yet) and, for those with series, the row's type.
+// TestExportedLabelValuesAreDocumented checks the other way round, from
+// what a node exports; a row left behind by a rename, or naming a label
+// the metric does not have, passed it.
+func TestDocumentedMetricsAreRegistered(t *testing.T) {
+	rows := docMetricRows(t)
+	types := docMetricTypes(t)
+	c := newCluster(t, 1, nil)
+	reg := c.nodes[0].metrics.reg
+	descs := make(chan *prometheus.Desc, 1000)
+	reg.Describe(descs)
+	close(descs)
+	described := map[string][]string{}
+	fq := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	vl := regexp.MustCompile(`variableLabels: \{([a-z_,]*)\}`)
+	cl := regexp.MustCompile(`constLabels: \{([^}]*)\}`)
+	for d := range descs {
+		s := d.String()
+		m := fq.FindStringSubmatch(s)
+		if m == nil {
+			t.Fatalf("cannot read the name of %s", s)
+		}
+		var labels []string
+		if v := vl.FindStringSubmatch(s); v != nil && v[1] != "" {
+			labels = append(labels, strings.Split(v[1], ",")...)
+		}
+		if v := cl.FindStringSubmatch(s); v != nil && v[1] != "" {
+			for _, p := range strings.Split(v[1], ",") {
+				name, _, _ := strings.Cut(p, "=")
+				labels = append(labels, name)
+			}
+		}
+		sort.Strings(labels)
+		described[m[1]] = labels
+	}
+	if len(described) < 20 {
+		t.Fatalf("the registry describes only %d metrics: the pattern no longer reads them", len(described))
+	}
+	for name, row := range rows {
+		labels, ok := described[name]
+		if !ok {
+			t.Errorf("docs/OPERATIONS.md \"Metrics\" has a row for %s, which the node does not register", name)
+			continue
+		}
+		var documented []string
+		for l := range row {
+			documented = append(documented, l)
+		}
+		sort.Strings(documented)
+		if !slices.Equal(documented, labels) {
+			t.Errorf("%s: docs/OPERATIONS.md names the labels %v, the node's metric has %v", name, documented, labels)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		want, ok := types[mf.GetName()]
+		if !ok {
+			continue
+		}
+		if got := strings.ToLower(mf.GetType().String()); got != want {
+			t.Errorf("%s: docs/OPERATIONS.md says %s, the node exports a %s", mf.GetName(), want, got)
+		}
+	}
+}
+
+// docMetricTypes is the type column of the "Metrics" table by metric name.
+func docMetricTypes(t *testing.T) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nameRe := regexp.MustCompile("`(meshnode_[a-z_]+)`")
+	out := map[string]string{}
+	for _, l := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(l, "|")
+		if !strings.HasPrefix(l, "| `meshnode_") || len(cells) < 5 {
+			continue
+		}
+		for _, m := range nameRe.FindAllStringSubmatch(cells[1], -1) {
+			out[m[1]] = strings.TrimSpace(cells[2])
+		}
+	}
+	return out
+}
