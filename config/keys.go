@@ -183,7 +183,7 @@ var help = map[string]string{
 	"relocation.max_concurrent":                       "moves a host Relocate or drain runs at once, 1..1024",
 	"relocation.host_target_run":                      "at most this many consecutive moves of a host Relocate or drain go to one target (fewer when few are left), 0..1048576; 0 = every move placed on its own",
 	"relocation.host_deadline":                        "deadline of a host Relocate whose caller gave none",
-	"relocation.drain_on_shutdown":                    "on SIGTERM, move this node's objects to the other serving nodes before the §11 shutdown",
+	"relocation.drain_on_shutdown":                    "on SIGTERM, SIGINT or SIGHUP (meshnode run, a server node), move this node's objects to the other serving nodes before the §11 shutdown",
 	"recovery.reclaim_grace":                          "how long a dead owner's objects look dead before a creation of their Id or the sweep removes their records (Destroy and ctl reclaim do not wait)",
 	"recovery.reclaim_sweep_interval":                 "how often a serving node reclaims the records of dead owners' objects; 0 = no sweep",
 	"store_failure_grace":                             "how long the last full descriptor list is kept while the Location Store is unreachable; 0 = no grace (spec §10)",
