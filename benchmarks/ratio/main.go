@@ -25,9 +25,18 @@ import (
 // samples maps benchmark name (without the -GOMAXPROCS suffix) → unit → values.
 type samples map[string]map[string][]float64
 
+// parse reads the result lines of `go test -bench` output. go test appends
+// -GOMAXPROCS to every name unless GOMAXPROCS is 1, so a trailing -N is
+// taken for that suffix only when every result line ends with the same
+// one: with GOMAXPROCS=1 (or -cpu 1,2) a name such as creators-8 keeps its
+// number, and creators-1 and creators-8 stay two benchmarks. Dropping one
+// suffix that every name has cannot make two names one.
 func parse(r io.Reader) (samples, []string, error) {
-	s := samples{}
-	var order []string
+	type line struct {
+		name   string
+		fields []string
+	}
+	var lines []line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -35,26 +44,46 @@ func parse(r io.Reader) (samples, []string, error) {
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		name := f[0]
-		if i := strings.LastIndexByte(name, '-'); i > 0 {
-			if _, err := strconv.Atoi(name[i+1:]); err == nil {
-				name = name[:i]
+		if _, err := strconv.Atoi(f[1]); err != nil { // not a result: no iteration count
+			continue
+		}
+		lines = append(lines, line{f[0], f[2:]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	procs := ""
+	for i, l := range lines {
+		suffix := ""
+		if j := strings.LastIndexByte(l.name, '-'); j > 0 {
+			if _, err := strconv.Atoi(l.name[j+1:]); err == nil {
+				suffix = l.name[j:]
 			}
 		}
+		if i > 0 && suffix != procs {
+			procs = ""
+			break
+		}
+		procs = suffix
+	}
+	s := samples{}
+	var order []string
+	for _, l := range lines {
+		name := strings.TrimSuffix(l.name, procs)
 		if _, ok := s[name]; !ok {
 			s[name] = map[string][]float64{}
 			order = append(order, name)
 		}
-		// f[1] is the iteration count; then value/unit pairs.
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
+		// value/unit pairs.
+		for i := 0; i+1 < len(l.fields); i += 2 {
+			v, err := strconv.ParseFloat(l.fields[i], 64)
 			if err != nil {
 				break
 			}
-			s[name][f[i+1]] = append(s[name][f[i+1]], v)
+			s[name][l.fields[i+1]] = append(s[name][l.fields[i+1]], v)
 		}
 	}
-	return s, order, sc.Err()
+	return s, order, nil
 }
 
 func median(v []float64) float64 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,5 +64,48 @@ BenchmarkWire-2   	   10	      2000 ns/op
 		if !errors.Is(err, tc.err) || got != tc.want {
 			t.Errorf("ratio(%q) = %q, %v; want %q, %v", tc.pair, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// Without the -GOMAXPROCS suffix (GOMAXPROCS=1: go test names a benchmark
+// without it) a sub-benchmark's own trailing number is part of its name:
+// creators-1 and creators-8 are two benchmarks, not one. The same holds
+// with -cpu 1,2, where BenchmarkX (1) and BenchmarkX-2 (2) are two runs.
+func TestNamesKeepTheirNumbersWithoutAProcsSuffix(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     map[string][]float64 // name → ns/op samples
+	}{
+		{"GOMAXPROCS=1", `BenchmarkCreators/creators-1   	 10	 100 ns/op
+BenchmarkCreators/creators-8   	 10	 400 ns/op
+BenchmarkCreators/creators-1   	 10	 120 ns/op
+BenchmarkCreators/creators-8   	 10	 420 ns/op
+BenchmarkPlain                 	 10	 7 ns/op
+`, map[string][]float64{"BenchmarkCreators/creators-1": {100, 120}, "BenchmarkCreators/creators-8": {400, 420}, "BenchmarkPlain": {7}}},
+		{"GOMAXPROCS=2", `BenchmarkCreators/creators-1-2   	 10	 100 ns/op
+BenchmarkCreators/creators-8-2   	 10	 400 ns/op
+BenchmarkPlain-2                 	 10	 7 ns/op
+`, map[string][]float64{"BenchmarkCreators/creators-1": {100}, "BenchmarkCreators/creators-8": {400}, "BenchmarkPlain": {7}}},
+		{"-cpu 1,2", `BenchmarkPlain   	 10	 9 ns/op
+BenchmarkPlain-2 	 10	 5 ns/op
+`, map[string][]float64{"BenchmarkPlain": {9}, "BenchmarkPlain-2": {5}}},
+		{"only numbered sub-benchmarks, GOMAXPROCS=1", `BenchmarkScale/nodes-1000   	 1	 100 ns/op
+BenchmarkScale/nodes-5000   	 1	 500 ns/op
+`, map[string][]float64{"BenchmarkScale/nodes-1000": {100}, "BenchmarkScale/nodes-5000": {500}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, err := parse(strings.NewReader(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s) != len(tc.want) {
+				t.Errorf("parsed %d benchmarks %v, want %d", len(s), s, len(tc.want))
+			}
+			for name, want := range tc.want {
+				if got := s[name]["ns/op"]; !slices.Equal(got, want) {
+					t.Errorf("%s ns/op = %v, want %v", name, got, want)
+				}
+			}
+		})
 	}
 }
