@@ -22,8 +22,16 @@ suite() { # [SUITE_BENCHTIME=… SUITE_TIMEOUT=…] suite NAME PACKAGE PAIRS...
     echo "== $name: package $pkg not present, skipped"; return
   fi
   echo "== $name ($pkg, -count $count)"
-  ./scripts/with-redis.sh go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$bt" -timeout "${SUITE_TIMEOUT:-10m}" "$pkg" | tee "$out/$name.txt" >/dev/null
-  go run ./benchmarks/ratio "$@" <"$out/$name.txt"
+  # go test's output goes to the file only; ratio prints its medians and
+  # ratios, and the failures and "!!!" warnings in it. A failed run still
+  # gets them printed, then make bench stops with its status.
+  local rc=0 rrc=0
+  ./scripts/with-redis.sh go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$bt" -timeout "${SUITE_TIMEOUT:-10m}" "$pkg" >"$out/$name.txt" || rc=$?
+  go run ./benchmarks/ratio "$@" <"$out/$name.txt" || rrc=$?
+  if [ "$rc" -ne 0 ] || [ "$rrc" -ne 0 ]; then
+    echo "== $name FAILED (go test exit $rc, ratio exit $rrc); raw output in $out/$name.txt" >&2
+    exit $(( rc != 0 ? rc : rrc ))
+  fi
 }
 
 suite locstore-redis ./locstore/redis \

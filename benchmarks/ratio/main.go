@@ -13,6 +13,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -100,11 +101,17 @@ func median(v []float64) float64 {
 }
 
 func main() {
-	s, order, err := parse(os.Stdin)
+	in, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ratio:", err)
 		os.Exit(1)
 	}
+	s, order, err := parse(bytes.NewReader(in))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratio:", err)
+		os.Exit(1)
+	}
+	problems, failed := notes(bytes.NewReader(in))
 	fmt.Println("medians:")
 	for _, name := range order {
 		units := make([]string, 0, len(s[name]))
@@ -136,12 +143,58 @@ func main() {
 		}
 		fmt.Println("  " + line)
 	}
+	if len(problems) > 0 {
+		fmt.Println("!!! failures and warnings in the run (the medians above do not show them):")
+		for _, p := range problems {
+			fmt.Println("  " + p)
+		}
+	}
+	if failed && status == 0 {
+		status = 1
+	}
 	os.Exit(status)
+}
+
+// notes returns what a run reported beside its figures: each failed
+// test or benchmark with the lines it logged, a panic, the package's
+// FAIL line, and every line a benchmark logged with "!!!" (a defect the
+// benchmark keeps out of its figures rather than failing, named with its
+// benchmark); failed is whether the run failed.
+func notes(r io.Reader) (lines []string, failed bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	bench := ""     // the benchmark of the --- BENCH block we are in
+	inFail := false // in a --- FAIL block
+	for sc.Scan() {
+		l := sc.Text()
+		indented := strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t")
+		switch {
+		case strings.HasPrefix(l, "--- FAIL:"):
+			lines, failed, inFail, bench = append(lines, l), true, true, ""
+		case inFail && indented:
+			lines = append(lines, l)
+		case strings.HasPrefix(l, "--- BENCH:"):
+			bench, inFail = strings.TrimSpace(strings.TrimPrefix(l, "--- BENCH:")), false
+		case bench != "" && indented:
+			if strings.Contains(l, "!!!") {
+				lines = append(lines, bench+": "+strings.TrimSpace(l))
+			}
+		case strings.HasPrefix(l, "panic:"), strings.HasPrefix(l, "FAIL\t"):
+			lines, failed = append(lines, l), true
+			bench, inFail = "", false
+		default:
+			bench, inFail = "", false
+		}
+	}
+	return lines, failed
 }
 
 var (
 	errBadPair = errors.New("bad pair (want subject[@unit]=baseline[@unit])")
 	errMissing = errors.New("missing samples")
+	// errZeroBaseline: a ratio against a baseline whose median is 0 is no
+	// figure (it printed +Inf or NaN).
+	errZeroBaseline = errors.New("baseline median is 0")
 )
 
 // ratio renders one pair "subject[@unit]=baseline[@unit]" (unit ns/op by
@@ -163,6 +216,9 @@ func ratio(s samples, pair string) (string, error) {
 	a, b := s[sn][su], s[bn][bu]
 	if len(a) == 0 || len(b) == 0 {
 		return "", fmt.Errorf("%s vs %s: %w", subj, base, errMissing)
+	}
+	if median(b) == 0 {
+		return "", fmt.Errorf("%s vs %s: %w", subj, base, errZeroBaseline)
 	}
 	if su == "ns/op" && bu == "ns/op" {
 		return fmt.Sprintf("%s / %s = %.2f", sn, bn, median(a)/median(b)), nil

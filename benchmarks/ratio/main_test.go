@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -107,5 +109,90 @@ BenchmarkScale/nodes-5000   	 1	 500 ns/op
 				}
 			}
 		})
+	}
+}
+
+// runMain runs the command (this test binary, re-run as main) on in with
+// args, and returns what it printed and its exit status.
+func runMain(t *testing.T, in string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	cmd.Stdin = strings.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	t.Fatal(err)
+	return "", 0
+}
+
+const envRunMain = "RATIO_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) != "" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// What a run reports beside its figures reaches the reader: a failed
+// benchmark with its message, a panic, and the lines a benchmark logs with
+// "!!!" (a framework defect kept out of the figures, e.g. a request never
+// answered during a move) — which a median over -count runs hides when
+// one run of five saw it. make bench keeps go test's own output in a
+// file, so ratio's output is where they must show.
+func TestMainShowsFailuresAndWarnings(t *testing.T) {
+	in := `goos: linux
+BenchmarkMove-2    	       1	     98976 ns/op	 0 req-unanswered
+BenchmarkMove-2    	       1	     91522 ns/op	 2 req-unanswered
+--- BENCH: BenchmarkMove-2
+    relocation_bench_test.go:311: !!! 2 request(s) never answered within 250ms during 1 moves
+BenchmarkMove-2    	       1	     91000 ns/op	 0 req-unanswered
+BenchmarkSub/n-8-2         	       1	       622.0 ns/op
+--- BENCH: BenchmarkSub/n-8-2
+    x_test.go:9: an ordinary log line
+`
+	out, status := runMain(t, in, "BenchmarkMove=BenchmarkSub/n-8")
+	if status != 0 || !strings.Contains(out, "BenchmarkMove-2: relocation_bench_test.go:311: !!! 2 request(s) never answered") ||
+		strings.Contains(out, "ordinary log line") {
+		t.Errorf("a warning: exit %d, printed\n%s", status, out)
+	}
+	failed := in + `--- FAIL: BenchmarkBad
+    x_test.go:5: move 3: boom
+FAIL
+exit status 1
+FAIL	toyb	0.033s
+FAIL
+`
+	out, status = runMain(t, failed, "BenchmarkMove=BenchmarkSub/n-8")
+	if status == 0 || !strings.Contains(out, "--- FAIL: BenchmarkBad") || !strings.Contains(out, "x_test.go:5: move 3: boom") ||
+		!strings.Contains(out, "BenchmarkMove / BenchmarkSub/n-8 = ") {
+		t.Errorf("a failure: exit %d, printed\n%s", status, out)
+	}
+	out, status = runMain(t, "BenchmarkA-2 \t 1\t 5 ns/op\npanic: test timed out after 10m0s\n\trunning tests:\n")
+	if status == 0 || !strings.Contains(out, "panic: test timed out after 10m0s") {
+		t.Errorf("a panic: exit %d, printed\n%s", status, out)
+	}
+	out, status = runMain(t, "BenchmarkA-2 \t 1\t 5 ns/op\nPASS\nok  \tpkg\t1s\n", "BenchmarkA=BenchmarkA")
+	if status != 0 || strings.Contains(out, "!!!") || strings.Contains(out, "FAIL") {
+		t.Errorf("a clean run: exit %d, printed\n%s", status, out)
+	}
+}
+
+// A ratio against a baseline whose median is 0 is no figure: an error,
+// not "+Inf".
+func TestRatioOfAZeroBaseline(t *testing.T) {
+	s, _, err := parse(strings.NewReader("BenchmarkMove-2 \t 1\t 10 ns/op\t 900 pause-p99-us\t 0 req-p50-us\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ratio(s, "BenchmarkMove@pause-p99-us=BenchmarkMove@req-p50-us"); err == nil {
+		t.Fatalf("ratio = %q against a zero baseline, no error", got)
 	}
 }
