@@ -166,7 +166,8 @@ func validOf(s directory.Snapshot, rid []byte) (found, valid bool) {
 }
 
 // minute simulates one minute of n nodes and returns per-round averages
-// and notice times for the full list and the Tracker.
+// and notice times for the full list and the Tracker (0: never noticed,
+// which the benchmark fails rather than report).
 type minuteResult struct {
 	fullReads, fullPages, fullBytes float64
 	trReads, trPages, trBytes       float64
@@ -176,7 +177,27 @@ type minuteResult struct {
 	deathFull, deathTracked         time.Duration
 }
 
-func minute(b *testing.B, n, churn int) minuteResult {
+// unnoticed names the events of the minute that a way of listing never
+// noticed: their notice figures are 0 then, which would read as instant.
+func (r minuteResult) unnoticed() []string {
+	var out []string
+	for _, e := range []struct {
+		what   string
+		missed bool
+	}{
+		{"the dead node (full list)", r.deathFull == 0},
+		{"the dead node (tracked)", r.deathTracked == 0},
+		{"the joined node (full list)", r.joinFull == 0},
+		{"the joined node (tracked)", r.joinTracked == 0},
+	} {
+		if e.missed {
+			out = append(out, e.what)
+		}
+	}
+	return out
+}
+
+func minute(b testing.TB, n, churn int) minuteResult {
 	clock := locmemory.NewManualClock(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))
 	mem, err := locmemory.New(locmemory.WithClock(clock), locmemory.WithSnapshotTTL(time.Hour))
 	if err != nil {
@@ -286,6 +307,9 @@ func BenchmarkDiscoveryMinute(b *testing.B) {
 				var res minuteResult
 				for i := 0; i < b.N; i++ {
 					res = minute(b, n, churn)
+					if missed := res.unnoticed(); len(missed) > 0 {
+						b.Fatalf("never noticed within the minute: %v", missed)
+					}
 				}
 				b.ReportMetric(res.rlReads, "relist-reads/round")
 				b.ReportMetric(res.rlBytes, "relist-bytes/round")
