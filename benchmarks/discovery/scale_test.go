@@ -261,7 +261,12 @@ func startSimChild(tb testing.TB, addr, ns string, idx []int) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			// A child that died early or let its runs' leases lapse made
+			// live runs look dead: the figures are not the scenario's.
+			if err != nil {
+				tb.Errorf("simulator child (runs %d…%d): %v", idx[0], idx[len(idx)-1], err)
+			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
@@ -308,7 +313,21 @@ func runSimChild(spec string) int {
 	}
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it or ends
+	if err := simHealthy(sim); err != nil {
+		fmt.Fprintln(os.Stderr, "meshsim child:", err)
+		return 3
+	}
 	return 0
+}
+
+// simHealthy fails when a simulated run's lease renewal failed or came
+// after its lease expired: a run meant alive looked dead to the real nodes
+// for a while, and their discovery's figures counted that.
+func simHealthy(sim *meshsim.Sim) error {
+	if f, l := sim.Failures(), sim.Lapses(); f+l > 0 {
+		return fmt.Errorf("%d lease renewal(s) failed, %d came after the lease expired (the runs looked dead meanwhile)", f, l)
+	}
+	return nil
 }
 
 func TestMain(m *testing.M) {
@@ -475,6 +494,9 @@ func runScale(tb testing.TB, n int, window time.Duration) scaleResult {
 	}
 	if followed > 0 {
 		res.changeReads = changeReads / followed
+	}
+	if err := simHealthy(m.sim); err != nil {
+		tb.Fatalf("simulator: %v", err)
 	}
 	return res
 }

@@ -53,6 +53,7 @@ type Run struct {
 	leaseKey string
 	tr       *transport.Node
 	renewing atomic.Bool
+	renewed  atomic.Int64 // UnixNano of the last renewal written
 }
 
 // Sim is a set of simulated runs and the goroutine renewing their leases.
@@ -64,8 +65,14 @@ type Sim struct {
 	next int // the lowest number above every run added
 
 	renewals atomic.Uint64
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	// failures counts renewals the store refused or failed, lapses the
+	// renewals written after the run's lease had already expired (a failed
+	// or late renewal): either makes a run the simulator keeps alive look
+	// dead to the real nodes for a while, which a benchmark would count as
+	// their discovery's work.
+	failures, lapses atomic.Uint64
+	stop             chan struct{}
+	wg               sync.WaitGroup
 }
 
 // renewSlots spreads the renewals over the interval, as independent
@@ -88,6 +95,13 @@ func New(cfg Config) (*Sim, error) {
 
 // Renewals is how many lease renewals the runs have written.
 func (s *Sim) Renewals() uint64 { return s.renewals.Load() }
+
+// Failures is how many lease renewals failed (logged at Warn each).
+func (s *Sim) Failures() uint64 { return s.failures.Load() }
+
+// Lapses is how many renewals were written after the run's lease had
+// expired: the run looked dead in between though it was meant alive.
+func (s *Sim) Lapses() uint64 { return s.lapses.Load() }
 
 // Runs returns the runs added so far.
 func (s *Sim) Runs() []*Run {
@@ -187,8 +201,18 @@ func (s *Sim) renew(ctx context.Context, r *Run) (string, error) {
 		return "", err
 	}
 	res, err := s.cfg.Store.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.PutExpiring(r.leaseKey, v, s.cfg.LeaseTTL)}})
+	if err == nil && !res.Applied {
+		err = errors.New("lease renewal not applied")
+	}
 	if err != nil {
+		s.failures.Add(1)
 		return "", err
+	}
+	// The lease was written with LeaseTTL from the store's clock; this
+	// process's clock only tells a renewal that came later than that.
+	now := time.Now()
+	if last := r.renewed.Swap(now.UnixNano()); last != 0 && now.Sub(time.Unix(0, last)) >= s.cfg.LeaseTTL {
+		s.lapses.Add(1)
 	}
 	s.renewals.Add(1)
 	return res.Versions[0], nil
