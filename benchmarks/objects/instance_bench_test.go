@@ -20,7 +20,9 @@ package objects
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,8 +53,16 @@ func benchColdActivation(b *testing.B, be benchkit.Backend) {
 	var seq atomic.Int64
 	first := func() error {
 		id := "s" + strconv.FormatInt(seq.Add(1), 10)
-		_, err := client.RequestInstance(ctx, id, body, mesh.InstanceType(demoapp.SessionType))
-		return err
+		got, err := client.RequestInstance(ctx, id, body, mesh.InstanceType(demoapp.SessionType))
+		if err != nil {
+			return err
+		}
+		// The session's first message (#1): a cold activation, not a
+		// request to a session that already ran.
+		if want := "session " + id + " #1 "; !strings.HasPrefix(string(got), want) {
+			return fmt.Errorf("%s answered %q, want %q…", id, got, want)
+		}
+		return nil
 	}
 	warm := benchkit.WarmUp(b, first)
 	lat := make([]time.Duration, 0, b.N)

@@ -337,6 +337,14 @@ func benchRequest(b *testing.B, parallel bool) {
 	refs := actorPool(b, p, callers)
 	ctx := context.Background()
 	var next atomic.Int64
+	// The counter's answer, as the transport baseline checks its "0".
+	get := func(ref mesh.ActorRef) error {
+		got, err := m.RequestActor(ctx, ref, []byte("get"))
+		if err == nil && string(got) != "0" {
+			err = fmt.Errorf("%s answered %q to get, want 0", ref.ActorID, got)
+		}
+		return err
+	}
 	beforeStore, beforeStats := p.Counts(), p.client.ObjectStats()
 	b.ResetTimer()
 	if parallel {
@@ -344,7 +352,7 @@ func benchRequest(b *testing.B, parallel bool) {
 		b.RunParallel(func(pb *testing.PB) {
 			ref := refs[int(next.Add(1)-1)%len(refs)]
 			for pb.Next() {
-				if _, err := m.RequestActor(ctx, ref, []byte("get")); err != nil {
+				if err := get(ref); err != nil {
 					b.Error(err)
 					return
 				}
@@ -352,7 +360,7 @@ func benchRequest(b *testing.B, parallel bool) {
 		})
 	} else {
 		for i := 0; i < b.N; i++ {
-			if _, err := m.RequestActor(ctx, refs[0], []byte("get")); err != nil {
+			if err := get(refs[0]); err != nil {
 				b.Fatal(err)
 			}
 		}
