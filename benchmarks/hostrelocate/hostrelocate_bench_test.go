@@ -534,6 +534,7 @@ func (f *figures) report(b *testing.B, k int) {
 	b.ReportMetric(float64(f.store.Reads)/moved, "store-reads/handoff")
 	b.ReportMetric(float64(f.store.Writes)/moved, "store-writes/handoff")
 	b.ReportMetric(float64(f.store.Conflicts)/moved, "store-conflicts/handoff")
+	b.ReportMetric(float64(f.store.Errors)/moved, "store-errors/handoff")
 	b.ReportMetric(float64(f.store.WriteKeys)/moved, "write-keys/handoff")
 	b.ReportMetric(float64(f.store.ReadKeys)/moved, "read-keys/handoff")
 	b.ReportMetric(float64(f.store.CondKeys)/moved, "cond-keys/handoff")

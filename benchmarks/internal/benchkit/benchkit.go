@@ -156,6 +156,7 @@ func (c *Cluster) ReportStore(b *testing.B, before Counts) {
 	b.ReportMetric(float64(d.NewExpiringKeys+d.ExpiringKeys)/n, "store-expiring-keys/op")
 	b.ReportMetric(float64(d.DeleteKeys)/n, "store-delete-keys/op")
 	b.ReportMetric(float64(after.Conflicts-before.Conflicts)/n, "store-conflicts/op")
+	b.ReportMetric(float64(d.Errors)/n, "store-errors/op")
 	b.ReportMetric(float64((after.Time-before.Time).Microseconds())/n, "store-us/op")
 }
 

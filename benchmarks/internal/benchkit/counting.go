@@ -21,6 +21,8 @@ type CountingStore struct {
 	// the kinds (rowKinds); of all rows written, those of refused batches.
 	missingKeys, conflictKeys                          atomic.Uint64
 	newKeys, newExpiringKeys, expiringKeys, deleteKeys atomic.Uint64
+	// errors counts the calls that failed (none of the counts above).
+	errors atomic.Uint64
 	// nanos is the time callers spent in store calls: beside ns/op it says
 	// how much of an operation is waiting on the store and how much is the
 	// node's own work (issue 15).
@@ -30,14 +32,19 @@ type CountingStore struct {
 // timed adds the time since start to the store-call time.
 func (s *CountingStore) timed(start time.Time) { s.nanos.Add(int64(time.Since(start))) }
 
-// Read implements locstore.Store.
+// Read implements locstore.Store. A call that failed is counted apart
+// (Errors), not as a read: its rows are unknown.
 func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResult, error) {
-	s.reads.Add(1)
-	s.readKeys.Add(1)
 	start := time.Now()
 	rr, err := s.Store.Read(ctx, key)
 	s.timed(start)
-	if err == nil && !rr.Found {
+	if err != nil {
+		s.errors.Add(1)
+		return rr, err
+	}
+	s.reads.Add(1)
+	s.readKeys.Add(1)
+	if !rr.Found {
 		s.missingKeys.Add(1)
 	}
 	return rr, err
@@ -46,11 +53,15 @@ func (s *CountingStore) Read(ctx context.Context, key string) (locstore.ReadResu
 // ReadMany implements locstore.MultiReader: one call, counted as one read
 // (what it costs is a call, like a Read's), its keys in ReadKeys.
 func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadResult, error) {
-	s.reads.Add(1)
-	s.readKeys.Add(uint64(len(keys)))
 	start := time.Now()
 	rs, err := locstore.ReadMany(ctx, s.Store, keys)
 	s.timed(start)
+	if err != nil {
+		s.errors.Add(1)
+		return rs, err
+	}
+	s.reads.Add(1)
+	s.readKeys.Add(uint64(len(keys)))
 	for _, rr := range rs {
 		if !rr.Found {
 			s.missingKeys.Add(1)
@@ -60,27 +71,30 @@ func (s *CountingStore) ReadMany(ctx context.Context, keys []string) ([]locstore
 }
 
 // Write implements locstore.Store; a write that was not applied is a
-// conflict.
+// conflict, one that failed is counted apart (Errors): whether the store
+// applied it is unknown, and a ceiling must not replay it as applied.
 func (s *CountingStore) Write(ctx context.Context, req locstore.WriteRequest) (locstore.WriteResult, error) {
-	s.writes.Add(1)
-	s.writeKeys.Add(uint64(len(req.Mutations)))
-	s.condKeys.Add(uint64(condOnly(req)))
 	start := time.Now()
 	res, err := s.Store.Write(ctx, req)
 	s.timed(start)
-	switch {
-	case err != nil:
-	case !res.Applied:
+	if err != nil {
+		s.errors.Add(1)
+		return res, err
+	}
+	s.writes.Add(1)
+	s.writeKeys.Add(uint64(len(req.Mutations)))
+	s.condKeys.Add(uint64(condOnly(req)))
+	if !res.Applied {
 		s.conflicts.Add(1)
 		s.conflictKeys.Add(uint64(len(req.Mutations)))
-	default:
-		k := kindsOf(req)
-		s.newKeys.Add(uint64(k.new))
-		s.newExpiringKeys.Add(uint64(k.newExpiring))
-		s.expiringKeys.Add(uint64(k.expiring))
-		s.deleteKeys.Add(uint64(k.deletes))
+		return res, nil
 	}
-	return res, err
+	k := kindsOf(req)
+	s.newKeys.Add(uint64(k.new))
+	s.newExpiringKeys.Add(uint64(k.newExpiring))
+	s.expiringKeys.Add(uint64(k.expiring))
+	s.deleteKeys.Add(uint64(k.deletes))
+	return res, nil
 }
 
 // condOnly counts the rows a batch conditions without writing them.
@@ -144,19 +158,21 @@ func kindsOf(req locstore.WriteRequest) rowKinds {
 // rows of applied batches, NewKeys were new durable rows, NewExpiringKeys
 // new rows with a retention, ExpiringKeys rows that existed put with a
 // retention, DeleteKeys deleted (the rest are updates of durable rows);
-// Time is the time callers spent in store calls (summed over concurrent
-// callers).
+// Errors are the calls that failed, counted in none of the others (a
+// ceiling does not replay them); Time is the time callers spent in store
+// calls, failed ones included (summed over concurrent callers).
 type Counts struct {
 	Reads, Writes, Conflicts, WriteKeys, ReadKeys, CondKeys uint64
 	MissingKeys, ConflictKeys                               uint64
 	NewKeys, NewExpiringKeys, ExpiringKeys, DeleteKeys      uint64
+	Errors                                                  uint64
 	Time                                                    time.Duration
 }
 
 // fields lists c's counters, for the arithmetic below.
 func (c *Counts) fields() []*uint64 {
 	return []*uint64{&c.Reads, &c.Writes, &c.Conflicts, &c.WriteKeys, &c.ReadKeys, &c.CondKeys,
-		&c.MissingKeys, &c.ConflictKeys, &c.NewKeys, &c.NewExpiringKeys, &c.ExpiringKeys, &c.DeleteKeys}
+		&c.MissingKeys, &c.ConflictKeys, &c.NewKeys, &c.NewExpiringKeys, &c.ExpiringKeys, &c.DeleteKeys, &c.Errors}
 }
 
 // combine is c with each counter f(c's, o's).
@@ -192,7 +208,7 @@ func (s *CountingStore) Counts() Counts {
 		WriteKeys: s.writeKeys.Load(), ReadKeys: s.readKeys.Load(), CondKeys: s.condKeys.Load(),
 		MissingKeys: s.missingKeys.Load(), ConflictKeys: s.conflictKeys.Load(),
 		NewKeys: s.newKeys.Load(), NewExpiringKeys: s.newExpiringKeys.Load(),
-		ExpiringKeys: s.expiringKeys.Load(), DeleteKeys: s.deleteKeys.Load(),
+		ExpiringKeys: s.expiringKeys.Load(), DeleteKeys: s.deleteKeys.Load(), Errors: s.errors.Load(),
 		Time: time.Duration(s.nanos.Load())}
 }
 

@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -168,5 +169,48 @@ func TestRunNeedsItsSeededRows(t *testing.T) {
 	}
 	if err := rows.Run(ctx, mem, StoreOps{Writes: 1, Rows: 3}, []byte("v")); err == nil {
 		t.Fatal("a batch of three updates ran on one seeded row")
+	}
+}
+
+// broken fails every call.
+type broken struct{ locstore.Store }
+
+var errBroken = errors.New("store unreachable")
+
+func (broken) Read(context.Context, string) (locstore.ReadResult, error) {
+	return locstore.ReadResult{}, errBroken
+}
+
+func (broken) ReadMany(context.Context, []string) ([]locstore.ReadResult, error) {
+	return nil, errBroken
+}
+
+func (broken) Write(context.Context, locstore.WriteRequest) (locstore.WriteResult, error) {
+	return locstore.WriteResult{}, errBroken
+}
+
+// A call that failed is not counted as one the store did: a ceiling
+// replays the counted reads and batches as successful calls of their
+// kind, so a subject's failed batch would come back as an applied one.
+// Failed calls are counted apart (store-errors/op), so that a run that met
+// store errors says so.
+func TestCountingStoreCountsFailuresApart(t *testing.T) {
+	s := &CountingStore{Store: broken{memStore(t)}}
+	ctx := context.Background()
+	v := []byte("v")
+	if _, err := s.Read(ctx, "a"); !errors.Is(err, errBroken) {
+		t.Fatalf("read: %v", err)
+	}
+	if _, err := s.ReadMany(ctx, []string{"a", "b"}); !errors.Is(err, errBroken) {
+		t.Fatalf("read many: %v", err)
+	}
+	if _, err := s.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing("a"), locstore.IfMissing("b")},
+		Mutations: []locstore.Mutation{locstore.Put("a", v)}}); !errors.Is(err, errBroken) {
+		t.Fatalf("write: %v", err)
+	}
+	got := s.Counts()
+	got.Time = 0
+	if want := (Counts{Errors: 3}); got != want || got.Replay(1).Op(0) != (StoreOps{}) {
+		t.Fatalf("three failed calls counted %+v, want %+v", got, want)
 	}
 }
