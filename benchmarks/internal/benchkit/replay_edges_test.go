@@ -2,10 +2,7 @@
 
 package benchkit
 
-import (
-	"context"
-	"testing"
-)
+import "testing"
 
 // Known open: Replay.Op shares each count out over the operations on its
 // own (share), and Rows.Run then forces a batch for rows without one
@@ -28,26 +25,6 @@ func TestReplayTotalsForSparseShapes(t *testing.T) {
 		{"condition rows with fewer batches than operations", Counts{Reads: 4, ReadKeys: 4, Writes: 1, WriteKeys: 1, CondKeys: 3}, 4},
 		{"about one row per batch", Counts{Reads: 10, ReadKeys: 10, Writes: 46, WriteKeys: 47}, 10},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mem := memStore(t)
-			s := &CountingStore{Store: mem}
-			ctx := context.Background()
-			value := make([]byte, StoreValueBytes)
-			r := tc.total.Replay(tc.ops)
-			rows, err := Seed(ctx, mem, "obj", r.Need(), value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range tc.ops {
-				if err := rows.Run(ctx, s, r.Op(i), value); err != nil {
-					t.Fatalf("op %d: %v", i, err)
-				}
-			}
-			got := s.Counts()
-			got.Time = 0
-			if got != tc.total {
-				t.Fatalf("counted\n%+v, want\n%+v", got, tc.total)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkReplay(t, tc.total, tc.ops) })
 	}
 }

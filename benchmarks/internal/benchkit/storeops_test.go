@@ -95,30 +95,36 @@ func TestReplayReproducesTheSubjectsCounts(t *testing.T) {
 		{"plain", Counts{Reads: 7, ReadKeys: 7, Writes: 5, WriteKeys: 11}, 1},
 		{"a refused batch larger than the object", Counts{Reads: 1, ReadKeys: 1, Writes: 2, Conflicts: 1, WriteKeys: 6, ConflictKeys: 5}, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mem := memStore(t)
-			s := &CountingStore{Store: mem}
-			ctx := context.Background()
-			value := make([]byte, StoreValueBytes)
-			r := tc.total.Replay(tc.ops)
-			rows, err := Seed(ctx, mem, "obj", r.Need(), value)
-			if err != nil {
-				t.Fatal(err)
+		t.Run(tc.name, func(t *testing.T) { checkReplay(t, tc.total, tc.ops) })
+	}
+}
+
+// checkReplay replays total over ops operations twice (the second period
+// conditions on the versions the first left) and fails unless each
+// period's calls, counted by a CountingStore, are total.
+func checkReplay(t *testing.T, total Counts, ops int) {
+	t.Helper()
+	mem := memStore(t)
+	s := &CountingStore{Store: mem}
+	ctx := context.Background()
+	value := make([]byte, StoreValueBytes)
+	r := total.Replay(ops)
+	rows, err := Seed(ctx, mem, "obj", r.Need(), value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for period := 1; period <= 2; period++ {
+		before := s.Counts()
+		for i := range ops {
+			if err := rows.Run(ctx, s, r.Op(i), value); err != nil {
+				t.Fatalf("op %d: %v", i, err)
 			}
-			for period := 1; period <= 2; period++ { // the second conditions on the versions the first left
-				before := s.Counts()
-				for i := range tc.ops {
-					if err := rows.Run(ctx, s, r.Op(i), value); err != nil {
-						t.Fatalf("op %d: %v", i, err)
-					}
-				}
-				got := s.Counts().Sub(before)
-				got.Time = 0
-				if got != tc.total {
-					t.Fatalf("period %d counted\n%+v, want\n%+v", period, got, tc.total)
-				}
-			}
-		})
+		}
+		got := s.Counts().Sub(before)
+		got.Time = 0
+		if got != total {
+			t.Fatalf("period %d counted\n%+v, want\n%+v", period, got, total)
+		}
 	}
 }
 
