@@ -13,8 +13,10 @@ benchtime=${BENCHTIME:-1s}
 out="benchmarks/results/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 
+known=" "
 suite() { # [SUITE_BENCHTIME=… SUITE_TIMEOUT=…] suite NAME PACKAGE PAIRS...
   local name=$1 pkg=$2 bt=${SUITE_BENCHTIME:-$benchtime}; shift 2
+  known+="$name "
   if [ -n "${SUITES:-}" ] && [[ " $SUITES " != *" $name "* ]]; then
     return
   fi
@@ -116,4 +118,12 @@ SUITE_BENCHTIME=${HOST_BENCHTIME:-1x} SUITE_TIMEOUT=60m suite hostrelocate ./ben
   'BenchmarkHostRelocateRedis=BenchmarkHostRelocateMemory' \
   'BenchmarkHostRelocateHeap@heap-peak-MB=BenchmarkHostRelocateHeap@heap-before-MB' \
   'BenchmarkHostRelocateHeap@heap-after-MB=BenchmarkHostRelocateHeap@heap-before-MB'
+# A suite named in SUITES that is none of the above ran nothing: say so
+# rather than end as if it had passed.
+for name in ${SUITES:-}; do
+  if [[ "$known" != *" $name "* ]]; then
+    echo "== no suite named $name (suites:$known)" >&2
+    exit 2
+  fi
+done
 echo "raw output in $out"
