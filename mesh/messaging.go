@@ -347,6 +347,9 @@ func (o *objects) localEnvelope(t msgTarget, body []byte) spot.Envelope {
 // deliverLocal checks the same fence a remote target would and posts to the
 // mailbox directly, under the admission (admitMessage).
 func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
+	if err := o.sendable(t, r, body, request); err != nil {
+		return nil, err
+	}
 	env := o.localEnvelope(t, body)
 	var call *transport.Call
 	var k string
@@ -439,6 +442,30 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 	}
 }
 
+// sendable refuses a local message the transport could not carry, with the
+// error a send of it to another node gets (ErrInvalidOperation wrapping
+// transport.ErrInvalidRecord, naming the limit): its object may move
+// before it runs, and the move's relay (and a previous owner passing it
+// on) sends it — which then failed, and the message, accepted, was lost
+// (a request waited out its deadline). Until 2026-12-07 a local body over
+// MaxFrameBytes was accepted (TestOversizeLocalMessageIsRefusedAsARemoteOne).
+func (o *objects) sendable(t msgTarget, r follow.Ready, body []byte, request bool) error {
+	// Sized as the one-way record: a request's differs only by the
+	// correlation the transport gives it when it sends it, and its payload
+	// frame, the one the limit bounds, is the same.
+	rec, err := o.messageRecord(t, r, body, false)
+	if err != nil {
+		return err
+	}
+	if err = o.n.tr.CheckRecord(rec); err == nil {
+		return nil
+	}
+	if request {
+		return requestFailure(t.id, err)
+	}
+	return messageFailure("send to "+t.id, err)
+}
+
 // localReplyError gives a local request's failure the same vocabulary as a
 // remote one (the wire mapping round trip), keeping the handler's error.
 func localReplyError(fam opFamily, err error) error {
@@ -452,9 +479,46 @@ func localReplyError(fam opFamily, err error) error {
 // deliverRemote sends command 24/25 (Actor) or 21/22 (Spot) with the route
 // fence.
 func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready, body []byte, request bool) ([]byte, error) {
+	kind := requestKind(t.fam)
+	rec, err := o.messageRecord(t, r, body, request)
+	if err != nil {
+		return nil, err
+	}
+	if h := o.hook().beforeRemoteSend; h != nil {
+		if err := h(t.id); err != nil {
+			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
+		}
+	}
+	// Sent to the route's node run only (endedRun): a bound Session or a
+	// cached route to a run that ended kept sending for as long as nothing
+	// told it (an operator try-out: ~100 a second for 36 s). Not sent: the
+	// caller reads the store.
+	if !request {
+		if err := o.n.tr.SendRun(ctx, r.Route.NodeRID, r.Route.NodeGeneration, rec); err != nil {
+			if ended := runRefused(err); ended != nil {
+				return nil, fmt.Errorf("send to %s: %w", t.id, ended)
+			}
+			return nil, messageFailure("send to "+t.id, err)
+		}
+		return nil, nil
+	}
+	// Portable: if the object moves before the request runs, the new
+	// owner answers (§7.3).
+	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec, transport.Portable(), transport.Run(r.Route.NodeGeneration))
+	if err != nil {
+		if ended := runRefused(err); ended != nil {
+			return nil, fmt.Errorf("send to %s: %w", t.id, ended)
+		}
+		return nil, requestFailure(t.id, err)
+	}
+	return answerOf(t.fam, kind, resp)
+}
+
+// messageRecord is the command 24/25 (Actor) or 21/22 (Spot) that carries
+// body to t on route r.
+func (o *objects) messageRecord(t msgTarget, r follow.Ready, body []byte, request bool) (*router.Record, error) {
 	payload := &router.Payload{PacketName: PacketName, ContentType: ContentType, Data: body}
 	var b router.Body
-	kind := requestKind(t.fam)
 	opID := t.op
 	if opID.IsZero() {
 		opID = opIDOf(NewOperationID())
@@ -493,35 +557,7 @@ func (o *objects) deliverRemote(ctx context.Context, t msgTarget, r follow.Ready
 			return nil, fmt.Errorf("%w: control %q: %w", ErrInvalidOperation, t.control, err)
 		}
 	}
-	rec := router.NewRecord(b, meta, payload)
-	if h := o.hook().beforeRemoteSend; h != nil {
-		if err := h(t.id); err != nil {
-			return nil, wrapErr(ErrUnavailable, err, "send to %s", t.id)
-		}
-	}
-	// Sent to the route's node run only (endedRun): a bound Session or a
-	// cached route to a run that ended kept sending for as long as nothing
-	// told it (an operator try-out: ~100 a second for 36 s). Not sent: the
-	// caller reads the store.
-	if !request {
-		if err := o.n.tr.SendRun(ctx, r.Route.NodeRID, r.Route.NodeGeneration, rec); err != nil {
-			if ended := runRefused(err); ended != nil {
-				return nil, fmt.Errorf("send to %s: %w", t.id, ended)
-			}
-			return nil, messageFailure("send to "+t.id, err)
-		}
-		return nil, nil
-	}
-	// Portable: if the object moves before the request runs, the new
-	// owner answers (§7.3).
-	resp, err := o.n.tr.Request(ctx, r.Route.NodeRID, rec, transport.Portable(), transport.Run(r.Route.NodeGeneration))
-	if err != nil {
-		if ended := runRefused(err); ended != nil {
-			return nil, fmt.Errorf("send to %s: %w", t.id, ended)
-		}
-		return nil, requestFailure(t.id, err)
-	}
-	return answerOf(t.fam, kind, resp)
+	return router.NewRecord(b, meta, payload), nil
 }
 
 // endedRun is the check every path makes before it sends an object message

@@ -771,21 +771,60 @@ func peerInfoFrom(rid []byte, remote string, a *router.RouteMeshAdmission) PeerI
 	}
 }
 
+// CheckRecord reports whether the transport would send rec at all: nil, or
+// the ErrInvalidRecord a send of it would fail with before anything is
+// queued (an encode failure, a frame or record over the limits the peer's
+// frame guard enforces). It lets a node refuse, with the same error, a
+// message it delivers without the wire but may have to send later (a
+// local message its object's move relays). The payload's bytes are sized,
+// not copied: the check costs the same for any body.
+func (n *Node) CheckRecord(rec *router.Record) error {
+	probe, data := rec, 0
+	if rec != nil && rec.Payload != nil && len(rec.Payload.Data) > 0 {
+		p, r := *rec.Payload, *rec
+		data, p.Data = len(p.Data), nil
+		r.Payload = &p
+		probe = &r
+	}
+	frames, err := router.Encode(probe)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	sizes := make([]uint64, len(frames))
+	for i, f := range frames {
+		sizes[i] = uint64(len(f))
+	}
+	if data > 0 {
+		// The payload frame is the last; its body is data bytes longer.
+		sizes[len(sizes)-1] += uint64(data)
+	}
+	return n.checkSizes(sizes)
+}
+
 // checkOutgoing refuses a record the peer's frame guard would refuse (the
 // mesh shares one configuration): sent, it would close the connection at
 // its header, and a one-way message kept and resent would do so again on
 // every next connection.
 func (n *Node) checkOutgoing(frames [][]byte) error {
+	sizes := make([]uint64, len(frames))
+	for i, f := range frames {
+		sizes[i] = uint64(len(f))
+	}
+	return n.checkSizes(sizes)
+}
+
+// checkSizes is checkOutgoing for frames of the sizes given.
+func (n *Node) checkSizes(sizes []uint64) error {
 	lim := n.cfg.limits()
-	if len(frames) > lim.maxFrames {
-		return fmt.Errorf("%w: %d frames, at most %d", ErrInvalidRecord, len(frames), lim.maxFrames)
+	if len(sizes) > lim.maxFrames {
+		return fmt.Errorf("%w: %d frames, at most %d", ErrInvalidRecord, len(sizes), lim.maxFrames)
 	}
 	var total uint64
-	for _, f := range frames {
-		if uint64(len(f)) > lim.maxFrame {
-			return fmt.Errorf("%w: frame of %d bytes, at most %d (transport MaxFrameBytes)", ErrInvalidRecord, len(f), lim.maxFrame)
+	for _, f := range sizes {
+		if f > lim.maxFrame {
+			return fmt.Errorf("%w: frame of %d bytes, at most %d (transport MaxFrameBytes)", ErrInvalidRecord, f, lim.maxFrame)
 		}
-		total += uint64(len(f))
+		total += f
 	}
 	if total > lim.maxMessage {
 		return fmt.Errorf("%w: record of %d bytes, at most %d (transport MaxMessageBytes)", ErrInvalidRecord, total, lim.maxMessage)
