@@ -238,11 +238,15 @@ func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (
 	if err != nil {
 		return row, classify(ctx, err, "find "+id)
 	}
+	// Kind before state, as a message's route resolution and Create
+	// check it: a record of another kind holds the id whether it is Ready
+	// or still Creating (until 2026-12-07 a Creating one answered
+	// ErrNotFound, TestFindOfAnotherKindIsTypeMismatchAlsoWhileCreating).
+	if row.Found && row.Record.Allocation.ObjectKind != kind {
+		return row, fmt.Errorf("%w: %q is %s, not %s", ErrTypeMismatch, id, aKind(row.Record.Allocation.ObjectKind), aKind(kind))
+	}
 	if !row.Found || row.Record.Allocation.State != record.AllocationActive {
 		return row, fmt.Errorf("%w: no Ready %s %q", ErrNotFound, kind, id)
-	}
-	if row.Record.Allocation.ObjectKind != kind {
-		return row, fmt.Errorf("%w: %q is %s, not %s", ErrTypeMismatch, id, aKind(row.Record.Allocation.ObjectKind), aKind(kind))
 	}
 	// Not Ready to anyone while its owner is gone (§7.4 "current owner
 	// unavailable after commit").
