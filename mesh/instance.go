@@ -449,26 +449,45 @@ func (o *objects) sendActivation(ctx context.Context, c *instanceMsg, cand candi
 	// sentActivations, or a list older than the link): the new run would
 	// refuse it, and a one-way message was lost. Not taken: another node
 	// is tried.
+	//
+	// A failure is judged as a direct message's (messageFailure,
+	// requestFailure): the caller's deadline passing is
+	// ErrDeadlineExceeded; an activation that never left this node
+	// (errNotSent) keeps its cause even when that matches
+	// context.DeadlineExceeded, so that notTaken tries another node within
+	// the caller's deadline. Until 2026-12-07 a request's error matching
+	// context.DeadlineExceeded was flattened into ErrDeadlineExceeded, and
+	// a one-way one's was ErrUnavailable
+	// (TestActivationNotSentIsTriedElsewhere).
+	sendErr := func() error { return nil }
+	if h := o.hook().activationSend; h != nil {
+		sendErr = func() error { return h(c.id) }
+	}
 	if !c.request {
-		if err := o.n.tr.SendRun(ctx, cand.node.RoutingID, cand.node.LifecycleGeneration, router.NewRecord(b, nil, payload)); err != nil {
+		err := sendErr()
+		if err == nil {
+			err = o.n.tr.SendRun(ctx, cand.node.RoutingID, cand.node.LifecycleGeneration, router.NewRecord(b, nil, payload))
+		}
+		if err != nil {
 			if ended := runRefused(err); ended != nil {
 				return nil, fmt.Errorf("activation of %s on %s: %w", c.id, cand.key(), ended)
 			}
-			return nil, wrapErr(ErrUnavailable, err, "activation of %s on %s", c.id, cand.key())
+			return nil, messageFailure(fmt.Sprintf("activation of %s on %s", c.id, cand.key()), err)
 		}
 		return nil, nil
 	}
 	b.OperationKind = router.InstanceRequest // the transport sets ReplyRouteID (its correlation)
-	resp, err := o.n.tr.Request(ctx, cand.node.RoutingID, router.NewRecord(b, nil, payload), transport.Portable(),
-		transport.Run(cand.node.LifecycleGeneration))
+	var resp *router.Record
+	err := sendErr()
+	if err == nil {
+		resp, err = o.n.tr.Request(ctx, cand.node.RoutingID, router.NewRecord(b, nil, payload), transport.Portable(),
+			transport.Run(cand.node.LifecycleGeneration))
+	}
 	if err != nil {
 		if ended := runRefused(err); ended != nil {
 			return nil, fmt.Errorf("activation of %s on %s: %w", c.id, cand.key(), ended)
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, deadlineErr("request to instance spot %s: %v", c.id, err)
-		}
-		return nil, wrapErr(ErrUnavailable, err, "request to instance spot %s", c.id)
+		return nil, requestFailure("instance spot "+c.id, err)
 	}
 	return answerOf(familySpot, requestKind(familySpot), resp)
 }

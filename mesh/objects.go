@@ -246,6 +246,10 @@ type testHooks struct {
 	// beforeRemoteSend, when it returns an error, stands for the
 	// transport's answer to sending a message to id (e.g. backpressure).
 	beforeRemoteSend func(id string) error
+	// activationSend, when it returns an error, stands for the
+	// transport's answer to sending a cold activation of id to another
+	// node (sendActivation).
+	activationSend func(id string) error
 	// portableReplySend, when it returns an error, stands for the
 	// transport's answer to sending a moved request's answer (wait: the
 	// send waiting for room after backpressure).
