@@ -47,6 +47,10 @@ func dropCauseOf(err error) dropCause {
 		// apart from other stale routes, as operators asked after a
 		// rolling restart whose drops read as "stale_route".
 		return dropOtherRun
+	case errors.Is(err, ErrMoving):
+		// Refused at a cutover (too many waiting, the node stopping): not
+		// delivered, but no stale route of its sender's.
+		return dropOther
 	case errors.Is(err, errRouteStale):
 		return dropStaleRoute
 	case errors.Is(err, ErrNotFound):

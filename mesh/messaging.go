@@ -1117,8 +1117,16 @@ type cutoverQueue struct {
 	done    chan struct{}
 }
 
+// errCutoverWait is the refusal of a message over cutoverWaitMax: not
+// delivered (errRouteStale), so that a requester reads the store and
+// tries again within its deadline, an Actor's and a Spot's alike (on the
+// wire invalidState for both: wireFailure maps errRouteStale first). With
+// ErrMoving alone a Spot's went as conflict/spotMoving, which its
+// requester returned as ErrMoving without trying again, while an Actor's
+// went as invalidState and was tried again
+// (TestRequestRefusedAtAFullCutoverIsTriedAgainForBothKinds).
 func errCutoverWait(id string) error {
-	return fmt.Errorf("%w: %s is being moved; too many messages wait for cutovers here", ErrMoving, id)
+	return fmt.Errorf("%w: %w: %s is being moved; too many messages wait for cutovers here", ErrMoving, errRouteStale, id)
 }
 
 // queueBehindCutover puts w behind the messages of the same peer for the
@@ -1216,7 +1224,8 @@ func (o *objects) runCutoverQueue(key cutoverWaitKey, q *cutoverQueue, wait <-ch
 				o.mu.Unlock()
 			}
 			if halted {
-				w.refuse(fmt.Errorf("%w: %s is being moved; the node is stopping", ErrMoving, key.obj.ID))
+				// Not delivered, as errCutoverWait.
+				w.refuse(fmt.Errorf("%w: %w: %s is being moved; the node is stopping", ErrMoving, errRouteStale, key.obj.ID))
 				continue
 			}
 			wait = again

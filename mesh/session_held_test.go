@@ -220,16 +220,7 @@ func TestSessionMessageRefusedAtACutoverIsNotHeld(t *testing.T) {
 		return s
 	}
 	a, b := bind(), bind()
-	atCutover, goOn := make(chan struct{}), make(chan struct{})
-	var resume sync.Once
-	proceed := func() { resume.Do(func() { close(goOn) }) }
-	defer proceed()
-	c.nodes[src].obj.hooks.Store(&testHooks{relocationStep: func(got, step string) {
-		if got == id && step == stepSourceCutover {
-			close(atCutover)
-			<-goOn
-		}
-	}})
+	atCutover, proceed := holdAtStep(t, c, src, id, stepSourceCutover)
 	moving := relocateAsync(ctx, c, src, dst, record.ObjectActor, id, ref.ObjectGeneration)
 	waitClosed(t, atCutover, "the source's move held in its cutover")
 
