@@ -1259,12 +1259,24 @@ func (o *objects) holdBarrier(holding <-chan struct{}, again func()) {
 }
 
 func (o *objects) sendReply(reply func(*router.Record) error, rec *router.Record) {
+	o.sendReplyOr(reply, rec, nil)
+}
+
+// sendReplyOr is sendReply that hands the answer to gone, when not nil,
+// if the connection reply sends on is gone (transport.ErrPeerDown: closed,
+// or superseded by the requester's new connection): nothing was sent on it.
+func (o *objects) sendReplyOr(reply func(*router.Record) error, rec *router.Record, gone func(*router.Record)) {
 	err := reply(rec)
 	if failed, ok := unsendableAnswer(rec, err); ok {
 		if ok, suppressed := o.replyNotSentLog.allow(); ok {
 			o.log.Warn("reply too large to send; the request is answered failed (ErrRequestFailed)", "err", err, "suppressed", suppressed)
 		}
+		rec = failed
 		err = reply(failed)
+	}
+	if gone != nil && errors.Is(err, transport.ErrPeerDown) {
+		gone(rec)
+		return
 	}
 	if err != nil {
 		// A requester that went away with many requests queued here

@@ -246,6 +246,10 @@ type testHooks struct {
 	// beforeRemoteSend, when it returns an error, stands for the
 	// transport's answer to sending a message to id (e.g. backpressure).
 	beforeRemoteSend func(id string) error
+	// arrivalReply, when it returns an error, stands for the transport's
+	// answer to a reply on the connection its request came on (e.g.
+	// ErrPeerDown: that connection is gone).
+	arrivalReply func() error
 	// activationSend, when it returns an error, stands for the
 	// transport's answer to sending a cold activation of id to another
 	// node (sendActivation).

@@ -94,8 +94,22 @@ func (o *objects) Reply(route []byte, body []byte, err error) {
 		// itself, handler error included.
 		ch <- localReply{body: body, err: err}
 	case remote:
-		// Run where it arrived: answer on the connection it came on.
-		o.sendReply(rr.reply, replyRecord(r.fam, r.corr, body, err))
+		// Run where it arrived: answer on the connection it came on — or,
+		// when that connection is gone (the requester's link failed and
+		// maybe came back on a new one), as a moved request's answer: the
+		// requester's portable call still takes it (PortableGrace). Until
+		// 2026-12-07 it was dropped ("reply not sent") and the requester
+		// waited out its deadline (TestReplyAfterItsConnectionWentIsSentAnotherWay).
+		send := rr.reply
+		if h := o.hook().arrivalReply; h != nil {
+			send = func(rec *router.Record) error {
+				if err := h(); err != nil {
+					return err
+				}
+				return rr.reply(rec)
+			}
+		}
+		o.sendReplyOr(send, replyRecord(r.fam, r.corr, body, err), func(rec *router.Record) { o.sendPortableReply(r, rec) })
 	case o.self(r):
 		// Requested by this node run but not waiting here: a request it
 		// sent over the wire that came back through Message Follow (the
