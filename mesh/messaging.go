@@ -130,7 +130,7 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 		if err != nil {
 			return nil, classify(ctx, err, "resolve "+t.id)
 		}
-		if err := o.beforeSend(ctx, t, r); err != nil {
+		if err := o.beforeSend(ctx, t, r, request); err != nil {
 			return nil, classify(ctx, err, "route switch to "+t.id)
 		}
 		var reply []byte
@@ -147,7 +147,7 @@ func (o *objects) deliver(ctx context.Context, t msgTarget, body []byte, request
 		}
 		// Queued (or not sent): what passes beforeSend next goes behind
 		// it (route_barrier.go, sentRoute.sending).
-		o.sent.sent(t.cacheKey())
+		o.sent.sent(t.cacheKey(), request)
 		if err == nil {
 			return reply, nil
 		}

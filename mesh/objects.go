@@ -326,6 +326,7 @@ const (
 	stepFollowArrive  = "follow:arrive"  // a message passed on arrives (on the reader of the link it came on)
 	stepEndedRunWait  = "ended-run:wait" // a readmit or a switch's barrier waits for what an ended run sent here
 	stepSwitchHeld    = "switch:held"    // a route switch waits for a move's ingress hold
+	stepSwitchQueued  = "switch:queued"  // a route switch waits for one-way sends on the previous route to be queued
 	stepCutoverWait   = "cutover:wait"   // a peer's message waits for the object's cutover here
 	// a route switch's sender got a notice that its barrier is held on purpose
 	stepBarrierHeldNotice = "sender:barrier-held"

@@ -104,6 +104,21 @@ type sentRoute struct {
 	// (TestConcurrentSendersSettleOnlyTheLastQueued).
 	sending   int
 	unordered bool
+	// oneWay counts the one-way messages among sending, and queued, when
+	// not nil, is closed once none is left (sent): a switch with a barrier
+	// waits for it first (awaitQueued). A one-way message that passed
+	// beforeSend on the previous route and is not queued yet would
+	// otherwise be queued behind the barrier: the barrier answered, the
+	// switch done, its sender's next message went straight to the new
+	// owner ahead of it, which the previous owner was still passing on
+	// (before 2026-12-07; TestSwitchBarrierWaitsForSendsClaimedOnThePreviousRoute).
+	// A request is not waited for: it counts as sending until answered
+	// (the transport's Request does not say when it is queued), and its
+	// sender sends nothing more before that answer, which comes from the
+	// turn that ran it or a refusal (then it is sent again, after the
+	// switch); a switch waiting for it would wait for its handler.
+	oneWay int
+	queued chan struct{}
 	// via is the route the messages sent on r actually took when r is
 	// this node's own and the object had left it (Message Follow from
 	// this node, messaging.go): a switch away from r orders behind them.
@@ -116,9 +131,10 @@ type sentRoute struct {
 // beforeSend returns once a message of this node to t may take route r
 // without overtaking one it sent on its previous route to t, sending the
 // barrier when the route changed. It fails only with ctx. When it returns
-// nil, the caller calls o.sent.sent(t.cacheKey()) once the message's send
-// has returned (whatever its outcome).
-func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) error {
+// nil, the caller calls o.sent.sent(t.cacheKey(), request) once the
+// message's send has returned (whatever its outcome); request tells a
+// request from a one-way message.
+func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready, request bool) error {
 	window := o.n.cfg.Routing.MessageFollowDuration
 	if window <= 0 {
 		return nil // nothing is passed on: a message on a stale route is refused
@@ -132,7 +148,9 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 		switch {
 		case e == nil:
 			s.sweep(now, window)
-			s.m[key] = &sentRoute{r: r, at: now, lastOp: t.op, sending: 1}
+			e = &sentRoute{r: r, at: now, lastOp: t.op}
+			e.claim(request)
+			s.m[key] = e
 			s.mu.Unlock()
 			return nil
 		case e.switching != nil:
@@ -146,21 +164,21 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 			}
 		case follow.FenceOf(e.r).Matches(r):
 			e.at, e.lastOp, e.settled = now, t.op, false
-			e.claim()
+			e.claim(request)
 			s.mu.Unlock()
 			return nil
 		case e.settled || now-e.at > window || e.r.ObjectGeneration != r.ObjectGeneration ||
 			(e.via != nil && follow.FenceOf(*e.via).Matches(r)):
 			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
-			e.claim()
+			e.claim(request)
 			s.mu.Unlock()
 			return nil
 		case o.isLocal(e.r) && e.via == nil:
 			e.r, e.at, e.lastOp, e.settled, e.via = r, now, t.op, false, nil
-			e.claim()
+			e.claim(request)
 			s.mu.Unlock()
 			if err := o.awaitLocalHold(ctx, t); err != nil {
-				s.sent(key)
+				s.sent(key, request)
 				return err
 			}
 			return nil
@@ -170,13 +188,23 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 			prev = *e.via
 		}
 		e.switching = ch
+		var queued chan struct{}
+		if e.oneWay > 0 {
+			if e.queued == nil {
+				e.queued = make(chan struct{})
+			}
+			queued = e.queued
+		}
 		s.mu.Unlock()
+		if queued != nil {
+			o.awaitQueued(ctx, t, queued)
+		}
 		o.barrier(ctx, t, prev, r)
 		s.mu.Lock()
 		e.r, e.at, e.lastOp, e.settled, e.switching, e.via = r, o.n.clock.Now(), t.op, false, nil, nil
 		err := ctx.Err() // read once: a claim is made exactly when nil is returned
 		if err == nil {
-			e.claim()
+			e.claim(request)
 		}
 		close(ch)
 		s.mu.Unlock()
@@ -186,18 +214,51 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready) e
 
 // claim counts a message past beforeSend on e (called with the sentRoutes'
 // mutex held); sent ends it.
-func (e *sentRoute) claim() {
+func (e *sentRoute) claim(request bool) {
 	e.unordered = e.sending > 0
 	e.sending++
+	if !request {
+		e.oneWay++
+	}
 }
 
-// sent ends a message's claim (beforeSend returned nil for it): its send
-// returned, so a message passing beforeSend from now on is queued behind it.
-func (s *sentRoutes) sent(key follow.Key) {
+// sent ends a message's claim (beforeSend returned nil for it, with the
+// same request): its send returned, so a message passing beforeSend from
+// now on is queued behind it.
+func (s *sentRoutes) sent(key follow.Key, request bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.m[key]; e != nil && e.sending > 0 {
-		e.sending--
+	e := s.m[key]
+	if e == nil || e.sending == 0 {
+		return
+	}
+	e.sending--
+	if request || e.oneWay == 0 {
+		return
+	}
+	if e.oneWay--; e.oneWay == 0 && e.queued != nil {
+		close(e.queued)
+		e.queued = nil
+	}
+}
+
+// awaitQueued returns once queued is closed: no one-way message of this
+// node to t that passed beforeSend before the switch is still being
+// queued, so the barrier goes out behind them all. Queuing one takes no
+// handler (a remote send never blocks, transport Send), so the wait is
+// short; bounded by ctx and barrierMaxWait (then the switch goes on,
+// logged, as after a barrier that went unanswered).
+func (o *objects) awaitQueued(ctx context.Context, t msgTarget, queued <-chan struct{}) {
+	o.hook().step(t.id, stepSwitchQueued)
+	bound := time.NewTimer(barrierMaxWait)
+	defer bound.Stop()
+	select {
+	case <-queued:
+	case <-ctx.Done():
+	case <-bound.C:
+		o.stats.routeBarriersTimedOut.Add(1)
+		o.log.Warn("route switch: a one-way message sent on the previous route was not queued in time; sending the barrier anyway (it may arrive after later messages)",
+			"object", t.id, "waited", barrierMaxWait)
 	}
 }
 

@@ -1,5 +1,3 @@
-//go:build knownopen
-
 package mesh
 
 import (
@@ -9,35 +7,46 @@ import (
 	"github.com/meshnode/meshnode/follow"
 )
 
-// Known, open: a route switch's barrier does not wait for a message of
-// another goroutine that passed beforeSend on the previous route and is not
-// queued yet. Goroutine A passes beforeSend on the previous owner's route
-// (n0:2) and is delayed before the transport takes it; goroutine B, its
-// cache entry gone, switches: its barrier goes out on the previous route
-// ahead of A's message and is answered, and the node's route is the new
-// owner's. A's message then leaves on the previous route and is passed on;
-// A's next message (n0:3) finds the node's route already switched, needs no
-// barrier, goes straight to the new owner and runs before n0:2 — one
-// goroutine's two sends out of order. (Waiting, before the barrier, for
-// the sends claimed on the previous route would need to know when a
-// request is queued: the transport's Request does not say.)
+// A route switch's barrier waits for a one-way message of another goroutine
+// that passed beforeSend on the previous route and is not queued yet.
+// Goroutine A passes beforeSend on the previous owner's route (n0:2) and is
+// delayed before the transport takes it; goroutine B, its cache entry gone,
+// switches. Before 2026-12-07 B's barrier went out on the previous route
+// ahead of A's message and was answered, and the node's route became the
+// new owner's; A's message then left on the previous route and was passed
+// on, and A's next message (n0:3), finding the route already switched,
+// went straight to the new owner and ran before n0:2 — one goroutine's two
+// sends out of order. Now B's switch waits for A's message to be queued
+// (sentRoute.oneWay), and its barrier goes out behind it.
 func TestSwitchBarrierWaitsForSendsClaimedOnThePreviousRoute(t *testing.T) {
 	c, ctx := seqCluster(t)
 	ref, src, _ := movedAfterOne(t, ctx, c, "switch-pending")
 	key := follow.Key{Kind: follow.KindActor, ID: ref.ActorID}
 	sender := c.nodes[0]
 
-	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", nil)
+	waiting := make(chan struct{}, 1)
+	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", func(id, step string) {
+		if id == ref.ActorID && step == stepSwitchQueued {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+	})
 	defer aGo()
 
 	// B's route switch (its cache entry aged out): barrier, then the new
-	// owner directly.
+	// owner directly. It waits for A's message to be queued (without the
+	// fix it is done at once).
 	sender.obj.cache.Drop(key)
-	if err := c.m(0).SendActor(ctx, ref, []byte("s:x:1")); err != nil {
-		t.Fatal(err)
-	}
-	if s := c.stats(0); s.RouteBarriers != 1 {
-		t.Fatalf("route barriers %d, want 1 (B's switch)", s.RouteBarriers)
+	bDone := make(chan error, 1)
+	go func() { bDone <- c.m(0).SendActor(ctx, ref, []byte("s:x:1")) }()
+	select {
+	case <-waiting:
+	case err := <-bDone:
+		bDone <- err
+	case <-ctx.Done():
+		t.Fatal("B's send neither waited nor returned")
 	}
 
 	// A's message leaves on the previous route; the previous owner holds
@@ -55,8 +64,14 @@ func TestSwitchBarrierWaitsForSendsClaimedOnThePreviousRoute(t *testing.T) {
 	case <-time.After(5 * time.Second):
 	}
 	rel()
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if s := c.stats(0); s.RouteBarriers != 1 {
+		t.Errorf("route barriers %d, want 1 (B's switch)", s.RouteBarriers)
 	}
 	seqSentInOrder(t, ctx, c, ref)
 }
