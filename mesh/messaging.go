@@ -782,6 +782,19 @@ func (o *objects) admitMessage(fam opFamily, id string, gen uint64, nodeRID []by
 			ownerGen = h.ownerGeneration
 		case ok && gateErr != nil && h.ownerGeneration == ownerGen:
 			// Current, or pending its re-adoption after a reacquisition.
+		case gateErr == nil && (!ok || h.entry || h.objectGeneration == gen && ownerGen < h.ownerGeneration):
+			// The object left the stay the fence names (not hosted here,
+			// or here again at a later AuthorityOwnerGeneration): refused
+			// below as not hosted, so that its follow record passes it on
+			// (notAdmitted, §7.3) — whatever this run's lease generation
+			// is now. The record names the new owner, whose lease is not
+			// this node's. Before 2026-12-07 a previous owner whose lease
+			// was lost and reacquired after it moved the object away
+			// refused such a message as a stale route, and a one-way one
+			// was dropped though the follow record was there
+			// (TestMessageForAMovedObjectFollowsAfterThePreviousOwnersLeaseChanged).
+			// Nothing is posted under a stale lease: every case below
+			// refuses it (or waits for a cutover and checks again).
 		case leaseGen != lg:
 			return staleLease()
 		default:
