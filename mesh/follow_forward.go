@@ -118,6 +118,13 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 				}
 			}
 			if admitted, wait := o.readmit(from, m, rec, reply); admitted || wait != nil {
+				if wait != nil {
+					// Counted once, when it is decided: the message is
+					// admitted again from the start after the cutover.
+					// Before 2026-12-07 each round counted it
+					// (TestReadmitWaitingForACutoverCountsOneFollowRefusal).
+					o.stats.followRefused.Add(^uint64(0))
+				}
 				return wait
 			}
 			if o.passOnLater(from, m, rec) {
