@@ -374,7 +374,7 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 		k, ch = route.key(), make(chan localReply, 1)
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
-	if inTurn, _ := ctx.Value(activationTurn{}).(string); t.fam == familySpot && inTurn != t.id {
+	if t.fam == familySpot && !inActivationTurnOf(ctx, t) {
 		// Behind this node's Instance Spot activations of the id (as
 		// inboundSpot): they carry earlier messages of this Manager. Not
 		// from a turn of that queue itself, which would wait for itself.

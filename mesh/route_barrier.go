@@ -189,7 +189,7 @@ func (o *objects) beforeSend(ctx context.Context, t msgTarget, r follow.Ready, r
 		}
 		e.switching = ch
 		var queued chan struct{}
-		if e.oneWay > 0 {
+		if e.oneWay > 0 && !inActivationTurnOf(ctx, t) {
 			if e.queued == nil {
 				e.queued = make(chan struct{})
 			}
@@ -240,6 +240,16 @@ func (s *sentRoutes) sent(key follow.Key, request bool) {
 		close(e.queued)
 		e.queued = nil
 	}
+}
+
+// inActivationTurnOf reports whether ctx is a turn of t's Instance Spot
+// activation queue (activationTurn). Such a switch does not wait for the
+// one-way messages being queued (awaitQueued): a local one to the Spot
+// waits behind the activation queue, this turn included (deliverLocal), and
+// would hold the turn up to barrierMaxWait.
+func inActivationTurnOf(ctx context.Context, t msgTarget) bool {
+	inTurn, _ := ctx.Value(activationTurn{}).(string)
+	return t.fam == familySpot && inTurn == t.id
 }
 
 // awaitQueued returns once queued is closed: no one-way message of this

@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +76,45 @@ func TestSwitchBarrierWaitsForSendsClaimedOnThePreviousRoute(t *testing.T) {
 		t.Errorf("route barriers %d, want 1 (B's switch)", s.RouteBarriers)
 	}
 	seqSentInOrder(t, ctx, c, ref)
+}
+
+// A switch made from a turn of an Instance Spot's activation queue does not
+// wait for the one-way messages to the Spot still being queued: a local one
+// waits behind that very queue (deliverLocal), so the turn and the message
+// would wait for each other until barrierMaxWait.
+func TestSwitchInAnActivationTurnDoesNotWaitForQueuedSends(t *testing.T) {
+	c, ctx := seqCluster(t)
+	o := c.nodes[0].obj
+	tgt := msgTarget{fam: familySpot, id: "in-turn", gen: 1, op: opIDOf(NewOperationID())}
+	key := tgt.cacheKey()
+	prev := follow.Ready{Key: key, ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: "gone", LeaseGeneration: 1},
+		Route: follow.Route{NodeRID: []byte{0xee}, NodeGeneration: 1}}
+	next := prev
+	next.AuthorityOwnerGeneration, next.Route = 2, follow.Route{NodeRID: []byte{0xef}, NodeGeneration: 1}
+	// A one-way message claimed on prev, not queued yet.
+	o.sent.mu.Lock()
+	o.sent.sweep(o.n.clock.Now(), o.n.cfg.Routing.MessageFollowDuration)
+	o.sent.m[key] = &sentRoute{r: prev, at: o.n.clock.Now(), lastOp: opIDOf(NewOperationID()), sending: 1, oneWay: 1}
+	o.sent.mu.Unlock()
+	waited := make(chan struct{})
+	var once sync.Once
+	o.hooks.Store(&testHooks{relocationStep: func(id, step string) {
+		if id == tgt.id && step == stepSwitchQueued {
+			once.Do(func() { close(waited) })
+		}
+	}})
+	done := make(chan error, 1)
+	go func() { done <- o.beforeSend(context.WithValue(ctx, activationTurn{}, tgt.id), tgt, next, false) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.sent.sent(key, false)
+	case <-waited:
+		o.sent.sent(key, false) // the claimed message "queued": the switch goes on
+		<-done
+		t.Fatal("the switch in the Spot's activation turn waited for a one-way message queued behind that turn")
+	}
+	o.sent.sent(key, false)
 }
