@@ -95,11 +95,22 @@ func (n *Node) refreshCapacityCopy(ctx context.Context, force bool) {
 	if !force && now-at < time.Duration(capacityCopyInterval(listed))*n.discoveryEvery && fullness(fresh) == fullness(cur) {
 		return
 	}
+	// Checked again under drainMu, which a drain (or Close) holds while it
+	// publishes draining: a drain that began while the counters were read
+	// above has said draining by now, and serving published after it
+	// would stand for the rest of the drain (the others place on the node
+	// and move their objects to it). Until 2026-12-07 it did
+	// (TestCapacityCopyUnderWayWhenADrainBeginsDoesNotSayServing).
+	n.drainMu.Lock()
+	defer n.drainMu.Unlock()
+	if n.drainSaid || n.obj.hostMove.Load() || n.State() != record.StateServing {
+		return
+	}
 	n.mu.Lock()
 	n.descriptor.Capacity = fresh
 	n.capCopyAt = now
 	n.mu.Unlock()
-	if err := n.publish(ctx, state); err != nil && ctx.Err() == nil {
+	if err := n.publish(ctx, record.StateServing); err != nil && ctx.Err() == nil {
 		n.log.Warn("capacity copy: publish", "err", err)
 	}
 }

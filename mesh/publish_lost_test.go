@@ -69,17 +69,7 @@ func TestDrainWhoseDrainingAnswerIsLostStaysDraining(t *testing.T) {
 		// What the discovery loop does every round (capacity_copy.go):
 		// the objects left, the counters changed.
 		n.RefreshCapacityCopy(ctx)
-		rr, err := c.f.loc.Read(ctx, n.pub.Key())
-		if err != nil || !rr.Found {
-			t.Errorf("read descriptor: %v %v", err, rr.Found)
-			return
-		}
-		d, err := record.DecodeMeshNode(rr.Value)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		during = d.State
+		during = storedState(t, ctx, c.f.loc, n.pub.Key())
 	}})
 	if err != nil {
 		t.Fatalf("Drain: %v", err)
@@ -120,4 +110,21 @@ func TestCloseWhoseStoppedAnswerIsLostRemovesTheDescriptor(t *testing.T) {
 		d, _ := record.DecodeMeshNode(rr.Value)
 		t.Fatalf("after an orderly Close the descriptor (state %q) is still stored; lease released", d.State)
 	}
+}
+
+// storedState is the state of the descriptor stored at key ("" after
+// reporting an error when there is none or it does not decode).
+func storedState(t *testing.T, ctx context.Context, loc locstore.Store, key string) record.State {
+	t.Helper()
+	rr, err := loc.Read(ctx, key)
+	if err != nil || !rr.Found {
+		t.Errorf("read descriptor: %v %v", err, rr.Found)
+		return ""
+	}
+	d, err := record.DecodeMeshNode(rr.Value)
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	return d.State
 }
