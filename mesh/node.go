@@ -1052,13 +1052,24 @@ func (n *Node) Close(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	var drainingErr error
+	// drainSaid also when the gate is shut and nothing is published here:
+	// a lease recovery under way (reacquired, the objects being
+	// re-adopted) that ends during the shutdown republishes draining, not
+	// serving — the others placed on the stopping node and moved to it
+	// until its stopped publish (TestLeaseRecoveredWhileClosingDoesNotRepublishServing).
+	// The gate is asked under drainMu, which the recovery's republish
+	// holds: either it has republished (the gate is open, draining follows
+	// here) or it will say draining.
+	n.drainMu.Lock()
+	n.drainSaid = true
 	if n.lease.Gate().Open() {
 		// One try: the stopped publish below supersedes it, and is the
 		// one retried while the store does not answer.
-		if err := n.publishDrainingState(ctx); err != nil {
+		if err := n.publish(ctx, record.StateDraining); err != nil {
 			drainingErr = fmt.Errorf("publish draining: %w", err)
 		}
 	}
+	n.drainMu.Unlock()
 	// §11: stop accepting object work; orders in flight finish and queued
 	// requests are answered while the transport is still up (objects.go).
 	// A turn still running when the shutdown's time but the store steps'
