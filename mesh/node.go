@@ -1185,6 +1185,18 @@ func (n *Node) teardown(ctx context.Context, steps *shutdownSteps) error {
 		// is flushed below (instance_target.go, passOnActivation).
 		n.obj.endPassOns(ctx)
 	}
+	if steps == nil && n.pub != nil && n.pub.Revision() > 0 && n.lease.Gate().Open() {
+		// A start that failed after publishing preparing says stopped
+		// before its lease goes (one try), so that the descriptor is
+		// removed below as an orderly stop's is; before, the preparing row
+		// of a run without a lease stayed an hour
+		// (TestStartFailingAfterItsFirstPublishLeavesNoDescriptor).
+		pctx, cancel := context.WithTimeout(ctx, n.cfg.Lease.RenewInterval)
+		if err := n.publish(pctx, record.StateStopped); err != nil {
+			n.log.Warn("failed start: stopped not published; the descriptor stays for the other nodes' reclaim", "err", err)
+		}
+		cancel()
+	}
 	if n.lease != nil {
 		var wait func(context.Context) error
 		if steps != nil {
