@@ -85,6 +85,7 @@ type Node struct {
 	marker             marker.Marker // the namespace marker seen at start (checkMarker)
 	tr                 *transport.Node
 	pub                *directory.Publisher
+	published          atomic.Bool // a publish succeeded (a failed Start then says stopped: teardown)
 	run                hostRun
 	leaseGen           atomic.Uint64 // this run's current LeaseGeneration (Owner)
 	discoveryEvery     time.Duration
@@ -433,6 +434,7 @@ func (n *Node) publish(ctx context.Context, state record.State) error {
 	n.mu.Lock()
 	n.state, n.descriptor.State = state, state
 	n.mu.Unlock()
+	n.published.Store(true)
 	if res.Takeover {
 		n.log.Info("descriptor taken over from an expired run", "previous_owner", res.PreviousOwnerID,
 			"previous_gen", uint64(res.PreviousLeaseGeneration))
@@ -1185,7 +1187,7 @@ func (n *Node) teardown(ctx context.Context, steps *shutdownSteps) error {
 		// is flushed below (instance_target.go, passOnActivation).
 		n.obj.endPassOns(ctx)
 	}
-	if steps == nil && n.pub != nil && n.pub.Revision() > 0 && n.lease.Gate().Open() {
+	if steps == nil && n.published.Load() && n.lease.Gate().Open() {
 		// A start that failed after publishing preparing says stopped
 		// before its lease goes (one try), so that the descriptor is
 		// removed below as an orderly stop's is; before, the preparing row
