@@ -442,6 +442,17 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 	}
 }
 
+// messageFrames and messageHead bound what messageRecord builds besides
+// its body: at most messageFrames frames, whose bytes other than the body
+// come to at most messageHead (every field of the head is bounded by the
+// wire schema — ids and routing ids 255 bytes, a metadata value 1,024 — so
+// the head is a few KiB at most; TestMessageRecordHeadIsBounded builds the
+// largest and checks both).
+const (
+	messageFrames = 4
+	messageHead   = 64 << 10
+)
+
 // sendable refuses a local message the transport could not carry, with the
 // error a send of it to another node gets (ErrInvalidOperation wrapping
 // transport.ErrInvalidRecord, naming the limit): its object may move
@@ -450,6 +461,12 @@ func (o *objects) deliverLocal(ctx context.Context, t msgTarget, r follow.Ready,
 // (a request waited out its deadline). Until 2026-12-07 a local body over
 // MaxFrameBytes was accepted (TestOversizeLocalMessageIsRefusedAsARemoteOne).
 func (o *objects) sendable(t msgTarget, r follow.Ready, body []byte, request bool) error {
+	// Most bodies are far below the limits: whatever the record's head,
+	// they fit, and building and encoding a record only to size it cost
+	// each local message ~1.7 µs and 9 allocations (2026-12-07).
+	if within := uint64(len(body)) + messageHead; o.n.tr.WithinLimits(messageFrames, within, within) {
+		return nil
+	}
 	// Sized as the one-way record: a request's differs only by the
 	// correlation the transport gives it when it sends it, and its payload
 	// frame, the one the limit bounds, is the same.

@@ -801,6 +801,17 @@ func (n *Node) CheckRecord(rec *router.Record) error {
 	return n.checkSizes(sizes)
 }
 
+// WithinLimits reports whether every record of at most frames frames,
+// none longer than largest bytes and total bytes in all, passes this
+// node's frame limits: what CheckRecord would say of any such record,
+// without building one. A caller that knows such bounds for the records it
+// builds (mesh: an object message is its body plus a bounded head) checks
+// a small body for the price of three comparisons instead of an encoding.
+func (n *Node) WithinLimits(frames int, largest, total uint64) bool {
+	lim := n.cfg.limits()
+	return frames <= lim.maxFrames && largest <= lim.maxFrame && total <= lim.maxMessage
+}
+
 // checkOutgoing refuses a record the peer's frame guard would refuse (the
 // mesh shares one configuration): sent, it would close the connection at
 // its header, and a one-way message kept and resent would do so again on
