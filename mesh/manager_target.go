@@ -396,15 +396,35 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	}
 	// returnLater returns the reservation once the store takes it, when
 	// the abort could not (settle.go): the Creating record blocks the Id.
-	returnLater := func(cause error) {
+	// t, when set, is the application's verdict (rejected, failed),
+	// recorded with the return.
+	returnLater := func(t *authority.TerminalResult, cause error) {
 		o.returnReservationLater(authority.AbortRequest{Object: obj, ReservationID: ord.reservationID,
-			ObjectGeneration: ord.objGen, Owner: &self}, cause)
+			ObjectGeneration: ord.objGen, Owner: &self, Terminal: t}, cause)
 	}
 	failBefore := func(err error) targetOutcome {
 		if aerr := abort("reservation return", nil); aerr != nil {
-			returnLater(aerr)
+			returnLater(nil, aerr)
 		}
 		return fw(err)
+	}
+	// verdictNotRecorded handles an Abort recording the factory's verdict
+	// that failed and did not apply: the verdict stands and is answered
+	// (ok), recorded once the store takes it (returnLater). Answered as a
+	// failure before the factory, the creator returned the reservation
+	// itself and placed the creation on another node, whose factory ran a
+	// second time for a request the application had already rejected
+	// (review, 2026-12-07). Only another request's result already stored
+	// under the OperationId (ErrInvalidOperation) still ends the creation
+	// as that.
+	verdictNotRecorded := func(t *authority.TerminalResult, err error) (targetOutcome, bool) {
+		if errors.Is(err, ErrInvalidOperation) {
+			return fw(err), false
+		}
+		o.log.Warn("creation: the factory's verdict is not recorded yet; recording it once the store takes it",
+			"object", ord.id, "outcome", string(t.Outcome), "err", err)
+		returnLater(t, err)
+		return targetOutcome{}, true
 	}
 	if !storeNow.Before(ord.deadline) {
 		return failBefore(deadlineErr("creation of %s: deadline passed before the factory", ord.id))
@@ -435,7 +455,9 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 	case errors.As(ferr, &declined):
 		terminal.Outcome, terminal.Reason = authority.OutcomeRejected, validText(declined.Reason)
 		if err := abort("rejection", terminal); err != nil && !o.abortApplied(ctx, ord, err) {
-			return fw(err)
+			if out, ok := verdictNotRecorded(terminal, err); !ok {
+				return out
+			}
 		}
 		o.log.Info("creation rejected by the factory", "object", ord.id, "reason", declined.Reason)
 		return targetOutcome{result: router.CreateRejected, gen: ord.objGen, reason: declined.Reason}
@@ -447,7 +469,9 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		msg := validText(ferr.Error())
 		terminal.Outcome, terminal.Failure = authority.OutcomeFailed, &authority.Failure{Type: typ, Message: msg}
 		if err := abort("failure", terminal); err != nil && !o.abortApplied(ctx, ord, err) {
-			return fw(err)
+			if out, ok := verdictNotRecorded(terminal, err); !ok {
+				return out
+			}
 		}
 		o.log.Warn("creation failed in the factory", "object", ord.id, "type", typ, "err", ferr)
 		return targetOutcome{err: &CreateFailedError{ID: ord.id, Type: typ, Message: msg}}
@@ -493,7 +517,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 				unhost()
 			}, func() {
 				if aerr := abort("reservation return", nil); aerr != nil {
-					returnLater(aerr)
+					returnLater(nil, aerr)
 				}
 			}, createdOutcome)
 		}

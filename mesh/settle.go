@@ -88,7 +88,9 @@ func (o *objects) settleUnknown(kind record.ObjectKind, id, what string, cause e
 // remove it — a live owner's stayed for good. owner is set when this node
 // owns the record (the target). Nothing is done while this node may not
 // write (§5); once its lease has ended, recovery by others takes over (and
-// this loop, reading the record gone, stops).
+// this loop, reading the record gone, stops). req.Terminal, when set, is
+// the factory's verdict, recorded with the return (the target's Abort of a
+// rejection or failure that the store refused).
 func (o *objects) returnReservationLater(req authority.AbortRequest, cause error) {
 	o.log.Warn("creation: reservation not returned; returning it once the store takes it",
 		"object", req.Object.ID, "err", cause)
@@ -106,7 +108,14 @@ func (o *objects) returnReservationLater(req authority.AbortRequest, cause error
 		}
 		r := req
 		r.IfVersion = row.Version
-		if _, err := o.exec.Abort(ctx, r); err != nil && !errors.Is(err, authority.ErrConflict) {
+		_, err = o.exec.Abort(ctx, r)
+		if err != nil && r.Terminal != nil && errors.Is(err, authority.ErrInvalidOperation) {
+			// The verdict cannot be stored (another request's result holds
+			// the OperationId): the reservation is returned all the same.
+			r.Terminal = nil
+			_, err = o.exec.Abort(ctx, r)
+		}
+		if err != nil && !errors.Is(err, authority.ErrConflict) {
 			return false, err
 		}
 		o.log.Info("creation: reservation returned", "object", req.Object.ID)
