@@ -300,6 +300,9 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 	// failed placement never hides an existing object.
 	var row *authority.AuthorityRow
 	readFirst := false
+	// joined: this call found the same request (same OperationId, same
+	// request) in progress and waits for its result (sameRequestInFlight).
+	joined := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return createResult{}, ctxErr(ctx, "%s %s", c.mode, c.id)
@@ -311,6 +314,22 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			}
 			c.fixStoreDeadline(storeNow)
 			row = &r
+		}
+		if joined && row != nil && !sameRequestInFlight(c, *row) {
+			// The creation joined is decided: its final result, read after
+			// the row that shows it decided (written in the same batch),
+			// is this call's answer too. None means it ended without one
+			// (a failure before the factory): go on as a creation.
+			joined = false
+			t, err := o.exec.LookupTerminal(ctx, c.op, c.sha)
+			switch {
+			case err == nil:
+				return resultFromTerminal(t)
+			case errors.Is(err, authority.ErrInvalidOperation):
+				return createResult{}, fmt.Errorf("%w: %w", ErrInvalidOperation, err)
+			case !errors.Is(err, authority.ErrNotFound):
+				return createResult{}, err
+			}
 		}
 		if row != nil && row.Found {
 			// A Ready record of a dead owner (same kind and type: a
@@ -327,8 +346,19 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 					continue
 				}
 			}
-			res, done, err := followExisting(c, *row)
-			if done {
+			if c.opExplicit && sameOperationInFlight(c, *row) {
+				// OBJECTS §3: one OperationId is one creation. A retry of
+				// the request still in progress (its answer not yet seen)
+				// waits for that creation's result and gets the same
+				// answer; it was ErrAlreadyExists (a GetOrCreate: Existing
+				// for a creation that answered Created) until 2026-12-07
+				// (review). Another request under the OperationId is
+				// refused, as it is once a result is stored.
+				if !sameRequestInFlight(c, *row) {
+					return createResult{}, fmt.Errorf("%w: another request under this OperationId is creating %s", ErrInvalidOperation, c.id)
+				}
+				joined = true
+			} else if res, done, err := followExisting(c, *row); done {
 				return res, err
 			}
 			// GetOrCreate on Creating: wait for that creation's result,
@@ -485,6 +515,20 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 		return o.finishOutcome(ctx, c, ord, out)
 	}
+}
+
+// sameOperationInFlight reports a Creating record reserved for c's
+// operation (source run and OperationId: the stored request's key).
+func sameOperationInFlight(c *createCall, row authority.AuthorityRow) bool {
+	pc := row.Record.PendingCreation
+	return row.Found && row.Record.Allocation.State == record.AllocationReserved && pc != nil &&
+		pc.RequestContentReference == c.contentKey
+}
+
+// sameRequestInFlight is sameOperationInFlight for the same request too
+// (its SHA-256).
+func sameRequestInFlight(c *createCall, row authority.AuthorityRow) bool {
+	return sameOperationInFlight(c, row) && row.Record.PendingCreation.RequestSHA256 == c.sha
 }
 
 // nodeFailure is what one creation target answered when it failed before
