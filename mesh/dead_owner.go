@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -249,6 +250,9 @@ type ReclaimedObject struct {
 	Owner      string // the dead owner
 	OwnerGen   uint64
 	NodeRID    []byte
+	// RequestExpired (Returns only): the owner lives, the creation's
+	// stored request expired without a result (reclaimer.returnExpired).
+	RequestExpired bool
 }
 
 // ReclaimOptions select what ReclaimDeadOwners looks at.
@@ -472,8 +476,15 @@ func (r reclaimer) reclaimRow(ctx context.Context, res *ReclaimResult, a record.
 		return nil
 	}
 	owner := authority.OwnerOf(a)
-	if dead, err := ownerDead(ctx, r.loc, owner, ended); !dead {
+	dead, err := ownerDead(ctx, r.loc, owner, ended)
+	if err != nil {
 		return err
+	}
+	if !dead {
+		if abandoned && a.Allocation.ObjectKind != record.ObjectInstanceSpot {
+			return r.returnExpired(ctx, res, a, version)
+		}
+		return nil
 	}
 	if abandoned && a.Allocation.ObjectKind == record.ObjectInstanceSpot {
 		// Its activation's stored first message goes with it: a node's own
@@ -626,6 +637,54 @@ func (r reclaimer) returnReservation(ctx context.Context, res *ReclaimResult, a 
 		return err
 	}, "returned the reservation of an abandoned creation: its owner lease ended before the creation finished; nothing was created")
 	return err
+}
+
+// returnExpired returns the reservation of a Creating Actor or User Spot
+// record a (at version) whose owner lives but whose stored creation request
+// is gone: the request is kept until 5 minutes past the creation's deadline
+// (the Commit or Abort deletes it with the record's change), so its creator
+// has long stopped waiting and its target can no longer run it — nobody
+// will commit or abort it. Such a record is left when the target failed
+// before checking the reservation (so did not return it) and the creator
+// stopped or died before returning it: it held the Id (a Create said it
+// exists, a GetOrCreate waited until its deadline) and the target's slots
+// for as long as the target's run lived (review, 2026-12-07). The Abort is
+// conditioned on the version read: a record decided meanwhile is skipped.
+func (r reclaimer) returnExpired(ctx context.Context, res *ReclaimResult, a record.Authority, version string) error {
+	pc := a.PendingCreation
+	if pc == nil || !strings.HasPrefix(pc.RequestContentReference, record.KindPrefix(KindCreationRequest)) {
+		return nil // no stored request (authority's storedRequest): nothing expires
+	}
+	rr, err := r.loc.Read(ctx, pc.RequestContentReference)
+	if err != nil {
+		return fmt.Errorf("reclaim: read the creation request of %s: %w", a.ObjectID, err)
+	}
+	if rr.Found {
+		return nil // its creation may still be decided
+	}
+	obj := reclaimedOf(a)
+	obj.RequestExpired = true
+	if r.dryRun {
+		res.Returns = append(res.Returns, obj)
+		return nil
+	}
+	if r.admit != nil {
+		if err := r.admit(); err != nil {
+			return wrapErr(ErrUnavailable, err, "owner lease: reclaim stopped")
+		}
+	}
+	_, err = r.exec.Abort(ctx, authority.AbortRequest{
+		Object:           authority.Object{ID: a.ObjectID, Kind: a.Allocation.ObjectKind, StableType: a.Allocation.StableType},
+		ObjectGeneration: uint64(a.ObjectGeneration), ReservationID: pc.ReservationID, IfVersion: version})
+	if skip, err := r.settled(res, err, "return the expired reservation of", a.ObjectID); skip {
+		return err
+	}
+	res.Returns = append(res.Returns, obj)
+	r.logRemoval("returned the reservation of an abandoned creation: its creation request expired (5 minutes past its deadline) without a result; nothing was created",
+		"object", a.ObjectID, "kind", string(a.Allocation.ObjectKind), "type", a.Allocation.StableType,
+		"generation", uint64(a.ObjectGeneration), "owner", a.OwnerID, "owner_gen", uint64(a.OwnerLeaseGeneration),
+		"node", fmt.Sprintf("%x", a.Allocation.Descriptor.RoutingID), "by", r.why)
+	return nil
 }
 
 // removeDead removes the record a of the dead owner with remove — once the

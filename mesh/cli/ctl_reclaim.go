@@ -85,7 +85,16 @@ func ctlReclaim(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	list(res.Reclaims, verb, "is gone; its state is lost")
-	list(res.Returns, returned, "is gone; its creation was abandoned, nothing was created")
+	var dead, expired []mesh.ReclaimedObject
+	for _, o := range res.Returns {
+		if o.RequestExpired {
+			expired = append(expired, o)
+		} else {
+			dead = append(dead, o)
+		}
+	}
+	list(dead, returned, "is gone; its creation was abandoned, nothing was created")
+	list(expired, returned, "lives, but the creation request expired without a result; nothing was created")
 	released := "released"
 	if opts.DryRun {
 		released = "would release"
