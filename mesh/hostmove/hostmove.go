@@ -32,8 +32,10 @@ const (
 	// Gone: it was no longer hosted here when its turn came (destroyed,
 	// closed, or moved by someone else).
 	Gone
-	// NotStarted: the deadline stopped the command before its move began;
-	// it stays owned and working on this node.
+	// NotStarted: the command ended before its move began — its deadline,
+	// the node's stop (Reason says which: StopFor), or a command that
+	// moves nothing (Decline) — and it stays on this node: owned and
+	// working, or, at a drain, removed by the shutdown.
 	NotStarted
 )
 
@@ -58,8 +60,8 @@ const (
 	Open End = iota
 	// Completed: every object reached a final outcome.
 	Completed
-	// ForceStopped: the deadline came while objects were still pending or
-	// running (the pending ones are NotStarted).
+	// ForceStopped: the deadline (or the node's stop) came while objects
+	// were still pending or running (the pending ones are NotStarted).
 	ForceStopped
 )
 
@@ -138,7 +140,8 @@ type Command struct {
 	next    int // results[next:] may still hold Pending objects
 	max     int
 	running int
-	stopped bool
+	stopped bool // nothing starts any more (Stop, Decline)
+	forced  bool // the end is ForceStopped (Stop)
 	// sealed: the list is final (Seal, Stop); until then the command
 	// does not end, whatever has finished, because objects may still be
 	// added (Add).
@@ -211,6 +214,13 @@ func (c *Command) Seal() {
 	c.settle()
 }
 
+// Lists reports whether the command lists the object k (whatever its
+// outcome).
+func (c *Command) Lists(k Key) bool {
+	_, ok := c.index[k]
+	return ok
+}
+
 // Sealed reports whether the list is closed.
 func (c *Command) Sealed() bool { return c.sealed }
 
@@ -267,14 +277,38 @@ func (c *Command) Finish(r Result) error {
 // Stop is the deadline: nothing more starts, every Pending object becomes
 // NotStarted, and the list closes. Moves in flight still Finish (they carry
 // the same deadline).
-func (c *Command) Stop() {
+func (c *Command) Stop() { c.StopFor("deadline") }
+
+// StopFor is Stop with why as the reason of the objects it leaves
+// NotStarted (the node stopping, rather than the deadline). The command
+// ends ForceStopped. A command stopped already keeps its reasons.
+func (c *Command) StopFor(why string) {
+	if c.forced {
+		return
+	}
+	c.forced = true
+	c.end(why)
+}
+
+// Decline ends a command that decided to move nothing — a drain with no
+// node to move to — before any move started: every Pending object becomes
+// NotStarted with why, the list closes, and the command ends Completed
+// (every object has its outcome; ForceStopped says a deadline came, and
+// none did). After Stop it does nothing.
+func (c *Command) Decline(why string) {
 	if c.stopped {
 		return
 	}
+	c.end(why)
+}
+
+// end starts nothing more, makes every Pending object NotStarted with why
+// and closes the list.
+func (c *Command) end(why string) {
 	c.stopped, c.sealed = true, true
 	for i := range c.results {
 		if r := &c.results[i]; r.Outcome == Pending {
-			r.Outcome, r.Reason = NotStarted, "deadline"
+			r.Outcome, r.Reason = NotStarted, why
 			c.p.Pending--
 			c.p.NotStarted++
 		}
@@ -289,7 +323,7 @@ func (c *Command) Stop() {
 // later gets ErrNotRunning from Finish. Without Stop first it does nothing:
 // a command is abandoned only past its deadline.
 func (c *Command) Abandon(reason string) {
-	if !c.stopped || c.p.End != Open {
+	if !c.forced || c.p.End != Open {
 		return
 	}
 	for i := range c.results {
@@ -309,7 +343,7 @@ func (c *Command) settle() {
 	if c.p.End != Open || !c.sealed || c.p.Pending > 0 || c.p.Running > 0 {
 		return
 	}
-	if c.stopped {
+	if c.forced {
 		c.p.End = ForceStopped
 	} else {
 		c.p.End = Completed

@@ -253,3 +253,48 @@ func TestOpenList(t *testing.T) {
 		})
 	}
 }
+
+// Decline ends a command that moves nothing Completed, each object
+// NotStarted with its reason; StopFor ends one ForceStopped with its own
+// reason, and a later Stop or Decline changes neither.
+func TestDeclineAndStopFor(t *testing.T) {
+	c := New(append(objs("a", "b"), Object{ID: "d", Generation: 1, Disabled: true}), 2)
+	c.Decline("no other serving node")
+	if p := c.Progress(); p.End != Completed || p.NotStarted != 2 || p.Skipped != 1 {
+		t.Fatalf("declined: %+v, want completed with 2 not started", p)
+	}
+	if _, ok := c.Next(); ok {
+		t.Fatal("a declined command handed a move out")
+	}
+	c.Stop()
+	for _, r := range c.Results() {
+		if r.Outcome == NotStarted && r.Reason != "no other serving node" {
+			t.Fatalf("%s: reason %q", r.Object.ID, r.Reason)
+		}
+	}
+	if p := c.Progress(); p.End != Completed {
+		t.Fatalf("a Stop after Decline changed the end: %s", p.End)
+	}
+
+	c = New(objs("a", "b", "c"), 1)
+	if _, ok := c.Next(); !ok {
+		t.Fatal("nothing started")
+	}
+	c.StopFor("the node stopped")
+	c.Stop()
+	c.Decline("x")
+	if p := c.Progress(); p.End != Open || p.NotStarted != 2 || p.Running != 1 {
+		t.Fatalf("stopped for the node: %+v, want open with 2 not started and 1 running", p)
+	}
+	if err := c.Finish(Result{Object: Object{ID: "a"}, Outcome: Failed, Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Progress(); p.End != ForceStopped {
+		t.Fatalf("end %s, want forceStopped", p.End)
+	}
+	for _, r := range c.Results()[1:] {
+		if r.Reason != "the node stopped" {
+			t.Fatalf("%s: reason %q", r.Object.ID, r.Reason)
+		}
+	}
+}
