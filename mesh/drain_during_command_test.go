@@ -45,19 +45,26 @@ func TestDrainWaitsForTheHostCommandRunning(t *testing.T) {
 			first, second := <-running, <-signalled
 			t.Logf("running command: %s %+v; the second drain: %s %+v other=%v", first.End, first.Progress,
 				second.End, second.Progress, second.OtherDrain)
-			for _, ref := range mine {
-				row := rowOf(t, c, record.ObjectActor, ref.ActorID)
-				if !row.Found {
-					t.Errorf("%s was removed by the shutdown: its state is lost", ref.ActorID)
-					continue
-				}
-				if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner == 1 {
-					t.Errorf("%s is still recorded on the stopped node 1", ref.ActorID)
-				}
-			}
+			wantMovedOffStoppedNode(t, c, mine, 1)
 			if tc.drain != second.OtherDrain {
 				t.Errorf("the second drain's OtherDrain = %v, want %v", second.OtherDrain, tc.drain)
 			}
 		})
+	}
+}
+
+// wantMovedOffStoppedNode checks that every one of refs kept its record
+// (the shutdown of node stopped did not remove it) and that none is
+// recorded on that node.
+func wantMovedOffStoppedNode(t *testing.T, c *cluster, refs []ActorRef, stopped int) {
+	t.Helper()
+	for _, ref := range refs {
+		if !rowOf(t, c, record.ObjectActor, ref.ActorID).Found {
+			t.Errorf("%s was removed by the shutdown: its state is lost", ref.ActorID)
+			continue
+		}
+		if owner := ownerIndex(t, c, record.ObjectActor, ref.ActorID); owner == stopped {
+			t.Errorf("%s is still recorded on the stopped node %d", ref.ActorID, stopped)
+		}
 	}
 }

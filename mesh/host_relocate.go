@@ -57,9 +57,10 @@ type HostObjectResult = hostmove.Result
 
 // HostRelocationResult is how a host Relocate ended.
 type HostRelocationResult struct {
-	// End is Completed (every object reached its outcome) or ForceStopped
-	// (the deadline came first; objects not started stay here, owned and
-	// working).
+	// End is Completed (every object reached its outcome — also a drain
+	// that decided at once that nothing could move) or ForceStopped (the
+	// deadline, Stop or the node's Close came first; objects not started
+	// stay here, owned and working, until a shutdown removes them).
 	End      hostmove.End
 	Progress HostProgress
 	// Objects lists every object's outcome; those not Moved stay owned
@@ -145,12 +146,13 @@ func (r HostRelocationResult) LeftToTarget() []HostObjectResult {
 // runs this node takes no new creations and no incoming moves. Each object
 // ends with one outcome: Moved, Skipped (DisableRelocation), Failed (typed
 // reason; it stays owned and working here, §9.4), Gone (closed or destroyed
-// meanwhile) or NotStarted (the deadline came first). The command ends once:
-// Completed, or ForceStopped at the deadline (§11).
+// meanwhile) or NotStarted (the deadline, Stop or the node's Close came
+// first; Reason says which). The command ends once: Completed, or
+// ForceStopped at the deadline, at Stop or at Close (§11).
 //
 // Errors: ErrHostCommandRunning (a host Relocate or a Drain is already
-// running), ErrUnavailable (the node is closing or its owner lease is not
-// valid).
+// running, or a Drain has begun), ErrUnavailable (the node is closing or
+// its owner lease is not valid).
 func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
 	if err := n.beginHostMove(cmdRelocate); err != nil {
 		return HostRelocationResult{}, err
@@ -159,7 +161,7 @@ func (n *Node) Relocate(ctx context.Context, opts HostRelocateOptions) (HostRelo
 	opts.Progress = n.hostView.track(cmdRelocate, opts.Progress)
 	ctx, stopped := stopWith(ctx, opts.Stop)
 	defer stopped()
-	return n.hostRelocate(ctx, opts, n.hostNow())
+	return n.hostRelocate(ctx, opts, n.hostNow(), false)
 }
 
 // The host commands, as a refusal of another names the one running.
@@ -182,6 +184,11 @@ func (n *Node) beginHostMove(cmd string) error {
 	}
 	if err := n.lease.Gate().Admit(); err != nil {
 		return wrapErr(ErrUnavailable, err, "owner lease")
+	}
+	if cmd == cmdRelocate && n.obj.drainWanted.Load() {
+		// A drain began: the node is stopping, and the drain may be
+		// waiting for the flag (beginDrainCommand).
+		return fmt.Errorf("%w: %s", ErrHostCommandRunning, cmdDrain)
 	}
 	if !n.obj.hostMove.CompareAndSwap(false, true) {
 		if running := n.obj.hostCmd.Load(); running != nil {
@@ -217,8 +224,8 @@ const moveLinkWait = 2 * time.Second
 
 // hostRelocate runs the host command; the caller holds hostMove. began is
 // when the command was called (hostNow): the result's Took and BeforeMoves
-// count from it.
-func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began time.Time) (HostRelocationResult, error) {
+// count from it. drain says the command is a drain's (relist).
+func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began time.Time, drain bool) (HostRelocationResult, error) {
 	o := n.obj
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -249,12 +256,25 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 	report := func() { pump.post(cmd.Progress()) }
 	wake := make(chan struct{}, 1)
 	deadline := ctx.Done() // nil once the command was stopped
+	// The node's halt (Close) stops the command as its deadline would: its
+	// moves in flight end, nothing more starts, and the objects left are
+	// NotStarted for that reason — not Gone once Close has emptied the
+	// hosted table (review, 2026-12-07): the shutdown removes them with
+	// their state. Nil once the command was stopped for it.
+	halted := o.halt.Done()
 	var overrun <-chan time.Time
 	abandoned := false
 	var wg sync.WaitGroup
+	cmdCtx := ctx // the command's deadline and Stop (a worker's ctx also ends at the halt)
 	mu.Lock()
 	report()
 	for {
+		if halted != nil && o.halt.Err() != nil {
+			cmd.StopFor(nodeStoppedReason)
+			halted, deadline = nil, nil
+			overrun = time.After(hostOverrun)
+			report()
+		}
 		if deadline != nil && ctx.Err() != nil {
 			if !cmd.Sealed() {
 				if k := o.arrivalsUnderWay(); k > 0 {
@@ -268,7 +288,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 		}
 		var poll <-chan time.Time
 		if !cmd.Sealed() && cmd.Progress().Pending == 0 {
-			if added := o.relist(cmd); added > 0 {
+			if added := o.relist(cmd, drain); added > 0 {
 				n.log.Info("host relocation: objects that arrived meanwhile added", "objects", added)
 				report()
 			}
@@ -303,6 +323,9 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 					r := o.hostMoveOne(ctx, obj, runs, patience)
 					o.hook().step(obj.ID, stepHostFinish)
 					mu.Lock()
+					if o.halt.Err() != nil {
+						cmd.StopFor(nodeStoppedReason) // no next move: see halted
+					}
 					switch err := cmd.Finish(r); {
 					case err == nil:
 					case abandoned && errors.Is(err, hostmove.ErrNotRunning):
@@ -311,7 +334,17 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 					default:
 						n.log.Error("host relocation: bookkeeping", "object", obj.ID, "err", err)
 					}
-					next, more := cmd.Next()
+					var next hostmove.Object
+					more := false
+					if cmdCtx.Err() == nil {
+						// Past the deadline (or Stop) no move starts: the
+						// loop below lists what is left NotStarted
+						// (cmd.Stop). Until 2026-12-07 the worker took the
+						// next object, whose move failed at once on the
+						// ended context: Failed, not NotStarted
+						// (TestHostRelocateStoppedStartsNoMore).
+						next, more = cmd.Next()
+					}
 					report()
 					mu.Unlock()
 					if !more {
@@ -344,6 +377,7 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 		select {
 		case <-wake:
 		case <-poll:
+		case <-halted:
 		case <-deadline:
 		case <-overrun:
 			// A move still waiting for something its deadline does not
@@ -390,6 +424,14 @@ func movedTo(objs []HostObjectResult) map[string]int {
 // end within it, but a move whose reservation release is not confirmed
 // waits for the store for as long as the node runs (sourceMove.release).
 var hostOverrun = 2 * time.Second
+
+// nodeStoppedReason is the outcome of an object a host command had not
+// started when the node stopped (Close); nodeStoppedDuring begins that of
+// one whose move the stop ended.
+const (
+	nodeStoppedReason = "the node stopped (Close) before its move began: the shutdown removes it with its state"
+	nodeStoppedDuring = "the node stopped (Close) during its move: the shutdown removes it with its state; "
+)
 
 // abandonedReason is the outcome of a move the command stopped waiting for.
 const abandonedReason = "still in flight at the deadline: the object stays held on this node until its move settles (a store write not yet confirmed)"
@@ -566,16 +608,14 @@ func idByte(c byte) bool {
 
 // unmoved is the result of a drain that moves nothing (why): every object
 // is NotStarted (Skipped when DisableRelocation), each logged, and stays
-// until the shutdown removes it. Without objects it is Completed.
+// until the shutdown removes it. It ends Completed.
 func (n *Node) unmoved(why string, progress func(HostProgress)) HostRelocationResult {
 	cmd := hostmove.New(n.obj.hostedForHostMove(), 1)
-	cmd.Stop()
+	// Completed: the drain decided at once that nothing could move, and
+	// no deadline passed (ForceStopped, which it ended with until the
+	// review of 2026-12-07, says one did: §11).
+	cmd.Decline(why)
 	res := HostRelocationResult{End: cmd.Progress().End, Progress: cmd.Progress(), Objects: cmd.Results()}
-	for i := range res.Objects {
-		if res.Objects[i].Outcome == hostmove.NotStarted {
-			res.Objects[i].Reason = why
-		}
-	}
 	n.logNotMoved(res)
 	if progress != nil {
 		progress(res.Progress) // its one call, with the end (a caller's progress display waits for it)
@@ -635,8 +675,21 @@ func (o *objects) arrivalsUnderWay() int {
 // its way is counted before listing: an arrival landing between the two
 // keeps the list open for the next look. The caller holds the command's
 // lock.
-func (o *objects) relist(cmd *hostmove.Command) int {
-	arriving := o.arrivalsUnderWay() + o.leavingUnderWay()
+//
+// A drain's list also stays open while an object it does not list is
+// leaving (leavingUnderWay): its shutdown would remove one that serves
+// here again. A host Relocate does not wait for those — the node goes on
+// serving them — only for its own objects and the arrivals: until the
+// review of 2026-12-07 its list stayed open while any object of the node
+// was moving or closing, so a single-object move under way beside it held
+// it, its own objects done, until that move ended or the command's
+// deadline, and it then ended ForceStopped
+// (TestHostRelocateDoesNotWaitForAMoveOutsideIt).
+func (o *objects) relist(cmd *hostmove.Command, drain bool) int {
+	arriving := o.arrivalsUnderWay()
+	if drain {
+		arriving += o.leavingUnderWay(cmd)
+	}
 	added, _ := cmd.Add(o.hostedForHostMove())
 	if arriving == 0 && added == 0 {
 		cmd.Seal()
@@ -644,17 +697,20 @@ func (o *objects) relist(cmd *hostmove.Command) int {
 	return added
 }
 
-// leavingUnderWay counts the objects (not the Entry Spot) in a state that
-// ends by itself — moving away (a single-object move, or one of this
-// command's), relaying its cutover, closing: each either leaves or serves
-// here again, and one that serves again must be listed (a drain's shutdown
-// would otherwise remove it unreported).
-func (o *objects) leavingUnderWay() int {
+// leavingUnderWay counts the objects (not the Entry Spot) cmd does not
+// list in a state that ends by itself — moving away (a single-object move
+// of another caller), relaying its cutover, closing: each either leaves or
+// serves here again, and one that serves again must be listed (a drain's
+// shutdown would otherwise remove it unreported). cmd's own objects are
+// not counted: each has its outcome or a move of the command under way,
+// and one listed already is not listed again.
+func (o *objects) leavingUnderWay(cmd *hostmove.Command) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
-	for _, h := range o.hosted {
-		if !h.entry && (h.state == hostMoving || h.state == hostCutover || h.state == hostClosing) {
+	for k, h := range o.hosted {
+		if !h.entry && (h.state == hostMoving || h.state == hostCutover || h.state == hostClosing) &&
+			!cmd.Lists(hostmove.Key{ID: k.ID, Spot: k.Spot}) {
 			n++
 		}
 	}
@@ -675,7 +731,21 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 		kind = record.ObjectUserSpot
 	}
 	r := hostmove.Result{Object: obj}
+	// left classifies an object no longer hosted here: Gone (destroyed,
+	// closed, moved by someone else) — unless the node stopped, whose
+	// shutdown removed it (Failed: not moved).
+	left := func(why string) {
+		if o.halt.Err() != nil {
+			r.Outcome, r.Reason = hostmove.Failed, nodeStoppedDuring+why
+			return
+		}
+		r.Outcome, r.Reason = hostmove.Gone, why
+	}
 	if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
+		if o.halt.Err() != nil {
+			r.Outcome, r.Reason = hostmove.Failed, nodeStoppedReason
+			return r
+		}
 		r.Outcome, r.Reason = hostmove.Gone, "no longer hosted here"
 		return r
 	}
@@ -690,6 +760,7 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 		}
 		return preferred
 	})})
+	o.hook().step(obj.ID, stepHostAttempt)
 	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason))
 	r.Targets = 1
 	// A move that failed on its target (unreachable, dead, full, refusing)
@@ -741,6 +812,7 @@ retry:
 			break retry
 		}
 		res, err = o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{avoiding(avoid)})
+		o.hook().step(obj.ID, stepHostAttempt)
 	}
 	if err != nil && len(tried) > 0 {
 		// The retry found no node to try: say why the earlier targets
@@ -763,13 +835,23 @@ retry:
 		// owner, relocate_handover.go), and not this node's to
 		// retry or to remove at a drain's shutdown.
 		r.Outcome, r.Reason = hostmove.Gone, res.Reason+": its record names an owner this move did not make; no longer served here"
+	case err == nil && res.Reason == relocation.ReasonLeftToTarget.String():
+		r.Outcome, r.Reason = hostmove.Failed, res.Reason // LeftToTarget
 	case err == nil:
-		r.Outcome, r.Reason = hostmove.Failed, reasonWithDetail(res)
+		// An attempt that failed without an error leaves the object
+		// serving here (§9.4) — unless it left meanwhile (destroyed or
+		// closed while the move was retried): then it is Gone, not
+		// Failed, which says it stays here (review, 2026-12-07).
+		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
+			left("no longer hosted here after its move failed (" + reasonWithDetail(res) + ")")
+		} else {
+			r.Outcome, r.Reason = hostmove.Failed, reasonWithDetail(res)
+		}
 	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrStaleGeneration):
 		r.Outcome, r.Reason = hostmove.Gone, err.Error()
 	default:
 		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
-			r.Outcome, r.Reason = hostmove.Gone, err.Error()
+			left(err.Error())
 		} else {
 			r.Outcome, r.Reason = hostmove.Failed, err.Error()
 		}
@@ -879,7 +961,9 @@ func retryElsewhere(reason string) bool {
 // passing messages on until its senders have switched to the new owners
 // (lingerFollow), then runs Close (§11), which removes what could
 // not move. Without another serving node it skips the moves and only
-// closes; the result then shows every object NotStarted (each logged). It
+// closes; the result then shows every object NotStarted (each logged) and
+// ends Completed. From its call a host Relocate is refused; one running is
+// waited for (within the deadline less the shutdown's reserve). It
 // returns what the moves did and Close's error.
 func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocationResult, error) {
 	deadline := n.cfg.ShutdownDeadline
@@ -919,17 +1003,11 @@ func (n *Node) Drain(ctx context.Context, opts HostRelocateOptions) (HostRelocat
 	// too — only for its shutdown to remove them (an operator try-out,
 	// 2026-12-06). hostMove is held until Close: nothing new lands here
 	// between the moves and the shutdown.
-	holding := n.beginHostMove(cmdDrain) == nil
-	// The wait keeps the shutdown's reserve (wctx): counted from now, it
-	// ate into the reserve by the lease wait above, and all of it under a
-	// caller's deadline shorter than shutdown_deadline.
-	if !holding {
-		// Again after the wait, and also when there was none: a command
-		// that ended between the refusal and the look left nothing to
-		// wait for, and a lease gate that refused may have reopened.
-		n.awaitHostCommand(wctx)
-		holding = n.beginHostMove(cmdDrain) == nil
-	}
+	// The wait for a host command running keeps the shutdown's reserve
+	// (wctx): counted from now, it ate into the reserve by the lease wait
+	// above, and all of it under a caller's deadline shorter than
+	// shutdown_deadline.
+	holding := n.beginDrainCommand(wctx)
 	if holding {
 		n.publishDraining(ctx)
 	}
@@ -1024,7 +1102,7 @@ func (n *Node) drainMoves(ctx, wctx context.Context, opts HostRelocateOptions, b
 		seenBy := time.Now().Add(n.discoveryEvery + drainQuiet)
 		end, _ := ctx.Deadline()
 		rctx, rcancel := context.WithDeadline(ctx, end.Add(-drainReserve(deadline)))
-		res, _ = n.hostRelocate(rctx, opts, began)
+		res, _ = n.hostRelocate(rctx, opts, began, true)
 		moves = true
 		p := res.Progress
 		n.log.Info("drain: objects moved before the shutdown", "moved", p.Moved, "left", len(res.NotMoved()), "end", res.End)
@@ -1034,6 +1112,32 @@ func (n *Node) drainMoves(ctx, wctx context.Context, opts HostRelocateOptions, b
 		rcancel()
 	}
 	return res, moves
+}
+
+// beginDrainCommand takes the host-command flag for a drain, waiting for a
+// host command that holds it to end (awaitHostCommand), until ctx ends or
+// the node starts closing; it reports whether it took it. From its call on
+// a host Relocate is refused (drainWanted), and a drain that still finds
+// a command running after its wait — one that took the flag in between —
+// waits again: before the review of 2026-12-07 a Relocate called in that
+// window kept the flag, and the drain listed every object NotStarted and
+// ran the shutdown under it. Refused for another reason (the lease gate),
+// it tries once more after the look, as when a command that ended between
+// the refusal and the look left nothing to wait for: a gate that refused
+// may have reopened.
+func (n *Node) beginDrainCommand(ctx context.Context) bool {
+	n.obj.drainWanted.Store(true)
+	err := n.beginHostMove(cmdDrain)
+	for again := false; err != nil; again = true {
+		if again && !errors.Is(err, ErrHostCommandRunning) || n.closing() || ctx.Err() != nil {
+			return false
+		}
+		n.obj.hook().step("", stepDrainAwait)
+		n.awaitHostCommand(ctx)
+		n.obj.hook().step("", stepDrainAwaited)
+		err = n.beginHostMove(cmdDrain)
+	}
+	return true
 }
 
 // awaitHostCommand waits while a host command that another caller started

@@ -440,8 +440,10 @@ func TestDrainUnderTrafficLosesNothing(t *testing.T) {
 }
 
 // Drain without another serving node moves nothing: the result shows every
-// object NotStarted (the shutdown removes them) instead of an empty,
-// still-open command.
+// object NotStarted (the shutdown removes them), with the reason, instead
+// of an empty, still-open command. It ends Completed: the drain decided at
+// once, and no deadline passed — ForceStopped, which it ended with until
+// the review of 2026-12-07, says one did (§11).
 func TestDrainAloneReportsObjectsRemoved(t *testing.T) {
 	c, ctx, mine := loneServer(t, "alone", 3)
 	res, err := c.nodes[1].Drain(ctx, HostRelocateOptions{})
@@ -449,8 +451,13 @@ func TestDrainAloneReportsObjectsRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := res.Progress
-	if res.End != hostmove.ForceStopped || p.Total != len(mine) || p.NotStarted != len(mine) || p.Moved != 0 || len(res.NotMoved()) != len(mine) {
-		t.Fatalf("drain alone: %s %+v, want %d not started", res.End, p, len(mine))
+	if res.End != hostmove.Completed || p.Total != len(mine) || p.NotStarted != len(mine) || p.Moved != 0 || len(res.NotMoved()) != len(mine) {
+		t.Fatalf("drain alone: %s %+v, want completed with %d not started", res.End, p, len(mine))
+	}
+	for _, o := range res.Objects {
+		if o.Reason != "drain: no other serving node" {
+			t.Errorf("%s: reason %q", o.Object.ID, o.Reason)
+		}
 	}
 	for _, ref := range mine {
 		if _, err := c.m(0).FindActor(ctx, ref.ActorID); !errorsIsAny(err, ErrNotFound) {

@@ -111,6 +111,10 @@ type objects struct {
 	// hostCmd says which host command took hostMove ("a host relocation",
 	// "a drain (the node is stopping)"), for the refusal of another.
 	hostCmd atomic.Pointer[string]
+	// drainWanted is set once a Drain began (it ends in the node's stop):
+	// a host Relocate called after it is refused, also while the drain
+	// waits for a host command running to end (beginDrainCommand).
+	drainWanted atomic.Bool
 
 	mu      sync.Mutex
 	hosted  map[spot.Key]*hosted
@@ -339,6 +343,13 @@ const (
 	// a host command's worker has a move's result, the command not yet
 	// told (host_relocate.go)
 	stepHostFinish = "host:finish"
+	// a host command's move attempt returned, its outcome not yet
+	// classified (hostMoveOne)
+	stepHostAttempt = "host:attempt"
+	// a drain refused by a host command running waits for it; then the
+	// wait ended and the drain tries again (Drain, id "")
+	stepDrainAwait   = "drain:await"
+	stepDrainAwaited = "drain:awaited"
 )
 
 func (h testHooks) step(id, step string) {
