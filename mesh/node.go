@@ -1266,6 +1266,16 @@ func (n *Node) teardown(ctx context.Context, steps *shutdownSteps) error {
 // retried while the store does not answer, and a failure recorded there;
 // either way it only leaves the descriptor for the other nodes' reclaim.
 func (n *Node) removeStoppedDescriptor(ctx context.Context, steps *shutdownSteps) {
+	if steps != nil && steps.lostRecord == lease.RecordDataLost {
+		// The store lost its data: the lease loss already says so, and a
+		// store that went back in time refuses every call. Its descriptor,
+		// if the store kept it, is not stopped, which ReclaimKey would keep
+		// anyway. Until 2026-12-07 the removal was tried: the line added "a
+		// store step failed for good" with the loss's text again, and a
+		// WARN said "stopped descriptor not removed".
+		steps.undone(stepRemoveStopped)
+		return
+	}
 	var res directory.ReclaimResult
 	remove := func(ctx context.Context) error {
 		var err error

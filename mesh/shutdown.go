@@ -179,8 +179,19 @@ func (s *shutdownSteps) result(ctx context.Context) error {
 			e.NotDone = append(e.NotDone, step)
 		}
 	}
+	// After a loss of the store's data what this run wrote is gone, or
+	// partly so (an eviction, a failover to a replica that missed the last
+	// writes): what is left is what the store kept. Until 2026-12-07 the
+	// line said the records and the descriptor were left, while the drain's
+	// line just above said they went with the store's data (operator
+	// try-out: Redis restarted empty, then SIGTERM).
+	dataLost := s.lostRecord == lease.RecordDataLost
 	if s.notDone[stepSweep] {
-		e.Left = append(e.Left, "this run's authority records (of the objects not moved: their state is lost), for reclaim by the other nodes once the owner lease has expired")
+		if dataLost {
+			e.Left = append(e.Left, "this run's authority records (of the objects not moved: their state is lost), as far as the store kept them when it lost its data: for reclaim by the other nodes once the owner lease has expired")
+		} else {
+			e.Left = append(e.Left, "this run's authority records (of the objects not moved: their state is lost), for reclaim by the other nodes once the owner lease has expired")
+		}
 	}
 	if rec := lostRecordLeft(s.lostRecord); s.notDone[stepRelease] {
 		e.Left = append(e.Left, "the owner lease record, until it expires (lease.ttl)")
@@ -188,6 +199,8 @@ func (s *shutdownSteps) result(ctx context.Context) error {
 		e.Left = append(e.Left, rec)
 	}
 	switch {
+	case s.notDone[stepStopped] && dataLost:
+		e.Left = append(e.Left, "the descriptor (not stopped), if the store kept it when it lost its data: for reclaim by the other nodes (kept up to an hour, as a crashed run's; a restart under the same routing id takes it over)")
 	case s.notDone[stepStopped]:
 		// directory.ReclaimKey keeps a descriptor that does not say
 		// stopped for DefaultReclaimAge, as the trace of a run that ended
