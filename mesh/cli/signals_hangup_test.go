@@ -50,6 +50,13 @@ func TestHangupStopsTheNodeInOrder(t *testing.T) {
 	run := func(t *testing.T, ignoreHangup bool, sigs ...syscall.Signal) (string, error) {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHangupStopsTheNodeInOrder$")
+		if !ignoreHangup && signal.Ignored(syscall.SIGHUP) {
+			// This test process itself runs with SIGHUP ignored (a CI
+			// started under nohup): the child would inherit it and rightly
+			// keep ignoring it. Started as from a terminal instead, through
+			// env(1), which resets the disposition before exec.
+			cmd = exec.Command("env", "--default-signal=HUP", os.Args[0], "-test.run=^TestHangupStopsTheNodeInOrder$")
+		}
 		cmd.Env = append(os.Environ(), signalChildEnv+"=1")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
