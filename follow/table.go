@@ -297,6 +297,20 @@ func (t *Table) Forward(in Inbound) (Forwarding, error) {
 	return Forwarding{Target: mv, Hop: in.Hop + 1}, nil
 }
 
+// Latest returns the latest move of key kept (not expired), if any.
+func (t *Table) Latest(key Key) (Move, bool) {
+	now := t.clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.purgeLocked(now)
+	for i := len(t.m[key]) - 1; i >= 0; i-- {
+		if e := t.m[key][i].Value.(*tableEntry); now < e.expiresAt {
+			return e.move, true
+		}
+	}
+	return Move{}, false
+}
+
 // Len returns the number of moves kept (expired ones are reclaimed first).
 func (t *Table) Len() int {
 	now := t.clock.Now()

@@ -310,6 +310,22 @@ func (o *objects) answerOrigin(from transport.PeerInfo, rec *router.Record, fam 
 	o.Reply(replyRoute{fam: fam, gen: org.gen, corr: corr, rid: org.rid}.encode(), body, err)
 }
 
+// endedHere reports whether m was addressed to a stay of its object on this
+// run later than every move of it the follow table keeps, and the object is
+// no longer hosted here (not even closing): that stay ended here without
+// moving (destroyed, closed, dropped).
+func (o *objects) endedHere(key follow.Key, m inMessage) bool {
+	if !o.isRun(m.to.nodeRID, m.to.nodeGen) {
+		return false
+	}
+	last, ok := o.follow.Latest(key)
+	if !ok || m.to.ownerGen <= last.AuthorityOwnerGeneration {
+		return false
+	}
+	_, hosted := o.hostedFor(spot.Key{Spot: m.fam == familySpot, ID: m.id})
+	return !hosted
+}
+
 // passOn forwards m to the new owner when the follow table has a route for
 // it. It reports whether the message was passed on; when it was not, a nil
 // error means "no follow route" (the caller keeps its refusal) and any other
@@ -326,6 +342,14 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 	switch {
 	case errors.Is(err, follow.ErrNotFound), errors.Is(err, follow.ErrInvalidArgument):
 		// No move kept (or nothing a move could match): today's refusal.
+		return false, nil
+	case errors.Is(err, follow.ErrCycle) && o.endedHere(key, m):
+		// Addressed to a later stay here than any move kept, which ended
+		// without a move: nothing to follow, the refusal is "not hosted"
+		// and the sender reads the store (ErrNotFound for a destroyed
+		// object). Until 2026-12-07 it was the cycle's Unavailable, which
+		// an application retries, for as long as the earlier move was kept
+		// (TestMessageToActorDestroyedAfterReturnIsNotFound).
 		return false, nil
 	case err != nil:
 		o.stats.followRefused.Add(1)
