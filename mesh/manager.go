@@ -231,6 +231,9 @@ func (m *Manager) find(ctx context.Context, kind record.ObjectKind, id string) (
 	if err := m.checkRole(); err != nil {
 		return authority.AuthorityRow{}, err
 	}
+	if err := m.o.closedErr(); err != nil {
+		return authority.AuthorityRow{}, err
+	}
 	if err := record.ValidateObjectID(id); err != nil {
 		return authority.AuthorityRow{}, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)
 	}

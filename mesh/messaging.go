@@ -28,26 +28,26 @@ import (
 // message left this node (remote) or entered the mailbox (local); a one-way
 // message the target refuses is dropped there and counted.
 func (m *Manager) SendActor(ctx context.Context, ref ActorRef, body []byte) error {
-	_, err := m.o.deliver(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, body, false)
+	_, err := m.o.deliverCall(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, body, false)
 	return err
 }
 
 // RequestActor sends body to the Actor (command 25) and returns its reply
 // (command 20 payload).
 func (m *Manager) RequestActor(ctx context.Context, ref ActorRef, body []byte) ([]byte, error) {
-	return m.o.deliver(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, body, true)
+	return m.o.deliverCall(ctx, msgTarget{fam: familyActor, id: ref.ActorID, gen: ref.ObjectGeneration}, body, true)
 }
 
 // SendSpot sends body one-way to the User Spot (command 21).
 func (m *Manager) SendSpot(ctx context.Context, ref SpotRef, body []byte) error {
-	_, err := m.o.deliver(ctx, msgTarget{fam: familySpot, id: ref.SpotID, gen: ref.ObjectGeneration}, body, false)
+	_, err := m.o.deliverCall(ctx, msgTarget{fam: familySpot, id: ref.SpotID, gen: ref.ObjectGeneration}, body, false)
 	return err
 }
 
 // RequestSpot sends body to the User Spot (command 22) and returns its
 // reply.
 func (m *Manager) RequestSpot(ctx context.Context, ref SpotRef, body []byte) ([]byte, error) {
-	return m.o.deliver(ctx, msgTarget{fam: familySpot, id: ref.SpotID, gen: ref.ObjectGeneration}, body, true)
+	return m.o.deliverCall(ctx, msgTarget{fam: familySpot, id: ref.SpotID, gen: ref.ObjectGeneration}, body, true)
 }
 
 // msgTarget is the object a message is for: family, id and the caller's
@@ -95,6 +95,28 @@ func errorsIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// deliverCall is deliver for a Manager call: a node whose Close began
+// refuses it with ErrClosed. Until 2026-12-07 a closed node's Manager went
+// on reading the store and answered from it — a message to an object alive
+// elsewhere ErrUnavailable (its transport closed), one the node had owned
+// ErrNotFound (TestClosedNodesManagerAnswersErrClosed).
+func (o *objects) deliverCall(ctx context.Context, t msgTarget, body []byte, request bool) ([]byte, error) {
+	if err := o.closedErr(); err != nil {
+		return nil, err
+	}
+	return o.deliver(ctx, t, body, request)
+}
+
+// closedErr is ErrClosed once the node's Close began (objects.stop), for
+// the Manager calls that do not take part in the shutdown's wait (call):
+// Find, messages, Sessions.
+func (o *objects) closedErr() error {
+	if o.stopping.Load() {
+		return ErrClosed
+	}
+	return nil
 }
 
 // deliver resolves the route and delivers, with one retry after a refusal

@@ -131,6 +131,9 @@ func (m *Manager) BindSession(ctx context.Context, ref ActorRef) (*Session, erro
 	if _, err := resolveMesh(o.role(), own, nil); err != nil {
 		return nil, err
 	}
+	if err := o.closedErr(); err != nil {
+		return nil, err
+	}
 	if err := record.ValidateObjectID(ref.ActorID); err != nil {
 		return nil, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)
 	}
@@ -331,6 +334,9 @@ func (o *objects) unbindSessionLocked(h *hosted, tag *sessionTag) {
 // makes after it was bound.
 func (s *Session) deliver(ctx context.Context, body []byte, request bool) ([]byte, error) {
 	o := s.o
+	if err := o.closedErr(); err != nil {
+		return nil, err
+	}
 	if !request {
 		select {
 		case s.oneWay <- struct{}{}:
