@@ -103,8 +103,9 @@ type RelocationResult struct {
 type RelocateOption func(*relocateOptions)
 
 type relocateOptions struct {
-	target []byte
-	avoid  [][]byte // RIDs placement must not pick (a host move's retry)
+	target  []byte
+	toNodes int      // ToNode options given: more than one is ErrInvalidOperation
+	avoid   [][]byte // RIDs placement must not pick (a host move's retry)
 	// prefer names, for the object's kind and stable type, the node
 	// placement takes when it is a usable candidate with room (a host
 	// command's target run, host_targets.go).
@@ -125,7 +126,7 @@ func avoiding(rids [][]byte) RelocateOption {
 // ToNode names the target node by RoutingId; without it the target is
 // placed like a creation (weight, capacity, excluding this node).
 func ToNode(rid []byte) RelocateOption {
-	return func(o *relocateOptions) { o.target = append([]byte(nil), rid...) }
+	return func(o *relocateOptions) { o.target, o.toNodes = append([]byte(nil), rid...), o.toNodes+1 }
 }
 
 // RelocateActor moves the Actor ref to another node with its state (per its
@@ -135,7 +136,8 @@ func ToNode(rid []byte) RelocateOption {
 //
 // The result is Moved or NotMoved (the object stays served here, §9.4).
 // Errors: ErrInvalidOperation (not the owner node, DisableRelocation, an
-// Entry Spot, a bad target), ErrNotFound / ErrStaleGeneration (the ref),
+// Entry Spot, a bad target, a nil option or ToNode given twice),
+// ErrNotFound / ErrStaleGeneration (the ref),
 // ErrMoving (already moving), ErrUnavailable (no target, store, lease).
 func (m *Manager) RelocateActor(ctx context.Context, ref ActorRef, opts ...RelocateOption) (RelocationResult, error) {
 	return m.o.relocate(ctx, record.ObjectActor, ref.ActorID, ref.ObjectGeneration, opts)
@@ -225,7 +227,16 @@ func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id strin
 func (o *objects) relocateOne(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
 	var ro relocateOptions
 	for _, f := range opts {
+		if f == nil {
+			// As for a creation's options; until 2026-12-07 a nil option
+			// panicked (TestRelocateOptionMisuseIsInvalidOperation).
+			return RelocationResult{}, fmt.Errorf("%w: nil option", ErrInvalidOperation)
+		}
 		f(&ro)
+	}
+	if ro.toNodes > 1 {
+		// Until 2026-12-07 the last one won, silently.
+		return RelocationResult{}, fmt.Errorf("%w: ToNode given twice", ErrInvalidOperation)
 	}
 	if err := record.ValidateObjectID(id); err != nil {
 		return RelocationResult{}, fmt.Errorf("%w: id: %w", ErrInvalidOperation, err)

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -217,5 +218,38 @@ func TestLocalSenderFollowsAMoveInFlight(t *testing.T) {
 	got, err := c.message(ctx, 1, o, "count", true)
 	if err != nil || got != "count:2" {
 		t.Fatalf("local request during the move: %q, %v", got, err)
+	}
+}
+
+// A nil RelocateOption, or ToNode given twice, is ErrInvalidOperation and
+// nothing moves, as for a creation's options (§7). Before, a nil option
+// panicked in the caller's goroutine and the last ToNode won silently.
+func TestRelocateOptionMisuseIsInvalidOperation(t *testing.T) {
+	c := newCluster(t, 3, func(i int, cfg *config.Config) { clientRole0(i, cfg) })
+	ctx := ctxT(t, 30*time.Second)
+	ref, err := c.m(0).CreateActor(ctx, "opts-1", testMoverType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := ownerIndex(t, c, record.ObjectActor, "opts-1")
+	other := 3 - src // the servers are 1 and 2
+	for name, opts := range map[string][]RelocateOption{
+		"nil option":    {nil},
+		"ToNode twice":  {ToNode(c.nodes[other].RID()), ToNode(c.nodes[other].RID())},
+		"nil after one": {ToNode(c.nodes[other].RID()), nil},
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: panicked: %v", name, p)
+				}
+			}()
+			if _, err := c.m(src).RelocateActor(ctx, ref, opts...); !errors.Is(err, ErrInvalidOperation) {
+				t.Errorf("%s: %v, want ErrInvalidOperation", name, err)
+			}
+		}()
+	}
+	if got := ownerIndex(t, c, record.ObjectActor, "opts-1"); got != src {
+		t.Fatalf("the Actor moved to node %d", got)
 	}
 }
