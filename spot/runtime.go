@@ -87,6 +87,10 @@ var (
 	ErrDuplicate    = errors.New("spot: object already open")
 	ErrHandlerPanic = errors.New("spot: handler panicked")
 	ErrNoReply      = errors.New("spot: handler returned without replying")
+	// ErrTurnEnded is returned by Turn.Reply called after the handler's
+	// Receive returned: a Turn is valid only during its turn, and the
+	// request was answered then (ErrNoReply without a Reply).
+	ErrTurnEnded = errors.New("spot: turn ended")
 	// ErrTimerName is returned by SetTimer for a name longer than
 	// MaxTimerName bytes, which a move could not carry.
 	ErrTimerName = errors.New("spot: timer name too long")
@@ -1043,10 +1047,13 @@ func (r *Runtime) ReleaseGateHeld() int {
 func (o *Object) turn(env Envelope) {
 	t := &Turn{obj: o, env: env}
 	err := o.safeReceive(t, env)
-	if errors.Is(err, ErrNotStarted) && !t.replied && o.requeue(env) {
+	// Ended before anything else: a Reply from a goroutine the handler
+	// started either came first (replied) or is refused (ErrTurnEnded).
+	replied := !t.state.CompareAndSwap(turnOpen, turnEnded)
+	if errors.Is(err, ErrNotStarted) && !replied && o.requeue(env) {
 		return
 	}
-	if env.Kind == Request && !t.replied {
+	if env.Kind == Request && !replied {
 		if err == nil {
 			err = ErrNoReply
 		}
@@ -1104,10 +1111,18 @@ func (o *Object) safeReceive(t *Turn, env Envelope) (err error) {
 
 // Turn is the context of one application turn.
 type Turn struct {
-	obj     *Object
-	env     Envelope
-	replied bool
+	obj   *Object
+	env   Envelope
+	state atomic.Uint32 // turnOpen, turnReplied, turnEnded
 }
+
+// Turn states: Reply moves an open turn to replied; the runtime moves an
+// open turn to ended once Receive returned.
+const (
+	turnOpen uint32 = iota
+	turnReplied
+	turnEnded
+)
 
 // ID returns the object's ActorId or SpotId.
 func (t *Turn) ID() string { return t.obj.key.ID }
@@ -1130,15 +1145,25 @@ func (t *Turn) Now() time.Time { return t.obj.rt.opts.Clock.Now() }
 // learn that its object or node was closing.
 func (t *Turn) Context() context.Context { return t.obj.context() }
 
-// Reply answers the current Request envelope. Only the first call counts.
+// Reply answers the current Request envelope, once: a second call is an
+// error, and so is a call on a Send or Timer envelope (nobody to answer).
+// It must be called before Receive returns — a Turn is valid only during
+// its turn; a Reply after it is ErrTurnEnded, the request having been
+// answered ErrNoReply then. There is no asynchronous reply: a handler that
+// needs a slow result either waits for it in the turn (t.Context()) or
+// answers at once and lets the requester ask again.
 func (t *Turn) Reply(body []byte) error {
 	if t.env.Kind != Request {
 		return fmt.Errorf("spot: reply outside a request (envelope is %v)", t.env.Kind)
 	}
-	if t.replied {
+	if !t.state.CompareAndSwap(turnOpen, turnReplied) {
+		if t.state.Load() == turnEnded {
+			// Until 2026-12-07 this sent a second answer after the
+			// runtime's ErrNoReply (TestReplyAfterTheTurnIsErrTurnEnded).
+			return ErrTurnEnded
+		}
 		return errors.New("spot: request already replied")
 	}
-	t.replied = true
 	t.obj.reply(t.env.ReplyRoute, body, nil)
 	return nil
 }
