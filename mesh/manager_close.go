@@ -24,12 +24,17 @@ import (
 // (User Spot) or, for an Actor, with the project's destroy control request
 // (docs/OBJECTS.md: the service wire has no Actor destroy command).
 
-// Destroy destroys the Actor generation ref names.
+// Destroy destroys the Actor generation ref names. It reports true when
+// this call ended it, and false with a nil error when no record exists
+// under the id (already destroyed, or never created): calling it again is
+// safe. Another generation under the id is ErrStaleGeneration, a move in
+// progress ErrMoving.
 func (m *Manager) Destroy(ctx context.Context, ref ActorRef) (bool, error) {
 	return m.o.end(ctx, record.ObjectActor, ref.ActorID, ref.ObjectGeneration)
 }
 
-// Close closes the User Spot generation ref names.
+// Close closes the User Spot generation ref names; the result is read as
+// Destroy's (true: this call closed it; false, nil: no record).
 func (m *Manager) Close(ctx context.Context, ref SpotRef) (bool, error) {
 	return m.o.end(ctx, record.ObjectUserSpot, ref.SpotID, ref.ObjectGeneration)
 }
