@@ -13,8 +13,13 @@ import (
 type ObjectKind uint8
 
 const (
+	// KindActor: created by id (Manager.CreateActor, GetOrCreateActor).
 	KindActor ObjectKind = iota + 1
+	// KindUserSpot: a Spot created by a call (Manager.CreateUserSpot with a
+	// framework-issued id, GetOrCreateUserSpot with the caller's).
 	KindUserSpot
+	// KindInstanceSpot: a Spot created by the first message sent to its id
+	// (Manager.SendInstance, RequestInstance); its New gets no Body.
 	KindInstanceSpot
 )
 
@@ -56,39 +61,60 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", uint8(p))
 }
 
-// CreateRequest is what a factory's New receives.
+// CreateRequest is what a factory's New (and a snapshot adapter's Restore)
+// receives.
 type CreateRequest struct {
 	ID         string // ActorId or SpotId
 	Generation uint64 // ObjectGeneration, nonzero
-	StableType string
-	// Body is the application's creation request bytes (may be empty).
+	StableType string // the factory's
+	// Body is the application's creation request bytes (may be empty). It
+	// is empty when New runs for anything but a creation: an Instance
+	// Spot's activation, a PolicyRecreate move, and in Restore.
 	Body []byte
 }
 
 // Declined is returned (wrapped or not) by a factory's New to decline a
 // creation: the framework deletes the Creating record, returns the space
 // and reports Rejected with Reason. Any other error is an exception.
-type Declined struct{ Reason string }
+type Declined struct {
+	Reason string // given to the caller as mesh.RejectedError.Reason
+}
 
 func (d *Declined) Error() string { return "declined: " + d.Reason }
 
 // SnapshotAdapter turns a live instance's application state into bytes and
 // back. It is required exactly for PolicyPreserveState.
 type SnapshotAdapter interface {
+	// Snapshot returns h's state, on the node the object leaves, while the
+	// object is held (no turn runs). It has no context and a move waits for
+	// it, past its deadline: it must only copy and return promptly.
 	Snapshot(h Handler) ([]byte, error)
+	// Restore builds the instance from Snapshot's bytes on the node the
+	// object arrives at; ctx ends with the move's deadline or the node's
+	// stop. An error, a panic or no handler fails the move (NotMoved).
 	Restore(ctx context.Context, req CreateRequest, state []byte) (Handler, error)
 }
 
 // Factory describes one stable type an application registers.
 type Factory struct {
+	// StableType names the type, 1..255 bytes of UTF-8. It is stored with
+	// every object: never rename a type that has objects.
 	StableType string
-	Kind       ObjectKind
-	Policy     Policy
-	Snapshot   SnapshotAdapter
+	// Kind is required (the zero value is refused).
+	Kind ObjectKind
+	// Policy is required (the zero value is refused): what a move does.
+	Policy Policy
+	// Snapshot is required with PolicyPreserveState and refused with the
+	// other policies.
+	Snapshot SnapshotAdapter
 	// Limit caps live objects of this type on one node; 0 = unlimited.
 	Limit int
 	// New builds an instance. It must tolerate being run again for the same
-	// ID and generation (a process may die mid-creation, §7).
+	// ID and generation (a process may die mid-creation, §7). It runs on
+	// the node that will host the object, with a ctx that ends at the
+	// creation's deadline or the node's stop; a *Declined error refuses the
+	// creation (mesh.ErrRejected), any other error, a panic or no handler
+	// fails it (mesh.ErrCreateFailed).
 	New func(ctx context.Context, req CreateRequest) (Handler, error)
 }
 
