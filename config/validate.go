@@ -479,6 +479,11 @@ func (c Config) validateRoles(ps *problems, factories []FactoryPolicy) {
 			ps.add("factories", "%s factory %q is registered twice", f.Kind, f.StableType)
 		}
 		seen[kindType{f.Kind, f.StableType}] = true
+		if _, ok := c.Node.Limits.SpotTypes[f.StableType]; ok && f.Kind == KindActor {
+			// Until 2026-12-07 accepted and never enforced.
+			ps.add("node.limits.spot_types."+f.StableType, "names the Actor type %q: there is no per-Actor-type limit (spec §4); "+
+				"node.limits.actors caps the Actors of a node", f.StableType)
+		}
 	}
 
 	role := c.Node.ObjectRole

@@ -132,6 +132,13 @@ func TestValidateRules(t *testing.T) {
 		}},
 		{name: "negative spot type limit", mutate: func(c *Config) { c.Node.Limits.SpotTypes = map[string]int{"Chat": -5} },
 			want: []Problem{p("node.limits.spot_types.Chat", "must be 0 (no limit) or 1..2147483647, got -5")}},
+		// Spec §4 has no per-Actor-type limit: until 2026-12-07 such an entry
+		// was accepted and never enforced.
+		{name: "spot type limit on an actor type", mutate: func(c *Config) { c.Node.Limits.SpotTypes = map[string]int{"Counter": 5} },
+			factories: []FactoryPolicy{actor},
+			want:      []Problem{p("node.limits.spot_types.Counter", `names the Actor type "Counter": there is no per-Actor-type limit (spec §4); node.limits.actors caps the Actors of a node`)}},
+		{name: "spot type limit on a spot type", mutate: func(c *Config) { c.Node.Limits.SpotTypes = map[string]int{"Lobby": 5} },
+			factories: []FactoryPolicy{actor, userSpot}},
 		{name: "empty spot type name", mutate: func(c *Config) { c.Node.Limits.SpotTypes = map[string]int{"": 3} },
 			want: []Problem{p("node.limits.spot_types", "stable type name must not be empty")}},
 		{name: "long spot type name", mutate: func(c *Config) { c.Node.Limits.SpotTypes = map[string]int{strings.Repeat("t", 256): 1} },

@@ -107,7 +107,9 @@ type Factory struct {
 	// Snapshot is required with PolicyPreserveState and refused with the
 	// other policies.
 	Snapshot SnapshotAdapter
-	// Limit caps live objects of this type on one node; 0 = unlimited.
+	// Limit caps live Spots of this type on one node; 0 = unlimited
+	// (node.limits.spot_types overrides it). A User or Instance Spot type
+	// only: spec §4 has no per-Actor-type limit, and Validate refuses one.
 	Limit int
 	// New builds an instance. It must tolerate being run again for the same
 	// ID and generation (a process may die mid-creation, §7). It runs on
@@ -148,6 +150,11 @@ func (f Factory) Validate() error {
 		return bad("a SnapshotAdapter is only used with policy snapshot (spot.PolicyPreserveState)")
 	case f.Limit < 0 || int64(f.Limit) > 1<<31-1:
 		return bad("limit %d outside 0..2^31-1", f.Limit)
+	case f.Kind == KindActor && f.Limit != 0:
+		// Until 2026-12-07 accepted and never enforced: the capacity rows
+		// count Actors per node, not per type.
+		return bad("Limit %d on an Actor type: there is no per-Actor-type limit (spec §4); "+
+			"node.limits.actors caps the Actors of a node", f.Limit)
 	case f.New == nil:
 		return bad("New is nil")
 	}

@@ -421,6 +421,11 @@ func TestFactoryValidate(t *testing.T) {
 		{"adapter without snapshot", Factory{StableType: "a", Kind: KindActor, Policy: PolicyRecreate, Snapshot: snap{}, New: newH}, false},
 		{"negative limit", Factory{StableType: "a", Kind: KindActor, Policy: PolicyDisabled, Limit: -1, New: newH}, false},
 		{"nil New", Factory{StableType: "a", Kind: KindActor, Policy: PolicyDisabled}, false},
+		// Spec §4 has no per-Actor-type limit: accepted until 2026-12-07,
+		// it was never enforced (a node took any number of the type).
+		{"limit on an actor type", Factory{StableType: "a", Kind: KindActor, Policy: PolicyDisabled, Limit: 1, New: newH}, false},
+		{"limit on a user spot type", Factory{StableType: "a", Kind: KindUserSpot, Policy: PolicyDisabled, Limit: 1, New: newH}, true},
+		{"limit on an instance spot type", Factory{StableType: "a", Kind: KindInstanceSpot, Policy: PolicyDisabled, Limit: 1, New: newH}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
