@@ -29,7 +29,8 @@ import (
 
 // HostRelocateOptions adjust a host Relocate.
 type HostRelocateOptions struct {
-	// MaxConcurrent bounds the moves in flight (0: relocation.max_concurrent).
+	// MaxConcurrent bounds the moves in flight (0 or less:
+	// relocation.max_concurrent).
 	MaxConcurrent int
 	// Progress, when set, is called with the counts so far, one call at a
 	// time, on a goroutine of its own: at the start and after outcomes —
