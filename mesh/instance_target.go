@@ -764,7 +764,9 @@ func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 	if ferr != nil {
 		var declined *spot.Declined
 		if errors.As(ferr, &declined) {
-			return b.undo(fmt.Errorf("%w: instance spot %s declined by its factory: %s", ErrRejected, rec.SpotID, declined.Reason))
+			// A *RejectedError, as a declined Create's (until 2026-12-07 a
+			// wrapped sentinel: errors.As found no reason).
+			return b.undo(&RejectedError{ID: rec.SpotID, Reason: declined.Reason})
 		}
 		if ctx.Err() != nil {
 			return b.undo(classify(ctx, ferr, "factory of "+rec.SpotID))

@@ -214,6 +214,14 @@ func wireFailure(fam opFamily, err error) (router.TerminalResult, router.Framewo
 		return router.ResultConflict, router.FailActorAlreadyExists
 	case errors.Is(err, ErrCreateFailed):
 		return router.ResultInternalError, pick(router.FailActorCreateFailed, router.FailSpotCreateFailed)
+	case errors.Is(err, ErrRejected):
+		// A declined Instance Spot activation answering its request
+		// (creations carry Rejected in an ok tail instead). Until
+		// 2026-12-07 it fell to the handler-error default, and a requester
+		// on another node read it as ErrRequestFailed
+		// (TestDeclinedInstanceActivationIsErrRejected). A peer of an
+		// earlier version reads requestRejected as ErrRequestFailed still.
+		return router.ResultRejected, router.FailRequestRejected
 	case errors.Is(err, spot.ErrHandlerPanic):
 		return router.ResultInternalError, router.FailWorkerFailed
 	case errors.Is(err, ErrRequestFailed), errors.Is(err, spot.ErrNoReply):
@@ -268,7 +276,11 @@ func replyError(fam opFamily, rep *router.Reply, what string) error {
 		return fmt.Errorf("%w: %s", ErrAlreadyExists, detail)
 	case router.FailActorCreateFailed, router.FailSpotCreateFailed:
 		return &CreateFailedError{Type: rep.FailureCode.String(), Message: detail}
-	case router.FailWorkerFailed, router.FailRequestFailed, router.FailRequestRejected:
+	case router.FailRequestRejected, router.FailActorCreateRejected:
+		// The wire carries no reason: the factory's is in the declining
+		// node's answer to its own callers only.
+		return &RejectedError{Reason: "declined by its factory on the node that was to host it (" + detail + ")"}
+	case router.FailWorkerFailed, router.FailRequestFailed:
 		return fmt.Errorf("%w: %s", ErrRequestFailed, detail)
 	}
 	return fmt.Errorf("%w: %s", ErrUnavailable, detail)
