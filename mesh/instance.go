@@ -76,13 +76,29 @@ const DefaultInstanceTimeout = 30 * time.Second
 // one-way message, a failure after that is logged there, not returned.
 func (m *Manager) SendInstance(ctx context.Context, spotID string, body []byte, opts ...InstanceOption) error {
 	_, err := m.o.instanceCall(ctx, spotID, body, false, opts)
-	return err
+	return namedVerdict(err, spotID)
 }
 
 // RequestInstance sends body to the Instance Spot spotID, activating it
 // when it does not exist, and returns the handler's reply.
 func (m *Manager) RequestInstance(ctx context.Context, spotID string, body []byte, opts ...InstanceOption) ([]byte, error) {
-	return m.o.instanceCall(ctx, spotID, body, true, opts)
+	reply, err := m.o.instanceCall(ctx, spotID, body, true, opts)
+	return reply, namedVerdict(err, spotID)
+}
+
+// namedVerdict names the Spot in a factory's verdict read from another
+// node's answer, whose wire record carries no id (until 2026-12-07 such an
+// error read `creation of "" failed`).
+func namedVerdict(err error, id string) error {
+	var failed *CreateFailedError
+	var rejected *RejectedError
+	switch {
+	case errors.As(err, &failed) && failed.ID == "":
+		failed.ID = id
+	case errors.As(err, &rejected) && rejected.ID == "":
+		rejected.ID = id
+	}
+	return err
 }
 
 // instanceMsg is one call of SendInstance/RequestInstance.

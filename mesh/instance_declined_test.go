@@ -38,6 +38,9 @@ func TestDeclinedInstanceActivationIsErrRejected(t *testing.T) {
 		if errors.Is(err, ErrRequestFailed) || errors.Is(err, ErrUnavailable) {
 			t.Errorf("RequestInstance from node %d: %v also matches another class", from, err)
 		}
+		if rej.ID != "cart:nobody" {
+			t.Errorf("RequestInstance from node %d: RejectedError names %q", from, rej.ID)
+		}
 		if from == 1 && rej.Reason != "no such customer" {
 			t.Errorf("the activating node's RejectedError: reason %q", rej.Reason)
 		}
