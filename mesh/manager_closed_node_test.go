@@ -62,3 +62,18 @@ func TestClosedNodesManagerAnswersErrClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WaitPeers on a node that has stopped returns ErrClosed instead of
+// waiting for its context — for ever, without a deadline — for peers a
+// stopped node never admits.
+func TestWaitPeersOnAStoppedNodeIsErrClosed(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	if err := c.nodes[0].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline only keeps a failing run from hanging.
+	ctx := ctxT(t, 30*time.Second)
+	if err := c.nodes[0].WaitPeers(ctx, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitPeers on a stopped node: %v, want ErrClosed", err)
+	}
+}

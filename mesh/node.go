@@ -915,7 +915,7 @@ func alreadyAdmitted(tr *transport.Node, peer transport.RID, a directory.Action)
 }
 
 // WaitPeers waits until this node has admitted links to at least count
-// peers, or ctx ends.
+// peers, or ctx ends, or the node has stopped (ErrClosed).
 func (n *Node) WaitPeers(ctx context.Context, count int) error {
 	for {
 		if len(n.tr.Peers()) >= count {
@@ -924,6 +924,11 @@ func (n *Node) WaitPeers(ctx context.Context, count int) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("mesh: %d of %d peers admitted: %w", len(n.tr.Peers()), count, ctx.Err())
+		case <-n.Done():
+			// A stopped node admits no more peers: until 2026-12-07 this
+			// waited for ctx, for ever without a deadline
+			// (TestWaitPeersOnAStoppedNodeIsErrClosed).
+			return fmt.Errorf("%w: %d of %d peers admitted", ErrClosed, len(n.tr.Peers()), count)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
