@@ -106,6 +106,10 @@ func TestInboundConnCapIsLogged(t *testing.T) {
 	if got := b.Stats().RefusedInbound; got != 1 {
 		t.Fatalf("RefusedInbound = %d, want 1", got)
 	}
+	// The line may follow the close (written after it): waited for.
+	waitFor(t, 10*time.Second, "the refusal's line", func() bool {
+		return len(logs.lines("transport: inbound connection refused")) > 0
+	})
 	lines := logs.lines("transport: inbound connection refused")
 	if len(lines) != 1 || !strings.Contains(lines[0], "MaxInboundConns") {
 		t.Fatalf("refusal lines %q, want one naming the limit", lines)
@@ -142,6 +146,10 @@ func TestMalformedCommandFrameIsAFramingViolation(t *testing.T) {
 			return b.Stats().ProtocolErrors == uint64(n)
 		})
 	}
+	// A line may follow its connection's close and count: waited for.
+	waitFor(t, 10*time.Second, "a line for each frame", func() bool {
+		return len(logs.lines("transport: inbound connection failed")) >= len(cases)
+	})
 	if got := len(logs.lines("transport: inbound connection failed")); got != len(cases) {
 		t.Fatalf("%d lines for %d malformed command frames", got, len(cases))
 	}
