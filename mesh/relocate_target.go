@@ -445,8 +445,9 @@ func (a *arrival) post(ev relocation.TargetEvent) {
 }
 
 // arrive queues a message for the arriving object: relayed by the source
-// between relay-ready and cutover, or into the temporary queue (§9.2).
-func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.Envelope) {
+// between relay-ready and cutover, or into the temporary queue (§9.2). It
+// reports whether the message went into the temporary queue.
+func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.Envelope) (temp bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.cutSeen && fromSource(from, a.bind) {
@@ -455,9 +456,10 @@ func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.E
 			a.digest.Add(frames)
 		}
 		a.relay = append(a.relay, env)
-		return
+		return false
 	}
 	a.temp = append(a.temp, env)
+	return true
 }
 
 // localQueue is the temporary queue as a mailbox for this node's own
