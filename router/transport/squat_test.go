@@ -25,9 +25,11 @@ import (
 // shows the defect as a race the squatter wins (with 8 loops the peer got in
 // within 3 s; with 64, in 1 run of 3; with 256, in none of 4).
 //
-// Open (knownopen): the fix is a design decision — e.g. a share of
-// MaxUnadmitted per source address, or evicting the oldest unadmitted
-// connection of the address holding most slots — not a local change.
+// Fixed on 2026-12-07 (it was tagged knownopen until then): each source
+// address gets a fair share of MaxUnadmitted, and a connection from an
+// address over its share is evicted to let another address's in
+// (docs/TRANSPORT.md, "MaxUnadmitted (64), shared fairly between source
+// addresses").
 func TestSquattersDoNotLockOutNewPeers(t *testing.T) {
 	cfgB := testConfig("b", 1)
 	cfgB.Endpoint = "tcp://0.0.0.0:0"
