@@ -27,15 +27,8 @@ func TestConcurrentSendersSettleOnlyTheLastQueued(t *testing.T) {
 	sender := c.nodes[0]
 
 	// A's send is held after beforeSend, before the transport takes it.
-	barrierSent := make(chan struct{}, 1)
-	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", func(id, step string) {
-		if id == ref.ActorID && step == stepSenderBarrier {
-			select {
-			case barrierSent <- struct{}{}:
-			default:
-			}
-		}
-	})
+	barrierSent, onStep := stepSignal(ref.ActorID, stepSenderBarrier)
+	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", onStep)
 	defer aGo()
 
 	// B sends on the same (stale) route, after A's beforeSend: the
@@ -98,6 +91,20 @@ func sendHeld(t *testing.T, ctx context.Context, c *cluster, ref ActorRef, body 
 		t.Fatal("the send never reached the transport")
 	}
 	return ch, release
+}
+
+// stepSignal is a relocationStep hook that signals (without blocking) on
+// the returned channel each time object id reaches step.
+func stepSignal(id, step string) (<-chan struct{}, func(id, step string)) {
+	ch := make(chan struct{}, 1)
+	return ch, func(got, s string) {
+		if got == id && s == step {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // passOnHeld releases the send sendHeld holds and waits for it, and for

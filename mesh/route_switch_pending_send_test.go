@@ -26,15 +26,8 @@ func TestSwitchBarrierWaitsForSendsClaimedOnThePreviousRoute(t *testing.T) {
 	key := follow.Key{Kind: follow.KindActor, ID: ref.ActorID}
 	sender := c.nodes[0]
 
-	waiting := make(chan struct{}, 1)
-	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", func(id, step string) {
-		if id == ref.ActorID && step == stepSwitchQueued {
-			select {
-			case waiting <- struct{}{}:
-			default:
-			}
-		}
-	})
+	waiting, onStep := stepSignal(ref.ActorID, stepSwitchQueued)
+	aDone, aGo := sendHeld(t, ctx, c, ref, "s:n0:2", onStep)
 	defer aGo()
 
 	// B's route switch (its cache entry aged out): barrier, then the new
