@@ -1026,7 +1026,7 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 		env.Kind, env.ReplyRoute = spot.Request, route.encode()
 	}
 	var perr error
-	var arrived, queued bool
+	var arrived bool
 	// A barrier (route_barrier.go) is answered where it is admitted; it
 	// is never queued.
 	barrier := corr != 0 && controlOf(rec) == controlBarrier
@@ -1082,7 +1082,7 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 		if d.arr != nil {
 			// A move is bringing the object here: the relay or the
 			// temporary queue, merged in order at the owner change (§9.2).
-			queued = d.arr.arrive(from, rec, env)
+			d.arr.arrive(from, rec, env, m.hop > 0)
 			arrived = true
 			return
 		}
@@ -1125,18 +1125,9 @@ func (o *objects) inboundOnce(from transport.PeerInfo, fam opFamily, id string, 
 	case barrier:
 		o.answerOrigin(from, rec, fam, corr, reply, nil, nil)
 		o.noticeFollowed(from, rec)
-	case arrived && queued:
-		// In the temporary queue, merged in order at the open: queued at
-		// the new owner as much as in its mailbox (nothing sent later
-		// overtakes it), and only after the owner CAS (a sender or a
-		// previous owner names this node only then). Its command 50 is
-		// due as for a message posted: without it the sender's stale
-		// route stayed until its cache age, every message of it followed,
-		// and a route switch of it waited on a settle that never came.
-		o.noticeFollowed(from, rec)
 	case arrived:
-		// Relayed by the source before its cutover: the move's, not
-		// Message Follow's.
+		// Into the arrival: one that came through Message Follow gets its
+		// command 50 at the open (arrival.arrive).
 	case perr != nil:
 		if corr != 0 {
 			// To the requester, wherever the request came from.

@@ -62,10 +62,15 @@ type arrival struct {
 	// its Restore deadline: its owner sweep settles the move (fenceArrival).
 	halted bool
 
-	mu        sync.Mutex
-	payload   []byte          // the verified payload, until build takes it
-	relay     []spot.Envelope // from the source between relay-ready and cutover
-	temp      []spot.Envelope // everything else (§9.2 "temporary queue")
+	mu      sync.Mutex
+	payload []byte          // the verified payload, until build takes it
+	relay   []spot.Envelope // from the source between relay-ready and cutover
+	temp    []spot.Envelope // everything else (§9.2 "temporary queue")
+	// followed is the messages of temp that came through Message Follow:
+	// their command 50 goes out at the open (noticeFollowed), not before —
+	// until the owner CAS applied the move may still be taken back, and a
+	// Session switches to the route a 50 names.
+	followed  []followedArrival
 	digest    router.RelayDigest
 	cutover   *router.RelocationCutover
 	cutSeen   bool
@@ -444,22 +449,36 @@ func (a *arrival) post(ev relocation.TargetEvent) {
 	}
 }
 
+// followedArrival is a message of the temporary queue that came through
+// Message Follow, as it came: its command 50 is sent at the open.
+type followedArrival struct {
+	from transport.PeerInfo
+	rec  *router.Record
+}
+
 // arrive queues a message for the arriving object: relayed by the source
-// between relay-ready and cutover, or into the temporary queue (§9.2). It
-// reports whether the message went into the temporary queue.
-func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.Envelope) (temp bool) {
+// between relay-ready and cutover, or into the temporary queue (§9.2).
+// followed says it came through Message Follow (hop count ≥ 1): one in the
+// temporary queue gets its command 50 at the open, as one posted to the
+// mailbox gets it at once. Until 2026-12-07 it got none: its sender kept
+// following through the previous owner until its cache entry aged out,
+// and a route switch of it waited for a settle that never came.
+func (a *arrival) arrive(from transport.PeerInfo, rec *router.Record, env spot.Envelope, followed bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.cutSeen && fromSource(from, a.bind) {
+		// Relayed before the cutover: the move's, not Message Follow's.
 		frames, err := router.Encode(rec)
 		if err == nil {
 			a.digest.Add(frames)
 		}
 		a.relay = append(a.relay, env)
-		return false
+		return
 	}
 	a.temp = append(a.temp, env)
-	return true
+	if followed {
+		a.followed = append(a.followed, followedArrival{from: from, rec: rec})
+	}
 }
 
 // localQueue is the temporary queue as a mailbox for this node's own
@@ -964,7 +983,8 @@ func (a *arrival) open() {
 	o.mu.Lock()
 	a.mu.Lock()
 	merged := append(a.relay, a.temp...)
-	a.relay, a.temp = nil, nil
+	followed := a.followed
+	a.relay, a.temp, a.followed = nil, nil, nil
 	version := a.committedVersion
 	late := !a.cutSeen // committed on the grace: the source may relay still
 	a.mu.Unlock()
@@ -1002,6 +1022,10 @@ func (a *arrival) open() {
 	o.mu.Unlock()
 	for _, r := range refused {
 		o.Reply(r.route, nil, wrapErr(ErrUnavailable, r.err, "relocation merge"))
+	}
+	// Merged in order and owned here: nothing sent later overtakes them.
+	for _, f := range followed {
+		o.noticeFollowed(f.from, f.rec)
 	}
 	a.relocated(ownerGen) // dispatch still closed: before anything runs here
 	a.obj.Release()
@@ -1112,7 +1136,7 @@ func (a *arrival) remove() {
 	}
 	a.mu.Lock()
 	queued := a.temp
-	a.relay, a.temp, a.payload, a.abandoned = nil, nil, nil, true
+	a.relay, a.temp, a.followed, a.payload, a.abandoned = nil, nil, nil, nil, true
 	obj := a.obj
 	a.mu.Unlock()
 	o.mu.Unlock()
