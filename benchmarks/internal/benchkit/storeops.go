@@ -33,11 +33,15 @@ const StoreValueBytes = 512
 // its share of CondKeys rows it only conditions (the subject's batches
 // verify owner leases, counters and reservations besides the rows they
 // write). Rows is the rows of all batches, ConflictRows of them in the
-// refused ones. Of the rows applied, New are new durable rows (put under
-// IfMissing), NewExpiring new rows with a retention, Expiring rows that
-// exist put with a retention, Deletes deleted — the rows made new earlier
-// by this object's operations when there are (expiring ones first, newest
-// first), absent rows otherwise — and the rest updates of durable rows.
+// refused ones; CondKeys the rows only conditioned, ConflictConds of them
+// in the refused ones (a refused batch of no rows conditions one: the
+// present row it is refused on). Each batch has a row or a condition-only
+// row, as a store requires. Of the rows applied, New are new durable rows
+// (put under IfMissing), NewExpiring new rows with a retention, Expiring
+// rows that exist put with a retention, Deletes deleted — the rows made
+// new earlier by this object's operations when there are (expiring ones
+// first, newest first), absent rows otherwise — and the rest updates of
+// durable rows.
 //
 // A store prices these kinds differently: a read of five rows and a batch
 // that checks six cost Redis about twice a one-row read and a two-row
@@ -47,7 +51,7 @@ const StoreValueBytes = 512
 type StoreOps struct {
 	Reads, ReadKeys, Missing              int
 	Writes, Conflicts, Rows, ConflictRows int
-	CondKeys                              int
+	CondKeys, ConflictConds               int
 	New, NewExpiring, Expiring, Deletes   int
 }
 
@@ -124,16 +128,50 @@ func (r Replay) Mean() StoreOps {
 		NewExpiring: perOp(t.NewExpiringKeys, n), Expiring: perOp(t.ExpiringKeys, n), Deletes: perOp(t.DeleteKeys, n)}
 }
 
-// share is operation i's share of total over n operations: over any n
-// consecutive operations the shares sum to total, each within one of the
-// mean.
-func share(total uint64, n, i int) int {
-	n = max(n, 1)
-	i %= n
-	return int((uint64(i+1)*total)/uint64(n) - (uint64(i)*total)/uint64(n))
+// span is the slots [lo, hi) of a count: an operation's reads, batches,
+// or rows.
+type span struct{ lo, hi uint64 }
+
+func (s span) n() int { return int(s.hi - s.lo) }
+
+// of is the span of the k items, spread evenly over total slots, that fall
+// in s's slots: over consecutive spans these sum to k, a span of no slots
+// has none, and with k >= total each slot has at least one.
+func (s span) of(k, total uint64) span {
+	if total == 0 {
+		return span{}
+	}
+	return span{s.lo * k / total, s.hi * k / total}
+}
+
+// take splits s, slots of total, into those of k items of one a slot and
+// the rest, slots of total-k.
+func (s span) take(k, total uint64) (part, rest span) {
+	part = s.of(min(k, total), total)
+	return part, span{s.lo - part.lo, s.hi - part.hi}
+}
+
+// carried is the batches of s, an operation's span of n, of the subject's
+// batches, and of the rows and condition-only rows they carry: nested in
+// its batches, so that an operation has them only where it has a batch,
+// and (with at least as many as batches, as a subject's) one on each.
+func (s span) carried(n, batches, rows, conds uint64) (b, r span, c int) {
+	b = s.of(batches, n)
+	items := b.of(rows+conds, batches)
+	r, rest := items.take(rows, rows+conds)
+	return b, r, rest.n()
 }
 
 // Op is operation i's calls in r's shape.
+//
+// In the subject's shape the counts are shared out jointly, each nested in
+// the operation's span of what carries it: read rows in its read calls
+// (missing ones in those rows), refused batches' rows in its refused
+// batches, and the applied batches' rows and condition-only rows in its
+// applied batches — an operation has rows only where it has a batch, and
+// every batch has a row or a condition — the kinds of row in its applied
+// rows. So over any r.Ops consecutive operations the sums are r.Total,
+// and each operation's counts are within about one of the mean.
 func (r Replay) Op(i int) StoreOps {
 	switch r.Shape {
 	case ShapeUpdates:
@@ -141,24 +179,36 @@ func (r Replay) Op(i int) StoreOps {
 	case ShapePlain:
 		return r.Mean().Plain()
 	}
-	t, n := r.Total, r.Ops
-	at := func(x uint64) int { return share(x, n, i) }
-	o := StoreOps{Reads: at(t.Reads), ReadKeys: at(t.ReadKeys), Missing: at(t.MissingKeys),
-		Conflicts: at(t.Conflicts), CondKeys: at(t.CondKeys),
-		New: at(t.NewKeys), NewExpiring: at(t.NewExpiringKeys), Expiring: at(t.ExpiringKeys), Deletes: at(t.DeleteKeys)}
-	// Applied batches and rows are shared out as such (not as totals less
-	// the refused ones), so that each operation's are within one of the
-	// subject's mean.
-	o.Writes = o.Conflicts + at(t.Writes-t.Conflicts)
-	// The refused batches' rows go with the refused batches: operation i
-	// has those of the refused batches it replays.
-	if t.Conflicts > 0 {
-		n, c := uint64(n), t.Conflicts
-		ii := uint64(i % r.Ops)
-		c0, c1 := ii*c/n, (ii+1)*c/n
-		o.ConflictRows = int(c1*t.ConflictKeys/c - c0*t.ConflictKeys/c)
+	t, n := r.Total, uint64(max(r.Ops, 1))
+	op := span{uint64(i) % n, uint64(i)%n + 1}
+	reads := op.of(t.Reads, n)
+	readKeys := reads.of(t.ReadKeys, t.Reads)
+	// The condition-only rows ride on the applied batches, but for one on
+	// each refused batch of no rows (its condition), and for all of them
+	// when no batch applied.
+	applied := t.Writes - t.Conflicts
+	refusedConds := min(t.CondKeys, t.Conflicts-min(t.Conflicts, t.ConflictKeys))
+	if applied == 0 {
+		refusedConds = t.CondKeys
 	}
-	o.Rows = o.ConflictRows + at(t.WriteKeys-t.ConflictKeys)
+	refused, refusedRows, refusedCond := op.carried(n, t.Conflicts, t.ConflictKeys, refusedConds)
+	batches, rows, conds := op.carried(n, applied, t.WriteKeys-t.ConflictKeys, t.CondKeys-refusedConds)
+	o := StoreOps{Reads: reads.n(), ReadKeys: readKeys.n(), Missing: readKeys.of(t.MissingKeys, t.ReadKeys).n(),
+		Writes: refused.n() + batches.n(), Conflicts: refused.n(),
+		Rows: refusedRows.n() + rows.n(), ConflictRows: refusedRows.n(),
+		CondKeys: refusedCond + conds, ConflictConds: refusedCond}
+	// The kinds of row ride, one after the other, on the applied rows
+	// (the expiring updates on the rows left, the updates).
+	left := t.WriteKeys - t.ConflictKeys
+	for _, k := range []struct {
+		n     *int
+		total uint64
+	}{{&o.NewExpiring, t.NewExpiringKeys}, {&o.New, t.NewKeys}, {&o.Deletes, t.DeleteKeys}, {&o.Expiring, t.ExpiringKeys}} {
+		var part span
+		part, rows = rows.take(k.total, left)
+		left -= min(k.total, left)
+		*k.n = part.n()
+	}
 	return o
 }
 
@@ -197,7 +247,9 @@ func (r Replay) Need() int {
 	return n
 }
 
-// applied is how many batches apply, and how many rows they write.
+// applied is how many batches apply, and how many rows they write: one
+// batch at least for rows (the shapes rounded per operation can have rows
+// and no batch; the subject's never has).
 func (o StoreOps) applied() (batches, rows int) {
 	rows = max(o.Rows-o.ConflictRows, 0)
 	batches = max(o.Writes-o.Conflicts, 0)
@@ -255,7 +307,9 @@ const (
 )
 
 // batches is the mutations of each applied batch, and the rows each only
-// conditions.
+// conditions: the mutations the larger shares first, the condition-only
+// rows the larger shares last, so that with as many rows and
+// condition-only rows as batches no batch is empty.
 func (o StoreOps) batches() ([][]mutation, []int) {
 	n, _ := o.applied()
 	var all []mutation
@@ -277,7 +331,7 @@ func (o StoreOps) batches() ([][]mutation, []int) {
 		k := spread(len(all), n, w)
 		out[w] = all[at : at+k]
 		at += k
-		conds[w] = spread(o.CondKeys, n, w)
+		conds[w] = spread(max(o.CondKeys-o.ConflictConds, 0), n, n-1-w)
 	}
 	return out, conds
 }
@@ -359,13 +413,23 @@ func (r *Rows) Run(ctx context.Context, s locstore.Store, o StoreOps, value []by
 		return err
 	}
 	for w := range o.Conflicts {
-		req := locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(r.keys[0])}}
-		for i := range max(spread(o.ConflictRows, o.Conflicts, w), 1) {
-			k := r.prefix + "/refused/" + strconv.Itoa(i) // never written: the batch is refused
+		// Refused on the first row, present: it puts its rows and
+		// conditions its condition-only ones missing, after them (the
+		// first row too when it puts none).
+		key := func(i int) string {
 			if i < len(r.keys) {
-				k = r.keys[i]
+				return r.keys[i]
 			}
-			req.Mutations = append(req.Mutations, locstore.Put(k, value))
+			return r.prefix + "/refused/" + strconv.Itoa(i) // never written: the batch is refused
+		}
+		rows := spread(o.ConflictRows, o.Conflicts, w)
+		conds := spread(o.ConflictConds, o.Conflicts, o.Conflicts-1-w)
+		req := locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(r.keys[0])}}
+		for i := range rows {
+			req.Mutations = append(req.Mutations, locstore.Put(key(i), value))
+		}
+		for i := max(rows, 1); i < rows+conds; i++ {
+			req.Conditions = append(req.Conditions, locstore.IfMissing(key(i)))
 		}
 		res, err := s.Write(ctx, req)
 		if err != nil {

@@ -99,9 +99,9 @@ func TestReplayReproducesTheSubjectsCounts(t *testing.T) {
 	}
 }
 
-// checkReplay replays total over ops operations twice (the second period
-// conditions on the versions the first left) and fails unless each
-// period's calls, counted by a CountingStore, are total.
+// checkReplay replays total over ops operations (one if none) twice (the
+// second period conditions on the versions the first left) and fails
+// unless each period's calls, counted by a CountingStore, are total.
 func checkReplay(t *testing.T, total Counts, ops int) {
 	t.Helper()
 	mem := memStore(t)
@@ -115,7 +115,7 @@ func checkReplay(t *testing.T, total Counts, ops int) {
 	}
 	for period := 1; period <= 2; period++ {
 		before := s.Counts()
-		for i := range ops {
+		for i := range r.Ops {
 			if err := rows.Run(ctx, s, r.Op(i), value); err != nil {
 				t.Fatalf("op %d: %v", i, err)
 			}
