@@ -1,5 +1,3 @@
-//go:build knownopen
-
 package mesh
 
 import (
@@ -18,16 +16,17 @@ type aheadClock struct {
 
 func (c *aheadClock) Now() time.Duration { return c.base.Now() + time.Duration(c.ahead.Load()) }
 
-// Known, open (docs/RELOCATION.md §9, "Argued by the reviews of
-// 2026-12-07 … Senders"): a previous owner whose follow record expires
-// between two messages of one sender passes the first on and refuses the
-// second (not hosted here, no follow record). The sender takes the
-// refusal, which came back on the ordered connection behind the first, as
-// "everything before it was handled" (sentRoutes.settle) and sends its
-// retry straight to the new owner — but handled at the previous owner is
-// not admitted at the new one: the first is still on the previous owner's
-// connection to the new owner, and the retry runs before it. A barrier on
-// the previous route would be refused there the same way.
+// A previous owner whose follow record expires between two messages of one
+// sender passes the first on and refuses the second (not hosted here, no
+// follow record). The sender takes the refusal, which came back on the
+// ordered connection behind the first, as "everything before it was
+// handled" (sentRoutes.settle) and sends its retry straight to the new
+// owner — but handled at the previous owner is not admitted at the new one:
+// the first may still be on the previous owner's connection to the new
+// owner. Until 2026-12-07 (evening) the retry ran before it (docs/RELOCATION.md §9,
+// "Argued by the reviews of 2026-12-07 … Senders"). Now the previous owner
+// answers the refusal only once a barrier of its own behind what it passed
+// on is answered by the new owner (follow_expiry.go).
 //
 // Staged: the previous owner's follow table reads a clock the test moves
 // past MessageFollowDuration (its expiry boundary) right after it passed

@@ -133,6 +133,13 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 		}
 		if ferr != nil {
 			err = ferr
+		} else if m.corr != 0 {
+			// No follow route: answered behind what this node passed on
+			// for the object, once that is in at its new owner
+			// (follow_expiry.go).
+			if wait := o.confirmPassOns(msgTarget{fam: m.fam, id: m.id}.cacheKey()); wait != nil {
+				return wait
+			}
 		}
 	}
 	o.refuseMessage(from, m, rec, reply, err)

@@ -32,7 +32,8 @@ import (
 // when the object has moved, and is answered where it is admitted — by the
 // host that queued (or relayed) everything sent before it, or by a previous
 // owner that no longer knows the object (everything before it was refused
-// there too). A host still holding the object in a move keeps it until the
+// there too, or passed on and, before it answers, confirmed in at the new
+// owner: follow_expiry.go). A host still holding the object in a move keeps it until the
 // move lets go of that hold (holdBarrier, messaging.go), and says so
 // meanwhile (route_barrier_held.go). New messages to the object wait for that answer;
 // the new owner's merge order (payload, relay, temporary queue, §9.2) then
@@ -275,7 +276,8 @@ func (o *objects) awaitQueued(ctx context.Context, t msgTarget, queued <-chan st
 // settle records that the message with operation op, sent on the route
 // fence f, was handled past that route's node: refused there (its answer
 // came back on the same ordered connection, behind everything sent
-// before it), or queued at the new owner after being passed on (command
+// before it; what that node passed on before is in at the new owner by
+// then, follow_expiry.go), or queued at the new owner after being passed on (command
 // 50, sent only then). When it was the last message sent on f, nothing of
 // this node is still in flight through f, and a switch away from it needs
 // no barrier.

@@ -66,6 +66,9 @@ type passedOn struct {
 	// late counts messages passed on after the seal: sent, not confirmed
 	// (reportLate).
 	late atomic.Uint64
+	// confirms are the same pass-ons for a refusal's confirmation
+	// (follow_expiry.go), not taken by the rounds.
+	confirms passOnConfirms
 }
 
 // passedTo is one object's messages passed on: the object and the move
@@ -128,6 +131,7 @@ func (p *passedOn) noteLocked(now, window time.Duration, t msgTarget, to follow.
 		}
 	}
 	p.m[to.Key] = passedTo{t: t, to: to, at: now}
+	p.confirms.note(now, window, t, to)
 }
 
 // seal takes no more Message Follow sends and waits for those under way,

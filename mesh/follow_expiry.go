@@ -1,0 +1,163 @@
+package mesh
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+	"github.com/meshnode/meshnode/router/transport"
+)
+
+// A refusal behind what was passed on (docs/FOLLOW.md "Previous owner: a
+// refusal behind its pass-ons").
+//
+// A previous owner passes an object's messages on to its new owner for
+// MessageFollowDuration after the move; one arriving later finds no follow
+// record and is refused as not hosted here. Its sender takes the refusal,
+// which comes back on the ordered connection behind everything it sent
+// before, for "everything before it was handled there" (sentRoutes.settle)
+// and sends its retry, and what follows, straight to the new owner. But
+// passed on is not admitted: what this node passed on just before the
+// record expired may still be on its own connection to the new owner, and
+// the retry ran ahead of it (until 2026-12-07, evening;
+// TestRefusalAtFollowExpiryDoesNotOvertakeWhatWasPassedOn). A barrier of
+// the sender's on the previous route was refused the same way.
+//
+// So a request (a barrier too) refused here as not hosted, with no follow
+// route, for an object whose messages this node passed on within
+// MessageFollowDuration, is answered only once a barrier of this node's
+// own, sent on the route they took (behind them on that connection), is
+// answered where they were admitted. It waits off the connection's reader,
+// with the peer's later messages for the object behind it (waitCutover),
+// as for a cutover, and is then refused as before. One barrier confirms
+// everything passed on before it went out; what is passed on meanwhile
+// (a relay of a later move) is confirmed by the next refusal's. Bounded by
+// barrierWait a route (then refused anyway, WARN). A one-way message is
+// refused (dropped) at once: its sender hears nothing of it.
+
+// stepRefusalConfirm: a request refused as not hosted waits for a barrier
+// behind what was passed on for its object (a test hook step).
+const stepRefusalConfirm = "follow:refusal-confirm"
+
+// passOnConfirms are, per object, the routes its messages were last passed
+// on by (Message Follow, a move's relay or leftovers) and not confirmed yet
+// by a refusal's barrier, kept for MessageFollowDuration after the last
+// one. Unlike passedOn's map (taken by a closing node's rounds) they are
+// kept until confirmed or old.
+type passOnConfirms struct {
+	mu    sync.Mutex
+	m     map[follow.Key]*passOnConfirm
+	swept time.Duration // a reading of the node's clock
+}
+
+type passOnConfirm struct {
+	t  msgTarget
+	at time.Duration // the last pass-on noted (node clock)
+	// to are the moves passed on along since the last confirmation began
+	// (each new owner's route once).
+	to []follow.Move
+	// confirming is non-nil while a confirmation runs; closed once it ended.
+	confirming chan struct{}
+}
+
+// note records that messages of t went to the new owner of move to.
+func (c *passOnConfirms) note(now, window time.Duration, t msgTarget, to follow.Move) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[follow.Key]*passOnConfirm{}
+	}
+	if now-c.swept >= window {
+		c.swept = now
+		for k, e := range c.m {
+			if now-e.at > window && e.confirming == nil {
+				delete(c.m, k)
+			}
+		}
+	}
+	e := c.m[to.Key]
+	if e == nil {
+		e = &passOnConfirm{}
+		c.m[to.Key] = e
+	}
+	e.t, e.at = t, now
+	for _, m := range e.to {
+		if follow.FenceOf(readyOf(m)).Matches(readyOf(to)) {
+			return
+		}
+	}
+	e.to = append(e.to, to)
+}
+
+// confirmPassOns returns, for a request about to be refused here as not
+// hosted with no follow route, the channel to wait on before it is: closed
+// once the messages of key this node passed on within window are confirmed
+// admitted by their new owners (a barrier behind them answered), or that
+// wait gave up. nil when there is nothing to confirm (or the node halted).
+func (o *objects) confirmPassOns(key follow.Key) <-chan struct{} {
+	window := o.n.cfg.Routing.MessageFollowDuration
+	if window <= 0 {
+		return nil
+	}
+	c := &o.passed.confirms
+	now := o.n.clock.Now()
+	c.mu.Lock()
+	e := c.m[key]
+	switch {
+	case e == nil:
+		c.mu.Unlock()
+		return nil
+	case e.confirming != nil:
+		ch := e.confirming
+		c.mu.Unlock()
+		return ch
+	case now-e.at > window:
+		delete(c.m, key)
+		c.mu.Unlock()
+		return nil
+	case len(e.to) == 0:
+		c.mu.Unlock()
+		return nil
+	}
+	t, to, ch := e.t, e.to, make(chan struct{})
+	e.to, e.confirming = nil, ch
+	c.mu.Unlock()
+	run := func() {
+		for _, m := range to {
+			o.confirmPassOn(t, m)
+		}
+		c.mu.Lock()
+		e.confirming = nil
+		close(ch)
+		c.mu.Unlock()
+	}
+	if !o.goWork(run) {
+		// The node halted: refused at once, as before.
+		c.mu.Lock()
+		e.confirming = nil
+		c.mu.Unlock()
+		return nil
+	}
+	return ch
+}
+
+// confirmPassOn sends a barrier for t on the route to the new owner of m,
+// behind what this node passed on along m, and waits for its answer (any:
+// admitted, refused, passed on further), at most barrierWait.
+func (o *objects) confirmPassOn(t msgTarget, m follow.Move) {
+	o.hook().step(t.id, stepRefusalConfirm)
+	ctx, cancel := context.WithTimeout(o.halt, barrierWait)
+	defer cancel()
+	start := time.Now()
+	bt := msgTarget{fam: t.fam, id: t.id, gen: t.gen, control: controlBarrier}
+	err := o.sendBarrier(ctx, bt, readyOf(m))
+	waited := time.Since(start).Round(time.Millisecond)
+	if err != nil && errorsIsAny(err, context.DeadlineExceeded, ErrDeadlineExceeded, transport.ErrBackpressure) && o.halt.Err() == nil {
+		o.stats.routeBarriersTimedOut.Add(1)
+		o.log.Warn("message follow: the new owner did not confirm in time what this node passed on before its follow record ended; refusing anyway (the sender's retry may arrive before it)",
+			"object", t.id, "target", transport.RID(m.Route.NodeRID).String(), "waited", waited)
+		return
+	}
+	o.log.Debug("message follow: what this node passed on is in at the new owner; refusing", "object", t.id, "waited", waited, "err", err)
+}
