@@ -7,8 +7,10 @@
 // It also turns the errors of a connection's first command into ones that
 // say what is wrong (Explain): a refused password or a failed TLS
 // handshake, instead of a bare server reply or an x509 detail; makes a
-// Cluster client follow a failover at once (ReloadAfter); and holds the
-// replica wait both providers' writes share (ReplicaWait, replicas.go).
+// Cluster client follow a failover at once (ReloadAfter); holds the
+// replica wait both providers' writes share (ReplicaWait, replicas.go);
+// and runs each store call so that a cancelled caller need not wait for it
+// (Leavable, leave.go).
 package redisconn
 
 import (
