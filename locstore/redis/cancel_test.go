@@ -1,55 +1,95 @@
-//go:build knownopen
-
 package redis
 
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/locstore"
 )
 
-// TestCancelWhileRedisIsPausedReturns (known open): a caller that cancels
-// its context (no deadline) while Redis does not answer — SIGSTOP, a
-// network partition — gets its call back only at the store's own
-// OperationTimeout, not at the cancellation: go-redis bounds socket I/O by
-// the context's deadline only and never watches ctx.Done(). A node
-// stopping, or a Ctrl-C'd ctl command, therefore waits up to
-// operation_timeout (2 s by default, longer where operators raised it for
-// a slow link) per call in flight. The memory provider has no such wait.
-// Fixing it needs the call to give up on ctx.Done() while its connection
-// is still in use (returning at once and leaving the connection to be
-// dropped at the operation timeout), which is a change to how every
-// script call is run, not a local fix.
+// TestCancelWhileRedisIsPausedReturns: a caller that cancels its context
+// (no deadline) while Redis does not answer — SIGSTOP, a network
+// partition — gets its call back at once with a *ProviderError matching
+// ErrUnavailable and context.Canceled; a cancelled Write is such an error
+// (outcome unknown), never a Conflict. Until 2026-12-07 the call came back
+// only at the store's OperationTimeout: go-redis bounds socket I/O by the
+// context's deadline only and never watches ctx.Done() once the command is
+// written, so a stopping node or a Ctrl-C'd ctl command waited up to
+// operation_timeout per call in flight. Now the call goes on without its
+// caller (redisconn.Leavable) until Redis answers: once the server runs
+// again its connection goes back to the pool and no goroutine is left.
 func TestCancelWhileRedisIsPausedReturns(t *testing.T) {
 	srv := testredis.NewServer(t)
 	s := openStore(t, srv.Addr, "cancel", func(o *Options) { o.OperationTimeout = 5 * time.Minute })
-	put(t, s, "k", "v")
-	if err := srv.Pause(); err != nil {
+	v := put(t, s, "k", "v")
+	if _, err := s.Scan(context.Background(), locstore.ScanRequest{Limit: 10}); err != nil {
+		t.Fatal(err) // loads the cursor key, so a Scan below reaches the script
+	}
+	base := runtime.NumGoroutine()
+	for _, op := range opsOnK(s) {
+		err := testredis.CancelWhilePaused(t, srv, s.client, op.name, op.do)
+		var pe *locstore.ProviderError
+		if !errors.As(err, &pe) || !errors.Is(err, locstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled %s: %v, want a *ProviderError matching ErrUnavailable and context.Canceled", op.name, err)
+		}
+	}
+	r, err := s.Read(context.Background(), "k")
+	if err != nil || !r.Found || string(r.Value) != "v" || r.Version != v {
+		t.Fatalf("read after the server resumed: %+v, %v (want v@%s: the cancelled Write had a failing condition)", r, err, v)
+	}
+	testredis.WaitGoroutines(t, base)
+}
+
+// TestWriteLeftByItsCallerKeepsItsValue: a Write whose caller cancelled
+// returns at once, and its command may still be sent afterwards; what it
+// sends is the value as it was when Write was called, although the caller
+// reused the buffer after Write returned (the SPI lets it: "the provider
+// copies what it keeps"). A provider that sent the caller's buffer itself
+// would store the new contents (and race with the caller).
+func TestWriteLeftByItsCallerKeepsItsValue(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: testredis.Addr(t), ContextTimeoutEnabled: true, Protocol: 2})
+	t.Cleanup(func() { _ = c.Close() })
+	h := testredis.NewHoldHook()
+	c.AddHook(h)
+	s, err := NewWithClient(c, Options{Namespace: testredis.Namespace(t), OperationTimeout: 5 * time.Second})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Resume() })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { _, err := s.Read(ctx, "k"); done <- err }()
-	// Wait until the call holds the pool's connection (sent, not answered).
+	t.Cleanup(func() { _ = s.Close() })
+	put(t, s, "k", "before") // the write script is cached from here on
+	buf := []byte("original")
+	h.ArmCmd.Store(true)
+	err = testredis.CancelWhileHeld(t, h, "write", func(ctx context.Context) error {
+		_, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", buf)}})
+		return err
+	})
+	if !errors.Is(err, locstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		close(h.Release)
+		t.Fatalf("cancelled write: %v, want ErrUnavailable matching context.Canceled", err)
+	}
+	copy(buf, "CHANGED!") // the caller reuses its buffer
+	close(h.Release)
 	deadline := time.Now().Add(30 * time.Second)
-	for st := s.client.PoolStats(); st.TotalConns == 0 || st.IdleConns > 0; st = s.client.PoolStats() {
+	for {
+		r, err := s.Read(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Value) != "before" {
+			if string(r.Value) != "original" {
+				t.Fatalf("the write left by its caller stored %q, want %q (the value when Write was called)", r.Value, "original")
+			}
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the read never took a connection: %+v", st)
+			t.Fatal("the write left by its caller never applied")
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, locstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled read: %v, want ErrUnavailable matching context.Canceled", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a read cancelled while Redis was paused had not returned 30 s after the cancellation (it waits for the 5 min operation timeout)")
 	}
 }

@@ -27,6 +27,28 @@ func returnsWithin(t *testing.T, what string, fn func() error) error {
 	}
 }
 
+type namedOp struct {
+	name string
+	do   func(context.Context) error
+}
+
+// opsOnK are the four operations on key "k" (and "l"), the write with a
+// condition that fails (version "0"): whether it ran or not, "k" keeps its
+// value. A Scan reaches its script only once the cursor key is loaded (a
+// first Scan before).
+func opsOnK(s *Store) []namedOp {
+	return []namedOp{
+		{"read", func(ctx context.Context) error { _, err := s.Read(ctx, "k"); return err }},
+		{"readMany", func(ctx context.Context) error { _, err := s.ReadMany(ctx, []string{"k", "l"}); return err }},
+		{"write", func(ctx context.Context) error {
+			_, err := s.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion("k", "0")},
+				Mutations: []locstore.Mutation{locstore.Put("k", []byte("w"))}})
+			return err
+		}},
+		{"scan", func(ctx context.Context) error { _, err := s.Scan(ctx, locstore.ScanRequest{Limit: 10}); return err }},
+	}
+}
+
 // TestCallersDeadlineWhileRedisIsPaused: with the server stopped (SIGSTOP:
 // the connection stays open, nothing answers) a call ends at the caller's
 // deadline with a *ProviderError that matches both ErrUnavailable and
@@ -56,20 +78,7 @@ func TestCallersDeadlineWhileRedisIsPaused(t *testing.T) {
 			_ = srv.Resume()
 		}
 	})
-	ops := []struct {
-		name string
-		do   func(context.Context) error
-	}{
-		{"read", func(ctx context.Context) error { _, err := s.Read(ctx, "k"); return err }},
-		{"readMany", func(ctx context.Context) error { _, err := s.ReadMany(ctx, []string{"k", "l"}); return err }},
-		{"write", func(ctx context.Context) error {
-			_, err := s.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfVersion("k", "0")},
-				Mutations: []locstore.Mutation{locstore.Put("k", []byte("w"))}})
-			return err
-		}},
-		{"scan", func(ctx context.Context) error { _, err := s.Scan(ctx, locstore.ScanRequest{Limit: 10}); return err }},
-	}
-	for _, op := range ops {
+	for _, op := range opsOnK(s) {
 		for range 3 {
 			err := returnsWithin(t, op.name, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -56,7 +56,10 @@
 // # Failures
 //
 // Each operation runs under a deadline of Options.OperationTimeout covering
-// connection acquisition and the command. Any failure is a
+// connection acquisition and the command, on a goroutine of its own
+// (redisconn.Leavable), so that a caller whose context ends — cancelled
+// too, which go-redis does not see once a command is written — returns at
+// once while the call finishes or times out without it. Any failure is a
 // *locstore.ProviderError (errors.Is(err, locstore.ErrUnavailable)); the
 // script calls are never retried by the client, because a retried Write whose
 // first attempt applied would report a Conflict that did not happen (spec
@@ -456,6 +459,32 @@ func (s *Store) opContext(ctx context.Context, op string) (context.Context, cont
 
 func noCancel() {}
 
+// leavable runs call, the Redis part of operation op, under the operation
+// timeout (opContext) so that its caller returns as soon as its context
+// ends, cancelled included, while Redis does not answer
+// (redisconn.Leavable): the call then goes on without it until it is
+// answered or times out, and the caller gets a *ProviderError matching
+// ErrUnavailable and the context's error — for a write an unknown
+// outcome, never a "not applied". call gets the caller's context (for
+// failFor) and the operation's.
+func leavable[T any](s *Store, caller context.Context, op string, call func(caller, ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel, err := s.opContext(caller, op)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	// Cancelling at return is also right for a call that goes on: its
+	// context, derived from the caller's, has ended already, and the
+	// socket deadline of its command in flight was set from it before.
+	defer cancel()
+	v, left, err := redisconn.Leavable(caller, func() (T, error) { return call(caller, ctx) })
+	if left {
+		return v, &locstore.ProviderError{Provider: ProviderName, Op: op,
+			Err: fmt.Errorf("%w: the call was left to finish or time out without its caller (a write's outcome is unknown)", caller.Err())}
+	}
+	return v, err
+}
+
 // noRetryCmd marks a script call as not retryable by go-redis, whatever the
 // client's MaxRetries: the call may have run before the connection failed.
 type noRetryCmd struct{ *goredis.Cmd }
@@ -521,15 +550,16 @@ func (s *Store) Read(ctx context.Context, key string) (locstore.ReadResult, erro
 	if err := locstore.ValidateKey(op, "key", key); err != nil {
 		return locstore.ReadResult{}, err
 	}
-	caller := ctx
-	ctx, cancel, err := s.opContext(ctx, op)
-	if err != nil {
-		return locstore.ReadResult{}, err
-	}
-	defer cancel()
 	c := newCall(2, 0)
 	c.key(s.dataKey(key))
 	c.key(s.seqK)
+	return leavable(s, ctx, op, func(caller, ctx context.Context) (locstore.ReadResult, error) {
+		return s.read(caller, ctx, c)
+	})
+}
+
+func (s *Store) read(caller, ctx context.Context, c *call) (locstore.ReadResult, error) {
+	const op = "read"
 	before := s.rollback.before()
 	r, err := s.eval(ctx, readScript, c)
 	if err != nil {
@@ -570,24 +600,26 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 	if err := locstore.ValidateReadKeys(op, keys); err != nil {
 		return nil, err
 	}
-	caller := ctx
-	ctx, cancel, err := s.opContext(ctx, op)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
 	c := newCall(len(keys)+1, 0)
 	for _, k := range keys {
 		c.key(s.dataKey(k))
 	}
 	c.key(s.seqK)
+	n := len(keys) // keys is the caller's: not read once the call may go on without it
+	return leavable(s, ctx, op, func(caller, ctx context.Context) ([]locstore.ReadResult, error) {
+		return s.readMany(caller, ctx, c, n)
+	})
+}
+
+func (s *Store) readMany(caller, ctx context.Context, c *call, n int) ([]locstore.ReadResult, error) {
+	const op = "readMany"
 	before := s.rollback.before()
 	r, err := s.eval(ctx, readManyScript, c)
 	if err != nil {
 		return nil, s.failFor(caller, op, err)
 	}
-	if len(r) != 2+3*len(keys) {
-		return nil, s.failFor(caller, op, fmt.Errorf("readMany reply has %d elements for %d keys", len(r), len(keys)))
+	if len(r) != 2+3*n {
+		return nil, s.failFor(caller, op, fmt.Errorf("readMany reply has %d elements for %d keys", len(r), n))
 	}
 	now, err := replyInt(r[0])
 	if err != nil {
@@ -597,8 +629,8 @@ func (s *Store) ReadMany(ctx context.Context, keys []string) ([]locstore.ReadRes
 		return nil, s.failFor(caller, op, err)
 	}
 	storeNow := time.UnixMilli(now)
-	out := make([]locstore.ReadResult, len(keys))
-	for i := range keys {
+	out := make([]locstore.ReadResult, n)
+	for i := range n {
 		v, ver, x, err := replyStrings3(r[2+3*i], r[3+3*i], r[4+3*i])
 		if err != nil {
 			return nil, s.failFor(caller, op, err)
@@ -622,13 +654,17 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	if err := req.Validate(); err != nil {
 		return locstore.WriteResult{}, err
 	}
-	c := s.writeCall(req)
-	caller := ctx
-	ctx, cancel, err := s.opContext(ctx, op)
-	if err != nil {
-		return locstore.WriteResult{}, err
-	}
-	defer cancel()
+	// The values are copied when the call may go on after Write returned
+	// (redisconn.Leavable): the caller may reuse them then.
+	c := s.writeCall(req, ctx.Done() != nil)
+	n := len(req.Mutations)
+	return leavable(s, ctx, op, func(caller, ctx context.Context) (locstore.WriteResult, error) {
+		return s.write(caller, ctx, c, n)
+	})
+}
+
+func (s *Store) write(caller, ctx context.Context, c *call, n int) (locstore.WriteResult, error) {
+	const op = "write"
 	before := s.rollback.before()
 	r, err := s.evalWrite(ctx, c)
 	if err != nil {
@@ -665,12 +701,12 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	default:
 		return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply status %d", applied))
 	}
-	if len(r)-2 != len(req.Mutations) {
-		return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply has %d versions for %d mutations", len(r)-2, len(req.Mutations)))
+	if len(r)-2 != n {
+		return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply has %d versions for %d mutations", len(r)-2, n))
 	}
 	res.Applied = true
-	res.Versions = make([]string, len(req.Mutations))
-	for i := range req.Mutations {
+	res.Versions = make([]string, n)
+	for i := range n {
 		v, ok := r[2+i].(string)
 		if !ok {
 			return locstore.WriteResult{}, s.failFor(caller, op, fmt.Errorf("write reply version %d is %T", i, r[2+i]))
@@ -705,18 +741,34 @@ func (s *Store) runReplicated(ctx context.Context, name, payload string, args []
 
 // writeCall lays out a validated request for writeSrc: mutation keys first
 // in mutation order, then keys that only carry a condition.
-func (s *Store) writeCall(req locstore.WriteRequest) *call {
+//
+// With own, the values are copied into one buffer of the call's, so that
+// the call reads nothing of the caller's once it has been built.
+func (s *Store) writeCall(req locstore.WriteRequest, own bool) *call {
 	type slot struct {
 		key, cond, expected, mut string
 		retentionMS              int64
 		value                    []byte
 	}
 	slots := make([]slot, 0, len(req.Mutations)+len(req.Conditions))
+	var owned []byte
+	if own {
+		n := 0
+		for _, m := range req.Mutations {
+			n += len(m.Value)
+		}
+		owned = make([]byte, 0, n)
+	}
 	for _, m := range req.Mutations {
 		sl := slot{key: m.Key, mut: "d"}
 		if m.Kind == locstore.MutPut {
 			sl.mut = "p"
 			sl.value = m.Value
+			if own {
+				at := len(owned)
+				owned = append(owned, m.Value...)
+				sl.value = owned[at:len(owned):len(owned)]
+			}
 			// Round up: a value never expires before the retention asked.
 			sl.retentionMS = int64((m.Retention + time.Millisecond - 1) / time.Millisecond)
 		}
@@ -789,12 +841,13 @@ func (s *Store) Scan(ctx context.Context, req locstore.ScanRequest) (locstore.Sc
 	if err := req.Validate(); err != nil {
 		return locstore.ScanPage{}, err
 	}
-	caller := ctx
-	ctx, cancel, err := s.opContext(ctx, op)
-	if err != nil {
-		return locstore.ScanPage{}, err
-	}
-	defer cancel()
+	return leavable(s, ctx, op, func(caller, ctx context.Context) (locstore.ScanPage, error) {
+		return s.scan(caller, ctx, req)
+	})
+}
+
+func (s *Store) scan(caller, ctx context.Context, req locstore.ScanRequest) (locstore.ScanPage, error) {
+	const op = "scan"
 	if err := s.loadCursorKey(ctx); err != nil {
 		return locstore.ScanPage{}, s.failFor(caller, op, err)
 	}

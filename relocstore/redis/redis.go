@@ -22,6 +22,10 @@
 //   - Every operation runs under its own deadline (Options.OperationTimeout)
 //     covering connection acquisition and the command; any failure is a
 //     *relocstore.ProviderError (errors.Is(err, relocstore.ErrUnavailable)).
+//   - Every operation runs on a goroutine of its own (redisconn.Leavable),
+//     so that a cancelled caller returns at once while Redis does not
+//     answer (go-redis watches only a deadline once a command is written);
+//     a Put copies its payload for it first.
 package redis
 
 import (
@@ -309,6 +313,30 @@ func (s *Store) begin(ctx context.Context, op string) (context.Context, context.
 	return octx, cancel, nil
 }
 
+// leavable runs call, the Redis part of operation op, under the operation
+// timeout (begin) so that its caller returns as soon as its context ends,
+// cancelled included, while Redis does not answer (redisconn.Leavable):
+// the call then goes on without it until it is answered or times out, and
+// the caller gets a *ProviderError matching ErrUnavailable and the
+// context's error — an unknown outcome (§10).
+func leavable[T any](s *Store, caller context.Context, op string, call func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel, err := s.begin(caller, op)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	// Cancelling at return is also right for a call that goes on: its
+	// context, derived from the caller's, has ended already, and the
+	// socket deadline of its command in flight was set from it before.
+	defer cancel()
+	v, left, err := redisconn.Leavable(caller, func() (T, error) { return call(ctx) })
+	if left {
+		return v, &relocstore.ProviderError{Provider: ProviderName, Op: op,
+			Err: fmt.Errorf("%w: the call was left to finish or time out without its caller (its outcome is unknown)", caller.Err())}
+	}
+	return v, err
+}
+
 // fail wraps a failure as a provider error. When the operation's context
 // ended, its error is wrapped too (go-redis reports a deadline as an I/O
 // timeout), so errors.Is(err, context.DeadlineExceeded) holds.
@@ -447,12 +475,18 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	if err != nil {
 		return relocstore.PutResult{}, err
 	}
-	ctx, cancel, err := s.begin(ctx, op)
-	if err != nil {
-		return relocstore.PutResult{}, err
+	if ctx.Done() != nil && ctx.Err() == nil {
+		// The call may go on after Put returned (leavable), and the
+		// caller may reuse payload then.
+		payload = bytes.Clone(payload)
 	}
-	defer cancel()
+	return leavable(s, ctx, op, func(ctx context.Context) (relocstore.PutResult, error) {
+		return s.put(ctx, ref, payload, ret)
+	})
+}
 
+func (s *Store) put(ctx context.Context, ref string, payload []byte, ret time.Duration) (relocstore.PutResult, error) {
+	const op = "put"
 	sum := sha256.Sum256(payload)
 	dg := hex.EncodeToString(sum[:])
 	meta, data := s.keys(ref)
@@ -511,11 +545,13 @@ func (s *Store) Read(ctx context.Context, ref string) (relocstore.ReadResult, er
 	if err := relocstore.ValidateRef(op, ref); err != nil {
 		return relocstore.ReadResult{}, err
 	}
-	ctx, cancel, err := s.begin(ctx, op)
-	if err != nil {
-		return relocstore.ReadResult{}, err
-	}
-	defer cancel()
+	return leavable(s, ctx, op, func(ctx context.Context) (relocstore.ReadResult, error) {
+		return s.read(ctx, ref)
+	})
+}
+
+func (s *Store) read(ctx context.Context, ref string) (relocstore.ReadResult, error) {
+	const op = "read"
 	meta, data := s.keys(ref)
 
 	var (
@@ -605,11 +641,13 @@ func (s *Store) Renew(ctx context.Context, ref string, retention time.Duration) 
 	if err != nil {
 		return relocstore.RenewResult{}, err
 	}
-	ctx, cancel, err := s.begin(ctx, op)
-	if err != nil {
-		return relocstore.RenewResult{}, err
-	}
-	defer cancel()
+	return leavable(s, ctx, op, func(ctx context.Context) (relocstore.RenewResult, error) {
+		return s.renew(ctx, ref, ret)
+	})
+}
+
+func (s *Store) renew(ctx context.Context, ref string, ret time.Duration) (relocstore.RenewResult, error) {
+	const op = "renew"
 	meta, data := s.keys(ref)
 	r, err := s.change(ctx, renewScript, []string{meta, data}, nil, s.skewMs.Load(), ref, ceilMs(ret), s.tombMs)
 	if err != nil {
@@ -632,11 +670,14 @@ func (s *Store) Delete(ctx context.Context, ref string) error {
 	if err := relocstore.ValidateRef(op, ref); err != nil {
 		return err
 	}
-	ctx, cancel, err := s.begin(ctx, op)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+	_, err := leavable(s, ctx, op, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.del(ctx, ref)
+	})
+	return err
+}
+
+func (s *Store) del(ctx context.Context, ref string) error {
+	const op = "delete"
 	meta, data := s.keys(ref)
 	r, err := s.change(ctx, deleteScript, []string{meta, data}, nil, s.skewMs.Load(), ref, s.tombMs)
 	if err != nil {
