@@ -16,10 +16,14 @@ import (
 )
 
 // cancelClient is a client of the test's own on addr, so that the test can
-// see which of its connections are in use.
+// see which of its connections are in use. Its fixed socket timeouts are
+// as long as the stores' operation timeout here (5 min), as New's client's
+// are: only the context can end a call sooner (go-redis's default 3 s read
+// timeout would end a cancelled call without the fix too).
 func cancelClient(t *testing.T, addr string) *goredis.Client {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		ReadTimeout: 5 * time.Minute, WriteTimeout: 5 * time.Minute})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -80,7 +84,7 @@ func TestPutLeftByItsCallerKeepsItsPayload(t *testing.T) {
 			c := cancelClient(t, testredis.Addr(t))
 			h := testredis.NewHoldHook()
 			c.AddHook(h)
-			s, err := relocredis.NewWithClient(c, relocredis.Options{Namespace: testredis.Namespace(t), OperationTimeout: 30 * time.Second})
+			s, err := relocredis.NewWithClient(c, relocredis.Options{Namespace: testredis.Namespace(t), OperationTimeout: 5 * time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
