@@ -63,6 +63,15 @@ func TestSourceTable(t *testing.T) {
 			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonDeadline},
 		{"the snapshot adapter fails during capture: the object stays, not gone", Preserve, []SourceEvent{EvBegin, EvSecured, EvSnapshotFailed, EvReleased},
 			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopen}, SrcRefused, ReasonSnapshotFailed},
+		{"the deadline passes while the snapshot adapter is in its call: the reopen waits for the call", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvDeadlineInSnapshot, EvReleased},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopenAfterSnapshot}, SrcRefused, ReasonDeadline},
+		{"... and a release that finds the reservation gone: the same (nothing was sent)", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvDeadlineInSnapshot, EvReservationGone},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopenAfterSnapshot}, SrcRefused, ReasonDeadline},
+		{"cancelled while the snapshot adapter is in its call", Preserve,
+			[]SourceEvent{EvBegin, EvSecured, EvCancelInSnapshot, EvReleased},
+			sa{ActSecureCapacity, ActHoldAndCapture, ActReleaseCapacity, ActForgetProgress, ActReopenAfterSnapshot}, SrcRefused, ReasonCancelled},
 		{"§9.1 required information disappears right before Captured", Preserve,
 			[]SourceEvent{EvBegin, EvSecured, EvCaptured, EvRecordRefused, EvReleased, EvOwnerIsSource},
 			append(sa{ActSecureCapacity, ActHoldAndCapture, ActRecordCaptured, ActReleaseCapacity, ActReadOwner}, cancelTail...),
@@ -286,7 +295,7 @@ func TestSourceFinalIgnoresLateEvents(t *testing.T) {
 			t.Fatalf("%s: %s is not final", name, m.State())
 		}
 		before := *m
-		for ev := EvBegin; ev <= EvSnapshotFailed; ev++ {
+		for ev := EvBegin; ev <= EvCancelInSnapshot; ev++ {
 			acts, err := m.Step(ev)
 			if !errors.Is(err, ErrUnexpected) || acts != nil || *m != before {
 				t.Errorf("%s: late %s gave %v, %v; state %s", name, ev, acts, err, m.State())
@@ -407,12 +416,12 @@ func TestNames(t *testing.T) {
 			t.Errorf("source state %d unnamed", s)
 		}
 	}
-	for a := ActSecureCapacity; a <= ActHandOver; a++ {
+	for a := ActSecureCapacity; a <= ActReopenAfterSnapshot; a++ {
 		if a.String()[0] == 'S' {
 			t.Errorf("source action %d unnamed", a)
 		}
 	}
-	for e := EvBegin; e <= EvSnapshotFailed; e++ {
+	for e := EvBegin; e <= EvCancelInSnapshot; e++ {
 		if e.String()[0] == 'S' {
 			t.Errorf("source event %d unnamed", e)
 		}

@@ -176,12 +176,22 @@ const (
 	// panicked during capture; the captured queue is back in the object,
 	// which stays here.
 	EvSnapshotFailed
+	// EvDeadlineInSnapshot: the move's deadline passed while the
+	// application's snapshot adapter was still in its call (it does not
+	// return, or not in time). The move ends there like EvDeadline, but
+	// the call may still read the handler: the object stays held until it
+	// returns (ActReopenAfterSnapshot). The captured queue is back in the
+	// object.
+	EvDeadlineInSnapshot
+	// EvCancelInSnapshot: the same for a move cancelled (its caller, the
+	// node's halt) while the snapshot adapter was in its call.
+	EvCancelInSnapshot
 )
 
 var sourceEventNames = []string{"", "begin", "secured", "secureFailed", "captured", "captureFailed",
 	"recorded", "recordRefused", "relayReady", "targetFailed", "streamFailed", "deadline", "cancel",
 	"cutoverSubmitted", "released", "reservationGone", "ownerIsTarget", "ownerIsSource", "commitSeen", "secureUnknown",
-	"ownerGone", "ownerIsOther", "snapshotFailed"}
+	"ownerGone", "ownerIsOther", "snapshotFailed", "deadlineInSnapshot", "cancelInSnapshot"}
 
 func (e SourceEvent) String() string { return enumName(e, sourceEventNames, "SourceEvent") }
 
@@ -251,11 +261,19 @@ const (
 	// hand it, in order, the messages the source took in, as Handover
 	// says; the source serves the object no more.
 	ActHandOver
+	// ActReopenAfterSnapshot: ActReopen for a move that ended while the
+	// snapshot adapter was still in its call (EvDeadlineInSnapshot,
+	// EvCancelInSnapshot): the move ends now, but the object stays held
+	// here — no turn runs while the adapter may still read the handler —
+	// until the call returns; its result is then discarded and dispatch
+	// reopens. The object stays this node's throughout (§9.4).
+	ActReopenAfterSnapshot
 )
 
 var sourceActionNames = []string{"", "secureCapacity", "holdAndCapture", "recordCaptured", "streamRestore",
 	"relayHold", "sendCutover", "keepFollow", "freePayload", "sendCancel", "releaseCapacity", "readOwner",
-	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover", "discard", "handOver"}
+	"requeue", "sessionAbort", "forgetProgress", "reopen", "awaitCommit", "recover", "discard", "handOver",
+	"reopenAfterSnapshot"}
 
 func (a SourceAction) String() string { return enumName(a, sourceActionNames, "SourceAction") }
 
@@ -325,7 +343,9 @@ type Source struct {
 	// relayed: relay-ready was accepted, the object left the source;
 	// released: a release deleted the reservation row, so the target,
 	// whose owner CAS needs that row, had not committed and never will.
-	captured, sent, relayed, released bool
+	// snapshotLate: the move ended while the snapshot adapter was still
+	// in its call, so the reopen waits for that call to return.
+	captured, sent, relayed, released, snapshotLate bool
 }
 
 // NewSource returns the machine of one move of an object with policy p.
@@ -398,6 +418,17 @@ func (s *Source) Step(ev SourceEvent) ([]SourceAction, error) {
 			// A turn of the object was still running: nothing was
 			// captured, dispatch is open again; release the reservation.
 			return s.cancel(reasonOf(ev))
+		case EvDeadlineInSnapshot, EvCancelInSnapshot:
+			// The snapshot adapter has not returned: the move ends as at
+			// its deadline (nothing was sent, the target cannot commit
+			// once the reservation is released), but turns running now
+			// would run beside the adapter's read of the handler — the
+			// reopen waits for its call to return.
+			s.snapshotLate = true
+			if ev == EvDeadlineInSnapshot {
+				return s.cancel(ReasonDeadline)
+			}
+			return s.cancel(ReasonCancelled)
 		}
 	case SrcRecording:
 		switch ev {
@@ -672,7 +703,11 @@ func (s *Source) reopen() ([]SourceAction, error) {
 	if s.captured {
 		acts = append(acts, ActRequeue, ActSessionAbort)
 	}
-	acts = append(acts, ActForgetProgress, ActReopen)
+	if s.snapshotLate {
+		acts = append(acts, ActForgetProgress, ActReopenAfterSnapshot)
+	} else {
+		acts = append(acts, ActForgetProgress, ActReopen)
+	}
 	s.state = SrcReopened
 	if !s.captured {
 		// Nothing was held: the object never stopped; Reopen is a no-op
