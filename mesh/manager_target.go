@@ -601,14 +601,18 @@ func runFactory(ctx context.Context, f spot.Factory, req spot.CreateRequest) (h 
 // the middle of a move or a drain).
 var errAdapterPanic = fmt.Errorf("snapshot adapter: %w", spot.ErrHandlerPanic)
 
-// runSnapshot calls the snapshot adapter's Snapshot, turning a panic into
-// an error.
-func runSnapshot(a spot.SnapshotAdapter, h spot.Handler) (state []byte, err error) {
+// runSnapshot calls the snapshot adapter's Snapshot — its SnapshotContext,
+// with ctx, when it implements spot.ContextSnapshotter — turning a panic
+// into an error.
+func runSnapshot(ctx context.Context, a spot.SnapshotAdapter, h spot.Handler) (state []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			state, err = nil, fmt.Errorf("%w: in Snapshot: %v", errAdapterPanic, r)
 		}
 	}()
+	if cs, ok := a.(spot.ContextSnapshotter); ok {
+		return cs.SnapshotContext(ctx, h)
+	}
 	return a.Snapshot(h)
 }
 

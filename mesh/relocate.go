@@ -213,6 +213,9 @@ type sourceMove struct {
 	// with what it said (a *targetSaid).
 	told context.Context
 	tell context.CancelCauseFunc
+	// snap is the snapshot adapter's call of this move, once made
+	// (relocate_snapshot.go).
+	snap *snapshotCall
 }
 
 func (o *objects) relocate(ctx context.Context, kind record.ObjectKind, id string, gen uint64, opts []RelocateOption) (RelocationResult, error) {
@@ -606,12 +609,21 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		}
 		c, err := s.h.obj.Capture()
 		if err == nil && s.policy == spot.PolicyPreserveState {
-			s.state, err = runSnapshot(s.f.Snapshot, unwrapGated(s.h.obj.Handler()))
-			if err != nil {
+			var late bool
+			s.state, late, err = s.snapshot(ctx)
+			ended := late || ctx.Err() != nil
+			if err != nil || ended {
 				// The queue is back in front: nothing was lost.
 				if rerr := s.h.obj.Requeue(c); rerr != nil {
 					o.log.Error("relocation: captured queue not put back", "object", s.id, "err", rerr)
 				}
+			}
+			if ended {
+				// The move ended while the adapter was in its call:
+				// relocate_snapshot.go.
+				return s.snapshotEnded(ctx, late, err)
+			}
+			if err != nil {
 				if !errors.Is(err, spot.ErrHandlerPanic) {
 					err = fmt.Errorf("snapshot adapter: %w", err)
 				}
@@ -711,6 +723,9 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 		return 0
 	case relocation.ActForgetProgress:
 		s.payload, s.state = nil, nil
+		return 0
+	case relocation.ActReopenAfterSnapshot:
+		s.reopenAfterSnapshot()
 		return 0
 	case relocation.ActReopen:
 		if s.leftToTarget {

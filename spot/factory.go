@@ -86,13 +86,28 @@ func (d *Declined) Error() string { return "declined: " + d.Reason }
 // back. It is required exactly for PolicyPreserveState.
 type SnapshotAdapter interface {
 	// Snapshot returns h's state, on the node the object leaves, while the
-	// object is held (no turn runs). It has no context and a move waits for
-	// it, past its deadline: it must only copy and return promptly.
+	// object is held (no turn runs). It should only copy and return
+	// promptly. A move does not wait for it past its deadline: it ends
+	// there (NotMoved, deadlineExceeded) and the object stays on its node,
+	// but held — no turn runs — until Snapshot returns, whose result is
+	// then discarded. An adapter that can stop early implements
+	// ContextSnapshotter as well.
 	Snapshot(h Handler) ([]byte, error)
 	// Restore builds the instance from Snapshot's bytes on the node the
 	// object arrives at; ctx ends with the move's deadline or the node's
 	// stop. An error, a panic or no handler fails the move (NotMoved).
 	Restore(ctx context.Context, req CreateRequest, state []byte) (Handler, error)
+}
+
+// ContextSnapshotter is an optional interface of a SnapshotAdapter whose
+// Snapshot can stop early: when the adapter implements it, a move calls
+// SnapshotContext instead of Snapshot, with a context that ends at the
+// move's deadline, when its caller cancels it or when the node stops. An
+// adapter that returns once ctx ends (with any error: the move has ended
+// already) frees its object at once; until it returns the object stays
+// held, as for Snapshot.
+type ContextSnapshotter interface {
+	SnapshotContext(ctx context.Context, h Handler) ([]byte, error)
 }
 
 // Factory describes one stable type an application registers.
