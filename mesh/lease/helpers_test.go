@@ -185,13 +185,30 @@ func (e *env) config() lease.Config {
 
 func (e *env) acquire() *lease.Manager {
 	e.t.Helper()
-	m, err := lease.Acquire(context.Background(), e.config())
+	return e.acquireWith(e.config())
+}
+
+// acquireWith acquires a lease with cfg (e.config() edited), closed at
+// the test's end, and takes its EventAcquired.
+func (e *env) acquireWith(cfg lease.Config) *lease.Manager {
+	e.t.Helper()
+	m, err := lease.Acquire(context.Background(), cfg)
 	if err != nil {
 		e.t.Fatalf("Acquire: %v", err)
 	}
 	e.t.Cleanup(func() { _ = m.Close() })
 	e.expect(lease.EventAcquired)
 	return m
+}
+
+// deleteLease deletes m's owner-lease record behind its back, as a store
+// that lost its data.
+func (e *env) deleteLease(m *lease.Manager) {
+	e.t.Helper()
+	key, _ := record.OwnerLeaseKey(m.OwnerID())
+	if _, err := e.mem.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Delete(key)}}); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // expect returns the next event, failing unless it has the given kind.

@@ -812,7 +812,9 @@ func dataLost() error {
 
 // RenewFailure is why the owner-lease renewals since the last successful
 // one failed (the latest failure), or nil when the last renewal succeeded:
-// what an operator asks when the admission deadline runs down.
+// what an operator asks when the admission deadline runs down. It is nil
+// too once the lease is lost (nothing renews; the EventLost error says why)
+// and after a reacquisition.
 func (m *Manager) RenewFailure() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -907,6 +909,11 @@ func (m *Manager) LostRecord() LostRecord {
 // markLost ends the lease for reason; rec is what the record became.
 func (m *Manager) markLost(reason error, rec LostRecord) {
 	m.mu.Lock()
+	// Nothing renews after a loss, and a loss is only found on an answer
+	// of the store (the re-read, the node's marker check): the failures of
+	// an outage before it are over, and RenewFailure must not go on naming
+	// them (`ctl status` did beside STORE DATA LOST).
+	m.renewErr, m.renewFails = nil, 0
 	if rec == RecordDataLost || !m.lost {
 		// A data loss found after another loss says more: the record
 		// went with the store's data.

@@ -997,12 +997,7 @@ func TestResumeFromTheReacquiredEvent(t *testing.T) {
 func TestLossLineSaysWhatComesNext(t *testing.T) {
 	const restart, again = "until the process restarts", "no restart needed"
 	replaced := func(e *env, m *lease.Manager) { e.putLease(m, m.OwnerID(), m.Generation()+1) }
-	deleted := func(e *env, m *lease.Manager) { // still valid by the store's clock: data loss
-		key, _ := record.OwnerLeaseKey(m.OwnerID())
-		if _, err := e.mem.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Delete(key)}}); err != nil {
-			e.t.Fatal(err)
-		}
-	}
+	deleted := (*env).deleteLease // still valid by the store's clock: data loss
 	tests := []struct {
 		name      string
 		reacquire bool
