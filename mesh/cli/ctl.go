@@ -107,7 +107,9 @@ gone: a crashed run, shown until the serving nodes reclaim its descriptor).
 A run whose watchers removed its descriptor (its lease ended while its links
 were up: paused past lease.ttl, or cut off from the store) is shown for an
 hour with state "removed", from its removal record, until it publishes
-again.`
+again. With no descriptor to show, stdout stays empty and stderr says which
+namespace and store were read (a wrong namespace or address, or --mesh, is
+the usual cause); the exit status is 0 either way.`
 
 func ctlKey(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("meshnode ctl key")
@@ -379,7 +381,7 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if fs.NArg() > 0 {
 		return usageError(stderr, fs.Name(), "unexpected argument %q", fs.Arg(0))
 	}
-	st, log, code := ctlStore(ctx, fs, stderr)
+	st, log, cfg, code := ctlStoreConfig(ctx, fs, stderr)
 	if st == nil {
 		return code
 	}
@@ -396,9 +398,63 @@ func ctlTopology(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return storeFailed(stderr, fs.Name(), err)
 	}
-	if err := directory.RenderTable(stdout, directory.Rows(snap, removed...)); err != nil {
+	rows := directory.Rows(snap, removed...)
+	if len(rows) == 0 {
+		// A bare header read as a tool that had failed (an operator
+		// try-out on an emptied namespace): say what was looked at.
+		var others []string
+		if *meshName != "" {
+			all, err := lister.List(ctx, "")
+			if err != nil {
+				return storeFailed(stderr, fs.Name(), err)
+			}
+			others = meshNames(all)
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), noNodeText(cfg.LocationStore.Redis, *meshName, others))
+		return ExitOK
+	}
+	if err := directory.RenderTable(stdout, rows); err != nil {
 		fmt.Fprintf(stderr, "meshnode ctl topology: %v\n", err)
 		return ExitError
 	}
 	return ExitOK
+}
+
+// noNodeText says that ctl topology found no descriptor: of mesh meshName
+// (every mesh when "") in the store r names, with what to check; others
+// are the meshes the namespace holds nodes of (with meshName set).
+func noNodeText(r config.RedisConfig, meshName string, others []string) string {
+	store := "Redis at " + strings.Join(r.Addrs, ",")
+	if r.MasterName != "" {
+		store = fmt.Sprintf("Redis master %q of the Sentinels at %s", r.MasterName, strings.Join(r.Addrs, ","))
+	}
+	if r.DB != 0 {
+		store += fmt.Sprintf(", db %d", r.DB)
+	}
+	what := "no node is"
+	if meshName != "" {
+		what = fmt.Sprintf("no node of mesh %q is", meshName)
+	}
+	msg := fmt.Sprintf("%s registered in namespace %s of the Location Store (%s)", what, r.Namespace, store)
+	if len(others) > 0 {
+		q := make([]string, len(others))
+		for i, m := range others {
+			q[i] = strconv.Quote(m)
+		}
+		return msg + "; meshes there: " + strings.Join(q, ", ") + ": is --mesh right?"
+	}
+	return msg + "; if nodes run, compare location_store.redis.namespace and location_store.redis.addrs " +
+		"(--config, --location_store.redis.namespace) with the nodes' configuration — or the store lost its data " +
+		"(docs/OPERATIONS.md, store data lost)"
+}
+
+// meshNames lists the meshes of snap's descriptors, sorted, once each.
+func meshNames(snap directory.Snapshot) []string {
+	var out []string
+	for _, e := range snap.Entries { // sorted by mesh name
+		if m := e.Descriptor.MeshName; len(out) == 0 || out[len(out)-1] != m {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -537,16 +537,22 @@ func openLocation(ctx context.Context, cfg config.Config, log *slog.Logger) (loc
 // failure is storeFailed's ExitError). st is nil when the command must
 // return code; otherwise the caller closes st.
 func ctlStore(ctx context.Context, fs *pflag.FlagSet, stderr io.Writer) (st locstore.Store, log *slog.Logger, code int) {
+	st, log, _, code = ctlStoreConfig(ctx, fs, stderr)
+	return st, log, code
+}
+
+// ctlStoreConfig is ctlStore that also returns the configuration loaded.
+func ctlStoreConfig(ctx context.Context, fs *pflag.FlagSet, stderr io.Writer) (st locstore.Store, log *slog.Logger, cfg config.Config, code int) {
 	cfg, ok := loadToolConfig(fs, stderr)
 	if !ok {
-		return nil, nil, ExitUsage
+		return nil, nil, cfg, ExitUsage
 	}
 	log = cfg.Logger(stderr)
 	st, err := openLocation(ctx, cfg, log)
 	if err != nil {
-		return nil, nil, storeFailed(stderr, fs.Name(), err)
+		return nil, nil, cfg, storeFailed(stderr, fs.Name(), err)
 	}
-	return st, log, ExitOK
+	return st, log, cfg, ExitOK
 }
 
 // drainedLine is what `meshnode run` prints once a SIGTERM drain is over:
