@@ -58,7 +58,9 @@ objects to the other serving nodes (relocation.drain_on_shutdown, default
 true; --relocation.drain_on_shutdown=false turns it off), then stops (§11)
 within shutdown_deadline. A second signal during the drain stops it where it
 is and shuts down at once: the objects not moved yet are removed with their
-state. Configuration comes from the YAML
+state. A signal while the node still starts (waiting for a crashed run of the
+same routing id to lose its lease, or for the Location Store) ends the start:
+exit 1, with a line saying what the start was at. Configuration comes from the YAML
 file (--config or MESHNODE_CONFIG), then MESHNODE_ environment variables,
 then flags; see docs/OPERATIONS.md and docs/node.example.yaml.`
 
@@ -89,13 +91,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		reg = spot.NewRegistry()
 	}
 	log := cfg.Logger(stderr)
-	node, err := mesh.Start(ctx, mesh.Options{Config: cfg, Factories: reg, Logger: log})
-	if err != nil {
-		fmt.Fprintf(stderr, "meshnode run: %v\n", err)
-		if errors.Is(err, config.ErrInvalid) {
-			return ExitUsage
-		}
-		return ExitError
+	node, code := startNode(ctx, mesh.Options{Config: cfg, Factories: reg, Logger: log}, stderr)
+	if node == nil {
+		return code
 	}
 	fmt.Fprintf(stdout, "meshnode: node %x serving at %s (mesh %q)\n", node.RID(), node.Endpoint(), cfg.Node.MeshName)
 	if addr := node.AdminAddr(); addr != "" {
@@ -128,6 +126,72 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// startAbandon bounds how long `run` waits, after a stop signal during the
+// start, for the start to end. Every wait of the start ends with the
+// signal's context; a call to a store that does not answer (paused,
+// overloaded) may not, and would hold the process for the store's whole
+// operation timeout.
+const startAbandon = time.Second
+
+// startNode starts the node (mesh.Start) and returns it, or nil and the
+// exit status when it did not start. A stop signal during the start ends
+// it: the line says so and what the start was at (a wait for a crashed
+// run's lease, for the store), exit 1, at once — or after startAbandon, or
+// a second signal, when the start does not end with the signal; then the
+// start is abandoned (anything it wrote expires: the owner lease by its
+// TTL). Until 2026-12-07 run waited for a store that did not answer for
+// its whole operation timeout, and said "i/o timeout" or blamed the
+// crashed run, never the signal (an operator try-out).
+func startNode(ctx context.Context, opts mesh.Options, stderr io.Writer) (*mesh.Node, int) {
+	type started struct {
+		node *mesh.Node
+		err  error
+	}
+	res := make(chan started, 1)
+	go func() {
+		n, err := mesh.Start(ctx, opts)
+		res <- started{n, err}
+	}()
+	var s started
+	select {
+	case s = <-res:
+	case <-ctx.Done():
+		var repeated <-chan struct{}
+		if w, ok := ctx.Value(signalsKey{}).(*signalWatch); ok {
+			repeated = w.repeated
+		}
+		t := time.NewTimer(startAbandon)
+		defer t.Stop()
+		select {
+		case s = <-res:
+		case <-t.C:
+			fmt.Fprintf(stderr, "meshnode run: %v while starting: the node did not start; its start did not end within %v "+
+				"of the signal (a Location Store that does not answer?) and is abandoned: an owner lease it may have taken expires by itself (lease.ttl)\n",
+				context.Cause(ctx), startAbandon)
+			return nil, ExitError
+		case <-repeated:
+			fmt.Fprintf(stderr, "meshnode run: %v while starting, then a second signal: the node did not start; its start is abandoned: "+
+				"an owner lease it may have taken expires by itself (lease.ttl)\n", context.Cause(ctx))
+			return nil, ExitError
+		}
+	}
+	switch {
+	case s.err == nil:
+		// Started, even if a signal came at its end: run's shutdown
+		// follows at once.
+		return s.node, ExitOK
+	case errors.Is(s.err, config.ErrInvalid):
+		fmt.Fprintf(stderr, "meshnode run: %v\n", s.err)
+		return nil, ExitUsage
+	case ctx.Err() != nil:
+		at := strings.TrimPrefix(s.err.Error(), mesh.ErrStartup.Error()+": ")
+		fmt.Fprintf(stderr, "meshnode run: %v while starting: the node did not start (the start was at: %s)\n", context.Cause(ctx), at)
+		return nil, ExitError
+	}
+	fmt.Fprintf(stderr, "meshnode run: %v\n", s.err)
+	return nil, ExitError
 }
 
 // adminStopped is how run ends when the node stopped from its admin
