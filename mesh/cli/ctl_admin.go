@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,8 +52,11 @@ plain lines otherwise), then the outcome per object kind. Exits 0 when every
 object moved (or was skipped by its policy), 1 otherwise. --request-id makes
 the command idempotent: running it again with the same id follows the same
 host command instead of starting another; an id is 1 to 128 letters,
-digits, '.', '_' and '-', beginning with a letter or digit. The token is read from
-MESHNODE_ADMIN__TOKEN.`
+digits, '.', '_' and '-', beginning with a letter or digit (without it, one
+is chosen here and printed). Ctrl-C stops the following, not the command;
+it names the id to follow it with, also when the node had not answered yet
+(the command may then have started or not: ctl status shows it). The token
+is read from MESHNODE_ADMIN__TOKEN.`
 
 // adminTimeout bounds one call to an admin listener.
 const adminTimeout = 10 * time.Second
@@ -296,8 +301,24 @@ func ctlRelocate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
+	if *reqID == "" {
+		// Chosen here rather than by the node: a POST interrupted before
+		// the node answered (Ctrl-C, a slow listener) may have started the
+		// command, and this id is then the only way to find it.
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		*reqID = hex.EncodeToString(b[:])
+	}
 	var j admin.Job
 	code, err := c.do(ctx, "POST", "/v1/relocate", admin.RelocateRequest{RequestID: *reqID, Drain: *drain}, &j)
+	if err != nil && ctx.Err() != nil {
+		// Until 2026-12-07: "admin listener at …: Post …: context
+		// canceled", as if the node were unreachable, and no id.
+		fmt.Fprintf(stderr, "meshnode ctl relocate: %v before the node answered: it may have started %s %s or not; "+
+			"`meshnode ctl status %s` shows a host command running; --request-id %s follows it (and starts it if it did not start)\n",
+			context.Cause(ctx), kindName(*drain), *reqID, c.base, *reqID)
+		return ExitError
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "meshnode ctl relocate:", err)
 		return ExitError

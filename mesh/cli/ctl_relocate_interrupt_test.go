@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,5 +57,51 @@ func TestCtlRelocateInterruptedDuringARead(t *testing.T) {
 	}
 	if strings.Contains(got, "lost contact") {
 		t.Errorf("stderr %q: the interrupt reads as a lost node", got)
+	}
+}
+
+// Ctrl-C while `ctl relocate` waits for the node to answer its POST (a
+// slow admin listener) returns at once saying so, that the node may or may
+// not have started the command, and the request id that finds it (ctl
+// status) or follows it (--request-id) — an id the client chose, since the
+// node's answer with its own never came. Before, it said "admin listener
+// at …: Post …: context canceled", as if the node were unreachable, with no
+// id to follow a command that had started (an operator try-out).
+func TestCtlRelocateInterruptedDuringThePost(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var sentID string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != "/v1/relocate" {
+			http.NotFound(w, r)
+			return
+		}
+		var req admin.RelocateRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		sentID = req.RequestID
+		// The operator gives up on a slow node while it has not answered.
+		cancel(signalError("interrupt signal received"))
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	t.Setenv("MESHNODE_ADMIN__TOKEN", "")
+
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"ctl", "relocate", srv.URL}, &out, &errb)
+	got := errb.String()
+	if code != ExitError {
+		t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, ExitError, out.String(), got)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(sentID) {
+		t.Fatalf("request id sent %q: want one chosen by the client, to follow the command by", sentID)
+	}
+	for _, want := range []string{"meshnode ctl relocate: interrupt signal received before the node answered",
+		"--request-id " + sentID, "meshnode ctl status " + srv.URL} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stderr %q; want it to say %q", got, want)
+		}
+	}
+	if strings.Contains(got, "context canceled") {
+		t.Errorf("stderr %q: the interrupt reads as an unreachable node", got)
 	}
 }
