@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestLeavable: a call its caller cancels is left at once and goes on to
@@ -39,5 +40,30 @@ func TestLeavable(t *testing.T) {
 	defer stop()
 	if v, left, err := Leavable(live, func() (int, error) { return 3, nil }); left || v != 3 || err != nil {
 		t.Fatalf("live caller: %v, left %v, %v", v, left, err)
+	}
+}
+
+// TestMayLeave: only a context that can end and has no deadline gets a
+// goroutine of its own (leave.go: one with a deadline is bounded by it).
+func TestMayLeave(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	live, stop := context.WithCancel(context.Background())
+	defer stop()
+	timed, stopTimed := context.WithTimeout(live, time.Hour)
+	defer stopTimed()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"never ends", context.Background(), false},
+		{"cancellable, no deadline", live, true},
+		{"with a deadline", timed, false},
+		{"already ended", cancelled, false},
+	} {
+		if got := MayLeave(tc.ctx); got != tc.want {
+			t.Errorf("%s: MayLeave = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -56,10 +56,11 @@
 // # Failures
 //
 // Each operation runs under a deadline of Options.OperationTimeout covering
-// connection acquisition and the command, on a goroutine of its own
-// (redisconn.Leavable), so that a caller whose context ends — cancelled
-// too, which go-redis does not see once a command is written — returns at
-// once while the call finishes or times out without it. Any failure is a
+// connection acquisition and the command; one whose context has no
+// deadline runs on a goroutine of its own (redisconn.Leavable), so that a
+// caller that cancels it — which go-redis does not see once a command is
+// written — returns at once while the call finishes or times out without
+// it (one with a deadline returns by it). Any failure is a
 // *locstore.ProviderError (errors.Is(err, locstore.ErrUnavailable)); the
 // script calls are never retried by the client, because a retried Write whose
 // first attempt applied would report a Conflict that did not happen (spec
@@ -656,7 +657,7 @@ func (s *Store) Write(ctx context.Context, req locstore.WriteRequest) (locstore.
 	}
 	// The values are copied when the call may go on after Write returned
 	// (redisconn.Leavable): the caller may reuse them then.
-	c := s.writeCall(req, ctx.Done() != nil)
+	c := s.writeCall(req, redisconn.MayLeave(ctx))
 	n := len(req.Mutations)
 	return leavable(s, ctx, op, func(caller, ctx context.Context) (locstore.WriteResult, error) {
 		return s.write(caller, ctx, c, n)

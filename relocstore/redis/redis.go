@@ -22,10 +22,10 @@
 //   - Every operation runs under its own deadline (Options.OperationTimeout)
 //     covering connection acquisition and the command; any failure is a
 //     *relocstore.ProviderError (errors.Is(err, relocstore.ErrUnavailable)).
-//   - Every operation runs on a goroutine of its own (redisconn.Leavable),
-//     so that a cancelled caller returns at once while Redis does not
-//     answer (go-redis watches only a deadline once a command is written);
-//     a Put copies its payload for it first.
+//   - An operation whose context has no deadline runs on a goroutine of
+//     its own (redisconn.Leavable), so that a cancelled caller returns at
+//     once while Redis does not answer (go-redis watches only a deadline
+//     once a command is written); a Put copies its payload for it first.
 package redis
 
 import (
@@ -475,7 +475,7 @@ func (s *Store) Put(ctx context.Context, ref string, payload []byte, retention t
 	if err != nil {
 		return relocstore.PutResult{}, err
 	}
-	if ctx.Done() != nil && ctx.Err() == nil {
+	if redisconn.MayLeave(ctx) {
 		// The call may go on after Put returned (leavable), and the
 		// caller may reuse payload then.
 		payload = bytes.Clone(payload)
