@@ -1,0 +1,57 @@
+//go:build knownopen
+
+package mesh
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/follow"
+)
+
+// Two previous owners of one object, each of which passed its messages on
+// to the other within MessageFollowDuration (the object went A → B → A and
+// then on, or was destroyed at A), and neither of which hosts it or keeps a
+// follow record of it any more. A request refused at A waits for A's
+// confirmation barrier to B (follow_expiry.go); B, refusing that barrier
+// likewise, first sends a confirmation barrier of its own to A; at A that
+// one finds A's confirmation running for the object and waits for it
+// (confirmPassOns: e.confirming) — which waits for B's answer. Neither
+// moves until A's barrier gives up at barrierWait (12 s): the request is
+// answered only then, and A logs "the new owner did not confirm in time"
+// (routeBarriersTimedOut) although both nodes are up and answering.
+//
+// Staged: the object never existed; the pass-ons are noted as a Message
+// Follow send would note them (passedOn.note).
+func TestRefusalConfirmationsBetweenTwoPreviousOwnersDoNotWaitForEachOther(t *testing.T) {
+	c, ctx := seqCluster(t)
+	a, b := c.nodes[1], c.nodes[2]
+	const id = "ping-pong-ghost"
+	key := follow.Key{Kind: follow.KindActor, ID: id}
+	t0 := msgTarget{fam: familyActor, id: id, gen: 1}
+	moveTo := func(n *Node, prev, gen uint64) follow.Move {
+		owner, lg := n.Owner()
+		return follow.Move{Key: key, ObjectGeneration: 1, PreviousAuthorityOwnerGeneration: prev, AuthorityOwnerGeneration: gen,
+			Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
+			Route: follow.Route{NodeRID: n.run.rid, NodeGeneration: n.run.lifecycleGeneration}}
+	}
+	a.obj.notePassedOn(t0, moveTo(b, 1, 2)) // A → B, A passed messages on to B
+	b.obj.notePassedOn(t0, moveTo(a, 2, 3)) // B → A, B passed messages on to A
+
+	// A request of node 0 on a route to A's first stay: not hosted there,
+	// no follow record.
+	owner, lg := a.Owner()
+	r := follow.Ready{Key: key, ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
+		Route: follow.Route{NodeRID: a.run.rid, NodeGeneration: a.run.lifecycleGeneration}}
+	rctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	defer cancel()
+	_, err := c.nodes[0].obj.deliverRemote(rctx, t0, r, []byte("q:n0:1"), true)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrDeadlineExceeded) {
+		t.Fatalf("request to a previous owner that no longer knows the object: %v; want refused", err)
+	}
+	if n := a.obj.stats.routeBarriersTimedOut.Load() + b.obj.stats.routeBarriersTimedOut.Load(); n != 0 {
+		t.Errorf("%d confirmation barriers between the two previous owners timed out (both up and answering): they waited for each other; err %v", n, err)
+	}
+}
