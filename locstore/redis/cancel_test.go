@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +92,27 @@ func TestWriteLeftByItsCallerKeepsItsValue(t *testing.T) {
 			t.Fatal("the write left by its caller never applied")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestEndedContextSendsNothing: a call whose context has already ended
+// sends nothing and says so — not the "outcome unknown" of a call left in
+// flight (a review's argued item of 2026-12-07) — and the value is not
+// written.
+func TestEndedContextSendsNothing(t *testing.T) {
+	srv := testredis.NewServer(t)
+	s := openStore(t, srv.Addr, "ended", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Write(ctx, locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("v"))}})
+	var pe *locstore.ProviderError
+	if !errors.As(err, &pe) || !errors.Is(err, locstore.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("write under an ended context: %v; want a ProviderError matching ErrUnavailable and context.Canceled", err)
+	}
+	if want := "nothing was sent"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("write under an ended context: %q; want it to say %q", err, want)
+	}
+	if rr, err := s.Read(context.Background(), "k"); err != nil || rr.Found {
+		t.Fatalf("read after: %+v, %v; want nothing written", rr, err)
 	}
 }

@@ -448,6 +448,11 @@ func (s *Store) opContext(ctx context.Context, op string) (context.Context, cont
 	if err := s.rollback.err(); err != nil {
 		return nil, nil, s.fail(op, err)
 	}
+	if err := ctx.Err(); err != nil {
+		// Nothing is sent: not an unknown outcome (leavable's wording).
+		return nil, nil, &locstore.ProviderError{Provider: ProviderName, Op: op,
+			Err: fmt.Errorf("%w: the caller's context had ended; nothing was sent", err)}
+	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
 		// The caller's deadline comes first anyway: no second timer (a
 		// context and a timer per call were ~5 % of what a creation
