@@ -82,3 +82,46 @@ func repeatedKey(t *testing.T, line string) string {
 	}
 	return ""
 }
+
+// Every line of a node carries mesh, rid, owner and gen once its owner
+// lease is acquired (docs/OPERATIONS.md "Log records"). The transport's
+// lines ("transport: listening", "transport: peer admitted", …) carried
+// rid, mesh and gen but not owner: an operator filtering a node's log by
+// its owner id (as the lease lines and ctl topology name it) missed them.
+func TestNodeLogLinesWithGenCarryTheOwner(t *testing.T) {
+	f := newFixture(t)
+	registerTestFactories(t, f.reg, newProbe())
+	var logs syncbuf.Buffer
+	n, err := Start(context.Background(), Options{Config: fastConfig("ownerlogs"), Factories: f.reg, Location: f.loc, Relocation: f.reloc,
+		DiscoveryInterval: 100 * time.Millisecond,
+		Logger:            slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	transportLines := 0
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("not JSON: %s: %v", sc.Text(), err)
+		}
+		if _, ok := rec["gen"]; !ok {
+			continue // before the owner lease: no owner, no gen yet
+		}
+		if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, "transport:") {
+			transportLines++
+		}
+		for _, k := range []string{"mesh", "rid", "owner"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("no %q in %s", k, sc.Text())
+			}
+		}
+	}
+	if transportLines == 0 {
+		t.Fatalf("no transport lines logged: the test checked less than it says\n%s", logs.String())
+	}
+}

@@ -351,10 +351,11 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		Handler:             n.obj.handleRecord, // object commands (objects.go)
 		// A stopping target's word after its relay-ready (relocate_stopped.go).
 		UnawaitedReady: n.obj.unawaitedReady,
-		// The transport adds its own rid, mesh and gen, and logs every peer
+		// The transport adds its own rid, mesh and gen (the owner id is the
+		// node's to add: every line of a node names it), and logs every peer
 		// event (admitted, down, rejected) itself, once, with the peer's
 		// generation: the node installs no OnEvent that would log it again.
-		Logger: log,
+		Logger: log.With("owner", n.run.ownerID),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStartup, err) // its errors start "transport:"
