@@ -272,7 +272,8 @@ func ctlRecord(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	// asked for (until 2026-12-07).
 	if ns := cfg.LocationStore.Redis.Namespace; keyNS != "" && cfg.LocationStore.Provider == config.ProviderRedis && keyNS != ns {
 		return usageError(stderr, fs.Name(), "the key is of namespace {%s}, and the Location Store is configured for %q "+
-			"(location_store.redis.namespace): give --location_store.redis.namespace=%s, or the store key %s alone", keyNS, ns, keyNS, key)
+			"(location_store.redis.namespace): give --location_store.redis.namespace=%s to read it (the store key %s alone reads "+
+			"namespace %q's record of that key, another one)", keyNS, ns, keyNS, key, ns)
 	}
 	st, err := openLocation(ctx, cfg, cfg.Logger(stderr))
 	if err != nil {

@@ -53,6 +53,11 @@ func TestCtlRecordRedisKeyOfAnotherNamespace(t *testing.T) {
 	if msg := errb.String(); !strings.Contains(msg, "{"+ns+"}") || !strings.Contains(msg, other) {
 		t.Errorf("stderr %q; want it to name the key's namespace %s and the configured %s", msg, ns, other)
 	}
+	// Its hint offered "the store key … alone" as the other way to read the
+	// key, which reads the configured namespace's record: the wrong one.
+	if msg := errb.String(); strings.Contains(msg, key+" alone") && !strings.Contains(msg, "reads namespace "+`"`+other+`"`) {
+		t.Errorf("stderr %q offers the store key alone without saying it reads namespace %s's record", msg, other)
+	}
 
 	// The same key in the configured namespace reads as before.
 	out.Reset()
