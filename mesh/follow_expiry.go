@@ -32,8 +32,9 @@ import (
 // with the peer's later messages for the object behind it (waitCutover),
 // as for a cutover, and is then refused as before. One barrier confirms
 // everything passed on before it went out; what is passed on meanwhile
-// (a relay of a later move) is confirmed by the next refusal's. Bounded by
-// barrierWait a route (then refused anyway, WARN). A one-way message is
+// (a relay of a later move) is confirmed by the next refusal's. The
+// routes are confirmed at once, each bounded by barrierWait (then refused
+// anyway, WARN). A one-way message is
 // refused (dropped) at once: its sender hears nothing of it.
 
 // stepRefusalConfirm: a request refused as not hosted waits for a barrier
@@ -124,9 +125,14 @@ func (o *objects) confirmPassOns(key follow.Key) <-chan struct{} {
 	e.to, e.confirming = nil, ch
 	c.mu.Unlock()
 	run := func() {
+		// All at once: each may wait barrierWait for an owner that does
+		// not answer, and one after another k of them made the request
+		// wait k × barrierWait (TestRefusalConfirmsEveryNewOwnerAtOnce).
+		var wg sync.WaitGroup
 		for _, m := range to {
-			o.confirmPassOn(t, m)
+			wg.Go(func() { o.confirmPassOn(t, m) })
 		}
+		wg.Wait()
 		c.mu.Lock()
 		e.confirming = nil
 		close(ch)
