@@ -31,20 +31,12 @@ func TestRefusalConfirmationsBetweenTwoPreviousOwnersDoNotWaitForEachOther(t *te
 	const id = "ping-pong-ghost"
 	key := follow.Key{Kind: follow.KindActor, ID: id}
 	t0 := msgTarget{fam: familyActor, id: id, gen: 1}
-	moveTo := func(n *Node, prev, gen uint64) follow.Move {
-		owner, lg := n.Owner()
-		return follow.Move{Key: key, ObjectGeneration: 1, PreviousAuthorityOwnerGeneration: prev, AuthorityOwnerGeneration: gen,
-			Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
-			Route: follow.Route{NodeRID: n.run.rid, NodeGeneration: n.run.lifecycleGeneration}}
-	}
-	a.obj.notePassedOn(t0, moveTo(b, 1, 2)) // A → B, A passed messages on to B
-	b.obj.notePassedOn(t0, moveTo(a, 2, 3)) // B → A, B passed messages on to A
+	a.obj.notePassedOn(t0, stagedMove(key, b, 1, 2)) // A → B, A passed messages on to B
+	b.obj.notePassedOn(t0, stagedMove(key, a, 2, 3)) // B → A, B passed messages on to A
 
 	// A request of node 0 on a route to A's first stay: not hosted there,
 	// no follow record.
-	owner, lg := a.Owner()
-	r := follow.Ready{Key: key, ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
-		Route: follow.Route{NodeRID: a.run.rid, NodeGeneration: a.run.lifecycleGeneration}}
+	r := stagedRoute(key, a)
 	rctx, cancel := context.WithTimeout(ctx, 25*time.Second)
 	defer cancel()
 	_, err := c.nodes[0].obj.deliverRemote(rctx, t0, r, []byte("q:n0:1"), true)

@@ -24,14 +24,8 @@ func TestRefusalConfirmsEveryNewOwnerAtOnce(t *testing.T) {
 	const id = "two-new-owners"
 	key := follow.Key{Kind: follow.KindActor, ID: id}
 	t0 := msgTarget{fam: familyActor, id: id, gen: 1}
-	moveTo := func(n *Node, prev, gen uint64) follow.Move {
-		owner, lg := n.Owner()
-		return follow.Move{Key: key, ObjectGeneration: 1, PreviousAuthorityOwnerGeneration: prev, AuthorityOwnerGeneration: gen,
-			Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
-			Route: follow.Route{NodeRID: n.run.rid, NodeGeneration: n.run.lifecycleGeneration}}
-	}
-	a.obj.notePassedOn(t0, moveTo(c.nodes[2], 1, 2))
-	a.obj.notePassedOn(t0, moveTo(c.nodes[0], 3, 4))
+	a.obj.notePassedOn(t0, stagedMove(key, c.nodes[2], 1, 2))
+	a.obj.notePassedOn(t0, stagedMove(key, c.nodes[0], 3, 4))
 
 	var mu sync.Mutex
 	started := 0
@@ -59,12 +53,9 @@ func TestRefusalConfirmsEveryNewOwnerAtOnce(t *testing.T) {
 		}
 	}})
 
-	owner, lg := a.Owner()
-	r := follow.Ready{Key: key, ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
-		Route: follow.Route{NodeRID: a.run.rid, NodeGeneration: a.run.lifecycleGeneration}}
 	rctx, cancel := context.WithTimeout(ctx, 25*time.Second)
 	defer cancel()
-	if _, err := c.nodes[0].obj.deliverRemote(rctx, t0, r, []byte("q:n0:1"), true); err == nil {
+	if _, err := c.nodes[0].obj.deliverRemote(rctx, t0, stagedRoute(key, a), []byte("q:n0:1"), true); err == nil {
 		t.Fatal("request to a previous owner that no longer knows the object: answered; want refused")
 	}
 	mu.Lock()
@@ -75,4 +66,22 @@ func TestRefusalConfirmsEveryNewOwnerAtOnce(t *testing.T) {
 	if !overlapped {
 		t.Fatal("the second confirmation began only after the first ended: they run one after another")
 	}
+}
+
+// stagedMove is a move of the ActorID of key (ObjectGeneration 1) from
+// AuthorityOwnerGeneration prev to gen, to node n's run: what a previous
+// owner's follow table would hold, for staging pass-ons (notePassedOn).
+func stagedMove(key follow.Key, n *Node, prev, gen uint64) follow.Move {
+	owner, lg := n.Owner()
+	return follow.Move{Key: key, ObjectGeneration: 1, PreviousAuthorityOwnerGeneration: prev, AuthorityOwnerGeneration: gen,
+		Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
+		Route: follow.Route{NodeRID: n.run.rid, NodeGeneration: n.run.lifecycleGeneration}}
+}
+
+// stagedRoute is a sender's route to the first stay (AuthorityOwnerGeneration
+// 1) of key's object on node n.
+func stagedRoute(key follow.Key, n *Node) follow.Ready {
+	owner, lg := n.Owner()
+	return follow.Ready{Key: key, ObjectGeneration: 1, AuthorityOwnerGeneration: 1, Owner: follow.Owner{ID: owner, LeaseGeneration: lg},
+		Route: follow.Route{NodeRID: n.run.rid, NodeGeneration: n.run.lifecycleGeneration}}
 }
