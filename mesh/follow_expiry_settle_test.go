@@ -40,13 +40,7 @@ func TestRefusalAtFollowExpiryDoesNotOvertakeWhatWasPassedOn(t *testing.T) {
 	}
 	src := c.indexOf(mustCached(t, c, ref).Route.NodeRID)
 	dst := 3 - src
-	clock := &aheadClock{base: c.nodes[src].clock}
-	window := c.nodes[src].cfg.Routing.MessageFollowDuration
-	tab, err := follow.NewTable(clock, window)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nodes[src].obj.follow = tab // before the move records anything in it
+	clock, window := expiringFollow(t, c.nodes[src]) // before the move records anything
 	if res, err := c.m(src).RelocateActor(ctx, ref, ToNode(c.nodes[dst].RID())); err != nil || res.Outcome != Moved {
 		t.Fatalf("move: %+v, %v", res, err)
 	}
@@ -83,11 +77,7 @@ func TestRefusalAtFollowExpiryDoesNotOvertakeWhatWasPassedOn(t *testing.T) {
 		_, err := c.m(0).RequestActor(ctx, ref, []byte("q:n0:3"))
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		done <- err
-	case <-time.After(5 * time.Second):
-	}
+	answeredWithin(done, 5*time.Second)
 	rel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -109,4 +99,29 @@ func mustCached(t *testing.T, c *cluster, ref ActorRef) follow.Ready {
 		t.Fatal("node 0 caches no route")
 	}
 	return r
+}
+
+// answeredWithin waits at most d for an answer on done and leaves it there
+// (bounded only to choose when something held is let go).
+func answeredWithin(done chan error, d time.Duration) {
+	select {
+	case err := <-done:
+		done <- err
+	case <-time.After(d):
+	}
+}
+
+// expiringFollow gives n a follow table on a clock the test moves ahead of
+// n's own (past window: n's follow records expire at once); set it before
+// a move records anything in n's table.
+func expiringFollow(t *testing.T, n *Node) (clock *aheadClock, window time.Duration) {
+	t.Helper()
+	clock = &aheadClock{base: n.clock}
+	window = n.cfg.Routing.MessageFollowDuration
+	tab, err := follow.NewTable(clock, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.obj.follow = tab
+	return clock, window
 }
