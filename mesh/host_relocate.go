@@ -434,6 +434,11 @@ const (
 	nodeStoppedDuring = "the node stopped (Close) during its move: the shutdown removes it with its state; "
 )
 
+// snapshotStillRunning begins the reason of an object a host command
+// found held by a snapshot adapter's call that outlived an earlier move
+// (relocate_snapshot.go): it stays here, held, until the call returns.
+const snapshotStillRunning = "snapshotStillRunning"
+
 // abandonedReason is the outcome of a move the command stopped waiting for.
 const abandonedReason = "still in flight at the deadline: the object stays held on this node until its move settles (a store write not yet confirmed)"
 
@@ -635,7 +640,7 @@ func (o *objects) hostedForHostMove() []hostmove.Object {
 	defer o.mu.Unlock()
 	out := make([]hostmove.Object, 0, len(o.hosted))
 	for k, h := range o.hosted {
-		if h.entry || h.state != hostServing {
+		if h.entry || h.state != hostServing && !lateSnapshotLocked(h) {
 			continue
 		}
 		f, ok := o.registry[h.stableType]
@@ -651,6 +656,36 @@ func (o *objects) hostedForHostMove() []hostmove.Object {
 	}
 	return out
 }
+
+// lateSnapshotLocked reports whether h is held by a snapshot adapter's
+// call that outlived its move (relocate_snapshot.go, ActReopenAfterSnapshot):
+// its state is still hostMoving though its move has ended and let go of
+// the ingress hold (a move under way holds it from beginMove to its end).
+// Such an object stays here, held, its moves answering ErrMoving, until the
+// call returns — which may be never. A host command lists it (a drain's
+// list no longer waits for it as for an object leaving) and ends it at
+// once, Failed (snapshotStillRunning), instead of retrying its ErrMoving
+// until the deadline or leaving it out of its result (until 2026-12-07:
+// TestHostRelocateReportsAnObjectHeldByALateSnapshot,
+// TestDrainReportsAnObjectHeldByALateSnapshot). objects.mu is held.
+func lateSnapshotLocked(h *hosted) bool {
+	return !h.entry && h.state == hostMoving && h.holding == nil
+}
+
+// heldByLateSnapshot is lateSnapshotLocked for the object k; false once the
+// node halted (a move left to its target at the stop is in that state too,
+// and the stop's reasons say what becomes of it).
+func (o *objects) heldByLateSnapshot(k spot.Key) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h := o.hosted[k]
+	return h != nil && o.halt.Err() == nil && lateSnapshotLocked(h)
+}
+
+// snapshotStillRunningReason is the outcome of an object held by a late
+// snapshot call (heldByLateSnapshot).
+const snapshotStillRunningReason = snapshotStillRunning + ": the snapshot adapter's call from an earlier move is still running " +
+	"(a Snapshot that does not return, or not in time); the object stays here, held (no turn runs, its moves answer ErrMoving) until the call returns"
 
 // arrivalsUnderWay counts the objects on their way here: creations under
 // way on this node (createOnTarget) and incoming moves not yet opened.
@@ -750,6 +785,12 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 		r.Outcome, r.Reason = hostmove.Gone, "no longer hosted here"
 		return r
 	}
+	if o.heldByLateSnapshot(spot.Key{Spot: obj.Spot, ID: obj.ID}) {
+		r.Outcome, r.Reason = hostmove.Failed, snapshotStillRunningReason
+		o.log.Warn("host relocation: the object is held by a snapshot adapter's call that outlived an earlier move; not moved, it stays here",
+			"object", obj.ID)
+		return r
+	}
 	start := time.Now()
 	var preferred []byte // the target run's node this move was handed
 	handed := false
@@ -784,6 +825,9 @@ retry:
 	for ctx.Err() == nil && (err != nil || res.Outcome != Moved) {
 		if _, ok := o.hostedFor(spot.Key{Spot: obj.Spot, ID: obj.ID}); !ok {
 			break
+		}
+		if o.heldByLateSnapshot(spot.Key{Spot: obj.Spot, ID: obj.ID}) {
+			break // its move answers ErrMoving until the call returns: see below
 		}
 		switch {
 		case err == nil && retryElsewhere(res.Reason) && !res.storeFailed && r.Targets < hostMoveTries:
@@ -825,6 +869,13 @@ retry:
 	case err == nil && res.Outcome == Moved:
 		patience.landed()
 		r.Outcome, r.Bytes, r.Target = hostmove.Moved, res.PayloadBytes, res.TargetNodeRID
+	case o.heldByLateSnapshot(spot.Key{Spot: obj.Spot, ID: obj.ID}):
+		// This attempt's snapshot call, or another caller's, outlived its
+		// move: the object stays here, held, until it returns.
+		r.Outcome, r.Reason = hostmove.Failed, snapshotStillRunningReason
+		if err == nil && res.Detail != "" {
+			r.Reason += " (" + reasonWithDetail(res) + ")"
+		}
 	case err == nil && res.Reason == relocation.ReasonRemoved.String():
 		// Its record was removed during the move (ctl reclaim, the reclaim
 		// sweep): it is on no node, so not Failed (which stays here and is
