@@ -17,7 +17,7 @@ import (
 func TestHostRelocateStoppedStartsNoMore(t *testing.T) {
 	c := hostCluster(t, nil)
 	ctx := ctxT(t, 60*time.Second)
-	_, mine := createUntil(t, ctx, c, "nomore", 1, 4)
+	createUntil(t, ctx, c, "nomore", 1, 6)
 	n := c.nodes[1]
 	defer n.obj.hooks.Store(nil)
 	for round := 0; round < 10; round++ {
@@ -32,9 +32,17 @@ func TestHostRelocateStoppedStartsNoMore(t *testing.T) {
 		close(stop)
 		close(release)
 		res := <-done
-		if res.End != hostmove.ForceStopped || res.Progress.NotStarted != len(mine)-1 || res.Progress.Moved != 0 {
-			t.Fatalf("round %d, stopped during its first move: %s %+v, want forceStopped with %d not started",
-				round, res.End, res.Progress, len(mine)-1)
+		// The move under way at the stop ends either way (Moved when it
+		// was past its commit before its context ended — Stop cancels it
+		// a moment later, on stopWith's goroutine — else Failed); none
+		// starts after it.
+		p := res.Progress
+		if res.End != hostmove.ForceStopped || p.NotStarted != p.Total-1 || p.Moved+p.Failed != 1 {
+			t.Fatalf("round %d, stopped during its first move: %s %+v, want forceStopped with %d not started and the one under way moved or failed",
+				round, res.End, p, p.Total-1)
+		}
+		if p.Total < 3 {
+			break // moved away in earlier rounds: too few left to show it
 		}
 	}
 }

@@ -390,6 +390,11 @@ type hosted struct {
 	storeVersion     string // the authority StoreVersion after the last change this node made
 	entry            bool   // the Entry Spot (no authority row)
 	state            hostState
+	// lateSnapshot is non-nil while the snapshot adapter's call of a move
+	// that already ended still runs; it stays hostMoving and held until
+	// the call returns, which closes it (relocate_snapshot.go). A host
+	// command waits for it a moment (awaitLateSnapshot).
+	lateSnapshot chan struct{}
 	// cutoverDone is closed when a move's cutover was submitted (state
 	// hostCutover) or the move left that state otherwise (reopened,
 	// discarded, ended): arrivals wait for it, then are admitted again

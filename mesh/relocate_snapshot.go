@@ -147,10 +147,22 @@ func (s *sourceMove) reopenAfterSnapshot() {
 	leftToTarget := s.leftToTarget
 	began := s.self.Owner.LeaseGeneration
 	ended := time.Now()
+	returned := make(chan struct{}) // for host commands (awaitLateSnapshot)
+	o.mu.Lock()
+	if o.hosted[s.key] == s.h && s.h.state == hostMoving {
+		s.h.lateSnapshot = returned
+	}
+	o.mu.Unlock()
 	c.whenReturned(func() {
 		c.mu.Lock()
 		err := c.err
 		c.mu.Unlock()
+		o.mu.Lock()
+		if s.h.lateSnapshot == returned {
+			s.h.lateSnapshot = nil
+		}
+		close(returned)
+		o.mu.Unlock()
 		if leftToTarget {
 			// The node stopped while the release was unconfirmed: as
 			// ActReopen, nothing is reopened.
