@@ -137,7 +137,7 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 			// No follow route: answered behind what this node passed on
 			// for the object, once that is in at its new owner
 			// (follow_expiry.go).
-			if wait := o.confirmPassOns(msgTarget{fam: m.fam, id: m.id}.cacheKey()); wait != nil {
+			if wait := o.confirmPassOns(msgTarget{fam: m.fam, id: m.id}.cacheKey(), from.RID); wait != nil {
 				return wait
 			}
 		}

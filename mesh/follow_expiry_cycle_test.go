@@ -1,5 +1,3 @@
-//go:build knownopen
-
 package mesh
 
 import (
@@ -11,6 +9,8 @@ import (
 	"github.com/meshnode/meshnode/follow"
 )
 
+// Found by review (2026-12-07, known open until that night: confirmPassOns
+// refuses at once a request from a node its running confirmation waits on).
 // Two previous owners of one object, each of which passed its messages on
 // to the other within MessageFollowDuration (the object went A → B → A and
 // then on, or was destroyed at A), and neither of which hosts it or keeps a
@@ -18,9 +18,9 @@ import (
 // confirmation barrier to B (follow_expiry.go); B, refusing that barrier
 // likewise, first sends a confirmation barrier of its own to A; at A that
 // one finds A's confirmation running for the object and waits for it
-// (confirmPassOns: e.confirming) — which waits for B's answer. Neither
-// moves until A's barrier gives up at barrierWait (12 s): the request is
-// answered only then, and A logs "the new owner did not confirm in time"
+// (confirmPassOns: e.confirming) — which waited for B's answer. Neither
+// moved until A's barrier gave up at barrierWait (12 s): the request was
+// answered only then, and A logged "the new owner did not confirm in time"
 // (routeBarriersTimedOut) although both nodes are up and answering.
 //
 // Staged: the object never existed; the pass-ons are noted as a Message
