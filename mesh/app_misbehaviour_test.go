@@ -403,6 +403,9 @@ func TestCloseWithAFactoryStuckInNewEnds(t *testing.T) {
 	if !errors.As(err, &st) || !st.Calls || len(st.Turns) != 0 {
 		t.Fatalf("Close = %v, want an *ApplicationStuckError naming a call into the application", err)
 	}
+	if len(st.InCalls) != 1 || !strings.HasPrefix(st.InCalls[0], "New of actor never (running ") {
+		t.Fatalf("Close = %v: calls %q, want the factory's New of actor never named", err, st.InCalls)
+	}
 	var inc *ShutdownIncompleteError
 	if errors.As(err, &inc) {
 		t.Fatalf("store steps not done: %v", inc)

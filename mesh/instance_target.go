@@ -760,7 +760,7 @@ type instanceBuild struct {
 func (o *objects) openInstance(ctx context.Context, b instanceBuild) error {
 	rec := b.rec
 	f := o.registry[rec.StableType]
-	handler, ferr := runFactory(ctx, f, spot.CreateRequest{ID: rec.SpotID, Generation: b.objGen, StableType: rec.StableType})
+	handler, ferr := runFactory(ctx, &o.apps, spot.Key{Spot: true, ID: rec.SpotID}, f, spot.CreateRequest{ID: rec.SpotID, Generation: b.objGen, StableType: rec.StableType})
 	if ferr != nil {
 		var declined *spot.Declined
 		if errors.As(ferr, &declined) {

@@ -443,7 +443,7 @@ func (o *objects) createOnTarget(ctx context.Context, ord createOrder, from *tra
 		}
 	}
 	terminal := &authority.TerminalResult{Operation: ord.op, RequestSHA256: pc.RequestSHA256, Deadline: ord.deadline}
-	handler, ferr := runFactory(ctx, f, spot.CreateRequest{ID: ord.id, Generation: ord.objGen, StableType: ord.stableType, Body: body})
+	handler, ferr := runFactory(ctx, &o.apps, spot.Key{Spot: ord.kind != record.ObjectActor, ID: ord.id}, f, spot.CreateRequest{ID: ord.id, Generation: ord.objGen, StableType: ord.stableType, Body: body})
 	var declined *spot.Declined
 	switch {
 	case ferr != nil && ctx.Err() != nil:
@@ -580,9 +580,11 @@ func checkContent(rr locstore.ReadResult, pc *record.PendingCreation, ord create
 
 var errFactoryPanic = errors.New("factory panicked")
 
-// runFactory calls the factory, turning a panic into an error (§7: an
-// exception is a typed Failed, not a crash).
-func runFactory(ctx context.Context, f spot.Factory, req spot.CreateRequest) (h spot.Handler, err error) {
+// runFactory calls the factory for the object k, turning a panic into an
+// error (§7: an exception is a typed Failed, not a crash); calls names the
+// call while it runs.
+func runFactory(ctx context.Context, calls *appCalls, k spot.Key, f spot.Factory, req spot.CreateRequest) (h spot.Handler, err error) {
+	defer calls.enter("New", k)()
 	defer func() {
 		if r := recover(); r != nil {
 			h, err = nil, fmt.Errorf("%w: %v", errFactoryPanic, r)
@@ -602,9 +604,10 @@ func runFactory(ctx context.Context, f spot.Factory, req spot.CreateRequest) (h 
 var errAdapterPanic = fmt.Errorf("snapshot adapter: %w", spot.ErrHandlerPanic)
 
 // runSnapshot calls the snapshot adapter's Snapshot — its SnapshotContext,
-// with ctx, when it implements spot.ContextSnapshotter — turning a panic
-// into an error.
-func runSnapshot(ctx context.Context, a spot.SnapshotAdapter, h spot.Handler) (state []byte, err error) {
+// with ctx, when it implements spot.ContextSnapshotter — of the object k,
+// turning a panic into an error; calls names the call while it runs.
+func runSnapshot(ctx context.Context, calls *appCalls, k spot.Key, a spot.SnapshotAdapter, h spot.Handler) (state []byte, err error) {
+	defer calls.enter("Snapshot", k)()
 	defer func() {
 		if r := recover(); r != nil {
 			state, err = nil, fmt.Errorf("%w: in Snapshot: %v", errAdapterPanic, r)
@@ -616,10 +619,12 @@ func runSnapshot(ctx context.Context, a spot.SnapshotAdapter, h spot.Handler) (s
 	return a.Snapshot(h)
 }
 
-// runRestore calls the snapshot adapter's Restore, turning a panic, and a
-// nil handler with no error (which would fail every later turn of the
-// object), into an error.
-func runRestore(ctx context.Context, a spot.SnapshotAdapter, req spot.CreateRequest, state []byte) (h spot.Handler, err error) {
+// runRestore calls the snapshot adapter's Restore for the object k,
+// turning a panic, and a nil handler with no error (which would fail every
+// later turn of the object), into an error; calls names the call while it
+// runs.
+func runRestore(ctx context.Context, calls *appCalls, k spot.Key, a spot.SnapshotAdapter, req spot.CreateRequest, state []byte) (h spot.Handler, err error) {
+	defer calls.enter("Restore", k)()
 	defer func() {
 		if r := recover(); r != nil {
 			h, err = nil, fmt.Errorf("%w: in Restore: %v", errAdapterPanic, r)

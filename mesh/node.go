@@ -1084,11 +1084,11 @@ func (n *Node) Close(ctx context.Context) error {
 	// share is spent (a handler blocked for long) is not waited for: those
 	// steps must still run within the deadline.
 	turnsCtx, cancelTurns := context.WithTimeout(ctx, turnsWait(ctx, deadline))
-	stuck, calls := n.obj.stopWithin(turnsCtx)
+	stuck, calls, inCalls := n.obj.stopWithin(turnsCtx)
 	cancelTurns()
-	if len(stuck) > 0 || calls {
+	if len(stuck) > 0 || calls || len(inCalls) > 0 {
 		sort.Strings(stuck)
-		e := &ApplicationStuckError{Turns: stuck, Calls: calls}
+		e := &ApplicationStuckError{Turns: stuck, Calls: calls, InCalls: inCalls}
 		n.log.Error("shutdown: application code had not returned; not waited for", "err", e)
 		errs = append(errs, e)
 	}

@@ -27,6 +27,9 @@ import (
 // reply routes of requests in flight, the route cache, and the inbound
 // dispatch of object commands. One per Node; the Manager is its API.
 type objects struct {
+	// apps are the calls into the application outside a turn, named for
+	// a stop that does not see them return (app_calls.go).
+	apps appCalls
 	// barrierEvery, when set, replaces barrierWait as a route switch's
 	// wait without progress (tests).
 	barrierEvery time.Duration
@@ -685,12 +688,12 @@ func (o *objects) stop() { o.stopWithin(context.Background()) }
 // spot.Runtime.CloseContext), and whether other work — creations, moves:
 // a call into the application that did not return — was still running.
 // Only the first call stops; later ones wait for it and return nothing.
-func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
+func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool, inCalls []string) {
 	o.mu.Lock()
 	if o.closing {
 		o.mu.Unlock()
 		<-o.stopped
-		return nil, false
+		return nil, false, nil
 	}
 	o.closing = true
 	o.stopping.Store(true)
@@ -719,6 +722,7 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 		// caller's cancelled context) this case wins the race against
 		// an idle node's settled too.
 		calls = o.work.busy()
+		inCalls = o.apps.running(time.Now())
 		if bg := o.work.background(); bg > 0 {
 			// Not the application's: they end with the halt, only not
 			// yet (a context done on entry gave them no time).
@@ -729,11 +733,7 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 		o.gos.Close()
 	}
 	for _, k := range o.rt.CloseContext(ctx) {
-		kind := "actor "
-		if k.Spot {
-			kind = "spot "
-		}
-		stuck = append(stuck, kind+k.ID)
+		stuck = append(stuck, keyName(k))
 	}
 	o.mu.Lock()
 	o.hosted = map[spot.Key]*hosted{}
@@ -745,7 +745,7 @@ func (o *objects) stopWithin(ctx context.Context) (stuck []string, calls bool) {
 	}
 	o.mu.Unlock()
 	close(o.stopped)
-	return stuck, calls
+	return stuck, calls, inCalls
 }
 
 // workGroup is a sync.WaitGroup that also says whether anything is still

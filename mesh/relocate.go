@@ -1178,9 +1178,9 @@ func (s *sourceMove) recoverLocal() {
 	ctx, cancel := s.bg(o.n.cfg.Relocation.Deadline)
 	defer cancel()
 	if s.policy == spot.PolicyPreserveState {
-		h, err = runRestore(ctx, s.f.Snapshot, req, s.state)
+		h, err = runRestore(ctx, &o.apps, s.key, s.f.Snapshot, req, s.state)
 	} else {
-		h, err = runFactory(ctx, s.f, req)
+		h, err = runFactory(ctx, &o.apps, s.key, s.f, req)
 	}
 	var obj *spot.Object
 	if err == nil {

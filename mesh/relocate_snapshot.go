@@ -54,7 +54,7 @@ func (s *sourceMove) snapshot(ctx context.Context) (state []byte, late bool, err
 	o.work.Add(1)
 	go func() {
 		defer o.work.Done()
-		st, err := runSnapshot(ctx, s.f.Snapshot, h)
+		st, err := runSnapshot(ctx, &o.apps, s.key, s.f.Snapshot, h)
 		c.mu.Lock()
 		c.state, c.err, c.returned = st, err, true
 		after := c.after

@@ -806,10 +806,10 @@ func (a *arrival) build() {
 			fail("factory %q has no snapshot adapter", f.StableType)
 			return
 		}
-		h, err = runRestore(ctx, f.Snapshot, req, p.State)
+		h, err = runRestore(ctx, &o.apps, a.key, f.Snapshot, req, p.State)
 	default:
 		// RecreateOnRelocation: a new instance without application state.
-		h, err = runFactory(ctx, f, req)
+		h, err = runFactory(ctx, &o.apps, a.key, f, req)
 	}
 	if err != nil {
 		fail("%s: %v", p.Policy, err)

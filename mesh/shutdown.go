@@ -77,26 +77,34 @@ func (e *ShutdownIncompleteError) Error() string {
 // Until 2026-12-07 Close waited for them without bound.
 type ApplicationStuckError struct {
 	Turns []string // "actor <id>" / "spot <id>", sorted
-	Calls bool
+	// Calls: a creation or move was still in flight. InCalls names the
+	// calls into the application it was in, oldest first ("Snapshot of
+	// actor <id> (running 3s)"; New, Snapshot, Restore); empty when the
+	// order was not in one (its store call ends with the halt).
+	Calls   bool
+	InCalls []string
 }
 
 func (e *ApplicationStuckError) Error() string {
 	var parts []string
 	if len(e.Turns) > 0 {
-		parts = append(parts, fmt.Sprintf("%d object handlers were still in a turn: %s", len(e.Turns), e.first()))
+		parts = append(parts, fmt.Sprintf("%d object handlers were still in a turn: %s", len(e.Turns), firstOf(e.Turns)))
 	}
-	if e.Calls {
+	switch {
+	case len(e.InCalls) > 0:
+		parts = append(parts, "calls into the application (a factory's New, a snapshot adapter) had not returned: "+firstOf(e.InCalls))
+	case e.Calls:
 		parts = append(parts, "a creation or move was still in a call into the application (a factory's New or a snapshot adapter that does not return)")
 	}
 	return "application code had not returned at the shutdown's deadline and was not waited for: " + strings.Join(parts, "; ")
 }
 
-// first names the first 10 objects, and how many more there are.
-func (e *ApplicationStuckError) first() string {
-	if len(e.Turns) <= 10 {
-		return strings.Join(e.Turns, ", ")
+// firstOf names the first 10 of names, and how many more there are.
+func firstOf(names []string) string {
+	if len(names) <= 10 {
+		return strings.Join(names, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(e.Turns[:10], ", "), len(e.Turns)-10)
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:10], ", "), len(names)-10)
 }
 
 // turnsWait is how long a shutdown waits for running turns: the time left

@@ -250,6 +250,10 @@ func TestMoveToAStoppingTargetNeverLeavesItsRecordThere(t *testing.T) {
 					t.Fatalf("target Close = %v; an *ApplicationStuckError naming a call into the application: %v, want %v",
 						closeErr, got, tc.stage == restoreStuck)
 				}
+				if want := "Restore of actor " + id + " (running "; tc.stage == restoreStuck &&
+					(len(stuck.InCalls) != 1 || !strings.HasPrefix(stuck.InCalls[0], want)) {
+					t.Fatalf("target Close = %v: calls %q, want the Restore named %q…", closeErr, stuck.InCalls, want)
+				}
 				res := outcomeOf(t, moving)
 				// The stop is the target's own: its log says so, with no
 				// ERROR or WARN about a deadline or a store fault (until

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -248,5 +249,10 @@ func TestCloseDuringALateSnapshotReportsTheCall(t *testing.T) {
 	var st *ApplicationStuckError
 	if !errors.As(err, &st) || !st.Calls {
 		t.Fatalf("Close = %v, want an *ApplicationStuckError reporting a call into the application", err)
+	}
+	// Named, so that an operator knows whose adapter to look at.
+	if want := "Snapshot of actor " + ref.ActorID + " (running "; len(st.InCalls) != 1 || !strings.HasPrefix(st.InCalls[0], want) ||
+		!strings.Contains(err.Error(), want) {
+		t.Fatalf("Close = %v (calls %q), want the call named %q…", err, st.InCalls, want)
 	}
 }
