@@ -722,7 +722,7 @@ func (o *objects) awaitLateSnapshot(ctx context.Context, k spot.Key) bool {
 
 // snapshotStillRunningReason is the outcome of an object held by a late
 // snapshot call (heldByLateSnapshot).
-const snapshotStillRunningReason = snapshotStillRunning + ": the snapshot adapter's call from an earlier move is still running " +
+const snapshotStillRunningReason = snapshotStillRunning + ": the snapshot adapter's call from a move of it (this one's, past its deadline, or an earlier one's) is still running " +
 	"(a Snapshot that does not return, or not in time); the object stays here, held (no turn runs, its moves answer ErrMoving) until the call returns"
 
 // arrivalsUnderWay counts the objects on their way here: creations under
@@ -832,7 +832,7 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 	start := time.Now()
 	var preferred []byte // the target run's node this move was handed
 	handed := false
-	res, err := o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{preferring(func(kind record.ObjectKind, stableType string) []byte {
+	res, err := o.hostAttempt(ctx, kind, obj, []RelocateOption{preferring(func(kind record.ObjectKind, stableType string) []byte {
 		// Once per move: a move that waits for its object's arrival to
 		// end places again (relocateOne), and must not take two turns.
 		if !handed {
@@ -894,7 +894,7 @@ retry:
 		default:
 			break retry
 		}
-		res, err = o.relocate(ctx, kind, obj.ID, obj.Generation, []RelocateOption{avoiding(avoid)})
+		res, err = o.hostAttempt(ctx, kind, obj, []RelocateOption{avoiding(avoid)})
 		o.hook().step(obj.ID, stepHostAttempt)
 	}
 	if err != nil && len(tried) > 0 {
@@ -947,6 +947,23 @@ retry:
 		}
 	}
 	return r
+}
+
+// hostAttempt is one move of a host command's object, bounded as a single
+// move whose caller gave no deadline (relocation.deadline) and never past
+// the command's: the moves of a command shared its deadline until
+// 2026-12-07 (night), and one whose Snapshot did not return held its
+// worker until then and ended the command ForceStopped
+// (TestHostRelocateBoundsEachMoveByTheMoveDeadline). A move that runs out
+// of its own time is tried on another target (retryElsewhere), as one
+// whose target was slow.
+func (o *objects) hostAttempt(ctx context.Context, kind record.ObjectKind, obj hostmove.Object, opts []RelocateOption) (RelocationResult, error) {
+	if d := o.n.cfg.Relocation.Deadline; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	return o.relocate(ctx, kind, obj.ID, obj.Generation, opts)
 }
 
 // reasonWithDetail is res.Reason with its Detail, when there is one: a
