@@ -68,7 +68,29 @@ func connectAndWait(t testing.TB, a, b *Node) PeerInfo {
 	if err != nil {
 		t.Fatalf("WaitAdmitted %s→%s: %v", a.RID(), b.RID(), err)
 	}
+	// b notes the connection admitted just after its admit went out, so a
+	// can see the admit first: a test that then uses b's side of the
+	// connection (ReplyInbound) found it not admitted yet (CI, 2026-12-07,
+	// TestReplyInbound under load). In the product nothing uses it before
+	// b reads a's next record, which comes after that.
+	for !inboundAdmitted(b, a.RID()) {
+		if ctx.Err() != nil {
+			t.Fatalf("%s never noted %s's connection admitted", b.RID(), a.RID())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return info
+}
+
+// inboundAdmitted reports whether n holds an admitted connection from peer.
+func inboundAdmitted(n *Node, peer RID) bool {
+	ic := n.rt.current(string(peer))
+	if ic == nil {
+		return false
+	}
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	return ic.admitted
 }
 
 func spotFence(target RID) router.SpotRouteFence {
