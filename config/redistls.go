@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"time"
 )
 
 // TLS versions accepted by RedisTLSConfig.MinVersion. Older versions are
@@ -87,6 +88,19 @@ func (t RedisTLSConfig) build(ps *problems, prefix string) *tls.Config {
 		if err != nil {
 			ps.add(key("key_file"), "%q is not the private key of %s %q: %v", t.KeyFile, key("cert_file"), t.CertFile, err)
 			break
+		}
+		// A server refuses a certificate out of its validity, and Redis
+		// shows that to the client only as a reset connection: say it here.
+		if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+			now := time.Now()
+			switch {
+			case now.After(leaf.NotAfter):
+				ps.add(key("cert_file"), "%q expired at %s (valid from %s): the server would refuse it; renew it",
+					t.CertFile, leaf.NotAfter.UTC().Format(time.RFC3339), leaf.NotBefore.UTC().Format(time.RFC3339))
+			case now.Before(leaf.NotBefore):
+				ps.add(key("cert_file"), "%q is not valid before %s (now %s): the server would refuse it; check the clocks",
+					t.CertFile, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+			}
 		}
 		c.Certificates = []tls.Certificate{pair}
 	}

@@ -110,6 +110,13 @@ func TestRedisTLSProblems(t *testing.T) {
 			map[string]string{pre + ".cert_file": "holds no PEM certificate"}},
 		{"key of another certificate", on(RedisTLSConfig{CertFile: certs.ClientCertFile, KeyFile: other.ClientKeyFile}),
 			map[string]string{pre + ".key_file": "is not the private key of " + pre + ".cert_file"}},
+		// A client certificate out of its validity is refused by the
+		// server, which Redis shows only as a reset connection: caught
+		// here, naming the key and the dates (try-out, 2026-12-07).
+		{"expired client certificate", on(RedisTLSConfig{CertFile: certs.ExpiredClientCertFile, KeyFile: certs.ClientKeyFile}),
+			map[string]string{pre + ".cert_file": "expired at "}},
+		{"client certificate not yet valid", on(RedisTLSConfig{CertFile: certs.NotYetValidClientCertFile, KeyFile: certs.ClientKeyFile}),
+			map[string]string{pre + ".cert_file": "is not valid before "}},
 		{"TLS 1.1", on(RedisTLSConfig{MinVersion: "1.1"}),
 			map[string]string{pre + ".min_version": `must be "1.2" or "1.3", got "1.1"`}},
 		{"insecure with a CA", on(RedisTLSConfig{InsecureSkipVerify: true, CAFile: certs.CAFile}),

@@ -28,6 +28,10 @@ type Certs struct {
 	CAFile                        string
 	ServerCertFile, ServerKeyFile string
 	ClientCertFile, ClientKeyFile string
+	// ExpiredClientCertFile and NotYetValidClientCertFile are client
+	// certificates for ClientKeyFile's key whose validity ended an hour
+	// ago, or begins in a day.
+	ExpiredClientCertFile, NotYetValidClientCertFile string
 }
 
 // ServerTLS returns the server side of a TLS listener using these files.
@@ -61,13 +65,12 @@ func NewCerts(t testing.TB) *Certs {
 	}
 	c := &Certs{CAFile: filepath.Join(dir, "ca.pem")}
 	writePEM(t, c.CAFile, "CERTIFICATE", caDER)
-	leaf := func(name string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (certFile, keyFile string) {
-		key := newKey(t)
+	leafFor := func(key *ecdsa.PrivateKey, name string, from, until time.Time, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (certFile, keyFile string) {
 		tmpl := &x509.Certificate{
 			SerialNumber: serial(t),
 			Subject:      pkix.Name{CommonName: name},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(24 * time.Hour),
+			NotBefore:    from,
+			NotAfter:     until,
 			KeyUsage:     x509.KeyUsageDigitalSignature,
 			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 			DNSNames:     dns,
@@ -86,9 +89,18 @@ func NewCerts(t testing.TB) *Certs {
 		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
 		return certFile, keyFile
 	}
+	leaf := func(name string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (certFile, keyFile string) {
+		return leafFor(newKey(t), name, now.Add(-time.Hour), now.Add(24*time.Hour), usage, dns, ips)
+	}
 	c.ServerCertFile, c.ServerKeyFile = leaf("server", x509.ExtKeyUsageServerAuth,
 		[]string{ServerName}, []net.IP{net.IPv4(127, 0, 0, 1)})
-	c.ClientCertFile, c.ClientKeyFile = leaf("client", x509.ExtKeyUsageClientAuth, nil, nil)
+	clientKey := newKey(t)
+	c.ClientCertFile, c.ClientKeyFile = leafFor(clientKey, "client", now.Add(-time.Hour), now.Add(24*time.Hour),
+		x509.ExtKeyUsageClientAuth, nil, nil)
+	c.ExpiredClientCertFile, _ = leafFor(clientKey, "client-expired", now.Add(-48*time.Hour), now.Add(-time.Hour),
+		x509.ExtKeyUsageClientAuth, nil, nil)
+	c.NotYetValidClientCertFile, _ = leafFor(clientKey, "client-future", now.Add(24*time.Hour), now.Add(48*time.Hour),
+		x509.ExtKeyUsageClientAuth, nil, nil)
 	return c
 }
 
