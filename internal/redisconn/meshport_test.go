@@ -19,7 +19,7 @@ func pingOpen(o Options) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), op)
 	defer cancel()
-	return ExplainOpen(c.Ping(ctx).Err(), o.Addrs)
+	return ExplainOpen(c.Ping(ctx).Err(), o.Addrs, o.TLSConfig != nil)
 }
 
 // A store address set to a node's mesh port: the port greets in ZMTP and
@@ -67,6 +67,50 @@ func TestMeshPortIsNamed(t *testing.T) {
 		err := pingOpen(Options{Addrs: []string{addr}})
 		if errors.Is(err, ErrMeshPort) {
 			t.Fatalf("err = %v, want no %v", err, ErrMeshPort)
+		}
+	})
+}
+
+// TLS pointed at a Redis port that speaks plain text: Redis waits for a line
+// end the ClientHello never sends, so the PING only times out. The error
+// names the address as a plain-text Redis port (ErrPlainText, also ErrTLS)
+// instead of a bare "context deadline exceeded" (operator try-out,
+// 2026-12-07).
+func TestPlainTextPortWithTLSIsNamed(t *testing.T) {
+	certs := testredis.NewCerts(t)
+	const secret = "s3cret-plain"
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: secret, TLS: certs.ServerTLS(false)})
+	open := certs.ClientTLS(t)
+	for _, tc := range []struct {
+		name     string
+		addr     string
+		password string
+	}{
+		{"server with a password", s.Addr, secret},
+		{"server without one", testredis.Addr(t), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := pingOpen(Options{Addrs: []string{tc.addr}, Password: tc.password, TLSConfig: open})
+			if !errors.Is(err, ErrPlainText) || !errors.Is(err, ErrTLS) {
+				t.Fatalf("err = %v, want %v (and %v)", err, ErrPlainText, ErrTLS)
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, tc.addr+" is a plain-text Redis port") {
+				t.Errorf("err %q does not name %s as a plain-text Redis port", msg, tc.addr)
+			}
+			if !isTimeout(err) {
+				t.Errorf("err %q lost the client's own error", err)
+			}
+		})
+	}
+	t.Run("the TLS port itself", func(t *testing.T) {
+		if err := pingOpen(Options{Addrs: []string{s.TLSAddr}, Password: secret, TLSConfig: open}); err != nil {
+			t.Fatalf("PING over TLS to the TLS port: %v", err)
+		}
+	})
+	t.Run("silent server", func(t *testing.T) {
+		err := pingOpen(Options{Addrs: []string{testredis.FakePort(t, nil)}, TLSConfig: open})
+		if err == nil || errors.Is(err, ErrTLS) || !isTimeout(err) {
+			t.Fatalf("err = %v, want the timeout alone", err)
 		}
 	})
 }

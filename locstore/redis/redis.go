@@ -121,13 +121,16 @@ var ErrClosed = errors.New("locstore/redis: store closed")
 // ErrAuth is the cause of New's ProviderError when the server refused the
 // user name or password; ErrTLS when no TLS session could be set up;
 // ErrNotRedis when the address answered in another protocol, and
-// ErrMeshPort (also ErrNotRedis) when that was a meshnode node's mesh port.
+// ErrMeshPort (also ErrNotRedis) when that was a meshnode node's mesh port;
+// ErrPlainText (also ErrTLS) when TLS is on and the address is a Redis port
+// that speaks plain text.
 // They are the same values for the Relocation Store provider.
 var (
-	ErrAuth     = redisconn.ErrAuth
-	ErrTLS      = redisconn.ErrTLS
-	ErrNotRedis = redisconn.ErrNotRedis
-	ErrMeshPort = redisconn.ErrMeshPort
+	ErrAuth      = redisconn.ErrAuth
+	ErrTLS       = redisconn.ErrTLS
+	ErrNotRedis  = redisconn.ErrNotRedis
+	ErrMeshPort  = redisconn.ErrMeshPort
+	ErrPlainText = redisconn.ErrPlainText
 )
 
 // Options configures New.
@@ -246,7 +249,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	defer cancel()
 	if err := s.client.Ping(pctx).Err(); err != nil {
 		_ = s.client.Close()
-		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.ExplainOpen(err, opts.Addrs)}
+		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.ExplainOpen(err, opts.Addrs, opts.TLSConfig != nil)}
 	}
 	if s.replicas != nil {
 		if err := redisconn.CheckWait(pctx, s.client, s.seqK); err != nil {

@@ -147,6 +147,7 @@ func TestOpenWithTLS(t *testing.T) {
 		wantKey    string // the problem's key after the store prefix, for config.ErrInvalid
 		wantInsec  bool   // a security warning is logged
 		wantInText string
+		plain      bool // dial the server's plain-text port
 	}{
 		{name: "CA, client certificate", tls: full},
 		{name: "server name", tls: with(func(c *config.RedisTLSConfig) { c.ServerName = testredis.ServerName })},
@@ -165,13 +166,23 @@ func TestOpenWithTLS(t *testing.T) {
 			tls: with(func(c *config.RedisTLSConfig) { c.CAFile = filepath.Join(t.TempDir(), "missing.pem") })},
 		{name: "certificate without key", want: config.ErrInvalid, wantKey: ".redis.tls.key_file",
 			tls: with(func(c *config.RedisTLSConfig) { c.KeyFile = "" })},
+		// Operator try-out, 2026-12-07: both ended in a message naming
+		// nothing (a reset connection; "context deadline exceeded").
+		{name: "expired client certificate", want: config.ErrInvalid, wantKey: ".redis.tls.cert_file",
+			tls: with(func(c *config.RedisTLSConfig) { c.CertFile = certs.ExpiredClientCertFile })},
+		{name: "the plain-text port", plain: true, want: locredis.ErrPlainText, wantInText: ".redis.tls.enabled",
+			tls: full},
 		{name: "tls keys without enabled", want: config.ErrInvalid, wantKey: ".redis.tls.ca_file",
 			tls: with(func(c *config.RedisTLSConfig) { c.Enabled = false })},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			log, logged := newLog(t)
-			loc, rel := redisStores(t, s.TLSAddr)
+			addr := s.TLSAddr
+			if tc.plain {
+				addr = s.Addr
+			}
+			loc, rel := redisStores(t, addr)
 			for _, c := range []*config.StoreConfig{&loc, &rel} {
 				c.Redis.Username, c.Redis.Password, c.Redis.TLS = appUser, appPassword, tc.tls
 			}

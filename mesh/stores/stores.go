@@ -227,6 +227,9 @@ func explainOpen(prefix string, r config.RedisConfig, err error) error {
 	case errors.Is(err, redisconn.ErrAuth):
 		return fmt.Errorf("%w (check %s.redis.username and %s.redis.password, e.g. %s)",
 			err, prefix, prefix, config.EnvName(prefix+".redis.password"))
+	case errors.Is(err, redisconn.ErrPlainText):
+		return fmt.Errorf("%w (check %s.redis.addrs: name the server's TLS port, or set %s.redis.tls.enabled: false for a server without TLS)",
+			err, prefix, prefix)
 	case errors.Is(err, redisconn.ErrTLS):
 		return fmt.Errorf("%w (check %s.redis.tls.*)", err, prefix)
 	case errors.Is(err, redisconn.ErrNotRedis):

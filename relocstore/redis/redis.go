@@ -88,13 +88,16 @@ var ErrFormat = errors.New("redis relocation store: unsupported or malformed rec
 // ErrAuth is the cause of New's ProviderError when the server refused the
 // user name or password; ErrTLS when no TLS session could be set up;
 // ErrNotRedis when the address answered in another protocol, and
-// ErrMeshPort (also ErrNotRedis) when that was a meshnode node's mesh port.
+// ErrMeshPort (also ErrNotRedis) when that was a meshnode node's mesh port;
+// ErrPlainText (also ErrTLS) when TLS is on and the address is a Redis port
+// that speaks plain text.
 // They are the same values for the Location Store provider.
 var (
-	ErrAuth     = redisconn.ErrAuth
-	ErrTLS      = redisconn.ErrTLS
-	ErrNotRedis = redisconn.ErrNotRedis
-	ErrMeshPort = redisconn.ErrMeshPort
+	ErrAuth      = redisconn.ErrAuth
+	ErrTLS       = redisconn.ErrTLS
+	ErrNotRedis  = redisconn.ErrNotRedis
+	ErrMeshPort  = redisconn.ErrMeshPort
+	ErrPlainText = redisconn.ErrPlainText
 )
 
 // ErrIntegrity is the cause when the stored bytes do not match the length or
@@ -193,7 +196,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	defer cancel()
 	if err := s.c.Ping(octx).Err(); err != nil {
 		_ = s.c.Close()
-		return nil, s.fail(octx, "new", redisconn.ExplainOpen(err, opts.Addrs))
+		return nil, s.fail(octx, "new", redisconn.ExplainOpen(err, opts.Addrs, opts.TLSConfig != nil))
 	}
 	if s.replicas != nil {
 		if err := redisconn.CheckWait(octx, s.c, s.prefix); err != nil {
