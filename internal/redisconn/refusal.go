@@ -3,6 +3,7 @@ package redisconn
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -75,4 +76,25 @@ func ExplainLogin(err error) error {
 // a login (see ExplainLogin).
 func LoginRefused(err error) bool {
 	return isAuth(err) || goredis.HasErrorPrefix(err, "Protocol error: unauthenticated")
+}
+
+// ErrNoPermission is the cause when the server refused a command of the
+// store to its account (NOPERM: the account's ACL rule lacks a command the
+// store runs, or a key pattern of its namespace). A provider checks it when
+// it opens, running one read script on a key of its namespace, so that a
+// rule without +evalsha or +eval fails the open rather than the first use.
+var ErrNoPermission = errors.New("the Redis account may not run a command the store needs")
+
+// ExplainPermission wraps err in ErrNoPermission, keeping only Redis's
+// reply, when the server refused a command for want of an ACL permission;
+// otherwise it returns nil.
+func ExplainPermission(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		return nil
+	}
+	var reply goredis.Error
+	if errors.As(err, &reply) {
+		return fmt.Errorf("%w: %w", ErrNoPermission, reply)
+	}
+	return fmt.Errorf("%w: %w", ErrNoPermission, err)
 }

@@ -131,6 +131,9 @@ var (
 	ErrNotRedis  = redisconn.ErrNotRedis
 	ErrMeshPort  = redisconn.ErrMeshPort
 	ErrPlainText = redisconn.ErrPlainText
+	// ErrNoPermission: the account may not run a command the store needs
+	// (its ACL rule; docs/store-redis.md, "The least an account needs").
+	ErrNoPermission = redisconn.ErrNoPermission
 )
 
 // Options configures New.
@@ -257,8 +260,19 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: err}
 		}
 	}
+	// The account's ACL rule: one read script (EVALSHA, EVAL, TIME, HGET)
+	// on a key of the namespace that no record uses. Other failures are
+	// left to the first real call.
+	if _, err := s.Read(pctx, openCheckKey); redisconn.ExplainPermission(err) != nil {
+		_ = s.client.Close()
+		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.ExplainPermission(err)}
+	}
 	return s, nil
 }
+
+// openCheckKey is the key New reads to check the account's permissions:
+// framework keys are hex digests, so no record has it.
+const openCheckKey = "open-check"
 
 // NewWithClient uses a client the caller built and keeps owning: Close does
 // not close it, the caller does after closing the Store. Only Namespace,

@@ -211,3 +211,40 @@ func TestOpenWithTLS(t *testing.T) {
 		})
 	}
 }
+
+// An account whose ACL rule lacks the script commands (here EVALSHA and
+// EVAL): the open of each store says so, naming the store's username key
+// and where the rule is (ErrNoPermission). Before (operator try-out,
+// 2026-12-07) both opens succeeded: a node then failed its first Location
+// Store read with Redis's NOPERM text alone, and with such an account for
+// the Relocation Store alone a node started and served, failing only the
+// first Instance Spot activation.
+func TestOpenWithoutScriptPermission(t *testing.T) {
+	var rule []string
+	for _, arg := range testredis.StoreACL(appUser, appPassword, "*") {
+		if arg != "+evalsha" && arg != "+eval" {
+			rule = append(rule, arg)
+		}
+	}
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
+	loc, rel := redisStores(t, s.Addr)
+	for _, c := range []*config.StoreConfig{&loc, &rel} {
+		c.Redis.Username, c.Redis.Password = appUser, appPassword
+	}
+	log, _ := newLog(t)
+	locErr, relErr := openBoth(t, loc, rel, log)
+	for _, c := range []struct {
+		err    error
+		prefix string
+	}{{locErr, "location_store"}, {relErr, "relocation_store"}} {
+		if !errors.Is(c.err, locredis.ErrNoPermission) || !errors.Is(c.err, relredis.ErrNoPermission) {
+			t.Fatalf("open %s: err = %v, want %v", c.prefix, c.err, locredis.ErrNoPermission)
+		}
+		msg := c.err.Error()
+		for _, part := range []string{"NOPERM", c.prefix + ".redis.username", "The least an account needs"} {
+			if !strings.Contains(msg, part) {
+				t.Errorf("open %s: error %q does not contain %q", c.prefix, msg, part)
+			}
+		}
+	}
+}

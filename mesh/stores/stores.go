@@ -227,6 +227,9 @@ func explainOpen(prefix string, r config.RedisConfig, err error) error {
 	case errors.Is(err, redisconn.ErrAuth):
 		return fmt.Errorf("%w (check %s.redis.username and %s.redis.password, e.g. %s)",
 			err, prefix, prefix, config.EnvName(prefix+".redis.password"))
+	case errors.Is(err, redisconn.ErrNoPermission):
+		return fmt.Errorf("%w (check the ACL rule of %s.redis.username %q: docs/store-redis.md, \"The least an account needs\", gives it)",
+			err, prefix, r.Username)
 	case errors.Is(err, redisconn.ErrPlainText):
 		return fmt.Errorf("%w (check %s.redis.addrs: name the server's TLS port, or set %s.redis.tls.enabled: false for a server without TLS)",
 			err, prefix, prefix)

@@ -98,6 +98,9 @@ var (
 	ErrNotRedis  = redisconn.ErrNotRedis
 	ErrMeshPort  = redisconn.ErrMeshPort
 	ErrPlainText = redisconn.ErrPlainText
+	// ErrNoPermission: the account may not run a command the store needs
+	// (its ACL rule; docs/store-redis.md, "The least an account needs").
+	ErrNoPermission = redisconn.ErrNoPermission
 )
 
 // ErrIntegrity is the cause when the stored bytes do not match the length or
@@ -204,8 +207,19 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			return nil, s.fail(octx, "new", err)
 		}
 	}
+	// The account's ACL rule: one read (EVALSHA, EVAL, TIME, HMGET, GET)
+	// of a ref no payload uses, so that a rule without the script commands
+	// fails here and not at the first Instance Spot activation. Other
+	// failures are left to the first real call.
+	if _, err := s.Read(octx, openCheckRef); redisconn.ExplainPermission(err) != nil {
+		_ = s.c.Close()
+		return nil, s.fail(octx, "new", redisconn.ExplainPermission(err))
+	}
 	return s, nil
 }
+
+// openCheckRef is the ref New reads to check the account's permissions.
+const openCheckRef = "meshnode-open-check"
 
 // NewWithClient returns a store on an existing client, for instance one
 // shared with the Location Store. The connection fields of opts are ignored.
