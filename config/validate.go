@@ -389,6 +389,7 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 			ps.add(prefix+".redis.namespace", "must not be empty when provider is redis")
 		}
 		r.TLS.build(ps, prefix+".redis.tls")
+		r.loginProblems(ps, prefix+".redis")
 		r.validateReplicas(ps, prefix+".redis")
 		if r.MasterName == "" {
 			// Without Sentinel the keys would be ignored: a credential
@@ -404,6 +405,37 @@ func (s StoreConfig) validate(ps *problems, prefix string) {
 		ps.add(prefix+".provider", "unknown provider %q (known: memory, redis)", s.Provider)
 	}
 	positive(ps, prefix+".redis.operation_timeout", s.Redis.OperationTimeout)
+}
+
+// CheckLogin reports the login problems of r (loginProblems) as a
+// *ValidationError, or nil; prefix is the dotted key of r, e.g.
+// "location_store.redis". The store openers call it, for ctl commands that
+// do not validate the whole configuration.
+func (r RedisConfig) CheckLogin(prefix string) error {
+	var ps problems
+	r.loginProblems(&ps, prefix)
+	if len(ps) > 0 {
+		return &ValidationError{Problems: ps}
+	}
+	return nil
+}
+
+// loginProblems refuses a user name without a password: Redis's HELLO (and
+// go-redis) send the user name only with a password, so the connection
+// would silently log in as the server's default user — with whatever
+// rights it has, not the named user's (found in an operator try-out,
+// 2026-12-07). A user with nopass takes any password.
+func (r RedisConfig) loginProblems(ps *problems, prefix string) {
+	if r.Username != "" && r.Password == "" {
+		ps.add(prefix+".password", "is empty but %s.username is %q: without a password the user name is never sent, "+
+			"and Redis takes the connection as its default user; give the user's password (%s)",
+			prefix, r.Username, EnvName(prefix+".password"))
+	}
+	if r.MasterName != "" && r.SentinelUsername != "" && r.SentinelPassword == "" {
+		ps.add(prefix+".sentinel_password", "is empty but %s.sentinel_username is %q: without a password the user name is never sent, "+
+			"and the Sentinels take the connection as their default user; give the user's password (%s)",
+			prefix, r.SentinelUsername, EnvName(prefix+".sentinel_password"))
+	}
 }
 
 // validateReplicas checks replica_acks and its timeout, which must leave

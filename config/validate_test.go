@@ -233,6 +233,22 @@ func TestValidateRules(t *testing.T) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"s:26379"}, Namespace: "x",
 				MasterName: "m", OperationTimeout: time.Second, SentinelUsername: "u", SentinelPassword: "p"}}
 		}},
+		// Redis's HELLO sends a user name only with a password: without
+		// one the connection silently logged in as the default user
+		// (operator try-out, 2026-12-07: a least-privilege user named,
+		// its password forgotten, and the node ran with +@all).
+		{name: "username without password", mutate: func(c *Config) {
+			c.RelocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
+				OperationTimeout: time.Second, Username: "meshnode"}}
+		}, want: []Problem{p("relocation_store.redis.password",
+			"is empty but relocation_store.redis.username is \"meshnode\": without a password the user name is never sent, "+
+				"and Redis takes the connection as its default user; give the user's password (MESHNODE_RELOCATION_STORE__REDIS__PASSWORD)")}},
+		{name: "sentinel username without sentinel password", mutate: func(c *Config) {
+			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"s:26379"}, Namespace: "x",
+				MasterName: "m", OperationTimeout: time.Second, SentinelUsername: "u"}}
+		}, want: []Problem{p("location_store.redis.sentinel_password",
+			"is empty but location_store.redis.sentinel_username is \"u\": without a password the user name is never sent, "+
+				"and the Sentinels take the connection as their default user; give the user's password (MESHNODE_LOCATION_STORE__REDIS__SENTINEL_PASSWORD)")}},
 		{name: "replica acks out of range", mutate: func(c *Config) {
 			c.LocationStore = StoreConfig{Provider: ProviderRedis, Redis: RedisConfig{Addrs: []string{"r:6379"}, Namespace: "x",
 				OperationTimeout: time.Second, ReplicaAcks: 17}}

@@ -232,11 +232,7 @@ func TestOpenWithoutScriptPermission(t *testing.T) {
 		c.Redis.Username, c.Redis.Password = appUser, appPassword
 	}
 	log, _ := newLog(t)
-	locErr, relErr := openBoth(t, loc, rel, log)
-	for _, c := range []struct {
-		err    error
-		prefix string
-	}{{locErr, "location_store"}, {relErr, "relocation_store"}} {
+	for _, c := range byStore(openBoth(t, loc, rel, log)) {
 		if !errors.Is(c.err, locredis.ErrNoPermission) || !errors.Is(c.err, relredis.ErrNoPermission) {
 			t.Fatalf("open %s: err = %v, want %v", c.prefix, c.err, locredis.ErrNoPermission)
 		}
@@ -247,4 +243,32 @@ func TestOpenWithoutScriptPermission(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A user name without a password, on a server whose default user needs
+// none: Redis's HELLO carries a user name only with a password, so the
+// stores logged in as the default user (all its rights) and nothing said
+// so (operator try-out, 2026-12-07). Now the open refuses it, naming the
+// password key — also for ctl, which does not validate the configuration.
+func TestOpenUsernameWithoutPassword(t *testing.T) {
+	loc, rel := redisStores(t, testredis.Addr(t))
+	loc.Redis.Username, rel.Redis.Username = appUser, appUser
+	log, _ := newLog(t)
+	for _, c := range byStore(openBoth(t, loc, rel, log)) {
+		var ve *config.ValidationError
+		if !errors.As(c.err, &ve) || ve.Problems[0].Key != c.prefix+".redis.password" {
+			t.Fatalf("open %s: err = %v, want a *config.ValidationError naming %s.redis.password", c.prefix, c.err, c.prefix)
+		}
+	}
+}
+
+// storeErr is one store's open error with its key prefix.
+type storeErr struct {
+	err    error
+	prefix string
+}
+
+// byStore pairs openBoth's errors with their stores' key prefixes.
+func byStore(locErr, relErr error) []storeErr {
+	return []storeErr{{locErr, "location_store"}, {relErr, "relocation_store"}}
 }

@@ -202,6 +202,11 @@ func logReplicaAcks(log *slog.Logger, store string, r config.RedisConfig) {
 // open stores without validating the whole configuration, so a bad file
 // must still stop here with the key named (a *config.ValidationError).
 func redisTLS(r config.RedisConfig, prefix string, log *slog.Logger) (*tls.Config, error) {
+	// The login too: a user name without a password would log in as the
+	// default user (config.RedisConfig.CheckLogin).
+	if err := r.CheckLogin(prefix + ".redis"); err != nil {
+		return nil, err
+	}
 	c, err := r.TLS.ClientConfig(prefix + ".redis.tls")
 	if err != nil || c == nil {
 		return nil, err
