@@ -24,6 +24,14 @@ var ErrUnavailable = errors.New("locstore: store unavailable")
 // ErrUnavailable failures.)
 var ErrWriteRefused = errors.New("locstore: write refused by the store, nothing written")
 
+// ErrPermission is matched by a provider failure in which the store
+// refused an operation to the account the provider uses (a Redis ACL rule
+// without a command the operation runs). Such an error also matches
+// ErrUnavailable; asking again does not help until an operator changes the
+// rule. Unlike ErrWriteRefused it does not say that nothing was written: a
+// script stopped at a command it may not run keeps what it wrote before.
+var ErrPermission = errors.New("locstore: operation not permitted to the store's account")
+
 // ErrDataLost is matched when the framework finds that the store no longer
 // holds what it wrote and saw (its namespace marker gone, a live owner lease
 // vanished): the store lost data — FLUSHALL, eviction, a failover to a
@@ -56,6 +64,9 @@ type ProviderError struct {
 	// Refused: the store refused the write and wrote nothing
 	// (ErrWriteRefused).
 	Refused bool
+	// Denied: the store refused the operation to this account
+	// (ErrPermission).
+	Denied bool
 }
 
 func (e *ProviderError) Error() string {
@@ -65,8 +76,9 @@ func (e *ProviderError) Error() string {
 // Unwrap exposes the cause (for example context.DeadlineExceeded).
 func (e *ProviderError) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrUnavailable) true, and errors.Is(err,
-// ErrWriteRefused) for a refusal.
+// Is makes errors.Is(err, ErrUnavailable) true, errors.Is(err,
+// ErrWriteRefused) for a refusal and errors.Is(err, ErrPermission) for a
+// denial.
 func (e *ProviderError) Is(target error) bool {
-	return target == ErrUnavailable || e.Refused && target == ErrWriteRefused
+	return target == ErrUnavailable || e.Refused && target == ErrWriteRefused || e.Denied && target == ErrPermission
 }

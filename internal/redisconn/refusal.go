@@ -85,11 +85,26 @@ func LoginRefused(err error) bool {
 // rule without +evalsha or +eval fails the open rather than the first use.
 var ErrNoPermission = errors.New("the Redis account may not run a command the store needs")
 
+// PermissionDenied reports whether err is Redis refusing a command for
+// want of an ACL permission: NOPERM for a command sent, and (Redis 7.0)
+// "The user executing the script can't run this command or subcommand"
+// for one a script ran.
+func PermissionDenied(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command")
+}
+
+// PermissionHint says where the rule is.
+const PermissionHint = `the account's ACL rule lacks a command or key pattern of the store; docs/store-redis.md, "The least an account needs", gives the rule`
+
 // ExplainPermission wraps err in ErrNoPermission, keeping only Redis's
 // reply, when the server refused a command for want of an ACL permission;
 // otherwise it returns nil.
 func ExplainPermission(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+	if !PermissionDenied(err) {
 		return nil
 	}
 	var reply goredis.Error

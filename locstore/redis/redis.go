@@ -427,6 +427,12 @@ func (s *Store) fail(op string, err error) error {
 	// met during a failover passes, so it stays an ordinary failure that
 	// the framework retries, with the advice in its text.
 	err = redisconn.ExplainLogin(err)
+	if denied := redisconn.ExplainPermission(err); denied != nil && !errors.Is(err, ErrNoPermission) {
+		// Lasting until an operator changes the rule, but a script stopped
+		// at the command keeps what it wrote before: not a Refused write.
+		return &locstore.ProviderError{Provider: ProviderName, Op: op, Denied: true,
+			Err: fmt.Errorf("%w (%s)", denied, redisconn.PermissionHint)}
+	}
 	if r, ok := redisconn.WriteRefusal(err); ok {
 		if r.Lasting {
 			return &locstore.ProviderError{Provider: ProviderName, Op: op, Refused: true,

@@ -125,3 +125,33 @@ func TestReplicaAcksNeedWait(t *testing.T) {
 	defer st.Close()
 	put(t, st, "k", "v") // no replica: waits the timeout, then counts
 }
+
+// An account whose rule grants the scripts but not a command the write
+// script writes with (here HSET): the open's read check passes, and the
+// write fails with ErrPermission (so a node's lease acquire stops at once
+// instead of retrying) and ErrNoPermission, saying where the rule is.
+// Before (operator try-out, 2026-12-07) it was an ordinary failure with
+// Redis's "ERR The user executing the script can't run this command or
+// subcommand" alone, and a node retried its acquire until stopped.
+func TestWriteWithoutPermissionIsNamed(t *testing.T) {
+	var rule []string
+	for _, arg := range testredis.StoreACL(appUser, appPassword, "*") {
+		if arg != "+hset" {
+			rule = append(rule, arg)
+		}
+	}
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
+	st, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword,
+		Namespace: testredis.Namespace(t)})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer st.Close()
+	_, err = st.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{locstore.Put("k", []byte("v"))}})
+	if !errors.Is(err, locstore.ErrPermission) || !errors.Is(err, ErrNoPermission) || errors.Is(err, locstore.ErrWriteRefused) {
+		t.Fatalf("write err = %v, want ErrPermission and ErrNoPermission (not ErrWriteRefused)", err)
+	}
+	if !strings.Contains(err.Error(), "The least an account needs") {
+		t.Errorf("write err %q does not say where the rule is", err)
+	}
+}

@@ -38,6 +38,7 @@ const (
 	applyThenFail                 // forward, then report a failure (a lost answer)
 	hold                          // wait for a release (or the context), then forward: a slow answer
 	refuse                        // refuse a write at once without forwarding (Redis out of memory)
+	deny                          // fail a write at once for want of a permission (a Redis ACL rule)
 )
 
 // flakyStore wraps a real store and misbehaves on demand. One-shot
@@ -99,6 +100,9 @@ func (f *flakyStore) misbehave(ctx context.Context, op string, b behavior) error
 		return &locstore.ProviderError{Provider: "flaky", Op: op, Err: errors.New("connection reset")}
 	case refuse:
 		return &locstore.ProviderError{Provider: "flaky", Op: op, Refused: true, Err: errors.New("OOM command not allowed")}
+	case deny:
+		return &locstore.ProviderError{Provider: "flaky", Op: op, Denied: true,
+			Err: errors.New("ERR The user executing the script can't run this command or subcommand")}
 	}
 	return nil
 }
@@ -125,7 +129,7 @@ func (f *flakyStore) Write(ctx context.Context, req locstore.WriteRequest) (locs
 			return locstore.WriteResult{}, &locstore.ProviderError{Provider: "flaky", Op: "write", Err: ctx.Err()}
 		}
 	}
-	if b == block || b == fail || b == refuse {
+	if b == block || b == fail || b == refuse || b == deny {
 		return locstore.WriteResult{}, f.misbehave(ctx, "write", b)
 	}
 	f.mu.Lock()

@@ -448,10 +448,11 @@ func (m *Manager) acquireOnce(ctx context.Context, counterKey string, kind Event
 		return false, fmt.Errorf("lease: acquire: outcome unknown: %w", errors.Join(err, rerr))
 	}
 	if !rr.Found {
-		if errors.Is(err, locstore.ErrWriteRefused) {
+		if errors.Is(err, locstore.ErrWriteRefused) || errors.Is(err, locstore.ErrPermission) {
 			// Nothing was written and the store will refuse the next
-			// attempt too (out of memory, a failed save): say so
-			// rather than try again as after a conflict.
+			// attempt too (out of memory, a failed save, an account
+			// that may not run the write): say so rather than try
+			// again as after a conflict.
 			return false, fmt.Errorf("lease: acquire: %w", err)
 		}
 		if err != nil {

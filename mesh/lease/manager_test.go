@@ -331,6 +331,41 @@ func TestAcquireRefusedWrite(t *testing.T) {
 	}
 }
 
+// A store whose account may not run the write (a Redis ACL rule without a
+// command the write script runs) fails Acquire at once, like a refusal:
+// asking again does not help until an operator changes the rule. Before
+// (operator try-out, 2026-12-07), a node started with such an account
+// retried its acquire until stopped, a WARN every tenth attempt.
+func TestAcquireDeniedWrite(t *testing.T) {
+	e := newEnv(t)
+	e.store.setModes(pass, deny)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := lease.Acquire(ctx, e.config())
+		done <- err
+	}()
+	var err error
+	for err == nil {
+		select {
+		case err = <-done:
+		default:
+			if e.store.writes.Load() > 1 {
+				cancel() // asked again: it would go on asking
+				err = <-done
+			}
+			runtime.Gosched()
+		}
+	}
+	if !errors.Is(err, locstore.ErrPermission) || errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire error = %v, want ErrPermission at once", err)
+	}
+	if got := e.store.writes.Load(); got != 1 {
+		t.Fatalf("writes = %d, want 1", got)
+	}
+}
+
 // A store that answers reads but fails every write (a read-only replica
 // in a failover): Acquire retries once at once, then paced, doubling —
 // before, it asked again at once, thousands of times a second, each with a

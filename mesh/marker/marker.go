@@ -69,8 +69,8 @@ func Ensure(ctx context.Context, st locstore.Store) (m Marker, created bool, err
 		}
 		wr, err := st.Write(ctx, locstore.WriteRequest{Conditions: []locstore.Condition{locstore.IfMissing(Key)},
 			Mutations: []locstore.Mutation{locstore.Put(Key, v)}})
-		if errors.Is(err, locstore.ErrWriteRefused) {
-			return Marker{}, false, fmt.Errorf("marker: write: %w", err) // nothing written, and so would the next be
+		if errors.Is(err, locstore.ErrWriteRefused) || errors.Is(err, locstore.ErrPermission) {
+			return Marker{}, false, fmt.Errorf("marker: write: %w", err) // refused, and so would the next be
 		}
 		lastErr = err
 		if err != nil {

@@ -372,6 +372,8 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		err = fmt.Errorf("%w: %w", ErrFormat, err)
 	case redisconn.LoginRefused(err):
 		err = redisconn.ExplainLogin(err)
+	case redisconn.PermissionDenied(err) && !errors.Is(err, ErrNoPermission):
+		err = fmt.Errorf("%w (%s)", redisconn.ExplainPermission(err), redisconn.PermissionHint)
 	default:
 		// Only the advice: a pipeline (staging, then the script) may have
 		// written its first part before the refusal, so this provider
