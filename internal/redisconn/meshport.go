@@ -157,6 +157,12 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
+// IsMeshPort reports whether addr, connected to for at most wait, sends a
+// ZMTP signature without being sent anything: a meshnode node's mesh port
+// (node.endpoint). ctl uses it to name a mesh port given for an admin
+// listener.
+func IsMeshPort(addr string, wait time.Duration) bool { return greetsWithZMTP(addr, wait) }
+
 // greetsWithZMTP reports whether addr, connected to, sends a ZMTP
 // signature without being sent anything.
 func greetsWithZMTP(addr string, wait time.Duration) bool {

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/internal/textable"
 	"github.com/meshnode/meshnode/mesh/admin"
 	"github.com/meshnode/meshnode/mesh/record"
@@ -144,6 +145,13 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 // operator's terms (the client's own text names the URL and a socket
 // error).
 func unreachable(base string, timeout time.Duration, err error) error {
+	// A node's mesh port sends its ZMTP greeting and waits: the client
+	// times out, or reads it as a malformed response once the port drops
+	// the HTTP request.
+	if !errors.Is(err, syscall.ECONNREFUSED) && givenMeshPort(base) {
+		return fmt.Errorf("%s is a meshnode mesh port (node.endpoint), not an admin listener: it answered with a ZMTP greeting; "+
+			"give the node's admin.listen address", base)
+	}
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -152,6 +160,16 @@ func unreachable(base string, timeout time.Duration, err error) error {
 		return fmt.Errorf("the admin listener at %s did not answer within %v: is the node paused or overloaded?", base, timeout)
 	}
 	return fmt.Errorf("admin listener at %s: %w", base, err)
+}
+
+// givenMeshPort reports whether base's host:port is a meshnode mesh port,
+// looking at its first bytes for at most a second.
+func givenMeshPort(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return redisconn.IsMeshPort(u.Host, time.Second)
 }
 
 func ctlStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {

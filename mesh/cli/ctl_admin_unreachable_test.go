@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/testredis"
 )
 
 // ctl status/relocate against an address where no admin listener answers
@@ -32,7 +34,13 @@ func TestAdminUnreachableSaysWhy(t *testing.T) {
 	}
 	refused := closed.Addr().String()
 	closed.Close()
+	// A node's mesh port (node.endpoint) given for its admin listener
+	// answers with a ZMTP greeting (operator try-out, 2026-12-07: before,
+	// net/http's `malformed HTTP response "\xff\x00…"` alone).
+	mesh := testredis.FakePort(t, testredis.ZMTPGreeting)
 	for _, tc := range []struct{ addr, want string }{
+		{mesh, "http://" + mesh + " is a meshnode mesh port (node.endpoint), not an admin listener: it answered with a ZMTP greeting; " +
+			"give the node's admin.listen address"},
 		{refused, "no admin listener at http://" + refused + " (connection refused): is the node running, with admin.listen set to that address?"},
 		{silent.Addr().String(), "did not answer within 200ms: is the node paused or overloaded?"},
 	} {
