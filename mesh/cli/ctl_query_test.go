@@ -273,3 +273,31 @@ func TestCtlQueryHelp(t *testing.T) {
 		}
 	}
 }
+
+// A configuration problem that only the store's opener finds (a TLS file
+// that does not exist, a user name without a password) is a configuration
+// error for ctl as for run: exit 2, the key named, nothing on stdout. Until
+// 2026-12-07 (night) ctl answered exit 1, as for a store that does not
+// answer (operator try-out).
+func TestCtlStoreConfigProblemIsExit2(t *testing.T) {
+	tests := []struct {
+		name  string
+		flags []string
+		key   string
+	}{
+		{"missing CA file", []string{"--location_store.redis.tls.enabled=true", "--location_store.redis.tls.ca_file", "/nonexistent/ca.pem"},
+			"location_store.redis.tls.ca_file"},
+		{"user without password", []string{"--location_store.redis.username", "ctl"}, "location_store.redis.password"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"ctl", "topology", "--location_store.provider", "redis",
+				"--location_store.redis.addrs", "127.0.0.1:1", "--location_store.redis.operation_timeout", "500ms"}, tc.flags...)
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), args, &out, &errb)
+			if code != ExitUsage || out.Len() != 0 || !strings.Contains(errb.String(), tc.key) {
+				t.Fatalf("exit %d, want %d naming %s\nstdout %s\nstderr %s", code, ExitUsage, tc.key, out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -563,12 +563,18 @@ func printLinks(w io.Writer, nodes []*mesh.Node) {
 }
 
 // storeFailed reports a store failure of the ctl command name and returns
-// ExitError. When Redis refused a command for want of an ACL permission,
+// ExitError (ExitUsage for a configuration problem the store's opener
+// found). When Redis refused a command for want of an ACL permission,
 // it says where the permissions each ctl command needs are listed: the
 // Redis text alone ("NOPERM ... 'set' command") does not tell an operator
 // who gave ctl a read-only account why a read needs more.
 func storeFailed(stderr io.Writer, name string, err error) int {
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if ve := (*config.ValidationError)(nil); errors.As(err, &ve) {
+		// Found by the store's opener (a TLS file, a login): a
+		// configuration error, as `run` says it (exit 2).
+		return ExitUsage
+	}
 	if msg := err.Error(); strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
 		fmt.Fprintf(stderr, "%s: the Redis account may not run a command this needs; docs/OPERATIONS.md, "+
 			"\"A Redis account for ctl\", gives the ACL rule\n", name)
