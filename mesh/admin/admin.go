@@ -20,6 +20,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -277,6 +278,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // slogAdapter lets promhttp log through slog.
 type slogAdapter struct{ l *slog.Logger }
 
+// Println logs at ERROR what promhttp reports — a collector that failed —
+// except a scraper that went away while the answer was written (a broken
+// pipe, a reset connection): that is the scraper's business, not the
+// node's, and a scraper with a short timeout made it an ERROR line per
+// scrape (operator try-out, 2026-12-07). It is DEBUG.
 func (a slogAdapter) Println(v ...any) {
-	a.l.Error("metrics: " + strings.TrimSpace(fmt.Sprintln(v...)))
+	msg := "metrics: " + strings.TrimSpace(fmt.Sprintln(v...))
+	for _, x := range v {
+		if err, ok := x.(error); ok && scraperGone(err) {
+			a.l.Debug(msg+" (the scraper closed the connection)", "err", err)
+			return
+		}
+	}
+	a.l.Error(msg)
+}
+
+// scraperGone reports whether err is a write to a client that closed its
+// connection.
+func scraperGone(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }

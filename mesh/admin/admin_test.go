@@ -1,14 +1,19 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,5 +193,30 @@ func TestRelocateJobs(t *testing.T) {
 	}
 	if code, _ := do(t, h, "POST", "/v1/relocate", token, `{"requestId":"r2"}`); code != 202 {
 		t.Fatalf("new command after the first ended = %d", code)
+	}
+}
+
+// promhttp's error log: a collector's failure is an ERROR, a scraper that
+// closed its connection while the answer was written is DEBUG (it was an
+// ERROR line per such scrape).
+func TestMetricsErrorLogLevels(t *testing.T) {
+	tests := []struct {
+		name string
+		v    []any
+		want slog.Level
+	}{
+		{"broken pipe", []any{"error encoding and sending metric family:", fmt.Errorf("write tcp: %w", syscall.EPIPE)}, slog.LevelDebug},
+		{"reset", []any{"error encoding and sending metric family:", &net.OpError{Op: "write", Err: syscall.ECONNRESET}}, slog.LevelDebug},
+		{"collector failed", []any{"error gathering metrics:", errors.New("collector x failed")}, slog.LevelError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			slogAdapter{l}.Println(tc.v...)
+			if want := "level=" + tc.want.String(); !strings.Contains(buf.String(), want) {
+				t.Fatalf("logged %q, want %s", buf.String(), want)
+			}
+		})
 	}
 }
