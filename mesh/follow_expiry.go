@@ -61,8 +61,14 @@ type passOnConfirm struct {
 	to []follow.Move
 	// confirming is non-nil while a confirmation runs; closed once it ended.
 	confirming chan struct{}
-	// waitingOn are the moves that confirmation sent its barriers along.
-	waitingOn []follow.Move
+	// waitingOn are the moves that confirmation sent its barriers along,
+	// each with a channel closed once its barrier was answered (or gave up).
+	waitingOn []confirmingMove
+}
+
+type confirmingMove struct {
+	m    follow.Move
+	done chan struct{}
 }
 
 // note records that messages of t went to the new owner of move to.
@@ -101,17 +107,22 @@ func (c *passOnConfirms) note(now, window time.Duration, t msgTarget, to follow.
 // answered), or that wait gave up. nil when there is nothing to confirm
 // (or the node halted).
 //
-// A request from a node the running confirmation waits on is refused at
-// once: two previous owners that passed the object's messages on to each
-// other confirm by barriers that are refused the same way, and each waited
-// for the other's until barrierWait (12 s, then a WARN;
+// A request from a node the running confirmation waits on does not wait
+// for the barriers to that node: two previous owners that passed the
+// object's messages on to each other confirm by barriers that are refused
+// the same way, and each waited for the other's until barrierWait (12 s,
+// then a WARN;
 // TestRefusalConfirmationsBetweenTwoPreviousOwnersDoNotWaitForEachOther).
-// Nothing that waiting would have ordered is lost by not waiting: the
-// request came on that node's connection behind everything it passed on
-// here, which this node has therefore read, and what this node passed on
-// to it is what the running confirmation is confirming for the request
-// that started it. A longer cycle (three previous owners, each passing on
-// to the next) still waits out barrierWait.
+// The request came on that node's connection behind everything it passed
+// on here, which this node has therefore read, and what this node passed
+// on to it is what the running confirmation is confirming for the request
+// that started it. It still waits for the barriers to the other new owners
+// (refused at once only when there are none): what this node passed on to
+// them may be that node's own messages, and until review L (2026-12-07,
+// night) its retry overtook them
+// (TestRefusalAtOnceForAConfirmedNodeDoesNotOvertakeAPassOnElsewhere). A
+// longer cycle (three previous owners, each passing on to the next) still
+// waits out barrierWait.
 func (o *objects) confirmPassOns(key follow.Key, from transport.RID) <-chan struct{} {
 	window := o.n.cfg.Routing.MessageFollowDuration
 	if window <= 0 {
@@ -127,14 +138,39 @@ func (o *objects) confirmPassOns(key follow.Key, from transport.RID) <-chan stru
 		return nil
 	case e.confirming != nil:
 		ch := e.confirming
-		for _, m := range e.waitingOn {
-			if bytes.Equal(m.Route.NodeRID, from) {
-				ch = nil
-				break
+		var others []chan struct{}
+		fromWaited := false
+		for _, w := range e.waitingOn {
+			if bytes.Equal(w.m.Route.NodeRID, from) {
+				fromWaited = true
+			} else {
+				others = append(others, w.done)
 			}
 		}
 		c.mu.Unlock()
-		return ch
+		if !fromWaited {
+			return ch
+		}
+		// Not for the barriers to from, but for those to the other new
+		// owners: what this node passed on to them may be from's own
+		// messages, which its retry must not overtake
+		// (TestRefusalAtOnceForAConfirmedNodeDoesNotOvertakeAPassOnElsewhere).
+		switch len(others) {
+		case 0:
+			return nil
+		case 1:
+			return others[0]
+		}
+		all := make(chan struct{})
+		if !o.goWork(func() {
+			for _, d := range others {
+				<-d
+			}
+			close(all)
+		}) {
+			return nil
+		}
+		return all
 	case now-e.at > window:
 		delete(c.m, key)
 		c.mu.Unlock()
@@ -144,15 +180,22 @@ func (o *objects) confirmPassOns(key follow.Key, from transport.RID) <-chan stru
 		return nil
 	}
 	t, to, ch := e.t, e.to, make(chan struct{})
-	e.to, e.confirming, e.waitingOn = nil, ch, to
+	waiting := make([]confirmingMove, len(to))
+	for i, m := range to {
+		waiting[i] = confirmingMove{m: m, done: make(chan struct{})}
+	}
+	e.to, e.confirming, e.waitingOn = nil, ch, waiting
 	c.mu.Unlock()
 	run := func() {
 		// All at once: each may wait barrierWait for an owner that does
 		// not answer, and one after another k of them made the request
 		// wait k × barrierWait (TestRefusalConfirmsEveryNewOwnerAtOnce).
 		var wg sync.WaitGroup
-		for _, m := range to {
-			wg.Go(func() { o.confirmPassOn(t, m) })
+		for _, w := range waiting {
+			wg.Go(func() {
+				defer close(w.done)
+				o.confirmPassOn(t, w.m)
+			})
 		}
 		wg.Wait()
 		c.mu.Lock()
