@@ -10,7 +10,8 @@ import (
 )
 
 // appCalls are the calls into the application made outside a turn — a
-// factory's New, a snapshot adapter's Snapshot or Restore — while they run.
+// factory's New, a snapshot adapter's Snapshot or Restore, a handler's
+// spot.Relocated — while they run.
 // A stop whose wait for them ended before one returned names them
 // (ApplicationStuckError.InCalls): until 2026-12-07 (night) it said only
 // that "a creation or move was still in a call into the application", and
@@ -21,7 +22,7 @@ type appCalls struct {
 }
 
 type appCall struct {
-	what  string // "New", "Snapshot", "Restore"
+	what  string // "New", "Snapshot", "Restore", "Relocated"
 	key   spot.Key
 	start time.Time
 }

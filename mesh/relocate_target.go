@@ -1056,15 +1056,18 @@ func (a *arrival) relocated(ownerGen uint64) {
 	info := spot.RelocationInfo{ID: a.prep.Object.ObjectID, ObjectGeneration: a.prep.Object.ObjectGeneration,
 		AuthorityOwnerGeneration: ownerGen, SourceNodeRID: append([]byte(nil), a.bind.Source.NodeRID...)}
 	start := time.Now()
-	if err := safeRelocated(ctx, r, info); err != nil {
+	if err := safeRelocated(ctx, &o.apps, a.key, r, info); err != nil {
 		o.log.Error("relocation: the object's Relocated callback failed; it is owned here and opens anyway",
 			"object", info.ID, "err", err, "took", time.Since(start))
 	}
 }
 
-// safeRelocated calls the application's callback, turning a panic into an
-// error: application code must not take the node down.
-func safeRelocated(ctx context.Context, r spot.Relocated, info spot.RelocationInfo) (err error) {
+// safeRelocated calls the application's callback of the object k, turning
+// a panic into an error: application code must not take the node down;
+// calls names the call while it runs (until review L, 2026-12-07, night, a
+// stop did not: TestCloseDuringAStuckRelocatedNamesTheCall).
+func safeRelocated(ctx context.Context, calls *appCalls, k spot.Key, r spot.Relocated, info spot.RelocationInfo) (err error) {
+	defer calls.enter("Relocated", k)()
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: in Relocated: %v", spot.ErrHandlerPanic, p)

@@ -79,7 +79,7 @@ type ApplicationStuckError struct {
 	Turns []string // "actor <id>" / "spot <id>", sorted
 	// Calls: a creation or move was still in flight. InCalls names the
 	// calls into the application it was in, oldest first ("Snapshot of
-	// actor <id> (running 3s)"; New, Snapshot, Restore); empty when the
+	// actor <id> (running 3s)"; New, Snapshot, Restore, Relocated); empty when the
 	// order was not in one (its store call ends with the halt).
 	Calls   bool
 	InCalls []string
@@ -92,9 +92,9 @@ func (e *ApplicationStuckError) Error() string {
 	}
 	switch {
 	case len(e.InCalls) > 0:
-		parts = append(parts, "calls into the application (a factory's New, a snapshot adapter) had not returned: "+firstOf(e.InCalls))
+		parts = append(parts, "calls into the application (a factory's New, a snapshot adapter, a Relocated callback) had not returned: "+firstOf(e.InCalls))
 	case e.Calls:
-		parts = append(parts, "a creation or move was still in a call into the application (a factory's New or a snapshot adapter that does not return)")
+		parts = append(parts, "a creation or move was still in a call into the application (a factory's New, a snapshot adapter or a Relocated callback that does not return)")
 	}
 	return "application code had not returned at the shutdown's deadline and was not waited for: " + strings.Join(parts, "; ")
 }

@@ -224,6 +224,21 @@ func TestContextSnapshotterIsToldTheMovesDeadline(t *testing.T) {
 	checkOwners(t, c, record.ObjectActor, "ctx-snap", src, before.Record.AuthorityOwnerGeneration, src)
 }
 
+// closeReturns closes n and returns Close's error; it fails t when Close
+// has not returned within 30 s while what ran.
+func closeReturns(t *testing.T, n *Node, what string) error {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Close did not return while %s ran", what)
+		return nil
+	}
+}
+
 // A node's Close while a Snapshot call outlives its move does not wait for
 // it past the shutdown's deadline: it reports the call
 // (ApplicationStuckError.Calls) and goes on.
@@ -238,14 +253,7 @@ func TestCloseDuringALateSnapshotReportsTheCall(t *testing.T) {
 	if res := moveWithStuckSnapshot(t, c, adapter, ref, src, dst); res.Outcome != NotMoved {
 		t.Fatalf("RelocateActor: %v (%s); want notMoved", res.Outcome, res.Reason)
 	}
-	var err error
-	closed := make(chan error, 1)
-	go func() { closed <- c.nodes[src].Close(context.Background()) }()
-	select {
-	case err = <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Close did not return while a late Snapshot ran")
-	}
+	err := closeReturns(t, c.nodes[src], "a late Snapshot")
 	var st *ApplicationStuckError
 	if !errors.As(err, &st) || !st.Calls {
 		t.Fatalf("Close = %v, want an *ApplicationStuckError reporting a call into the application", err)
