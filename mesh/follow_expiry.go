@@ -143,7 +143,11 @@ func (o *objects) confirmPassOns(key follow.Key, from transport.RID) <-chan stru
 		for _, w := range e.waitingOn {
 			if bytes.Equal(w.m.Route.NodeRID, from) {
 				fromWaited = true
-			} else {
+				continue
+			}
+			select {
+			case <-w.done:
+			default:
 				others = append(others, w.done)
 			}
 		}
@@ -152,9 +156,12 @@ func (o *objects) confirmPassOns(key follow.Key, from transport.RID) <-chan stru
 			return ch
 		}
 		// Not for the barriers to from, but for those to the other new
-		// owners: what this node passed on to them may be from's own
-		// messages, which its retry must not overtake
+		// owners still unanswered: what this node passed on to them may be
+		// from's own messages, which its retry must not overtake
 		// (TestRefusalAtOnceForAConfirmedNodeDoesNotOvertakeAPassOnElsewhere).
+		// Answered ones are not returned: the request, admitted again once
+		// the channel is closed, would find it closed again, over and over
+		// (TestRefusalConfirmationsBetweenTwoPreviousOwnersWithAThirdNewOwner).
 		switch len(others) {
 		case 0:
 			return nil

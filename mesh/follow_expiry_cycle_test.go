@@ -26,13 +26,28 @@ import (
 // Staged: the object never existed; the pass-ons are noted as a Message
 // Follow send would note them (passedOn.note).
 func TestRefusalConfirmationsBetweenTwoPreviousOwnersDoNotWaitForEachOther(t *testing.T) {
+	twoPreviousOwnersConfirm(t, "ping-pong-ghost", false)
+}
+
+// As above, with A having passed the object's messages on to a third node
+// as well, which answers A's barrier at once: B's barrier at A waits for
+// that barrier only, and once it is answered is refused — until review L
+// (2026-12-07, night) fixed it, it was admitted again at once, over and
+// over (a closed channel to wait on), until A's barrier to B gave up.
+func TestRefusalConfirmationsBetweenTwoPreviousOwnersWithAThirdNewOwner(t *testing.T) {
+	twoPreviousOwnersConfirm(t, "ping-pong-third", true)
+}
+
+func twoPreviousOwnersConfirm(t *testing.T, id string, third bool) {
 	c, ctx := seqCluster(t)
 	a, b := c.nodes[1], c.nodes[2]
-	const id = "ping-pong-ghost"
 	key := follow.Key{Kind: follow.KindActor, ID: id}
 	t0 := msgTarget{fam: familyActor, id: id, gen: 1}
 	a.obj.notePassedOn(t0, stagedMove(key, b, 1, 2)) // A → B, A passed messages on to B
 	b.obj.notePassedOn(t0, stagedMove(key, a, 2, 3)) // B → A, B passed messages on to A
+	if third {
+		a.obj.notePassedOn(t0, stagedMove(key, c.nodes[0], 3, 4)) // A → node 0
+	}
 
 	// A request of node 0 on a route to A's first stay: not hosted there,
 	// no follow record.
