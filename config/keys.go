@@ -178,7 +178,7 @@ var help = map[string]string{
 	"relocation_store.redis.tls.server_name":          "name the server certificate must carry; empty = the host of each address",
 	"relocation_store.redis.tls.min_version":          "lowest TLS version offered: 1.2 or 1.3",
 	"relocation_store.redis.tls.insecure_skip_verify": "accept any server certificate (tests only: anyone on the path can pose as the server); logs a security warning; not with ca_file",
-	"relocation.deadline":                             "deadline of a move whose caller gave none, and of each move of a host Relocate or drain (never past the command's; docs/RELOCATION.md)",
+	"relocation.deadline":                             "deadline of a move whose caller gave none; in a host Relocate or drain, how long a move waits for the object's application (its running turn, its Snapshot; docs/RELOCATION.md)",
 	"relocation.chunk_size":                           "bytes per Restore chunk on the ordered connection, 65536..16777216 (64 KiB..16 MiB: 4096 chunks of at least 64 KiB carry the largest payload, 256 MiB)",
 	"relocation.max_concurrent":                       "moves a host Relocate or drain runs at once, 1..1024",
 	"relocation.host_target_run":                      "at most this many consecutive moves of a host Relocate or drain go to one target (fewer when few are left), 0..1048576; 0 = every move placed on its own",

@@ -134,9 +134,9 @@ func TestDrainReportsAnObjectHeldByALateSnapshot(t *testing.T) {
 }
 
 // A host Relocate whose own move of an object meets a Snapshot that does
-// not return bounds that move as a single move whose caller gave no
-// deadline (relocation.deadline, here 1 s), not by the command's deadline
-// (20 s): the move ends NotMoved, the object — held until the call
+// not return bounds its wait for it as a single move's whose caller gave
+// no deadline (relocation.deadline, here 1 s; waitingForApp), not by the
+// command's deadline (20 s): the move ends NotMoved, the object — held until the call
 // returns — is listed Failed (snapshotStillRunning), the rest moved, and
 // the command ends Completed. Before, every move of a host command ran
 // under the command's deadline: this one held its worker until then, and

@@ -868,7 +868,7 @@ retry:
 			break // its move answers ErrMoving until the call returns: see below
 		}
 		switch {
-		case err == nil && retryElsewhere(res.Reason) && !res.storeFailed && r.Targets < hostMoveTries:
+		case err == nil && retryElsewhere(res.Reason) && !res.storeFailed && !res.appSlow && r.Targets < hostMoveTries:
 			avoid = append(avoid, res.TargetNodeRID)
 			tried = append(tried, fmt.Sprintf("%s on %x", reasonWithDetail(res), res.TargetNodeRID))
 			o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
@@ -949,21 +949,19 @@ retry:
 	return r
 }
 
-// hostAttempt is one move of a host command's object, bounded as a single
-// move whose caller gave no deadline (relocation.deadline) and never past
-// the command's: the moves of a command shared its deadline until
-// 2026-12-07 (night), and one whose Snapshot did not return held its
-// worker until then and ended the command ForceStopped
-// (TestHostRelocateBoundsEachMoveByTheMoveDeadline). A move that runs out
-// of its own time is tried on another target (retryElsewhere), as one
-// whose target was slow.
+// hostAttempt is one move of a host command's object under the command's
+// deadline, whose wait for the application on this node — the object's
+// running turn to end, its Snapshot — is bounded as a single move's whose
+// caller gave no deadline (relocation.deadline; waitingForApp). The moves
+// of a command share its deadline, and one whose Snapshot did not return
+// held its worker until then and ended the command ForceStopped
+// (TestHostRelocateBoundsEachMoveByTheMoveDeadline). The rest of the move
+// keeps the command's deadline: a large payload over a slow link, a slow
+// Restore on the target, may take longer than relocation.deadline (review,
+// 2026-12-07: bounding the whole move failed such moves on every target;
+// TestHostRelocateMovesAnObjectThatTakesLongerThanTheMoveDeadline).
 func (o *objects) hostAttempt(ctx context.Context, kind record.ObjectKind, obj hostmove.Object, opts []RelocateOption) (RelocationResult, error) {
-	if d := o.n.cfg.Relocation.Deadline; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	return o.relocate(ctx, kind, obj.ID, obj.Generation, opts)
+	return o.relocate(ctx, kind, obj.ID, obj.Generation, append(opts, waitingForApp(o.n.cfg.Relocation.Deadline)))
 }
 
 // reasonWithDetail is res.Reason with its Detail, when there is one: a

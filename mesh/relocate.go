@@ -97,6 +97,10 @@ type RelocationResult struct {
 	// the target — a host command tries the same target again instead of
 	// ruling it out (hostMoveOne).
 	storeFailed bool
+	// appSlow: the move ended at the bound of its wait for the
+	// application on the source (waitingForApp) — the object's, not the
+	// target's: a host command does not offer it to another target.
+	appSlow bool
 }
 
 // RelocateOption adjusts a move.
@@ -110,11 +114,23 @@ type relocateOptions struct {
 	// placement takes when it is a usable candidate with room (a host
 	// command's target run, host_targets.go).
 	prefer func(kind record.ObjectKind, stableType string) []byte
+	// appWait, when positive, bounds the source's wait for the
+	// application (waitingForApp).
+	appWait time.Duration
 }
 
 // preferring makes placement take the node prefer names when it can.
 func preferring(prefer func(kind record.ObjectKind, stableType string) []byte) RelocateOption {
 	return func(o *relocateOptions) { o.prefer = prefer }
+}
+
+// waitingForApp bounds the source's wait for the application — the
+// object's running turn to end (its hold), then its Snapshot — by d from
+// when the wait begins, within the move's deadline (a host command's
+// moves: hostAttempt). A move that reaches it ends as at its deadline
+// (deadlineExceeded), marked appSlow.
+func waitingForApp(d time.Duration) RelocateOption {
+	return func(o *relocateOptions) { o.appWait = d }
 }
 
 // avoiding keeps placement away from the nodes rids (a host move retries an
@@ -169,6 +185,7 @@ type sourceMove struct {
 	bundle authority.Bundle
 
 	deadline time.Time
+	appWait  time.Duration // bounds the wait for the application (waitingForApp)
 	captured spot.Captured
 	state    []byte
 	payload  []byte
@@ -411,7 +428,7 @@ func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, 
 	o.mu.Unlock()
 
 	s := &sourceMove{o: o, m: relocation.NewSource(policyOf(f.Policy)), key: key, h: h, kind: kind, id: id, gen: gen,
-		policy: f.Policy, f: f, row: row, target: target, self: me, bundle: bun}
+		policy: f.Policy, f: f, row: row, target: target, self: me, bundle: bun, appWait: ro.appWait}
 	s.deadline, _ = ctx.Deadline()
 	s.told, s.tell = context.WithCancelCause(context.Background())
 	s.ref = authority.RelocationRef{RelocationID: random128(), TargetAttempt: randomAttempt(), ReservationID: random128()}
@@ -596,7 +613,17 @@ func (s *sourceMove) do(ctx context.Context, a relocation.SourceAction) relocati
 	case relocation.ActHoldAndCapture:
 		// The running turn finishes; arrivals queue (ingress hold). A turn
 		// still running at the move's deadline (a handler blocked on a
-		// slow call) ends the move there; the object goes on here.
+		// slow call) ends the move there; the object goes on here. A host
+		// command's move waits for the application at most appWait.
+		if s.appWait > 0 {
+			moveCtx := ctx
+			appCtx, cancel := context.WithTimeout(moveCtx, s.appWait)
+			defer cancel()
+			// Ended by the bound, not by the move's own deadline: the
+			// object's slowness, not the target's.
+			defer func() { s.res.appSlow = moveCtx.Err() == nil && appCtx.Err() != nil }()
+			ctx = appCtx
+		}
 		if err := s.h.obj.HoldContext(ctx); err != nil {
 			s.res.Timings.Capture = s.lap()
 			s.res.Detail = "a turn of the object was still running at the move's deadline (a handler blocked for long)"
