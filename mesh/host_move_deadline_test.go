@@ -48,29 +48,8 @@ func (a *slowRestore) Restore(ctx context.Context, _ spot.CreateRequest, _ []byt
 // only relocation.deadline, which also sets every single move's default. Here:
 // relocation.deadline 1 s, a Restore that takes 1.5 s, a command with 30 s.
 func TestHostRelocateMovesAnObjectThatTakesLongerThanTheMoveDeadline(t *testing.T) {
-	f := newFixture(t)
 	adapter := &slowRestore{takes: 1500 * time.Millisecond}
-	const typ = "test.slow-restore"
-	if err := f.reg.Register(spot.Factory{StableType: typ, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: adapter,
-		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return &stuckRelocatedObj{}, nil }}); err != nil {
-		t.Fatal(err)
-	}
-	c := newClusterOn(t, f, nil, 4, func(i int, cfg *config.Config) {
-		clientRole0(i, cfg)
-		cfg.Relocation.Deadline = time.Second
-	})
-	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "slow-restore", typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := ownerIndex(t, c, record.ObjectActor, ref.ActorID)
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	res, err := c.nodes[src].Relocate(rctx, HostRelocateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref, res := hostRelocateOne(t, "slow-restore", adapter, time.Second)
 	for _, o := range res.Objects {
 		if o.Object.ID == ref.ActorID && o.Outcome != hostmove.Moved {
 			t.Errorf("%s: %s %q after %d targets (%d Restores); want moved: the command had %v left", o.Object.ID, o.Outcome, o.Reason,
@@ -103,19 +82,37 @@ func (a *stoppingSnapshot) Restore(context.Context, spot.CreateRequest, []byte) 
 // it to other targets (retryElsewhere, as for a slow target) made each of
 // them cost another relocation.deadline.
 func TestHostMoveSlowInItsSnapshotIsNotOfferedElsewhere(t *testing.T) {
-	f := newFixture(t)
 	adapter := &stoppingSnapshot{}
-	const typ = "test.stopping-snapshot"
+	_, res := hostRelocateOne(t, "slow-snapshot", adapter, 500*time.Millisecond)
+	if res.End != hostmove.Completed || len(res.Objects) != 1 {
+		t.Fatalf("host command: %s, %d objects; want completed, 1", res.End, len(res.Objects))
+	}
+	o := res.Objects[0]
+	if o.Outcome != hostmove.Failed || o.Targets != 1 || adapter.calls.Load() != 1 {
+		t.Fatalf("%s: %s %q after %d targets, %d snapshot calls; want failed after 1 (the object's slowness, not a target's)",
+			o.Object.ID, o.Outcome, o.Reason, o.Targets, adapter.calls.Load())
+	}
+}
+
+// hostRelocateOne starts a client node 0 and three servers whose
+// relocation.deadline is moveDeadline, with the PreserveStateWith Actor
+// type "test."+id using adapter registered, creates the Actor id and
+// relocates its node under a 30 s command; it returns the Actor and the
+// command's result.
+func hostRelocateOne(t *testing.T, id string, adapter spot.SnapshotAdapter, moveDeadline time.Duration) (ActorRef, HostRelocationResult) {
+	t.Helper()
+	f := newFixture(t)
+	typ := "test." + id
 	if err := f.reg.Register(spot.Factory{StableType: typ, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: adapter,
 		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return &stuckRelocatedObj{}, nil }}); err != nil {
 		t.Fatal(err)
 	}
 	c := newClusterOn(t, f, nil, 4, func(i int, cfg *config.Config) {
 		clientRole0(i, cfg)
-		cfg.Relocation.Deadline = 500 * time.Millisecond
+		cfg.Relocation.Deadline = moveDeadline
 	})
 	ctx := ctxT(t, 60*time.Second)
-	ref, err := c.m(0).CreateActor(ctx, "slow-snapshot", typ)
+	ref, err := c.m(0).CreateActor(ctx, id, typ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +123,5 @@ func TestHostMoveSlowInItsSnapshotIsNotOfferedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.End != hostmove.Completed || len(res.Objects) != 1 {
-		t.Fatalf("host command: %s, %d objects; want completed, 1", res.End, len(res.Objects))
-	}
-	o := res.Objects[0]
-	if o.Outcome != hostmove.Failed || o.Targets != 1 || adapter.calls.Load() != 1 {
-		t.Fatalf("%s: %s %q after %d targets, %d snapshot calls; want failed after 1 (the object's slowness, not a target's)",
-			o.Object.ID, o.Outcome, o.Reason, o.Targets, adapter.calls.Load())
-	}
+	return ref, res
 }
