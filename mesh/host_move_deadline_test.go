@@ -125,3 +125,30 @@ func hostRelocateOne(t *testing.T, id string, adapter spot.SnapshotAdapter, move
 	}
 	return ref, res
 }
+
+// refusingRestore's Restore always fails: every target refuses the move.
+type refusingRestore struct{ calls atomic.Int32 }
+
+func (a *refusingRestore) Snapshot(spot.Handler) ([]byte, error) { return []byte("state"), nil }
+
+func (a *refusingRestore) Restore(context.Context, spot.CreateRequest, []byte) (spot.Handler, error) {
+	a.calls.Add(1)
+	return nil, errors.New("refused by the test")
+}
+
+// A host move that fails on every other server reports the nodes it was
+// offered to: two of a three-server mesh. Until 2026-12-07 (review L) each
+// retry counted one more target before it looked for one, and the last,
+// which found no node left, made it "3 targets".
+func TestHostMoveCountsTheTargetsItWasOfferedTo(t *testing.T) {
+	adapter := &refusingRestore{}
+	_, res := hostRelocateOne(t, "refused-everywhere", adapter, 30*time.Second)
+	if len(res.Objects) != 1 {
+		t.Fatalf("%d objects, want 1", len(res.Objects))
+	}
+	o := res.Objects[0]
+	if o.Outcome != hostmove.Failed || o.Targets != 2 || adapter.calls.Load() != 2 {
+		t.Fatalf("%s: %s %q after %d targets, %d Restores; want failed after the 2 other servers", o.Object.ID, o.Outcome, o.Reason,
+			o.Targets, adapter.calls.Load())
+	}
+}

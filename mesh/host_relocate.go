@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -842,7 +843,23 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 	})})
 	o.hook().step(obj.ID, stepHostAttempt)
 	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason))
-	r.Targets = 1
+	// The nodes the move was offered to, each once: an attempt that found
+	// no node to try offered it to none (until 2026-12-07 each retry
+	// counted one, and "3 targets" was reported with 2 tried).
+	var offered [][]byte
+	offer := func() {
+		if len(res.TargetNodeRID) == 0 {
+			return
+		}
+		for _, rid := range offered {
+			if bytes.Equal(rid, res.TargetNodeRID) {
+				return
+			}
+		}
+		offered = append(offered, res.TargetNodeRID)
+		r.Targets = len(offered)
+	}
+	offer()
 	// A move that failed on its target (unreachable, dead, full, refusing)
 	// left the object serving here (§9.4): try the other nodes before
 	// giving up on it, as long as the command's deadline allows. A node
@@ -873,7 +890,6 @@ retry:
 			tried = append(tried, fmt.Sprintf("%s on %x", reasonWithDetail(res), res.TargetNodeRID))
 			o.log.Info("host relocation: move failed on its target; trying another node", "object", obj.ID,
 				"target", fmt.Sprintf("%x", res.TargetNodeRID), "reason", reasonWithDetail(res))
-			r.Targets++
 		case transientMove(res, err, o.n.leaseRecoverable()) || waitForTargets():
 			why := reasonWithDetail(res)
 			if err != nil {
@@ -895,6 +911,7 @@ retry:
 			break retry
 		}
 		res, err = o.hostAttempt(ctx, kind, obj, []RelocateOption{avoiding(avoid)})
+		offer()
 		o.hook().step(obj.ID, stepHostAttempt)
 	}
 	if err != nil && len(tried) > 0 {

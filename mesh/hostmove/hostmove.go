@@ -108,8 +108,9 @@ type Result struct {
 	Target []byte
 	// Took is how long its move took (0 when none ran), retries included.
 	Took time.Duration
-	// Targets counts the nodes its move was offered to: more than one when
-	// a move failed on its target and was tried on another.
+	// Targets counts the nodes its move was offered to, each once: more
+	// than one when a move failed on its target and was tried on another;
+	// 0 when no node could be tried.
 	Targets int
 }
 
