@@ -842,7 +842,9 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 		return preferred
 	})})
 	o.hook().step(obj.ID, stepHostAttempt)
-	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason))
+	// A move that ended at its wait for the application (appSlow) tells
+	// nothing of its target.
+	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && !res.appSlow)
 	// The nodes the move was offered to, each once: an attempt that found
 	// no node to try offered it to none (until 2026-12-07 each retry
 	// counted one, and "3 targets" was reported with 2 tried).
