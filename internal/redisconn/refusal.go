@@ -89,11 +89,10 @@ var ErrNoPermission = errors.New("the Redis account may not run a command the st
 // want of an ACL permission: NOPERM for a command sent, and (Redis 7.0)
 // "The user executing the script can't run this command or subcommand"
 // for one a script ran.
-// An error already explained (ErrNoPermission, or ErrWaitRefused for
-// replica_acks with an account without +wait, which says what to add) is
-// not reported again.
+// ErrWaitRefused (replica_acks with an account without +wait) is not: it
+// says what to add already.
 func PermissionDenied(err error) bool {
-	if err == nil || errors.Is(err, ErrNoPermission) || errors.Is(err, ErrWaitRefused) {
+	if err == nil || errors.Is(err, ErrWaitRefused) {
 		return false
 	}
 	msg := err.Error()
