@@ -842,9 +842,7 @@ func (o *objects) hostMoveOne(ctx context.Context, obj hostmove.Object, runs *ta
 		return preferred
 	})})
 	o.hook().step(obj.ID, stepHostAttempt)
-	// A move that ended at its wait for the application (appSlow) tells
-	// nothing of its target.
-	runs.took(preferred, res.TargetNodeRID, err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && !res.appSlow)
+	runs.took(preferred, res.TargetNodeRID, failedOnTarget(res, err))
 	// The nodes the move was offered to, each once: an attempt that found
 	// no node to try offered it to none (until 2026-12-07 each retry
 	// counted one, and "3 targets" was reported with 2 tried).
@@ -1069,6 +1067,18 @@ func (p *hostRetryPace) sleep(ctx context.Context) error {
 // retryElsewhere reports whether a move that ended for reason may succeed
 // on another target: the failure was the target's (it could not be
 // reached, refused, ran out of capacity or of time), not the object's.
+// failedOnTarget says whether a host move's attempt failed because of its
+// target, which benches that target in the command's target runs
+// (host_targets.go). A move that ended at its wait for the application
+// (appSlow) or whose capacity batch the store did not answer
+// (storeFailed, reported as ReasonCapacity) tells nothing of its target:
+// until 2026-12-08 a store outage on the source benched every target it
+// met, and the moves that followed once the store answered again waited
+// out those benches (up to maxBench).
+func failedOnTarget(res RelocationResult, err error) bool {
+	return err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && !res.appSlow
+}
+
 func retryElsewhere(reason string) bool {
 	switch reason {
 	case relocation.ReasonCapacity.String(), relocation.ReasonTargetFailed.String(), relocation.ReasonStreamFailed.String(),

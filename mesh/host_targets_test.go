@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshnode/meshnode/mesh/hostmove"
 	"github.com/meshnode/meshnode/mesh/record"
+	"github.com/meshnode/meshnode/mesh/relocation"
 )
 
 // runsOver is target runs of size over the candidates of set, all linked.
@@ -224,5 +225,38 @@ func checkShares(t *testing.T, weights []int, got map[byte]int, moves, bound int
 		if d := float64(got[byte(i+1)]) - want; d > float64(bound) || d < -float64(bound) {
 			t.Errorf("target %d (weight %d) took %d of %d moves, want %.0f within %d", i+1, w, got[byte(i+1)], moves, want, bound)
 		}
+	}
+}
+
+// TestFailedOnTargetBenchesOnlyTheTargetsFault: only an attempt that failed
+// because of its target benches that target. A capacity batch the store did
+// not answer (storeFailed, reported as a capacity failure) and a move that
+// ended waiting for its own application (appSlow) say nothing of the
+// target; before 2026-12-08 the former benched every target a store outage
+// on the source met.
+func TestFailedOnTargetBenchesOnlyTheTargetsFault(t *testing.T) {
+	capacity := relocation.ReasonCapacity.String()
+	for _, tc := range []struct {
+		name string
+		res  RelocationResult
+		err  error
+		want bool
+	}{
+		{"moved", RelocationResult{Outcome: Moved}, nil, false},
+		{"target full", RelocationResult{Outcome: NotMoved, Reason: capacity}, nil, true},
+		{"target failed", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonTargetFailed.String()}, nil, true},
+		{"stream failed", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonStreamFailed.String()}, nil, true},
+		{"target lost", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonTargetLost.String()}, nil, true},
+		{"store did not answer the capacity batch", RelocationResult{Outcome: NotMoved, Reason: capacity, storeFailed: true}, nil, false},
+		{"waited for the application", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonDeadline.String(), appSlow: true}, nil, false},
+		{"deadline on the target", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonDeadline.String()}, nil, true},
+		{"record changed", RelocationResult{Outcome: NotMoved, Reason: relocation.ReasonRecordChanged.String()}, nil, false},
+		{"error before placement", RelocationResult{}, errNoUsableNode, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := failedOnTarget(tc.res, tc.err); got != tc.want {
+				t.Fatalf("failedOnTarget = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
