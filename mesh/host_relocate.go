@@ -1076,7 +1076,7 @@ func (p *hostRetryPace) sleep(ctx context.Context) error {
 // met, and the moves that followed once the store answered again waited
 // out those benches (up to maxBench).
 func failedOnTarget(res RelocationResult, err error) bool {
-	return err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && !res.appSlow
+	return err == nil && res.Outcome != Moved && retryElsewhere(res.Reason) && !res.appSlow && !res.storeFailed
 }
 
 func retryElsewhere(reason string) bool {
