@@ -13,6 +13,18 @@ import (
 	"github.com/meshnode/meshnode/spot"
 )
 
+// answeringObj answers every request; it has no Relocated callback (the
+// tests here once used a zero stuckRelocatedObj, whose Relocated
+// dereferenced its nil Once: a recovered panic logged as ERROR).
+type answeringObj struct{}
+
+func (answeringObj) Receive(t *spot.Turn, env spot.Envelope) error {
+	if env.Kind == spot.Request {
+		return t.Reply(nil)
+	}
+	return nil
+}
+
 // slowRestore's Restore takes restoreTakes (or until its ctx ends): a
 // target building a large state, as a large payload over a slow link
 // takes long to arrive.
@@ -27,7 +39,7 @@ func (a *slowRestore) Restore(ctx context.Context, _ spot.CreateRequest, _ []byt
 	a.calls.Add(1)
 	select {
 	case <-time.After(a.takes):
-		return &stuckRelocatedObj{}, nil
+		return &answeringObj{}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -73,7 +85,7 @@ func (a *stoppingSnapshot) SnapshotContext(ctx context.Context, _ spot.Handler) 
 }
 
 func (a *stoppingSnapshot) Restore(context.Context, spot.CreateRequest, []byte) (spot.Handler, error) {
-	return &stuckRelocatedObj{}, nil
+	return &answeringObj{}, nil
 }
 
 // A host move that reaches the bound of its wait for the application (a
@@ -104,7 +116,7 @@ func hostRelocateOne(t *testing.T, id string, adapter spot.SnapshotAdapter, move
 	f := newFixture(t)
 	typ := "test." + id
 	if err := f.reg.Register(spot.Factory{StableType: typ, Kind: spot.KindActor, Policy: spot.PolicyPreserveState, Snapshot: adapter,
-		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return &stuckRelocatedObj{}, nil }}); err != nil {
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return &answeringObj{}, nil }}); err != nil {
 		t.Fatal(err)
 	}
 	c := newClusterOn(t, f, nil, 4, func(i int, cfg *config.Config) {
