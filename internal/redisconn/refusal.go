@@ -86,9 +86,13 @@ func LoginRefused(err error) bool {
 var ErrNoPermission = errors.New("the Redis account may not run a command the store needs")
 
 // PermissionDenied reports whether err is Redis refusing a command for
-// want of an ACL permission: NOPERM for a command sent, and (Redis 7.0)
-// "The user executing the script can't run this command or subcommand"
-// for one a script ran.
+// want of an ACL permission (a command, or a key pattern): NOPERM for a
+// command sent, and for one a script ran Redis 7.0's "The user executing
+// the script can't run this command or subcommand" (or "can't access at
+// least one of the keys mentioned in the command") and Redis 7.2's (and
+// Valkey's) "ACL failure in script: User … has no permissions to run the
+// 'hset' command" (or "to access the '…' key"). Until review O
+// (2026-12-08) only NOPERM and 7.0's command denial were recognised.
 // ErrWaitRefused (replica_acks with an account without +wait) is not: it
 // says what to add already.
 func PermissionDenied(err error) bool {
@@ -96,7 +100,20 @@ func PermissionDenied(err error) bool {
 		return false
 	}
 	msg := err.Error()
-	return strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command")
+	for _, s := range permissionDenials {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// permissionDenials are the texts of Redis's ACL denials (PermissionDenied).
+var permissionDenials = []string{
+	"NOPERM",
+	"The user executing the script can't ", // 7.0: run this command, access a key or a channel
+	"The user executing the script is lacking the permissions", // 7.0: any other denial
+	"ACL failure in script: ",                                  // 7.2 and later
 }
 
 // PermissionHint says where the rule is.

@@ -155,3 +155,42 @@ func TestWriteWithoutPermissionIsNamed(t *testing.T) {
 		t.Errorf("write err %q does not say where the rule is", err)
 	}
 }
+
+// An account whose key patterns leave out one key of the namespace a
+// script touches without being given it (here {ns}:exp, which an expiring
+// write adds to): Redis (7.0) stops the script with "ERR The user
+// executing the script can't access at least one of the keys mentioned in
+// the command", a key-pattern denial as lasting as a missing command. The
+// write fails with ErrPermission and ErrNoPermission, as for a command the
+// rule lacks — until review O (2026-12-08) only the command denial was
+// recognised, and a node retried such an owner-lease acquire until it was
+// stopped.
+func TestWriteWithoutKeyPermissionIsNamed(t *testing.T) {
+	ns := testredis.Namespace(t)
+	var rule []string
+	for _, arg := range testredis.StoreACL(appUser, appPassword, ns) {
+		if arg == "~{"+ns+"}:*" {
+			for _, k := range []string{"k:*", "h:*", "hv:*", "seq", "idx", "snaps", "snap:*", "cursorkey"} {
+				rule = append(rule, "~{"+ns+"}:"+k)
+			}
+			continue
+		}
+		rule = append(rule, arg)
+	}
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
+	st, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword,
+		Namespace: ns})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer st.Close()
+	put(t, st, "durable", "v") // touches no key outside the rule
+	_, err = st.Write(context.Background(), locstore.WriteRequest{Mutations: []locstore.Mutation{
+		locstore.PutExpiring("expiring", []byte("v"), time.Minute)}})
+	if !errors.Is(err, locstore.ErrPermission) || !errors.Is(err, ErrNoPermission) || errors.Is(err, locstore.ErrWriteRefused) {
+		t.Fatalf("expiring write err = %v, want ErrPermission and ErrNoPermission (not ErrWriteRefused)", err)
+	}
+	if !strings.Contains(err.Error(), "The least an account needs") {
+		t.Errorf("write err %q does not say where the rule is", err)
+	}
+}
