@@ -184,3 +184,22 @@ func TestCtlRedisAccount(t *testing.T) {
 		}
 	})
 }
+
+// A permission error of any Redis version points at "A Redis account for
+// ctl": until review O (2026-12-08) ctl looked for NOPERM and Redis 7.0's
+// "can't run this command" itself, and Redis 7.2's words for a command or
+// key a script was denied got no pointer.
+func TestCtlPermissionErrorPointsAtTheAccountSection(t *testing.T) {
+	for _, msg := range []string{
+		"NOPERM User ro has no permissions to run the 'evalsha' command",
+		"ERR The user executing the script can't run this command or subcommand script: 3112be…, on @user_script:165.",
+		"ERR ACL failure in script: User ro has no permissions to run the 'set' command script: 3112be…, on @user_script:165.",
+		"ERR ACL failure in script: User ro has no permissions to access the '{m}:cursorkey' key script: 3112be…, on @user_script:9.",
+	} {
+		var errb bytes.Buffer
+		code := storeFailed(&errb, "meshnode ctl list", fmt.Errorf("locstore redis scan: %s", msg))
+		if code != ExitError || !strings.Contains(errb.String(), `docs/OPERATIONS.md, "A Redis account for ctl"`) {
+			t.Errorf("%s: exit %d, stderr %q: want exit %d and the pointer", msg, code, errb.String(), ExitError)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meshnode/meshnode/config"
+	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/locstore"
 	locmemory "github.com/meshnode/meshnode/locstore/memory"
 	"github.com/meshnode/meshnode/mesh"
@@ -575,7 +576,7 @@ func storeFailed(stderr io.Writer, name string, err error) int {
 		// configuration error, as `run` says it (exit 2).
 		return ExitUsage
 	}
-	if msg := err.Error(); strings.Contains(msg, "NOPERM") || strings.Contains(msg, "can't run this command") {
+	if redisconn.PermissionDenied(err) { // every Redis version's words
 		fmt.Fprintf(stderr, "%s: the Redis account may not run a command this needs; docs/OPERATIONS.md, "+
 			"\"A Redis account for ctl\", gives the ACL rule\n", name)
 	}
