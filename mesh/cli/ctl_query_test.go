@@ -288,6 +288,11 @@ func TestCtlStoreConfigProblemIsExit2(t *testing.T) {
 		{"missing CA file", []string{"--location_store.redis.tls.enabled=true", "--location_store.redis.tls.ca_file", "/nonexistent/ca.pem"},
 			"location_store.redis.tls.ca_file"},
 		{"user without password", []string{"--location_store.redis.username", "ctl"}, "location_store.redis.password"},
+		// Review O (2026-12-08): the provider's "invalid db", "invalid
+		// namespace", exit 1, naming no key.
+		{"db with several addrs", []string{"--location_store.redis.db=1", "--location_store.redis.addrs", "127.0.0.1:1,127.0.0.1:2"},
+			"location_store.redis.db"},
+		{"empty namespace", []string{"--location_store.redis.namespace="}, "location_store.redis.namespace"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

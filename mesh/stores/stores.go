@@ -144,6 +144,9 @@ func init() {
 	must(RegisterLocation(locredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (locstore.Store, error) {
 		const prefix = "location_store"
 		r := cfg.Redis
+		if err := cfg.Check(prefix); err != nil {
+			return nil, err // a user name without a password, db, namespace…: before any connection
+		}
 		locredis.RouteClientLogs(log) // go-redis's own lines into this log, at debug
 		tlsCfg, err := redisTLS(r, prefix, log)
 		if err != nil {
@@ -168,6 +171,9 @@ func init() {
 	must(RegisterRelocation(relredis.ProviderName, func(ctx context.Context, cfg config.StoreConfig, log *slog.Logger) (relocstore.Store, error) {
 		const prefix = "relocation_store"
 		r := cfg.Redis
+		if err := cfg.Check(prefix); err != nil {
+			return nil, err // a user name without a password, db, namespace…: before any connection
+		}
 		locredis.RouteClientLogs(log) // the same process-wide go-redis logger
 		tlsCfg, err := redisTLS(r, prefix, log)
 		if err != nil {
@@ -200,13 +206,9 @@ func logReplicaAcks(log *slog.Logger, store string, r config.RedisConfig) {
 // redisTLS builds the TLS client configuration of a redis store (nil when
 // TLS is off). Config.Validate reports the same problems, but ctl commands
 // open stores without validating the whole configuration, so a bad file
-// must still stop here with the key named (a *config.ValidationError).
+// must still stop here with the key named (a *config.ValidationError); the
+// openers check the store's other keys before (config.StoreConfig.Check).
 func redisTLS(r config.RedisConfig, prefix string, log *slog.Logger) (*tls.Config, error) {
-	// The login too: a user name without a password would log in as the
-	// default user (config.RedisConfig.CheckLogin).
-	if err := r.CheckLogin(prefix + ".redis"); err != nil {
-		return nil, err
-	}
 	c, err := r.TLS.ClientConfig(prefix + ".redis.tls")
 	if err != nil || c == nil {
 		return nil, err
