@@ -260,14 +260,34 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: err}
 		}
 	}
-	// The account's ACL rule: one read script (EVALSHA, EVAL, TIME, HGET)
+	// The account's ACL rule: the read script (EVAL, EVALSHA, TIME, HGET)
 	// on a key of the namespace that no record uses. Other failures are
 	// left to the first real call.
-	if _, err := s.Read(pctx, openCheckKey); redisconn.ExplainPermission(err) != nil {
+	if denied := s.checkPermissions(pctx); denied != nil {
 		_ = s.client.Close()
-		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: redisconn.ExplainPermission(err)}
+		return nil, &locstore.ProviderError{Provider: ProviderName, Op: "open", Err: denied}
 	}
 	return s, nil
+}
+
+// checkPermissions runs the read script on openCheckKey with EVAL, then
+// with EVALSHA, and returns ErrNoPermission when the server refused either
+// to the account (nil otherwise, whatever else failed). Both, whatever the
+// server's script cache holds: a provider sends EVAL only when EVALSHA met
+// NOSCRIPT, so with the scripts cached (another node loaded them) a rule
+// without +eval passed an EVALSHA-only check and failed every call after
+// the cache was emptied — a Redis restart, a failover — on every node at
+// once (review O, 2026-12-08: TestOpenWithoutEvalWhenScriptsAreCached).
+func (s *Store) checkPermissions(ctx context.Context) error {
+	c := newCall(2, 0)
+	c.key(s.dataKey(openCheckKey))
+	c.key(s.seqK)
+	c.args[2] = c.nkeys
+	if _, err := s.run(ctx, "eval", readScript.src, c.args); redisconn.ExplainPermission(err) != nil {
+		return redisconn.ExplainPermission(err)
+	}
+	_, err := s.Read(ctx, openCheckKey)
+	return redisconn.ExplainPermission(err)
 }
 
 // openCheckKey is the key New reads to check the account's permissions:

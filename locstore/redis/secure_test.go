@@ -194,3 +194,36 @@ func TestWriteWithoutKeyPermissionIsNamed(t *testing.T) {
 		t.Errorf("write err %q does not say where the rule is", err)
 	}
 }
+
+// An account without +eval: the open fails with ErrNoPermission also when
+// the server has the store's scripts cached already (another node, or an
+// earlier run, loaded them), so that the open's EVALSHA alone would pass.
+// Until review O (2026-12-08) it then opened and served — until the script
+// cache was emptied (a Redis restart, a failover to a replica, SCRIPT
+// FLUSH): every call then fell back to EVAL and failed with NOPERM, on
+// every node using the account at once.
+func TestOpenWithoutEvalWhenScriptsAreCached(t *testing.T) {
+	var rule []string
+	for _, arg := range testredis.StoreACL(appUser, appPassword, "*") {
+		if arg != "+eval" {
+			rule = append(rule, arg)
+		}
+	}
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
+	ns := testredis.Namespace(t)
+	// The default user's store loads the scripts (EVAL caches them).
+	full, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Password: defaultPassword, Namespace: ns})
+	if err != nil {
+		t.Fatalf("New as the default user: %v", err)
+	}
+	put(t, full, "k", "v")
+	full.Close()
+	st, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword, Namespace: ns})
+	if err == nil {
+		st.Close()
+		t.Fatal("New succeeded with an account without +eval")
+	}
+	if !errors.Is(err, ErrNoPermission) {
+		t.Fatalf("New err = %v, want ErrNoPermission", err)
+	}
+}

@@ -207,15 +207,37 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			return nil, s.fail(octx, "new", err)
 		}
 	}
-	// The account's ACL rule: one read (EVALSHA, EVAL, TIME, HMGET, GET)
-	// of a ref no payload uses, so that a rule without the script commands
-	// fails here and not at the first Instance Spot activation. Other
-	// failures are left to the first real call.
-	if _, err := s.Read(octx, openCheckRef); redisconn.ExplainPermission(err) != nil {
+	// The account's ACL rule: the read script (SCRIPT LOAD, EVAL,
+	// EVALSHA, TIME, HMGET, GET) on a ref no payload uses, so that a rule
+	// without the script commands fails here and not at the first Instance
+	// Spot activation. Other failures are left to the first real call.
+	if denied := s.checkPermissions(octx); denied != nil {
 		_ = s.c.Close()
-		return nil, s.fail(octx, "new", redisconn.ExplainPermission(err))
+		return nil, s.fail(octx, "new", denied)
 	}
 	return s, nil
+}
+
+// checkPermissions loads the read script (SCRIPT LOAD), runs it on
+// openCheckRef with EVAL, then reads that ref (EVALSHA, GET), and returns
+// ErrNoPermission when the server refused any of them to the account (nil
+// otherwise, whatever else failed). All three, whatever the server's
+// script cache holds: the provider sends SCRIPT LOAD and EVAL only when
+// EVALSHA met NOSCRIPT, so with the scripts cached (another node loaded
+// them) a rule without +script|load or +eval passed an EVALSHA-only check
+// and failed every call after the cache was emptied — a Redis restart, a
+// failover — on every node at once (review O, 2026-12-08:
+// TestOpenWithoutEvalWhenScriptsAreCached).
+func (s *Store) checkPermissions(ctx context.Context) error {
+	if err := readScript.Load(ctx, s.c).Err(); redisconn.ExplainPermission(err) != nil {
+		return redisconn.ExplainPermission(err)
+	}
+	meta, _ := s.keys(openCheckRef)
+	if err := readScript.Eval(ctx, s.c, []string{meta}, s.skewMs.Load(), openCheckRef).Err(); redisconn.ExplainPermission(err) != nil {
+		return redisconn.ExplainPermission(err)
+	}
+	_, err := s.Read(ctx, openCheckRef)
+	return redisconn.ExplainPermission(err)
 }
 
 // openCheckRef is the ref New reads to check the account's permissions.

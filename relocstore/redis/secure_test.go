@@ -110,3 +110,39 @@ func TestReplicaAcksNeedWait(t *testing.T) {
 		t.Fatalf("open with replica_acks as a user without +wait: %v", err)
 	}
 }
+
+// An account without +eval or without +script|load: the open fails with
+// ErrNoPermission also when the server has the store's scripts cached
+// already (another node loaded them), so that the open's EVALSHA alone
+// would pass. Until review O (2026-12-08) it then opened and served, and
+// every call failed with NOPERM once the script cache was emptied (a Redis
+// restart, a failover, SCRIPT FLUSH), on every node at once.
+func TestOpenWithoutEvalWhenScriptsAreCached(t *testing.T) {
+	for _, lacking := range []string{"+eval", "+script|load"} {
+		t.Run(lacking, func(t *testing.T) {
+			var rule []string
+			for _, arg := range testredis.StoreACL(appUser, appPassword, "*") {
+				if arg != lacking {
+					rule = append(rule, arg)
+				}
+			}
+			s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
+			ns := testredis.Namespace(t)
+			// The default user's store loads the scripts.
+			full := newStore(t, relocredis.Options{Addrs: []string{s.Addr}, Password: defaultPassword, Namespace: ns})
+			ctx := context.Background()
+			if _, err := full.Put(ctx, "r", []byte("x"), time.Minute); err != nil {
+				t.Fatalf("Put as the default user: %v", err)
+			}
+			full.Close()
+			st, err := relocredis.New(ctx, relocredis.Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword, Namespace: ns})
+			if err == nil {
+				st.Close()
+				t.Fatalf("New succeeded with an account without %s", lacking)
+			}
+			if !errors.Is(err, relocredis.ErrNoPermission) {
+				t.Fatalf("New err = %v, want ErrNoPermission", err)
+			}
+		})
+	}
+}
