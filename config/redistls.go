@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+// certClockSkew is how far in the future a client certificate's NotBefore
+// may be before the validation calls it not valid yet: clocks of hosts
+// and CAs differ by seconds, and the server, whose clock decides, may
+// already accept it.
+const certClockSkew = 5 * time.Minute
+
 // TLS versions accepted by RedisTLSConfig.MinVersion. Older versions are
 // not offered at all (RFC 8996 deprecates TLS 1.0 and 1.1).
 const (
@@ -91,13 +97,17 @@ func (t RedisTLSConfig) build(ps *problems, prefix string) *tls.Config {
 		}
 		// A server refuses a certificate out of its validity, and Redis
 		// shows that to the client only as a reset connection: say it here.
+		// The server's clock decides, so a certificate that begins less
+		// than certClockSkew from now (one issued a moment ago by a CA
+		// whose clock is ahead of this host's) is left to the server: a
+		// node refused to start on it (review O, 2026-12-08).
 		if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
 			now := time.Now()
 			switch {
 			case now.After(leaf.NotAfter):
 				ps.add(key("cert_file"), "%q expired at %s (valid from %s): the server would refuse it; renew it",
 					t.CertFile, leaf.NotAfter.UTC().Format(time.RFC3339), leaf.NotBefore.UTC().Format(time.RFC3339))
-			case now.Before(leaf.NotBefore):
+			case now.Add(certClockSkew).Before(leaf.NotBefore):
 				ps.add(key("cert_file"), "%q is not valid before %s (now %s): the server would refuse it; check the clocks",
 					t.CertFile, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 			}

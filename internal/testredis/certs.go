@@ -32,6 +32,9 @@ type Certs struct {
 	// certificates for ClientKeyFile's key whose validity ended an hour
 	// ago, or begins in a day.
 	ExpiredClientCertFile, NotYetValidClientCertFile string
+	// JustIssuedClientCertFile begins a minute from now: a certificate a
+	// CA whose clock is ahead of this host's issued a moment ago.
+	JustIssuedClientCertFile string
 }
 
 // ServerTLS returns the server side of a TLS listener using these files.
@@ -98,6 +101,8 @@ func NewCerts(t testing.TB) *Certs {
 	c.ClientCertFile, c.ClientKeyFile = leafFor(clientKey, "client", now.Add(-time.Hour), now.Add(24*time.Hour),
 		x509.ExtKeyUsageClientAuth, nil, nil)
 	c.ExpiredClientCertFile, _ = leafFor(clientKey, "client-expired", now.Add(-48*time.Hour), now.Add(-time.Hour),
+		x509.ExtKeyUsageClientAuth, nil, nil)
+	c.JustIssuedClientCertFile, _ = leafFor(clientKey, "client-just-issued", now.Add(time.Minute), now.Add(48*time.Hour),
 		x509.ExtKeyUsageClientAuth, nil, nil)
 	c.NotYetValidClientCertFile, _ = leafFor(clientKey, "client-future", now.Add(24*time.Hour), now.Add(48*time.Hour),
 		x509.ExtKeyUsageClientAuth, nil, nil)
