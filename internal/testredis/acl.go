@@ -38,6 +38,23 @@ func StoreACL(name, password string, namespaces ...string) []string {
 	return rule
 }
 
+// StoreACLWithout is StoreACL without the given commands (lowercase, as
+// in StoreCommands), on the keys of one namespace pattern: the rule of
+// an account that lacks them.
+func StoreACLWithout(name, password, namespace string, without ...string) []string {
+	var rule []string
+next:
+	for _, arg := range StoreACL(name, password, namespace) {
+		for _, c := range without {
+			if arg == "+"+c {
+				continue next
+			}
+		}
+		rule = append(rule, arg)
+	}
+	return rule
+}
+
 // CheckRefusedLogin checks how a store provider reports a refused login: it
 // failed within half of its operation timeout (a refusal is known at once,
 // not after a timeout), says "authentication failed", and shows none of

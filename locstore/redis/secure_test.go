@@ -134,12 +134,7 @@ func TestReplicaAcksNeedWait(t *testing.T) {
 // Redis's "ERR The user executing the script can't run this command or
 // subcommand" alone, and a node retried its acquire until stopped.
 func TestWriteWithoutPermissionIsNamed(t *testing.T) {
-	var rule []string
-	for _, arg := range testredis.StoreACL(appUser, appPassword, "*") {
-		if arg != "+hset" {
-			rule = append(rule, arg)
-		}
-	}
+	rule := testredis.StoreACLWithout(appUser, appPassword, "*", "hset")
 	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
 	st, err := New(context.Background(), Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword,
 		Namespace: testredis.Namespace(t)})

@@ -220,12 +220,7 @@ func TestOpenWithTLS(t *testing.T) {
 // the Relocation Store alone a node started and served, failing only the
 // first Instance Spot activation.
 func TestOpenWithoutScriptPermission(t *testing.T) {
-	var rule []string
-	for _, arg := range testredis.StoreACL(appUser, appPassword, "*") {
-		if arg != "+evalsha" && arg != "+eval" {
-			rule = append(rule, arg)
-		}
-	}
+	rule := testredis.StoreACLWithout(appUser, appPassword, "*", "evalsha", "eval")
 	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
 	loc, rel := redisStores(t, s.Addr)
 	for _, c := range []*config.StoreConfig{&loc, &rel} {
@@ -241,6 +236,32 @@ func TestOpenWithoutScriptPermission(t *testing.T) {
 			if !strings.Contains(msg, part) {
 				t.Errorf("open %s: error %q does not contain %q", c.prefix, msg, part)
 			}
+		}
+	}
+}
+
+// An account whose rule grants the scripts but lacks a command the
+// Relocation Store's write scripts run (here HSET): its open fails,
+// naming the command and relocation_store.redis.username. Before
+// (operator try-out), it opened, and a node started and failed its first
+// Instance Spot activation.
+func TestOpenRelocationWithoutWritePermission(t *testing.T) {
+	rule := testredis.StoreACLWithout(appUser, appPassword, "*", "hset")
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: [][]string{rule}})
+	_, rel := redisStores(t, s.Addr)
+	rel.Redis.Username, rel.Redis.Password = appUser, appPassword
+	log, _ := newLog(t)
+	st, err := OpenRelocation(context.Background(), rel, log)
+	if err == nil {
+		st.Close()
+		t.Fatal("open relocation store as an account without +hset succeeded")
+	}
+	if !errors.Is(err, relredis.ErrNoPermission) {
+		t.Fatalf("open relocation store: err = %v, want %v", err, relredis.ErrNoPermission)
+	}
+	for _, part := range []string{"'hset'", "relocation_store.redis.username", "The least an account needs"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("open relocation store: error %q does not contain %q", err, part)
 		}
 	}
 }

@@ -215,6 +215,15 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		_ = s.c.Close()
 		return nil, s.fail(octx, "new", denied)
 	}
+	// And the commands the write scripts run (HSET, SET, DEL, RENAME,
+	// PEXPIREAT, EXISTS, STRLEN), which a read does not: without this a
+	// rule lacking one of them started the node and failed its first
+	// Instance Spot activation. The check writes nothing
+	// (writeCheckScript).
+	if err := s.checkWrites(octx); err != nil {
+		_ = s.c.Close()
+		return nil, s.fail(octx, "new", err)
+	}
 	return s, nil
 }
 
@@ -242,6 +251,19 @@ func (s *Store) checkPermissions(ctx context.Context) error {
 
 // openCheckRef is the ref New reads to check the account's permissions.
 const openCheckRef = "meshnode-open-check"
+
+// checkWrites runs writeCheckScript on two keys of the namespace that no
+// record or staging key uses (the "c:" segment, with a random part) and
+// returns ErrNoPermission, naming the command, when the account may not
+// run one of the write scripts' commands. Other failures are left to the
+// first real call, as the open's read check leaves them.
+func (s *Store) checkWrites(ctx context.Context) error {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (aborts the program instead)
+	k := s.prefix + "c:" + hex.EncodeToString(b[:])
+	err := writeCheckScript.Run(ctx, s.c, []string{k, k + ":to"}).Err()
+	return redisconn.ExplainPermission(err)
+}
 
 // NewWithClient returns a store on an existing client, for instance one
 // shared with the Location Store. The connection fields of opts are ignored.

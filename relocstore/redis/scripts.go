@@ -159,3 +159,42 @@ if state ~= 'absent' then
 end
 return {'ok', num(now)}
 `)
+
+// writeCheckScript is New's check that the account may run every command
+// the write scripts (and the staging SET) run, changing nothing: Redis
+// checks a script's command against the account's ACL rule before the
+// command itself, so each is called in a way that writes nothing and a
+// denied one is told apart by its error. KEYS[1] and KEYS[2] are keys of
+// the namespace that no record or staging key uses; a store never writes
+// them. With KEYS[1] absent (checked first): SET … XX sets nothing, DEL
+// and PEXPIREAT find nothing, RENAME answers "no such key"; HSET with an
+// odd field/value count is refused by HSET itself. Those two answers are
+// the only trace: two ERR counts in the server's errorstats. Other
+// refusals (a read-only replica, OOM) come after the ACL check and are
+// not this check's business: they are ignored. A denied command answers
+// NOPERM naming it, with Redis's own text.
+var writeCheckScript = goredis.NewScript(`
+local function denied(name, r)
+  if type(r) == 'table' and r.err and (string.find(r.err, 'NOPERM', 1, true) or string.find(r.err, "can't run this command", 1, true)) then
+    return redis.error_reply("NOPERM the account may not run '" .. name .. "', which the store's write scripts run: " .. r.err)
+  end
+end
+local absent = redis.pcall('EXISTS', KEYS[1])
+local e = denied('exists', absent)
+if e then return e end
+local calls = {
+  {'strlen', KEYS[1]},
+  {'set', KEYS[1], '', 'XX'},
+  {'hset', KEYS[1], 'f', 'v', 'odd'},
+}
+if absent == 0 then
+  table.insert(calls, {'del', KEYS[1]})
+  table.insert(calls, {'pexpireat', KEYS[1], '0'})
+  table.insert(calls, {'rename', KEYS[1], KEYS[2]})
+end
+for _, c in ipairs(calls) do
+  e = denied(c[1], redis.pcall(unpack(c)))
+  if e then return e end
+end
+return 'ok'
+`)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/meshnode/meshnode/internal/redisconn"
 	"github.com/meshnode/meshnode/internal/testredis"
 	"github.com/meshnode/meshnode/relocstore"
@@ -144,5 +146,60 @@ func TestOpenWithoutEvalWhenScriptsAreCached(t *testing.T) {
 				t.Fatalf("New err = %v, want ErrNoPermission", err)
 			}
 		})
+	}
+}
+
+// An account whose ACL rule grants the scripts but lacks a command the
+// write scripts run: New fails with ErrNoPermission naming the command.
+// Before (operator try-out), the open's read check passed, the node
+// started, and the first Instance Spot activation failed. An account with
+// the whole rule opens, and the check leaves nothing behind: no key, no
+// change (rdb_changes_since_last_save).
+func TestOpenWithoutWritePermission(t *testing.T) {
+	full := testredis.StoreACL(appUser, appPassword, "*")
+	missing := []string{"hset", "set", "del", "rename", "pexpireat", "exists", "strlen"}
+	users := [][]string{full}
+	for _, c := range missing {
+		users = append(users, testredis.StoreACLWithout("no-"+c, appPassword, "*", c))
+	}
+	s := testredis.NewSecuredServer(t, testredis.ServerOptions{Password: defaultPassword, Users: users})
+	for _, c := range missing {
+		t.Run(c, func(t *testing.T) {
+			st, err := relocredis.New(t.Context(), relocredis.Options{Addrs: []string{s.Addr}, Username: "no-" + c,
+				Password: appPassword, Namespace: testredis.Namespace(t)})
+			if err == nil {
+				st.Close()
+				t.Fatalf("New as a user without +%s succeeded", c)
+			}
+			if !errors.Is(err, relocredis.ErrNoPermission) || !errors.Is(err, relocstore.ErrUnavailable) ||
+				!strings.Contains(err.Error(), "'"+c+"'") {
+				t.Fatalf("New as a user without +%s: %v; want ErrNoPermission naming %q", c, err, c)
+			}
+		})
+	}
+	raw := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: defaultPassword})
+	defer raw.Close()
+	ctx := t.Context()
+	changes := func() string {
+		info, err := raw.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if strings.HasPrefix(line, "rdb_changes_since_last_save:") {
+				return line
+			}
+		}
+		t.Fatalf("no rdb_changes_since_last_save in\n%s", info)
+		return ""
+	}
+	before := changes()
+	st := newStore(t, relocredis.Options{Addrs: []string{s.Addr}, Username: appUser, Password: appPassword})
+	defer st.Close()
+	if n, err := raw.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("after New: %d keys (%v), want none", n, err)
+	}
+	if after := changes(); after != before {
+		t.Errorf("New changed the data set: %s before, %s after", before, after)
 	}
 }
