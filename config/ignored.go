@@ -85,3 +85,27 @@ func (c Config) setByProgram(k keySpec, def Config) bool {
 	}
 	return !reflect.DeepEqual(v.Interface(), reflect.ValueOf(def).FieldByIndex(k.index).Interface())
 }
+
+// UnusedAdminToken returns the WARN line a node logs at start when
+// admin.token is set and admin.listen is empty, and "" otherwise. The
+// token is then used by nothing: no listener runs, and `meshnode ctl
+// status` / `ctl relocate` read their token from MESHNODE_ADMIN__TOKEN in
+// their own environment, not from a node. It is accepted on purpose — a
+// shell that exports MESHNODE_ADMIN__TOKEN for ctl also hands it to a
+// node started there without a listener, and a file shared by nodes with
+// and without one may carry it — but more often admin.listen was
+// forgotten, and the node ran without metrics, probes or host commands
+// without a word. The line names where
+// the token was read (never the token itself).
+func (c Config) UnusedAdminToken() string {
+	if c.Admin.Token == "" || c.Admin.Listen != "" {
+		return ""
+	}
+	from := ""
+	if o, ok := c.origins["admin.token"]; ok {
+		from = " (" + o.from + ")"
+	}
+	return "admin.token is set" + from + " but admin.listen is empty: no admin listener runs (no metrics, probes, " +
+		"ctl status or ctl relocate) and the token is not used; set admin.listen (" + EnvName("admin.listen") +
+		", e.g. 127.0.0.1:9464), or unset admin.token"
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -73,14 +74,7 @@ relocation_store:
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := LoadOptions{Environ: noEnv}
-			if tc.env != nil {
-				opts.Environ = tc.env
-			}
-			if tc.yaml != "" {
-				opts.File = writeYAML(t, tc.yaml)
-			}
-			c := mustLoad(t, tc.args, opts)
+			c := loadFrom(t, tc.env, tc.yaml, tc.args)
 			if tc.edit != nil {
 				tc.edit(&c)
 			}
@@ -95,4 +89,52 @@ relocation_store:
 			}
 		})
 	}
+}
+
+// admin.token without admin.listen is accepted (Validate) and named by
+// UnusedAdminToken with where it was read, never its value; with a
+// listener, or without a token, there is no line.
+func TestUnusedAdminToken(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	for _, tc := range []struct {
+		name string
+		env  []string
+		yaml string
+		want string // "" = no line; otherwise its start
+	}{
+		{name: "neither"},
+		{name: "token from the environment", env: []string{"MESHNODE_ADMIN__TOKEN=" + token},
+			want: "admin.token is set (from environment variable MESHNODE_ADMIN__TOKEN) but admin.listen is empty: "},
+		{name: "token in the file", yaml: "admin: {token: " + token + "}\n",
+			want: "admin.token is set (in file "},
+		{name: "token and listener", env: []string{"MESHNODE_ADMIN__TOKEN=" + token, "MESHNODE_ADMIN__LISTEN=127.0.0.1:9464"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadFrom(t, tc.env, tc.yaml, []string{"--location_store.provider=memory", "--relocation_store.provider=memory"})
+			if err := c.Validate(nil); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			got := c.UnusedAdminToken()
+			if (tc.want == "") != (got == "") || !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("UnusedAdminToken() = %q, want one beginning %q", got, tc.want)
+			}
+			if strings.Contains(got, token) {
+				t.Fatalf("the line shows the token: %q", got)
+			}
+		})
+	}
+}
+
+// loadFrom loads the configuration of env (nil: an empty environment), a
+// file holding yaml ("" = no file) and the flags args.
+func loadFrom(t *testing.T, env []string, yaml string, args []string) Config {
+	t.Helper()
+	opts := LoadOptions{Environ: noEnv}
+	if env != nil {
+		opts.Environ = env
+	}
+	if yaml != "" {
+		opts.File = writeYAML(t, yaml)
+	}
+	return mustLoad(t, args, opts)
 }

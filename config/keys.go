@@ -106,7 +106,7 @@ func hasFlag(key string) bool { return !isSecret(key) }
 // help is the one-line meaning of every key; a test checks it is complete.
 var help = map[string]string{
 	"admin.listen":                                    "admin HTTP listener host:port (metrics, /healthz, /readyz, /v1/status, /v1/relocate, pprof); empty = off; a non-loopback host needs admin.token",
-	"admin.token":                                     "admin bearer token, at least 16 bytes, no blank or control character (no flag: command lines are visible to other users); when set, every endpoint but the probes requires it, on loopback too; unset, only a loopback admin.listen is allowed and every local user may use every endpoint (relocate and pprof included)",
+	"admin.token":                                     "admin bearer token, at least 16 bytes, no blank or control character (no flag: command lines are visible to other users); when set, every endpoint but the probes requires it, on loopback too; unset, only a loopback admin.listen is allowed and every local user may use every endpoint (relocate and pprof included); set without admin.listen, it is unused and the node logs a WARN at start (ctl status/relocate read MESHNODE_ADMIN__TOKEN from their own environment)",
 	"node.mesh_name":                                  "RouteMesh name; nodes admit only peers of the same mesh",
 	"node.routing_id":                                 "node routing id (RID) as hex, 1..255 bytes; empty = random per run",
 	"node.endpoint":                                   "where the ROUTER binds, tcp://host:port (port 0 = any free port)",

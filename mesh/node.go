@@ -222,6 +222,11 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 			log.Warn(s.String(), "store", s.Store, "ignored_keys", s.Keys)
 		}
 	}
+	// A token without a listener protects nothing: likely a forgotten
+	// admin.listen (config.UnusedAdminToken says why it is not an error).
+	if msg := cfg.UnusedAdminToken(); msg != "" {
+		log.Warn(msg)
+	}
 	defer func() {
 		if err != nil {
 			n.teardown(context.Background(), nil)

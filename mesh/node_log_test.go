@@ -85,20 +85,57 @@ func TestStartWarnsOfIgnoredRedisSettingsOfStoresItOpens(t *testing.T) {
 	cfg := fastConfig("ignored")
 	cfg.LocationStore.Redis.Addrs = []string{"redis-a:6379"}
 	cfg.RelocationStore.Redis.Addrs = []string{"redis-a:6379"}
-	var logs syncbuf.Buffer
-	n, err := Start(context.Background(), Options{Config: cfg, Factories: f.reg, Location: f.loc, // Relocation opened from cfg
-		DiscoveryInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := logs.String()
+	got := startStopLog(t, Options{Config: cfg, Factories: f.reg, Location: f.loc}) // Relocation opened from cfg
 	if want := `level=WARN msg="relocation_store: redis settings (addrs) are ignored: provider is memory" store=relocation_store ignored_keys=[addrs]`; !strings.Contains(got, want) {
 		t.Errorf("no line %s in\n%s", want, got)
 	}
 	if strings.Contains(got, `msg="location_store:`) {
 		t.Errorf("a WARN about the Location Store passed in Options:\n%s", got)
 	}
+}
+
+// Start logs one WARN when admin.token is set and admin.listen is empty:
+// the token is used by nothing, and the node runs without the listener an
+// operator who set it most likely wanted (accepted silently before). None
+// with both set, or with neither.
+func TestStartWarnsOfAdminTokenWithoutListener(t *testing.T) {
+	f := newFixture(t)
+	const warn = "admin.token is set but admin.listen is empty"
+	for _, tc := range []struct {
+		name          string
+		listen, token string
+		want          bool
+	}{
+		{"token alone", "", "0123456789abcdef0123", true},
+		{"token and listener", "127.0.0.1:0", "0123456789abcdef0123", false},
+		{"neither", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := fastConfig("admintoken")
+			cfg.Admin.Listen, cfg.Admin.Token = tc.listen, tc.token
+			got := startStopLog(t, Options{Config: cfg, Factories: f.reg, Location: f.loc, Relocation: f.reloc})
+			if n := strings.Count(got, `level=WARN msg="`+warn); n != map[bool]int{true: 1}[tc.want] {
+				t.Errorf("%d WARN lines %q, want %v:\n%s", n, warn, tc.want, got)
+			}
+			if strings.Contains(got, tc.token) && tc.token != "" {
+				t.Errorf("the log shows the token:\n%s", got)
+			}
+		})
+	}
+}
+
+// startStopLog starts a node with opts (a discovery round every 100 ms,
+// logging into a buffer), closes it, and returns what it logged.
+func startStopLog(t *testing.T, opts Options) string {
+	t.Helper()
+	var logs syncbuf.Buffer
+	opts.DiscoveryInterval, opts.Logger = 100*time.Millisecond, slog.New(slog.NewTextHandler(&logs, nil))
+	n, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return logs.String()
 }
