@@ -40,7 +40,13 @@ func lateSnapshotHost(t *testing.T, adapter stuckSnapshot, id string, edit func(
 // the cluster, a context, the Actor and its node.
 func blockingSnapshotHost(t *testing.T, adapter stuckSnapshot, id string, edit func(int, *config.Config)) (*cluster, context.Context, ActorRef, int) {
 	t.Helper()
-	f := newFixture(t)
+	return blockingSnapshotHostOn(t, newFixture(t), adapter, id, edit)
+}
+
+// blockingSnapshotHostOn is blockingSnapshotHost on fixture f (its logTo
+// set, for instance).
+func blockingSnapshotHostOn(t *testing.T, f *fixture, adapter stuckSnapshot, id string, edit func(int, *config.Config)) (*cluster, context.Context, ActorRef, int) {
+	t.Helper()
 	registerSeqType(t, f)
 	obj := &blockingObj{started: make(chan struct{}), release: make(chan struct{})}
 	if err := f.reg.Register(spot.Factory{StableType: blockingType, Kind: spot.KindActor, Policy: spot.PolicyPreserveState,

@@ -268,6 +268,18 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 	abandoned := false
 	var wg sync.WaitGroup
 	cmdCtx := ctx // the command's deadline and Stop (a worker's ctx also ends at the halt)
+	// stopDue: the command's deadline passed, or Stop closed (looked at
+	// itself: stopWith cancels cmdCtx on a goroutine of its own, a moment
+	// after Stop closed). stop ends the command ForceStopped (under mu).
+	stopDue := func() bool { return cmdCtx.Err() != nil || stopClosed(opts.Stop) }
+	stop := func() {
+		if !cmd.Sealed() {
+			if k := o.arrivalsUnderWay(); k > 0 {
+				n.log.Warn("host relocation: objects still arriving at the deadline; they stay here", "arriving", k)
+			}
+		}
+		cmd.Stop()
+	}
 	mu.Lock()
 	report()
 	for {
@@ -277,14 +289,8 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 			overrun = time.After(hostOverrun)
 			report()
 		}
-		if deadline != nil && (ctx.Err() != nil || stopClosed(opts.Stop)) {
-			// Stop looked at itself, as in the worker below.
-			if !cmd.Sealed() {
-				if k := o.arrivalsUnderWay(); k > 0 {
-					n.log.Warn("host relocation: objects still arriving at the deadline; they stay here", "arriving", k)
-				}
-			}
-			cmd.Stop() // moves in flight end by the same deadline
+		if deadline != nil && stopDue() {
+			stop() // moves in flight end by the same deadline
 			deadline = nil
 			overrun = time.After(hostOverrun)
 			report()
@@ -326,8 +332,19 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 					r := o.hostMoveOne(ctx, obj, runs, patience)
 					o.hook().step(obj.ID, stepHostFinish)
 					mu.Lock()
-					if o.halt.Err() != nil {
+					switch {
+					case o.halt.Err() != nil:
 						cmd.StopFor(nodeStoppedReason) // no next move: see halted
+					case stopDue():
+						// The deadline (or Stop) came while this move ran:
+						// the command ends ForceStopped, as when the loop
+						// below sees it first. Until 2026-12-08 whichever
+						// saw it first decided: a drain whose last move
+						// ended at the drain's deadline (a Snapshot that
+						// never returns) ended completed or forceStopped
+						// at random
+						// (TestDrainOwnMoveOfAnObjectWhoseSnapshotNeverReturns).
+						stop()
 					}
 					switch err := cmd.Finish(r); {
 					case err == nil:
@@ -339,17 +356,16 @@ func (n *Node) hostRelocate(ctx context.Context, opts HostRelocateOptions, began
 					}
 					var next hostmove.Object
 					more := false
-					if cmdCtx.Err() == nil && !stopClosed(opts.Stop) {
+					if !stopDue() {
 						// Past the deadline (or Stop) no move starts: the
 						// loop below lists what is left NotStarted
 						// (cmd.Stop). Until 2026-12-07 the worker took the
 						// next object, whose move failed at once on the
 						// ended context: Failed, not NotStarted
 						// (TestHostRelocateStoppedStartsNoMore). Stop is
-						// looked at itself: stopWith cancels cmdCtx on a
-						// goroutine of its own, a moment after Stop closed,
-						// and a worker that looked in between took one
-						// more (about one run in ten of that test).
+						// looked at itself (stopDue): a worker that looked
+						// at cmdCtx alone took one more in about one run
+						// in ten of that test.
 						next, more = cmd.Next()
 					}
 					report()
