@@ -476,7 +476,7 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 		}
 		var out targetOutcome
 		if cand.local {
-			out = o.createOnTarget(ctx, ord, nil)
+			out = o.createLocally(ctx, ord)
 		} else {
 			out = o.remoteCreate(ctx, c, ord)
 		}
@@ -514,6 +514,32 @@ func (o *objects) runCreate(ctx context.Context, c *createCall) (createResult, e
 			continue
 		}
 		return o.finishOutcome(ctx, c, ord, out)
+	}
+}
+
+// createLocally runs an order placed on this node as a peer's order runs
+// (manager_target.go): on a goroutine of the node, so that the call ends at
+// its deadline also when the factory ignores its context. The order then
+// stays pending, as a remote one whose answer did not come: the node
+// records the factory's result when it returns, or aborts a reservation
+// whose deadline passed before it. Before, the factory ran on the caller's
+// goroutine and the call waited for it past its deadline (for good, for a
+// factory that never returns).
+func (o *objects) createLocally(ctx context.Context, ord createOrder) targetOutcome {
+	if err := o.begin(); err != nil {
+		return targetOutcome{framework: true, err: wrapErr(ErrUnavailable, err, "node closing")}
+	}
+	done := make(chan targetOutcome, 1)
+	o.gos.Go(func() {
+		defer o.work.Done()
+		done <- o.createOnTarget(ctx, ord, nil)
+	})
+	select {
+	case out := <-done:
+		return out
+	case <-ctx.Done():
+		return targetOutcome{framework: true, pending: true,
+			err: ctxErr(ctx, "creation of %s: the factory on this node has not returned", ord.id)}
 	}
 }
 
