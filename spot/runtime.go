@@ -91,6 +91,12 @@ var (
 	// Receive returned: a Turn is valid only during its turn, and the
 	// request was answered then (ErrNoReply without a Reply).
 	ErrTurnEnded = errors.New("spot: turn ended")
+	// ErrAlreadyReplied is returned by a second Turn.Reply to one request:
+	// the first answer stands.
+	ErrAlreadyReplied = errors.New("spot: request already replied")
+	// ErrNotRequest is returned by Turn.Reply on a Send or Timer envelope:
+	// nobody waits for an answer.
+	ErrNotRequest = errors.New("spot: reply outside a request")
 	// ErrTimerName is returned by SetTimer for a name longer than
 	// MaxTimerName bytes, which a move could not carry.
 	ErrTimerName = errors.New("spot: timer name too long")
@@ -1145,8 +1151,9 @@ func (t *Turn) Now() time.Time { return t.obj.rt.opts.Clock.Now() }
 // learn that its object or node was closing.
 func (t *Turn) Context() context.Context { return t.obj.context() }
 
-// Reply answers the current Request envelope, once: a second call is an
-// error, and so is a call on a Send or Timer envelope (nobody to answer).
+// Reply answers the current Request envelope, once: a second call is
+// ErrAlreadyReplied, and a call on a Send or Timer envelope (nobody to
+// answer) ErrNotRequest.
 // It must be called before Receive returns — a Turn is valid only during
 // its turn; a Reply after it is ErrTurnEnded, the request having been
 // answered ErrNoReply then. There is no asynchronous reply: a handler that
@@ -1154,7 +1161,7 @@ func (t *Turn) Context() context.Context { return t.obj.context() }
 // answers at once and lets the requester ask again.
 func (t *Turn) Reply(body []byte) error {
 	if t.env.Kind != Request {
-		return fmt.Errorf("spot: reply outside a request (envelope is %v)", t.env.Kind)
+		return fmt.Errorf("%w (envelope is %v)", ErrNotRequest, t.env.Kind)
 	}
 	if !t.state.CompareAndSwap(turnOpen, turnReplied) {
 		if t.state.Load() == turnEnded {
@@ -1162,7 +1169,7 @@ func (t *Turn) Reply(body []byte) error {
 			// runtime's ErrNoReply (TestReplyAfterTheTurnIsErrTurnEnded).
 			return ErrTurnEnded
 		}
-		return errors.New("spot: request already replied")
+		return ErrAlreadyReplied
 	}
 	t.obj.reply(t.env.ReplyRoute, body, nil)
 	return nil

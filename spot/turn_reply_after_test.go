@@ -12,18 +12,12 @@ import (
 // and sent a second answer for the same request (which the requester had
 // stopped waiting for), racing the runtime's own check of the turn.
 func TestReplyAfterTheTurnIsErrTurnEnded(t *testing.T) {
-	rep := newReplies()
-	rt := New(Options{Workers: 2, Replier: rep})
-	defer rt.Close()
 	kept := make(chan *Turn, 1)
 	h := &recorder{onTurn: func(t *Turn, env Envelope) error {
 		kept <- t
 		return nil // the reply is to come "later"
 	}}
-	o, err := rt.Open(Spec{Key: Key{ID: "a"}, Kind: KindActor, Generation: 1, Handler: h})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, o := openWithReplies(t, h)
 	if err := o.Post(Envelope{Kind: Request, Body: []byte("ping"), ReplyRoute: []byte("r1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,4 +46,56 @@ func TestReplyAfterTheTurnIsErrTurnEnded(t *testing.T) {
 		t.Fatal("an extra answer was sent")
 	default:
 	}
+}
+
+// The two misuses of Turn.Reply a handler can meet — a second Reply to one
+// request, a Reply to a one-way message or a timer firing — are errors a
+// handler can match (ErrAlreadyReplied, ErrNotRequest), as ErrTurnEnded
+// is. Before, they were anonymous errors only their text told apart.
+func TestReplyMisusesAreMatchableErrors(t *testing.T) {
+	errs := make(chan error, 4)
+	h := &recorder{onTurn: func(t *Turn, env Envelope) error {
+		switch env.Kind {
+		case Request:
+			errs <- t.Reply([]byte("first"))
+			errs <- t.Reply([]byte("second"))
+		default:
+			errs <- t.Reply([]byte("nobody"))
+		}
+		return nil
+	}}
+	rep, o := openWithReplies(t, h)
+	if err := o.Post(Envelope{Kind: Request, Body: []byte("ping"), ReplyRoute: []byte("r1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatalf("first Reply: %v", err)
+	}
+	if err := <-errs; !errors.Is(err, ErrAlreadyReplied) {
+		t.Fatalf("second Reply: %v, want ErrAlreadyReplied", err)
+	}
+	if err := o.Post(Envelope{Kind: Send, Body: []byte("one-way")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; !errors.Is(err, ErrNotRequest) {
+		t.Fatalf("Reply to a one-way message: %v, want ErrNotRequest", err)
+	}
+	rep.wait(t, 1)
+	if got := rep.got["r1"]; string(got.body) != "first" || got.err != nil {
+		t.Fatalf("the request's answer: %q, %v", got.body, got.err)
+	}
+}
+
+// openWithReplies opens actor "a" with handler h on a runtime whose
+// replies rep records; the runtime closes with the test.
+func openWithReplies(t *testing.T, h Handler) (*replies, *Object) {
+	t.Helper()
+	rep := newReplies()
+	rt := New(Options{Workers: 2, Replier: rep})
+	t.Cleanup(rt.Close)
+	o, err := rt.Open(Spec{Key: Key{ID: "a"}, Kind: KindActor, Generation: 1, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, o
 }
