@@ -776,8 +776,9 @@ const MaxTimerName = 1<<16 - 1
 const MaxTimers = 1000
 
 // SetTimer arms (or re-arms) a named timer on the object. It fires as a
-// Timer envelope, that is as a turn in mailbox order. A period of 0 or
-// less is a one-shot timer; a name longer than MaxTimerName bytes is
+// Timer envelope, that is as a turn in mailbox order; an after of 0 or
+// less fires at once (behind what is queued). A period of 0 or less is a
+// one-shot timer; a name longer than MaxTimerName bytes is
 // refused with ErrTimerName (until 2026-12-07 both were accepted as they
 // came, and every later move of the object failed at the payload's
 // validation: negative duration, name above 65,535 bytes), and a new name
