@@ -309,10 +309,12 @@ func (o *objects) closeOnce(ctx context.Context, kind record.ObjectKind, id stri
 			done := h.closed
 			h.closed = nil
 			o.mu.Unlock()
-			// Close waits for a running turn, so an object must not end itself
-			// from its own turn (docs/OBJECTS.md §8). Queued requests are
-			// answered with a closed failure.
-			h.obj.Close()
+			// Close waits for a running turn, but not for the caller's own:
+			// an object ending itself from its turn with t.Context()
+			// (CloseFrom; with another context it waits for itself,
+			// docs/OBJECTS.md §8). Queued requests are answered with a
+			// closed failure.
+			h.obj.CloseFrom(ctx)
 			close(done) // after the instance ended: a waiting close finds it gone
 		}
 		o.cache.Drop(msgTarget{fam: famOf(kind), id: id}.cacheKey())

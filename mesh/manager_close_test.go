@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -183,6 +184,56 @@ func TestDestroyAfterAFailedCloseUnderWayClosesIt(t *testing.T) {
 		t.Fatalf("Destroy after the failed close: %+v, want closed", r)
 	}
 	if _, err := c.m(0).FindActor(ctx, "reopened"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("FindActor after the Destroy: %v, want ErrNotFound", err)
+	}
+}
+
+// selfEnder is an Actor whose "end" request destroys the object itself,
+// from its own turn, with the turn's context.
+type selfEnder struct{ m *atomic.Pointer[Manager] }
+
+func (s selfEnder) Receive(t *spot.Turn, env spot.Envelope) error {
+	if env.Kind != spot.Request {
+		return nil
+	}
+	m := s.m.Load()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ref, err := m.FindActor(ctx, t.ID())
+	if err != nil {
+		return err
+	}
+	closed, err := m.Destroy(ctx, ref)
+	return t.Reply(fmt.Appendf(nil, "%v %v", closed, err))
+}
+
+// A handler that ends its own object (Manager.Destroy from its turn, with
+// t.Context()) gets its answer: the object is closed without waiting for
+// the running turn — the caller itself. Before, Destroy deleted the record
+// and then waited for that turn to end, that is for itself: it never
+// returned, past its deadline, and the turn stayed stuck until the node's
+// shutdown reported it (found by developer try-out M).
+func TestHandlerDestroyingItsOwnObjectGetsItsAnswer(t *testing.T) {
+	f := newFixture(t)
+	var m atomic.Pointer[Manager]
+	if err := f.reg.Register(spot.Factory{StableType: "test.selfender", Kind: spot.KindActor, Policy: spot.PolicyDisabled,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return selfEnder{&m}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 1, nil)
+	m.Store(c.nodes[0].Manager())
+	ctx := ctxT(t, 60*time.Second)
+	ref, err := m.Load().CreateActor(ctx, "self:1", "test.selfender")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got, err := m.Load().RequestActor(rctx, ref, []byte("end"))
+	if err != nil || string(got) != "true <nil>" {
+		t.Fatalf("the handler's Destroy of its own object answered %q, %v; want \"true <nil>\"", got, err)
+	}
+	if _, err := m.Load().FindActor(ctx, "self:1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("FindActor after the Destroy: %v, want ErrNotFound", err)
 	}
 }

@@ -701,6 +701,16 @@ func (o *Object) markQueuedLocked(envs []Envelope) {
 // timers stop, and the runtime forgets it. It waits for a running turn.
 func (o *Object) Close() { o.close(ErrClosed) }
 
+// CloseFrom is Close on behalf of the caller whose context is ctx: when ctx
+// is (derived from) the Context of this object's turn that still runs —
+// its handler ending its own object, through mesh's Destroy or Close — it
+// does not wait for that turn, which is the caller and would wait for
+// itself for good; otherwise it is Close.
+func (o *Object) CloseFrom(ctx context.Context) {
+	t, _ := ctx.Value(turnCtxKey{}).(*Turn)
+	o.closeWaiting(ErrClosed, t == nil || t.obj != o || t.state.Load() == turnEnded)
+}
+
 // Discard closes the object without running or answering what is queued:
 // the work belongs to someone else (a relocation target removing its
 // prepared instance while the source keeps the originals, §9.4). Timers
@@ -1150,7 +1160,15 @@ func (t *Turn) Now() time.Time { return t.obj.rt.opts.Clock.Now() }
 // object where it is (HoldContext). Until 2026-12-07 it was
 // context.Background(), so a handler blocked on a slow call could not
 // learn that its object or node was closing.
-func (t *Turn) Context() context.Context { return t.obj.context() }
+//
+// It carries the turn: a Destroy or Close of the object from its own turn
+// with it does not wait for that turn (Object.CloseFrom).
+func (t *Turn) Context() context.Context {
+	return context.WithValue(t.obj.context(), turnCtxKey{}, t)
+}
+
+// turnCtxKey marks a turn's Context with its Turn (CloseFrom).
+type turnCtxKey struct{}
 
 // Reply answers the current Request envelope, once: a second call is
 // ErrAlreadyReplied, and a call on a Send or Timer envelope (nobody to
