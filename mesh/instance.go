@@ -62,7 +62,12 @@ func InstanceMesh(name string) InstanceOption {
 // MaxInstanceMessage is the largest first message a cold activation can
 // carry: the stored activation record (creation info + first message) is at
 // most 1 MiB (§7, activation.MaxRecordBytes), and its header takes at most
-// a few KiB of it. Messages to a Ready Instance Spot have the usual limits.
+// a few KiB of it. SendInstance and RequestInstance hold every message to
+// it, also one to a Ready Instance Spot: any of them may become a cold
+// activation's first message (the Spot ends with its node, and the next
+// message activates it again), and it is checked before the id is looked
+// up. (This comment said a Ready one had the usual limits until
+// 2026-12-08; it never had.)
 const MaxInstanceMessage = activation.MaxRecordBytes - 8<<10
 
 // DefaultInstanceTimeout bounds SendInstance/RequestInstance when ctx has no
