@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,11 +189,14 @@ func TestDestroyAfterAFailedCloseUnderWayClosesIt(t *testing.T) {
 	}
 }
 
-// selfEnder is an Actor whose "end" request destroys the object itself,
-// from its own turn, with the turn's context.
-type selfEnder struct{ m *atomic.Pointer[Manager] }
+// selfCaller is an Actor whose requests run call on the object itself,
+// from its own turn, with the turn's context, and answer what it returned.
+type selfCaller struct {
+	m    *atomic.Pointer[Manager]
+	call func(ctx context.Context, m *Manager, ref ActorRef) string
+}
 
-func (s selfEnder) Receive(t *spot.Turn, env spot.Envelope) error {
+func (s selfCaller) Receive(t *spot.Turn, env spot.Envelope) error {
 	if env.Kind != spot.Request {
 		return nil
 	}
@@ -203,8 +207,28 @@ func (s selfEnder) Receive(t *spot.Turn, env spot.Envelope) error {
 	if err != nil {
 		return err
 	}
-	closed, err := m.Destroy(ctx, ref)
-	return t.Reply(fmt.Appendf(nil, "%v %v", closed, err))
+	return t.Reply([]byte(s.call(ctx, m, ref)))
+}
+
+// selfCallerActor starts a one-node mesh and creates the selfCaller Actor
+// id (of policy) whose requests run call; it returns the node's Manager and
+// the Actor's ref.
+func selfCallerActor(t *testing.T, ctx context.Context, id string, policy spot.Policy,
+	call func(ctx context.Context, m *Manager, ref ActorRef) string) (*Manager, ActorRef) {
+	t.Helper()
+	f := newFixture(t)
+	var m atomic.Pointer[Manager]
+	if err := f.reg.Register(spot.Factory{StableType: "test.selfcaller", Kind: spot.KindActor, Policy: policy,
+		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return selfCaller{&m, call}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterOn(t, f, nil, 1, nil)
+	m.Store(c.nodes[0].Manager())
+	ref, err := m.Load().CreateActor(ctx, id, "test.selfcaller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Load(), ref
 }
 
 // A handler that ends its own object (Manager.Destroy from its turn, with
@@ -214,26 +238,40 @@ func (s selfEnder) Receive(t *spot.Turn, env spot.Envelope) error {
 // returned, past its deadline, and the turn stayed stuck until the node's
 // shutdown reported it (found by developer try-out M).
 func TestHandlerDestroyingItsOwnObjectGetsItsAnswer(t *testing.T) {
-	f := newFixture(t)
-	var m atomic.Pointer[Manager]
-	if err := f.reg.Register(spot.Factory{StableType: "test.selfender", Kind: spot.KindActor, Policy: spot.PolicyDisabled,
-		New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return selfEnder{&m}, nil }}); err != nil {
-		t.Fatal(err)
-	}
-	c := newClusterOn(t, f, nil, 1, nil)
-	m.Store(c.nodes[0].Manager())
 	ctx := ctxT(t, 60*time.Second)
-	ref, err := m.Load().CreateActor(ctx, "self:1", "test.selfender")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, ref := selfCallerActor(t, ctx, "self:1", spot.PolicyDisabled, func(ctx context.Context, m *Manager, ref ActorRef) string {
+		closed, err := m.Destroy(ctx, ref)
+		return fmt.Sprintf("%v %v", closed, err)
+	})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	got, err := m.Load().RequestActor(rctx, ref, []byte("end"))
+	got, err := m.RequestActor(rctx, ref, []byte("end"))
 	if err != nil || string(got) != "true <nil>" {
 		t.Fatalf("the handler's Destroy of its own object answered %q, %v; want \"true <nil>\"", got, err)
 	}
-	if _, err := m.Load().FindActor(ctx, "self:1"); !errors.Is(err, ErrNotFound) {
+	if _, err := m.FindActor(ctx, "self:1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("FindActor after the Destroy: %v, want ErrNotFound", err)
+	}
+}
+
+// A handler that moves its own object from its turn (RelocateActor with
+// t.Context()) is told at once that it cannot: a move holds the object
+// until its running turn ends, that is until the call returns. Before
+// (developer try-out, 2026-12-08) the call waited out the move's deadline
+// and ended NotMoved (deadlineExceeded), logged as a handler blocked for
+// long.
+func TestHandlerMovingItsOwnObjectIsRefusedAtOnce(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	m, ref := selfCallerActor(t, ctx, "self:move", spot.PolicyRecreate, func(ctx context.Context, m *Manager, ref ActorRef) string {
+		res, err := m.RelocateActor(ctx, ref)
+		return fmt.Sprintf("%v|%s|%v", errors.Is(err, ErrInvalidOperation), res.Outcome, err)
+	})
+	got, err := m.RequestActor(ctx, ref, []byte("move"))
+	if err != nil || !strings.HasPrefix(string(got), "true|") || !strings.Contains(string(got), "from its own turn") {
+		t.Fatalf("the handler's move of its own object answered %q, %v; want ErrInvalidOperation naming its own turn", got, err)
+	}
+	// Still served where it was.
+	if got, err := m.RequestActor(ctx, ref, []byte("move")); err != nil || !strings.HasPrefix(string(got), "true|") {
+		t.Fatalf("a second request after the refusal: %q, %v", got, err)
 	}
 }

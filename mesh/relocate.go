@@ -338,9 +338,29 @@ type openingErr struct{ done <-chan struct{} }
 func (*openingErr) Error() string { return "object still opening after its move here" }
 
 // beginMoveChecked is beginMove's check; see there.
+// inOwnTurn reports whether ctx is the Context of the running turn of the
+// object hosted here under key (spot.Object.InOwnTurn).
+func (o *objects) inOwnTurn(ctx context.Context, key spot.Key) bool {
+	o.mu.Lock()
+	var obj *spot.Object
+	if h, ok := o.hosted[key]; ok {
+		obj = h.obj
+	}
+	o.mu.Unlock()
+	return obj != nil && obj.InOwnTurn(ctx)
+}
+
 func (o *objects) beginMoveChecked(ctx context.Context, kind record.ObjectKind, id string, gen uint64, ro relocateOptions) (*sourceMove, error) {
 	if err := o.n.lease.Gate().Admit(); err != nil {
 		return nil, wrapErr(ErrUnavailable, err, "owner lease")
+	}
+	if o.inOwnTurn(ctx, spot.Key{Spot: kind != record.ObjectActor, ID: id}) {
+		// Its handler moving it from its turn (t.Context()): the move
+		// holds the object until its running turn ends, that is until the
+		// call returns — it waited out the move's deadline and then spoke
+		// of a handler blocked for long (developer try-out, 2026-12-08).
+		return nil, fmt.Errorf("%w: %s %q cannot be moved from its own turn (a move waits for the running turn to end); "+
+			"start the move from a goroutine the turn leaves running, or from another object", ErrInvalidOperation, kind, id)
 	}
 	row, _, err := o.readAuthorityAt(ctx, kind, id)
 	if err != nil {

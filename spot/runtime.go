@@ -707,8 +707,17 @@ func (o *Object) Close() { o.close(ErrClosed) }
 // does not wait for that turn, which is the caller and would wait for
 // itself for good; otherwise it is Close.
 func (o *Object) CloseFrom(ctx context.Context) {
+	o.closeWaiting(ErrClosed, !o.InOwnTurn(ctx))
+}
+
+// InOwnTurn reports whether ctx is (derived from) the Context of this
+// object's turn that still runs: a call its handler makes from that turn.
+// mesh uses it to answer what would wait for that turn (CloseFrom; a move
+// of the object, which holds it until its running turn ends) instead of
+// waiting for the caller itself.
+func (o *Object) InOwnTurn(ctx context.Context) bool {
 	t, _ := ctx.Value(turnCtxKey{}).(*Turn)
-	o.closeWaiting(ErrClosed, t == nil || t.obj != o || t.state.Load() == turnEnded)
+	return t != nil && t.obj == o && t.state.Load() != turnEnded
 }
 
 // Discard closes the object without running or answering what is queued:
