@@ -32,6 +32,15 @@ import (
 // spot.Default before calling Main with a nil Factories).
 var Factories *spot.Registry
 
+// Started, when set, is called by `run` with the node it started, once
+// mesh.Start returned and before run waits for its stop signal: an
+// application embedding cli.Main keeps n.Manager() for its handlers, which
+// reach other objects through it (docs/EMBEDDING.md §12). The node already
+// serves when it is called, so a handler may run before it: the pointer a
+// factory's closure holds is nil until then. It must return promptly; run
+// stops the node itself (drain, §11) on the signal.
+var Started func(n *mesh.Node)
+
 func registry() (*spot.Registry, error) {
 	if Factories != nil {
 		return Factories, nil
@@ -95,6 +104,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	node, code := startNode(ctx, mesh.Options{Config: cfg, Factories: reg, Logger: log}, stderr)
 	if node == nil {
 		return code
+	}
+	if Started != nil {
+		Started(node)
 	}
 	fmt.Fprintf(stdout, "meshnode: node %x serving at %s (mesh %q)\n", node.RID(), node.Endpoint(), cfg.Node.MeshName)
 	if addr := node.AdminAddr(); addr != "" {
