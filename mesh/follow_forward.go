@@ -81,7 +81,15 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 	m, _ := messageOf(rec) // only 21, 22, 24 and 25 reach here
 	err := refusal
 	if errors.Is(refusal, ErrNotFound) {
-		passed, ferr := o.passOn(from, m, rec)
+		var again func()
+		if m.corr != 0 && controlOf(rec) == controlBarrier {
+			// Handled again here should the pass-on be lost
+			// (followUpBarrier).
+			again = func() {
+				o.inbound(from, m.fam, m.id, m.gen, m.to.nodeRID, m.to.nodeGen, m.to.ownerGen, m.to.leaseGen, m.corr, rec, reply)
+			}
+		}
+		passed, ferr := o.passOn(from, m, rec, again)
 		var down *followLinkDown
 		if !passed && errors.As(ferr, &down) {
 			stopped, wait := o.linkRunStopped(down.route)
@@ -127,7 +135,7 @@ func (o *objects) notAdmitted(from transport.PeerInfo, rec *router.Record, reply
 				}
 				return wait
 			}
-			if o.passOnLater(from, m, rec) {
+			if o.passOnLater(from, m, rec, again) {
 				return nil
 			}
 		}
@@ -264,7 +272,7 @@ func (o *objects) readmit(from transport.PeerInfo, m inMessage, rec *router.Reco
 // way through the ended run any more, so the message takes the later
 // stay's fence and follows the object from there. It reports whether the
 // message was passed on.
-func (o *objects) passOnLater(from transport.PeerInfo, m inMessage, rec *router.Record) bool {
+func (o *objects) passOnLater(from transport.PeerInfo, m inMessage, rec *router.Record, again func()) bool {
 	if !o.isRun(m.to.nodeRID, m.to.nodeGen) {
 		return false
 	}
@@ -295,7 +303,7 @@ func (o *objects) passOnLater(from transport.PeerInfo, m inMessage, rec *router.
 		return false
 	}
 	later, _ := messageOf(out)
-	if passed, _ := o.passOn(from, later, out); !passed {
+	if passed, _ := o.passOn(from, later, out, again); !passed {
 		return false
 	}
 	o.log.Debug("message for an earlier stay passed on from a later one: its follow chain's next owner's run ended", "object", m.id, "hop", m.hop)
@@ -337,7 +345,7 @@ func (o *objects) endedHere(key follow.Key, m inMessage) bool {
 // it. It reports whether the message was passed on; when it was not, a nil
 // error means "no follow route" (the caller keeps its refusal) and any other
 // error is the follow outcome to answer with.
-func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Record) (bool, error) {
+func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Record, again func()) (bool, error) {
 	key := msgTarget{fam: m.fam, id: m.id}.cacheKey()
 	// Before the follow table is asked: a move taken back removes its
 	// record, then takes the copies once this pass-on has ended.
@@ -444,6 +452,9 @@ func (o *objects) passOn(from transport.PeerInfo, m inMessage, rec *router.Recor
 			return false, &followLinkDown{key: key, route: f.Target.Route, err: err}
 		}
 		return false, err
+	}
+	if again != nil {
+		o.followUpBarrier(m, f.Target, again)
 	}
 	if mv != nil && m.corr == 0 && controlOf(rec) != controlUnbind {
 		// Kept to put back into the object if the move is taken back; an
