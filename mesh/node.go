@@ -227,6 +227,18 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if msg := cfg.UnusedAdminToken(); msg != "" {
 		log.Warn(msg)
 	}
+	// An Instance Spot never moves (a host Relocate skips it, a drain's
+	// shutdown removes it, its next message activates it anew): a
+	// relocation policy on its factory is never used, its Snapshot adapter
+	// never called — likely an application expecting its state to move
+	// (developer try-out, 2026-12-08). Said once per type.
+	for _, f := range n.factories {
+		if f.Kind == spot.KindInstanceSpot && f.Policy != spot.PolicyDisabled {
+			log.Warn("factory: an Instance Spot never moves, so its relocation policy is not used (its Snapshot adapter is never called; "+
+				"a drain ends it and its next message activates it anew): register it with spot.PolicyDisabled",
+				"stable_type", f.StableType, "policy", f.Policy.String())
+		}
+	}
 	defer func() {
 		if err != nil {
 			n.teardown(context.Background(), nil)

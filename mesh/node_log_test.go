@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"github.com/meshnode/meshnode/internal/syncbuf"
+	"github.com/meshnode/meshnode/spot"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -138,4 +139,40 @@ func startStopLog(t *testing.T, opts Options) string {
 		t.Fatal(err)
 	}
 	return logs.String()
+}
+
+// An Instance Spot factory with a relocation policy other than Disabled
+// gets one WARN at start naming its type: the policy is never used (an
+// Instance Spot never moves), which an application expecting its state to
+// move would not otherwise learn (developer try-out, 2026-12-08).
+func TestStartWarnsOfAnInstanceSpotPolicyNeverUsed(t *testing.T) {
+	const warn = "factory: an Instance Spot never moves"
+	for _, tc := range []struct {
+		name   string
+		policy spot.Policy
+		want   int
+	}{
+		{"recreate", spot.PolicyRecreate, 1},
+		{"preserve state", spot.PolicyPreserveState, 1},
+		{"disabled", spot.PolicyDisabled, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			fac := spot.Factory{StableType: "test.inbox", Kind: spot.KindInstanceSpot, Policy: tc.policy,
+				New: func(context.Context, spot.CreateRequest) (spot.Handler, error) { return answeringObj{}, nil }}
+			if tc.policy == spot.PolicyPreserveState {
+				fac.Snapshot = blobSnapshot{}
+			}
+			if err := f.reg.Register(fac); err != nil {
+				t.Fatal(err)
+			}
+			got := startStopLog(t, Options{Config: fastConfig("instancepolicy"), Factories: f.reg, Location: f.loc, Relocation: f.reloc})
+			if n := strings.Count(got, `level=WARN msg="`+warn); n != tc.want {
+				t.Errorf("%d WARN lines %q, want %d:\n%s", n, warn, tc.want, got)
+			}
+			if tc.want > 0 && !strings.Contains(got, "stable_type=test.inbox") {
+				t.Errorf("the WARN does not name the type:\n%s", got)
+			}
+		})
+	}
 }
