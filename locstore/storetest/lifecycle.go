@@ -89,7 +89,10 @@ func testCancellation(t *testing.T, h Harness) {
 	var applied, failed, lostApplied, errNotApplied, lateCommits int
 	lateFrom := "" // value of the previous round if it ended in an error
 	for round := range rounds {
-		cur := readState(t, s, []string{ka, kb})
+		// Settled here too: the previous round's failed write may land
+		// between the two reads of a plain readState (a CI run read
+		// "round 177" / "round 178" at a round's start, 2026-12-08).
+		cur := readSettled(t, s, []string{ka, kb})
 		if cur[ka].Value != cur[kb].Value {
 			t.Fatalf("round %d (seed %d): keys of one batch disagree: %v / %v", round, seed, cur[ka], cur[kb])
 		}
@@ -247,7 +250,8 @@ func testClose(t *testing.T, h Harness) {
 // between the two reads of one readState it showed one key before and one
 // after an atomic batch — a torn state the store never held (seen once in
 // a CI run with replica acknowledgements, whose WAIT makes such late
-// commits likelier).
+// commits likelier; after a write and, since 2026-12-08, at each round's
+// start).
 func readSettled(t *testing.T, s locstore.Store, keys []string) map[string]state {
 	t.Helper()
 	prev := readState(t, s, keys)
